@@ -1,0 +1,61 @@
+"""aeronio: Aeron's log buffers, media driver and protocol for Python, with an asyncio API."""
+
+from aeronio._core import BufferClaim, FragmentAssembler, FragmentBatch, Header, Message
+from aeronio.client.aeron import Aeron, connect
+from aeronio.client.publication import (
+    ADMIN_ACTION,
+    BACK_PRESSURED,
+    CLOSED,
+    MAX_POSITION_EXCEEDED,
+    NOT_CONNECTED,
+    ExclusivePublication,
+    Publication,
+)
+from aeronio.client.subscription import ControlledPollAction, Image, Subscription
+from aeronio.driver.context import DriverContext
+from aeronio.driver.media_driver import MediaDriver
+from aeronio.errors import (
+    AeronError,
+    ChannelUriError,
+    ClaimError,
+    ConfigurationError,
+    DriverError,
+    DriverNotFoundError,
+    DriverTimeoutError,
+    MaxPositionExceededError,
+    MessageTooLargeError,
+    PublicationClosedError,
+)
+
+__all__ = [
+    "ADMIN_ACTION",
+    "BACK_PRESSURED",
+    "CLOSED",
+    "MAX_POSITION_EXCEEDED",
+    "NOT_CONNECTED",
+    "Aeron",
+    "AeronError",
+    "BufferClaim",
+    "ChannelUriError",
+    "ClaimError",
+    "ConfigurationError",
+    "ControlledPollAction",
+    "DriverContext",
+    "DriverError",
+    "DriverNotFoundError",
+    "DriverTimeoutError",
+    "ExclusivePublication",
+    "FragmentAssembler",
+    "FragmentBatch",
+    "Header",
+    "Image",
+    "MaxPositionExceededError",
+    "MediaDriver",
+    "Message",
+    "MessageTooLargeError",
+    "Publication",
+    "PublicationClosedError",
+    "Subscription",
+    "connect",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,213 @@
+"""Publications: append messages to a log (concurrent or exclusive), with awaitable back-pressure.
+
+`try_offer` returns at once with a position or one of Aeron's result codes; `await offer` waits
+through back-pressure, admin actions and (until connected) NOT_CONNECTED without blocking the
+loop. An append is one synchronous step, so cancelling an `await offer` never leaves a partial
+frame in the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from aeronio import _core
+from aeronio.errors import MaxPositionExceededError, PublicationClosedError
+from aeronio.logbuffer import signals
+
+if TYPE_CHECKING:
+    from aeronio.client.aeron import Aeron
+
+NOT_CONNECTED: int = _core.NOT_CONNECTED
+BACK_PRESSURED: int = _core.BACK_PRESSURED
+ADMIN_ACTION: int = _core.ADMIN_ACTION
+CLOSED: int = _core.CLOSED
+MAX_POSITION_EXCEEDED: int = _core.MAX_POSITION_EXCEEDED
+
+Buffer = bytes | bytearray | memoryview | Any
+
+
+class Publication:
+    """A concurrent publication: safe to offer from many threads and processes at once."""
+
+    is_exclusive = False
+
+    def __init__(
+        self,
+        client: Aeron,
+        channel: str,
+        stream_id: int,
+        registration_id: int,
+        session_id: int,
+        log_file: str,
+        appender: _core.LogAppender,
+    ):
+        self._client = client
+        self.channel = channel
+        self.stream_id = stream_id
+        self.registration_id = registration_id
+        self.session_id = session_id
+        self.log_file = log_file
+        self._appender = appender
+        self._signals = signals.acquire(log_file)
+        # Hot paths go straight to the Cython appender.
+        self.try_offer = appender.try_offer
+        self.try_claim = appender.try_claim
+        self.try_offer_batch = appender.offer_batch
+
+    # -- properties ---------------------------------------------------------------------
+
+    @property
+    def position(self) -> int:
+        """The position the next message will be appended at."""
+        return self._appender.position
+
+    @property
+    def position_limit(self) -> int:
+        return self._appender.position_limit
+
+    @property
+    def max_message_length(self) -> int:
+        return self._appender.max_message_length
+
+    @property
+    def max_payload_length(self) -> int:
+        return self._appender.max_payload_length
+
+    @property
+    def term_length(self) -> int:
+        return self._appender.log.term_length
+
+    @property
+    def initial_term_id(self) -> int:
+        return self._appender.log.initial_term_id
+
+    @property
+    def is_connected(self) -> bool:
+        return not self._appender.is_closed and self._appender.log.is_connected()
+
+    @property
+    def is_closed(self) -> bool:
+        return self._appender.is_closed
+
+    # -- awaitable offers ---------------------------------------------------------------
+
+    async def offer(
+        self,
+        buffer: Buffer,
+        offset: int = 0,
+        length: int | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> int:
+        """Append a message, waiting while back-pressured or not connected; returns its position.
+
+        Raises PublicationClosedError, MessageTooLargeError, MaxPositionExceededError or
+        TimeoutError (after `timeout` seconds).
+        """
+        result = self.try_offer(buffer, offset, length)
+        if result > 0:
+            return result
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            await self._wait(result, deadline)
+            result = self.try_offer(buffer, offset, length)
+            if result > 0:
+                return result
+
+    async def offer_batch(
+        self, messages: Sequence[Buffer] | Any, *, timeout: float | None = None
+    ) -> int:
+        """Append every message (a sequence of buffers or a 2-D uint8 array of records), waiting
+        as `offer` does; returns the position after the last one."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        start, count = 0, len(messages)
+        while start < count:
+            result = self.try_offer_batch(messages, start)
+            if result > 0:
+                start += result
+                continue
+            await self._wait(result, deadline)
+        return self.position
+
+    @contextlib.asynccontextmanager
+    async def claim(
+        self, length: int, *, timeout: float | None = None
+    ) -> AsyncIterator[memoryview]:
+        """Reserve `length` bytes in the log to write in place: committed when the block exits,
+        aborted (turned into padding) when it raises."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            claim = self.try_claim(length)
+            if not isinstance(claim, int):
+                break
+            await self._wait(claim, deadline)
+        try:
+            yield claim.buffer
+        except BaseException:
+            claim.abort()
+            raise
+        else:
+            claim.commit()
+
+    async def _wait(self, result: int, deadline: float | None) -> None:
+        """Handle a failed append: raise for a terminal code, else park until space may exist."""
+        if result == CLOSED:
+            raise PublicationClosedError(
+                f"publication {self.registration_id} on {self.channel} is closed"
+            )
+        if result == MAX_POSITION_EXCEEDED:
+            raise MaxPositionExceededError(
+                f"publication {self.registration_id} reached its max position "
+                f"{self.term_length << 31}"
+            )
+        if result == ADMIN_ACTION:
+            return
+        if deadline is not None and time.monotonic() >= deadline:
+            state = "not connected" if result == NOT_CONNECTED else "back-pressured"
+            raise TimeoutError(
+                f"offer timed out ({state}) at position {self.position}, "
+                f"limit {self.position_limit}"
+            )
+        limit, consumed = self._signals.limit, self._signals.consumed
+        limit.waiters += 1
+        consumed.waiters += 1
+        try:
+            timeout = signals.FALLBACK_WAIT_S
+            if deadline is not None:
+                timeout = max(0.0, min(timeout, deadline - time.monotonic()))
+            if self.position_limit <= self.position:
+                await signals.park([limit], timeout)
+        finally:
+            limit.waiters -= 1
+            consumed.waiters -= 1
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Stop offering (further offers return CLOSED) and release the publication."""
+        if self._appender.is_closed:
+            return
+        self._appender.close()
+        signals.release(self.log_file)
+        await self._client._release_publication(self)
+
+    async def __aenter__(self) -> Publication:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(channel={self.channel!r}, stream_id={self.stream_id}, "
+            f"session_id={self.session_id}, position={self.position})"
+        )
+
+
+class ExclusivePublication(Publication):
+    """A publication with one writer (no CAS on the tail): faster, not thread-safe."""
+
+    is_exclusive = True

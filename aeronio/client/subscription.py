@@ -1,0 +1,235 @@
+"""Subscriptions and images: one Image per publication session on the subscribed stream.
+
+Poll paths (`poll`, `controlled_poll`, `block_poll`, `batch_poll`) hand handlers views into the
+log, valid during the call. `async for message in subscription` yields whole, copied messages.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from aeronio import _core
+from aeronio.logbuffer import signals
+
+if TYPE_CHECKING:
+    from aeronio.client.aeron import Aeron
+
+Header = _core.Header
+Message = _core.Message
+FragmentAssembler = _core.FragmentAssembler
+FragmentBatch = _core.FragmentBatch
+FragmentHandler = Callable[[memoryview, Header], object]
+
+
+class ControlledPollAction(enum.IntEnum):
+    """What a controlled_poll handler tells the image to do after a fragment."""
+
+    ABORT = 1
+    BREAK = 2
+    COMMIT = 3
+    CONTINUE = 4
+
+
+class Image:
+    """The replicated log of one publication session, as seen by one subscription."""
+
+    def __init__(
+        self,
+        subscription: Subscription,
+        correlation_id: int,
+        session_id: int,
+        log_file: str,
+        join_position: int,
+        source_identity: str,
+        reader: _core.ImageReader,
+    ):
+        self.subscription = subscription
+        self.correlation_id = correlation_id
+        self.session_id = session_id
+        self.stream_id = subscription.stream_id
+        self.log_file = log_file
+        self.join_position = join_position
+        self.source_identity = source_identity
+        self._reader = reader
+        self.signals = signals.acquire(log_file)
+        self.poll = reader.poll
+        self.controlled_poll = reader.controlled_poll
+        self.block_poll = reader.block_poll
+        self.batch_poll = reader.batch_poll
+        self.poll_messages = reader.poll_messages
+        self.is_closed = False
+
+    @property
+    def position(self) -> int:
+        return self._reader.position
+
+    @property
+    def term_length(self) -> int:
+        return self._reader.log.term_length
+
+    @property
+    def initial_term_id(self) -> int:
+        return self._reader.log.initial_term_id
+
+    @property
+    def is_end_of_stream(self) -> bool:
+        return self._reader.is_end_of_stream
+
+    def _close(self) -> None:
+        if not self.is_closed:
+            self.is_closed = True
+            signals.release(self.log_file)
+
+    def __repr__(self) -> str:
+        return (
+            f"Image(session_id={self.session_id}, stream_id={self.stream_id}, "
+            f"position={self.position})"
+        )
+
+
+class Subscription:
+    """Receives the messages of every publication session on a channel and stream."""
+
+    def __init__(
+        self,
+        client: Aeron,
+        channel: str,
+        stream_id: int,
+        registration_id: int,
+        available_image: Callable[[Image], None] | None = None,
+        unavailable_image: Callable[[Image], None] | None = None,
+    ):
+        self._client = client
+        self.channel = channel
+        self.stream_id = stream_id
+        self.registration_id = registration_id
+        self.available_image = available_image
+        self.unavailable_image = unavailable_image
+        self._images: list[Image] = []
+        self._round_robin = 0
+        self._pending: deque[Message] = deque()
+        self.is_closed = False
+
+    @property
+    def images(self) -> tuple[Image, ...]:
+        return tuple(self._images)
+
+    @property
+    def image_count(self) -> int:
+        return len(self._images)
+
+    @property
+    def is_connected(self) -> bool:
+        return bool(self._images)
+
+    def image_by_session_id(self, session_id: int) -> Image | None:
+        return next((i for i in self._images if i.session_id == session_id), None)
+
+    # -- image lifecycle (called by the client conductor) -------------------------------
+
+    def _add_image(self, image: Image) -> None:
+        self._images.append(image)
+        if self.available_image is not None:
+            self.available_image(image)
+
+    def _remove_image(self, correlation_id: int) -> None:
+        image = next((i for i in self._images if i.correlation_id == correlation_id), None)
+        if image is None:
+            return
+        self._images.remove(image)
+        image._close()
+        if self.unavailable_image is not None:
+            self.unavailable_image(image)
+
+    # -- polling ------------------------------------------------------------------------
+
+    def _poll_each(self, method: str, handler, limit: int) -> int:
+        images = self._images
+        count = len(images)
+        if not count:
+            return 0
+        start = self._round_robin = (self._round_robin + 1) % count
+        done = 0
+        for i in range(count):
+            done += getattr(images[(start + i) % count], method)(handler, limit - done)
+            if done >= limit:
+                break
+        return done
+
+    def poll(self, handler: FragmentHandler, fragment_limit: int) -> int:
+        """Deliver up to fragment_limit fragments as handler(buffer, header); returns the count."""
+        return self._poll_each("poll", handler, fragment_limit)
+
+    def controlled_poll(self, handler, fragment_limit: int) -> int:
+        """Like poll; the handler returns a ControlledPollAction (None means CONTINUE)."""
+        return self._poll_each("controlled_poll", handler, fragment_limit)
+
+    def batch_poll(self, handler: Callable[[FragmentBatch], object], fragment_limit: int) -> int:
+        """Deliver up to fragment_limit fragments as FragmentBatch objects (one per image/term)."""
+        return self._poll_each("batch_poll", handler, fragment_limit)
+
+    def block_poll(self, handler, block_length_limit: int) -> int:
+        """Deliver whole-frame blocks as handler(block, session_id, term_id); returns bytes."""
+        return sum(image.block_poll(handler, block_length_limit) for image in self._images)
+
+    # -- async iteration ----------------------------------------------------------------
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Message:
+        pending = self._pending
+        while not pending:
+            if self.is_closed:
+                raise StopAsyncIteration
+            if not self._fill():
+                await self._wait_for_data()
+        return pending.popleft()
+
+    def _fill(self, fragment_limit: int = 1024) -> int:
+        out: list[Message] = []
+        for image in self._images:
+            image.poll_messages(out, fragment_limit)
+        self._pending.extend(out)
+        return len(out)
+
+    async def receive(self) -> Message:
+        """The next whole message (waits for one)."""
+        return await self.__anext__()
+
+    async def _wait_for_data(self) -> None:
+        doorbells = [image.signals.data for image in self._images]
+        for doorbell in doorbells:
+            doorbell.waiters += 1
+        try:
+            if not self._fill():
+                await signals.park(doorbells)
+        finally:
+            for doorbell in doorbells:
+                doorbell.waiters -= 1
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def close(self) -> None:
+        if self.is_closed:
+            return
+        self.is_closed = True
+        for image in self._images:
+            image._close()
+        self._images = []
+        await self._client._release_subscription(self)
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Subscription(channel={self.channel!r}, stream_id={self.stream_id}, "
+            f"images={len(self._images)})"
+        )

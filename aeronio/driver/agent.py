@@ -1,0 +1,77 @@
+"""Agents on the event loop: a `do_work() -> int` duty cycle run as a task, parking when idle."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+log = logging.getLogger("aeronio.driver")
+
+
+class AgentRunner:
+    """Runs `do_work` on the loop; when it does nothing, parks for `idle_s` or until `wake()`.
+
+    An exception from `do_work` is logged and counted by `on_error`; it never stops the agent.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        do_work: Callable[[], int],
+        idle_s: float,
+        on_error: Callable[[BaseException], None] = lambda e: None,
+    ):
+        self.name = name
+        self._do_work = do_work
+        self._idle_s = idle_s
+        self._on_error = on_error
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wakeup: asyncio.Future | None = None
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._run(), name=self.name)
+
+    def wake(self) -> None:
+        """Make the agent run its duty cycle soon (callable from any thread)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        if asyncio.events._get_running_loop() is loop:
+            self._set_wakeup()
+        else:
+            loop.call_soon_threadsafe(self._set_wakeup)
+
+    def _set_wakeup(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                work = self._do_work()
+            except Exception as e:  # an agent never dies of one bad duty cycle
+                log.exception("%s duty cycle failed", self.name)
+                self._on_error(e)
+                work = 0
+            if work:
+                await asyncio.sleep(0)
+                continue
+            self._wakeup = loop.create_future()
+            handle = loop.call_later(self._idle_s, self._set_wakeup)
+            try:
+                await self._wakeup
+            finally:
+                handle.cancel()
+                self._wakeup = None
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

@@ -1,0 +1,398 @@
+"""The driver conductor: handles client commands and runs the IPC publications' duty cycle.
+
+Commands arrive on a queue (`submit`); responses go to the client's response sink. The
+conductor owns the counters file and every log file it creates in the driver directory.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from aeronio.counters import (
+    PUBLISHER_LIMIT_TYPE_ID,
+    PUBLISHER_POS_TYPE_ID,
+    SUBSCRIBER_POSITION_TYPE_ID,
+    CountersManager,
+    SystemCounters,
+    allocate_system_counters,
+)
+from aeronio.driver import protocol as p
+from aeronio.driver.context import DriverContext
+from aeronio.driver.ipc_publication import IpcPublication, SubscriberPosition
+from aeronio.errors import AeronError, ChannelUriError
+from aeronio.logbuffer import descriptor as d
+from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol.channel import ChannelUri
+
+COUNTERS_FILE = "counters.dat"
+LOGS_DIR = "publications"
+
+
+@dataclass(eq=False)
+class ClientSession:
+    client_id: int
+    send: Callable[[p.Response], None]
+    last_keepalive_ns: int
+    publications: list[int] = field(default_factory=list)
+    subscriptions: list[int] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class SubscriptionLink:
+    registration_id: int
+    client_id: int
+    channel: ChannelUri
+    stream_id: int
+
+    def matches(self, publication: IpcPublication) -> bool:
+        session_id = self.channel.session_id
+        return (
+            self.channel.is_ipc
+            and publication.stream_id == self.stream_id
+            and (session_id is None or session_id == publication.session_id)
+        )
+
+
+class DriverConductor:
+    def __init__(self, ctx: DriverContext, wake: Callable[[], None] = lambda: None):
+        self.ctx = ctx
+        self.wake = wake
+        os.makedirs(os.path.join(ctx.dir, LOGS_DIR), exist_ok=True)
+        self.counters = CountersManager.create(
+            os.path.join(ctx.dir, COUNTERS_FILE), ctx.max_counters
+        )
+        self.counters.set_driver_pid(os.getpid())
+        self.system = allocate_system_counters(self.counters)
+        self.commands: deque[tuple[p.Command, Callable[[p.Response], None]]] = deque()
+        self.clients: dict[int, ClientSession] = {}
+        self.publications: list[IpcPublication] = []
+        self.subscriptions: list[SubscriptionLink] = []
+        self._next_id = random.getrandbits(32)
+        self._session_ids: set[int] = set()
+
+    # -- commands -----------------------------------------------------------------------
+
+    def submit(self, command: p.Command, reply: Callable[[p.Response], None]) -> None:
+        """Queue a client command (thread-safe for one loop: called on the conductor's loop)."""
+        self.commands.append((command, reply))
+        self.wake()
+
+    def _next_correlation_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def _on_command(
+        self, command: p.Command, reply: Callable[[p.Response], None], now_ns: int
+    ) -> None:
+        client = self.clients.get(command.client_id)
+        if client is None:
+            client = self.clients[command.client_id] = ClientSession(
+                command.client_id, reply, now_ns
+            )
+        client.last_keepalive_ns = now_ns
+        correlation_id = getattr(command, "correlation_id", 0)
+        try:
+            match command:
+                case p.AddPublication():
+                    self._add_publication(command, client)
+                case p.RemovePublication():
+                    self._remove_publication(command, client, now_ns)
+                case p.AddSubscription():
+                    self._add_subscription(command, client)
+                case p.RemoveSubscription():
+                    self._remove_subscription(command, client)
+                case p.ClientKeepalive():
+                    pass
+                case p.ClientClose():
+                    self._close_client(client, now_ns)
+        except ChannelUriError as e:
+            self._error(reply, correlation_id, p.INVALID_CHANNEL, str(e))
+        except AeronError as e:
+            self._error(reply, correlation_id, p.GENERIC_ERROR, str(e))
+
+    def _error(self, reply, correlation_id: int, code: int, message: str) -> None:
+        self.system[SystemCounters.ERRORS].increment()
+        reply(p.ErrorResponse(correlation_id, code, message))
+
+    def _add_publication(self, command: p.AddPublication, client: ClientSession) -> None:
+        channel = ChannelUri.parse(command.channel)
+        _check_stream_id(command.stream_id)
+        if not channel.is_ipc:
+            raise AeronError(f"only aeron:ipc channels are supported so far, not {command.channel}")
+        publication = None
+        if not command.exclusive and channel.session_id is None:
+            publication = next(
+                (
+                    pub
+                    for pub in self.publications
+                    if not pub.exclusive
+                    and pub.stream_id == command.stream_id
+                    and pub.state.name == "ACTIVE"
+                ),
+                None,
+            )
+        if publication is None:
+            publication = self._new_ipc_publication(channel, command)
+            self._link_subscriptions(publication)
+        else:
+            publication.ref_count += 1
+        client.publications.append(publication.registration_id)
+        client.send(
+            p.PublicationReady(
+                command.correlation_id,
+                publication.registration_id,
+                publication.session_id,
+                publication.stream_id,
+                publication.log_file,
+                publication.publisher_limit.id,
+                publication.publisher_position.id,
+                publication.exclusive,
+            )
+        )
+
+    def _new_ipc_publication(
+        self, channel: ChannelUri, command: p.AddPublication
+    ) -> IpcPublication:
+        ctx = self.ctx
+        term_length = channel.term_length or ctx.ipc_term_length
+        mtu = channel.mtu or ctx.ipc_mtu
+        d.check_term_length(term_length)
+        if mtu - 32 > d.max_message_length(term_length):
+            raise AeronError(f"mtu {mtu} is too large for term-length {term_length}")
+        session_id = channel.session_id
+        if session_id is None:
+            session_id = self._new_session_id()
+        elif any(
+            pub.session_id == session_id and pub.stream_id == command.stream_id
+            for pub in self.publications
+        ):
+            raise AeronError(
+                f"session-id {session_id} is already in use on stream {command.stream_id}"
+            )
+        registration_id = command.correlation_id
+        if channel.initial_term_id is not None:
+            initial_term_id = channel.initial_term_id
+            term_id, term_offset = channel.term_id, channel.term_offset
+        else:
+            initial_term_id = random.randint(-(2**31), 2**31 - 1)
+            term_id, term_offset = None, 0
+        log_file = os.path.join(ctx.dir, LOGS_DIR, f"{registration_id}.logbuffer")
+        log = LogBuffers.create(
+            log_file,
+            term_length=term_length,
+            initial_term_id=initial_term_id,
+            session_id=session_id,
+            stream_id=command.stream_id,
+            mtu=mtu,
+            correlation_id=registration_id,
+            term_id=term_id,
+            term_offset=term_offset,
+            sparse=channel.sparse if channel.sparse is not None else ctx.term_buffer_sparse_file,
+        )
+        label = f"{registration_id} {session_id} {command.stream_id} {channel}"
+        key = _position_key(registration_id, session_id, command.stream_id)
+        limit = self.counters.counter(
+            self.counters.allocate(
+                f"pub-lmt: {label}",
+                PUBLISHER_LIMIT_TYPE_ID,
+                key,
+                registration_id,
+                command.client_id,
+            )
+        )
+        position = self.counters.counter(
+            self.counters.allocate(
+                f"pub-pos (sampled): {label}",
+                PUBLISHER_POS_TYPE_ID,
+                key,
+                registration_id,
+                command.client_id,
+            )
+        )
+        window = ctx.ipc_publication_term_window_length or term_length // 2
+        publication = IpcPublication(
+            registration_id=registration_id,
+            session_id=session_id,
+            stream_id=command.stream_id,
+            channel=str(channel),
+            exclusive=command.exclusive,
+            log=log,
+            log_file=log_file,
+            publisher_limit=limit,
+            publisher_position=position,
+            term_window_length=min(window, term_length // 2),
+            unblock_timeout_ns=ctx.publication_unblock_timeout_ns,
+            linger_ns=channel.linger_ns
+            if channel.linger_ns is not None
+            else ctx.publication_linger_ns,
+            unblocked_counter=self.system[SystemCounters.UNBLOCKED_PUBLICATIONS],
+        )
+        publication.signals.consumed.add_callback(self.wake)
+        self.publications.append(publication)
+        return publication
+
+    def _new_session_id(self) -> int:
+        while True:
+            session_id = random.randint(-(2**31), 2**31 - 1)
+            if session_id not in self._session_ids:
+                self._session_ids.add(session_id)
+                return session_id
+
+    def _remove_publication(
+        self, command: p.RemovePublication, client: ClientSession, now_ns: int
+    ) -> None:
+        if command.registration_id not in client.publications:
+            raise AeronError(f"unknown publication registration id {command.registration_id}")
+        client.publications.remove(command.registration_id)
+        self._release_publication(command.registration_id, now_ns)
+        client.send(p.OperationSuccess(command.correlation_id))
+
+    def _release_publication(self, registration_id: int, now_ns: int) -> None:
+        for publication in self.publications:
+            if publication.registration_id == registration_id:
+                publication.ref_count -= 1
+                if publication.ref_count == 0:
+                    publication.close(now_ns)
+                return
+
+    def _add_subscription(self, command: p.AddSubscription, client: ClientSession) -> None:
+        channel = ChannelUri.parse(command.channel)
+        _check_stream_id(command.stream_id)
+        if not channel.is_ipc:
+            raise AeronError(f"only aeron:ipc channels are supported so far, not {command.channel}")
+        link = SubscriptionLink(
+            command.correlation_id, client.client_id, channel, command.stream_id
+        )
+        self.subscriptions.append(link)
+        client.subscriptions.append(link.registration_id)
+        client.send(p.SubscriptionReady(command.correlation_id))
+        for publication in self.publications:
+            if publication.state.name == "ACTIVE" and link.matches(publication):
+                self._link(publication, link)
+
+    def _link_subscriptions(self, publication: IpcPublication) -> None:
+        for link in self.subscriptions:
+            if link.matches(publication):
+                self._link(publication, link)
+
+    def _link(self, publication: IpcPublication, link: SubscriptionLink) -> None:
+        join_position = publication.join_position()
+        label = (
+            f"sub-pos: {link.registration_id} {publication.session_id} {publication.stream_id} "
+            f"{link.channel} @{join_position}"
+        )
+        counter = self.counters.counter(
+            self.counters.allocate(
+                label,
+                SUBSCRIBER_POSITION_TYPE_ID,
+                _position_key(
+                    publication.registration_id, publication.session_id, publication.stream_id
+                ),
+                link.registration_id,
+                link.client_id,
+            )
+        )
+        counter.set(join_position)
+        publication.add_subscriber(SubscriberPosition(link.registration_id, counter))
+        publication.update_publisher_limit()
+        self.clients[link.client_id].send(
+            p.ImageReady(
+                publication.registration_id,
+                link.registration_id,
+                publication.session_id,
+                publication.stream_id,
+                publication.log_file,
+                counter.id,
+                "aeron:ipc",
+                join_position,
+            )
+        )
+
+    def _remove_subscription(self, command: p.RemoveSubscription, client: ClientSession) -> None:
+        if command.registration_id not in client.subscriptions:
+            raise AeronError(f"unknown subscription registration id {command.registration_id}")
+        client.subscriptions.remove(command.registration_id)
+        self._unlink_subscription(command.registration_id)
+        client.send(p.OperationSuccess(command.correlation_id))
+
+    def _unlink_subscription(self, registration_id: int) -> None:
+        self.subscriptions = [s for s in self.subscriptions if s.registration_id != registration_id]
+        for publication in self.publications:
+            sub = publication.remove_subscriber(registration_id)
+            if sub is not None:
+                self.counters.free(sub.counter.id)
+
+    def _close_client(self, client: ClientSession, now_ns: int) -> None:
+        for registration_id in list(client.subscriptions):
+            self._unlink_subscription(registration_id)
+        for registration_id in list(client.publications):
+            self._release_publication(registration_id, now_ns)
+        del self.clients[client.client_id]
+
+    # -- duty cycle ---------------------------------------------------------------------
+
+    def do_work(self, now_ns: int | None = None) -> int:
+        now_ns = time.monotonic_ns() if now_ns is None else now_ns
+        work = 0
+        while self.commands:
+            command, reply = self.commands.popleft()
+            self._on_command(command, reply, now_ns)
+            work += 1
+        for publication in list(self.publications):
+            work += publication.update_publisher_limit()
+            publication.check_for_blocked_publisher(now_ns)
+            if publication.on_time_event(now_ns):
+                self._delete_publication(publication)
+                work += 1
+        self.counters.set_heartbeat(now_ns // 1_000_000)
+        return work
+
+    def _delete_publication(self, publication: IpcPublication) -> None:
+        self.publications.remove(publication)
+        for sub in publication.subscribers:
+            link = next(
+                (
+                    s
+                    for s in self.subscriptions
+                    if s.registration_id == sub.subscription_registration_id
+                ),
+                None,
+            )
+            if link is not None and link.client_id in self.clients:
+                self.clients[link.client_id].send(
+                    p.ImageUnavailable(
+                        publication.registration_id,
+                        link.registration_id,
+                        publication.session_id,
+                        publication.stream_id,
+                    )
+                )
+            self.counters.free(sub.counter.id)
+        self.counters.free(publication.publisher_limit.id)
+        self.counters.free(publication.publisher_position.id)
+        self._session_ids.discard(publication.session_id)
+        publication.signals.consumed.remove_callback(self.wake)
+        publication.delete()
+
+    def close(self) -> None:
+        for publication in list(self.publications):
+            self._delete_publication(publication)
+        self.counters.close()
+
+
+def _check_stream_id(stream_id: int) -> None:
+    if not isinstance(stream_id, int) or not -(2**31) <= stream_id < 2**31:
+        raise AeronError(f"stream_id {stream_id!r} must be a signed 32-bit integer")
+
+
+def _position_key(registration_id: int, session_id: int, stream_id: int) -> bytes:
+    return (
+        registration_id.to_bytes(8, "little", signed=True)
+        + session_id.to_bytes(4, "little", signed=True)
+        + stream_id.to_bytes(4, "little", signed=True)
+    )

@@ -1,0 +1,166 @@
+"""LogBuffers: a log buffer file (3 terms + metadata) memory-mapped with numpy.
+
+The driver creates the file and writes the metadata; publications and images in any process map
+the same file. Mutable shared fields (tails, active term count, end of stream, is-connected) are
+only touched through the Cython atomics.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from aeronio._core import AtomicBuffer, MappedLog
+from aeronio.logbuffer import descriptor as d
+
+DATA_HEADER = struct.Struct("<iBBHiiiiq")
+HDR_TYPE_DATA = 1
+UNFRAGMENTED = 0xC0
+
+
+class LogBuffers:
+    """A mapped log buffer file."""
+
+    def __init__(self, path: str | os.PathLike, array: np.memmap):
+        self.path = Path(path)
+        self.array = array
+        self.mapped = MappedLog(array)
+        self.metadata = AtomicBuffer(array[-d.LOG_META_DATA_LENGTH :])
+        self.term_length = self.mapped.term_length
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike,
+        *,
+        term_length: int,
+        initial_term_id: int,
+        session_id: int,
+        stream_id: int,
+        mtu: int,
+        correlation_id: int = 0,
+        page_size: int = d.PAGE_MIN_SIZE,
+        term_id: int | None = None,
+        term_offset: int = 0,
+        sparse: bool = True,
+    ) -> LogBuffers:
+        """Create and initialise a log file; term_id/term_offset start it at a chosen position."""
+        d.check_term_length(term_length)
+        d.check_page_size(page_size)
+        d.check_mtu(mtu)
+        length = d.compute_log_length(term_length, page_size)
+        with open(path, "wb") as f:
+            f.truncate(length)
+            if not sparse:
+                os.posix_fallocate(f.fileno(), 0, length)
+        array = np.memmap(path, dtype=np.uint8, mode="r+", shape=(length,))
+        meta = array[-d.LOG_META_DATA_LENGTH :]
+        header = DATA_HEADER.pack(0, 0, UNFRAGMENTED, HDR_TYPE_DATA, 0, session_id, stream_id, 0, 0)
+        struct.pack_into("<q", meta, d.LOG_CORRELATION_ID_OFFSET, correlation_id)
+        struct.pack_into(
+            "<iiiii",
+            meta,
+            d.LOG_INITIAL_TERM_ID_OFFSET,
+            initial_term_id,
+            len(header),
+            mtu,
+            term_length,
+            page_size,
+        )
+        meta[d.LOG_DEFAULT_FRAME_HEADER_OFFSET : d.LOG_DEFAULT_FRAME_HEADER_OFFSET + 32] = (
+            np.frombuffer(header, dtype=np.uint8)
+        )
+        struct.pack_into("<q", meta, d.LOG_END_OF_STREAM_POSITION_OFFSET, d.END_OF_STREAM_UNSET)
+        active_term_id = initial_term_id if term_id is None else term_id
+        term_count = d._int32(active_term_id - initial_term_id)
+        if term_count < 0:
+            raise d.ConfigurationError(
+                f"term_id {active_term_id} is before init_term_id {initial_term_id}"
+            )
+        if not 0 <= term_offset <= term_length or term_offset % 32:
+            raise d.ConfigurationError(
+                f"term_offset {term_offset} must be a multiple of 32 in 0..{term_length}"
+            )
+        # The active term starts at term_offset; the other two hold the ids they would have had.
+        for i in range(d.PARTITION_COUNT):
+            index = d.index_by_term_count(term_count + i)
+            tid = d._int32(active_term_id + i - (d.PARTITION_COUNT if i else 0))
+            offset = term_offset if i == 0 else 0
+            struct.pack_into(
+                "<q", meta, d.TERM_TAIL_COUNTERS_OFFSET + 8 * index, d.pack_tail(tid, offset)
+            )
+        struct.pack_into("<i", meta, d.LOG_ACTIVE_TERM_COUNT_OFFSET, term_count)
+        array.flush()
+        return cls(path, array)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> LogBuffers:
+        """Map an existing log file (read-write, so that atomics work)."""
+        array = np.memmap(path, dtype=np.uint8, mode="r+")
+        return cls(path, array)
+
+    # -- metadata -----------------------------------------------------------------------
+
+    def _int(self, offset: int) -> int:
+        return self.metadata.get_int32(offset)
+
+    @property
+    def initial_term_id(self) -> int:
+        return self._int(d.LOG_INITIAL_TERM_ID_OFFSET)
+
+    @property
+    def mtu(self) -> int:
+        return self._int(d.LOG_MTU_LENGTH_OFFSET)
+
+    @property
+    def page_size(self) -> int:
+        return self._int(d.LOG_PAGE_SIZE_OFFSET)
+
+    @property
+    def correlation_id(self) -> int:
+        return self.metadata.get_int64(d.LOG_CORRELATION_ID_OFFSET)
+
+    @property
+    def default_frame_header(self) -> bytes:
+        start = len(self.array) - d.LOG_META_DATA_LENGTH + d.LOG_DEFAULT_FRAME_HEADER_OFFSET
+        return bytes(self.array[start : start + 32])
+
+    @property
+    def session_id(self) -> int:
+        return DATA_HEADER.unpack(self.default_frame_header)[5]
+
+    @property
+    def stream_id(self) -> int:
+        return DATA_HEADER.unpack(self.default_frame_header)[6]
+
+    @property
+    def active_term_count(self) -> int:
+        return self.metadata.get_int32_volatile(d.LOG_ACTIVE_TERM_COUNT_OFFSET)
+
+    def raw_tail(self, index: int) -> int:
+        return self.metadata.get_int64_volatile(d.TERM_TAIL_COUNTERS_OFFSET + 8 * index)
+
+    @property
+    def producer_position(self) -> int:
+        return self.mapped.producer_position_volatile()
+
+    @property
+    def end_of_stream_position(self) -> int:
+        return self.mapped.end_of_stream_position()
+
+    @property
+    def is_connected(self) -> bool:
+        return self.mapped.is_connected()
+
+    def term(self, index: int) -> np.ndarray:
+        return self.array[index * self.term_length : (index + 1) * self.term_length]
+
+    def close(self) -> None:
+        """Drop this mapping; views handed out keep the memory alive until they go too."""
+        self.array.flush()
+        self.array = None
+        self.mapped = None
+        self.metadata = None

@@ -1,0 +1,73 @@
+"""In-process wake-ups for one log: tasks park instead of spinning, writers ring only when
+someone is parked.
+
+- `data`: rung by appenders after an append; subscribers waiting for data park on it.
+- `consumed`: rung by image readers after consuming; wakes the driver conductor (to raise the
+  publisher limit) while a publisher waits for space.
+- `limit`: rung by the conductor when it moves the publisher limit; back-pressured publishers
+  park on it.
+
+Parties in other processes are not rung; a parked task also wakes after a short fallback
+interval, so progress never depends on a ring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from aeronio._core import Doorbell
+
+FALLBACK_WAIT_S = 0.001
+
+
+class LogSignals:
+    __slots__ = ("data", "consumed", "limit", "users")
+
+    def __init__(self) -> None:
+        self.data = Doorbell()
+        self.consumed = Doorbell()
+        self.limit = Doorbell()
+        self.users = 0
+
+
+_registry: dict[str, LogSignals] = {}
+_lock = threading.Lock()
+
+
+def acquire(log_file: str) -> LogSignals:
+    """The signals of a log, shared by everyone in this process using it."""
+    with _lock:
+        signals = _registry.get(log_file)
+        if signals is None:
+            signals = _registry[log_file] = LogSignals()
+        signals.users += 1
+        return signals
+
+
+def release(log_file: str) -> None:
+    with _lock:
+        signals = _registry.get(log_file)
+        if signals is not None:
+            signals.users -= 1
+            if signals.users <= 0:
+                del _registry[log_file]
+
+
+async def park(doorbells: list[Doorbell], timeout: float = FALLBACK_WAIT_S) -> None:
+    """Wait until one of `doorbells` rings or `timeout` passes. The caller must already count
+    itself in each doorbell's `waiters` and re-check its condition before parking."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+    for doorbell in doorbells:
+        doorbell.park(future)
+    handle = loop.call_later(timeout, _wake, future)
+    try:
+        await future
+    finally:
+        handle.cancel()
+
+
+def _wake(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)

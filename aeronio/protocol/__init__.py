@@ -1,0 +1,1 @@
+"""Aeron wire protocol: channel URIs, frame headers and flyweights."""

@@ -1,0 +1,32 @@
+# cython: language_level=3
+"""aeronio's Cython core: atomics on mapped memory, the log appender, readers and scanners."""
+
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t
+from libc.string cimport memcpy, memset
+from atomics cimport *
+
+from asyncio import _get_running_loop
+
+from aeronio.errors import AeronError, ClaimError, MessageTooLargeError
+
+include "frame.pxi"
+include "atomic_buffer.pxi"
+include "doorbell.pxi"
+include "mapped_log.pxi"
+include "header.pxi"
+include "log_appender.pxi"
+include "term_scanner.pxi"
+include "term_unblocker.pxi"
+include "image_reader.pxi"
+
+# Constants for Python code.
+FRAME_HEADER_LENGTH = HEADER_LENGTH
+FRAME_ALIGN = FRAME_ALIGNMENT
+LOG_METADATA_LENGTH = LOG_META_DATA_LENGTH
+NOT_CONNECTED = NOT_CONNECTED_CODE
+BACK_PRESSURED = BACK_PRESSURED_CODE
+ADMIN_ACTION = ADMIN_ACTION_CODE
+CLOSED = CLOSED_CODE
+MAX_POSITION_EXCEEDED = MAX_POSITION_EXCEEDED_CODE

@@ -1,0 +1,99 @@
+# Frame layout (DATA/PAD header, 32 bytes, little-endian) and log buffer metadata layout,
+# as in Aeron's DataHeaderFlyweight and LogBufferDescriptor.
+
+cdef enum:
+    HEADER_LENGTH = 32
+    FRAME_ALIGNMENT = 32
+    FRAME_LENGTH_FIELD_OFFSET = 0
+    VERSION_FIELD_OFFSET = 4
+    FLAGS_FIELD_OFFSET = 5
+    TYPE_FIELD_OFFSET = 6
+    TERM_OFFSET_FIELD_OFFSET = 8
+    SESSION_ID_FIELD_OFFSET = 12
+    STREAM_ID_FIELD_OFFSET = 16
+    TERM_ID_FIELD_OFFSET = 20
+    RESERVED_VALUE_FIELD_OFFSET = 24
+
+    HDR_TYPE_PAD = 0x00
+    HDR_TYPE_DATA = 0x01
+    BEGIN_FRAG_FLAG = 0x80
+    END_FRAG_FLAG = 0x40
+    UNFRAGMENTED = 0xC0
+    EOS_FLAG = 0x20
+
+    PARTITION_COUNT = 3
+    TERM_TAIL_COUNTERS_OFFSET = 0
+    LOG_ACTIVE_TERM_COUNT_OFFSET = 24
+    LOG_END_OF_STREAM_POSITION_OFFSET = 128
+    LOG_IS_CONNECTED_OFFSET = 136
+    LOG_ACTIVE_TRANSPORT_COUNT_OFFSET = 140
+    LOG_CORRELATION_ID_OFFSET = 256
+    LOG_INITIAL_TERM_ID_OFFSET = 264
+    LOG_DEFAULT_FRAME_HEADER_LENGTH_OFFSET = 268
+    LOG_MTU_LENGTH_OFFSET = 272
+    LOG_TERM_LENGTH_OFFSET = 276
+    LOG_PAGE_SIZE_OFFSET = 280
+    LOG_DEFAULT_FRAME_HEADER_OFFSET = 320
+    LOG_META_DATA_LENGTH = 4096
+
+    # Publication result codes (Aeron's Publication constants).
+    NOT_CONNECTED_CODE = -1
+    BACK_PRESSURED_CODE = -2
+    ADMIN_ACTION_CODE = -3
+    CLOSED_CODE = -4
+    MAX_POSITION_EXCEEDED_CODE = -5
+
+    # TermUnblocker results.
+    UNBLOCK_NO_ACTION = 0
+    UNBLOCK_UNBLOCKED = 1
+    UNBLOCK_UNBLOCKED_TO_END = 2
+
+
+cdef inline int32_t align_frame(int32_t length) noexcept nogil:
+    return (length + (FRAME_ALIGNMENT - 1)) & ~(FRAME_ALIGNMENT - 1)
+
+
+cdef inline int32_t tail_term_id(int64_t raw_tail) noexcept nogil:
+    return <int32_t> (raw_tail >> 32)
+
+
+cdef inline int32_t tail_term_offset(int64_t raw_tail, int32_t term_length) noexcept nogil:
+    cdef int64_t offset = raw_tail & 0xFFFFFFFFLL
+    return <int32_t> (offset if offset < term_length else term_length)
+
+
+cdef inline int64_t pack_tail(int32_t term_id, int32_t term_offset) noexcept nogil:
+    return ((<int64_t> term_id) << 32) + term_offset
+
+
+cdef inline int64_t compute_position(int32_t term_id, int32_t term_offset, int shift,
+                                     int32_t initial_term_id) noexcept nogil:
+    # The term count is a 32-bit difference: term ids wrap as signed 32-bit integers.
+    cdef int32_t term_count = <int32_t> (<uint32_t> term_id - <uint32_t> initial_term_id)
+    return ((<int64_t> term_count) << shift) + term_offset
+
+
+cdef inline int32_t term_id_for_position(int64_t position, int shift,
+                                         int32_t initial_term_id) noexcept nogil:
+    return <int32_t> (<uint32_t> (position >> shift) + <uint32_t> initial_term_id)
+
+
+cdef inline void write_header(char* frame, const char* default_header, int32_t frame_length,
+                              uint8_t flags, uint16_t frame_type, int32_t term_offset,
+                              int32_t term_id) noexcept nogil:
+    """Write a frame header with a NEGATIVE length (released first), then the other fields.
+
+    Readers only trust a positive length, which the writer stores last with release semantics.
+    """
+    aio_store_i32(frame, -frame_length)
+    memcpy(frame + VERSION_FIELD_OFFSET, default_header + VERSION_FIELD_OFFSET,
+           HEADER_LENGTH - VERSION_FIELD_OFFSET)
+    frame[FLAGS_FIELD_OFFSET] = <char> flags
+    aio_put_i32(frame + TERM_OFFSET_FIELD_OFFSET, term_offset)
+    aio_put_i32(frame + TERM_ID_FIELD_OFFSET, term_id)
+    frame[TYPE_FIELD_OFFSET] = <char> (frame_type & 0xFF)
+    frame[TYPE_FIELD_OFFSET + 1] = <char> (frame_type >> 8)
+
+
+cdef inline bint is_padding(const char* frame) noexcept nogil:
+    return frame[TYPE_FIELD_OFFSET] == 0 and frame[TYPE_FIELD_OFFSET + 1] == 0

@@ -1,0 +1,105 @@
+# Header: the DATA frame header of the fragment being delivered, and Message, a whole message.
+
+
+cdef class Header:
+    """The 32-byte header of a delivered fragment.
+
+    The poll path reuses one Header per image (valid during the handler call, like Aeron's
+    flyweight); copy() detaches it.
+    """
+
+    cdef char _bytes[HEADER_LENGTH]
+    cdef readonly int32_t initial_term_id
+    cdef int _shift
+
+    cdef inline void _wrap(self, const char* frame) noexcept nogil:
+        memcpy(self._bytes, frame, HEADER_LENGTH)
+
+    @staticmethod
+    def decode(object frame, int32_t initial_term_id=0, int position_bits_to_shift=16) -> Header:
+        """A Header from the first 32 bytes of `frame` (for tools and tests)."""
+        cdef const unsigned char[::1] view = frame
+        if view.shape[0] < HEADER_LENGTH:
+            raise ValueError(f"a frame header needs {HEADER_LENGTH} bytes, got {view.shape[0]}")
+        cdef Header header = Header.__new__(Header)
+        header._wrap(<const char*> &view[0])
+        header.initial_term_id = initial_term_id
+        header._shift = position_bits_to_shift
+        return header
+
+    def copy(self) -> Header:
+        cdef Header other = Header.__new__(Header)
+        memcpy(other._bytes, self._bytes, HEADER_LENGTH)
+        other.initial_term_id = self.initial_term_id
+        other._shift = self._shift
+        return other
+
+    def to_bytes(self) -> bytes:
+        return self._bytes[:HEADER_LENGTH]
+
+    @property
+    def frame_length(self) -> int:
+        return aio_get_i32(self._bytes + FRAME_LENGTH_FIELD_OFFSET)
+
+    @property
+    def version(self) -> int:
+        return <uint8_t> self._bytes[VERSION_FIELD_OFFSET]
+
+    @property
+    def flags(self) -> int:
+        return <uint8_t> self._bytes[FLAGS_FIELD_OFFSET]
+
+    @property
+    def type(self) -> int:
+        return (<uint8_t> self._bytes[TYPE_FIELD_OFFSET]) | ((<uint8_t> self._bytes[TYPE_FIELD_OFFSET + 1]) << 8)
+
+    @property
+    def term_offset(self) -> int:
+        return aio_get_i32(self._bytes + TERM_OFFSET_FIELD_OFFSET)
+
+    @property
+    def session_id(self) -> int:
+        return aio_get_i32(self._bytes + SESSION_ID_FIELD_OFFSET)
+
+    @property
+    def stream_id(self) -> int:
+        return aio_get_i32(self._bytes + STREAM_ID_FIELD_OFFSET)
+
+    @property
+    def term_id(self) -> int:
+        return aio_get_i32(self._bytes + TERM_ID_FIELD_OFFSET)
+
+    @property
+    def reserved_value(self) -> int:
+        return aio_get_i64(self._bytes + RESERVED_VALUE_FIELD_OFFSET)
+
+    @property
+    def position(self) -> int:
+        """The stream position just after this fragment."""
+        cdef int32_t length = aio_get_i32(self._bytes)
+        cdef int32_t end = aio_get_i32(self._bytes + TERM_OFFSET_FIELD_OFFSET) + align_frame(length)
+        return compute_position(aio_get_i32(self._bytes + TERM_ID_FIELD_OFFSET), end, self._shift,
+                                self.initial_term_id)
+
+    def __repr__(self):
+        return (f"Header(session_id={self.session_id}, stream_id={self.stream_id}, term_id={self.term_id}, "
+                f"term_offset={self.term_offset}, frame_length={self.frame_length}, flags=0x{self.flags:02x}, "
+                f"type={self.type}, position={self.position})")
+
+
+cdef class Message:
+    """A whole (reassembled) message yielded by `async for`: its bytes and its last fragment's header."""
+
+    cdef readonly bytes data
+    cdef readonly Header header
+
+    def __init__(self, bytes data, Header header):
+        self.data = data
+        self.header = header
+
+    @property
+    def position(self) -> int:
+        return self.header.position
+
+    def __repr__(self):
+        return f"Message({len(self.data)} bytes, session_id={self.header.session_id}, position={self.header.position})"

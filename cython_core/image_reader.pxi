@@ -1,0 +1,337 @@
+# ImageReader: consumes one image (one publication session's log) and advances its subscriber
+# position (Aeron's Image with TermReader). Handlers get memoryviews into the term that are valid
+# only during the call. An exception from a handler propagates after the position has moved past
+# the fragment that raised it.
+
+import numpy as _np
+
+cdef enum:
+    ACTION_ABORT = 1
+    ACTION_BREAK = 2
+    ACTION_COMMIT = 3
+    ACTION_CONTINUE = 4
+
+
+cdef class FragmentBatch:
+    """The fragments of one batch_poll over one image, as numpy arrays over the term.
+
+    `term` is the term buffer (uint8); `offsets[i]` and `lengths[i]` locate fragment i's payload
+    in it, `flags[i]` are its B/E flags. Valid only inside the batch handler.
+    """
+
+    cdef readonly object term
+    cdef readonly object offsets
+    cdef readonly object lengths
+    cdef readonly object flags
+    cdef readonly int32_t session_id
+    cdef readonly int32_t term_id
+    cdef readonly int64_t position
+
+    def __len__(self):
+        return len(self.offsets)
+
+    def messages(self) -> list:
+        """Each fragment's payload as a memoryview."""
+        cdef object view = memoryview(self.term)
+        return [view[o:o + n] for o, n in zip(self.offsets.tolist(), self.lengths.tolist())]
+
+    def records(self, object dtype):
+        """The payloads as a structured array of `dtype`: a view over the term when every payload
+        has the dtype's size and the frames are evenly spaced, otherwise a copy."""
+        dtype = _np.dtype(dtype)
+        count = len(self.offsets)
+        if count == 0:
+            return _np.empty(0, dtype=dtype)
+        if not (self.lengths == dtype.itemsize).all():
+            raise ValueError(f"payload lengths differ from the record size {dtype.itemsize}")
+        stride = align_frame(dtype.itemsize + HEADER_LENGTH)
+        first = int(self.offsets[0])
+        if count == 1 or (_np.diff(self.offsets) == stride).all():
+            return _np.lib.stride_tricks.as_strided(
+                self.term[first:].view(_np.uint8), shape=(count, dtype.itemsize), strides=(stride, 1),
+                writeable=False).view(dtype).reshape(count)
+        rows = self.offsets[:, None] + _np.arange(dtype.itemsize)[None, :]
+        return self.term[rows].copy().view(dtype).reshape(count)
+
+
+cdef class ImageReader:
+    cdef readonly MappedLog log
+    cdef readonly int32_t session_id
+    cdef readonly int32_t stream_id
+    cdef object _position_owner
+    cdef char* _position
+    cdef readonly Header header
+    cdef object _view
+    cdef object _array
+    cdef readonly Doorbell consumed_doorbell
+    cdef bytearray _assembly
+    cdef bint _assembling
+    cdef object _batch_offsets
+    cdef object _batch_lengths
+    cdef object _batch_flags
+
+    def __cinit__(self, MappedLog log, object position_buffer, Py_ssize_t position_offset,
+                  Doorbell consumed_doorbell=None):
+        cdef Py_ssize_t length
+        self.log = log
+        self._position_owner = position_buffer
+        self._position = buffer_address(position_buffer, &length)
+        if position_offset < 0 or position_offset + 8 > length or position_offset % 8:
+            raise ValueError(f"position_offset {position_offset} is not an aligned int64 in the buffer")
+        self._position += position_offset
+        self.header = Header.__new__(Header)
+        self.header.initial_term_id = log.initial_term_id
+        self.header._shift = log.position_bits_to_shift
+        self._array = _np.asarray(log.owner, dtype=_np.uint8).reshape(-1)
+        self._view = memoryview(self._array).toreadonly()
+        self.consumed_doorbell = consumed_doorbell
+        self._assembly = bytearray()
+        self._assembling = False
+        self.session_id = aio_get_i32(log.meta + LOG_DEFAULT_FRAME_HEADER_OFFSET + SESSION_ID_FIELD_OFFSET)
+        self.stream_id = aio_get_i32(log.meta + LOG_DEFAULT_FRAME_HEADER_OFFSET + STREAM_ID_FIELD_OFFSET)
+        self._batch_offsets = _np.empty(0, dtype=_np.int64)
+
+    @property
+    def position(self) -> int:
+        return aio_load_i64(self._position)
+
+    @position.setter
+    def position(self, int64_t value):
+        aio_store_i64(self._position, value)
+
+    @property
+    def is_end_of_stream(self) -> bool:
+        """True once the publication has ended and everything before its end was consumed."""
+        return aio_load_i64(self._position) >= aio_load_i64(self.log.meta + LOG_END_OF_STREAM_POSITION_OFFSET)
+
+    cdef inline void _advance(self, int64_t new_position) noexcept:
+        aio_store_i64(self._position, new_position)
+        if self.consumed_doorbell is not None and self.consumed_doorbell.waiters > 0:
+            self.consumed_doorbell.ring()
+
+    cdef inline int32_t _check_frame(self, int32_t offset, int32_t frame_length) except -1:
+        cdef int32_t aligned = align_frame(frame_length)
+        if frame_length < HEADER_LENGTH or aligned > self.log.term_length - offset:
+            raise AeronError(
+                f"corrupt frame length {frame_length} at term offset {offset} of session {self.session_id}")
+        return aligned
+
+    def poll(self, object handler, int fragment_limit) -> int:
+        """Deliver up to fragment_limit fragments as handler(buffer, header); returns the count."""
+        cdef int64_t position = aio_load_i64(self._position)
+        cdef int32_t term_length = self.log.term_length
+        cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
+        cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
+        cdef char* term = self.log.term(index)
+        cdef Py_ssize_t base = index * <Py_ssize_t> term_length
+        cdef int32_t offset = term_offset, frame_offset, frame_length
+        cdef int fragments = 0
+        cdef Header header = self.header
+        cdef object view = self._view
+        try:
+            while fragments < fragment_limit and offset < term_length:
+                frame_length = aio_load_i32(term + offset)
+                if frame_length <= 0:
+                    break
+                frame_offset = offset
+                offset += self._check_frame(offset, frame_length)
+                if is_padding(term + frame_offset):
+                    continue
+                fragments += 1
+                header._wrap(term + frame_offset)
+                handler(view[base + frame_offset + HEADER_LENGTH:base + frame_offset + frame_length], header)
+        finally:
+            if offset > term_offset:
+                self._advance(position + (offset - term_offset))
+        return fragments
+
+    def controlled_poll(self, object handler, int fragment_limit) -> int:
+        """Like poll, with the handler returning CONTINUE, BREAK, ABORT or COMMIT (None = CONTINUE)."""
+        cdef int64_t position = aio_load_i64(self._position)
+        cdef int32_t term_length = self.log.term_length
+        cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
+        cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
+        cdef char* term = self.log.term(index)
+        cdef Py_ssize_t base = index * <Py_ssize_t> term_length
+        cdef int32_t offset = term_offset, frame_offset, frame_length, aligned
+        cdef int fragments = 0, action
+        cdef Header header = self.header
+        cdef object result
+        try:
+            while fragments < fragment_limit and offset < term_length:
+                frame_length = aio_load_i32(term + offset)
+                if frame_length <= 0:
+                    break
+                frame_offset = offset
+                aligned = self._check_frame(offset, frame_length)
+                offset += aligned
+                if is_padding(term + frame_offset):
+                    continue
+                header._wrap(term + frame_offset)
+                result = handler(self._view[base + frame_offset + HEADER_LENGTH:base + frame_offset + frame_length], header)
+                action = ACTION_CONTINUE if result is None else int(result)
+                if action == ACTION_ABORT:
+                    offset -= aligned
+                    break
+                fragments += 1
+                if action == ACTION_BREAK:
+                    break
+                if action == ACTION_COMMIT:
+                    position += offset - term_offset
+                    term_offset = offset
+                    self._advance(position)
+                elif action != ACTION_CONTINUE:
+                    raise ValueError(f"controlled_poll handler returned {result!r}, not a ControlledPollAction")
+        finally:
+            if offset > term_offset:
+                self._advance(position + (offset - term_offset))
+        return fragments
+
+    def block_poll(self, object handler, int block_length_limit) -> int:
+        """Deliver whole frames (up to block_length_limit bytes, one term at most) as
+        handler(block, session_id, term_id); returns the bytes consumed."""
+        cdef int64_t position = aio_load_i64(self._position)
+        cdef int32_t term_length = self.log.term_length
+        cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
+        cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
+        cdef char* term = self.log.term(index)
+        cdef Py_ssize_t base = index * <Py_ssize_t> term_length
+        cdef int32_t limit_offset = <int32_t> min(<int64_t> term_offset + block_length_limit, term_length)
+        cdef int32_t resulting = scan_block(term, term_offset, limit_offset)
+        cdef int32_t length = resulting - term_offset
+        if length > 0:
+            try:
+                handler(self._view[base + term_offset:base + resulting], self.session_id,
+                        aio_get_i32(term + term_offset + TERM_ID_FIELD_OFFSET))
+            finally:
+                self._advance(position + length)
+        return length
+
+    def batch_poll(self, object handler, int fragment_limit) -> int:
+        """Deliver up to fragment_limit fragments of one term as one FragmentBatch to handler(batch);
+        returns the count."""
+        cdef int64_t position = aio_load_i64(self._position)
+        cdef int32_t term_length = self.log.term_length
+        cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
+        cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
+        cdef char* term = self.log.term(index)
+        cdef int32_t offset = term_offset, frame_offset, frame_length
+        cdef int fragments = 0
+        if self._batch_offsets.shape[0] < fragment_limit:
+            self._batch_offsets = _np.empty(fragment_limit, dtype=_np.int64)
+            self._batch_lengths = _np.empty(fragment_limit, dtype=_np.int32)
+            self._batch_flags = _np.empty(fragment_limit, dtype=_np.uint8)
+        cdef int64_t[::1] offsets = self._batch_offsets
+        cdef int32_t[::1] lengths = self._batch_lengths
+        cdef uint8_t[::1] flags = self._batch_flags
+        while fragments < fragment_limit and offset < term_length:
+            frame_length = aio_load_i32(term + offset)
+            if frame_length <= 0:
+                break
+            frame_offset = offset
+            offset += self._check_frame(offset, frame_length)
+            if is_padding(term + frame_offset):
+                continue
+            offsets[fragments] = frame_offset + HEADER_LENGTH
+            lengths[fragments] = frame_length - HEADER_LENGTH
+            flags[fragments] = <uint8_t> term[frame_offset + FLAGS_FIELD_OFFSET]
+            fragments += 1
+        if offset == term_offset:
+            return 0
+        try:
+            if fragments > 0:
+                batch = FragmentBatch.__new__(FragmentBatch)
+                batch.term = self._array[index * <Py_ssize_t> term_length:(index + 1) * <Py_ssize_t> term_length]
+                batch.offsets = self._batch_offsets[:fragments]
+                batch.lengths = self._batch_lengths[:fragments]
+                batch.flags = self._batch_flags[:fragments]
+                batch.session_id = self.session_id
+                batch.term_id = aio_get_i32(term + term_offset + TERM_ID_FIELD_OFFSET)
+                batch.position = position
+                handler(batch)
+        finally:
+            self._advance(position + (offset - term_offset))
+        return fragments
+
+    def poll_messages(self, list out, int fragment_limit) -> int:
+        """Append whole messages (copied, fragments reassembled) to `out`; returns fragments read."""
+        cdef int64_t position = aio_load_i64(self._position)
+        cdef int32_t term_length = self.log.term_length
+        cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
+        cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
+        cdef char* term = self.log.term(index)
+        cdef int32_t offset = term_offset, frame_offset, frame_length
+        cdef int fragments = 0
+        cdef uint8_t flags
+        cdef Header header
+        cdef char* payload
+        while fragments < fragment_limit and offset < term_length:
+            frame_length = aio_load_i32(term + offset)
+            if frame_length <= 0:
+                break
+            frame_offset = offset
+            offset += self._check_frame(offset, frame_length)
+            if is_padding(term + frame_offset):
+                continue
+            fragments += 1
+            payload = term + frame_offset + HEADER_LENGTH
+            flags = <uint8_t> term[frame_offset + FLAGS_FIELD_OFFSET]
+            if (flags & UNFRAGMENTED) == UNFRAGMENTED:
+                header = Header.__new__(Header)
+                header._wrap(term + frame_offset)
+                header.initial_term_id = self.log.initial_term_id
+                header._shift = self.log.position_bits_to_shift
+                out.append(Message(PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH), header))
+            elif flags & BEGIN_FRAG_FLAG:
+                del self._assembly[:]
+                self._assembly += PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH)
+                self._assembling = True
+            elif self._assembling:
+                self._assembly += PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH)
+                if flags & END_FRAG_FLAG:
+                    header = Header.__new__(Header)
+                    header._wrap(term + frame_offset)
+                    header.initial_term_id = self.log.initial_term_id
+                    header._shift = self.log.position_bits_to_shift
+                    out.append(Message(bytes(self._assembly), header))
+                    del self._assembly[:]
+                    self._assembling = False
+        if offset > term_offset:
+            self._advance(position + (offset - term_offset))
+        return fragments
+
+
+cdef class FragmentAssembler:
+    """A poll handler that reassembles fragmented messages (per session) before calling
+    handler(buffer, header) with each whole message."""
+
+    cdef object _handler
+    cdef dict _builders
+
+    def __init__(self, handler):
+        self._handler = handler
+        self._builders = {}
+
+    def __call__(self, object buffer, Header header):
+        cdef uint8_t flags = <uint8_t> header._bytes[FLAGS_FIELD_OFFSET]
+        cdef int32_t session_id
+        cdef bytearray builder
+        if (flags & UNFRAGMENTED) == UNFRAGMENTED:
+            return self._handler(buffer, header)
+        session_id = aio_get_i32(header._bytes + SESSION_ID_FIELD_OFFSET)
+        if flags & BEGIN_FRAG_FLAG:
+            builder = bytearray(buffer)
+            self._builders[session_id] = builder
+            return None
+        builder = self._builders.get(session_id)
+        if builder is None:
+            return None
+        builder += buffer
+        if flags & END_FRAG_FLAG:
+            del self._builders[session_id]
+            return self._handler(memoryview(builder), header)
+        return None
+
+    def free_session(self, int32_t session_id) -> None:
+        """Drop a partly assembled message of a session that went away."""
+        self._builders.pop(session_id, None)

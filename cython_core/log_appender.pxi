@@ -1,0 +1,394 @@
+# LogAppender: appends messages to a publication's log (Aeron's TermAppender and the offer
+# logic of ConcurrentPublication / ExclusivePublication).
+#
+# A concurrent appender reserves space with an atomic fetch-add on the active term's tail (many
+# writers, threads or processes). An exclusive appender owns the tail and stores it with release
+# semantics. Each frame is written with a negative length, then its body, then its positive length
+# (release). A message that does not fit the rest of the term pads the term out, rotates the log
+# and returns ADMIN_ACTION.
+
+cdef class LogAppender:
+    cdef readonly MappedLog log
+    cdef readonly bint exclusive
+    cdef readonly bint is_closed
+    cdef readonly int32_t max_payload_length
+    cdef readonly int32_t max_message_length
+    cdef readonly int64_t max_possible_position
+    cdef readonly int32_t session_id
+    cdef readonly int32_t stream_id
+    cdef char default_header[HEADER_LENGTH]
+    cdef object _limit_owner
+    cdef char* _limit
+    cdef readonly Doorbell data_doorbell
+    # Exclusive writer state (unused by a concurrent appender).
+    cdef int32_t _term_offset
+    cdef int32_t _term_id
+    cdef int _index
+    cdef int64_t _term_begin
+
+    def __cinit__(self, MappedLog log, object limit_buffer, Py_ssize_t limit_offset,
+                  bint exclusive=False, Doorbell data_doorbell=None):
+        cdef Py_ssize_t limit_length
+        self.log = log
+        self.exclusive = exclusive
+        self.is_closed = False
+        self.data_doorbell = data_doorbell
+        memcpy(self.default_header, log.meta + LOG_DEFAULT_FRAME_HEADER_OFFSET, HEADER_LENGTH)
+        self.session_id = aio_get_i32(self.default_header + SESSION_ID_FIELD_OFFSET)
+        self.stream_id = aio_get_i32(self.default_header + STREAM_ID_FIELD_OFFSET)
+        self.max_payload_length = log.mtu_length - HEADER_LENGTH
+        self.max_message_length = min(log.term_length // 8, 16 * 1024 * 1024)
+        self.max_possible_position = (<int64_t> log.term_length) << 31
+        self._limit_owner = limit_buffer
+        self._limit = buffer_address(limit_buffer, &limit_length)
+        if limit_offset < 0 or limit_offset + 8 > limit_length or limit_offset % 8:
+            raise ValueError(f"limit_offset {limit_offset} is not an aligned int64 in the buffer")
+        self._limit += limit_offset
+        cdef int32_t term_count = log.active_term_count()
+        cdef int64_t raw_tail = aio_load_i64(log.tail_address(term_count % PARTITION_COUNT))
+        self._index = term_count % PARTITION_COUNT
+        self._term_id = tail_term_id(raw_tail)
+        self._term_offset = tail_term_offset(raw_tail, log.term_length)
+        self._term_begin = compute_position(self._term_id, 0, log.position_bits_to_shift,
+                                            log.initial_term_id)
+
+    def close(self) -> None:
+        """Further offers and claims return CLOSED."""
+        self.is_closed = True
+
+    @property
+    def position(self) -> int:
+        """The position the next message would be appended at."""
+        if self.exclusive:
+            return self._term_begin + self._term_offset
+        return self.log.producer_position()
+
+    @property
+    def position_limit(self) -> int:
+        return aio_load_i64(self._limit)
+
+    # -- reservation ------------------------------------------------------------------------
+
+    cdef int64_t _begin(self, int32_t* term_count, int32_t* term_id, int64_t* position) noexcept:
+        """Find where the next append starts; returns the raw term offset or -1 for ADMIN_ACTION."""
+        cdef int64_t raw_tail, term_offset
+        cdef MappedLog log = self.log
+        if self.exclusive:
+            term_id[0] = self._term_id
+            term_count[0] = self._term_id - log.initial_term_id
+            position[0] = self._term_begin + self._term_offset
+            return self._term_offset
+        term_count[0] = log.active_term_count()
+        raw_tail = aio_load_i64(log.tail_address(term_count[0] % PARTITION_COUNT))
+        term_offset = raw_tail & 0xFFFFFFFFLL
+        term_id[0] = tail_term_id(raw_tail)
+        if term_count[0] != <int32_t> (<uint32_t> term_id[0] - <uint32_t> log.initial_term_id):
+            return -1
+        position[0] = compute_position(term_id[0], 0, log.position_bits_to_shift,
+                                       log.initial_term_id) + term_offset
+        return term_offset
+
+    cdef int32_t _reserve(self, int32_t term_count, int32_t term_id, int32_t aligned_length,
+                          int32_t* term_offset) except? -2:
+        """Claim `aligned_length` bytes of the active term; returns the resulting offset, or -1 if
+        the term is full (after padding it out)."""
+        cdef MappedLog log = self.log
+        cdef int index = term_count % PARTITION_COUNT
+        cdef int64_t raw_tail, resulting
+        if self.exclusive:
+            term_offset[0] = self._term_offset
+            resulting = <int64_t> self._term_offset + aligned_length
+            aio_store_i64(log.tail_address(index), pack_tail(term_id, <int32_t> min(resulting, 0x7FFFFFFF)))
+        else:
+            raw_tail = aio_fetch_add_i64(log.tail_address(index), aligned_length)
+            if tail_term_id(raw_tail) != term_id:
+                raise AeronError(
+                    f"term {term_id} was rotated away under a stalled writer (tail term {tail_term_id(raw_tail)})")
+            if (raw_tail & 0xFFFFFFFFLL) >= log.term_length:
+                term_offset[0] = log.term_length
+                return -1
+            term_offset[0] = <int32_t> (raw_tail & 0xFFFFFFFFLL)
+            resulting = <int64_t> term_offset[0] + aligned_length
+        if resulting > log.term_length:
+            self._pad_to_end(log.term(index), term_offset[0], term_id)
+            return -1
+        return <int32_t> resulting
+
+    cdef void _pad_to_end(self, char* term, int32_t term_offset, int32_t term_id) noexcept nogil:
+        cdef int32_t length = self.log.term_length - term_offset
+        if length > 0:
+            write_header(term + term_offset, self.default_header, length, UNFRAGMENTED, HDR_TYPE_PAD,
+                         term_offset, term_id)
+            aio_store_i32(term + term_offset, length)
+
+    cdef int64_t _new_position(self, int32_t term_count, int32_t term_id, int64_t position,
+                               int64_t term_offset, int32_t resulting) noexcept:
+        """Turn an append result into a position, or rotate the log on a full term."""
+        cdef MappedLog log = self.log
+        cdef int64_t term_begin = position - term_offset
+        if resulting > 0:
+            if self.exclusive:
+                self._term_offset = resulting
+            return term_begin + resulting
+        if term_begin + log.term_length >= self.max_possible_position:
+            return MAX_POSITION_EXCEEDED_CODE
+        if self.exclusive:
+            self._index = (self._index + 1) % PARTITION_COUNT
+            self._term_id = term_id + 1
+            self._term_offset = 0
+            self._term_begin = term_begin + log.term_length
+            aio_store_i64(log.tail_address(self._index), pack_tail(self._term_id, 0))
+            aio_store_i32(log.meta + LOG_ACTIVE_TERM_COUNT_OFFSET, term_count + 1)
+        else:
+            log.rotate(term_count, term_id)
+        return ADMIN_ACTION_CODE
+
+    cdef int64_t _back_pressure_status(self, int64_t position, Py_ssize_t length) noexcept nogil:
+        if position + length >= self.max_possible_position:
+            return MAX_POSITION_EXCEEDED_CODE
+        if aio_load_i32(self.log.meta + LOG_IS_CONNECTED_OFFSET) == 1:
+            return BACK_PRESSURED_CODE
+        return NOT_CONNECTED_CODE
+
+    # -- offer ------------------------------------------------------------------------------
+
+    cdef int64_t _append(self, const char* data, Py_ssize_t length) except? -100:
+        cdef int32_t term_count, term_id, term_offset, resulting, frame_length, aligned
+        cdef int64_t position, raw_offset, result
+        cdef char* frame
+        cdef char* term
+        if self.is_closed:
+            return CLOSED_CODE
+        if length > self.max_message_length:
+            raise MessageTooLargeError(
+                f"message length {length} exceeds max_message_length {self.max_message_length}")
+        raw_offset = self._begin(&term_count, &term_id, &position)
+        if raw_offset < 0:
+            return ADMIN_ACTION_CODE
+        if position >= aio_load_i64(self._limit):
+            return self._back_pressure_status(position, length)
+        term = self.log.term(term_count % PARTITION_COUNT)
+        if length <= self.max_payload_length:
+            frame_length = <int32_t> length + HEADER_LENGTH
+            aligned = align_frame(frame_length)
+            resulting = self._reserve(term_count, term_id, aligned, &term_offset)
+            if resulting > 0:
+                frame = term + term_offset
+                write_header(frame, self.default_header, frame_length, UNFRAGMENTED, HDR_TYPE_DATA,
+                             term_offset, term_id)
+                memcpy(frame + HEADER_LENGTH, data, length)
+                aio_store_i32(frame, frame_length)
+        else:
+            resulting = self._append_fragmented(term, term_count, term_id, data, length, &term_offset)
+        result = self._new_position(term_count, term_id, position, raw_offset, resulting)
+        if result > 0 and self.data_doorbell is not None and self.data_doorbell.waiters > 0:
+            self.data_doorbell.ring()
+        return result
+
+    cdef int32_t _append_fragmented(self, char* term, int32_t term_count, int32_t term_id,
+                                    const char* data, Py_ssize_t length,
+                                    int32_t* term_offset) except? -2:
+        """Reserve every fragment of a message as one block, then write them B ... E."""
+        cdef int32_t max_payload = self.max_payload_length
+        cdef Py_ssize_t full = length // max_payload
+        cdef int32_t remaining = <int32_t> (length % max_payload)
+        cdef int32_t last = align_frame(remaining + HEADER_LENGTH) if remaining > 0 else 0
+        cdef int32_t required = <int32_t> (full * (max_payload + HEADER_LENGTH)) + last
+        cdef int32_t resulting = self._reserve(term_count, term_id, required, term_offset)
+        cdef int32_t offset, chunk, frame_length
+        cdef Py_ssize_t left = length
+        cdef uint8_t flags = BEGIN_FRAG_FLAG
+        cdef char* frame
+        if resulting < 0:
+            return resulting
+        offset = term_offset[0]
+        while left > 0:
+            chunk = <int32_t> (left if left < max_payload else max_payload)
+            if chunk == left:
+                flags |= END_FRAG_FLAG
+            frame_length = chunk + HEADER_LENGTH
+            frame = term + offset
+            write_header(frame, self.default_header, frame_length, flags, HDR_TYPE_DATA, offset, term_id)
+            memcpy(frame + HEADER_LENGTH, data + (length - left), chunk)
+            aio_store_i32(frame, frame_length)
+            left -= chunk
+            offset += align_frame(frame_length)
+            flags = 0
+        return resulting
+
+    cpdef int64_t try_offer(self, object buffer, Py_ssize_t offset=0, object length=None) except? -100:
+        """Append a message; returns the new position or a negative Aeron result code."""
+        cdef Py_buffer view
+        cdef int64_t result
+        cdef Py_ssize_t n
+        PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
+        try:
+            if offset < 0 or offset > view.len:
+                raise ValueError(f"offset {offset} is outside the buffer of {view.len} bytes")
+            if length is None:
+                n = view.len - offset
+            else:
+                n = length
+                if n < 0 or offset + n > view.len:
+                    raise ValueError(f"length {n} at offset {offset} overruns the buffer of {view.len} bytes")
+            result = self._append(<const char*> view.buf + offset, n)
+        finally:
+            PyBuffer_Release(&view)
+        return result
+
+    # -- claim ------------------------------------------------------------------------------
+
+    def try_claim(self, Py_ssize_t length):
+        """Reserve one unfragmented frame to be written in place; a BufferClaim or a result code."""
+        cdef int32_t term_count, term_id, term_offset, resulting, frame_length
+        cdef int64_t position, raw_offset, result
+        cdef char* term
+        if length < 0 or length > self.max_payload_length:
+            raise MessageTooLargeError(
+                f"claim length {length} must be within 0..max_payload_length {self.max_payload_length}")
+        if self.is_closed:
+            return CLOSED_CODE
+        raw_offset = self._begin(&term_count, &term_id, &position)
+        if raw_offset < 0:
+            return ADMIN_ACTION_CODE
+        if position >= aio_load_i64(self._limit):
+            return self._back_pressure_status(position, length)
+        term = self.log.term(term_count % PARTITION_COUNT)
+        frame_length = <int32_t> length + HEADER_LENGTH
+        resulting = self._reserve(term_count, term_id, align_frame(frame_length), &term_offset)
+        if resulting > 0:
+            write_header(term + term_offset, self.default_header, frame_length, UNFRAGMENTED,
+                         HDR_TYPE_DATA, term_offset, term_id)
+        result = self._new_position(term_count, term_id, position, raw_offset, resulting)
+        if result < 0:
+            return result
+        return BufferClaim._create(self, term_count % PARTITION_COUNT, term_offset, frame_length, result)
+
+    # -- batch ------------------------------------------------------------------------------
+
+    def offer_batch(self, object messages, Py_ssize_t start=0) -> int:
+        """Append messages[start:] until the limit or the term end; returns how many were appended
+        (> 0), or a negative result code when none was.
+
+        `messages` is a 2-D C-contiguous uint8 array (one fixed-size record per row, appended by one
+        reservation) or a sequence of bytes-like objects.
+        """
+        if self.is_closed:
+            return CLOSED_CODE
+        if hasattr(messages, "ndim") and messages.ndim == 2:
+            return self._offer_records(messages, start)
+        cdef Py_ssize_t count = len(messages)
+        cdef Py_ssize_t i
+        cdef int64_t result
+        if start < 0 or start > count:
+            raise ValueError(f"start {start} is outside 0..{count}")
+        for i in range(start, count):
+            result = self.try_offer(messages[i])
+            if result < 0:
+                return (i - start) if i > start else result
+        return count - start
+
+    cdef int64_t _offer_records(self, object records, Py_ssize_t start) except? -100:
+        cdef const unsigned char[:, ::1] rows = records
+        cdef Py_ssize_t count = rows.shape[0], size = rows.shape[1], n, i
+        cdef int32_t term_count, term_id, term_offset, resulting, frame_length, aligned, offset
+        cdef int64_t position, raw_offset, limit, result
+        cdef char* term
+        cdef char* frame
+        if start < 0 or start > count:
+            raise ValueError(f"start {start} is outside 0..{count}")
+        if start == count:
+            return 0
+        if size > self.max_payload_length:
+            raise MessageTooLargeError(
+                f"record size {size} exceeds max_payload_length {self.max_payload_length}")
+        frame_length = <int32_t> size + HEADER_LENGTH
+        aligned = align_frame(frame_length)
+        raw_offset = self._begin(&term_count, &term_id, &position)
+        if raw_offset < 0:
+            return ADMIN_ACTION_CODE
+        limit = aio_load_i64(self._limit)
+        if position >= limit:
+            return self._back_pressure_status(position, size)
+        # As many records as start below the limit and fit the rest of the term (at least one).
+        n = min(count - start, (limit - position + aligned - 1) // aligned)
+        if raw_offset < self.log.term_length:
+            n = min(n, max(1, (self.log.term_length - raw_offset) // aligned))
+        term = self.log.term(term_count % PARTITION_COUNT)
+        resulting = self._reserve(term_count, term_id, <int32_t> (n * aligned), &term_offset)
+        if resulting > 0:
+            with nogil:
+                offset = term_offset
+                for i in range(start, start + n):
+                    frame = term + offset
+                    write_header(frame, self.default_header, frame_length, UNFRAGMENTED,
+                                 HDR_TYPE_DATA, offset, term_id)
+                    memcpy(frame + HEADER_LENGTH, &rows[i, 0], size)
+                    aio_store_i32(frame, frame_length)
+                    offset += aligned
+        result = self._new_position(term_count, term_id, position, raw_offset, resulting)
+        if result < 0:
+            return result
+        if self.data_doorbell is not None and self.data_doorbell.waiters > 0:
+            self.data_doorbell.ring()
+        return n
+
+
+cdef class BufferClaim:
+    """A frame reserved in the log by try_claim: write `buffer`, then commit() or abort()."""
+
+    cdef LogAppender _appender
+    cdef char* _frame
+    cdef readonly int32_t frame_length
+    cdef readonly int64_t position
+    cdef bint _done
+    cdef object _buffer
+
+    @staticmethod
+    cdef BufferClaim _create(LogAppender appender, int index, int32_t term_offset,
+                             int32_t frame_length, int64_t position):
+        cdef BufferClaim claim = BufferClaim.__new__(BufferClaim)
+        cdef MappedLog log = appender.log
+        cdef Py_ssize_t start = index * <Py_ssize_t> log.term_length + term_offset + HEADER_LENGTH
+        claim._appender = appender
+        claim._frame = log.term(index) + term_offset
+        claim.frame_length = frame_length
+        claim.position = position
+        claim._done = False
+        claim._buffer = memoryview(log.owner).cast("B")[start:start + frame_length - HEADER_LENGTH]
+        return claim
+
+    @property
+    def buffer(self) -> memoryview:
+        """The writable payload of the claimed frame."""
+        if self._done:
+            raise ClaimError("the claim was already committed or aborted")
+        return self._buffer
+
+    @property
+    def length(self) -> int:
+        return self.frame_length - HEADER_LENGTH
+
+    def _finish(self):
+        if self._done:
+            raise ClaimError("the claim was already committed or aborted")
+        self._done = True
+        self._buffer.release()
+
+    def commit(self) -> None:
+        """Publish the frame: store its positive length with release semantics."""
+        self._finish()
+        aio_store_i32(self._frame, self.frame_length)
+        if self._appender.data_doorbell is not None and self._appender.data_doorbell.waiters > 0:
+            self._appender.data_doorbell.ring()
+
+    def abort(self) -> None:
+        """Turn the frame into padding that readers skip."""
+        self._finish()
+        self._frame[TYPE_FIELD_OFFSET] = <char> HDR_TYPE_PAD
+        self._frame[TYPE_FIELD_OFFSET + 1] = 0
+        aio_store_i32(self._frame, self.frame_length)
+
+    @property
+    def is_done(self) -> bool:
+        return self._done

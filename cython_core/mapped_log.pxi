@@ -1,0 +1,110 @@
+# MappedLog: the raw pointers of a log buffer (3 terms + metadata) mapped into this process.
+
+
+cdef class MappedLog:
+    """Pointers into a mapped log buffer, read from its metadata.
+
+    Holds a reference to the buffer so the mapping outlives every reader and appender of it.
+    """
+
+    cdef readonly object owner
+    cdef char* base
+    cdef char* meta
+    cdef readonly int32_t term_length
+    cdef readonly int32_t initial_term_id
+    cdef readonly int32_t mtu_length
+    cdef readonly int position_bits_to_shift
+    cdef readonly Py_ssize_t length
+
+    def __cinit__(self, object buffer):
+        cdef Py_ssize_t length
+        self.owner = buffer
+        self.base = buffer_address(buffer, &length)
+        self.length = length
+        if length < LOG_META_DATA_LENGTH + 3 * 65536:
+            raise ValueError(f"log buffer of {length} bytes is too short")
+        self.meta = self.base + length - LOG_META_DATA_LENGTH
+        self.term_length = aio_get_i32(self.meta + LOG_TERM_LENGTH_OFFSET)
+        if self.term_length < 65536 or (self.term_length & (self.term_length - 1)) != 0 \
+                or 3 * <Py_ssize_t> self.term_length + LOG_META_DATA_LENGTH > length:
+            raise ValueError(f"log metadata has an invalid term length {self.term_length}")
+        self.meta = self.base + 3 * <Py_ssize_t> self.term_length
+        self.initial_term_id = aio_get_i32(self.meta + LOG_INITIAL_TERM_ID_OFFSET)
+        self.mtu_length = aio_get_i32(self.meta + LOG_MTU_LENGTH_OFFSET)
+        self.position_bits_to_shift = 0
+        while (1 << self.position_bits_to_shift) < self.term_length:
+            self.position_bits_to_shift += 1
+
+    cdef inline char* term(self, int index) noexcept nogil:
+        return self.base + index * <Py_ssize_t> self.term_length
+
+    cdef inline char* tail_address(self, int index) noexcept nogil:
+        return self.meta + TERM_TAIL_COUNTERS_OFFSET + 8 * index
+
+    cdef inline int32_t active_term_count(self) noexcept nogil:
+        return aio_load_i32(self.meta + LOG_ACTIVE_TERM_COUNT_OFFSET)
+
+    cdef int64_t producer_position(self) noexcept nogil:
+        """The position of the tail of the active term."""
+        cdef int32_t term_count = self.active_term_count()
+        cdef int64_t raw_tail = aio_load_i64(self.tail_address(term_count % PARTITION_COUNT))
+        return compute_position(tail_term_id(raw_tail), tail_term_offset(raw_tail, self.term_length),
+                                self.position_bits_to_shift, self.initial_term_id)
+
+    cdef bint rotate(self, int32_t term_count, int32_t term_id) noexcept nogil:
+        """Move the log to the next term: reset that term's tail, then bump the active term count."""
+        cdef int32_t next_term_id = term_id + 1
+        cdef int32_t next_term_count = term_count + 1
+        cdef char* next_tail = self.tail_address(next_term_count % PARTITION_COUNT)
+        cdef int32_t expected_term_id = next_term_id - PARTITION_COUNT
+        cdef int64_t raw_tail
+        while True:
+            raw_tail = aio_load_i64(next_tail)
+            if tail_term_id(raw_tail) != expected_term_id:
+                break
+            if aio_cas_i64(next_tail, raw_tail, pack_tail(next_term_id, 0)):
+                break
+        return aio_cas_i32(self.meta + LOG_ACTIVE_TERM_COUNT_OFFSET, term_count, next_term_count)
+
+    def producer_position_volatile(self) -> int:
+        """The producer (tail) position, read with acquire semantics."""
+        return self.producer_position()
+
+    def rotate_log(self, int32_t term_count, int32_t term_id) -> bool:
+        return self.rotate(term_count, term_id)
+
+    def end_of_stream_position(self) -> int:
+        return aio_load_i64(self.meta + LOG_END_OF_STREAM_POSITION_OFFSET)
+
+    def set_end_of_stream_position(self, int64_t position) -> None:
+        aio_store_i64(self.meta + LOG_END_OF_STREAM_POSITION_OFFSET, position)
+
+    def is_connected(self) -> bool:
+        return aio_load_i32(self.meta + LOG_IS_CONNECTED_OFFSET) == 1
+
+    def set_connected(self, bint connected) -> None:
+        aio_store_i32(self.meta + LOG_IS_CONNECTED_OFFSET, 1 if connected else 0)
+
+    def clean(self, int64_t from_position, int64_t to_position) -> int:
+        """Zero the bytes in [from_position, to_position), never crossing a term; returns bytes zeroed.
+
+        The first word of the range is zeroed last with release semantics so a concurrent reader
+        never sees a stale frame length after a zeroed body.
+        """
+        cdef int32_t mask = self.term_length - 1
+        cdef int32_t offset = <int32_t> (from_position & mask)
+        cdef int64_t length = to_position - from_position
+        cdef int index = <int> ((from_position >> self.position_bits_to_shift) % PARTITION_COUNT)
+        cdef char* start
+        if length <= 0:
+            return 0
+        if length > self.term_length - offset:
+            length = self.term_length - offset
+        start = self.term(index) + offset
+        with nogil:
+            if length > 8:
+                memset(start + 8, 0, length - 8)
+                aio_store_i64(start, 0)
+            else:
+                memset(start, 0, length)
+        return length

@@ -1,0 +1,71 @@
+# Term scanners: whole frames up to a limit, never across a term (Aeron's TermBlockScanner and
+# TermScanner).
+
+
+cdef int32_t scan_block(const char* term, int32_t term_offset, int32_t limit_offset) noexcept nogil:
+    """The offset after the whole frames in [term_offset, limit_offset); a PAD ends the block
+    (and is the whole block when it comes first)."""
+    cdef int32_t offset = term_offset, frame_length, aligned
+    while offset < limit_offset:
+        frame_length = aio_load_i32(term + offset)
+        if frame_length <= 0:
+            break
+        aligned = align_frame(frame_length)
+        if is_padding(term + offset):
+            if offset == term_offset:
+                offset += aligned
+            break
+        if offset + aligned > limit_offset:
+            break
+        offset += aligned
+    return offset
+
+
+cdef int32_t scan_for_availability(const char* term, int32_t term_offset, int32_t max_length,
+                                   int32_t term_length, int32_t* padding) noexcept nogil:
+    """Bytes of whole frames available from term_offset, up to max_length, as a sender sends them.
+
+    A PAD counts as its 32-byte header only (padding[0] holds the rest of its length, which is
+    never sent) and ends the scan.
+    """
+    cdef int32_t available = 0, frame_length, aligned, offset
+    padding[0] = 0
+    if max_length > term_length - term_offset:
+        max_length = term_length - term_offset
+    while available < max_length:
+        offset = term_offset + available
+        frame_length = aio_load_i32(term + offset)
+        if frame_length <= 0:
+            break
+        aligned = align_frame(frame_length)
+        if is_padding(term + offset):
+            padding[0] = aligned - HEADER_LENGTH
+            aligned = HEADER_LENGTH
+        available += aligned
+        if available > max_length:
+            available -= aligned
+            padding[0] = 0
+            break
+        if padding[0] != 0:
+            break
+    return available
+
+
+def term_block_scan(object term, int32_t term_offset, int32_t limit_offset) -> int:
+    """Python entry to the block scanner over a term buffer (for tests and tools)."""
+    cdef Py_ssize_t length
+    cdef char* address = buffer_address(term, &length)
+    if term_offset < 0 or limit_offset > length or term_offset > limit_offset:
+        raise ValueError(f"offsets {term_offset}..{limit_offset} outside the term of {length} bytes")
+    return scan_block(address, term_offset, limit_offset)
+
+
+def term_scan_for_availability(object term, int32_t term_offset, int32_t max_length) -> tuple:
+    """(available, padding) from term_offset, as scan_for_availability (for tests and the sender)."""
+    cdef Py_ssize_t length
+    cdef int32_t padding
+    cdef char* address = buffer_address(term, &length)
+    if term_offset < 0 or term_offset > length:
+        raise ValueError(f"term_offset {term_offset} outside the term of {length} bytes")
+    available = scan_for_availability(address, term_offset, max_length, <int32_t> length, &padding)
+    return available, padding
