@@ -23,6 +23,13 @@ cdef class Doorbell:
         """Wake `future` at the next ring; the caller counts itself in `waiters` while parked."""
         self._parked.append(future)
 
+    def unpark(self, object future) -> None:
+        """Forget a parked future that woke some other way (a timeout, another doorbell)."""
+        try:
+            self._parked.remove(future)
+        except ValueError:
+            pass
+
     def add_callback(self, object callback) -> None:
         self._callbacks.append(callback)
 

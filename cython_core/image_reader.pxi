@@ -69,6 +69,7 @@ cdef class ImageReader:
     cdef object _batch_offsets
     cdef object _batch_lengths
     cdef object _batch_flags
+    cdef bint _closed
 
     def __cinit__(self, MappedLog log, object position_buffer, Py_ssize_t position_offset,
                   Doorbell consumed_doorbell=None):
@@ -90,6 +91,15 @@ cdef class ImageReader:
         self.session_id = aio_get_i32(log.meta + LOG_DEFAULT_FRAME_HEADER_OFFSET + SESSION_ID_FIELD_OFFSET)
         self.stream_id = aio_get_i32(log.meta + LOG_DEFAULT_FRAME_HEADER_OFFSET + STREAM_ID_FIELD_OFFSET)
         self._batch_offsets = _np.empty(0, dtype=_np.int64)
+
+    def close(self) -> None:
+        """Stop reading: every poll returns 0 and the position counter is never touched again
+        (the driver may hand it to someone else)."""
+        self._closed = True
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
 
     @property
     def position(self) -> int:
@@ -118,6 +128,8 @@ cdef class ImageReader:
 
     def poll(self, object handler, int fragment_limit) -> int:
         """Deliver up to fragment_limit fragments as handler(buffer, header); returns the count."""
+        if self._closed:
+            return 0
         cdef int64_t position = aio_load_i64(self._position)
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
@@ -147,6 +159,8 @@ cdef class ImageReader:
 
     def controlled_poll(self, object handler, int fragment_limit) -> int:
         """Like poll, with the handler returning CONTINUE, BREAK, ABORT or COMMIT (None = CONTINUE)."""
+        if self._closed:
+            return 0
         cdef int64_t position = aio_load_i64(self._position)
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
@@ -190,6 +204,8 @@ cdef class ImageReader:
     def block_poll(self, object handler, int block_length_limit) -> int:
         """Deliver whole frames (up to block_length_limit bytes, one term at most) as
         handler(block, session_id, term_id); returns the bytes consumed."""
+        if self._closed:
+            return 0
         cdef int64_t position = aio_load_i64(self._position)
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
@@ -217,6 +233,9 @@ cdef class ImageReader:
         cdef char* term = self.log.term(index)
         cdef int32_t offset = term_offset, frame_offset, frame_length
         cdef int fragments = 0
+        cdef FragmentBatch batch
+        if self._closed:
+            return 0
         if self._batch_offsets.shape[0] < fragment_limit:
             self._batch_offsets = _np.empty(fragment_limit, dtype=_np.int64)
             self._batch_lengths = _np.empty(fragment_limit, dtype=_np.int32)
@@ -255,6 +274,8 @@ cdef class ImageReader:
 
     def poll_messages(self, list out, int fragment_limit) -> int:
         """Append whole messages (copied, fragments reassembled) to `out`; returns fragments read."""
+        if self._closed:
+            return 0
         cdef int64_t position = aio_load_i64(self._position)
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))

@@ -28,7 +28,6 @@ cdef class MappedLog:
         if self.term_length < 65536 or (self.term_length & (self.term_length - 1)) != 0 \
                 or 3 * <Py_ssize_t> self.term_length + LOG_META_DATA_LENGTH > length:
             raise ValueError(f"log metadata has an invalid term length {self.term_length}")
-        self.meta = self.base + 3 * <Py_ssize_t> self.term_length
         self.initial_term_id = aio_get_i32(self.meta + LOG_INITIAL_TERM_ID_OFFSET)
         self.mtu_length = aio_get_i32(self.meta + LOG_MTU_LENGTH_OFFSET)
         self.position_bits_to_shift = 0

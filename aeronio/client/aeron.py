@@ -26,6 +26,7 @@ from aeronio.errors import (
     DriverNotFoundError,
     DriverTimeoutError,
 )
+from aeronio.logbuffer import signals
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.channel import ChannelUri
 
@@ -43,7 +44,7 @@ class Aeron:
         self._pending: dict[int, asyncio.Future] = {}
         self._subscriptions: dict[int, Subscription] = {}
         self._publications: dict[int, Publication] = {}
-        self._logs: dict[str, LogBuffers] = {}
+        self._logs: dict[str, tuple[LogBuffers, int]] = {}
         self.counters = CountersReader.open(os.path.join(driver.dir, COUNTERS_FILE))
         self.is_closed = False
 
@@ -98,21 +99,31 @@ class Aeron:
                     future.set_result(response)
 
     def _map_log(self, log_file: str) -> LogBuffers:
-        log = self._logs.get(log_file)
-        if log is None:
-            log = self._logs[log_file] = LogBuffers.open(log_file)
+        """Map a log (once per client), counting its users."""
+        log, users = self._logs.get(log_file) or (LogBuffers.open(log_file), 0)
+        self._logs[log_file] = (log, users + 1)
         return log
+
+    def _unmap_log(self, log_file: str) -> None:
+        """Drop one user of a log; the last one unmaps it (views already handed out keep the
+        memory alive until they go)."""
+        log, users = self._logs.pop(log_file)
+        if users > 1:
+            self._logs[log_file] = (log, users - 1)
+        else:
+            log.close()
 
     def _on_image_ready(self, ready: p.ImageReady) -> None:
         subscription = self._subscriptions.get(ready.subscription_registration_id)
         if subscription is None:
             return
         log = self._map_log(ready.log_file)
+        log_signals = signals.acquire(ready.log_file)
         reader = _core.ImageReader(
             log.mapped,
             self.counters.buffer.owner,
             self.counters.value_offset(ready.subscriber_position_counter_id),
-            _signals_for(ready.log_file).consumed,
+            log_signals.consumed,
         )
         image = Image(
             subscription,
@@ -122,6 +133,7 @@ class Aeron:
             ready.join_position,
             ready.source_identity,
             reader,
+            log_signals,
         )
         subscription._add_image(image)
 
@@ -142,12 +154,13 @@ class Aeron:
             p.AddPublication(self._correlation_id(), self.client_id, str(uri), stream_id, exclusive)
         )
         log = self._map_log(ready.log_file)
+        log_signals = signals.acquire(ready.log_file)
         appender = _core.LogAppender(
             log.mapped,
             self.counters.buffer.owner,
             self.counters.value_offset(ready.position_limit_counter_id),
             exclusive,
-            _signals_for(ready.log_file).data,
+            log_signals.data,
         )
         cls = ExclusivePublication if exclusive else Publication
         publication = cls(
@@ -158,12 +171,14 @@ class Aeron:
             ready.session_id,
             ready.log_file,
             appender,
+            log_signals,
         )
         self._publications[id(publication)] = publication
         return publication
 
     async def _release_publication(self, publication: Publication) -> None:
         self._publications.pop(id(publication), None)
+        self._unmap_log(publication.log_file)
         if not self.is_closed:
             await self._request(
                 p.RemovePublication(
@@ -259,14 +274,6 @@ class _Connection:
 def connect(dir: str | os.PathLike | None = None, **driver_options: Any) -> _Connection:
     """Connect to the driver on `dir`, or launch an embedded one on the running loop."""
     return Aeron.connect(dir, **driver_options)
-
-
-def _signals_for(log_file: str):
-    from aeronio.logbuffer import signals
-
-    s = signals.acquire(log_file)
-    signals.release(log_file)  # the Publication/Image objects hold their own reference
-    return s
 
 
 def _check_stream_id(stream_id: int) -> None:

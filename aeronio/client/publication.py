@@ -43,6 +43,7 @@ class Publication:
         session_id: int,
         log_file: str,
         appender: _core.LogAppender,
+        log_signals: signals.LogSignals,
     ):
         self._client = client
         self.channel = channel
@@ -51,7 +52,7 @@ class Publication:
         self.session_id = session_id
         self.log_file = log_file
         self._appender = appender
-        self._signals = signals.acquire(log_file)
+        self._signals = log_signals
         # Hot paths go straight to the Cython appender.
         self.try_offer = appender.try_offer
         self.try_claim = appender.try_claim

@@ -45,6 +45,7 @@ class Image:
         join_position: int,
         source_identity: str,
         reader: _core.ImageReader,
+        log_signals: signals.LogSignals,
     ):
         self.subscription = subscription
         self.correlation_id = correlation_id
@@ -54,7 +55,7 @@ class Image:
         self.join_position = join_position
         self.source_identity = source_identity
         self._reader = reader
-        self.signals = signals.acquire(log_file)
+        self.signals = log_signals
         self.poll = reader.poll
         self.controlled_poll = reader.controlled_poll
         self.block_poll = reader.block_poll
@@ -79,9 +80,13 @@ class Image:
         return self._reader.is_end_of_stream
 
     def _close(self) -> None:
+        """Make the image inert (polls return 0, its position counter is left alone) and let go
+        of its log."""
         if not self.is_closed:
             self.is_closed = True
+            self._reader.close()
             signals.release(self.log_file)
+            self.subscription._client._unmap_log(self.log_file)
 
     def __repr__(self) -> str:
         return (

@@ -31,6 +31,8 @@ from aeronio.protocol.channel import ChannelUri
 
 COUNTERS_FILE = "counters.dat"
 LOGS_DIR = "publications"
+# A freed counter id is not reused for this long, so a client still holding it harms nobody.
+COUNTER_REUSE_TIMEOUT_MS = 1000
 
 
 @dataclass(eq=False)
@@ -64,7 +66,9 @@ class DriverConductor:
         self.wake = wake
         os.makedirs(os.path.join(ctx.dir, LOGS_DIR), exist_ok=True)
         self.counters = CountersManager.create(
-            os.path.join(ctx.dir, COUNTERS_FILE), ctx.max_counters
+            os.path.join(ctx.dir, COUNTERS_FILE),
+            ctx.max_counters,
+            reuse_timeout_ms=COUNTER_REUSE_TIMEOUT_MS,
         )
         self.counters.set_driver_pid(os.getpid())
         self.system = allocate_system_counters(self.counters)
@@ -140,6 +144,7 @@ class DriverConductor:
             publication = self._new_ipc_publication(channel, command)
             self._link_subscriptions(publication)
         else:
+            _check_same_log_params(channel, publication)
             publication.ref_count += 1
         client.publications.append(publication.registration_id)
         client.send(
@@ -383,6 +388,19 @@ class DriverConductor:
         for publication in list(self.publications):
             self._delete_publication(publication)
         self.counters.close()
+
+
+def _check_same_log_params(channel: ChannelUri, publication: IpcPublication) -> None:
+    """A publication joining an existing log must not ask for different log parameters."""
+    for name, asked, actual in (
+        ("term-length", channel.term_length, publication.log.term_length),
+        ("mtu", channel.mtu, publication.log.mtu),
+    ):
+        if asked is not None and asked != actual:
+            raise AeronError(
+                f"{name}={asked} differs from the existing publication's {name}={actual} "
+                f"on stream {publication.stream_id}"
+            )
 
 
 def _check_stream_id(stream_id: int) -> None:

@@ -66,6 +66,8 @@ async def park(doorbells: list[Doorbell], timeout: float = FALLBACK_WAIT_S) -> N
         await future
     finally:
         handle.cancel()
+        for doorbell in doorbells:
+            doorbell.unpark(future)
 
 
 def _wake(future: asyncio.Future) -> None:

@@ -1,0 +1,696 @@
+"""The asyncio API end to end on an embedded driver: back-pressure, cancellation, claims,
+unblocking, late joiners, fragmented messages, sessions, close and linger, polls."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import struct
+
+import numpy as np
+import pytest
+
+import aeronio
+from aeronio import ControlledPollAction
+from aeronio.counters import SystemCounters
+
+TERM_64K = "aeron:ipc?term-length=64k"
+WINDOW_64K = 64 * 1024 // 2
+
+
+async def wait_until(predicate, timeout: float = 5.0, what: str = "condition") -> None:
+    async def wait():
+        while not predicate():
+            await asyncio.sleep(0.001)
+
+    try:
+        await asyncio.wait_for(wait(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+async def image_of(sub, session_id: int | None = None, timeout: float = 5.0):
+    def find():
+        if session_id is None:
+            return sub.images[0] if sub.images else None
+        return sub.image_by_session_id(session_id)
+
+    await wait_until(lambda: find() is not None, timeout, "an image")
+    return find()
+
+
+def drain(sub, limit: int = 1_000_000) -> list[bytes]:
+    """Everything available now, reassembled."""
+    got: list[bytes] = []
+    assembler = aeronio.FragmentAssembler(lambda buffer, header: got.append(bytes(buffer)))
+    while len(got) < limit and sub.poll(assembler, 256):
+        pass
+    return got
+
+
+async def receive(sub, count: int, timeout: float = 5.0) -> list[bytes]:
+    got: list[bytes] = []
+    assembler = aeronio.FragmentAssembler(lambda buffer, header: got.append(bytes(buffer)))
+
+    async def run():
+        while len(got) < count:
+            if not sub.poll(assembler, 256):
+                await asyncio.sleep(0.001)
+
+    try:
+        await asyncio.wait_for(run(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"received {len(got)} of {count}: {got[-3:]}") from None
+    return got
+
+
+@pytest.fixture
+async def aeron():
+    async with aeronio.connect(
+        publication_unblock_timeout_ns=300_000_000, publication_linger_ns=50_000_000
+    ) as client:
+        yield client
+
+
+# -- back-pressure ------------------------------------------------------------------------
+
+
+async def test_slow_subscriber_back_pressures_await_offer(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 1)
+    pub = await aeron.add_publication(TERM_64K, 1)
+    image = await image_of(sub)
+    count, size = 2_000, 200  # 2000 frames of 256 bytes: 16 windows of 32 KiB
+    consumer_steps = 0
+    waited = 0
+    max_lag = 0
+    overrun = []
+
+    async def publish():
+        nonlocal waited, max_lag
+        for i in range(count):
+            lag = pub.position - image.position
+            max_lag = max(max_lag, lag)
+            if lag > WINDOW_64K + 256:
+                overrun.append((i, lag))
+            before = consumer_steps
+            await pub.offer(struct.pack("<I", i) + bytes([i % 251]) * (size - 4))
+            if consumer_steps != before:
+                waited += 1  # this offer could not append at once and yielded to the consumer
+
+    got: list[bytes] = []
+
+    async def consume():
+        nonlocal consumer_steps
+        while len(got) < count:
+            sub.poll(lambda buffer, header: got.append(bytes(buffer)), 10)
+            consumer_steps += 1
+            await asyncio.sleep(0.0005)
+
+    await asyncio.wait_for(asyncio.gather(publish(), consume()), 30)
+    assert waited > 0
+    assert max_lag >= WINDOW_64K  # the publisher ran into the limit...
+    assert not overrun  # ...and never past it
+    assert [struct.unpack_from("<I", m)[0] for m in got] == list(range(count))
+    assert all(m == struct.pack("<I", i) + bytes([i % 251]) * (size - 4) for i, m in enumerate(got))
+    assert image.position == pub.position
+
+
+async def fill_window(pub, message: bytes) -> int:
+    """try_offer until back-pressured; returns how many went in."""
+    sent = 0
+    while True:
+        result = pub.try_offer(message)
+        if result == aeronio.ADMIN_ACTION:
+            continue
+        if result < 0:
+            assert result == aeronio.BACK_PRESSURED
+            return sent
+        sent += 1
+
+
+async def test_cancelled_offer_leaves_the_log_clean(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 2)
+    pub = await aeron.add_publication(TERM_64K, 2)
+    image = await image_of(sub)
+    sent = await fill_window(pub, b"m" * 100)
+    position = pub.position
+    assert sent > 0 and position >= pub.position_limit
+
+    task = asyncio.create_task(pub.offer(b"CANCELLED" * 10))
+    await asyncio.sleep(0.05)
+    assert not task.done()  # nobody consumes: it waits
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(pub.offer(b"TIMED-OUT" * 10), 0.05)
+    with pytest.raises(TimeoutError):
+        await pub.offer(b"OWN-TIMEOUT" * 10, timeout=0.05)
+
+    assert pub.position == position
+    assert position % 32 == 0
+    got = drain(sub)
+    assert got == [b"m" * 100] * sent  # no partial, blocked or cancelled frame
+    assert image.position == position
+
+    next_position = await asyncio.wait_for(pub.offer(b"next"), 5)
+    assert next_position == position + 64
+    assert await receive(sub, 1) == [b"next"]
+
+
+# -- claims -------------------------------------------------------------------------------
+
+
+async def test_claim_commits_on_exit_and_aborts_on_exception(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 3)
+    pub = await aeron.add_publication(TERM_64K, 3)
+    await image_of(sub)
+
+    async with pub.claim(5) as buffer:
+        buffer[:] = b"first"
+    with pytest.raises(RuntimeError, match="boom"):
+        async with pub.claim(6) as buffer:
+            buffer[:] = b"ABORTD"
+            raise RuntimeError("boom")
+    async with pub.claim(6) as buffer:
+        buffer[:] = b"second"
+    # The view handed out is released on exit: no late write into the log.
+    with pytest.raises(ValueError):
+        buffer[0] = 0
+
+    assert await receive(sub, 2) == [b"first", b"second"]
+    assert drain(sub) == []
+    assert sub.images[0].position == pub.position
+
+
+async def test_exclusive_publication_claim(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 4)
+    pub = await aeron.add_exclusive_publication(TERM_64K, 4)
+    await image_of(sub)
+    for i in range(3):
+        async with pub.claim(4) as buffer:
+            buffer[:] = struct.pack("<I", i)
+    claim = pub.try_claim(4)
+    claim.buffer[:] = b"gone"
+    claim.abort()
+    with pytest.raises(aeronio.ClaimError):
+        claim.commit()
+    assert await pub.offer(b"tail") == pub.position
+    assert await receive(sub, 4) == [struct.pack("<I", i) for i in range(3)] + [b"tail"]
+
+
+async def test_abandoned_claim_is_unblocked_by_the_driver(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 5)
+    pub = await aeron.add_publication(TERM_64K, 5)
+    other = await aeron.add_publication(TERM_64K, 5)
+    assert other.session_id == pub.session_id and other.log_file == pub.log_file
+    image = await image_of(sub)
+    unblocked = aeron.counters.counter(SystemCounters.UNBLOCKED_PUBLICATIONS)
+    assert unblocked.get() == 0
+
+    assert await pub.offer(b"before") > 0
+    claim = pub.try_claim(100)  # abandoned: never committed nor aborted
+    claim.buffer[:4] = b"LOST"
+    after = [b"after-%d" % i for i in range(5)]
+    for message in after:
+        assert other.try_offer(message) > 0
+    # Without a turn of the loop the driver cannot have acted: the reader stops at the claim.
+    assert drain(sub) == [b"before"]
+    assert image.position == claim.position - 160
+
+    assert await receive(sub, 5, timeout=10) == after
+    assert unblocked.get() == 1
+    assert image.position == pub.position == other.position
+
+
+# -- joining ------------------------------------------------------------------------------
+
+
+async def test_late_joiner_starts_at_the_current_position(aeron):
+    first = await aeron.add_subscription("aeron:ipc", 6)
+    pub = await aeron.add_publication(TERM_64K, 6)
+    await image_of(first)
+    old = [b"old-%d" % i for i in range(10)]
+    for message in old:
+        await pub.offer(message)
+    position = pub.position
+
+    joined = []
+    late = await aeron.add_subscription("aeron:ipc", 6, available_image=joined.append)
+    image = await image_of(late)
+    assert joined == [image]
+    assert image.join_position == position
+    assert image.position == position
+    assert image.session_id == pub.session_id
+    assert drain(late) == []
+
+    await pub.offer(b"new")
+    assert await receive(late, 1) == [b"new"]
+    assert await receive(first, 11) == old + [b"new"]
+
+
+async def test_offer_waits_until_a_subscriber_connects(aeron):
+    pub = await aeron.add_publication(TERM_64K, 7)
+    assert pub.try_offer(b"x") == aeronio.NOT_CONNECTED
+    assert not pub.is_connected
+    task = asyncio.create_task(pub.offer(b"waited"))
+    await asyncio.sleep(0.02)
+    assert not task.done()
+    sub = await aeron.add_subscription("aeron:ipc", 7)
+    position = await asyncio.wait_for(task, 5)
+    assert position > 0 and pub.is_connected
+    assert await receive(sub, 1) == [b"waited"]
+
+
+# -- async iteration ----------------------------------------------------------------------
+
+
+async def test_async_for_yields_whole_fragmented_messages(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 8)
+    pub = await aeron.add_publication("aeron:ipc?term-length=128k|mtu=1408", 8)
+    await image_of(sub)
+    rng = np.random.default_rng(7)
+    sizes = [10_000, 1, 1376, 1377, 0, 10_000, 4_000, 16_384, 2_752, 2_753] * 3
+    messages = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in sizes]
+
+    async def publish():
+        for message in messages:
+            await pub.offer(message)
+
+    async def collect():
+        got = []
+        async for message in sub:
+            got.append(message)
+            if len(got) == len(messages):
+                return got
+
+    producer = asyncio.create_task(publish())
+    got = await asyncio.wait_for(collect(), 10)
+    await asyncio.wait_for(producer, 5)
+    assert [m.data for m in got] == messages
+    assert all(isinstance(m.data, bytes) for m in got)
+    assert all(m.header.session_id == pub.session_id for m in got)
+    assert got[-1].header.position == pub.position
+
+
+async def test_receive_waits_for_the_next_message(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 9)
+    pub = await aeron.add_publication(TERM_64K, 9)
+    await image_of(sub)
+    waiter = asyncio.create_task(sub.receive())
+    await asyncio.sleep(0.02)
+    assert not waiter.done()
+    await pub.offer(b"wake")
+    message = await asyncio.wait_for(waiter, 5)
+    assert message.data == b"wake"
+
+
+# -- sessions -----------------------------------------------------------------------------
+
+
+async def test_exclusive_gets_own_session_concurrent_share_one(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 10)
+    a = await aeron.add_publication(TERM_64K, 10)
+    b = await aeron.add_publication(TERM_64K, 10)
+    x = await aeron.add_exclusive_publication(TERM_64K, 10)
+    y = await aeron.add_exclusive_publication(TERM_64K, 10)
+    assert isinstance(x, aeronio.ExclusivePublication) and x.is_exclusive
+    assert not a.is_exclusive
+    assert a.session_id == b.session_id
+    assert a.log_file == b.log_file
+    assert len({a.session_id, x.session_id, y.session_id}) == 3
+    assert len({a.log_file, x.log_file, y.log_file}) == 3
+    await wait_until(lambda: sub.image_count == 3, what="3 images")
+
+    await a.offer(b"a1")
+    await b.offer(b"b1")
+    await a.offer(b"a2")
+    await x.offer(b"x1")
+    assert a.position == b.position  # one shared log
+    shared = sub.image_by_session_id(a.session_id)
+    got = []
+    shared.poll(lambda buffer, header: got.append(bytes(buffer)), 10)
+    assert got == [b"a1", b"b1", b"a2"]
+    got = []
+    sub.image_by_session_id(x.session_id).poll(
+        lambda buffer, header: got.append((bytes(buffer), header.session_id)), 10
+    )
+    assert got == [(b"x1", x.session_id)]
+    assert sub.image_by_session_id(y.session_id).position == 0 == y.position
+
+
+async def test_closing_one_of_two_concurrent_publications_keeps_the_log(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 11)
+    a = await aeron.add_publication(TERM_64K, 11)
+    b = await aeron.add_publication(TERM_64K, 11)
+    image = await image_of(sub)
+    await a.close()
+    assert a.try_offer(b"closed") == aeronio.CLOSED
+    await asyncio.sleep(0.1)  # well past the linger
+    assert sub.images == (image,)
+    assert not image.is_end_of_stream
+    assert await b.offer(b"still here") > 0
+    assert await receive(sub, 1) == [b"still here"]
+
+
+# -- close and linger ---------------------------------------------------------------------
+
+
+async def test_publication_close_ends_the_stream_then_image_goes_away(aeron):
+    gone = []
+    sub = await aeron.add_subscription("aeron:ipc", 12, unavailable_image=gone.append)
+    pub = await aeron.add_publication(TERM_64K, 12)
+    image = await image_of(sub)
+    for i in range(3):
+        await pub.offer(b"msg-%d" % i)
+    end = pub.position
+    assert not image.is_end_of_stream
+    await pub.close()
+    assert pub.is_closed
+    # Not consumed yet: the driver keeps the image while draining.
+    assert sub.images == (image,)
+    assert not image.is_end_of_stream
+    assert drain(sub) == [b"msg-0", b"msg-1", b"msg-2"]
+    assert image.position == end
+    assert image.is_end_of_stream
+    assert sub.images == (image,) and not gone
+
+    await wait_until(lambda: gone, 5, "unavailable_image")
+    assert gone == [image]
+    assert sub.images == ()
+    assert image.is_closed
+    assert not sub.is_connected
+
+
+async def test_unconsumed_image_goes_away_after_unblock_timeout_and_linger(aeron):
+    gone = []
+    sub = await aeron.add_subscription("aeron:ipc", 13, unavailable_image=gone.append)
+    pub = await aeron.add_publication(TERM_64K, 13)
+    image = await image_of(sub)
+    await pub.offer(b"never read")
+    await pub.close()
+    await wait_until(lambda: gone, 5, "unavailable_image")
+    assert gone == [image] and sub.images == ()
+
+
+# -- timeouts and closed publications -------------------------------------------------------
+
+
+async def test_offer_with_timeout_when_not_connected_raises_timeout(aeron):
+    pub = await aeron.add_publication(TERM_64K, 14)
+    with pytest.raises(TimeoutError, match="not connected"):
+        await asyncio.wait_for(pub.offer(b"x", timeout=0.05), 5)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(pub.offer_batch([b"x", b"y"], timeout=0.05), 5)
+    with pytest.raises(TimeoutError):
+        async with pub.claim(10, timeout=0.05):
+            pass
+    assert pub.position == 0
+
+
+async def test_offer_with_timeout_when_back_pressured_raises_timeout(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 15)
+    pub = await aeron.add_publication(TERM_64K, 15)
+    await image_of(sub)
+    sent = await fill_window(pub, bytes(500))
+    position = pub.position
+    with pytest.raises(TimeoutError, match="back-pressured"):
+        await asyncio.wait_for(pub.offer(b"x", timeout=0.05), 5)
+    assert pub.position == position
+    assert len(drain(sub)) == sent
+
+
+async def test_close_wakes_a_waiting_offer(aeron):
+    pub = await aeron.add_publication(TERM_64K, 16)
+    task = asyncio.create_task(pub.offer(b"x"))
+    await asyncio.sleep(0.01)
+    assert not task.done()
+    await pub.close()
+    with pytest.raises(aeronio.PublicationClosedError):
+        await asyncio.wait_for(task, 5)
+
+
+# -- batches ------------------------------------------------------------------------------
+
+
+async def test_offer_batch_sequence_and_records(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 17)
+    pub = await aeron.add_publication(TERM_64K, 17)
+    await image_of(sub)
+    messages = [b"batch-%d" % i for i in range(3_000)]  # many windows
+    records = np.arange(4_000, dtype="<u8").view(np.uint8).reshape(4_000, 8)
+
+    async def publish():
+        await pub.offer_batch(messages)
+        await pub.offer_batch(records)
+
+    got = []
+
+    async def consume():
+        assembler = aeronio.FragmentAssembler(lambda buffer, header: got.append(bytes(buffer)))
+        while len(got) < 7_000:
+            if not sub.poll(assembler, 100):
+                await asyncio.sleep(0.0005)
+
+    await asyncio.wait_for(asyncio.gather(publish(), consume()), 20)
+    assert got[:3_000] == messages
+    assert [int.from_bytes(m, "little") for m in got[3_000:]] == list(range(4_000))
+
+
+# -- poll variants ------------------------------------------------------------------------
+
+
+async def test_controlled_poll_actions(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 18)
+    pub = await aeron.add_publication(TERM_64K, 18)
+    image = await image_of(sub)
+    positions = [await pub.offer(b"c%d" % i) for i in range(6)]
+    seen = []
+
+    def abort_at_c2(buffer, header):
+        if bytes(buffer) == b"c2":
+            return ControlledPollAction.ABORT
+        seen.append(bytes(buffer))
+        return ControlledPollAction.CONTINUE
+
+    assert sub.controlled_poll(abort_at_c2, 10) == 2
+    assert seen == [b"c0", b"c1"]
+    assert image.position == positions[1]
+
+    def break_after_first(buffer, header):
+        seen.append(bytes(buffer))
+        return ControlledPollAction.BREAK
+
+    assert sub.controlled_poll(break_after_first, 10) == 1
+    assert seen[-1] == b"c2" and image.position == positions[2]
+
+    commits = []
+
+    def commit_each(buffer, header):
+        seen.append(bytes(buffer))
+        commits.append(image.position)
+        return ControlledPollAction.COMMIT
+
+    assert sub.controlled_poll(commit_each, 10) == 3
+    assert seen[-3:] == [b"c3", b"c4", b"c5"]
+    # Each COMMIT moved the position to the end of the fragment before the next handler call.
+    assert commits == [positions[2], positions[3], positions[4]]
+    assert image.position == positions[5]
+
+    await pub.offer(b"c6")
+    assert sub.controlled_poll(lambda buffer, header: None, 10) == 1  # None = CONTINUE
+    assert image.position == pub.position
+    await pub.offer(b"c7")
+    with pytest.raises(ValueError):
+        sub.controlled_poll(lambda buffer, header: 99, 10)
+
+
+async def test_block_poll_delivers_whole_frames(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 19)
+    pub = await aeron.add_publication(TERM_64K, 19)
+    image = await image_of(sub)
+    messages = [bytes([i]) * (i * 13) for i in range(20)]
+    for message in messages:
+        await pub.offer(message)
+    blocks = []
+    total = sub.block_poll(
+        lambda block, session_id, term_id: blocks.append((bytes(block), session_id, term_id)),
+        1 << 20,
+    )
+    assert total == pub.position == image.position
+    assert len(blocks) == 1
+    block, session_id, term_id = blocks[0]
+    assert session_id == pub.session_id and term_id == pub.initial_term_id
+    assert len(block) == total
+    payloads, offset = [], 0
+    while offset < len(block):
+        length = struct.unpack_from("<i", block, offset)[0]
+        assert length >= 32
+        payloads.append(block[offset + 32 : offset + length])
+        offset += (length + 31) & ~31
+    assert payloads == messages
+    assert sub.block_poll(lambda *args: blocks.append(args), 1 << 20) == 0
+
+
+async def test_block_poll_limit_stops_at_a_frame_boundary(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 20)
+    pub = await aeron.add_publication(TERM_64K, 20)
+    image = await image_of(sub)
+    for _ in range(4):
+        await pub.offer(bytes(40))  # 96-byte frames
+    blocks = []
+    assert sub.block_poll(lambda block, s, t: blocks.append(len(block)), 200) == 192
+    assert image.position == 192
+    assert sub.block_poll(lambda block, s, t: blocks.append(len(block)), 200) == 192
+    assert blocks == [192, 192]
+
+
+async def test_batch_poll(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 21)
+    pub = await aeron.add_publication(TERM_64K, 21)
+    image = await image_of(sub)
+    dtype = np.dtype([("id", "<u4"), ("price", "<f8")])
+    records = np.zeros(50, dtype=dtype)
+    records["id"] = np.arange(50)
+    records["price"] = np.arange(50) * 1.5
+    for record in records:
+        await pub.offer(record.tobytes())
+    await pub.offer(b"odd-size")
+    batches = []
+
+    def handler(batch):
+        batches.append((len(batch), [bytes(m) for m in batch.messages()], batch.session_id))
+
+    assert sub.batch_poll(handler, 20) == 20
+    assert sub.batch_poll(handler, 1000) == 31
+    assert sub.batch_poll(handler, 1000) == 0
+    assert [n for n, _, _ in batches] == [20, 31]
+    flat = [m for _, ms, _ in batches for m in ms]
+    assert flat == [r.tobytes() for r in records] + [b"odd-size"]
+    assert {s for _, _, s in batches} == {pub.session_id}
+    assert image.position == pub.position
+
+    for record in records[:10]:
+        await pub.offer(record.tobytes())
+    views = []
+    sub.batch_poll(lambda batch: views.append(batch.records(dtype).copy()), 100)
+    assert (views[0] == records[:10]).all()
+
+
+async def test_poll_delivers_headers(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 22)
+    pub = await aeron.add_publication(TERM_64K, 22)
+    await image_of(sub)
+    end = await pub.offer(b"hello")
+    headers = []
+    assert sub.poll(lambda buffer, header: headers.append(header.copy()), 10) == 1
+    (header,) = headers
+    assert header.session_id == pub.session_id
+    assert header.stream_id == 22
+    assert header.term_id == pub.initial_term_id
+    assert header.flags & 0xC0 == 0xC0
+    assert header.frame_length == 32 + 5
+    assert header.position == end
+
+
+async def test_exceptions_in_handlers_propagate_and_skip_the_fragment(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 23)
+    pub = await aeron.add_publication(TERM_64K, 23)
+    await image_of(sub)
+    await pub.offer(b"bad")
+    await pub.offer(b"good")
+
+    def handler(buffer, header):
+        if bytes(buffer) == b"bad":
+            raise KeyError("bad")
+
+    with pytest.raises(KeyError):
+        sub.poll(handler, 10)
+    assert drain(sub) == [b"good"]
+
+
+async def test_subscription_close_stops_iteration(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 24)
+    await sub.close()
+    with pytest.raises(StopAsyncIteration):
+        await asyncio.wait_for(sub.__anext__(), 1)
+
+
+# -- resource hygiene ---------------------------------------------------------------------
+
+
+def live_futures() -> int:
+    gc.collect()
+    return sum(
+        1
+        for o in gc.get_objects()
+        if isinstance(o, asyncio.Future) and not isinstance(o, asyncio.Task)
+    )
+
+
+async def test_idle_waits_do_not_accumulate_parked_futures(aeron):
+    """A task waiting for data (or for a subscriber) wakes every FALLBACK_WAIT_S; each wake
+    must not leave its future parked on the doorbell, or an idle `async for` grows without
+    bound until the next message arrives."""
+    sub = await aeron.add_subscription("aeron:ipc", 25)
+    pub = await aeron.add_publication(TERM_64K, 25)
+    await image_of(sub)
+    lonely = await aeron.add_publication(TERM_64K, 26)  # nobody subscribes to stream 26
+    before = live_futures()
+    receiver = asyncio.create_task(sub.receive())
+    offer = asyncio.create_task(lonely.offer(b"never connected"))
+    await asyncio.sleep(0.5)  # ~500 fallback wake-ups of each waiter
+    grown = live_futures() - before
+    offer.cancel()
+    await pub.offer(b"done")
+    assert (await asyncio.wait_for(receiver, 5)).data == b"done"
+    with pytest.raises(asyncio.CancelledError):
+        await offer
+    assert grown < 20, f"{grown} futures accumulated while idle"
+
+
+async def test_closed_image_is_inert(aeron):
+    """After its subscription closed, an Image delivers nothing and writes no counter: its
+    subscriber-position counter was freed and may already belong to someone else."""
+    sub = await aeron.add_subscription("aeron:ipc", 27)
+    pub = await aeron.add_publication(TERM_64K, 27)
+    image = await image_of(sub)
+    for i in range(3):
+        await pub.offer(b"unread-%d" % i)
+    await sub.close()
+    assert image.is_closed
+    # A new publication takes the freed counter id for its publisher limit.
+    other = await aeron.add_exclusive_publication(TERM_64K, 28)
+    limit = other.position_limit
+    got = []
+    delivered = image.poll(lambda buffer, header: got.append(bytes(buffer)), 10)
+    assert other.position_limit == limit, "a closed image moved another publication's limit"
+    assert (delivered, got) == (0, [])
+
+
+def maps_of(path: str) -> int:
+    with open("/proc/self/maps") as f:
+        return sum(1 for line in f if path in line)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux /proc/self/maps")
+async def test_client_unmaps_the_log_of_a_deleted_publication(aeron):
+    """Once a publication is closed, its image gone and the driver deleted its log file, the
+    client must not keep the log mapped (the shared memory is only freed when the last mapping
+    goes): a service creating publications over time would otherwise grow without bound."""
+    gone = []
+    sub = await aeron.add_subscription("aeron:ipc", 29, unavailable_image=gone.append)
+    pub = await aeron.add_publication(TERM_64K, 29)
+    await image_of(sub)
+    await pub.offer(b"x")
+    assert drain(sub) == [b"x"]
+    log_file = pub.log_file
+    assert maps_of(log_file) >= 1  # the client's (and, embedded, the driver's) mapping
+    await pub.close()
+    await wait_until(lambda: gone, 5, "unavailable_image")
+    await wait_until(lambda: not os.path.exists(log_file), 5, "the log file to be deleted")
+    del pub
+    gone.clear()
+    gc.collect()
+    assert maps_of(log_file) == 0

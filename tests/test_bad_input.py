@@ -1,0 +1,348 @@
+"""Bad input gets a clear exception type and a message naming what is wrong; nothing is
+silently dropped or truncated."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+
+import pytest
+
+import aeronio
+from aeronio.driver.context import DriverContext
+
+TERM_64K = "aeron:ipc?term-length=64k"
+
+
+@pytest.fixture
+async def aeron():
+    async with aeronio.connect() as client:
+        yield client
+
+
+async def connected(aeron, stream_id: int, channel: str = TERM_64K, exclusive: bool = False):
+    sub = await aeron.add_subscription("aeron:ipc", stream_id)
+    add = aeron.add_exclusive_publication if exclusive else aeron.add_publication
+    pub = await add(channel, stream_id)
+
+    async def wait():
+        while not pub.is_connected or not sub.images:
+            await asyncio.sleep(0.001)
+
+    await asyncio.wait_for(wait(), 5)
+    return pub, sub
+
+
+def received(sub) -> list[bytes]:
+    got: list[bytes] = []
+    assembler = aeronio.FragmentAssembler(lambda buffer, header: got.append(bytes(buffer)))
+    while sub.poll(assembler, 100):
+        pass
+    return got
+
+
+# -- term length ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("term_length", [1000, 0, -65536, 32 * 1024, 3 * 65536, 2 * 1024**3])
+def test_driver_context_rejects_bad_term_length(term_length):
+    with pytest.raises(aeronio.ConfigurationError, match=r"term[-_]length") as info:
+        DriverContext.from_options(ipc_term_length=term_length)
+    assert str(term_length) in str(info.value)
+    with pytest.raises(aeronio.ConfigurationError, match=r"term[-_]length"):
+        DriverContext(ipc_term_length=term_length)
+    with pytest.raises(aeronio.ConfigurationError, match=r"term[-_]length"):
+        aeronio.MediaDriver.launch(ipc_term_length=term_length)
+
+
+async def test_connect_rejects_bad_term_length():
+    with pytest.raises(aeronio.ConfigurationError, match=r"term[-_]length.*1000|1000.*term"):
+        async with aeronio.connect(ipc_term_length=1000):
+            pass
+
+
+@pytest.mark.parametrize("value", ["1000", "0", "96k", "2g", "abc", "64x"])
+async def test_channel_rejects_bad_term_length(aeron, value):
+    channel = f"aeron:ipc?term-length={value}"
+    for add in (aeron.add_publication, aeron.add_exclusive_publication, aeron.add_subscription):
+        with pytest.raises(aeronio.ChannelUriError, match="term-length") as info:
+            await add(channel, 1)
+        assert value in str(info.value)
+
+
+async def test_term_length_bounds_are_accepted(aeron):
+    for value, length in [("64k", 65536), ("1m", 1 << 20)]:
+        pub = await aeron.add_exclusive_publication(f"aeron:ipc?term-length={value}", 2)
+        assert pub.term_length == length
+        assert pub.max_message_length == length // 8
+
+
+async def test_mtu_too_large_for_term_is_refused_naming_mtu(aeron):
+    with pytest.raises(aeronio.AeronError, match="mtu"):
+        await aeron.add_publication("aeron:ipc?term-length=64k|mtu=16384", 3)
+    with pytest.raises(aeronio.ConfigurationError, match="mtu"):
+        DriverContext.from_options(ipc_mtu=1000)
+
+
+# -- stream ids -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream_id", [2**31, -(2**31) - 1, "x", 1.0, None, True, b"1"])
+async def test_invalid_stream_id(aeron, stream_id):
+    for add in (aeron.add_publication, aeron.add_exclusive_publication, aeron.add_subscription):
+        with pytest.raises(aeronio.ConfigurationError, match="stream_id") as info:
+            await add("aeron:ipc", stream_id)
+        assert repr(stream_id) in str(info.value)
+    # Nothing was registered by the refused calls.
+    assert not aeron._subscriptions and not aeron._publications
+
+
+@pytest.mark.parametrize("stream_id", [2**31 - 1, -(2**31), 0])
+async def test_stream_id_bounds_are_accepted(aeron, stream_id):
+    pub, sub = await connected(aeron, stream_id)
+    assert await pub.offer(b"edge") > 0
+    assert received(sub) == [b"edge"]
+    assert sub.images[0].stream_id == stream_id
+
+
+# -- message sizes ----------------------------------------------------------------------------
+
+
+async def test_oversized_message_names_its_length(aeron):
+    pub, sub = await connected(aeron, 10)
+    assert pub.max_message_length == 8192
+    too_big = bytes(8193)
+    with pytest.raises(aeronio.MessageTooLargeError, match="8193") as info:
+        pub.try_offer(too_big)
+    assert "8192" in str(info.value)  # and the limit
+    with pytest.raises(aeronio.MessageTooLargeError, match="8193"):
+        await pub.offer(too_big)
+    with pytest.raises(aeronio.MessageTooLargeError, match="8193"):
+        pub.try_offer(bytes(10_000), 0, 8193)
+    with pytest.raises(aeronio.MessageTooLargeError):
+        await pub.offer_batch([b"ok", too_big])
+    assert isinstance(info.value, ValueError)
+    # The max itself goes through, whole.
+    biggest = bytes(range(256)) * 32
+    assert await pub.offer(biggest) > 0
+    assert received(sub) == [b"ok", biggest]
+
+
+async def test_oversized_message_on_exclusive_publication(aeron):
+    pub, sub = await connected(aeron, 11, exclusive=True)
+    position = pub.position
+    with pytest.raises(aeronio.MessageTooLargeError, match="8193"):
+        pub.try_offer(bytes(8193))
+    assert pub.position == position
+    assert received(sub) == []
+
+
+async def test_claim_over_max_payload(aeron):
+    pub, sub = await connected(aeron, 12, "aeron:ipc?term-length=64k|mtu=1408")
+    assert pub.max_payload_length == 1376
+    with pytest.raises(aeronio.MessageTooLargeError, match="1377") as info:
+        pub.try_claim(1377)
+    assert "1376" in str(info.value)
+    with pytest.raises(aeronio.MessageTooLargeError, match="1377"):
+        async with pub.claim(1377):
+            pass
+    with pytest.raises(aeronio.MessageTooLargeError):
+        pub.try_claim(-1)
+    claim = pub.try_claim(1376)
+    claim.buffer[:] = b"z" * 1376
+    claim.commit()
+    assert received(sub) == [b"z" * 1376]
+
+
+async def test_claim_used_after_commit(aeron):
+    pub, _ = await connected(aeron, 13)
+    claim = pub.try_claim(8)
+    claim.commit()
+    with pytest.raises(aeronio.ClaimError):
+        claim.buffer  # noqa: B018
+    with pytest.raises(aeronio.ClaimError):
+        claim.commit()
+    with pytest.raises(aeronio.ClaimError):
+        claim.abort()
+
+
+# -- offset / length ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("offset", "length", "named"),
+    [
+        (-1, None, "offset"),
+        (11, None, "offset"),
+        (0, 11, "length"),
+        (5, 6, "length"),
+        (0, -1, "length"),
+        (10, 1, "length"),
+    ],
+)
+async def test_offset_and_length_outside_the_buffer(aeron, offset, length, named):
+    pub, sub = await connected(aeron, 14)
+    buffer = b"0123456789"
+    with pytest.raises(ValueError, match=named):
+        pub.try_offer(buffer, offset, length)
+    with pytest.raises(ValueError, match=named):
+        await pub.offer(buffer, offset, length)
+    assert received(sub) == []
+
+
+async def test_offset_and_length_inside_the_buffer(aeron):
+    pub, sub = await connected(aeron, 15)
+    buffer = bytearray(b"0123456789")
+    assert pub.try_offer(buffer, 2, 3) > 0
+    assert pub.try_offer(memoryview(buffer), 10) > 0  # empty message at the end
+    assert await pub.offer(buffer, 7) > 0
+    assert received(sub) == [b"234", b"", b"789"]
+
+
+async def test_non_buffer_message_is_a_type_error(aeron):
+    pub, sub = await connected(aeron, 16)
+    with pytest.raises(TypeError):
+        pub.try_offer("text is not bytes")
+    with pytest.raises(TypeError):
+        pub.try_offer(12345)
+    assert received(sub) == []
+
+
+# -- closed publications ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+async def test_offer_on_closed_publication(aeron, exclusive):
+    pub, sub = await connected(aeron, 17, exclusive=exclusive)
+    await pub.offer(b"last")
+    await pub.close()
+    assert pub.is_closed
+    assert pub.try_offer(b"x") == aeronio.CLOSED
+    assert pub.try_claim(4) == aeronio.CLOSED
+    assert pub.try_offer_batch([b"x"]) == aeronio.CLOSED
+    with pytest.raises(aeronio.PublicationClosedError, match=str(pub.registration_id)):
+        await pub.offer(b"x")
+    with pytest.raises(aeronio.PublicationClosedError):
+        await pub.offer(b"x", timeout=1)
+    with pytest.raises(aeronio.PublicationClosedError):
+        await pub.offer_batch([b"x"])
+    with pytest.raises(aeronio.PublicationClosedError):
+        async with pub.claim(4):
+            pass
+    await pub.close()  # idempotent
+    assert received(sub) == [b"last"]
+
+
+async def test_publications_are_closed_with_their_client():
+    async with aeronio.connect() as aeron:
+        pub = await aeron.add_publication(TERM_64K, 18)
+    assert pub.try_offer(b"x") == aeronio.CLOSED
+    with pytest.raises(aeronio.AeronError):
+        await aeron.add_publication(TERM_64K, 18)
+
+
+# -- channels -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("channel", "named"),
+    [
+        ("aeron:ipc?bogus-key=1", "bogus-key"),
+        ("aeron:ipc?term-length=64k|frobnicate=yes", "frobnicate"),
+        ("aeron:ipc?endpoint=localhost:40123", "endpoint"),
+        ("aeron:ipc?mtu=1000", "mtu"),
+        ("aeron:ipc?linger=forever", "linger"),
+        ("aeron:ipc?sparse=maybe", "sparse"),
+        ("aeron:ipc?session-id=abc", "session-id"),
+        ("aeron:ipc?term-id=5", "init-term-id"),
+        ("aeron:tcp", "tcp"),
+        ("ipc", "aeron:"),
+        ("aeron:ipc?", "empty"),
+        ("aeron:ipc?term-length", "term-length"),
+    ],
+)
+async def test_bad_channel_names_the_fault(aeron, channel, named):
+    for add in (aeron.add_publication, aeron.add_exclusive_publication, aeron.add_subscription):
+        with pytest.raises(aeronio.ChannelUriError, match=re.escape(named)):
+            await add(channel, 1)
+    assert not aeron._subscriptions and not aeron._publications
+
+
+async def test_channel_must_be_a_string(aeron):
+    with pytest.raises(aeronio.ChannelUriError, match="str"):
+        await aeron.add_publication(b"aeron:ipc", 1)
+
+
+# -- driver options -----------------------------------------------------------------------------
+
+
+def test_unknown_driver_option_is_named():
+    with pytest.raises(aeronio.ConfigurationError, match="no_such_option"):
+        DriverContext.from_options(no_such_option=1)
+    with pytest.raises(aeronio.ConfigurationError, match="ipc_term_lenght"):
+        aeronio.MediaDriver.launch(ipc_term_lenght=65536)  # a typo is not silently ignored
+
+
+async def test_unknown_driver_option_on_connect():
+    with pytest.raises(aeronio.ConfigurationError, match="bogus_option"):
+        async with aeronio.connect(bogus_option=True):
+            pass
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("ipc_term_length", "64k"),
+        ("publication_linger_ns", -1),
+        ("publication_unblock_timeout_ns", "soon"),
+        ("max_counters", 1),
+        ("ipc_publication_term_window_length", -5),
+    ],
+)
+def test_bad_driver_option_value_is_named(option, value):
+    with pytest.raises(aeronio.ConfigurationError, match=option.replace("ipc_", "")):
+        DriverContext.from_options(**{option: value})
+
+
+# -- drivers ------------------------------------------------------------------------------------
+
+
+async def test_connect_to_a_dir_with_no_driver(tmp_path):
+    missing = tmp_path / "no-driver-here"
+    with pytest.raises(aeronio.DriverNotFoundError, match=re.escape(str(missing))):
+        await aeronio.Aeron.connect(dir=missing)
+    with pytest.raises(aeronio.DriverNotFoundError):
+        async with aeronio.connect(dir=str(missing)):
+            pass
+    assert not os.path.exists(missing)  # looking did not create anything
+
+
+async def test_connect_to_an_explicit_driver_and_a_second_driver_on_its_dir(tmp_path):
+    driver_dir = tmp_path / "driver"
+    async with aeronio.MediaDriver.launch(dir=driver_dir, ipc_term_length=65536) as driver:
+        async with aeronio.Aeron.connect(dir=driver.dir) as aeron:
+            pub, sub = await connected(aeron, 20, "aeron:ipc")
+            assert pub.term_length == 65536
+        with pytest.raises(aeronio.ConfigurationError, match="already runs"):
+            await aeronio.MediaDriver.launch(dir=driver_dir).start()
+    with pytest.raises(aeronio.DriverNotFoundError):
+        await aeronio.Aeron.connect(dir=driver_dir)
+
+
+# -- max position -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+async def test_max_position_exceeded(aeron, exclusive):
+    # Start the log 256 bytes before the end of its positions (term length x 2^31).
+    channel = "aeron:ipc?term-length=64k|init-term-id=0|term-id=2147483647|term-offset=65280"
+    pub, sub = await connected(aeron, 21, channel, exclusive)
+    max_position = pub.term_length << 31
+    assert pub.position == max_position - 256
+    positions = [pub.try_offer(b"m%d" % i) for i in range(4)]
+    assert positions[-1] == max_position
+    assert pub.try_offer(b"over") == aeronio.MAX_POSITION_EXCEEDED
+    with pytest.raises(aeronio.MaxPositionExceededError, match=str(max_position)):
+        await asyncio.wait_for(pub.offer(b"over"), 5)
+    assert received(sub) == [b"m0", b"m1", b"m2", b"m3"]
