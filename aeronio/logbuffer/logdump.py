@@ -1,0 +1,60 @@
+"""A readable dump of a log buffer: metadata fields, then each term's frames."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from aeronio.logbuffer import descriptor as d
+from aeronio.logbuffer.log_buffers import DATA_HEADER, LogBuffers
+
+FRAME_TYPES = {0: "PAD", 1: "DATA", 2: "NAK", 3: "SM", 4: "ERR", 5: "SETUP", 6: "RTTM"}
+
+
+def dump_log(log: LogBuffers, max_frames: int, out: TextIO) -> None:
+    meta = log.metadata
+    term_length = log.term_length
+    print(f"log file: {log.path} ({len(log.array)} bytes)", file=out)
+    for i in range(d.PARTITION_COUNT):
+        raw = log.raw_tail(i)
+        print(f"tail counter {i}: term id {raw >> 32}, term offset {raw & 0xFFFFFFFF}", file=out)
+    print(f"active term count: {log.active_term_count}", file=out)
+    print(f"end of stream position: {log.end_of_stream_position}", file=out)
+    print(f"is connected: {meta.get_int32_volatile(d.LOG_IS_CONNECTED_OFFSET)}", file=out)
+    print(
+        f"active transport count: {meta.get_int32_volatile(d.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET)}",
+        file=out,
+    )
+    print(f"correlation id: {log.correlation_id}", file=out)
+    print(f"initial term id: {log.initial_term_id}", file=out)
+    print(
+        f"default frame header length: {meta.get_int32(d.LOG_DEFAULT_FRAME_HEADER_LENGTH_OFFSET)}",
+        file=out,
+    )
+    print(f"mtu length: {log.mtu}", file=out)
+    print(f"term length: {term_length}", file=out)
+    print(f"page size: {log.page_size}", file=out)
+    print(f"default frame header: {log.default_frame_header.hex(' ')}", file=out)
+    print(f"producer position: {log.producer_position}", file=out)
+    for index in range(d.PARTITION_COUNT):
+        term = log.term(index)
+        print(f"--- term {index} ---", file=out)
+        offset = shown = 0
+        while offset < term_length:
+            length, version, flags, ftype, term_offset, session, stream, term_id, reserved = (
+                DATA_HEADER.unpack_from(term, offset)
+            )
+            if length == 0:
+                offset += 32
+                continue
+            if shown == max_frames:
+                print("  ... (more frames)", file=out)
+                break
+            kind = FRAME_TYPES.get(ftype, f"type {ftype}")
+            print(
+                f"  @{offset}: {kind} length {length} flags 0x{flags:02x} "
+                f"term offset {term_offset} "
+                f"session {session} stream {stream} term id {term_id} reserved {reserved}",
+                file=out,
+            )
+            shown += 1
+            offset += d.align(abs(length)) if length else 32
