@@ -15,10 +15,7 @@ import numpy as np
 
 from aeronio._core import AtomicBuffer, MappedLog
 from aeronio.logbuffer import descriptor as d
-
-DATA_HEADER = struct.Struct("<iBBHiiiiq")
-HDR_TYPE_DATA = 1
-UNFRAGMENTED = 0xC0
+from aeronio.protocol.frames import DataHeader, data_header
 
 
 class LogBuffers:
@@ -58,7 +55,9 @@ class LogBuffers:
                 os.posix_fallocate(f.fileno(), 0, length)
         array = np.memmap(path, dtype=np.uint8, mode="r+", shape=(length,))
         meta = array[-d.LOG_META_DATA_LENGTH :]
-        header = DATA_HEADER.pack(0, 0, UNFRAGMENTED, HDR_TYPE_DATA, 0, session_id, stream_id, 0, 0)
+        header = data_header(
+            frame_length=0, term_offset=0, session_id=session_id, stream_id=stream_id, term_id=0
+        ).encode()
         struct.pack_into("<q", meta, d.LOG_CORRELATION_ID_OFFSET, correlation_id)
         struct.pack_into(
             "<iiiii",
@@ -130,11 +129,11 @@ class LogBuffers:
 
     @property
     def session_id(self) -> int:
-        return DATA_HEADER.unpack(self.default_frame_header)[5]
+        return DataHeader.decode(self.default_frame_header).session_id
 
     @property
     def stream_id(self) -> int:
-        return DATA_HEADER.unpack(self.default_frame_header)[6]
+        return DataHeader.decode(self.default_frame_header).stream_id
 
     @property
     def active_term_count(self) -> int:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TextIO
 
 from aeronio.logbuffer import descriptor as d
-from aeronio.logbuffer.log_buffers import DATA_HEADER, LogBuffers
+from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol.frames import DataHeader
 
 FRAME_TYPES = {0: "PAD", 1: "DATA", 2: "NAK", 3: "SM", 4: "ERR", 5: "SETUP", 6: "RTTM"}
 
@@ -40,8 +41,8 @@ def dump_log(log: LogBuffers, max_frames: int, out: TextIO) -> None:
         print(f"--- term {index} ---", file=out)
         offset = shown = 0
         while offset < term_length:
-            length, version, flags, ftype, term_offset, session, stream, term_id, reserved = (
-                DATA_HEADER.unpack_from(term, offset)
+            length, _, flags, ftype, term_offset, session, stream, term_id, reserved = (
+                DataHeader.decode(term, offset)
             )
             if length == 0:
                 offset += 32

@@ -1,0 +1,69 @@
+"""The `aeronio` command as a user runs it: a subprocess."""
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+from aeronio import _core
+from aeronio.logbuffer.log_buffers import LogBuffers
+
+
+def run(*args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "aeronio.cli", *args], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_demo_delivers_every_message_and_reports_positions():
+    out = run("demo", "--count", "20000", "--size", "100")
+    assert re.search(r"^20000 messages of 100 B in [\d.]+ s: [\d.]+ M msg/s", out, re.M)
+    positions = re.search(r"pub-pos (\d+), sub-pos (\d+), pub-lmt (\d+)", out)
+    pub_pos, sub_pos, pub_lmt = map(int, positions.groups())
+    assert pub_pos == sub_pos == 20000 * 160  # 100 B + 32 B header, aligned to 32
+    assert pub_lmt >= sub_pos
+    assert re.search(r"sub-pos: \d+ -?\d+ 1001 aeron:ipc @0$", out, re.M)
+
+
+def test_demo_rejects_bad_arguments():
+    result = subprocess.run(
+        [sys.executable, "-m", "aeronio.cli", "demo", "--size", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "--size must be at least 8" in result.stderr
+
+
+def test_logdump_prints_metadata_and_frames(tmp_path):
+    path = tmp_path / "x.logbuffer"
+    log = LogBuffers.create(
+        path,
+        term_length=65536,
+        initial_term_id=-7,
+        session_id=42,
+        stream_id=9,
+        mtu=1408,
+        correlation_id=77,
+    )
+    limit = np.zeros(8, dtype=np.uint8)
+    _core.AtomicBuffer(limit).put_int64_ordered(0, 1 << 40)
+    appender = _core.LogAppender(log.mapped, limit, 0, False)
+    assert appender.try_offer(b"hello") == 64
+    assert (
+        appender.try_offer(bytes(2000)) == 64 + 1408 + 672
+    )  # 2000 B = 1376 + 624: frames of 1408 and 656 (672 aligned)
+    log.close()
+    out = run("logdump", str(path))
+    assert "initial term id: -7" in out
+    assert "term length: 65536" in out
+    assert "mtu length: 1408" in out
+    assert "correlation id: 77" in out
+    assert "tail counter 0: term id -7, term offset 2144" in out
+    assert "@0: DATA length 37 flags 0xc0 term offset 0 session 42 stream 9 term id -7" in out
+    assert "@64: DATA length 1408 flags 0x80 term offset 64" in out
+    assert "@1472: DATA length 656 flags 0x40 term offset 1472" in out
