@@ -20,6 +20,8 @@ cdef class LogAppender:
     cdef object _limit_owner
     cdef char* _limit
     cdef readonly Doorbell data_doorbell
+    cdef readonly Doorbell consumed_doorbell
+    cdef bint _waiting_for_space
     # Exclusive writer state (unused by a concurrent appender).
     cdef int32_t _term_offset
     cdef int32_t _term_id
@@ -27,12 +29,15 @@ cdef class LogAppender:
     cdef int64_t _term_begin
 
     def __cinit__(self, MappedLog log, object limit_buffer, Py_ssize_t limit_offset,
-                  bint exclusive=False, Doorbell data_doorbell=None):
+                  bint exclusive=False, Doorbell data_doorbell=None,
+                  Doorbell consumed_doorbell=None):
         cdef Py_ssize_t limit_length
         self.log = log
         self.exclusive = exclusive
         self.is_closed = False
         self.data_doorbell = data_doorbell
+        self.consumed_doorbell = consumed_doorbell
+        self._waiting_for_space = False
         memcpy(self.default_header, log.meta + LOG_DEFAULT_FRAME_HEADER_OFFSET, HEADER_LENGTH)
         self.session_id = aio_get_i32(self.default_header + SESSION_ID_FIELD_OFFSET)
         self.stream_id = aio_get_i32(self.default_header + STREAM_ID_FIELD_OFFSET)
@@ -55,6 +60,7 @@ cdef class LogAppender:
     def close(self) -> None:
         """Further offers and claims return CLOSED."""
         self.is_closed = True
+        self._space_found()
 
     @property
     def position(self) -> int:
@@ -126,6 +132,7 @@ cdef class LogAppender:
         """Turn an append result into a position, or rotate the log on a full term."""
         cdef MappedLog log = self.log
         cdef int64_t term_begin = position - term_offset
+        self._space_found()
         if resulting > 0:
             if self.exclusive:
                 self._term_offset = resulting
@@ -143,12 +150,22 @@ cdef class LogAppender:
             log.rotate(term_count, term_id)
         return ADMIN_ACTION_CODE
 
-    cdef int64_t _back_pressure_status(self, int64_t position, Py_ssize_t length) noexcept nogil:
+    cdef int64_t _back_pressure_status(self, int64_t position, Py_ssize_t length) noexcept:
         if position + length >= self.max_possible_position:
             return MAX_POSITION_EXCEEDED_CODE
+        # Until the next successful append, readers in this process wake the conductor when they
+        # consume, so the limit moves without waiting for the conductor's idle period.
+        if not self._waiting_for_space and self.consumed_doorbell is not None:
+            self._waiting_for_space = True
+            self.consumed_doorbell.waiters += 1
         if aio_load_i32(self.log.meta + LOG_IS_CONNECTED_OFFSET) == 1:
             return BACK_PRESSURED_CODE
         return NOT_CONNECTED_CODE
+
+    cdef inline void _space_found(self) noexcept:
+        if self._waiting_for_space:
+            self._waiting_for_space = False
+            self.consumed_doorbell.waiters -= 1
 
     # -- offer ------------------------------------------------------------------------------
 

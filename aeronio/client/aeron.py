@@ -161,6 +161,7 @@ class Aeron:
             self.counters.value_offset(ready.position_limit_counter_id),
             exclusive,
             log_signals.data,
+            log_signals.consumed,
         )
         cls = ExclusivePublication if exclusive else Publication
         publication = cls(
