@@ -1,16 +1,42 @@
-"""The `aeronio` command: `demo` (IPC publisher and subscriber on an embedded driver) and
-`logdump FILE` (a log buffer's metadata and frames)."""
+"""The `aeronio` command: `driver` (a standalone media driver), `stat` (a driver's counters),
+`errors` (its distinct-error log), `demo` (IPC publisher and subscriber on an embedded driver)
+and `logdump FILE` (a log buffer's metadata and frames)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import re
 import sys
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TextIO
 
 import aeronio
+from aeronio.counters import CountersFileError, CountersReader
+from aeronio.driver.conductor import COUNTERS_FILE
+from aeronio.driver.context import (
+    DriverContext,
+    env_var_name,
+    option_names,
+    parse_option_value,
+)
+from aeronio.driver.error_log import ERROR_LOG_FILE, ErrorLogError, load_error_log
+from aeronio.errors import ConfigurationError
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.logbuffer.logdump import dump_log
+
+STAT_RULE = "=" * 70
+
+
+class CommandError(Exception):
+    """A failure reported as one line on stderr with exit status `status`."""
+
+    def __init__(self, message: str, status: int = 1):
+        super().__init__(message)
+        self.status = status
 
 
 async def run_demo(count: int, size: int, stream_id: int, out=sys.stdout) -> None:
@@ -61,9 +87,153 @@ async def run_demo(count: int, size: int, stream_id: int, out=sys.stdout) -> Non
                 print(f"{info.id:4d}: {info.value:>16,} - {info.label}", file=out)
 
 
+def driver_dir(dir: str | None) -> str:
+    """--dir, else $AERONIO_DIR."""
+    dir = dir or os.environ.get("AERONIO_DIR")
+    if not dir:
+        raise CommandError("no driver directory: pass --dir or set AERONIO_DIR")
+    return dir
+
+
+def label_filter(text: str | None) -> Callable[[str], bool]:
+    """Keep labels containing text, or matching the regex after a `re:` prefix."""
+    if text is None:
+        return lambda label: True
+    if text.startswith("re:"):
+        try:
+            pattern = re.compile(text[3:])
+        except re.error as e:
+            raise CommandError(f"bad --filter regex {text[3:]!r}: {e}", 2) from None
+        return lambda label: pattern.search(label) is not None
+    return lambda label: text in label
+
+
+def stat_snapshot(dir: str, keep: Callable[[str], bool] = lambda label: True) -> list[str]:
+    """AeronStat-style lines: a header (time, driver pid, heartbeat age), a rule, one line per
+    allocated counter whose label `keep` accepts."""
+    path = os.path.join(dir, COUNTERS_FILE)
+    try:
+        reader = CountersReader.open(path)
+    except FileNotFoundError:
+        raise CommandError(f"no media driver counters in {dir} ({COUNTERS_FILE} missing)") from None
+    except (CountersFileError, OSError) as e:
+        raise CommandError(f"no media driver counters in {dir}: {e}") from None
+    try:
+        now_ms = time.time_ns() // 1_000_000
+        header = (
+            f"{time.strftime('%H:%M:%S', time.localtime(now_ms / 1000))} - aeronio stat "
+            f"(counters v1), pid {reader.driver_pid}, "
+            f"heartbeat age {now_ms - reader.driver_heartbeat_ms}ms"
+        )
+        lines = [header, STAT_RULE]
+        for c in reader.for_each():
+            if keep(c.label):
+                lines.append(f"{c.id:3}: {c.value:>20,} - {c.label}")
+    finally:
+        reader.close()
+    return lines
+
+
+def run_stat(
+    dir: str,
+    filter: str | None = None,
+    watch: float | None = None,
+    iterations: int | None = None,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Print the counters once, or every `watch` seconds until Ctrl-C or `iterations`."""
+    keep = label_filter(filter)
+    printed = 0
+    try:
+        while True:
+            if printed:
+                print(file=out)
+            print("\n".join(stat_snapshot(dir, keep)), file=out, flush=True)
+            printed += 1
+            if watch is None or (iterations is not None and printed >= iterations):
+                return 0
+            time.sleep(watch)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _iso(epoch_ms: int) -> str:
+    when = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).astimezone()
+    return when.isoformat(timespec="milliseconds")
+
+
+def run_errors(dir: str, out: TextIO = sys.stdout) -> int:
+    """Print the driver's distinct-error log, like Aeron's ErrorStat."""
+    if not os.path.isdir(dir):
+        raise CommandError(f"no media driver directory {dir}")
+    try:
+        observations, dropped = load_error_log(os.path.join(dir, ERROR_LOG_FILE))
+    except (ErrorLogError, OSError) as e:
+        raise CommandError(str(e)) from None
+    for o in observations:
+        print(
+            f"{o.count} observations from {_iso(o.first_ms)} to {_iso(o.last_ms)} for:\n {o.text}",
+            file=out,
+        )
+        print(file=out)
+    if dropped:
+        print(f"{dropped} observations of further distinct errors dropped (log full).", file=out)
+    print(f"{len(observations)} distinct errors observed.", file=out)
+    return 0
+
+
+def _add_driver_options(parser: argparse.ArgumentParser) -> None:
+    """One --kebab-case option per DriverContext field, plus --config FILE."""
+    parser.add_argument("--config", metavar="FILE", help="TOML or JSON file of driver options")
+    defaults = DriverContext.__struct_defaults__
+    for name, default in zip(option_names(), defaults, strict=True):
+        shown = "a fresh directory under /dev/shm" if name == "dir" else repr(default)
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            metavar="VALUE",
+            default=argparse.SUPPRESS,
+            help=f"(env {env_var_name(name)}; default {shown})",
+        )
+
+
+def run_driver(args: argparse.Namespace) -> int:
+    """Run a standalone media driver with options from the command line, env and a file."""
+    try:
+        options = {
+            name: parse_option_value(name, getattr(args, name), "--" + name.replace("_", "-"))
+            for name in option_names()
+            if hasattr(args, name)
+        }
+        ctx = DriverContext.from_sources(config_file=args.config, env=os.environ, **options)
+    except ConfigurationError as e:
+        raise CommandError(str(e), 2) from None
+    from aeronio.driver import standalone  # the driver process; imported only when run
+
+    try:
+        asyncio.run(standalone.run(ctx))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="aeronio", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    driver = commands.add_parser(
+        "driver",
+        help="run a standalone media driver",
+        description="Run a media driver until SIGINT/SIGTERM. Options: command line > "
+        "AERONIO_* environment variables > --config file > defaults.",
+    )
+    _add_driver_options(driver)
+    stat = commands.add_parser("stat", help="print a driver's counters, like AeronStat")
+    stat.add_argument("--dir", help="driver directory (default: $AERONIO_DIR)")
+    stat.add_argument("--watch", type=float, metavar="SECONDS", help="refresh every SECONDS")
+    stat.add_argument("--filter", metavar="TEXT", help="labels containing TEXT (re:REGEX)")
+    stat.add_argument("--iterations", type=int, metavar="N", help="with --watch: stop after N")
+    errors = commands.add_parser("errors", help="print a driver's distinct-error log")
+    errors.add_argument("--dir", help="driver directory (default: $AERONIO_DIR)")
     demo = commands.add_parser("demo", help="IPC publisher and subscriber on an embedded driver")
     demo.add_argument("--count", type=int, default=1_000_000, help="messages to send")
     demo.add_argument("--size", type=int, default=32, help="message size in bytes (>= 8)")
@@ -72,6 +242,20 @@ def main(argv: list[str] | None = None) -> int:
     logdump.add_argument("file")
     logdump.add_argument("--max-frames", type=int, default=100, help="frames shown per term")
     args = parser.parse_args(argv)
+    try:
+        if args.command == "driver":
+            return run_driver(args)
+        if args.command == "stat":
+            if args.watch is not None and args.watch <= 0:
+                stat.error("--watch must be a positive number of seconds")
+            if args.iterations is not None and (args.watch is None or args.iterations < 1):
+                stat.error("--iterations needs --watch and must be at least 1")
+            return run_stat(driver_dir(args.dir), args.filter, args.watch, args.iterations)
+        if args.command == "errors":
+            return run_errors(driver_dir(args.dir))
+    except CommandError as e:
+        print(f"aeronio {args.command}: {e}", file=sys.stderr)
+        return e.status
     if args.command == "demo":
         if args.size < 8 or args.count < 1:
             parser.error("--size must be at least 8 and --count at least 1")

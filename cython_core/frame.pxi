@@ -35,6 +35,13 @@ cdef enum:
     LOG_PAGE_SIZE_OFFSET = 280
     LOG_DEFAULT_FRAME_HEADER_OFFSET = 320
     LOG_META_DATA_LENGTH = 4096
+    # aeronio's use of padding in the first 128 bytes of the metadata (not read by Aeron):
+    # processes parked on this log, for cross-process wake-ups.
+    LOG_DATA_WAITERS_OFFSET = 32
+    LOG_SPACE_WAITERS_OFFSET = 36
+    LOG_CONDUCTOR_WAKE_ID_OFFSET = 40
+    LOG_WAKE_SLOTS_OFFSET = 48
+    LOG_WAKE_SLOT_COUNT = 10
 
     # Publication result codes (Aeron's Publication constants).
     NOT_CONNECTED_CODE = -1

@@ -117,7 +117,11 @@ cdef class ImageReader:
     cdef inline void _advance(self, int64_t new_position) noexcept:
         aio_store_i64(self._position, new_position)
         if self.consumed_doorbell is not None and self.consumed_doorbell.waiters > 0:
-            self.consumed_doorbell.ring()
+            try:
+                self.consumed_doorbell.ring()
+            except Exception:
+                pass
+        self.log.wake_conductor_after_consume()
 
     cdef inline int32_t _check_frame(self, int32_t offset, int32_t frame_length) except -1:
         cdef int32_t aligned = align_frame(frame_length)

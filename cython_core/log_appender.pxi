@@ -198,9 +198,17 @@ cdef class LogAppender:
         else:
             resulting = self._append_fragmented(term, term_count, term_id, data, length, &term_offset)
         result = self._new_position(term_count, term_id, position, raw_offset, resulting)
-        if result > 0 and self.data_doorbell is not None and self.data_doorbell.waiters > 0:
-            self.data_doorbell.ring()
+        if result > 0:
+            self._wake_readers()
         return result
+
+    cdef inline void _wake_readers(self) noexcept:
+        if self.data_doorbell is not None and self.data_doorbell.waiters > 0:
+            try:
+                self.data_doorbell.ring()
+            except Exception:
+                pass
+        self.log.wake_after_append()
 
     cdef int32_t _append_fragmented(self, char* term, int32_t term_count, int32_t term_id,
                                     const char* data, Py_ssize_t length,
@@ -346,8 +354,7 @@ cdef class LogAppender:
         result = self._new_position(term_count, term_id, position, raw_offset, resulting)
         if result < 0:
             return result
-        if self.data_doorbell is not None and self.data_doorbell.waiters > 0:
-            self.data_doorbell.ring()
+        self._wake_readers()
         return n
 
 
@@ -396,8 +403,7 @@ cdef class BufferClaim:
         """Publish the frame: store its positive length with release semantics."""
         self._finish()
         aio_store_i32(self._frame, self.frame_length)
-        if self._appender.data_doorbell is not None and self._appender.data_doorbell.waiters > 0:
-            self._appender.data_doorbell.ring()
+        self._appender._wake_readers()
 
     def abort(self) -> None:
         """Turn the frame into padding that readers skip."""

@@ -1,5 +1,25 @@
 # MappedLog: the raw pointers of a log buffer (3 terms + metadata) mapped into this process.
 
+# This process's wake id and the function that sends a wake-up datagram to another process
+# (set by aeronio.logbuffer.waker).
+cdef int64_t _own_wake_id = 0
+cdef object _wake_sender = None
+
+
+cdef void _send_wake(int64_t wake_id) noexcept:
+    if _wake_sender is not None:
+        try:
+            _wake_sender(wake_id)
+        except Exception:
+            pass
+
+
+def set_waker(int64_t own_wake_id, object sender) -> None:
+    """Install this process's wake id and wake-up sender (aeronio.logbuffer.waker does this)."""
+    global _own_wake_id, _wake_sender
+    _own_wake_id = own_wake_id
+    _wake_sender = sender
+
 
 cdef class MappedLog:
     """Pointers into a mapped log buffer, read from its metadata.
@@ -64,6 +84,39 @@ cdef class MappedLog:
             if aio_cas_i64(next_tail, raw_tail, pack_tail(next_term_id, 0)):
                 break
         return aio_cas_i32(self.meta + LOG_ACTIVE_TERM_COUNT_OFFSET, term_count, next_term_count)
+
+    cdef void wake_parked(self) noexcept:
+        """Send a wake-up to every process parked on this log (each slot is claimed by CAS, so a
+        parked process gets one wake-up per park); this process's own waiters use doorbells."""
+        cdef char* slot
+        cdef int64_t wake_id
+        cdef int i
+        for i in range(LOG_WAKE_SLOT_COUNT):
+            slot = self.meta + LOG_WAKE_SLOTS_OFFSET + 8 * i
+            wake_id = aio_load_i64(slot)
+            if wake_id != 0 and wake_id != _own_wake_id and aio_cas_i64(slot, wake_id, 0):
+                _send_wake(wake_id)
+
+    cdef inline void wake_after_append(self) noexcept:
+        aio_fence_full()  # the frame's length store must be visible before the waiters load
+        if aio_load_i32(self.meta + LOG_DATA_WAITERS_OFFSET) > 0:
+            self.wake_parked()
+
+    cdef inline void wake_conductor_after_consume(self) noexcept:
+        cdef int64_t wake_id
+        aio_fence_full()
+        if aio_load_i32(self.meta + LOG_SPACE_WAITERS_OFFSET) > 0:
+            wake_id = aio_load_i64(self.meta + LOG_CONDUCTOR_WAKE_ID_OFFSET)
+            if wake_id != 0 and wake_id != _own_wake_id:
+                _send_wake(wake_id)
+
+    def wake_space_waiters(self) -> None:
+        """Wake the processes parked for space on this log (after the limit moved)."""
+        if aio_load_i32(self.meta + LOG_SPACE_WAITERS_OFFSET) > 0:
+            self.wake_parked()
+
+    def set_conductor_wake_id(self, int64_t wake_id) -> None:
+        aio_store_i64(self.meta + LOG_CONDUCTOR_WAKE_ID_OFFSET, wake_id)
 
     def producer_position_volatile(self) -> int:
         """The producer (tail) position, read with acquire semantics."""

@@ -1,19 +1,25 @@
 """The Aeron client: connects to a media driver and creates publications and subscriptions.
 
-Commands go to the driver as typed messages; the driver's answers resolve the awaiting calls and
-its image notifications add and remove the images of subscriptions.
+Commands go to the driver as typed messages (in-process to an embedded driver, over the control
+socket to a driver in another process); the driver's answers resolve the awaiting calls and its
+image notifications add and remove the images of subscriptions. A keepalive task tells the
+driver this client lives and watches the driver's heartbeat: when the driver dies, every pending
+and later call raises DriverTimeoutError.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
+import time
 from typing import Any
 
 from aeronio import _core
 from aeronio.client.publication import ExclusivePublication, Publication
 from aeronio.client.subscription import Image, Subscription
+from aeronio.client.transport import EmbeddedTransport, SocketTransport
 from aeronio.counters import CountersReader
 from aeronio.driver import protocol as p
 from aeronio.driver.conductor import COUNTERS_FILE
@@ -23,40 +29,110 @@ from aeronio.errors import (
     ChannelUriError,
     ConfigurationError,
     DriverError,
-    DriverNotFoundError,
     DriverTimeoutError,
 )
-from aeronio.logbuffer import signals
+from aeronio.idle import DEFAULT_IDLE_STRATEGY, IdleStrategy
+from aeronio.logbuffer import signals, waker
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.channel import ChannelUri
 
-DEFAULT_COMMAND_TIMEOUT_S = 10.0
+DEFAULT_DRIVER_TIMEOUT_S = 10.0
 
 
 class Aeron:
-    """A client of one media driver. Use `async with Aeron.connect(dir=...) as aeron`."""
+    """A client of one media driver. Use `async with aeronio.connect(dir=...) as aeron`."""
 
-    def __init__(self, driver: MediaDriver, owns_driver: bool = False):
-        self._driver = driver
-        self._owns_driver = owns_driver
+    def __init__(
+        self,
+        dir: str,
+        *,
+        idle_strategy: IdleStrategy = DEFAULT_IDLE_STRATEGY,
+        driver_timeout_s: float = DEFAULT_DRIVER_TIMEOUT_S,
+    ):
+        self.driver_dir = os.path.abspath(dir)
+        self.idle_strategy = idle_strategy
+        self.driver_timeout_s = driver_timeout_s
         self.client_id = random.getrandbits(63)
         self._next_correlation = random.getrandbits(40)
         self._pending: dict[int, asyncio.Future] = {}
         self._subscriptions: dict[int, Subscription] = {}
         self._publications: dict[int, Publication] = {}
         self._logs: dict[str, tuple[LogBuffers, int]] = {}
-        self.counters = CountersReader.open(os.path.join(driver.dir, COUNTERS_FILE))
+        self._transport: EmbeddedTransport | SocketTransport | None = None
+        self._owned_driver: MediaDriver | None = None
+        self._keepalive: asyncio.Task | None = None
+        self._lost: DriverTimeoutError | None = None
+        self.counters: CountersReader | None = None
         self.is_closed = False
 
     @classmethod
-    def connect(cls, dir: str | os.PathLike | None = None, **driver_options: Any) -> _Connection:
-        """Attach to the driver on `dir`; with no dir, launch an embedded driver on the running
-        loop (with `driver_options`) that this client owns and closes."""
-        return _Connection(cls, dir, driver_options)
+    def connect(
+        cls,
+        dir: str | os.PathLike | None = None,
+        *,
+        idle_strategy: IdleStrategy = DEFAULT_IDLE_STRATEGY,
+        driver_timeout_s: float = DEFAULT_DRIVER_TIMEOUT_S,
+        **driver_options: Any,
+    ) -> _Connection:
+        """Attach to the driver that owns `dir` (in this process or another). With no dir, or
+        with driver options, launch an embedded driver on the running loop that this client owns
+        and closes."""
+        return _Connection(
+            cls,
+            dir,
+            driver_options,
+            dict(idle_strategy=idle_strategy, driver_timeout_s=driver_timeout_s),
+        )
+
+    async def _attach(self, driver: MediaDriver | None) -> None:
+        loop = asyncio.get_running_loop()
+        waker.waker().attach(loop)
+        if driver is not None:
+            self._transport = EmbeddedTransport(driver, self._on_response)
+        else:
+            self._transport = await SocketTransport.connect(
+                self.driver_dir, self.client_id, self._on_response, self._on_driver_lost
+            )
+        self.counters = CountersReader.open(os.path.join(self.driver_dir, COUNTERS_FILE))
+        self._transport.submit(p.ClientKeepalive(self.client_id))
+        interval = min(0.5, self._transport.hello.client_liveness_timeout_ns / 4e9)
+        self._keepalive = loop.create_task(self._keep_alive(interval))
 
     @property
-    def driver_dir(self) -> str:
-        return self._driver.dir
+    def driver_pid(self) -> int:
+        return self._transport.hello.driver_pid
+
+    # -- liveness -----------------------------------------------------------------------
+
+    async def _keep_alive(self, interval: float) -> None:
+        while not self._lost:
+            self._transport.submit(p.ClientKeepalive(self.client_id))
+            age_ms = time.time() * 1000 - self.counters.driver_heartbeat_ms
+            if age_ms > self.driver_timeout_s * 1000:
+                self._on_driver_lost(f"no driver heartbeat for {age_ms:.0f} ms")
+                return
+            await asyncio.sleep(interval)
+
+    def _on_driver_lost(self, reason: str) -> None:
+        """The driver is gone: fail what waits, close what offers or polls, wake what parks."""
+        if self._lost or self.is_closed:
+            return
+        self._lost = DriverTimeoutError(f"media driver on {self.driver_dir} lost: {reason}")
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(self._lost)
+        for publication in self._publications.values():
+            publication._appender.close()
+        for subscription in self._subscriptions.values():
+            subscription._changed.ring()
+        signals.ring_all()
+
+    def check_alive(self) -> None:
+        """Raise DriverTimeoutError if the driver was lost, AeronError if this client is closed."""
+        if self._lost:
+            raise self._lost
+        if self.is_closed:
+            raise AeronError("the Aeron client is closed")
 
     # -- commands -----------------------------------------------------------------------
 
@@ -65,24 +141,23 @@ class Aeron:
         return self._next_correlation
 
     async def _request(self, command: p.Command) -> p.Response:
-        if self.is_closed:
-            raise AeronError("the Aeron client is closed")
+        self.check_alive()
         future = asyncio.get_running_loop().create_future()
         self._pending[command.correlation_id] = future
-        self._driver.submit(command, self._on_response)
+        self._transport.submit(command)
         try:
-            response = await asyncio.wait_for(future, DEFAULT_COMMAND_TIMEOUT_S)
+            response = await asyncio.wait_for(future, self.driver_timeout_s)
         except TimeoutError:
             raise DriverTimeoutError(
-                f"driver on {self.driver_dir} did not answer {type(command).__name__}"
+                f"driver on {self.driver_dir} did not answer {type(command).__name__} "
+                f"within {self.driver_timeout_s} s"
             ) from None
         finally:
             self._pending.pop(command.correlation_id, None)
         if isinstance(response, p.ErrorResponse):
-            error = ChannelUriError if response.code == p.INVALID_CHANNEL else DriverError
-            if error is DriverError:
-                raise DriverError(response.message, response.code)
-            raise error(response.message)
+            if response.code == p.INVALID_CHANNEL:
+                raise ChannelUriError(response.message)
+            raise DriverError(response.message, response.code)
         return response
 
     def _on_response(self, response: p.Response) -> None:
@@ -115,7 +190,7 @@ class Aeron:
 
     def _on_image_ready(self, ready: p.ImageReady) -> None:
         subscription = self._subscriptions.get(ready.subscription_registration_id)
-        if subscription is None:
+        if subscription is None or subscription.is_closed:
             return
         log = self._map_log(ready.log_file)
         log_signals = signals.acquire(ready.log_file)
@@ -134,6 +209,7 @@ class Aeron:
             ready.source_identity,
             reader,
             log_signals,
+            log.metadata,
         )
         subscription._add_image(image)
 
@@ -173,6 +249,7 @@ class Aeron:
             ready.log_file,
             appender,
             log_signals,
+            log.metadata,
         )
         self._publications[id(publication)] = publication
         return publication
@@ -180,7 +257,7 @@ class Aeron:
     async def _release_publication(self, publication: Publication) -> None:
         self._publications.pop(id(publication), None)
         self._unmap_log(publication.log_file)
-        if not self.is_closed:
+        if not self.is_closed and not self._lost:
             await self._request(
                 p.RemovePublication(
                     self._correlation_id(), self.client_id, publication.registration_id
@@ -211,7 +288,7 @@ class Aeron:
 
     async def _release_subscription(self, subscription: Subscription) -> None:
         self._subscriptions.pop(subscription.registration_id, None)
-        if not self.is_closed:
+        if not self.is_closed and not self._lost:
             await self._request(
                 p.RemoveSubscription(
                     self._correlation_id(), self.client_id, subscription.registration_id
@@ -225,14 +302,24 @@ class Aeron:
         if self.is_closed:
             return
         for publication in list(self._publications.values()):
-            await publication.close()
+            with contextlib.suppress(AeronError):
+                await publication.close()
         for subscription in list(self._subscriptions.values()):
-            await subscription.close()
+            with contextlib.suppress(AeronError):
+                await subscription.close()
         self.is_closed = True
-        self._driver.submit(p.ClientClose(self.client_id), lambda response: None)
-        self.counters.close()
-        if self._owns_driver:
-            await self._driver.close()
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keepalive
+        if self._transport is not None:
+            if not self._lost:
+                self._transport.submit(p.ClientClose(self.client_id))
+            await self._transport.close()
+        if self.counters is not None:
+            self.counters.close()
+        if self._owned_driver is not None:
+            await self._owned_driver.close()
 
     async def __aenter__(self) -> Aeron:
         return self
@@ -242,24 +329,31 @@ class Aeron:
 
 
 class _Connection:
-    """What `Aeron.connect` returns: await it, or use it with `async with`."""
+    """What `connect` returns: await it, or use it with `async with`."""
 
-    def __init__(self, cls, dir, driver_options):
-        self._cls, self._dir, self._options = cls, dir, driver_options
+    def __init__(self, cls, dir, driver_options, client_options):
+        self._cls, self._dir = cls, dir
+        self._driver_options, self._client_options = driver_options, client_options
         self._client: Aeron | None = None
 
     async def _connect(self) -> Aeron:
-        if self._dir is not None and not self._options:
-            driver = find_embedded(str(self._dir))
-            if driver is None:
-                raise DriverNotFoundError(f"no media driver runs on dir {self._dir}")
-            self._client = self._cls(driver)
+        if self._dir is not None and not self._driver_options:
+            dir = str(self._dir)
+            client = self._cls(dir, **self._client_options)
+            await client._attach(find_embedded(dir))
         else:
             if self._dir is not None:
-                self._options["dir"] = str(self._dir)
-            driver = await MediaDriver.launch(**self._options).start()
-            self._client = self._cls(driver, owns_driver=True)
-        return self._client
+                self._driver_options["dir"] = str(self._dir)
+            driver = await MediaDriver.launch(**self._driver_options).start()
+            client = self._cls(driver.dir, **self._client_options)
+            client._owned_driver = driver
+            try:
+                await client._attach(driver)
+            except BaseException:
+                await driver.close()
+                raise
+        self._client = client
+        return client
 
     def __await__(self):
         return self._connect().__await__()
@@ -272,9 +366,10 @@ class _Connection:
             await self._client.close()
 
 
-def connect(dir: str | os.PathLike | None = None, **driver_options: Any) -> _Connection:
-    """Connect to the driver on `dir`, or launch an embedded one on the running loop."""
-    return Aeron.connect(dir, **driver_options)
+def connect(dir: str | os.PathLike | None = None, **options: Any) -> _Connection:
+    """Connect to the driver on `dir`, or launch an embedded one on the running loop
+    (`options`: idle_strategy, driver_timeout_s, and DriverContext fields for a new driver)."""
+    return Aeron.connect(dir, **options)
 
 
 def _check_stream_id(stream_id: int) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from aeronio import _core
 from aeronio.errors import MaxPositionExceededError, PublicationClosedError
-from aeronio.logbuffer import signals
+from aeronio.logbuffer import signals, waker
 
 if TYPE_CHECKING:
     from aeronio.client.aeron import Aeron
@@ -44,6 +44,7 @@ class Publication:
         log_file: str,
         appender: _core.LogAppender,
         log_signals: signals.LogSignals,
+        metadata: _core.AtomicBuffer,
     ):
         self._client = client
         self.channel = channel
@@ -53,6 +54,7 @@ class Publication:
         self.log_file = log_file
         self._appender = appender
         self._signals = log_signals
+        self._metadata = metadata
         # Hot paths go straight to the Cython appender.
         self.try_offer = appender.try_offer
         self.try_claim = appender.try_claim
@@ -112,8 +114,10 @@ class Publication:
         if result > 0:
             return result
         deadline = None if timeout is None else time.monotonic() + timeout
+        attempt = 0
         while True:
-            await self._wait(result, deadline)
+            await self._wait(result, deadline, attempt)
+            attempt += 1
             result = self.try_offer(buffer, offset, length)
             if result > 0:
                 return result
@@ -124,13 +128,15 @@ class Publication:
         """Append every message (a sequence of buffers or a 2-D uint8 array of records), waiting
         as `offer` does; returns the position after the last one."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        start, count = 0, len(messages)
+        start, count, attempt = 0, len(messages), 0
         while start < count:
             result = self.try_offer_batch(messages, start)
             if result > 0:
                 start += result
+                attempt = 0
                 continue
-            await self._wait(result, deadline)
+            await self._wait(result, deadline, attempt)
+            attempt += 1
         return self.position
 
     @contextlib.asynccontextmanager
@@ -140,11 +146,13 @@ class Publication:
         """Reserve `length` bytes in the log to write in place: committed when the block exits,
         aborted (turned into padding) when it raises."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        attempt = 0
         while True:
             claim = self.try_claim(length)
             if not isinstance(claim, int):
                 break
-            await self._wait(claim, deadline)
+            await self._wait(claim, deadline, attempt)
+            attempt += 1
         try:
             yield claim.buffer
         except BaseException:
@@ -153,9 +161,10 @@ class Publication:
         else:
             claim.commit()
 
-    async def _wait(self, result: int, deadline: float | None) -> None:
-        """Handle a failed append: raise for a terminal code, else park until space may exist."""
+    async def _wait(self, result: int, deadline: float | None, attempt: int) -> None:
+        """Handle a failed append: raise for a terminal code, else idle until space may exist."""
         if result == CLOSED:
+            self._client.check_alive()
             raise PublicationClosedError(
                 f"publication {self.registration_id} on {self.channel} is closed"
             )
@@ -172,16 +181,23 @@ class Publication:
                 f"offer timed out ({state}) at position {self.position}, "
                 f"limit {self.position_limit}"
             )
+        self._client.check_alive()
+        await self._client.idle_strategy.idle(attempt, lambda t: self._park(t, deadline))
+
+    async def _park(self, timeout: float, deadline: float | None) -> None:
+        """Park until the conductor moves the limit (woken in this process by a doorbell, from
+        another by a datagram), the driver is lost, or `timeout` passes."""
+        if deadline is not None:
+            timeout = max(0.0, min(timeout, deadline - time.monotonic()))
         limit, consumed = self._signals.limit, self._signals.consumed
         limit.waiters += 1
         consumed.waiters += 1
+        registration = waker.register_space_waiter(self._metadata)
         try:
-            timeout = signals.FALLBACK_WAIT_S
-            if deadline is not None:
-                timeout = max(0.0, min(timeout, deadline - time.monotonic()))
-            if self.position_limit <= self.position:
+            if self.position_limit <= self.position and not self._appender.is_closed:
                 await signals.park([limit], timeout)
         finally:
+            registration.cancel()
             limit.waiters -= 1
             consumed.waiters -= 1
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aeronio import _core
-from aeronio.logbuffer import signals
+from aeronio.logbuffer import signals, waker
 
 if TYPE_CHECKING:
     from aeronio.client.aeron import Aeron
@@ -46,6 +46,7 @@ class Image:
         source_identity: str,
         reader: _core.ImageReader,
         log_signals: signals.LogSignals,
+        metadata: _core.AtomicBuffer,
     ):
         self.subscription = subscription
         self.correlation_id = correlation_id
@@ -56,6 +57,7 @@ class Image:
         self.source_identity = source_identity
         self._reader = reader
         self.signals = log_signals
+        self.metadata = metadata
         self.poll = reader.poll
         self.controlled_poll = reader.controlled_poll
         self.block_poll = reader.block_poll
@@ -116,6 +118,7 @@ class Subscription:
         self._images: list[Image] = []
         self._round_robin = 0
         self._pending: deque[Message] = deque()
+        self._changed = _core.Doorbell()  # rung when images come or go, or the driver is lost
         self.is_closed = False
 
     @property
@@ -137,6 +140,7 @@ class Subscription:
 
     def _add_image(self, image: Image) -> None:
         self._images.append(image)
+        self._changed.ring()
         if self.available_image is not None:
             self.available_image(image)
 
@@ -146,6 +150,7 @@ class Subscription:
             return
         self._images.remove(image)
         image._close()
+        self._changed.ring()
         if self.unavailable_image is not None:
             self.unavailable_image(image)
 
@@ -187,11 +192,14 @@ class Subscription:
 
     async def __anext__(self) -> Message:
         pending = self._pending
+        attempt = 0
         while not pending:
             if self.is_closed:
                 raise StopAsyncIteration
             if not self._fill():
-                await self._wait_for_data()
+                self._client.check_alive()
+                await self._client.idle_strategy.idle(attempt, self._park)
+                attempt += 1
         return pending.popleft()
 
     def _fill(self, fragment_limit: int = 1024) -> int:
@@ -205,14 +213,20 @@ class Subscription:
         """The next whole message (waits for one)."""
         return await self.__anext__()
 
-    async def _wait_for_data(self) -> None:
-        doorbells = [image.signals.data for image in self._images]
+    async def _park(self, timeout: float) -> None:
+        """Park until a writer (in any process) appends to one of the images, an image comes or
+        goes, or `timeout` passes."""
+        images = self._images
+        doorbells = [image.signals.data for image in images] + [self._changed]
         for doorbell in doorbells:
             doorbell.waiters += 1
+        registrations = [waker.register_data_waiter(image.metadata) for image in images]
         try:
             if not self._fill():
-                await signals.park(doorbells)
+                await signals.park(doorbells, timeout)
         finally:
+            for registration in registrations:
+                registration.cancel()
             for doorbell in doorbells:
                 doorbell.waiters -= 1
 
@@ -222,6 +236,7 @@ class Subscription:
         if self.is_closed:
             return
         self.is_closed = True
+        self._changed.ring()
         for image in self._images:
             image._close()
         self._images = []

@@ -14,15 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aeronio.counters import (
+    CLIENT_HEARTBEAT_TYPE_ID,
     PUBLISHER_LIMIT_TYPE_ID,
     PUBLISHER_POS_TYPE_ID,
     SUBSCRIBER_POSITION_TYPE_ID,
+    Counter,
     CountersManager,
     SystemCounters,
     allocate_system_counters,
 )
 from aeronio.driver import protocol as p
 from aeronio.driver.context import DriverContext
+from aeronio.driver.error_log import ERROR_LOG_FILE, DistinctErrorLog
 from aeronio.driver.ipc_publication import IpcPublication, SubscriberPosition
 from aeronio.errors import AeronError, ChannelUriError
 from aeronio.logbuffer import descriptor as d
@@ -40,6 +43,7 @@ class ClientSession:
     client_id: int
     send: Callable[[p.Response], None]
     last_keepalive_ns: int
+    heartbeat: Counter
     publications: list[int] = field(default_factory=list)
     subscriptions: list[int] = field(default_factory=list)
 
@@ -61,10 +65,14 @@ class SubscriptionLink:
 
 
 class DriverConductor:
-    def __init__(self, ctx: DriverContext, wake: Callable[[], None] = lambda: None):
+    def __init__(
+        self, ctx: DriverContext, wake: Callable[[], None] = lambda: None, wake_id: int = 0
+    ):
         self.ctx = ctx
         self.wake = wake
+        self.wake_id = wake_id
         os.makedirs(os.path.join(ctx.dir, LOGS_DIR), exist_ok=True)
+        self.error_log = DistinctErrorLog(os.path.join(ctx.dir, ERROR_LOG_FILE))
         self.counters = CountersManager.create(
             os.path.join(ctx.dir, COUNTERS_FILE),
             ctx.max_counters,
@@ -95,10 +103,19 @@ class DriverConductor:
     ) -> None:
         client = self.clients.get(command.client_id)
         if client is None:
+            heartbeat = self.counters.counter(
+                self.counters.allocate(
+                    f"client-heartbeat: {command.client_id}",
+                    CLIENT_HEARTBEAT_TYPE_ID,
+                    registration_id=command.client_id,
+                    owner_id=command.client_id,
+                )
+            )
             client = self.clients[command.client_id] = ClientSession(
-                command.client_id, reply, now_ns
+                command.client_id, reply, now_ns, heartbeat
             )
         client.last_keepalive_ns = now_ns
+        client.heartbeat.set(time.time_ns() // 1_000_000)
         correlation_id = getattr(command, "correlation_id", 0)
         try:
             match command:
@@ -120,8 +137,13 @@ class DriverConductor:
             self._error(reply, correlation_id, p.GENERIC_ERROR, str(e))
 
     def _error(self, reply, correlation_id: int, code: int, message: str) -> None:
-        self.system[SystemCounters.ERRORS].increment()
+        self.record_error(message)
         reply(p.ErrorResponse(correlation_id, code, message))
+
+    def record_error(self, error: BaseException | str) -> None:
+        """Count an error and keep it in the distinct error log (`aeronio errors`)."""
+        self.system[SystemCounters.ERRORS].increment()
+        self.error_log.record(error)
 
     def _add_publication(self, command: p.AddPublication, client: ClientSession) -> None:
         channel = ChannelUri.parse(command.channel)
@@ -238,6 +260,7 @@ class DriverConductor:
             unblocked_counter=self.system[SystemCounters.UNBLOCKED_PUBLICATIONS],
         )
         publication.signals.consumed.add_callback(self.wake)
+        log.mapped.set_conductor_wake_id(self.wake_id)
         self.publications.append(publication)
         return publication
 
@@ -337,7 +360,17 @@ class DriverConductor:
             self._unlink_subscription(registration_id)
         for registration_id in list(client.publications):
             self._release_publication(registration_id, now_ns)
+        self.counters.free(client.heartbeat.id)
         del self.clients[client.client_id]
+
+    def _check_client_liveness(self, now_ns: int) -> None:
+        """A client silent for longer than the liveness timeout is dead: release everything it
+        held (its publications linger, its subscriber positions stop holding publishers)."""
+        timeout = self.ctx.client_liveness_timeout_ns
+        for client in list(self.clients.values()):
+            if now_ns - client.last_keepalive_ns > timeout:
+                self.system[SystemCounters.CLIENT_TIMEOUTS].increment()
+                self._close_client(client, now_ns)
 
     # -- duty cycle ---------------------------------------------------------------------
 
@@ -348,13 +381,16 @@ class DriverConductor:
             command, reply = self.commands.popleft()
             self._on_command(command, reply, now_ns)
             work += 1
+        self._check_client_liveness(now_ns)
         for publication in list(self.publications):
             work += publication.update_publisher_limit()
             publication.check_for_blocked_publisher(now_ns)
             if publication.on_time_event(now_ns):
                 self._delete_publication(publication)
                 work += 1
-        self.counters.set_heartbeat(now_ns // 1_000_000)
+        now_ms = time.time_ns() // 1_000_000
+        self.counters.set_heartbeat(now_ms)
+        self.error_log.maybe_flush(now_ms)
         return work
 
     def _delete_publication(self, publication: IpcPublication) -> None:
@@ -387,6 +423,7 @@ class DriverConductor:
     def close(self) -> None:
         for publication in list(self.publications):
             self._delete_publication(publication)
+        self.error_log.flush()
         self.counters.close()
 
 

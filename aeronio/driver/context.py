@@ -1,15 +1,34 @@
-"""Driver configuration: one typed, validated set of options."""
+"""Driver configuration: one typed, validated set of options.
+
+Options come from keyword arguments, `AERONIO_*` environment variables and a TOML or JSON
+file (`DriverContext.from_sources`), highest precedence first. Every error names the option
+and where its value came from.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import tempfile
+import tomllib
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 
 from aeronio.errors import ConfigurationError
 from aeronio.logbuffer import descriptor as d
+from aeronio.protocol.channel import parse_duration_ns, parse_size
+
+ENV_PREFIX = "AERONIO_"
+# AERONIO_* variables that are not driver options (read by clients or tools), never rejected.
+NON_DRIVER_ENV_VARS: frozenset[str] = frozenset()
+
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no")
 
 
 def default_dir() -> str:
@@ -32,6 +51,10 @@ class DriverContext(msgspec.Struct, kw_only=True):
     max_counters: int = 4096
     term_buffer_sparse_file: bool = True
     dir_delete_on_shutdown: bool = True
+    # How long a client waits for a silent driver before raising DriverTimeoutError.
+    driver_timeout_ns: int = 10_000_000_000
+    # How often a client tells the driver it is alive (well under client_liveness_timeout_ns).
+    client_keepalive_interval_ns: int = 500_000_000
 
     def __post_init__(self) -> None:
         if not self.dir:
@@ -53,6 +76,14 @@ class DriverContext(msgspec.Struct, kw_only=True):
         ):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must not be negative")
+        for name in ("driver_timeout_ns", "client_keepalive_interval_ns"):
+            if getattr(self, name) <= 0:
+                raise ConfigurationError(f"{name} {getattr(self, name)} must be positive")
+        if self.client_keepalive_interval_ns >= self.client_liveness_timeout_ns:
+            raise ConfigurationError(
+                f"client_keepalive_interval_ns {self.client_keepalive_interval_ns} must be less "
+                f"than client_liveness_timeout_ns {self.client_liveness_timeout_ns}"
+            )
         if self.max_counters < 32:
             raise ConfigurationError(f"max_counters {self.max_counters} must be at least 32")
 
@@ -66,3 +97,148 @@ class DriverContext(msgspec.Struct, kw_only=True):
             return msgspec.convert(options, cls)
         except msgspec.ValidationError as e:
             raise ConfigurationError(f"bad driver option: {e}") from None
+
+    @classmethod
+    def from_sources(
+        cls,
+        *,
+        config_file: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        **options: object,
+    ) -> DriverContext:
+        """Build from keyword options > `AERONIO_*` variables in env > config file > defaults.
+
+        Text values (env, file strings) accept size suffixes (k/m/g) for lengths and unit
+        suffixes (ns/us/ms/s) for durations. Errors name the option and its source.
+        """
+        unknown = set(options) - set(cls.__struct_fields__)
+        if unknown:
+            raise ConfigurationError(f"unknown driver option(s): {', '.join(sorted(unknown))}")
+        entries: list[tuple[str, Any, str]] = []  # (field, value, source), lowest precedence first
+        if config_file is not None:
+            entries += _file_entries(os.fspath(config_file))
+        if env is not None:
+            entries += _env_entries(env)
+        for name, value in options.items():
+            source = f"option {name}"
+            entries.append((name, _check_type(name, value, source), source))
+        return _build(cls, entries)
+
+
+def option_names() -> tuple[str, ...]:
+    """The driver option (field) names, in declaration order."""
+    return DriverContext.__struct_fields__
+
+
+def env_var_name(option: str) -> str:
+    """The environment variable for an option: `ipc_term_length` -> `AERONIO_IPC_TERM_LENGTH`."""
+    return ENV_PREFIX + option.upper()
+
+
+def parse_option_value(option: str, text: str, source: str) -> Any:
+    """Convert an option's text (from env, a file or a command line) to the option's type.
+
+    Raises ConfigurationError naming the source and option for an unknown option or bad text.
+    """
+    kind = _field_type(option, source)
+    try:
+        if kind is str:
+            return text
+        if kind is bool:
+            lowered = text.strip().lower()
+            if lowered in _TRUE or lowered in _FALSE:
+                return lowered in _TRUE
+            raise ConfigurationError(
+                f"invalid boolean for {option}: {text!r} (expected true/false/1/0/yes/no)"
+            )
+        text = text.strip()
+        if option.endswith(("_length", "_mtu")):
+            return parse_size(option, text)
+        if option.endswith("_ns"):
+            return parse_duration_ns(option, text)
+        if _INT_RE.fullmatch(text) is None:
+            raise ConfigurationError(f"invalid integer for {option}: {text!r}")
+        return int(text)
+    except ConfigurationError as e:
+        raise ConfigurationError(f"{source}: {e}") from None
+
+
+def _field_type(option: str, source: str) -> type:
+    if option not in DriverContext.__struct_fields__:
+        raise ConfigurationError(f"{source}: unknown driver option {option!r}")
+    return _FIELD_TYPES[option]
+
+
+def _check_type(option: str, value: object, source: str) -> Any:
+    """An already-typed value, checked against the option's type (bool is not an int)."""
+    kind = _field_type(option, source)
+    if type(value) is not kind:
+        raise ConfigurationError(
+            f"{source}: {option} must be of type {kind.__name__}, not {type(value).__name__} "
+            f"({value!r})"
+        )
+    return value
+
+
+def _env_entries(env: Mapping[str, str]) -> list[tuple[str, Any, str]]:
+    entries = []
+    for var in sorted(env):
+        if not var.startswith(ENV_PREFIX) or var in NON_DRIVER_ENV_VARS:
+            continue
+        option = var[len(ENV_PREFIX) :].lower()
+        if option not in DriverContext.__struct_fields__:
+            raise ConfigurationError(f"{var}: unknown driver option {option!r}")
+        entries.append((option, parse_option_value(option, env[var], var), var))
+    return entries
+
+
+def _file_entries(path: str) -> list[tuple[str, Any, str]]:
+    source = f"config file {path}"
+    table = _load_file(path, source)
+    entries = []
+    for key, value in table.items():
+        option = key.replace("-", "_")
+        if option not in DriverContext.__struct_fields__:
+            raise ConfigurationError(f"{source}: unknown driver option {key!r}")
+        if isinstance(value, str) and _FIELD_TYPES[option] is not str:
+            value = parse_option_value(option, value, source)
+        entries.append((option, _check_type(option, value, source), source))
+    return entries
+
+
+def _load_file(path: str, source: str) -> dict[str, Any]:
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in (".toml", ".json"):
+        raise ConfigurationError(f"{source}: unsupported extension {ext!r} (use .toml or .json)")
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f) if ext == ".toml" else json.load(f)
+    except FileNotFoundError:
+        raise ConfigurationError(f"{source}: no such file") from None
+    except (OSError, ValueError) as e:  # TOMLDecodeError and JSONDecodeError are ValueErrors
+        raise ConfigurationError(f"{source}: cannot read: {e}") from None
+    if not isinstance(table, dict):
+        raise ConfigurationError(f"{source}: expected a table of options, not {type(table)}")
+    return table
+
+
+def _build(cls: type[DriverContext], entries: list[tuple[str, Any, str]]) -> DriverContext:
+    """Construct from the entries; on a validation error, blame the first entry that causes it."""
+    values: dict[str, Any] = {}
+    for option, value, _ in entries:
+        values[option] = value
+    try:
+        return cls(**values)
+    except ConfigurationError as error:
+        final = error
+    values.clear()
+    for option, value, source in entries:
+        values[option] = value
+        try:
+            cls(**values)
+        except ConfigurationError as e:
+            raise ConfigurationError(f"{source}: {e}") from None
+    raise final  # not reached: the full set failed, so some prefix does
+
+
+_FIELD_TYPES: dict[str, type] = {f.name: f.type for f in msgspec.structs.fields(DriverContext)}

@@ -101,10 +101,14 @@ class IpcPublication:
         proposed = consumer + self.term_window_length
         if proposed > self.publisher_limit.get():
             self.publisher_limit.set(proposed)
-            if self.signals.limit.waiters:
-                self.signals.limit.ring()
+            self._wake_publishers()
             work += 1
         return work
+
+    def _wake_publishers(self) -> None:
+        if self.signals.limit.waiters:
+            self.signals.limit.ring()
+        self.log.mapped.wake_space_waiters()
 
     def _clean_to(self, position: int) -> int:
         work = 0
@@ -135,8 +139,7 @@ class IpcPublication:
         self.log.mapped.set_end_of_stream_position(self.producer_position)
         self.state = State.DRAINING
         self.time_of_state_change_ns = now_ns
-        if self.signals.limit.waiters:
-            self.signals.limit.ring()
+        self._wake_publishers()
 
     def on_time_event(self, now_ns: int) -> bool:
         """Advance DRAINING -> LINGER -> DONE; True when the publication may be deleted."""

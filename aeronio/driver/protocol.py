@@ -1,15 +1,26 @@
 """Client <-> driver control messages (typed msgspec structs, tagged for a wire encoding).
 
 Commands flow from clients to the driver conductor; responses and image notifications flow back.
-The embedded driver passes the structs in-process; a standalone driver will carry the same
-structs msgpack-encoded (see `encode` / `decode`).
+The embedded driver passes the structs in-process; other processes reach a driver through its
+control socket (`<dir>/control.sock`), where every message is msgpack-encoded in a frame with a
+4-byte little-endian length prefix. A connection starts with ClientHello / DriverHello; a client
+and driver of different protocol versions refuse each other.
 """
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 
 PROTOCOL_VERSION = 1
+MAX_FRAME_LENGTH = 1024 * 1024
+
+
+class ClientHello(msgspec.Struct, tag=True, frozen=True):
+    version: int
+    client_id: int
+    pid: int
 
 
 class AddPublication(msgspec.Struct, tag=True, frozen=True):
@@ -45,6 +56,13 @@ class ClientKeepalive(msgspec.Struct, tag=True, frozen=True):
 
 class ClientClose(msgspec.Struct, tag=True, frozen=True):
     client_id: int
+
+
+class DriverHello(msgspec.Struct, tag=True, frozen=True):
+    version: int
+    driver_pid: int
+    client_liveness_timeout_ns: int
+    wake_id: int
 
 
 class PublicationReady(msgspec.Struct, tag=True, frozen=True):
@@ -91,7 +109,8 @@ class ErrorResponse(msgspec.Struct, tag=True, frozen=True):
 
 
 Command = (
-    AddPublication
+    ClientHello
+    | AddPublication
     | RemovePublication
     | AddSubscription
     | RemoveSubscription
@@ -99,7 +118,8 @@ Command = (
     | ClientClose
 )
 Response = (
-    PublicationReady
+    DriverHello
+    | PublicationReady
     | SubscriptionReady
     | ImageReady
     | ImageUnavailable
@@ -113,6 +133,7 @@ INVALID_CHANNEL = 1
 UNKNOWN_SUBSCRIPTION = 2
 UNKNOWN_PUBLICATION = 3
 CHANNEL_ENDPOINT_ERROR = 4
+VERSION_MISMATCH = 6
 UNKNOWN_COUNTER = 5
 
 _encoder = msgspec.msgpack.Encoder()
@@ -130,3 +151,24 @@ def decode_command(data: bytes) -> Command:
 
 def decode_response(data: bytes) -> Response:
     return _response_decoder.decode(data)
+
+
+def frame(message: Command | Response) -> bytes:
+    """A message as a length-prefixed frame for the control socket."""
+    data = _encoder.encode(message)
+    return len(data).to_bytes(4, "little") + data
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
+    """The next frame's payload, or None at end of stream; ValueError for an absurd length."""
+    try:
+        prefix = await reader.readexactly(4)
+    except asyncio.IncompleteReadError:
+        return None
+    length = int.from_bytes(prefix, "little")
+    if length > MAX_FRAME_LENGTH:
+        raise ValueError(f"control frame of {length} bytes exceeds {MAX_FRAME_LENGTH}")
+    try:
+        return await reader.readexactly(length)
+    except asyncio.IncompleteReadError:
+        return None

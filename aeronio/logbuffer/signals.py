@@ -54,6 +54,16 @@ def release(log_file: str) -> None:
                 del _registry[log_file]
 
 
+def ring_all() -> None:
+    """Wake every parked task of this process (after a cross-process wake-up)."""
+    with _lock:
+        everyone = list(_registry.values())
+    for log_signals in everyone:
+        for doorbell in (log_signals.data, log_signals.limit):
+            if doorbell.waiters:
+                doorbell.ring()
+
+
 async def park(doorbells: list[Doorbell], timeout: float = FALLBACK_WAIT_S) -> None:
     """Wait until one of `doorbells` rings or `timeout` passes. The caller must already count
     itself in each doorbell's `waiters` and re-check its condition before parking."""

@@ -1,0 +1,100 @@
+"""How a client reaches its driver: in-process (embedded driver) or over the control socket."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable
+
+from aeronio.driver import protocol as p
+from aeronio.driver.control_server import CONTROL_SOCKET
+from aeronio.driver.media_driver import MediaDriver
+from aeronio.errors import DriverError, DriverNotFoundError
+
+OnResponse = Callable[[p.Response], None]
+OnLost = Callable[[str], None]
+
+
+class EmbeddedTransport:
+    """Commands handed straight to a driver running on this process's loop."""
+
+    def __init__(self, driver: MediaDriver, on_response: OnResponse):
+        self.driver = driver
+        self._on_response = on_response
+        self.hello = driver.hello()
+
+    def submit(self, command: p.Command) -> None:
+        if self.driver.is_running:
+            self.driver.submit(command, self._on_response)
+
+    async def close(self) -> None:
+        pass
+
+
+class SocketTransport:
+    """Commands as frames on the driver's control socket; responses read by a task."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        hello: p.DriverHello,
+        on_response: OnResponse,
+        on_lost: OnLost,
+    ):
+        self._reader = reader
+        self._writer = writer
+        self.hello = hello
+        self._on_response = on_response
+        self._on_lost = on_lost
+        self._task = asyncio.get_running_loop().create_task(self._read())
+
+    @classmethod
+    async def connect(
+        cls, dir: str, client_id: int, on_response: OnResponse, on_lost: OnLost
+    ) -> SocketTransport:
+        path = os.path.join(dir, CONTROL_SOCKET)
+        try:
+            reader, writer = await asyncio.open_unix_connection(path)
+        except (FileNotFoundError, ConnectionRefusedError) as e:
+            raise DriverNotFoundError(f"no media driver runs on dir {dir} ({e.strerror})") from None
+        writer.write(p.frame(p.ClientHello(p.PROTOCOL_VERSION, client_id, os.getpid())))
+        try:
+            data = await asyncio.wait_for(p.read_frame(reader), 10.0)
+        except TimeoutError:
+            writer.close()
+            raise DriverNotFoundError(f"the driver on {dir} did not answer the handshake") from None
+        hello = p.decode_response(data) if data else None
+        if isinstance(hello, p.ErrorResponse):
+            writer.close()
+            raise DriverError(f"driver on {dir} refused this client: {hello.message}", hello.code)
+        if not isinstance(hello, p.DriverHello) or hello.version != p.PROTOCOL_VERSION:
+            writer.close()
+            raise DriverError(
+                f"driver on {dir} speaks control protocol "
+                f"v{getattr(hello, 'version', '?')}, this client v{p.PROTOCOL_VERSION}",
+                p.VERSION_MISMATCH,
+            )
+        return cls(reader, writer, hello, on_response, on_lost)
+
+    def submit(self, command: p.Command) -> None:
+        if not self._writer.is_closing():
+            self._writer.write(p.frame(command))
+
+    async def _read(self) -> None:
+        reason = "the driver closed the control connection"
+        try:
+            while (data := await p.read_frame(self._reader)) is not None:
+                self._on_response(p.decode_response(data))
+        except (ConnectionError, ValueError) as e:
+            reason = f"control connection failed: {e}"
+        except asyncio.CancelledError:
+            return
+        self._on_lost(reason)
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._writer.close()

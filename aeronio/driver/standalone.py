@@ -1,0 +1,31 @@
+"""The standalone driver: `aeronio driver` runs the media driver on its own event loop in its
+own process until SIGINT or SIGTERM, then shuts down cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+from aeronio.driver.context import DriverContext
+from aeronio.driver.media_driver import MediaDriver
+
+
+async def run(ctx: DriverContext, ready_message: bool = True) -> None:
+    """Run a driver with `ctx` until the process is told to stop."""
+    driver = await MediaDriver(ctx).start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    if ready_message:
+        print(f"aeronio driver pid {os.getpid()} on {driver.dir}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        await driver.close()
+        if ready_message:
+            print("aeronio driver stopped", file=sys.stderr, flush=True)
