@@ -139,9 +139,10 @@ def run_stat(
     filter: str | None = None,
     watch: float | None = None,
     iterations: int | None = None,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     """Print the counters once, or every `watch` seconds until Ctrl-C or `iterations`."""
+    out = out or sys.stdout
     keep = label_filter(filter)
     printed = 0
     try:
@@ -162,8 +163,9 @@ def _iso(epoch_ms: int) -> str:
     return when.isoformat(timespec="milliseconds")
 
 
-def run_errors(dir: str, out: TextIO = sys.stdout) -> int:
+def run_errors(dir: str, out: TextIO | None = None) -> int:
     """Print the driver's distinct-error log, like Aeron's ErrorStat."""
+    out = out or sys.stdout
     if not os.path.isdir(dir):
         raise CommandError(f"no media driver directory {dir}")
     try:

@@ -19,7 +19,9 @@ def test_defaults_and_new_fields():
     assert ctx.driver_timeout_ns == 10_000_000_000
     assert ctx.client_keepalive_interval_ns == 500_000_000
     assert ctx.dir  # a fresh default directory
-    assert DriverContext.from_sources(env={}, dir=ctx.dir) == DriverContext.from_options(dir=ctx.dir)
+    assert DriverContext.from_sources(env={}, dir=ctx.dir) == DriverContext.from_options(
+        dir=ctx.dir
+    )
 
 
 def test_precedence_options_over_env_over_file_over_defaults(tmp_path):

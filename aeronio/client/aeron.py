@@ -95,7 +95,10 @@ class Aeron:
             )
         self.counters = CountersReader.open(os.path.join(self.driver_dir, COUNTERS_FILE))
         self._transport.submit(p.ClientKeepalive(self.client_id))
-        interval = min(0.5, self._transport.hello.client_liveness_timeout_ns / 4e9)
+        hello = self._transport.hello
+        interval = (
+            min(hello.client_keepalive_interval_ns, hello.client_liveness_timeout_ns // 4) / 1e9
+        )
         self._keepalive = loop.create_task(self._keep_alive(interval))
 
     @property

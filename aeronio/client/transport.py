@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 
 from aeronio.driver import protocol as p
-from aeronio.driver.control_server import CONTROL_SOCKET
+from aeronio.driver.control_server import control_address
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.errors import DriverError, DriverNotFoundError
 
@@ -54,9 +54,8 @@ class SocketTransport:
     async def connect(
         cls, dir: str, client_id: int, on_response: OnResponse, on_lost: OnLost
     ) -> SocketTransport:
-        path = os.path.join(dir, CONTROL_SOCKET)
         try:
-            reader, writer = await asyncio.open_unix_connection(path)
+            reader, writer = await asyncio.open_unix_connection(control_address(dir))
         except (FileNotFoundError, ConnectionRefusedError) as e:
             raise DriverNotFoundError(f"no media driver runs on dir {dir} ({e.strerror})") from None
         writer.write(p.frame(p.ClientHello(p.PROTOCOL_VERSION, client_id, os.getpid())))

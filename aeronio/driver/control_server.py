@@ -1,7 +1,9 @@
 """The driver's control socket: clients in other processes send commands and get responses.
 
-One Unix stream socket per driver (`<dir>/control.sock`). A connection opens with ClientHello;
-the driver answers DriverHello, or an ErrorResponse and closes when the protocol versions differ.
+One Unix stream socket per driver, in the abstract namespace under a name derived from the
+driver directory (`control_address`): no file to go stale, no path-length limit. A connection
+opens with ClientHello; the driver answers DriverHello, or an ErrorResponse and closes when the
+protocol versions differ.
 Then every frame is a command for the conductor. A malformed frame closes that connection and is
 counted; it never reaches the conductor.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import socket
@@ -21,7 +24,11 @@ from aeronio.driver import protocol as p
 
 log = logging.getLogger("aeronio.driver")
 
-CONTROL_SOCKET = "control.sock"
+
+def control_address(dir: str) -> str:
+    """The abstract Unix socket address of the driver that owns `dir`."""
+    digest = hashlib.sha256(os.path.realpath(dir).encode()).hexdigest()[:32]
+    return f"\0aeronio-control-{digest}"
 
 
 class ControlServer:
@@ -40,8 +47,6 @@ class ControlServer:
         self._connections: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
         self._server = await asyncio.start_unix_server(self._serve, self.path)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -91,15 +96,13 @@ class ControlServer:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._server.wait_closed(), 1.0)
         self._server = None
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
 
 
 def is_serving(dir: str) -> bool:
     """True when something accepts connections on the control socket of `dir`."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         try:
-            s.connect(os.path.join(dir, CONTROL_SOCKET))
+            s.connect(control_address(dir))
         except OSError:
             return False
     return True

@@ -20,7 +20,7 @@ from aeronio.driver import protocol as p
 from aeronio.driver.agent import AgentRunner
 from aeronio.driver.conductor import COUNTERS_FILE, DriverConductor
 from aeronio.driver.context import DriverContext
-from aeronio.driver.control_server import CONTROL_SOCKET, ControlServer, is_serving
+from aeronio.driver.control_server import ControlServer, control_address, is_serving
 from aeronio.errors import ConfigurationError, DriverError
 from aeronio.logbuffer import waker
 
@@ -69,14 +69,18 @@ class MediaDriver:
         self._runner.start()
         _embedded[path] = self
         self._server = ControlServer(
-            os.path.join(path, CONTROL_SOCKET), self.submit, self.hello, self._on_bad_control_input
+            control_address(path), self.submit, self.hello, self._on_bad_control_input
         )
         await self._server.start()
         return self
 
     def hello(self) -> p.DriverHello:
         return p.DriverHello(
-            p.PROTOCOL_VERSION, os.getpid(), self.ctx.client_liveness_timeout_ns, self._waker.id
+            p.PROTOCOL_VERSION,
+            os.getpid(),
+            self.ctx.client_liveness_timeout_ns,
+            self.ctx.client_keepalive_interval_ns,
+            self._waker.id,
         )
 
     def _do_work(self) -> int:

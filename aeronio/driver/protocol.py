@@ -62,6 +62,7 @@ class DriverHello(msgspec.Struct, tag=True, frozen=True):
     version: int
     driver_pid: int
     client_liveness_timeout_ns: int
+    client_keepalive_interval_ns: int
     wake_id: int
 
 

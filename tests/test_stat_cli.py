@@ -1,0 +1,319 @@
+"""`aeronio stat`, `aeronio errors` and `aeronio driver` as an operator runs them: subprocesses
+against a driver running in another process."""
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import types
+
+import pytest
+
+from aeronio import cli
+from aeronio.counters import CountersManager
+from aeronio.driver.error_log import DistinctErrorLog
+
+# A driver (embedded in this child) with a publisher and a subscriber on aeron:ipc stream 10
+# that keep the positions moving; it provokes one driver-side error before saying "ready".
+CHILD = textwrap.dedent(
+    """
+    import asyncio, sys
+    import aeronio
+
+    async def main(dir):
+        async with aeronio.connect(dir=dir, ipc_term_length=65536) as aeron:
+            subscription = await aeron.add_subscription("aeron:ipc", 10)
+            publication = await aeron.add_publication("aeron:ipc", 10)
+            try:
+                await aeron.add_publication("aeron:ipc?term-length=128k", 10)
+            except aeronio.AeronError as e:
+                print("rejected:", e, flush=True)
+            else:
+                print("the driver accepted a different term length", flush=True)
+
+            async def publish():
+                payload = bytes(100)
+                while True:
+                    await publication.offer(payload)
+                    await asyncio.sleep(0.002)
+
+            async def consume():
+                async for _ in subscription:
+                    pass
+
+            print("ready", flush=True)
+            tasks = [asyncio.create_task(publish()), asyncio.create_task(consume())]
+            await asyncio.sleep(60)  # the test kills us long before
+            for task in tasks:
+                task.cancel()
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+COUNTER_LINE = re.compile(r"^ *(\d+): +([\d,]+) - (.*)$")
+HEADER = re.compile(
+    r"^\d\d:\d\d:\d\d - aeronio stat \(counters v1\), pid (\d+), heartbeat age (-?\d+)ms$"
+)
+
+
+def aeronio_cmd(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "aeronio.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
+def counters(out: str) -> dict[str, int]:
+    """label -> value for the counter lines of one snapshot."""
+    found = {}
+    for line in out.splitlines():
+        m = COUNTER_LINE.match(line)
+        if m:
+            found[m[3]] = int(m[2].replace(",", ""))
+    return found
+
+
+@pytest.fixture(scope="module")
+def live_driver(tmp_path_factory):
+    """(pid, dir, first stdout lines) of a child process running a driver and traffic."""
+    base = tmp_path_factory.mktemp("stat")
+    dir = str(base / "driver")
+    with open(base / "child.err", "w+") as stderr:
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, dir], stdout=subprocess.PIPE, stderr=stderr, text=True
+        )
+        watchdog = threading.Timer(60, child.kill)  # a hung child cannot hang the test run
+        watchdog.start()
+        try:
+            lines = []
+            while not lines or lines[-1] != "ready":
+                line = child.stdout.readline()
+                if not line:
+                    stderr.seek(0)
+                    pytest.fail(f"driver child exited ({child.wait(10)}): {stderr.read()}")
+                lines.append(line.strip())
+            watchdog.cancel()
+            yield child.pid, dir, lines
+        finally:
+            watchdog.cancel()
+            child.kill()
+            child.wait(timeout=30)
+            child.stdout.close()
+
+
+def test_stat_shows_the_live_driver_and_moving_positions(live_driver):
+    pid, dir, _ = live_driver
+    snapshots = []
+    for _ in range(2):
+        result = aeronio_cmd("stat", "--dir", dir)
+        assert result.returncode == 0, result.stderr
+        snapshots.append(result.stdout)
+        time.sleep(0.2)
+    for out in snapshots:
+        lines = out.splitlines()
+        header = HEADER.match(lines[0])
+        assert header, lines[0]
+        assert int(header[1]) == pid
+        assert 0 <= int(header[2]) < 10_000  # the driver is alive and heartbeating
+        assert lines[1] == "=" * 70
+        assert all(COUNTER_LINE.match(line) for line in lines[2:]), out
+    first, second = map(counters, snapshots)
+    assert "Errors" in first and "Bytes sent" in first
+    positions = [label for label in first if label.startswith(("pub-pos", "sub-pos"))]
+    assert any(label.startswith("pub-pos (sampled): ") for label in positions)
+    assert any(re.match(r"sub-pos: \d+ -?\d+ 10 aeron:ipc @\d+$", label) for label in positions)
+    for label in positions:
+        assert second[label] > first[label] > 0, label  # the counters move
+
+
+def test_stat_filter(live_driver):
+    _, dir, _ = live_driver
+    result = aeronio_cmd("stat", "--dir", dir, "--filter", "sub-pos")
+    assert result.returncode == 0, result.stderr
+    labels = list(counters(result.stdout))
+    assert labels and all("sub-pos" in label for label in labels)
+    result = aeronio_cmd("stat", "--dir", dir, "--filter", r"re:^(pub|sub)-pos\b")
+    labels = list(counters(result.stdout))
+    assert {label.split(":")[0] for label in labels} == {"pub-pos (sampled)", "sub-pos"}
+
+
+def test_stat_watch_prints_snapshots_until_iterations(live_driver):
+    _, dir, _ = live_driver
+    env = dict(os.environ, AERONIO_DIR=dir)  # --dir from the environment
+    result = aeronio_cmd("stat", "--watch", "0.2", "--iterations", "3", env=env)
+    assert result.returncode == 0, result.stderr
+    snapshots = result.stdout.rstrip("\n").split("\n\n")
+    assert len(snapshots) == 3
+    assert all(HEADER.match(snapshot.splitlines()[0]) for snapshot in snapshots)
+    assert "\x1b" not in result.stdout  # no terminal control codes
+
+
+def test_errors_shows_the_provoked_error(live_driver):
+    _, dir, lines = live_driver
+    assert lines[0].startswith("rejected:") and "term-length" in lines[0], lines
+    deadline = time.monotonic() + 10
+    while True:
+        result = aeronio_cmd("errors", "--dir", dir)
+        assert result.returncode == 0, result.stderr
+        if "1 distinct errors observed." in result.stdout or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    out = result.stdout
+    time_ = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d"
+    assert re.match(
+        rf"1 observations from {time_} to {time_} for:\n term-length=131072 differs from the "
+        r"existing publication's term-length=65536 on stream 10\n",
+        out,
+    ), out
+    assert out.endswith("1 distinct errors observed.\n")
+    assert counters(aeronio_cmd("stat", "--dir", dir, "--filter", "Errors").stdout) == {"Errors": 1}
+
+
+# -- in-process: formatting and error paths ---------------------------------------------------
+
+
+def test_stat_format(tmp_path, capsys):
+    manager = CountersManager.create(tmp_path / "counters.dat", 64)
+    try:
+        manager.set_driver_pid(4242)
+        manager.set_heartbeat(time.time_ns() // 1_000_000 - 1500)
+        small = manager.allocate("Bytes sent", 0)
+        big = manager.allocate("sub-pos: 1 2 3 aeron:ipc @0", 4)
+        manager.counter(small).set(7)
+        manager.counter(big).set(12_345_678_901)
+        manager.free(manager.allocate("freed", 0))
+        assert cli.main(["stat", "--dir", str(tmp_path)]) == 0
+    finally:
+        manager.close()
+    lines = capsys.readouterr().out.splitlines()
+    header = HEADER.match(lines[0])
+    assert header and header[1] == "4242" and 1500 <= int(header[2]) < 60_000
+    assert lines[1:] == [
+        "=" * 70,
+        f"{small:3}:                    7 - Bytes sent",
+        f"{big:3}:       12,345,678,901 - sub-pos: 1 2 3 aeron:ipc @0",
+    ]
+
+
+def test_stat_without_a_driver(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("AERONIO_DIR", raising=False)
+    assert cli.main(["stat"]) == 1
+    assert "no driver directory: pass --dir or set AERONIO_DIR" in capsys.readouterr().err
+    assert cli.main(["stat", "--dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert f"no media driver counters in {tmp_path} (counters.dat missing)" in err
+    (tmp_path / "counters.dat").write_bytes(b"\0" * 8192)
+    assert cli.main(["stat", "--dir", str(tmp_path)]) == 1
+    assert "bad magic" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        cli.main(["stat", "--dir", str(tmp_path), "--iterations", "2"])  # needs --watch
+    assert info.value.code == 2
+
+
+def test_stat_watch_stops_quietly_on_ctrl_c(tmp_path, capsys, monkeypatch):
+    manager = CountersManager.create(tmp_path / "counters.dat", 64)
+    manager.allocate("Bytes sent", 0)
+
+    def interrupt(seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.time, "sleep", interrupt)
+    try:
+        assert cli.main(["stat", "--dir", str(tmp_path), "--watch", "1"]) == 0
+    finally:
+        manager.close()
+    captured = capsys.readouterr()
+    assert captured.out.count("aeronio stat") == 1 and not captured.err
+
+
+def test_errors_format(tmp_path, capsys):
+    log = DistinctErrorLog(tmp_path / "errors.json")
+    log.record("client 9 timed out", now_ms=1_700_000_000_000)
+    log.record("client 9 timed out", now_ms=1_700_000_001_500)
+    try:
+        raise ValueError("bad frame")
+    except ValueError as e:
+        log.record(e, now_ms=1_700_000_002_000)
+    log.flush()
+    assert cli.main(["errors", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    first = cli._iso(1_700_000_000_000)
+    assert re.fullmatch(r"2023-11-1[45]T\d\d:\d\d:20\.000[+-]\d\d:\d\d", first), first
+    assert out.startswith(
+        f"2 observations from {first} to {cli._iso(1_700_000_001_500)} for:\n client 9 timed out\n"
+    )
+    assert "1 observations from " in out and " ValueError: bad frame\nTraceback" in out
+    assert out.endswith("\n2 distinct errors observed.\n")
+
+
+def test_errors_paths(tmp_path, capsys):
+    assert cli.main(["errors", "--dir", str(tmp_path)]) == 0  # a driver with no errors yet
+    assert capsys.readouterr().out == "0 distinct errors observed.\n"
+    assert cli.main(["errors", "--dir", str(tmp_path / "nope")]) == 1
+    assert "no media driver directory" in capsys.readouterr().err
+    (tmp_path / "errors.json").write_text("{")
+    assert cli.main(["errors", "--dir", str(tmp_path)]) == 1
+    assert "is corrupt" in capsys.readouterr().err
+
+
+# -- aeronio driver: options ---------------------------------------------------------------
+
+
+def test_driver_options_from_command_line_env_and_file(tmp_path, monkeypatch):
+    config = tmp_path / "driver.toml"
+    config.write_text('ipc-mtu = 4096\nmax_counters = 100\npublication_linger_ns = "1s"\n')
+    monkeypatch.setenv("AERONIO_MAX_COUNTERS", "200")
+    monkeypatch.setenv("AERONIO_DIR", str(tmp_path / "from-env"))
+    ran = []
+
+    async def run(ctx):
+        ran.append(ctx)
+
+    fake = types.ModuleType("aeronio.driver.standalone")
+    fake.run = run
+    monkeypatch.setitem(sys.modules, "aeronio.driver.standalone", fake)
+    monkeypatch.setattr("aeronio.driver.standalone", fake, raising=False)
+    argv = ["driver", "--config", str(config), "--ipc-term-length", "128k"]
+    assert cli.main([*argv, "--term-buffer-sparse-file", "no"]) == 0
+    (ctx,) = ran
+    assert ctx.ipc_term_length == 131072  # command line
+    assert ctx.ipc_mtu == 4096  # file
+    assert ctx.max_counters == 200  # env over file
+    assert ctx.publication_linger_ns == 1_000_000_000
+    assert ctx.term_buffer_sparse_file is False
+    assert ctx.dir == str(tmp_path / "from-env")
+    assert cli.main([*argv, "--max-counters", "300", "--dir", str(tmp_path / "d")]) == 0
+    assert (ran[1].max_counters, ran[1].dir) == (300, str(tmp_path / "d"))
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--ipc-term-length", "1000"], {}, "ipc_term_length: term_length 1000 must be a power"),
+        (["--ipc-term-length", "lots"], {}, "--ipc-term-length: invalid size for ipc_term_length"),
+        (["--publication-linger-ns", "5h"], {}, "--publication-linger-ns: invalid duration"),
+        ([], {"AERONIO_IPC_MTU": "100"}, "AERONIO_IPC_MTU: mtu 100 must be a multiple of 32"),
+        ([], {"AERONIO_NOT_AN_OPTION": "1"}, "AERONIO_NOT_AN_OPTION: unknown driver option"),
+        (["--config", "/nonexistent/d.toml"], {}, "config file /nonexistent/d.toml: no such"),
+    ],
+)
+def test_driver_configuration_errors_exit_2(args, env, message):
+    result = aeronio_cmd("driver", *args, env={**os.environ, **env})
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert result.stderr.startswith("aeronio driver: ")
+
+
+def test_driver_help_lists_every_option():
+    result = aeronio_cmd("driver", "--help")
+    assert result.returncode == 0
+    for flag in ("--config", "--dir", "--ipc-term-length", "--driver-timeout-ns",
+                 "--client-keepalive-interval-ns", "--dir-delete-on-shutdown"):  # fmt: skip
+        assert flag in result.stdout
