@@ -24,7 +24,7 @@ from aeronio.driver.context import (
     parse_option_value,
 )
 from aeronio.driver.error_log import ERROR_LOG_FILE, ErrorLogError, load_error_log
-from aeronio.errors import ConfigurationError
+from aeronio.errors import AeronError, ConfigurationError
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.logbuffer.logdump import dump_log
 
@@ -216,6 +216,8 @@ def run_driver(args: argparse.Namespace) -> int:
         asyncio.run(standalone.run(ctx))
     except KeyboardInterrupt:
         pass
+    except AeronError as e:
+        raise CommandError(str(e), 1) from None
     return 0
 
 

@@ -26,6 +26,10 @@ cdef class FragmentBatch:
     cdef readonly int32_t session_id
     cdef readonly int32_t term_id
     cdef readonly int64_t position
+    cdef object _log_view
+    cdef Py_ssize_t _term_base
+    cdef int32_t _uniform_length
+    cdef bint _contiguous
 
     def __len__(self):
         return len(self.offsets)
@@ -42,14 +46,13 @@ cdef class FragmentBatch:
         count = len(self.offsets)
         if count == 0:
             return _np.empty(0, dtype=dtype)
-        if not (self.lengths == dtype.itemsize).all():
+        if self._uniform_length != dtype.itemsize:
             raise ValueError(f"payload lengths differ from the record size {dtype.itemsize}")
-        stride = align_frame(dtype.itemsize + HEADER_LENGTH)
-        first = int(self.offsets[0])
-        if count == 1 or (_np.diff(self.offsets) == stride).all():
-            return _np.lib.stride_tricks.as_strided(
-                self.term[first:].view(_np.uint8), shape=(count, dtype.itemsize), strides=(stride, 1),
-                writeable=False).view(dtype).reshape(count)
+        if self._contiguous:
+            # Frames back to back: a read-only strided view straight over the log.
+            return _np.ndarray((count,), dtype, self._log_view,
+                               self._term_base + self.offsets[0],
+                               (align_frame(dtype.itemsize + HEADER_LENGTH),))
         rows = self.offsets[:, None] + _np.arange(dtype.itemsize)[None, :]
         return self.term[rows].copy().view(dtype).reshape(count)
 
@@ -238,6 +241,8 @@ cdef class ImageReader:
         cdef int32_t offset = term_offset, frame_offset, frame_length
         cdef int fragments = 0
         cdef FragmentBatch batch
+        cdef int32_t uniform_length = -1
+        cdef bint contiguous = True
         if self._closed:
             return 0
         if self._batch_offsets.shape[0] < fragment_limit:
@@ -255,6 +260,13 @@ cdef class ImageReader:
             offset += self._check_frame(offset, frame_length)
             if is_padding(term + frame_offset):
                 continue
+            if fragments == 0:
+                uniform_length = frame_length - HEADER_LENGTH
+            elif uniform_length != frame_length - HEADER_LENGTH:
+                uniform_length = -2
+            if fragments > 0 and frame_offset != offsets[fragments - 1] - HEADER_LENGTH \
+                    + align_frame(lengths[fragments - 1] + HEADER_LENGTH):
+                contiguous = False
             offsets[fragments] = frame_offset + HEADER_LENGTH
             lengths[fragments] = frame_length - HEADER_LENGTH
             flags[fragments] = <uint8_t> term[frame_offset + FLAGS_FIELD_OFFSET]
@@ -271,6 +283,10 @@ cdef class ImageReader:
                 batch.session_id = self.session_id
                 batch.term_id = aio_get_i32(term + term_offset + TERM_ID_FIELD_OFFSET)
                 batch.position = position
+                batch._log_view = self._view
+                batch._term_base = index * <Py_ssize_t> term_length
+                batch._uniform_length = uniform_length
+                batch._contiguous = contiguous
                 handler(batch)
         finally:
             self._advance(position + (offset - term_offset))

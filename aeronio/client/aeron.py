@@ -91,7 +91,11 @@ class Aeron:
             self._transport = EmbeddedTransport(driver, self._on_response)
         else:
             self._transport = await SocketTransport.connect(
-                self.driver_dir, self.client_id, self._on_response, self._on_driver_lost
+                self.driver_dir,
+                self.client_id,
+                self._on_response,
+                self._on_driver_lost,
+                self.driver_timeout_s,
             )
         self.counters = CountersReader.open(os.path.join(self.driver_dir, COUNTERS_FILE))
         self._transport.submit(p.ClientKeepalive(self.client_id))

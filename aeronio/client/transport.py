@@ -10,7 +10,7 @@ from collections.abc import Callable
 from aeronio.driver import protocol as p
 from aeronio.driver.control_server import control_address
 from aeronio.driver.media_driver import MediaDriver
-from aeronio.errors import DriverError, DriverNotFoundError
+from aeronio.errors import DriverError, DriverNotFoundError, DriverTimeoutError
 
 OnResponse = Callable[[p.Response], None]
 OnLost = Callable[[str], None]
@@ -52,7 +52,12 @@ class SocketTransport:
 
     @classmethod
     async def connect(
-        cls, dir: str, client_id: int, on_response: OnResponse, on_lost: OnLost
+        cls,
+        dir: str,
+        client_id: int,
+        on_response: OnResponse,
+        on_lost: OnLost,
+        timeout_s: float,
     ) -> SocketTransport:
         try:
             reader, writer = await asyncio.open_unix_connection(control_address(dir))
@@ -60,10 +65,12 @@ class SocketTransport:
             raise DriverNotFoundError(f"no media driver runs on dir {dir} ({e.strerror})") from None
         writer.write(p.frame(p.ClientHello(p.PROTOCOL_VERSION, client_id, os.getpid())))
         try:
-            data = await asyncio.wait_for(p.read_frame(reader), 10.0)
+            data = await asyncio.wait_for(p.read_frame(reader), timeout_s)
         except TimeoutError:
             writer.close()
-            raise DriverNotFoundError(f"the driver on {dir} did not answer the handshake") from None
+            raise DriverTimeoutError(
+                f"the driver on {dir} did not answer the handshake within {timeout_s} s"
+            ) from None
         hello = p.decode_response(data) if data else None
         if isinstance(hello, p.ErrorResponse):
             writer.close()

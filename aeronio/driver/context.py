@@ -49,7 +49,7 @@ class DriverContext(msgspec.Struct, kw_only=True):
     client_liveness_timeout_ns: int = 10_000_000_000
     conductor_idle_ns: int = 1_000_000
     max_counters: int = 4096
-    term_buffer_sparse_file: bool = True
+    term_buffer_sparse_file: bool = False
     dir_delete_on_shutdown: bool = True
     # How long a client waits for a silent driver before raising DriverTimeoutError.
     driver_timeout_ns: int = 10_000_000_000

@@ -1,12 +1,17 @@
-"""LogBuffers: a log buffer file (3 terms + metadata) memory-mapped with numpy.
+"""LogBuffers: a log buffer file (3 terms + metadata) memory-mapped as a numpy array.
 
 The driver creates the file and writes the metadata; publications and images in any process map
 the same file. Mutable shared fields (tails, active term count, end of stream, is-connected) are
 only touched through the Cython atomics.
+
+A file created sparse gets its pages on first touch (cheap to create, slow the first time through
+the terms); a file created allocated (`sparse=False`, Aeron's default) is mapped with
+MAP_POPULATE, so no appender or reader ever takes a page fault on it.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from pathlib import Path
@@ -21,7 +26,7 @@ from aeronio.protocol.frames import DataHeader, data_header
 class LogBuffers:
     """A mapped log buffer file."""
 
-    def __init__(self, path: str | os.PathLike, array: np.memmap):
+    def __init__(self, path: str | os.PathLike, array: np.ndarray):
         self.path = Path(path)
         self.array = array
         self.mapped = MappedLog(array)
@@ -53,7 +58,7 @@ class LogBuffers:
             f.truncate(length)
             if not sparse:
                 os.posix_fallocate(f.fileno(), 0, length)
-        array = np.memmap(path, dtype=np.uint8, mode="r+", shape=(length,))
+        array = _map(path)
         meta = array[-d.LOG_META_DATA_LENGTH :]
         header = data_header(
             frame_length=0, term_offset=0, session_id=session_id, stream_id=stream_id, term_id=0
@@ -92,14 +97,12 @@ class LogBuffers:
                 "<q", meta, d.TERM_TAIL_COUNTERS_OFFSET + 8 * index, d.pack_tail(tid, offset)
             )
         struct.pack_into("<i", meta, d.LOG_ACTIVE_TERM_COUNT_OFFSET, term_count)
-        array.flush()
         return cls(path, array)
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> LogBuffers:
         """Map an existing log file (read-write, so that atomics work)."""
-        array = np.memmap(path, dtype=np.uint8, mode="r+")
-        return cls(path, array)
+        return cls(path, _map(path))
 
     # -- metadata -----------------------------------------------------------------------
 
@@ -159,7 +162,20 @@ class LogBuffers:
 
     def close(self) -> None:
         """Drop this mapping; views handed out keep the memory alive until they go too."""
-        self.array.flush()
         self.array = None
         self.mapped = None
         self.metadata = None
+
+
+def _map(path: str | os.PathLike) -> np.ndarray:
+    """Map a log file read-write (shared); populate it when the file is fully allocated."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        st = os.fstat(fd)
+        flags = mmap.MAP_SHARED
+        if st.st_blocks * 512 >= st.st_size:
+            flags |= mmap.MAP_POPULATE
+        memory = mmap.mmap(fd, st.st_size, flags=flags)
+    finally:
+        os.close(fd)
+    return np.frombuffer(memory, dtype=np.uint8)
