@@ -65,11 +65,13 @@ class BackoffIdleStrategy:
 
 
 class NotifyingIdleStrategy:
-    """The default: yield a few times, then park until notified. Writers (in any process) wake a
-    parked task only when one is parked, so an idle task costs nothing; `fallback_s` bounds the
-    wait should a notification be missed (e.g. more parked processes than a log's wake slots)."""
+    """The default: yield to the loop a few dozen times (tens of microseconds, so a reply that is
+    on its way is caught without a system call), then park until notified. Writers (in any
+    process) wake a parked task only when one is parked, so an idle task costs nothing;
+    `fallback_s` bounds the wait should a notification be missed (e.g. more parked processes
+    than a log's wake slots)."""
 
-    def __init__(self, max_yields: int = 2, fallback_s: float = 0.1):
+    def __init__(self, max_yields: int = 50, fallback_s: float = 0.1):
         self.max_yields = max_yields
         self.fallback_s = fallback_s
 

@@ -243,8 +243,8 @@ cdef class ImageReader:
         cdef FragmentBatch batch
         cdef int32_t uniform_length = -1
         cdef bint contiguous = True
-        if self._closed:
-            return 0
+        if self._closed or term_offset >= term_length or aio_load_i32(term + term_offset) <= 0:
+            return 0  # nothing new: skip the numpy set-up
         if self._batch_offsets.shape[0] < fragment_limit:
             self._batch_offsets = _np.empty(fragment_limit, dtype=_np.int64)
             self._batch_lengths = _np.empty(fragment_limit, dtype=_np.int32)

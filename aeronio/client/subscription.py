@@ -157,8 +157,11 @@ class Subscription:
     # -- polling ------------------------------------------------------------------------
 
     def _poll_each(self, method: str, handler, limit: int) -> int:
+        """Poll the images in turn (starting one further each call) up to `limit` in all."""
         images = self._images
         count = len(images)
+        if count == 1:
+            return getattr(images[0], method)(handler, limit)
         if not count:
             return 0
         start = self._round_robin = (self._round_robin + 1) % count
@@ -171,6 +174,9 @@ class Subscription:
 
     def poll(self, handler: FragmentHandler, fragment_limit: int) -> int:
         """Deliver up to fragment_limit fragments as handler(buffer, header); returns the count."""
+        images = self._images
+        if len(images) == 1:
+            return images[0].poll(handler, fragment_limit)
         return self._poll_each("poll", handler, fragment_limit)
 
     def controlled_poll(self, handler, fragment_limit: int) -> int:
@@ -179,6 +185,9 @@ class Subscription:
 
     def batch_poll(self, handler: Callable[[FragmentBatch], object], fragment_limit: int) -> int:
         """Deliver up to fragment_limit fragments as FragmentBatch objects (one per image/term)."""
+        images = self._images
+        if len(images) == 1:
+            return images[0].batch_poll(handler, fragment_limit)
         return self._poll_each("batch_poll", handler, fragment_limit)
 
     def block_poll(self, handler, block_length_limit: int) -> int:
