@@ -85,7 +85,7 @@ def fail_offer(result: int, where: str) -> None:
 class AeronSetup:
     term_length: int
     exclusive: bool
-    preallocate: bool
+    sparse: bool
     burst: int
     fragment_limit: int
     batch_rows: int
@@ -95,8 +95,8 @@ class AeronSetup:
 
     def driver_options(self) -> dict:
         options: dict = {"ipc_term_length": self.term_length}
-        if self.preallocate:
-            options["term_buffer_sparse_file"] = False
+        if self.sparse:
+            options["term_buffer_sparse_file"] = True
         return options
 
 
@@ -506,9 +506,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--term-length", type=int, default=64 * 1024 * 1024, help="IPC term length in bytes"
     )
     parser.add_argument(
-        "--preallocate",
+        "--sparse",
         action="store_true",
-        help="preallocate log buffers (term_buffer_sparse_file=False) instead of sparse files",
+        help="sparse log buffers (term_buffer_sparse_file=True) instead of allocated, pre-mapped "
+        "ones (Aeron's default)",
     )
     parser.add_argument(
         "--warmup",
@@ -651,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     setup = AeronSetup(
         term_length=args.term_length,
         exclusive=args.exclusive,
-        preallocate=args.preallocate,
+        sparse=args.sparse,
         burst=args.burst,
         fragment_limit=args.fragment_limit,
         batch_rows=args.batch_rows,
@@ -662,7 +663,7 @@ def main(argv: list[str] | None = None) -> int:
     info = machine_info()
     info["aeronio setup"] = (
         f"embedded driver per run, aeron:ipc, term {args.term_length:,} B "
-        f"({'preallocated' if args.preallocate else 'sparse'}), "
+        f"({'sparse' if args.sparse else 'allocated'}), "
         f"{'exclusive' if args.exclusive else 'concurrent'} publication, "
         f"warmup {args.warmup:,} msgs, burst {args.burst}, fragment limit "
         f"{args.fragment_limit}, batch rows {args.batch_rows}, "

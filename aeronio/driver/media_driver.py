@@ -37,11 +37,14 @@ class MediaDriver:
         self._server: ControlServer | None = None
 
     @classmethod
-    def launch(cls, dir: str | None = None, **options: object) -> MediaDriver:
-        """A driver to start with `async with` (or `await driver.start()`)."""
+    def launch(
+        cls, dir: str | None = None, *, config_file: str | None = None, **options: object
+    ) -> MediaDriver:
+        """A driver to start with `async with` (or `await driver.start()`). Options come from
+        keywords, then `AERONIO_*` environment variables, then `config_file`, then defaults."""
         if dir is not None:
             options["dir"] = str(dir)
-        return cls(DriverContext.from_options(**options))
+        return cls(DriverContext.from_sources(config_file=config_file, env=os.environ, **options))
 
     @property
     def dir(self) -> str:
