@@ -20,6 +20,8 @@ include "log_appender.pxi"
 include "term_scanner.pxi"
 include "term_unblocker.pxi"
 include "image_reader.pxi"
+include "term_rebuilder.pxi"
+include "udp_channel.pxi"
 
 # Constants for Python code.
 FRAME_HEADER_LENGTH = HEADER_LENGTH

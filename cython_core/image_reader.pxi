@@ -69,6 +69,7 @@ cdef class ImageReader:
     cdef readonly Doorbell consumed_doorbell
     cdef bytearray _assembly
     cdef bint _assembling
+    cdef int64_t _next_fragment_position
     cdef object _batch_offsets
     cdef object _batch_lengths
     cdef object _batch_flags
@@ -327,8 +328,12 @@ cdef class ImageReader:
                 del self._assembly[:]
                 self._assembly += PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH)
                 self._assembling = True
+                self._next_fragment_position = position + (offset - term_offset)
+            elif self._assembling and self._next_fragment_position != position + (frame_offset - term_offset):
+                self._assembling = False  # a fragment is missing (an unreliable gap): drop it
             elif self._assembling:
                 self._assembly += PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH)
+                self._next_fragment_position = position + (offset - term_offset)
                 if flags & END_FRAG_FLAG:
                     header = Header.__new__(Header)
                     header._wrap(term + frame_offset)
@@ -354,23 +359,31 @@ cdef class FragmentAssembler:
         self._builders = {}
 
     def __call__(self, object buffer, Header header):
+        """Fragments must follow each other in the stream: a message with a fragment missing
+        (a gap an unreliable image filled) is dropped, never glued to another's fragments."""
         cdef uint8_t flags = <uint8_t> header._bytes[FLAGS_FIELD_OFFSET]
         cdef int32_t session_id
-        cdef bytearray builder
+        cdef list entry
+        cdef int64_t end, start
         if (flags & UNFRAGMENTED) == UNFRAGMENTED:
             return self._handler(buffer, header)
         session_id = aio_get_i32(header._bytes + SESSION_ID_FIELD_OFFSET)
+        end = header.position
+        start = end - align_frame(aio_get_i32(header._bytes + FRAME_LENGTH_FIELD_OFFSET))
         if flags & BEGIN_FRAG_FLAG:
-            builder = bytearray(buffer)
-            self._builders[session_id] = builder
+            self._builders[session_id] = [bytearray(buffer), end]
             return None
-        builder = self._builders.get(session_id)
-        if builder is None:
+        entry = self._builders.get(session_id)
+        if entry is None:
             return None
-        builder += buffer
+        if entry[1] != start:
+            del self._builders[session_id]
+            return None
+        entry[0] += buffer
+        entry[1] = end
         if flags & END_FRAG_FLAG:
             del self._builders[session_id]
-            return self._handler(memoryview(builder), header)
+            return self._handler(memoryview(entry[0]), header)
         return None
 
     def free_session(self, int32_t session_id) -> None:

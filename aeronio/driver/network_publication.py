@@ -1,0 +1,220 @@
+"""The sender side of a network publication, sans-IO (Aeron's NetworkPublication).
+
+Fed the clock and the control frames that arrive (status messages, NAKs, RTT measurements), it
+says which datagrams to send: SETUP until a receiver answers (and whenever one asks), the log's
+frames from the sender position up to min(sender limit, MTU, term end) — several frames per
+datagram, a PAD as its header only — retransmits of NAKed ranges within the term behind the
+sender position, and a heartbeat (EOS-flagged once the publication ended and everything was
+sent) after 100 ms without data. Datagrams are views into the log, valid until the next call.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from aeronio._core import term_scan_for_availability
+from aeronio.counters import SystemCounters
+from aeronio.driver.flow_control import UnicastFlowControl
+from aeronio.driver.retransmit_handler import RetransmitHandler
+from aeronio.logbuffer import descriptor as d
+from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol.frames import (
+    EOS_FLAG,
+    NakFrame,
+    RttmFrame,
+    StatusMessage,
+    data_header,
+    rttm_frame,
+    setup_frame,
+)
+
+HEARTBEAT_TIMEOUT_NS = 100_000_000
+SETUP_TIMEOUT_NS = 100_000_000
+RECEIVER_TIMEOUT_NS = 2_000_000_000
+MAX_DATAGRAMS_PER_SEND = 64
+
+
+class Position(Protocol):
+    def get(self) -> int: ...
+    def set(self, value: int) -> None: ...
+    def increment(self, delta: int = 1) -> int: ...
+
+
+class NetworkPublication:
+    def __init__(
+        self,
+        log: LogBuffers,
+        *,
+        sender_position: Position,
+        sender_limit: Position,
+        system: dict[SystemCounters, Position],
+        now_ns: int,
+        ttl: int = 0,
+        flow_control: UnicastFlowControl | None = None,
+        retransmit: RetransmitHandler | None = None,
+    ):
+        self.log = log
+        self.term_length = log.term_length
+        self.initial_term_id = log.initial_term_id
+        self.session_id = log.session_id
+        self.stream_id = log.stream_id
+        self.mtu = log.mtu
+        self.ttl = ttl
+        self.sender_position = sender_position
+        self.sender_limit = sender_limit
+        self.system = system
+        self.flow_control = flow_control or UnicastFlowControl()
+        self.retransmit = retransmit or RetransmitHandler()
+        start = log.producer_position
+        sender_position.set(start)
+        sender_limit.set(start)
+        self._setup_due = True
+        self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
+        self._time_of_last_data_ns = now_ns - HEARTBEAT_TIMEOUT_NS
+        self._time_of_last_sm_ns: int | None = None
+
+    # -- control frames in ------------------------------------------------------------
+
+    def on_status_message(self, sm: StatusMessage, now_ns: int) -> None:
+        self.system[SystemCounters.STATUS_MESSAGES_RECEIVED].increment()
+        if sm.is_setup_eliciting:
+            self._setup_due = True
+            self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
+            return
+        if self._time_of_last_sm_ns is None:
+            self.log.mapped.set_connected(True)
+        self._time_of_last_sm_ns = now_ns
+        self._setup_due = False
+        limit = self.flow_control.on_status_message(
+            sm, self.sender_limit.get(), self.initial_term_id, self.term_length
+        )
+        self.sender_limit.set(limit)
+
+    def on_nak(self, nak: NakFrame, now_ns: int) -> None:
+        self.system[SystemCounters.NAK_MESSAGES_RECEIVED].increment()
+        start = d.compute_position(
+            nak.term_id, nak.term_offset, self.term_length, self.initial_term_id
+        )
+        position = self.sender_position.get()
+        if (
+            nak.length > 0
+            and position - self.term_length <= start < position
+            and nak.term_offset + nak.length <= self.term_length
+        ):
+            self.retransmit.on_nak(nak.term_id, nak.term_offset, nak.length, now_ns)
+
+    def on_rttm(self, rttm: RttmFrame, now_ns: int) -> bytes | None:
+        """The reply to an RTT measurement request (None for anything else)."""
+        if not rttm.is_reply_requested:
+            return None
+        return rttm_frame(
+            session_id=rttm.session_id,
+            stream_id=rttm.stream_id,
+            echo_timestamp=rttm.echo_timestamp,
+            receiver_id=rttm.receiver_id,
+        ).encode()
+
+    @property
+    def is_connected(self) -> bool:
+        return self._time_of_last_sm_ns is not None
+
+    def check_receiver_liveness(self, now_ns: int) -> None:
+        """No status message for RECEIVER_TIMEOUT_NS: the receiver is gone."""
+        if (
+            self._time_of_last_sm_ns is not None
+            and now_ns - self._time_of_last_sm_ns > RECEIVER_TIMEOUT_NS
+        ):
+            self._time_of_last_sm_ns = None
+            self.log.mapped.set_connected(False)
+
+    # -- datagrams out ----------------------------------------------------------------
+
+    def send(self, now_ns: int) -> list:
+        """The datagrams to send now, in order."""
+        out: list = []
+        if self._setup_due and now_ns - self._time_of_last_setup_ns >= SETUP_TIMEOUT_NS:
+            out.append(self._setup())
+            self._time_of_last_setup_ns = now_ns
+        for term_id, term_offset, length in self.retransmit.due(now_ns):
+            self._resend(term_id, term_offset, length, out)
+        sent_data = self._send_data(out)
+        if sent_data:
+            self._time_of_last_data_ns = now_ns
+        elif now_ns - self._time_of_last_data_ns >= HEARTBEAT_TIMEOUT_NS:
+            out.append(self._heartbeat())
+            self.system[SystemCounters.HEARTBEATS_SENT].increment()
+            self._time_of_last_data_ns = now_ns
+        if out:
+            self.system[SystemCounters.BYTES_SENT].increment(sum(len(b) for b in out))
+        return out
+
+    def _term_view(self, position: int):
+        index = d.index_by_position(position, self.term_length)
+        return self.log.term(index)
+
+    def _send_data(self, out: list) -> int:
+        position = self.sender_position.get()
+        limit = self.sender_limit.get()
+        sent = 0
+        while position < limit and sent < MAX_DATAGRAMS_PER_SEND:
+            term_offset = position & (self.term_length - 1)
+            term = self._term_view(position)
+            available, padding = term_scan_for_availability(
+                term, term_offset, min(self.mtu, limit - position)
+            )
+            if available == 0:
+                break
+            out.append(term[term_offset : term_offset + available])
+            position += available + padding
+            sent += 1
+        if sent:
+            self.sender_position.set(position)
+        elif position >= limit and self.log.producer_position > position:
+            self.system[SystemCounters.SENDER_FLOW_CONTROL_LIMITS].increment()
+        return sent
+
+    def _resend(self, term_id: int, term_offset: int, length: int, out: list) -> None:
+        position = d.compute_position(term_id, term_offset, self.term_length, self.initial_term_id)
+        if position < self.sender_position.get() - self.term_length:
+            return  # cleaned away by now
+        term = self._term_view(position)
+        end = min(term_offset + length, self.term_length)
+        while term_offset < end:
+            available, padding = term_scan_for_availability(
+                term, term_offset, min(self.mtu, end - term_offset)
+            )
+            if available == 0:
+                break
+            out.append(term[term_offset : term_offset + available])
+            self.system[SystemCounters.RETRANSMITS_SENT].increment()
+            term_offset += available + padding
+
+    def _setup(self) -> bytes:
+        position = self.sender_position.get()
+        return setup_frame(
+            session_id=self.session_id,
+            stream_id=self.stream_id,
+            initial_term_id=self.initial_term_id,
+            active_term_id=d.compute_term_id_from_position(
+                position, self.term_length, self.initial_term_id
+            ),
+            term_offset=position & (self.term_length - 1),
+            term_length=self.term_length,
+            mtu=self.mtu,
+            ttl=self.ttl,
+        ).encode()
+
+    def _heartbeat(self) -> bytes:
+        position = self.sender_position.get()
+        eos = self.log.end_of_stream_position
+        flags = 0xC0 | (EOS_FLAG if position >= eos else 0)
+        return data_header(
+            frame_length=0,
+            term_offset=position & (self.term_length - 1),
+            session_id=self.session_id,
+            stream_id=self.stream_id,
+            term_id=d.compute_term_id_from_position(
+                position, self.term_length, self.initial_term_id
+            ),
+            flags=flags,
+        ).encode()

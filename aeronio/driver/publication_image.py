@@ -1,0 +1,216 @@
+"""The receiver side of one publication session, sans-IO (Aeron's PublicationImage).
+
+Frames that arrive are put at their term offset (duplicates ignored, anything more than a term
+ahead of the slowest subscriber dropped as an over-run). Each duty cycle the image moves the
+receiver position over the frames that are complete, NAKs the first gap (or, unreliable, fills it
+with PAD), sends a status message every 200 ms or when consumption moved a quarter window, and
+zeroes consumed terms. It returns the control frames to send back to the publication's source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aeronio._core import term_rebuild_insert, term_scan_for_gap
+from aeronio.counters import SystemCounters
+from aeronio.driver.loss_detector import LossDetector
+from aeronio.driver.network_publication import Position
+from aeronio.logbuffer import descriptor as d
+from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol.frames import (
+    EOS_FLAG,
+    HDR_TYPE_PAD,
+    data_header,
+    nak_frame,
+    status_message,
+)
+
+SM_TIMEOUT_NS = 200_000_000
+IMAGE_LIVENESS_TIMEOUT_NS = 10_000_000_000
+DEFAULT_RECEIVER_WINDOW = 128 * 1024
+
+
+def receiver_window(term_length: int, configured: int | None = None) -> int:
+    """Aeron's static window: min(128 KiB, term length / 2) unless set."""
+    return configured or min(DEFAULT_RECEIVER_WINDOW, term_length // 2)
+
+
+class PublicationImage:
+    def __init__(
+        self,
+        log: LogBuffers,
+        *,
+        join_position: int,
+        receiver_id: int,
+        rebuild_position: Position,
+        hwm_position: Position,
+        consumption_position: Callable[[], int | None],
+        system: dict[SystemCounters, Position],
+        now_ns: int,
+        window: int | None = None,
+        reliable: bool = True,
+        loss_detector: LossDetector | None = None,
+    ):
+        self.log = log
+        self.term_length = log.term_length
+        self.initial_term_id = log.initial_term_id
+        self.session_id = log.session_id
+        self.stream_id = log.stream_id
+        self.join_position = join_position
+        self.receiver_id = receiver_id
+        self.rebuild_position = rebuild_position
+        self.hwm_position = hwm_position
+        self.consumption_position = consumption_position
+        self.system = system
+        self.window = receiver_window(self.term_length, window)
+        self.reliable = reliable
+        self.loss = loss_detector or LossDetector()
+        rebuild_position.set(join_position)
+        hwm_position.set(join_position)
+        self._clean_position = join_position
+        self._last_sm_position = join_position
+        self._time_of_last_sm_ns = now_ns - SM_TIMEOUT_NS
+        self.time_of_last_packet_ns = now_ns
+        self.end_of_stream_position: int | None = None
+
+    def _position(self, term_id: int, term_offset: int) -> int:
+        return d.compute_position(term_id, term_offset, self.term_length, self.initial_term_id)
+
+    def _consumption(self) -> int:
+        consumption = self.consumption_position()
+        return self.rebuild_position.get() if consumption is None else consumption
+
+    def _in_window(self, position: int, length: int) -> bool:
+        """Not yet rebuilt, and no more than a term past the slowest consumer (an over-run would
+        write over a term still being read)."""
+        if position + length <= self.rebuild_position.get():
+            return False
+        if position + length > self._consumption() + self.term_length:
+            self.system[SystemCounters.FLOW_CONTROL_OVER_RUNS].increment()
+            return False
+        return True
+
+    # -- frames in --------------------------------------------------------------------
+
+    def insert(self, term_id: int, term_offset: int, frame, now_ns: int) -> bool:
+        """Put one DATA or PAD frame (as on the wire: header and aligned body, or a PAD's header)
+        at its place; True if it was new."""
+        self.time_of_last_packet_ns = now_ns
+        position = self._position(term_id, term_offset)
+        length = len(frame)
+        if term_offset + length > self.term_length or not self._in_window(position, length):
+            return False
+        term = self.log.term(d.index_by_position(position, self.term_length))
+        inserted = term_rebuild_insert(term, term_offset, frame)
+        frame_length = int.from_bytes(frame[:4], "little", signed=True)
+        end = position + d.align(max(frame_length, length))
+        if end > self.hwm_position.get():
+            self.hwm_position.set(end)
+        return inserted
+
+    def on_heartbeat(self, term_id: int, term_offset: int, flags: int, now_ns: int) -> None:
+        """A heartbeat tells where the stream's end is, which reveals a lost tail."""
+        self.time_of_last_packet_ns = now_ns
+        position = self._position(term_id, term_offset)
+        if self._in_window(position, 0) or position == self.rebuild_position.get():
+            if position > self.hwm_position.get():
+                self.hwm_position.set(position)
+            if flags & EOS_FLAG:
+                self.end_of_stream_position = position
+
+    # -- duty cycle -------------------------------------------------------------------
+
+    def do_work(self, now_ns: int) -> list[bytes]:
+        """Advance the receiver position; return the NAK and status message frames to send."""
+        out: list[bytes] = []
+        gap = self._rebuild()
+        nak = self.loss.on_gap(gap, now_ns)
+        if nak is not None:
+            if self.reliable:
+                term_id, term_offset, length = nak
+                out.append(
+                    nak_frame(
+                        session_id=self.session_id,
+                        stream_id=self.stream_id,
+                        term_id=term_id,
+                        term_offset=term_offset,
+                        length=length,
+                    ).encode()
+                )
+                self.system[SystemCounters.NAK_MESSAGES_SENT].increment()
+            else:
+                self._fill_gap(*nak)
+                self._rebuild()
+        consumption = self._consumption()
+        if (
+            now_ns - self._time_of_last_sm_ns >= SM_TIMEOUT_NS
+            or consumption - self._last_sm_position >= self.window // 4
+        ):
+            out.append(self._status_message(consumption))
+            self._last_sm_position = consumption
+            self._time_of_last_sm_ns = now_ns
+        self._clean_to(consumption)
+        if (
+            self.end_of_stream_position is not None
+            and self.rebuild_position.get() >= self.end_of_stream_position
+        ):
+            self.log.mapped.set_end_of_stream_position(self.end_of_stream_position)
+        return out
+
+    def _rebuild(self) -> tuple[int, int, int] | None:
+        """Move the receiver position over complete frames; the first gap before the high-water
+        mark as (term_id, term_offset, length), if any."""
+        mask = self.term_length - 1
+        while True:
+            rebuild, hwm = self.rebuild_position.get(), self.hwm_position.get()
+            if rebuild >= hwm:
+                return None
+            term_offset = rebuild & mask
+            term_end = rebuild - term_offset + self.term_length
+            limit_offset = self.term_length if hwm >= term_end else hwm & mask
+            term = self.log.term(d.index_by_position(rebuild, self.term_length))
+            end, gap_length = term_scan_for_gap(term, term_offset, limit_offset)
+            if end > term_offset:
+                self.rebuild_position.set(rebuild + end - term_offset)
+            if gap_length:
+                term_id = d.compute_term_id_from_position(
+                    rebuild, self.term_length, self.initial_term_id
+                )
+                return term_id, end, gap_length
+            if end < self.term_length:
+                return None
+
+    def _fill_gap(self, term_id: int, term_offset: int, length: int) -> None:
+        """Unreliable: give up on a gap by putting a PAD over it."""
+        pad = data_header(
+            frame_length=length,
+            term_offset=term_offset,
+            session_id=self.session_id,
+            stream_id=self.stream_id,
+            term_id=term_id,
+            type=HDR_TYPE_PAD,
+        ).encode()
+        position = self._position(term_id, term_offset)
+        term = self.log.term(d.index_by_position(position, self.term_length))
+        if term_rebuild_insert(term, term_offset, pad):
+            self.system[SystemCounters.LOSS_GAP_FILLS].increment()
+
+    def _status_message(self, consumption: int) -> bytes:
+        self.system[SystemCounters.STATUS_MESSAGES_SENT].increment()
+        return status_message(
+            session_id=self.session_id,
+            stream_id=self.stream_id,
+            consumption_term_id=d.compute_term_id_from_position(
+                consumption, self.term_length, self.initial_term_id
+            ),
+            consumption_term_offset=consumption & (self.term_length - 1),
+            receiver_window=self.window,
+            receiver_id=self.receiver_id,
+        ).encode()
+
+    def _clean_to(self, position: int) -> None:
+        while self._clean_position < position:
+            self._clean_position += self.log.mapped.clean(self._clean_position, position)
+
+    def is_alive(self, now_ns: int) -> bool:
+        return now_ns - self.time_of_last_packet_ns <= IMAGE_LIVENESS_TIMEOUT_NS

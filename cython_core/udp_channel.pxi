@@ -1,0 +1,184 @@
+# Batched UDP I/O: recvmmsg drains a non-blocking socket into a ring of fixed slots in one system
+# call; sendmmsg sends a run of datagrams to one destination in one system call.
+
+from libc.errno cimport errno, EAGAIN, EINTR
+from libc.stdlib cimport malloc, free
+from libc.string cimport strerror
+from cpython.bytearray cimport PyByteArray_AS_STRING
+
+cdef extern from "<sys/uio.h>" nogil:
+    struct iovec:
+        void* iov_base
+        size_t iov_len
+
+cdef extern from "<netinet/in.h>" nogil:
+    ctypedef uint32_t in_addr_t
+    struct in_addr:
+        in_addr_t s_addr
+    struct sockaddr_in:
+        unsigned short sin_family
+        unsigned short sin_port
+        in_addr sin_addr
+    unsigned short ntohs(unsigned short)
+    unsigned short htons(unsigned short)
+    uint32_t ntohl(uint32_t)
+
+cdef extern from "<sys/socket.h>" nogil:
+    ctypedef unsigned int socklen_t
+    struct sockaddr_storage:
+        unsigned short ss_family
+    struct msghdr:
+        void* msg_name
+        socklen_t msg_namelen
+        iovec* msg_iov
+        size_t msg_iovlen
+        void* msg_control
+        size_t msg_controllen
+        int msg_flags
+    struct mmsghdr:
+        msghdr msg_hdr
+        unsigned int msg_len
+    int recvmmsg(int fd, mmsghdr* vec, unsigned int vlen, int flags, void* timeout)
+    int sendmmsg(int fd, mmsghdr* vec, unsigned int vlen, int flags)
+    int MSG_DONTWAIT
+    int AF_INET
+
+
+cdef class DatagramReceiver:
+    """Receives up to `capacity` datagrams of up to `slot_size` bytes per recv() call."""
+
+    cdef readonly int capacity
+    cdef readonly int slot_size
+    cdef readonly int count
+    cdef bytearray _store
+    cdef object _view
+    cdef char* _base
+    cdef mmsghdr* _msgs
+    cdef iovec* _iovs
+    cdef sockaddr_storage* _addrs
+
+    def __cinit__(self, int capacity=64, int slot_size=65536):
+        cdef int i
+        if capacity < 1 or slot_size < 64:
+            raise ValueError(f"capacity {capacity} and slot_size {slot_size} must be positive")
+        self.capacity = capacity
+        self.slot_size = slot_size
+        self.count = 0
+        self._store = bytearray(capacity * slot_size)
+        self._view = memoryview(self._store).toreadonly()
+        self._base = PyByteArray_AS_STRING(self._store)
+        self._msgs = <mmsghdr*> malloc(capacity * sizeof(mmsghdr))
+        self._iovs = <iovec*> malloc(capacity * sizeof(iovec))
+        self._addrs = <sockaddr_storage*> malloc(capacity * sizeof(sockaddr_storage))
+        if self._msgs == NULL or self._iovs == NULL or self._addrs == NULL:
+            raise MemoryError()
+        memset(self._msgs, 0, capacity * sizeof(mmsghdr))
+        for i in range(capacity):
+            self._iovs[i].iov_base = self._base + i * <Py_ssize_t> slot_size
+            self._iovs[i].iov_len = slot_size
+            self._msgs[i].msg_hdr.msg_iov = &self._iovs[i]
+            self._msgs[i].msg_hdr.msg_iovlen = 1
+            self._msgs[i].msg_hdr.msg_name = &self._addrs[i]
+
+    def __dealloc__(self):
+        free(self._msgs)
+        free(self._iovs)
+        free(self._addrs)
+
+    def recv(self, int fd) -> int:
+        """Drain up to `capacity` datagrams without blocking; returns how many arrived."""
+        cdef int i, n
+        for i in range(self.capacity):
+            self._msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage)
+            self._msgs[i].msg_hdr.msg_flags = 0
+        with nogil:
+            n = recvmmsg(fd, self._msgs, self.capacity, MSG_DONTWAIT, NULL)
+        if n < 0:
+            if errno == EAGAIN or errno == EINTR:
+                n = 0
+            else:
+                raise OSError(errno, strerror(errno).decode())
+        self.count = n
+        return n
+
+    cdef inline void _check(self, int i) except *:
+        if i < 0 or i >= self.count:
+            raise IndexError(f"datagram {i} of {self.count}")
+
+    def length(self, int i) -> int:
+        self._check(i)
+        return self._msgs[i].msg_len
+
+    def data(self, int i) -> memoryview:
+        """Datagram i (read-only, valid until the next recv)."""
+        self._check(i)
+        cdef Py_ssize_t start = i * <Py_ssize_t> self.slot_size
+        return self._view[start:start + self._msgs[i].msg_len]
+
+    def is_truncated(self, int i) -> bool:
+        self._check(i)
+        return (self._msgs[i].msg_hdr.msg_flags & 0x20) != 0  # MSG_TRUNC
+
+    def address(self, int i) -> tuple:
+        """The sender's (host, port) of datagram i (IPv4)."""
+        self._check(i)
+        cdef sockaddr_in* sin = <sockaddr_in*> &self._addrs[i]
+        cdef uint32_t ip = ntohl(sin.sin_addr.s_addr)
+        return (f"{ip >> 24}.{(ip >> 16) & 255}.{(ip >> 8) & 255}.{ip & 255}", ntohs(sin.sin_port))
+
+    cdef inline const char* datagram(self, int i, int32_t* length) noexcept nogil:
+        length[0] = self._msgs[i].msg_len
+        return self._base + i * <Py_ssize_t> self.slot_size
+
+
+def send_datagrams(int fd, list datagrams, tuple address) -> int:
+    """Send each buffer in `datagrams` as one datagram to (ipv4, port) with sendmmsg; returns how
+    many the kernel took (the rest would block: the caller retries or counts a short send)."""
+    cdef Py_ssize_t count = len(datagrams), i
+    cdef Py_buffer* views
+    cdef mmsghdr* msgs
+    cdef iovec* iovs
+    cdef sockaddr_in sin
+    cdef int sent = 0, n, acquired = 0
+    if count == 0:
+        return 0
+    memset(&sin, 0, sizeof(sin))
+    sin.sin_family = AF_INET
+    sin.sin_port = htons(<unsigned short> address[1])
+    octets = [int(o) for o in address[0].split(".")]
+    if len(octets) != 4 or not all(0 <= o < 256 for o in octets):
+        raise ValueError(f"not an IPv4 address: {address[0]!r}")
+    sin.sin_addr.s_addr = <uint32_t> (octets[0] | (octets[1] << 8) | (octets[2] << 16) | (octets[3] << 24))
+    views = <Py_buffer*> malloc(count * sizeof(Py_buffer))
+    msgs = <mmsghdr*> malloc(count * sizeof(mmsghdr))
+    iovs = <iovec*> malloc(count * sizeof(iovec))
+    try:
+        if views == NULL or msgs == NULL or iovs == NULL:
+            raise MemoryError()
+        memset(msgs, 0, count * sizeof(mmsghdr))
+        for i in range(count):
+            PyObject_GetBuffer(datagrams[i], &views[i], PyBUF_SIMPLE)
+            acquired += 1
+            iovs[i].iov_base = views[i].buf
+            iovs[i].iov_len = views[i].len
+            msgs[i].msg_hdr.msg_iov = &iovs[i]
+            msgs[i].msg_hdr.msg_iovlen = 1
+            msgs[i].msg_hdr.msg_name = &sin
+            msgs[i].msg_hdr.msg_namelen = sizeof(sin)
+        while sent < count:
+            with nogil:
+                n = sendmmsg(fd, msgs + sent, <unsigned int> (count - sent), MSG_DONTWAIT)
+            if n < 0:
+                if errno == EINTR:
+                    continue
+                if errno == EAGAIN:
+                    break
+                raise OSError(errno, strerror(errno).decode())
+            sent += n
+        return sent
+    finally:
+        for i in range(acquired):
+            PyBuffer_Release(&views[i])
+        free(views)
+        free(msgs)
+        free(iovs)

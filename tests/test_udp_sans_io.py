@@ -1,0 +1,275 @@
+"""The sender and receiver protocol cores, driven deterministically: a fake clock and an
+in-memory network that drops, duplicates and reorders datagrams in both directions."""
+
+import random
+
+import numpy as np
+import pytest
+
+from aeronio import _core
+from aeronio.counters import SystemCounters
+from aeronio.driver.network_publication import NetworkPublication
+from aeronio.driver.publication_image import PublicationImage
+from aeronio.logbuffer import descriptor as d
+from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol.frames import (
+    HDR_TYPE_DATA,
+    HDR_TYPE_NAK,
+    HDR_TYPE_PAD,
+    HDR_TYPE_SETUP,
+    HDR_TYPE_SM,
+    DataHeader,
+    NakFrame,
+    SetupFrame,
+    StatusMessage,
+    iter_frames,
+)
+
+TERM_LENGTH = 64 * 1024
+MTU = 1408
+MS = 1_000_000
+
+
+class Slot:
+    """A position in shared memory (the appender reads the publisher limit through atomics)."""
+
+    def __init__(self, value: int = 0):
+        self.array = np.zeros(8, dtype=np.uint8)
+        self.atomic = _core.AtomicBuffer(self.array)
+        self.set(value)
+
+    def get(self) -> int:
+        return self.atomic.get_int64_volatile(0)
+
+    def set(self, value: int) -> None:
+        self.atomic.put_int64_ordered(0, value)
+
+    def increment(self, delta: int = 1) -> int:
+        return self.atomic.get_and_add_int64(0, delta)
+
+
+class LossyNetwork:
+    def __init__(self, rng: random.Random, loss: float, duplicate: float, reorder: float):
+        self.rng, self.loss, self.duplicate, self.reorder = rng, loss, duplicate, reorder
+        self.queue: list[bytes] = []
+        self.dropped = 0
+
+    def send(self, datagram) -> None:
+        data = bytes(datagram)
+        if self.rng.random() < self.loss:
+            self.dropped += 1
+            return
+        self.queue.append(data)
+        if self.rng.random() < self.duplicate:
+            self.queue.append(data)
+
+    def deliver(self) -> list[bytes]:
+        out, self.queue = self.queue, []
+        for i in range(len(out) - 1):
+            if self.rng.random() < self.reorder:
+                j = self.rng.randrange(i, len(out))
+                out[i], out[j] = out[j], out[i]
+        return out
+
+
+def message(i: int) -> bytes:
+    rng = random.Random(i)
+    size = (
+        rng.choice([0, 1, 7, 32, 100, 500, 1376, 1377, 3000, 5000]) if i % 7 else rng.randrange(64)
+    )
+    return i.to_bytes(4, "little") + rng.randbytes(size)
+
+
+class Session:
+    """One publication, one receiver, a lossy network between them."""
+
+    def __init__(
+        self,
+        tmp_path,
+        seed: int,
+        loss=0.1,
+        duplicate=0.05,
+        reorder=0.05,
+        reliable=True,
+        initial_term_id=None,
+    ):
+        self.rng = random.Random(seed)
+        self.system = {c: Slot() for c in SystemCounters}
+        initial = (
+            self.rng.randint(-(2**31), 2**31 - 1) if initial_term_id is None else initial_term_id
+        )
+        self.log = LogBuffers.create(
+            tmp_path / "pub.log",
+            term_length=TERM_LENGTH,
+            initial_term_id=initial,
+            session_id=77,
+            stream_id=10,
+            mtu=MTU,
+        )
+        self.pub_limit = Slot()
+        self.appender = _core.LogAppender(self.log.mapped, self.pub_limit.array, 0, False)
+        self.sender = NetworkPublication(
+            self.log, sender_position=Slot(), sender_limit=Slot(), system=self.system, now_ns=0
+        )
+        self.a_to_b = LossyNetwork(self.rng, loss, duplicate, reorder)
+        self.b_to_a = LossyNetwork(self.rng, loss, duplicate, reorder)
+        self.tmp_path, self.reliable = tmp_path, reliable
+        self.image: PublicationImage | None = None
+        self.reader: _core.ImageReader | None = None
+        self.received: list = []
+        self.now = 0
+        self.sent = 0
+
+    def _on_datagram(self, datagram: bytes) -> None:
+        for ref in iter_frames(datagram):
+            if ref.type == HDR_TYPE_SETUP:
+                self._on_setup(SetupFrame.decode(datagram, ref.offset))
+            elif ref.type in (HDR_TYPE_DATA, HDR_TYPE_PAD) and self.image is not None:
+                header = DataHeader.decode(datagram, ref.offset)
+                if ref.frame_length == 0:
+                    self.image.on_heartbeat(
+                        header.term_id, header.term_offset, header.flags, self.now
+                    )
+                else:
+                    length = 32 if ref.type == HDR_TYPE_PAD else d.align(ref.frame_length)
+                    frame = datagram[ref.offset : ref.offset + length]
+                    self.image.insert(header.term_id, header.term_offset, frame, self.now)
+
+    def _on_setup(self, setup: SetupFrame) -> None:
+        if self.image is not None:
+            return
+        log = LogBuffers.create(
+            self.tmp_path / "image.log",
+            term_length=setup.term_length,
+            initial_term_id=setup.initial_term_id,
+            session_id=setup.session_id,
+            stream_id=setup.stream_id,
+            mtu=setup.mtu,
+            term_id=setup.active_term_id,
+            term_offset=setup.term_offset,
+        )
+        join = d.compute_position(
+            setup.active_term_id, setup.term_offset, setup.term_length, setup.initial_term_id
+        )
+        self.sub_position = Slot(join)
+        self.reader = _core.ImageReader(log.mapped, self.sub_position.array, 0)
+        self.image = PublicationImage(
+            log,
+            join_position=join,
+            receiver_id=99,
+            rebuild_position=Slot(),
+            hwm_position=Slot(),
+            consumption_position=self.sub_position.get,
+            system=self.system,
+            now_ns=self.now,
+            reliable=self.reliable,
+        )
+
+    def _on_control(self, datagram: bytes) -> None:
+        for ref in iter_frames(datagram):
+            if ref.type == HDR_TYPE_SM:
+                self.sender.on_status_message(StatusMessage.decode(datagram, ref.offset), self.now)
+            elif ref.type == HDR_TYPE_NAK:
+                self.sender.on_nak(NakFrame.decode(datagram, ref.offset), self.now)
+
+    def _check_flow_control(self, datagram: bytes, limit: int) -> None:
+        """No DATA goes past the sender limit (a PAD header may: it carries no data)."""
+        for ref in iter_frames(datagram):
+            if ref.type == HDR_TYPE_DATA and ref.frame_length > 0:
+                header = DataHeader.decode(datagram, ref.offset)
+                end = d.compute_position(header.term_id, header.term_offset, TERM_LENGTH,
+                                         self.log.initial_term_id) + d.align(ref.frame_length)
+                assert end <= limit, f"DATA up to {end} sent past the sender limit {limit}"
+
+    def step(self, total: int, burst: int = 40) -> None:
+        self.pub_limit.set(self.sender.sender_position.get() + TERM_LENGTH // 2)
+        offered = 0
+        while self.sent < total and offered < burst:
+            result = self.appender.try_offer(message(self.sent))
+            if result == _core.ADMIN_ACTION:
+                continue
+            if result < 0:
+                break
+            self.sent += 1
+            offered += 1
+        limit = self.sender.sender_limit.get()
+        for datagram in self.sender.send(self.now):
+            self._check_flow_control(bytes(datagram), limit)
+            self.a_to_b.send(datagram)
+        for datagram in self.a_to_b.deliver():
+            self._on_datagram(datagram)
+        if self.image is not None:
+            for frame in self.image.do_work(self.now):
+                self.b_to_a.send(frame)
+            self.reader.poll_messages(self.received, 1000)
+        for datagram in self.b_to_a.deliver():
+            self._on_control(datagram)
+        self.now += MS
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_lossy_duplicating_reordering_network_delivers_everything_once_in_order(tmp_path, seed):
+    total = 50_000 if seed == 1 else 20_000
+    session = Session(tmp_path, seed)
+    for _ in range(400_000):
+        session.step(total)
+        if len(session.received) == total:
+            break
+    received = session.received
+    assert len(received) == total
+    for i, msg in enumerate(received):
+        assert msg.data == message(i), f"message {i} differs"
+    system = session.system
+    assert session.a_to_b.dropped > 0 and session.b_to_a.dropped > 0
+    assert system[SystemCounters.NAK_MESSAGES_SENT].get() > 0
+    assert system[SystemCounters.NAK_MESSAGES_RECEIVED].get() > 0
+    assert system[SystemCounters.RETRANSMITS_SENT].get() > 0
+    assert system[SystemCounters.STATUS_MESSAGES_RECEIVED].get() > 0
+    rotations = session.sender.sender_position.get() >> 16
+    assert rotations >= 10, "the stream must cross many terms"
+
+
+def test_handshake_setup_until_status_message_then_data(tmp_path):
+    session = Session(tmp_path, 3, loss=0, duplicate=0, reorder=0)
+    datagrams = session.sender.send(0)
+    kinds = [ref.type for dg in datagrams for ref in iter_frames(bytes(dg))]
+    assert kinds == [HDR_TYPE_SETUP, HDR_TYPE_DATA]  # SETUP, then a heartbeat (frame length 0)
+    assert session.sender.sender_limit.get() == session.sender.sender_position.get()
+    assert not session.sender.is_connected
+    for datagram in datagrams:
+        session.a_to_b.send(datagram)
+    session.step(5)  # the SETUP makes the image, which answers with a status message
+    session.step(5)
+    assert session.sender.is_connected
+    assert session.sender.sender_limit.get() == session.image.join_position + 32 * 1024
+    while len(session.received) < 5:
+        session.step(5)
+    assert [m.data for m in session.received] == [message(i) for i in range(5)]
+
+
+def test_unreliable_image_fills_gaps_with_padding(tmp_path):
+    session = Session(tmp_path, 4, loss=0.1, duplicate=0, reorder=0, reliable=False)
+    total = 3000
+    for _ in range(20_000):
+        session.step(total)
+        if (
+            session.image is not None
+            and session.image.rebuild_position.get() >= session.sender.sender_position.get()
+            and session.sent == total
+        ):
+            session.step(total)
+            break
+    assert session.system[SystemCounters.LOSS_GAP_FILLS].get() > 0
+    assert session.system[SystemCounters.NAK_MESSAGES_SENT].get() == 0
+    got = [int.from_bytes(m.data[:4], "little") for m in session.received]
+    assert got == sorted(set(got)) and len(got) < total  # in order, none twice, some lost
+
+
+def test_flow_control_limit_follows_status_messages(tmp_path):
+    session = Session(tmp_path, 5, loss=0, duplicate=0, reorder=0)
+    for _ in range(10):
+        session.step(10_000, burst=200)
+    sender = session.sender
+    window = min(128 * 1024, TERM_LENGTH // 2)
+    assert sender.sender_limit.get() <= session.sub_position.get() + window + TERM_LENGTH
+    assert sender.sender_limit.get() >= session.image.join_position + window
