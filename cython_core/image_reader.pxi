@@ -128,8 +128,11 @@ cdef class ImageReader:
         self.log.wake_conductor_after_consume()
 
     cdef inline int32_t _check_frame(self, int32_t offset, int32_t frame_length) except -1:
+        if frame_length < HEADER_LENGTH or frame_length > self.log.term_length - offset:
+            raise AeronError(
+                f"corrupt frame length {frame_length} at term offset {offset} of session {self.session_id}")
         cdef int32_t aligned = align_frame(frame_length)
-        if frame_length < HEADER_LENGTH or aligned > self.log.term_length - offset:
+        if aligned > self.log.term_length - offset:
             raise AeronError(
                 f"corrupt frame length {frame_length} at term offset {offset} of session {self.session_id}")
         return aligned
@@ -223,6 +226,8 @@ cdef class ImageReader:
         cdef int32_t limit_offset = <int32_t> min(<int64_t> term_offset + block_length_limit, term_length)
         cdef int32_t resulting = scan_block(term, term_offset, limit_offset)
         cdef int32_t length = resulting - term_offset
+        if resulting > term_length or resulting < term_offset:
+            raise AeronError(f"corrupt frame at term offset {term_offset} of session {self.session_id}")
         if length > 0:
             try:
                 handler(self._view[base + term_offset:base + resulting], self.session_id,

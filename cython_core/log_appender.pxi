@@ -94,29 +94,29 @@ cdef class LogAppender:
                                        log.initial_term_id) + term_offset
         return term_offset
 
-    cdef int32_t _reserve(self, int32_t term_count, int32_t term_id, int32_t aligned_length,
+    cdef int32_t _reserve(self, int32_t term_count, int32_t* term_id, int32_t aligned_length,
                           int32_t* term_offset) except? -2:
         """Claim `aligned_length` bytes of the active term; returns the resulting offset, or -1 if
-        the term is full (after padding it out)."""
+        the term is full (after padding it out). term_id[0] becomes the term the space is in: a
+        concurrent writer stalled across rotations finds a newer term in that partition and
+        writes (or pads) there, leaving no hole."""
         cdef MappedLog log = self.log
         cdef int index = term_count % PARTITION_COUNT
         cdef int64_t raw_tail, resulting
         if self.exclusive:
             term_offset[0] = self._term_offset
             resulting = <int64_t> self._term_offset + aligned_length
-            aio_store_i64(log.tail_address(index), pack_tail(term_id, <int32_t> min(resulting, 0x7FFFFFFF)))
+            aio_store_i64(log.tail_address(index), pack_tail(term_id[0], <int32_t> min(resulting, 0x7FFFFFFF)))
         else:
             raw_tail = aio_fetch_add_i64(log.tail_address(index), aligned_length)
-            if tail_term_id(raw_tail) != term_id:
-                raise AeronError(
-                    f"term {term_id} was rotated away under a stalled writer (tail term {tail_term_id(raw_tail)})")
+            term_id[0] = tail_term_id(raw_tail)
             if (raw_tail & 0xFFFFFFFFLL) >= log.term_length:
                 term_offset[0] = log.term_length
                 return -1
             term_offset[0] = <int32_t> (raw_tail & 0xFFFFFFFFLL)
             resulting = <int64_t> term_offset[0] + aligned_length
         if resulting > log.term_length:
-            self._pad_to_end(log.term(index), term_offset[0], term_id)
+            self._pad_to_end(log.term(index), term_offset[0], term_id[0])
             return -1
         return <int32_t> resulting
 
@@ -131,7 +131,8 @@ cdef class LogAppender:
                                int64_t term_offset, int32_t resulting) noexcept:
         """Turn an append result into a position, or rotate the log on a full term."""
         cdef MappedLog log = self.log
-        cdef int64_t term_begin = position - term_offset
+        cdef int64_t term_begin = compute_position(term_id, 0, log.position_bits_to_shift,
+                                                   log.initial_term_id)
         self._space_found()
         if resulting > 0:
             if self.exclusive:
@@ -147,7 +148,7 @@ cdef class LogAppender:
             aio_store_i64(log.tail_address(self._index), pack_tail(self._term_id, 0))
             aio_store_i32(log.meta + LOG_ACTIVE_TERM_COUNT_OFFSET, term_count + 1)
         else:
-            log.rotate(term_count, term_id)
+            log.rotate(<int32_t> (<uint32_t> term_id - <uint32_t> log.initial_term_id), term_id)
         return ADMIN_ACTION_CODE
 
     cdef int64_t _back_pressure_status(self, int64_t position, Py_ssize_t length) noexcept:
@@ -188,7 +189,7 @@ cdef class LogAppender:
         if length <= self.max_payload_length:
             frame_length = <int32_t> length + HEADER_LENGTH
             aligned = align_frame(frame_length)
-            resulting = self._reserve(term_count, term_id, aligned, &term_offset)
+            resulting = self._reserve(term_count, &term_id, aligned, &term_offset)
             if resulting > 0:
                 frame = term + term_offset
                 write_header(frame, self.default_header, frame_length, UNFRAGMENTED, HDR_TYPE_DATA,
@@ -196,7 +197,7 @@ cdef class LogAppender:
                 memcpy(frame + HEADER_LENGTH, data, length)
                 aio_store_i32(frame, frame_length)
         else:
-            resulting = self._append_fragmented(term, term_count, term_id, data, length, &term_offset)
+            resulting = self._append_fragmented(term, term_count, &term_id, data, length, &term_offset)
         result = self._new_position(term_count, term_id, position, raw_offset, resulting)
         if result > 0:
             self._wake_readers()
@@ -210,7 +211,7 @@ cdef class LogAppender:
                 pass
         self.log.wake_after_append()
 
-    cdef int32_t _append_fragmented(self, char* term, int32_t term_count, int32_t term_id,
+    cdef int32_t _append_fragmented(self, char* term, int32_t term_count, int32_t* term_id,
                                     const char* data, Py_ssize_t length,
                                     int32_t* term_offset) except? -2:
         """Reserve every fragment of a message as one block, then write them B ... E."""
@@ -233,7 +234,7 @@ cdef class LogAppender:
                 flags |= END_FRAG_FLAG
             frame_length = chunk + HEADER_LENGTH
             frame = term + offset
-            write_header(frame, self.default_header, frame_length, flags, HDR_TYPE_DATA, offset, term_id)
+            write_header(frame, self.default_header, frame_length, flags, HDR_TYPE_DATA, offset, term_id[0])
             memcpy(frame + HEADER_LENGTH, data + (length - left), chunk)
             aio_store_i32(frame, frame_length)
             left -= chunk
@@ -280,7 +281,7 @@ cdef class LogAppender:
             return self._back_pressure_status(position, length)
         term = self.log.term(term_count % PARTITION_COUNT)
         frame_length = <int32_t> length + HEADER_LENGTH
-        resulting = self._reserve(term_count, term_id, align_frame(frame_length), &term_offset)
+        resulting = self._reserve(term_count, &term_id, align_frame(frame_length), &term_offset)
         if resulting > 0:
             write_header(term + term_offset, self.default_header, frame_length, UNFRAGMENTED,
                          HDR_TYPE_DATA, term_offset, term_id)
@@ -340,7 +341,7 @@ cdef class LogAppender:
         if raw_offset < self.log.term_length:
             n = min(n, max(1, (self.log.term_length - raw_offset) // aligned))
         term = self.log.term(term_count % PARTITION_COUNT)
-        resulting = self._reserve(term_count, term_id, <int32_t> (n * aligned), &term_offset)
+        resulting = self._reserve(term_count, &term_id, <int32_t> (n * aligned), &term_offset)
         if resulting > 0:
             with nogil:
                 offset = term_offset
@@ -364,6 +365,7 @@ cdef class BufferClaim:
     cdef LogAppender _appender
     cdef char* _frame
     cdef readonly int32_t frame_length
+    cdef readonly int32_t term_id
     cdef readonly int64_t position
     cdef bint _done
     cdef object _buffer
@@ -377,6 +379,7 @@ cdef class BufferClaim:
         claim._appender = appender
         claim._frame = log.term(index) + term_offset
         claim.frame_length = frame_length
+        claim.term_id = aio_get_i32(claim._frame + TERM_ID_FIELD_OFFSET)
         claim.position = position
         claim._done = False
         claim._buffer = memoryview(log.owner).cast("B")[start:start + frame_length - HEADER_LENGTH]
@@ -399,18 +402,29 @@ cdef class BufferClaim:
         self._done = True
         self._buffer.release()
 
+    cdef inline bint _still_ours(self) noexcept:
+        return aio_get_i32(self._frame + TERM_ID_FIELD_OFFSET) == self.term_id
+
     def commit(self) -> None:
-        """Publish the frame: store its positive length with release semantics."""
+        """Publish the frame: swap its length from negative to positive (release).
+
+        Raises ClaimError when the claim was held past the unblock timeout and the driver turned
+        it into padding: the message is lost, and no other frame is touched.
+        """
         self._finish()
-        aio_store_i32(self._frame, self.frame_length)
+        if not (self._still_ours() and aio_cas_i32(self._frame, -self.frame_length, self.frame_length)
+                and not is_padding(self._frame)):
+            raise ClaimError("the claim was held past the publication unblock timeout and was "
+                             "turned into padding; its message is lost")
         self._appender._wake_readers()
 
     def abort(self) -> None:
-        """Turn the frame into padding that readers skip."""
+        """Turn the frame into padding that readers skip (nothing to do if already unblocked)."""
         self._finish()
-        self._frame[TYPE_FIELD_OFFSET] = <char> HDR_TYPE_PAD
-        self._frame[TYPE_FIELD_OFFSET + 1] = 0
-        aio_store_i32(self._frame, self.frame_length)
+        if self._still_ours() and aio_load_i32(self._frame) == -self.frame_length:
+            self._frame[TYPE_FIELD_OFFSET] = <char> HDR_TYPE_PAD
+            self._frame[TYPE_FIELD_OFFSET + 1] = 0
+            aio_cas_i32(self._frame, -self.frame_length, self.frame_length)
 
     @property
     def is_done(self) -> bool:

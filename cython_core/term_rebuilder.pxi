@@ -23,7 +23,7 @@ cdef int32_t scan_for_gap(const char* term, int32_t rebuild_offset, int32_t limi
     gap_length[0] = 0
     while offset < limit_offset:
         frame_length = aio_load_i32(term + offset)
-        if frame_length <= 0:
+        if frame_length <= 0 or frame_length > (1 << 30):  # absent, or corrupt
             break
         offset += align_frame(frame_length)
     gap_begin = offset

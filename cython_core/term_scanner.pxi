@@ -8,7 +8,7 @@ cdef int32_t scan_block(const char* term, int32_t term_offset, int32_t limit_off
     cdef int32_t offset = term_offset, frame_length, aligned
     while offset < limit_offset:
         frame_length = aio_load_i32(term + offset)
-        if frame_length <= 0:
+        if frame_length <= 0 or frame_length > (1 << 30):  # absent, or corrupt
             break
         aligned = align_frame(frame_length)
         if is_padding(term + offset):
@@ -35,7 +35,7 @@ cdef int32_t scan_for_availability(const char* term, int32_t term_offset, int32_
     while available < max_length:
         offset = term_offset + available
         frame_length = aio_load_i32(term + offset)
-        if frame_length <= 0:
+        if frame_length <= 0 or frame_length > term_length - offset:
             break
         aligned = align_frame(frame_length)
         if is_padding(term + offset):

@@ -22,9 +22,19 @@ cdef int unblock_term(char* term, const char* default_header, int32_t blocked_of
                       int32_t tail_offset, int32_t term_id, int32_t term_length) noexcept nogil:
     cdef int32_t frame_length = aio_load_i32(term + blocked_offset)
     cdef int32_t offset
+    cdef char* frame = term + blocked_offset
     if frame_length < 0:
-        _write_pad(term, blocked_offset, -frame_length, term_id, default_header)
-        return UNBLOCK_UNBLOCKED
+        # Rewrite the header as a PAD while its length stays negative, then swap the length: a
+        # writer that commits late loses the race and learns it (BufferClaim.commit).
+        memcpy(frame + VERSION_FIELD_OFFSET, default_header + VERSION_FIELD_OFFSET,
+               HEADER_LENGTH - VERSION_FIELD_OFFSET)
+        aio_put_i32(frame + TERM_OFFSET_FIELD_OFFSET, blocked_offset)
+        aio_put_i32(frame + TERM_ID_FIELD_OFFSET, term_id)
+        frame[TYPE_FIELD_OFFSET] = <char> HDR_TYPE_PAD
+        frame[TYPE_FIELD_OFFSET + 1] = 0
+        if aio_cas_i32(frame, frame_length, -frame_length):
+            return UNBLOCK_UNBLOCKED
+        return UNBLOCK_NO_ACTION
     if frame_length > 0:
         return UNBLOCK_NO_ACTION
     offset = blocked_offset + FRAME_ALIGNMENT

@@ -98,12 +98,13 @@ class PublicationImage:
         self.time_of_last_packet_ns = now_ns
         position = self._position(term_id, term_offset)
         length = len(frame)
-        if term_offset + length > self.term_length or not self._in_window(position, length):
+        frame_length = int.from_bytes(frame[:4], "little", signed=True)
+        extent = d.align(max(frame_length, length))
+        if term_offset + extent > self.term_length or not self._in_window(position, length):
             return False
         term = self.log.term(d.index_by_position(position, self.term_length))
         inserted = term_rebuild_insert(term, term_offset, frame)
-        frame_length = int.from_bytes(frame[:4], "little", signed=True)
-        end = position + d.align(max(frame_length, length))
+        end = position + extent
         if end > self.hwm_position.get():
             self.hwm_position.set(end)
         return inserted
@@ -117,6 +118,7 @@ class PublicationImage:
                 self.hwm_position.set(position)
             if flags & EOS_FLAG:
                 self.end_of_stream_position = position
+                self.log.mapped.set_end_of_stream_position(position)
 
     # -- duty cycle -------------------------------------------------------------------
 
@@ -144,17 +146,12 @@ class PublicationImage:
         consumption = self._consumption()
         if (
             now_ns - self._time_of_last_sm_ns >= SM_TIMEOUT_NS
-            or consumption - self._last_sm_position >= self.window // 4
+            or consumption - self._last_sm_position > self.window // 4
         ):
             out.append(self._status_message(consumption))
             self._last_sm_position = consumption
             self._time_of_last_sm_ns = now_ns
         self._clean_to(consumption)
-        if (
-            self.end_of_stream_position is not None
-            and self.rebuild_position.get() >= self.end_of_stream_position
-        ):
-            self.log.mapped.set_end_of_stream_position(self.end_of_stream_position)
         return out
 
     def _rebuild(self) -> tuple[int, int, int] | None:
@@ -213,4 +210,9 @@ class PublicationImage:
             self._clean_position += self.log.mapped.clean(self._clean_position, position)
 
     def is_alive(self, now_ns: int) -> bool:
-        return now_ns - self.time_of_last_packet_ns <= IMAGE_LIVENESS_TIMEOUT_NS
+        """Packets arrived lately and the stream has not ended and been rebuilt to its end."""
+        ended = (
+            self.end_of_stream_position is not None
+            and self.rebuild_position.get() >= self.hwm_position.get()
+        )
+        return not ended and now_ns - self.time_of_last_packet_ns <= IMAGE_LIVENESS_TIMEOUT_NS
