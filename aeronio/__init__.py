@@ -18,6 +18,7 @@ from aeronio.errors import (
     AeronError,
     ChannelUriError,
     ClaimError,
+    ClientTimeoutError,
     ConfigurationError,
     DriverError,
     DriverNotFoundError,
@@ -25,6 +26,12 @@ from aeronio.errors import (
     MaxPositionExceededError,
     MessageTooLargeError,
     PublicationClosedError,
+)
+from aeronio.idle import (
+    BackoffIdleStrategy,
+    BusySpinIdleStrategy,
+    NotifyingIdleStrategy,
+    YieldingIdleStrategy,
 )
 
 __all__ = [
@@ -35,9 +42,12 @@ __all__ = [
     "NOT_CONNECTED",
     "Aeron",
     "AeronError",
+    "BackoffIdleStrategy",
     "BufferClaim",
+    "BusySpinIdleStrategy",
     "ChannelUriError",
     "ClaimError",
+    "ClientTimeoutError",
     "ConfigurationError",
     "ControlledPollAction",
     "DriverContext",
@@ -53,9 +63,11 @@ __all__ = [
     "MediaDriver",
     "Message",
     "MessageTooLargeError",
+    "NotifyingIdleStrategy",
     "Publication",
     "PublicationClosedError",
     "Subscription",
+    "YieldingIdleStrategy",
     "connect",
 ]
 __version__ = "0.1.0"

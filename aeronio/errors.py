@@ -47,3 +47,8 @@ class DriverNotFoundError(AeronError):
 
 class DriverTimeoutError(AeronError, TimeoutError):
     """The media driver stopped answering."""
+
+
+class ClientTimeoutError(AeronError):
+    """The driver timed this client out (it sent no keepalive for the liveness timeout); its
+    publications and images are gone."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import random
 import time
@@ -27,6 +28,7 @@ from aeronio.driver.media_driver import MediaDriver, find_embedded
 from aeronio.errors import (
     AeronError,
     ChannelUriError,
+    ClientTimeoutError,
     ConfigurationError,
     DriverError,
     DriverTimeoutError,
@@ -37,6 +39,8 @@ from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.channel import ChannelUri
 
 DEFAULT_DRIVER_TIMEOUT_S = 10.0
+log = logging.getLogger("aeronio.client")
+_REPLIES = (p.PublicationReady, p.SubscriptionReady, p.OperationSuccess, p.ErrorResponse)
 
 
 class Aeron:
@@ -61,7 +65,8 @@ class Aeron:
         self._transport: EmbeddedTransport | SocketTransport | None = None
         self._owned_driver: MediaDriver | None = None
         self._keepalive: asyncio.Task | None = None
-        self._lost: DriverTimeoutError | None = None
+        self._lost: AeronError | None = None
+        self._abandoned: dict[int, p.Command] = {}
         self.counters: CountersReader | None = None
         self.is_closed = False
 
@@ -112,7 +117,20 @@ class Aeron:
     # -- liveness -----------------------------------------------------------------------
 
     async def _keep_alive(self, interval: float) -> None:
+        liveness_s = self._transport.hello.client_liveness_timeout_ns / 1e9
+        last = time.monotonic()
         while not self._lost:
+            now = time.monotonic()
+            if now - last > liveness_s:
+                # This loop was blocked for longer than the driver waits: it has timed us out.
+                self._fail(
+                    ClientTimeoutError(
+                        f"client {self.client_id} sent no keepalive for {now - last:.1f} s "
+                        f"(driver liveness timeout {liveness_s:.1f} s)"
+                    )
+                )
+                return
+            last = now
             self._transport.submit(p.ClientKeepalive(self.client_id))
             age_ms = time.time() * 1000 - self.counters.driver_heartbeat_ms
             if age_ms > self.driver_timeout_s * 1000:
@@ -121,16 +139,22 @@ class Aeron:
             await asyncio.sleep(interval)
 
     def _on_driver_lost(self, reason: str) -> None:
-        """The driver is gone: fail what waits, close what offers or polls, wake what parks."""
+        self._fail(DriverTimeoutError(f"media driver on {self.driver_dir} lost: {reason}"))
+
+    def _fail(self, error: AeronError) -> None:
+        """The driver is gone or dropped us: fail what waits, make publications and images inert
+        (their counters may belong to others now), wake what parks."""
         if self._lost or self.is_closed:
             return
-        self._lost = DriverTimeoutError(f"media driver on {self.driver_dir} lost: {reason}")
+        self._lost = error
         for future in self._pending.values():
             if not future.done():
-                future.set_exception(self._lost)
+                future.set_exception(error)
         for publication in self._publications.values():
             publication._appender.close()
         for subscription in self._subscriptions.values():
+            for image in subscription.images:
+                image._reader.close()
             subscription._changed.ring()
         signals.ring_all()
 
@@ -155,10 +179,14 @@ class Aeron:
         try:
             response = await asyncio.wait_for(future, self.driver_timeout_s)
         except TimeoutError:
+            self._abandoned[command.correlation_id] = command
             raise DriverTimeoutError(
                 f"driver on {self.driver_dir} did not answer {type(command).__name__} "
                 f"within {self.driver_timeout_s} s"
             ) from None
+        except asyncio.CancelledError:
+            self._abandoned[command.correlation_id] = command
+            raise
         finally:
             self._pending.pop(command.correlation_id, None)
         if isinstance(response, p.ErrorResponse):
@@ -168,7 +196,20 @@ class Aeron:
         return response
 
     def _on_response(self, response: p.Response) -> None:
+        """Handle a driver message; nothing raised here (a user callback included) may reach the
+        driver or the transport."""
+        try:
+            self._dispatch(response)
+        except Exception:
+            log.exception("aeronio client %d failed handling %r", self.client_id, response)
+
+    def _dispatch(self, response: p.Response) -> None:
+        if isinstance(response, _REPLIES) and response.correlation_id in self._abandoned:
+            self._release_abandoned(response)
+            return
         match response:
+            case p.ClientTimeout():
+                self._fail(ClientTimeoutError(f"the driver timed out client {self.client_id}"))
             case p.ImageReady():
                 self._on_image_ready(response)
             case p.ImageUnavailable():
@@ -179,6 +220,20 @@ class Aeron:
                 future = self._pending.get(response.correlation_id)
                 if future is not None and not future.done():
                     future.set_result(response)
+
+    def _release_abandoned(self, response: p.Response) -> None:
+        """An answer to a request whose caller gave up: undo what the driver did for it."""
+        command = self._abandoned.pop(response.correlation_id)
+        if isinstance(response, p.PublicationReady):
+            self._transport.submit(
+                p.RemovePublication(
+                    self._correlation_id(), self.client_id, response.registration_id
+                )
+            )
+        elif isinstance(response, p.SubscriptionReady) and isinstance(command, p.AddSubscription):
+            self._transport.submit(
+                p.RemoveSubscription(self._correlation_id(), self.client_id, command.correlation_id)
+            )
 
     def _map_log(self, log_file: str) -> LogBuffers:
         """Map a log (once per client), counting its users."""

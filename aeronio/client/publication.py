@@ -55,6 +55,7 @@ class Publication:
         self._appender = appender
         self._signals = log_signals
         self._metadata = metadata
+        self._released = False
         # Hot paths go straight to the Cython appender.
         self.try_offer = appender.try_offer
         self.try_claim = appender.try_claim
@@ -205,9 +206,11 @@ class Publication:
 
     async def close(self) -> None:
         """Stop offering (further offers return CLOSED) and release the publication."""
-        if self._appender.is_closed:
+        if self._released:
             return
+        self._released = True
         self._appender.close()
+        self._signals.limit.ring()  # an offer parked on this publication sees CLOSED at once
         signals.release(self.log_file)
         await self._client._release_publication(self)
 

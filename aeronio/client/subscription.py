@@ -7,6 +7,7 @@ log, valid during the call. `async for message in subscription` yields whole, co
 from __future__ import annotations
 
 import enum
+import logging
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ Message = _core.Message
 FragmentAssembler = _core.FragmentAssembler
 FragmentBatch = _core.FragmentBatch
 FragmentHandler = Callable[[memoryview, Header], object]
+log = logging.getLogger("aeronio.client")
 
 
 class ControlledPollAction(enum.IntEnum):
@@ -141,8 +143,7 @@ class Subscription:
     def _add_image(self, image: Image) -> None:
         self._images.append(image)
         self._changed.ring()
-        if self.available_image is not None:
-            self.available_image(image)
+        _call_back(self.available_image, image)
 
     def _remove_image(self, correlation_id: int) -> None:
         image = next((i for i in self._images if i.correlation_id == correlation_id), None)
@@ -151,8 +152,7 @@ class Subscription:
         self._images.remove(image)
         image._close()
         self._changed.ring()
-        if self.unavailable_image is not None:
-            self.unavailable_image(image)
+        _call_back(self.unavailable_image, image)
 
     # -- polling ------------------------------------------------------------------------
 
@@ -262,3 +262,12 @@ class Subscription:
             f"Subscription(channel={self.channel!r}, stream_id={self.stream_id}, "
             f"images={len(self._images)})"
         )
+
+
+def _call_back(callback: Callable[[Image], object] | None, image: Image) -> None:
+    """Run a user's image callback; what it raises is logged, never passed to the driver."""
+    if callback is not None:
+        try:
+            callback(image)
+        except Exception:
+            log.exception("image callback %r raised for %r", callback, image)

@@ -86,6 +86,7 @@ class DriverConductor:
         self.subscriptions: list[SubscriptionLink] = []
         self._next_id = random.getrandbits(32)
         self._session_ids: set[int] = set()
+        self._timed_out_clients: set[int] = set()
 
     # -- commands -----------------------------------------------------------------------
 
@@ -101,6 +102,16 @@ class DriverConductor:
     def _on_command(
         self, command: p.Command, reply: Callable[[p.Response], None], now_ns: int
     ) -> None:
+        correlation_id = getattr(command, "correlation_id", 0)
+        if command.client_id in self._timed_out_clients:
+            reply(
+                p.ErrorResponse(
+                    correlation_id,
+                    p.CLIENT_TIMEOUT,
+                    f"client {command.client_id} was timed out by the driver",
+                )
+            )
+            return
         client = self.clients.get(command.client_id)
         if client is None:
             heartbeat = self.counters.counter(
@@ -116,7 +127,6 @@ class DriverConductor:
             )
         client.last_keepalive_ns = now_ns
         client.heartbeat.set(time.time_ns() // 1_000_000)
-        correlation_id = getattr(command, "correlation_id", 0)
         try:
             match command:
                 case p.AddPublication():
@@ -135,6 +145,9 @@ class DriverConductor:
             self._error(reply, correlation_id, p.INVALID_CHANNEL, str(e))
         except AeronError as e:
             self._error(reply, correlation_id, p.GENERIC_ERROR, str(e))
+        except Exception as e:  # a bug or a resource problem: refuse this command, keep running
+            self.record_error(e)
+            reply(p.ErrorResponse(correlation_id, p.GENERIC_ERROR, f"{type(e).__name__}: {e}"))
 
     def _error(self, reply, correlation_id: int, code: int, message: str) -> None:
         self.record_error(message)
@@ -201,7 +214,7 @@ class DriverConductor:
             raise AeronError(
                 f"session-id {session_id} is already in use on stream {command.stream_id}"
             )
-        registration_id = command.correlation_id
+        registration_id = self._next_correlation_id()
         if channel.initial_term_id is not None:
             initial_term_id = channel.initial_term_id
             term_id, term_offset = channel.term_id, channel.term_offset
@@ -371,6 +384,8 @@ class DriverConductor:
             if now_ns - client.last_keepalive_ns > timeout:
                 self.system[SystemCounters.CLIENT_TIMEOUTS].increment()
                 self._close_client(client, now_ns)
+                self._timed_out_clients.add(client.client_id)
+                client.send(p.ClientTimeout(client.client_id))
 
     # -- duty cycle ---------------------------------------------------------------------
 

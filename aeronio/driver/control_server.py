@@ -15,7 +15,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import socket
 from collections.abc import Callable
 
 import msgspec
@@ -96,13 +95,3 @@ class ControlServer:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._server.wait_closed(), 1.0)
         self._server = None
-
-
-def is_serving(dir: str) -> bool:
-    """True when something accepts connections on the control socket of `dir`."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        try:
-            s.connect(control_address(dir))
-        except OSError:
-            return False
-    return True

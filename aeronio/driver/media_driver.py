@@ -10,21 +10,22 @@ one's directory.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import shutil
-import time
 from collections.abc import Callable
 
-from aeronio.counters import CountersReader, SystemCounters
+from aeronio.counters import SystemCounters
 from aeronio.driver import protocol as p
 from aeronio.driver.agent import AgentRunner
-from aeronio.driver.conductor import COUNTERS_FILE, DriverConductor
+from aeronio.driver.conductor import DriverConductor
 from aeronio.driver.context import DriverContext
-from aeronio.driver.control_server import ControlServer, control_address, is_serving
+from aeronio.driver.control_server import ControlServer, control_address
 from aeronio.errors import ConfigurationError, DriverError
 from aeronio.logbuffer import waker
 
 _embedded: dict[str, MediaDriver] = {}
+LOCK_FILE = "driver.lock"
 
 
 class MediaDriver:
@@ -35,6 +36,7 @@ class MediaDriver:
         self.conductor: DriverConductor | None = None
         self._runner: AgentRunner | None = None
         self._server: ControlServer | None = None
+        self._lock_fd: int | None = None
 
     @classmethod
     def launch(
@@ -57,7 +59,15 @@ class MediaDriver:
     async def start(self) -> MediaDriver:
         path = os.path.abspath(self.ctx.dir)
         self.ctx.dir = path
-        _claim_dir(path, self.ctx.driver_timeout_ns)
+        self._lock_fd = _claim_dir(path)
+        try:
+            await self._start(path)
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def _start(self, path: str) -> None:
         loop = asyncio.get_running_loop()
         self._waker = waker.waker()
         self._waker.attach(loop)
@@ -75,7 +85,6 @@ class MediaDriver:
             control_address(path), self.submit, self.hello, self._on_bad_control_input
         )
         await self._server.start()
-        return self
 
     def hello(self) -> p.DriverHello:
         return p.DriverHello(
@@ -101,16 +110,22 @@ class MediaDriver:
         self.conductor.submit(command, reply)
 
     async def close(self) -> None:
-        if self._runner is None:
+        """Stop the agents, release every resource, remove (or keep) the directory, unlock it."""
+        if self._lock_fd is None:
             return
-        await self._server.close()
-        await self._runner.close()
-        self._runner = None
-        self._waker.callbacks.remove(self.conductor.wake)
+        if self._server is not None:
+            await self._server.close()
+        if self._runner is not None:
+            await self._runner.close()
+            self._waker.callbacks.remove(self._runner.wake)
+            self._runner = None
         _embedded.pop(self.ctx.dir, None)
-        self.conductor.close()
+        if self.conductor is not None:
+            self.conductor.close()
         if self.ctx.dir_delete_on_shutdown:
             shutil.rmtree(self.ctx.dir, ignore_errors=True)
+        os.close(self._lock_fd)
+        self._lock_fd = None
 
     async def __aenter__(self) -> MediaDriver:
         return await self.start()
@@ -127,37 +142,26 @@ def find_embedded(dir: str) -> MediaDriver | None:
     return _embedded.get(os.path.abspath(dir))
 
 
-def _claim_dir(path: str, driver_timeout_ns: int) -> None:
-    """Refuse a directory whose driver is alive; clear one left by a dead driver."""
+def _claim_dir(path: str) -> int:
+    """Lock the directory for this driver (an flock the kernel drops when the process dies) and
+    clear what a dead driver left; refuse it while another driver holds the lock. Returns the
+    lock file descriptor, held for the driver's life."""
     if path in _embedded:
         raise ConfigurationError(f"a driver already runs in this process on dir {path}")
-    counters_file = os.path.join(path, COUNTERS_FILE)
-    if os.path.exists(counters_file):
-        pid, age_ms = _previous_driver(counters_file)
-        if is_serving(path) or (age_ms < driver_timeout_ns / 1e6 and _pid_alive(pid)):
-            raise DriverError(f"a media driver (pid {pid}) is active on {path}")
-        shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path, exist_ok=True)
-
-
-def _previous_driver(counters_file: str) -> tuple[int, float]:
+    fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        reader = CountersReader.open(counters_file)
-    except Exception:
-        return 0, float("inf")  # unreadable: no live driver could have left it so
-    try:
-        return reader.driver_pid, time.time() * 1000 - reader.driver_heartbeat_ms
-    finally:
-        reader.close()
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise DriverError(f"a media driver (pid {pid}) is active on {path}") from None
+    for entry in os.scandir(path):
+        if entry.name != LOCK_FILE:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd

@@ -2,7 +2,7 @@
 
 Commands flow from clients to the driver conductor; responses and image notifications flow back.
 The embedded driver passes the structs in-process; other processes reach a driver through its
-control socket (`<dir>/control.sock`), where every message is msgpack-encoded in a frame with a
+control socket (see control_server.py), where every message is msgpack-encoded in a frame with a
 4-byte little-endian length prefix. A connection starts with ClientHello / DriverHello; a client
 and driver of different protocol versions refuse each other.
 """
@@ -10,102 +10,113 @@ and driver of different protocol versions refuse each other.
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated
 
 import msgspec
+
+# Every integer on the wire is bounded, so a frame with an absurd value is refused at decoding.
+I32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
+I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 PROTOCOL_VERSION = 1
 MAX_FRAME_LENGTH = 1024 * 1024
 
 
 class ClientHello(msgspec.Struct, tag=True, frozen=True):
-    version: int
-    client_id: int
-    pid: int
+    version: I32
+    client_id: I64
+    pid: I64
 
 
 class AddPublication(msgspec.Struct, tag=True, frozen=True):
-    correlation_id: int
-    client_id: int
+    correlation_id: I64
+    client_id: I64
     channel: str
-    stream_id: int
+    stream_id: I32
     exclusive: bool = False
 
 
 class RemovePublication(msgspec.Struct, tag=True, frozen=True):
-    correlation_id: int
-    client_id: int
-    registration_id: int
+    correlation_id: I64
+    client_id: I64
+    registration_id: I64
 
 
 class AddSubscription(msgspec.Struct, tag=True, frozen=True):
-    correlation_id: int
-    client_id: int
+    correlation_id: I64
+    client_id: I64
     channel: str
-    stream_id: int
+    stream_id: I32
 
 
 class RemoveSubscription(msgspec.Struct, tag=True, frozen=True):
-    correlation_id: int
-    client_id: int
-    registration_id: int
+    correlation_id: I64
+    client_id: I64
+    registration_id: I64
 
 
 class ClientKeepalive(msgspec.Struct, tag=True, frozen=True):
-    client_id: int
+    client_id: I64
 
 
 class ClientClose(msgspec.Struct, tag=True, frozen=True):
-    client_id: int
+    client_id: I64
+
+
+class ClientTimeout(msgspec.Struct, tag=True, frozen=True):
+    """The driver timed this client out: its resources are gone, its commands are refused."""
+
+    client_id: I64
 
 
 class DriverHello(msgspec.Struct, tag=True, frozen=True):
-    version: int
-    driver_pid: int
-    client_liveness_timeout_ns: int
-    client_keepalive_interval_ns: int
-    wake_id: int
+    version: I32
+    driver_pid: I64
+    client_liveness_timeout_ns: I64
+    client_keepalive_interval_ns: I64
+    wake_id: I64
 
 
 class PublicationReady(msgspec.Struct, tag=True, frozen=True):
-    correlation_id: int
-    registration_id: int
-    session_id: int
-    stream_id: int
+    correlation_id: I64
+    registration_id: I64
+    session_id: I32
+    stream_id: I32
     log_file: str
-    position_limit_counter_id: int
-    position_counter_id: int
+    position_limit_counter_id: I32
+    position_counter_id: I32
     exclusive: bool
 
 
 class SubscriptionReady(msgspec.Struct, tag=True, frozen=True):
-    correlation_id: int
+    correlation_id: I64
 
 
 class ImageReady(msgspec.Struct, tag=True, frozen=True):
-    correlation_id: int
-    subscription_registration_id: int
-    session_id: int
-    stream_id: int
+    correlation_id: I64
+    subscription_registration_id: I64
+    session_id: I32
+    stream_id: I32
     log_file: str
-    subscriber_position_counter_id: int
+    subscriber_position_counter_id: I32
     source_identity: str
-    join_position: int
+    join_position: I64
 
 
 class ImageUnavailable(msgspec.Struct, tag=True, frozen=True):
-    correlation_id: int
-    subscription_registration_id: int
-    session_id: int
-    stream_id: int
+    correlation_id: I64
+    subscription_registration_id: I64
+    session_id: I32
+    stream_id: I32
 
 
 class OperationSuccess(msgspec.Struct, tag=True, frozen=True):
-    correlation_id: int
+    correlation_id: I64
 
 
 class ErrorResponse(msgspec.Struct, tag=True, frozen=True):
-    correlation_id: int
-    code: int
+    correlation_id: I64
+    code: I32
     message: str
 
 
@@ -120,6 +131,7 @@ Command = (
 )
 Response = (
     DriverHello
+    | ClientTimeout
     | PublicationReady
     | SubscriptionReady
     | ImageReady
@@ -135,6 +147,7 @@ UNKNOWN_SUBSCRIPTION = 2
 UNKNOWN_PUBLICATION = 3
 CHANNEL_ENDPOINT_ERROR = 4
 VERSION_MISMATCH = 6
+CLIENT_TIMEOUT = 7
 UNKNOWN_COUNTER = 5
 
 _encoder = msgspec.msgpack.Encoder()

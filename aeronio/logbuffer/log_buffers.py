@@ -53,8 +53,18 @@ class LogBuffers:
         d.check_term_length(term_length)
         d.check_page_size(page_size)
         d.check_mtu(mtu)
+        active_term_id = initial_term_id if term_id is None else term_id
+        term_count = d._int32(active_term_id - initial_term_id)
+        if term_count < 0:
+            raise d.ConfigurationError(
+                f"term_id {active_term_id} is before init_term_id {initial_term_id}"
+            )
+        if not 0 <= term_offset <= term_length or term_offset % 32:
+            raise d.ConfigurationError(
+                f"term_offset {term_offset} must be a multiple of 32 in 0..{term_length}"
+            )
         length = d.compute_log_length(term_length, page_size)
-        with open(path, "wb") as f:
+        with open(path, "xb") as f:  # never over a live log
             f.truncate(length)
             if not sparse:
                 os.posix_fallocate(f.fileno(), 0, length)
@@ -78,16 +88,6 @@ class LogBuffers:
             np.frombuffer(header, dtype=np.uint8)
         )
         struct.pack_into("<q", meta, d.LOG_END_OF_STREAM_POSITION_OFFSET, d.END_OF_STREAM_UNSET)
-        active_term_id = initial_term_id if term_id is None else term_id
-        term_count = d._int32(active_term_id - initial_term_id)
-        if term_count < 0:
-            raise d.ConfigurationError(
-                f"term_id {active_term_id} is before init_term_id {initial_term_id}"
-            )
-        if not 0 <= term_offset <= term_length or term_offset % 32:
-            raise d.ConfigurationError(
-                f"term_offset {term_offset} must be a multiple of 32 in 0..{term_length}"
-            )
         # The active term starts at term_offset; the other two hold the ids they would have had.
         for i in range(d.PARTITION_COUNT):
             index = d.index_by_term_count(term_count + i)
