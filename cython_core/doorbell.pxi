@@ -20,15 +20,25 @@ cdef class Doorbell:
         self._callbacks = []
 
     def park(self, object future) -> None:
-        """Wake `future` at the next ring; the caller counts itself in `waiters` while parked."""
+        """Count a waiter and wake `future` at the next ring, until unpark(future). Parking before
+        the waiter re-checks its condition means no ring can fall between the two."""
         self._parked.append(future)
+        self.waiters += 1
 
     def unpark(self, object future) -> None:
-        """Forget a parked future that woke some other way (a timeout, another doorbell)."""
+        """Stop waking `future` and uncount its waiter (always call it after park)."""
         try:
             self._parked.remove(future)
         except ValueError:
-            pass
+            return
+        self.waiters -= 1
+
+    def add_waiter(self) -> None:
+        """Count interest without a future (the writer rings callbacks only while waiters > 0)."""
+        self.waiters += 1
+
+    def remove_waiter(self) -> None:
+        self.waiters -= 1
 
     def add_callback(self, object callback) -> None:
         self._callbacks.append(callback)
@@ -38,10 +48,8 @@ cdef class Doorbell:
             self._callbacks.remove(callback)
 
     def ring(self) -> None:
-        cdef list parked = self._parked
         cdef object future, loop
-        self._parked = []
-        for future in parked:
+        for future in list(self._parked):
             loop = future.get_loop()
             if loop is _get_running_loop():
                 _resolve(future)

@@ -36,9 +36,8 @@ cdef enum:
     LOG_DEFAULT_FRAME_HEADER_OFFSET = 320
     LOG_META_DATA_LENGTH = 4096
     # aeronio's use of padding in the first 128 bytes of the metadata (not read by Aeron):
-    # processes parked on this log, for cross-process wake-ups.
-    LOG_DATA_WAITERS_OFFSET = 32
-    LOG_SPACE_WAITERS_OFFSET = 36
+    # processes parked on this log, for cross-process wake-ups. A slot holds a parked process's
+    # wake id, with WAKE_SPACE_BIT set when it waits for space (a publisher), clear for data.
     LOG_CONDUCTOR_WAKE_ID_OFFSET = 40
     LOG_WAKE_SLOTS_OFFSET = 48
     LOG_WAKE_SLOT_COUNT = 10

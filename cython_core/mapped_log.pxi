@@ -4,6 +4,9 @@
 # (set by aeronio.logbuffer.waker).
 cdef int64_t _own_wake_id = 0
 cdef object _wake_sender = None
+cdef object _local_waker = None
+cdef int64_t WAKE_SPACE_BIT = 1LL << 62
+cdef int64_t WAKE_ID_MASK = (1LL << 62) - 1
 
 
 cdef void _send_wake(int64_t wake_id) noexcept:
@@ -14,11 +17,21 @@ cdef void _send_wake(int64_t wake_id) noexcept:
             pass
 
 
-def set_waker(int64_t own_wake_id, object sender) -> None:
-    """Install this process's wake id and wake-up sender (aeronio.logbuffer.waker does this)."""
-    global _own_wake_id, _wake_sender
+cdef void _wake_locally() noexcept:
+    if _local_waker is not None:
+        try:
+            _local_waker()
+        except Exception:
+            pass
+
+
+def set_waker(int64_t own_wake_id, object sender, object local) -> None:
+    """Install this process's wake id, its wake-up sender and what a wake-up does here
+    (aeronio.logbuffer.waker does this)."""
+    global _own_wake_id, _wake_sender, _local_waker
     _own_wake_id = own_wake_id
     _wake_sender = sender
+    _local_waker = local
 
 
 cdef class MappedLog:
@@ -85,35 +98,45 @@ cdef class MappedLog:
                 break
         return aio_cas_i32(self.meta + LOG_ACTIVE_TERM_COUNT_OFFSET, term_count, next_term_count)
 
-    cdef void wake_parked(self) noexcept:
-        """Send a wake-up to every process parked on this log (each slot is claimed by CAS, so a
-        parked process gets one wake-up per park); this process's own waiters use doorbells."""
+    cdef void wake_parked(self, bint space) noexcept:
+        """Send one wake-up to each other process parked on this log for data (or for space):
+        its slot is claimed by CAS, so a parked process is woken once per park and the slot of a
+        process that died is cleared by the first writer that finds it. This process's own
+        waiters are rung through doorbells."""
         cdef char* slot
-        cdef int64_t wake_id
+        cdef int64_t value
         cdef int i
         for i in range(LOG_WAKE_SLOT_COUNT):
             slot = self.meta + LOG_WAKE_SLOTS_OFFSET + 8 * i
-            wake_id = aio_load_i64(slot)
-            if wake_id != 0 and wake_id != _own_wake_id and aio_cas_i64(slot, wake_id, 0):
-                _send_wake(wake_id)
+            value = aio_load_i64(slot)
+            if value != 0 and ((value & WAKE_SPACE_BIT) != 0) == space \
+                    and (value & WAKE_ID_MASK) != _own_wake_id and aio_cas_i64(slot, value, 0):
+                _send_wake(value & WAKE_ID_MASK)
 
     cdef inline void wake_after_append(self) noexcept:
-        aio_fence_full()  # the frame's length store must be visible before the waiters load
-        if aio_load_i32(self.meta + LOG_DATA_WAITERS_OFFSET) > 0:
-            self.wake_parked()
+        aio_fence_full()  # the frame's length store must be visible before the slots load
+        self.wake_parked(False)
 
     cdef inline void wake_conductor_after_consume(self) noexcept:
-        cdef int64_t wake_id
+        """A publisher in another process waits for space: the conductor must see this
+        consumption (a publisher in this process rings the conductor through a doorbell)."""
+        cdef int i
+        cdef int64_t value, conductor
         aio_fence_full()
-        if aio_load_i32(self.meta + LOG_SPACE_WAITERS_OFFSET) > 0:
-            wake_id = aio_load_i64(self.meta + LOG_CONDUCTOR_WAKE_ID_OFFSET)
-            if wake_id != 0 and wake_id != _own_wake_id:
-                _send_wake(wake_id)
+        for i in range(LOG_WAKE_SLOT_COUNT):
+            value = aio_load_i64(self.meta + LOG_WAKE_SLOTS_OFFSET + 8 * i)
+            if (value & WAKE_SPACE_BIT) and (value & WAKE_ID_MASK) != _own_wake_id:
+                conductor = aio_load_i64(self.meta + LOG_CONDUCTOR_WAKE_ID_OFFSET)
+                if conductor == _own_wake_id:
+                    _wake_locally()
+                elif conductor != 0:
+                    _send_wake(conductor)
+                return
 
     def wake_space_waiters(self) -> None:
         """Wake the processes parked for space on this log (after the limit moved)."""
-        if aio_load_i32(self.meta + LOG_SPACE_WAITERS_OFFSET) > 0:
-            self.wake_parked()
+        aio_fence_full()
+        self.wake_parked(True)
 
     def set_conductor_wake_id(self, int64_t wake_id) -> None:
         aio_store_i64(self.meta + LOG_CONDUCTOR_WAKE_ID_OFFSET, wake_id)

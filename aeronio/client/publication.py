@@ -190,17 +190,17 @@ class Publication:
         another by a datagram), the driver is lost, or `timeout` passes."""
         if deadline is not None:
             timeout = max(0.0, min(timeout, deadline - time.monotonic()))
-        limit, consumed = self._signals.limit, self._signals.consumed
-        limit.waiters += 1
-        consumed.waiters += 1
+        consumed = self._signals.consumed
+        consumed.add_waiter()  # readers here ring the conductor while we wait
         registration = waker.register_space_waiter(self._metadata)
         try:
-            if self.position_limit <= self.position and not self._appender.is_closed:
-                await signals.park([limit], timeout)
+            await signals.park([self._signals.limit], timeout, self._no_space)
         finally:
             registration.cancel()
-            limit.waiters -= 1
-            consumed.waiters -= 1
+            consumed.remove_waiter()
+
+    def _no_space(self) -> bool:
+        return self.position_limit <= self.position and not self._appender.is_closed
 
     # -- lifecycle ----------------------------------------------------------------------
 

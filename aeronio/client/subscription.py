@@ -226,18 +226,16 @@ class Subscription:
         """Park until a writer (in any process) appends to one of the images, an image comes or
         goes, or `timeout` passes."""
         images = self._images
-        doorbells = [image.signals.data for image in images] + [self._changed]
-        for doorbell in doorbells:
-            doorbell.waiters += 1
         registrations = [waker.register_data_waiter(image.metadata) for image in images]
         try:
-            if not self._fill():
-                await signals.park(doorbells, timeout)
+            await signals.park(
+                [image.signals.data for image in images] + [self._changed],
+                timeout,
+                lambda: not self._fill(),
+            )
         finally:
             for registration in registrations:
                 registration.cancel()
-            for doorbell in doorbells:
-                doorbell.waiters -= 1
 
     # -- lifecycle ----------------------------------------------------------------------
 

@@ -7,18 +7,17 @@ someone is parked.
 - `limit`: rung by the conductor when it moves the publisher limit; back-pressured publishers
   park on it.
 
-Parties in other processes are not rung; a parked task also wakes after a short fallback
-interval, so progress never depends on a ring.
+Parties in other processes are woken through the log's wake slots (aeronio.logbuffer.waker); a
+parked task also wakes after its idle strategy's fallback interval.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 from aeronio._core import Doorbell
-
-FALLBACK_WAIT_S = 0.001
 
 
 class LogSignals:
@@ -64,18 +63,22 @@ def ring_all() -> None:
                 doorbell.ring()
 
 
-async def park(doorbells: list[Doorbell], timeout: float = FALLBACK_WAIT_S) -> None:
-    """Wait until one of `doorbells` rings or `timeout` passes. The caller must already count
-    itself in each doorbell's `waiters` and re-check its condition before parking."""
+async def park(doorbells: list[Doorbell], timeout: float, still_idle: Callable[[], bool]) -> None:
+    """Wait until one of `doorbells` rings or `timeout` passes, unless `still_idle()` says the
+    wait is over already. The future is parked (and counted) before that check, so a ring from
+    any thread cannot fall between the check and the wait."""
     loop = asyncio.get_running_loop()
     future = loop.create_future()
     for doorbell in doorbells:
         doorbell.park(future)
-    handle = loop.call_later(timeout, _wake, future)
     try:
-        await future
+        if still_idle():
+            handle = loop.call_later(timeout, _wake, future)
+            try:
+                await future
+            finally:
+                handle.cancel()
     finally:
-        handle.cancel()
         for doorbell in doorbells:
             doorbell.unpark(future)
 

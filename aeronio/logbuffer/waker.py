@@ -1,13 +1,14 @@
 """Cross-process wake-ups: a process parked on a log is woken by a datagram from the writer.
 
-Each process has one Waker: a random 63-bit wake id and a Unix datagram socket bound to the
-abstract address `aeronio-wake-<id>`, read by its event loop(s). A task that parks on a log
-counts itself in the log's data or space waiter count and puts the wake id in a free slot of the
-log metadata (see `cython_core/frame.pxi`); an appender that sees data waiters, or the
-conductor that moved the limit for space waiters, claims each slot by CAS and sends one datagram
-to its owner. A datagram wakes every parked task of the receiving process (a spurious wake-up
-costs one re-check). With more parked processes than slots, the extra ones wake on their
-fallback timer.
+Each process has one Waker: a random wake id and a Unix datagram socket bound to the abstract
+address `aeronio-wake-<id>`, read by its event loop(s). While any of its tasks is parked on a
+log, the process holds one of the log's ten wake slots (see `cython_core/frame.pxi`): its wake
+id, with a bit that says whether it waits for data or for space. An appender (for data), or the
+conductor after moving the limit (for space), claims each such slot of another process by CAS
+and sends it one datagram; a reader that sees a space waiter wakes the conductor. A datagram
+wakes every parked task of the receiving process (a spurious wake-up costs one re-check). The
+slot of a process that died is cleared by the first writer that finds it. With more parked
+processes than slots, the extra ones wake on their fallback timer.
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ from collections.abc import Callable
 from aeronio import _core
 from aeronio.logbuffer import signals
 
-DATA_WAITERS_OFFSET = 32
-SPACE_WAITERS_OFFSET = 36
 CONDUCTOR_WAKE_ID_OFFSET = 40
 WAKE_SLOTS_OFFSET = 48
 WAKE_SLOT_COUNT = 10
+SPACE_BIT = 1 << 62
 
 
 def _address(wake_id: int) -> bytes:
@@ -36,13 +36,13 @@ def _address(wake_id: int) -> bytes:
 class Waker:
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self.id = random.getrandbits(63) or 1
+        self.id = random.getrandbits(62) or 1
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(_address(self.id))
         self.sock.setblocking(False)
         self._loops: set[asyncio.AbstractEventLoop] = set()
         self.callbacks: list[Callable[[], None]] = []
-        _core.set_waker(self.id, self.send)
+        _core.set_waker(self.id, self.send, self._wake_here)
 
     def send(self, wake_id: int) -> None:
         try:
@@ -68,6 +68,9 @@ class Waker:
                 pass
         except OSError:
             pass
+        self._wake_here()
+
+    def _wake_here(self) -> None:
         signals.ring_all()
         for callback in list(self.callbacks):
             callback()
@@ -86,31 +89,65 @@ def waker() -> Waker:
         return _waker
 
 
-class Registration:
-    """A parked task's entry in one log's waiter count and wake slots."""
+class _Slot:
+    """This process's slot on one log for one kind of wait, shared by its parked tasks."""
 
-    __slots__ = ("_meta", "_count_offset", "_wake_id", "_slot")
+    __slots__ = ("meta", "value", "index", "users")
 
-    def __init__(self, meta: _core.AtomicBuffer, count_offset: int, wake_id: int):
-        self._meta = meta
-        self._count_offset = count_offset
-        self._wake_id = wake_id
-        meta.get_and_add_int32(count_offset, 1)
-        self._slot = -1
+    def __init__(self, meta: _core.AtomicBuffer, value: int):
+        self.meta, self.value, self.index, self.users = meta, value, -1, 0
+
+    def claim(self) -> None:
+        """Hold a slot (again, if a writer claimed ours to wake us)."""
+        if self.index >= 0 and self.meta.get_int64_volatile(self._offset(self.index)) == self.value:
+            return
+        self.index = -1
         for i in range(WAKE_SLOT_COUNT):
-            if meta.compare_and_set_int64(WAKE_SLOTS_OFFSET + 8 * i, 0, wake_id):
-                self._slot = i
-                break
+            if self.meta.compare_and_set_int64(self._offset(i), 0, self.value):
+                self.index = i
+                return
+
+    def release(self) -> None:
+        if self.index >= 0:
+            self.meta.compare_and_set_int64(self._offset(self.index), self.value, 0)
+            self.index = -1
+
+    @staticmethod
+    def _offset(index: int) -> int:
+        return WAKE_SLOTS_OFFSET + 8 * index
+
+
+_slots: dict[tuple[int, bool], _Slot] = {}
+_slots_lock = threading.Lock()
+
+
+class Registration:
+    """A parked task's share of its process's wake slot on one log; cancel() when it wakes."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, meta: _core.AtomicBuffer, space: bool):
+        self._key = (id(meta), space)
+        value = waker().id | (SPACE_BIT if space else 0)
+        with _slots_lock:
+            slot = _slots.get(self._key)
+            if slot is None:
+                slot = _slots[self._key] = _Slot(meta, value)
+            slot.users += 1
+            slot.claim()
 
     def cancel(self) -> None:
-        if self._slot >= 0:
-            self._meta.compare_and_set_int64(WAKE_SLOTS_OFFSET + 8 * self._slot, self._wake_id, 0)
-        self._meta.get_and_add_int32(self._count_offset, -1)
+        with _slots_lock:
+            slot = _slots[self._key]
+            slot.users -= 1
+            if slot.users == 0:
+                slot.release()
+                del _slots[self._key]
 
 
 def register_data_waiter(meta: _core.AtomicBuffer) -> Registration:
-    return Registration(meta, DATA_WAITERS_OFFSET, waker().id)
+    return Registration(meta, space=False)
 
 
 def register_space_waiter(meta: _core.AtomicBuffer) -> Registration:
-    return Registration(meta, SPACE_WAITERS_OFFSET, waker().id)
+    return Registration(meta, space=True)
