@@ -22,6 +22,7 @@ cdef class LogAppender:
     cdef readonly Doorbell data_doorbell
     cdef readonly Doorbell consumed_doorbell
     cdef bint _waiting_for_space
+    cdef readonly int64_t last_batch_position
     # Exclusive writer state (unused by a concurrent appender).
     cdef int32_t _term_offset
     cdef int32_t _term_id
@@ -297,7 +298,8 @@ cdef class LogAppender:
         (> 0), or a negative result code when none was.
 
         `messages` is a 2-D C-contiguous uint8 array (one fixed-size record per row, appended by one
-        reservation) or a sequence of bytes-like objects.
+        reservation) or a sequence of bytes-like objects; every length is checked before anything
+        is appended. `last_batch_position` is the position after the last message appended.
         """
         if self.is_closed:
             return CLOSED_CODE
@@ -309,9 +311,15 @@ cdef class LogAppender:
         if start < 0 or start > count:
             raise ValueError(f"start {start} is outside 0..{count}")
         for i in range(start, count):
+            if len(memoryview(messages[i])) > self.max_message_length:
+                raise MessageTooLargeError(
+                    f"message {i} of {len(memoryview(messages[i]))} bytes exceeds "
+                    f"max_message_length {self.max_message_length}; nothing was appended")
+        for i in range(start, count):
             result = self.try_offer(messages[i])
             if result < 0:
                 return (i - start) if i > start else result
+            self.last_batch_position = result
         return count - start
 
     cdef int64_t _offer_records(self, object records, Py_ssize_t start) except? -100:
@@ -355,6 +363,7 @@ cdef class LogAppender:
         result = self._new_position(term_count, term_id, position, raw_offset, resulting)
         if result < 0:
             return result
+        self.last_batch_position = result
         self._wake_readers()
         return n
 

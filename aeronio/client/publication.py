@@ -127,7 +127,8 @@ class Publication:
         self, messages: Sequence[Buffer] | Any, *, timeout: float | None = None
     ) -> int:
         """Append every message (a sequence of buffers or a 2-D uint8 array of records), waiting
-        as `offer` does; returns the position after the last one."""
+        as `offer` does; returns the position after the last one (this publication's own, even
+        when other writers share the log)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         start, count, attempt = 0, len(messages), 0
         while start < count:
@@ -138,7 +139,7 @@ class Publication:
                 continue
             await self._wait(result, deadline, attempt)
             attempt += 1
-        return self.position
+        return self._appender.last_batch_position
 
     @contextlib.asynccontextmanager
     async def claim(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from aeronio._core import unblock_log
 from aeronio.counters import Counter
+from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer import signals
 from aeronio.logbuffer.log_buffers import LogBuffers
 
@@ -123,7 +124,7 @@ class IpcPublication:
         consumer = self.consumer_position()
         if consumer is None:
             return False
-        if consumer == self.last_consumer_position and self.producer_position > consumer:
+        if consumer == self.last_consumer_position and self._possibly_blocked(consumer):
             if now_ns - self.time_of_last_consumer_change_ns > self.unblock_timeout_ns:
                 if unblock_log(self.log.mapped, consumer):
                     self.unblocked_counter.increment()
@@ -133,6 +134,11 @@ class IpcPublication:
             self.last_consumer_position = consumer
             self.time_of_last_consumer_change_ns = now_ns
         return False
+
+    def _possibly_blocked(self, consumer: int) -> bool:
+        """Data (or a term rotation) is pending beyond where the consumers stopped."""
+        term_count = consumer >> d.position_bits_to_shift(self.log.term_length)
+        return self.log.active_term_count != term_count or self.producer_position > consumer
 
     def close(self, now_ns: int) -> None:
         """The last client let go: mark the end of the stream and drain the subscribers."""
