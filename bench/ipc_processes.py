@@ -40,15 +40,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime
 import json
 import os
-import platform
 import queue
 import re
 import shutil
 import signal
-import statistics
 import struct
 import subprocess
 import sys
@@ -59,8 +56,10 @@ import traceback
 import uuid
 from dataclasses import dataclass, field
 
+import common
 import numpy as np
 import zmq
+from common import BenchError, check, fmt
 
 import aeronio
 from aeronio import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
@@ -91,17 +90,8 @@ RTT_MODES: dict[str, str] = {
 }
 
 
-class BenchError(RuntimeError):
-    """A run delivered the wrong messages, stalled or a process failed: no number to report."""
-
-
 class Skipped(Exception):
     """A row that cannot run here (reported as `skipped: reason`, not as a failure)."""
-
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise BenchError(message)
 
 
 # =========================================================================================
@@ -135,9 +125,37 @@ class Released:
                 raise BenchError("not released by the parent in time")
             await asyncio.sleep(0.005)
 
+    def wait_blocking(self, timeout: float) -> None:
+        if not self.event.wait(timeout):
+            raise BenchError("not released by the parent in time")
+
 
 def offer_failed(result: int, where: str) -> None:
     raise BenchError(f"{where}: offer returned {result}")
+
+
+async def back_off(result: int, spins: int, where: str) -> int:
+    """After an offer that took nothing: the spin count, yielding to the loop every YIELD_EVERY
+    spins through back-pressure (or not connected, or an admin action); BenchError when the
+    offer failed for good."""
+    if result != BACK_PRESSURED and result != NOT_CONNECTED and result != ADMIN_ACTION:
+        offer_failed(result, where)
+    spins += 1
+    if spins >= YIELD_EVERY:
+        await asyncio.sleep(0)
+        return 0
+    return spins
+
+
+async def idled(idle: int, deadline: float, count: int, total: int) -> int:
+    """After a poll that found nothing: the idle count, checking the deadline and yielding to
+    the loop every YIELD_EVERY idle polls."""
+    idle += 1
+    if idle < YIELD_EVERY:
+        return idle
+    check(time.monotonic() < deadline, f"stalled at {count}/{total}")
+    await asyncio.sleep(0)
+    return 0
 
 
 async def wait_connected(*things, timeout: float = 10.0) -> None:
@@ -145,12 +163,6 @@ async def wait_connected(*things, timeout: float = 10.0) -> None:
     while not all(t.is_connected for t in things):
         check(time.monotonic() < deadline, "not connected within 10 s")
         await asyncio.sleep(0.001)
-
-
-def record_dtype(size: int) -> np.dtype:
-    if size == 8:
-        return np.dtype([("seq", "<u8")])
-    return np.dtype([("seq", "<u8"), ("body", f"V{size - 8}")])
 
 
 # -- aeronio throughput: publisher -------------------------------------------------------
@@ -193,13 +205,7 @@ async def pub_spin(pub, size: int, start: int, stop: int) -> None:
             result = try_offer(msg)
             if result > 0:
                 break
-            if result == BACK_PRESSURED or result == NOT_CONNECTED or result == ADMIN_ACTION:
-                spins += 1
-                if spins >= YIELD_EVERY:
-                    spins = 0
-                    await asyncio.sleep(0)
-                continue
-            offer_failed(result, "(a) try_offer")
+            spins = await back_off(result, spins, "(a) try_offer")
 
 
 async def pub_await(pub, size: int, start: int, stop: int) -> None:
@@ -229,13 +235,7 @@ async def pub_batch(pub, size: int, start: int, stop: int, rows: int) -> None:
             if result > 0:
                 done += result
                 continue
-            if result == BACK_PRESSURED or result == NOT_CONNECTED or result == ADMIN_ACTION:
-                spins += 1
-                if spins >= YIELD_EVERY:
-                    spins = 0
-                    await asyncio.sleep(0)
-                continue
-            offer_failed(result, "(c) try_offer_batch")
+            spins = await back_off(result, spins, "(c) try_offer_batch")
         sent += k
 
 
@@ -320,11 +320,7 @@ async def sub_poll(sub, spec: dict, window: Window) -> tuple[int, str | None, in
         idle = 0
         while count < upto:
             if poll(handler, min(limit, upto - count)) == 0:
-                idle += 1
-                if idle >= YIELD_EVERY:
-                    idle = 0
-                    check(time.monotonic() < deadline, f"stalled at {count}/{total}")
-                    await asyncio.sleep(0)
+                idle = await idled(idle, deadline, count, total)
 
     await drain(warmup)
     window.start()
@@ -363,7 +359,7 @@ async def sub_batch(sub, spec: dict, window: Window) -> tuple[int, str | None, i
     """batch_poll with batch.records(dtype): numpy views; checks each batch's numbers."""
     warmup, total, size = spec["warmup"], spec["warmup"] + spec["count"], spec["size"]
     limit = spec["fragment_limit"]
-    dtype = record_dtype(size)
+    dtype = common.record_dtype(size)
     count = 0
     bad: str | None = None
     last_length = 0
@@ -394,11 +390,7 @@ async def sub_batch(sub, spec: dict, window: Window) -> tuple[int, str | None, i
         idle = 0
         while count < upto:
             if batch_poll(handler, min(limit, upto - count)) == 0:
-                idle += 1
-                if idle >= YIELD_EVERY:
-                    idle = 0
-                    check(time.monotonic() < deadline, f"stalled at {count}/{total}")
-                    await asyncio.sleep(0)
+                idle = await idled(idle, deadline, count, total)
 
     await drain(warmup)
     window.start()
@@ -410,13 +402,29 @@ async def sub_batch(sub, spec: dict, window: Window) -> tuple[int, str | None, i
 # -- pyzmq throughput -----------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def zmq_socket(spec: dict, kind: int, bind: bool, recv_timeout: bool = True):
+    """A socket of `kind` bound or connected to spec["address"] (READY said once it is), with
+    a receive timeout of spec["timeout"]; closed, and its context terminated, on the way out."""
+    ctx = zmq.Context()
+    sock = ctx.socket(kind)
+    if recv_timeout:
+        sock.setsockopt(zmq.RCVTIMEO, int(spec["timeout"] * 1000))
+    try:
+        if bind:
+            sock.bind(spec["address"])
+        else:
+            sock.connect(spec["address"])
+        emit("READY")
+        yield sock
+    finally:
+        sock.close(linger=0)
+        ctx.term()
+
+
 def zmq_push(spec: dict, released: Released) -> dict:
     size, warmup, total = spec["size"], spec["warmup"], spec["warmup"] + spec["count"]
-    ctx = zmq.Context()
-    push = ctx.socket(zmq.PUSH)
-    try:
-        push.connect(spec["address"])
-        emit("READY")
+    with zmq_socket(spec, zmq.PUSH, bind=False, recv_timeout=False) as push:
         msg = bytearray(size)
         stamp = SEQ.pack_into
         send = push.send
@@ -429,22 +437,13 @@ def zmq_push(spec: dict, released: Released) -> dict:
             send(msg)
         t1, cpu1 = time.perf_counter(), time.process_time()
         emit("SENT")
-        if not released.event.wait(spec["timeout"]):
-            raise BenchError("not released by the parent in time")
+        released.wait_blocking(spec["timeout"])
         return {"sent": total, "t_first": t0, "elapsed": t1 - t0, "cpu_s": cpu1 - cpu0}
-    finally:
-        push.close(linger=0)
-        ctx.term()
 
 
 def zmq_pull(spec: dict, released: Released) -> dict:
     warmup, total = spec["warmup"], spec["warmup"] + spec["count"]
-    ctx = zmq.Context()
-    pull = ctx.socket(zmq.PULL)
-    pull.setsockopt(zmq.RCVTIMEO, int(spec["timeout"] * 1000))
-    try:
-        pull.bind(spec["address"])
-        emit("READY")
+    with zmq_socket(spec, zmq.PULL, bind=True) as pull:
         recv = pull.recv
         unpack = SEQ.unpack_from
         window = Window()
@@ -467,9 +466,6 @@ def zmq_pull(spec: dict, released: Released) -> dict:
         bad = f"{errors} messages out of sequence" if errors else None
         check_received(spec, total, bad, len(data))
         return {"count": spec["count"], **window.result()}
-    finally:
-        pull.close(linger=0)
-        ctx.term()
 
 
 # -- aeronio ping-pong ----------------------------------------------------------------------
@@ -532,13 +528,7 @@ async def ping_spin(pub, sub, spec: dict) -> list[int]:
             result = try_offer(msg)
             if result > 0:
                 break
-            if result == BACK_PRESSURED or result == NOT_CONNECTED or result == ADMIN_ACTION:
-                spins += 1
-                if spins >= YIELD_EVERY:
-                    spins = 0
-                    await asyncio.sleep(0)
-                continue
-            offer_failed(result, "ping try_offer")
+            spins = await back_off(result, spins, "ping try_offer")
         while poll(handler, 1) == 0:
             spins += 1
             if spins >= YIELD_EVERY:
@@ -627,12 +617,7 @@ async def pong_spin(pub, sub, total: int, timeout: float) -> int:
 
 def zmq_ping(spec: dict, released: Released) -> dict:
     size, warmup, total = spec["size"], spec["warmup"], spec["warmup"] + spec["count"]
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.PAIR)
-    sock.setsockopt(zmq.RCVTIMEO, int(spec["timeout"] * 1000))
-    try:
-        sock.connect(spec["address"])
-        emit("READY")
+    with zmq_socket(spec, zmq.PAIR, bind=False) as sock:
         msg = bytearray(size)
         stamp, unpack = SEQ.pack_into, SEQ.unpack_from
         send, recv = sock.send, sock.recv
@@ -657,19 +642,11 @@ def zmq_ping(spec: dict, released: Released) -> dict:
             raise BenchError(f"pyzmq ping stalled at round trip {i}") from None
         window.stop()
         return {**rtt_stats(rtts), **window.result()}
-    finally:
-        sock.close(linger=0)
-        ctx.term()
 
 
 def zmq_pong(spec: dict, released: Released) -> dict:
     total = spec["warmup"] + spec["count"]
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.PAIR)
-    sock.setsockopt(zmq.RCVTIMEO, int(spec["timeout"] * 1000))
-    try:
-        sock.bind(spec["address"])
-        emit("READY")
+    with zmq_socket(spec, zmq.PAIR, bind=True) as sock:
         send, recv = sock.send, sock.recv
         cpu0 = time.process_time()
         count = 0
@@ -680,12 +657,8 @@ def zmq_pong(spec: dict, released: Released) -> dict:
         except zmq.Again:
             raise BenchError(f"pyzmq pong stalled at {count}/{total}") from None
         cpu = time.process_time() - cpu0
-        if not released.event.wait(spec["timeout"]):
-            raise BenchError("not released by the parent in time")
+        released.wait_blocking(spec["timeout"])
         return {"count": count, "cpu_s": cpu}
-    finally:
-        sock.close(linger=0)
-        ctx.term()
 
 
 ASYNC_ROLES = {
@@ -880,6 +853,12 @@ class Scope:
         self.children: list[Child] = []
         self.paths: list[str] = []
 
+    def __enter__(self) -> Scope:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
     def child(self, name: str, argv: list[str], stdin_text: str | None = None) -> Child:
         c = Child(name, argv, stdin_text)
         self.children.append(c)
@@ -912,6 +891,12 @@ class Scope:
         dir = tempfile.mkdtemp(prefix="aeronio-bench-zmq-")
         self.paths.append(dir)
         return f"ipc://{dir}/sock"
+
+    def java_dir(self) -> str:
+        """A fresh /dev/shm directory for an Aeron Java sample's embedded driver."""
+        dir = os.path.join(shm_base(), unique_name("java"))
+        self.paths.append(dir)
+        return dir
 
     def close(self) -> None:
         for c in reversed(self.children):
@@ -950,60 +935,62 @@ def report_throughput(received: dict, sent: dict, names: tuple[str, str]) -> dic
     return {"rate": rate, "e2e": e2e}
 
 
+def run_spec(size: int, count: int, warmup: int, opts: Options, **spec) -> dict:
+    """The workers' spec of one run: `spec` and what every run has."""
+    return {**spec, "size": size, "count": count, "warmup": warmup, "timeout": opts.timeout}
+
+
+def throughput_run(
+    scope: Scope, spec: dict, opts: Options, receiver: tuple[str, str], sender: tuple[str, str]
+) -> dict[str, float]:
+    """The receiver worker, then the sender, each given as (name, role); the receiver's result
+    once it has every message, then the sender's once released. The run's rates (the CPU report
+    names each worker by its role without the prefix: sub, pub, pull, push)."""
+    rx = scope.worker(receiver[0], {**spec, "role": receiver[1]})
+    rx.expect("READY", 30.0)
+    tx = scope.worker(sender[0], {**spec, "role": sender[1]})
+    received = rx.result(opts.timeout + 30.0)
+    tx.expect("SENT", 30.0)
+    tx.release()
+    sent = tx.result(30.0)
+    rx.wait(30.0)
+    tx.wait(30.0)
+    names = (receiver[1].partition("-")[2], sender[1].partition("-")[2])
+    return report_throughput(received, sent, names)
+
+
 def aeron_throughput(
     mode: str, size: int, count: int, warmup: int, opts: Options
 ) -> dict[str, float]:
     """One run: driver, subscriber, publisher processes."""
-    scope = Scope()
-    try:
+    with Scope() as scope:
         driver, dir = scope.driver(opts)
-        spec = {
-            "mode": mode,
-            "dir": dir,
-            "stream": STREAM_ID,
-            "size": size,
-            "count": count,
-            "warmup": warmup,
-            "fragment_limit": opts.fragment_limit,
-            "batch_rows": opts.batch_rows,
-            "timeout": opts.timeout,
-        }
-        sub = scope.worker("aeronio subscriber", {**spec, "role": "aeron-sub"})
-        sub.expect("READY", 30.0)
-        pub = scope.worker("aeronio publisher", {**spec, "role": "aeron-pub"})
-        received = sub.result(opts.timeout + 30.0)
-        pub.expect("SENT", 30.0)
-        pub.release()
-        sent = pub.result(30.0)
-        sub.wait(30.0)
-        pub.wait(30.0)
-        return report_throughput(received, sent, ("sub", "pub"))
-    finally:
-        scope.close()
+        spec = run_spec(
+            size,
+            count,
+            warmup,
+            opts,
+            mode=mode,
+            dir=dir,
+            stream=STREAM_ID,
+            fragment_limit=opts.fragment_limit,
+            batch_rows=opts.batch_rows,
+        )
+        return throughput_run(
+            scope,
+            spec,
+            opts,
+            ("aeronio subscriber", "aeron-sub"),
+            ("aeronio publisher", "aeron-pub"),
+        )
 
 
 def zmq_throughput(size: int, count: int, warmup: int, opts: Options) -> dict[str, float]:
-    scope = Scope()
-    try:
-        spec = {
-            "address": scope.zmq_address(),
-            "size": size,
-            "count": count,
-            "warmup": warmup,
-            "timeout": opts.timeout,
-        }
-        pull = scope.worker("pyzmq PULL", {**spec, "role": "zmq-pull"})
-        pull.expect("READY", 30.0)
-        push = scope.worker("pyzmq PUSH", {**spec, "role": "zmq-push"})
-        received = pull.result(opts.timeout + 30.0)
-        push.expect("SENT", 30.0)
-        push.release()
-        sent = push.result(30.0)
-        pull.wait(30.0)
-        push.wait(30.0)
-        return report_throughput(received, sent, ("pull", "push"))
-    finally:
-        scope.close()
+    with Scope() as scope:
+        spec = run_spec(size, count, warmup, opts, address=scope.zmq_address())
+        return throughput_run(
+            scope, spec, opts, ("pyzmq PULL", "zmq-pull"), ("pyzmq PUSH", "zmq-push")
+        )
 
 
 JAVA_RATE = re.compile(r"Duration (\d+)ms - ([\d,]+) messages - ([\d,]+) payload bytes")
@@ -1026,10 +1013,8 @@ def java_throughput(size: int, opts: Options) -> tuple[list[float], str]:
     """Aeron's EmbeddedIpcThroughput for --java-seconds; its per-second rates (msgs/s) after
     dropping the first two (JIT warmup) and any printed once shutdown began."""
     java_available(opts)
-    scope = Scope()
-    dir = os.path.join(shm_base(), unique_name("java"))
-    scope.paths.append(dir)
-    try:
+    with Scope() as scope:
+        dir = scope.java_dir()
         props = {"aeron.sample.messageLength": size}
         java = scope.child(
             "Aeron Java", java_argv(opts, dir, props, "io.aeron.samples.EmbeddedIpcThroughput")
@@ -1063,61 +1048,37 @@ def java_throughput(size: int, opts: Options) -> tuple[list[float], str]:
             raise Skipped(f"no throughput lines from Aeron Java (status {status}){java.tail(3)}")
         kept = rates[2:] if len(rates) >= 4 else rates
         return kept, f"{len(kept)} 1-s samples (of {len(rates)})"
-    finally:
-        scope.close()
 
 
 # -- latency runs ---------------------------------------------------------------------------
 
 
+def latency_run(scope: Scope, spec: dict, opts: Options, name: str, kind: str) -> dict:
+    """The pong worker `{name} pong` (role `{kind}-pong`), then the ping; the ping's statistics
+    once it is done, after the pong's answer count once released."""
+    pong = scope.worker(f"{name} pong", {**spec, "role": f"{kind}-pong"})
+    pong.expect("READY", 30.0)
+    ping = scope.worker(f"{name} ping", {**spec, "role": f"{kind}-ping"})
+    stats = ping.result(opts.timeout + 30.0)
+    pong.release()
+    answered = pong.result(30.0)
+    ping.wait(30.0)
+    pong.wait(30.0)
+    report_latency(stats, answered)
+    return stats
+
+
 def aeron_latency(mode: str, size: int, count: int, warmup: int, opts: Options) -> dict:
-    scope = Scope()
-    try:
+    with Scope() as scope:
         driver, dir = scope.driver(opts)
-        spec = {
-            "mode": mode,
-            "dir": dir,
-            "size": size,
-            "count": count,
-            "warmup": warmup,
-            "timeout": opts.timeout,
-        }
-        pong = scope.worker("aeronio pong", {**spec, "role": "aeron-pong"})
-        pong.expect("READY", 30.0)
-        ping = scope.worker("aeronio ping", {**spec, "role": "aeron-ping"})
-        stats = ping.result(opts.timeout + 30.0)
-        pong.release()
-        answered = pong.result(30.0)
-        ping.wait(30.0)
-        pong.wait(30.0)
-        report_latency(stats, answered)
-        return stats
-    finally:
-        scope.close()
+        spec = run_spec(size, count, warmup, opts, mode=mode, dir=dir)
+        return latency_run(scope, spec, opts, "aeronio", "aeron")
 
 
 def zmq_latency(size: int, count: int, warmup: int, opts: Options) -> dict:
-    scope = Scope()
-    try:
-        spec = {
-            "address": scope.zmq_address(),
-            "size": size,
-            "count": count,
-            "warmup": warmup,
-            "timeout": opts.timeout,
-        }
-        pong = scope.worker("pyzmq pong", {**spec, "role": "zmq-pong"})
-        pong.expect("READY", 30.0)
-        ping = scope.worker("pyzmq ping", {**spec, "role": "zmq-ping"})
-        stats = ping.result(opts.timeout + 30.0)
-        pong.release()
-        answered = pong.result(30.0)
-        ping.wait(30.0)
-        pong.wait(30.0)
-        report_latency(stats, answered)
-        return stats
-    finally:
-        scope.close()
+    with Scope() as scope:
+        spec = run_spec(size, count, warmup, opts, address=scope.zmq_address())
+        return latency_run(scope, spec, opts, "pyzmq", "zmq")
 
 
 def report_latency(stats: dict, answered: dict) -> None:
@@ -1171,10 +1132,8 @@ def parse_hdr(lines: list[str]) -> dict:
 
 def java_latency(size: int, count: int, warmup: int, opts: Options) -> dict:
     java_available(opts)
-    scope = Scope()
-    dir = os.path.join(shm_base(), unique_name("java"))
-    scope.paths.append(dir)
-    try:
+    with Scope() as scope:
+        dir = scope.java_dir()
         props = {
             "aeron.sample.messageLength": size,
             "aeron.sample.ping.channel": CHANNEL,
@@ -1207,8 +1166,6 @@ def java_latency(size: int, count: int, warmup: int, opts: Options) -> dict:
         if not lines:
             raise Skipped(f"no output from Aeron Java{java.tail(3)}")
         return stats
-    finally:
-        scope.close()
 
 
 # =========================================================================================
@@ -1227,11 +1184,11 @@ class TputCell:
 
     @property
     def rate(self) -> float | None:
-        return statistics.median(self.rates) if self.rates else None
+        return common.median_or_none(self.rates)
 
     @property
     def e2e(self) -> float | None:
-        return statistics.median(self.e2e_rates) if self.e2e_rates else None
+        return common.median_or_none(self.e2e_rates)
 
     @property
     def mb(self) -> float | None:
@@ -1240,9 +1197,7 @@ class TputCell:
 
     @property
     def spread(self) -> str:
-        if len(self.rates) < 2:
-            return ""
-        return f"{min(self.rates):,.0f}..{max(self.rates):,.0f}"
+        return common.span(self.rates)
 
 
 @dataclass
@@ -1252,10 +1207,6 @@ class RttCell:
     count: int
     stats: dict | None = None
     note: str = ""
-
-
-def fmt(value: float | None, spec: str) -> str:
-    return "n/a" if value is None else format(value, spec)
 
 
 def fmt_x(ratio: float | None) -> str:
@@ -1347,25 +1298,6 @@ RTT_HEADERS = [
 RTT_RIGHT = {1, 2, 3, 4, 5, 6, 7, 8}
 
 
-def text_table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-
-    def line(values: list[str]) -> str:
-        return "  ".join(
-            v.rjust(w) if i in right else v.ljust(w)
-            for i, (v, w) in enumerate(zip(values, widths, strict=True))
-        ).rstrip()
-
-    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
-
-
-def md_table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    align = ["---:" if i in right else "---" for i in range(len(headers))]
-    out = ["| " + " | ".join(headers) + " |", "|" + "|".join(align) + "|"]
-    out.extend("| " + " | ".join(v.replace("|", "\\|") for v in r) + " |" for r in rows)
-    return out
-
-
 def targets(tput: list[TputCell], rtt: list[RttCell]) -> list[str]:
     """The issue's targets, met or not, from what this run measured."""
 
@@ -1432,10 +1364,10 @@ def text_report(info, tput, rtt, repeats, warmups) -> str:
     out.append(f"{'warmup':>14}: {warmups}")
     if tput:
         out += ["", "Throughput (cross-process IPC)", ""]
-        out += text_table(TPUT_HEADERS, tput_rows(tput), TPUT_RIGHT)
+        out += common.text_table(TPUT_HEADERS, tput_rows(tput), TPUT_RIGHT)
     if rtt:
         out += ["", "Round-trip latency (ping-pong over IPC)", ""]
-        out += text_table(RTT_HEADERS, rtt_rows(rtt), RTT_RIGHT)
+        out += common.text_table(RTT_HEADERS, rtt_rows(rtt), RTT_RIGHT)
     out += ["", "Targets:"] + [f"  {x}" for x in targets(tput, rtt)]
     out += [""] + [f"* {x}" for x in NOTES]
     return "\n".join(out)
@@ -1448,9 +1380,11 @@ def markdown_report(info, tput, rtt, repeats, warmups, command) -> str:
     out.append(f"- **warmup**: {warmups}")
     out.append(f"- **command**: `{command}`")
     if tput:
-        out += ["", "### Throughput", ""] + md_table(TPUT_HEADERS, tput_rows(tput), TPUT_RIGHT)
+        out += ["", "### Throughput", ""]
+        out += common.md_table(TPUT_HEADERS, tput_rows(tput), TPUT_RIGHT)
     if rtt:
-        out += ["", "### Round-trip latency", ""] + md_table(RTT_HEADERS, rtt_rows(rtt), RTT_RIGHT)
+        out += ["", "### Round-trip latency", ""]
+        out += common.md_table(RTT_HEADERS, rtt_rows(rtt), RTT_RIGHT)
     out += ["", "### Targets", ""] + [f"- {x}" for x in targets(tput, rtt)]
     out += [""] + [f"- {x}" for x in NOTES]
     return "\n".join(out) + "\n"
@@ -1469,51 +1403,9 @@ def java_version() -> str:
     return lines[0] if lines else "unknown"
 
 
-def machine_info() -> dict[str, str]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count() or 0
-    try:
-        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        load = "?"
-    return {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "cpu": cpu,
-        "cores": f"{os.cpu_count()} logical, {usable} usable",
-        "load average": f"{load} (at start)",
-        "platform": platform.platform(),
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "numpy": np.__version__,
-        "pyzmq": f"{zmq.__version__} (libzmq {zmq.zmq_version()})",
-        "aeronio": aeronio.__version__,
-        "java": java_version(),
-    }
-
-
 # =========================================================================================
 # Main
 # =========================================================================================
-
-
-def parse_ints(text: str, what: str) -> list[int]:
-    try:
-        values = [int(v.replace("_", "")) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{what}: integers, not {text!r}") from None
-    if not values or any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{what}: positive integers, not {text!r}")
-    return values
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1577,12 +1469,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def split_modes(text: str, known: dict[str, str], what: str, parser) -> list[str]:
-    modes = [m.strip() for m in text.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in known]
-    if unknown:
-        parser.error(f"{what}: unknown {', '.join(unknown)}; known: {', '.join(known)}")
-    return modes
+INT_ERRORS = ("{what}: integers, not {text!r}", "{what}: positive integers, not {text!r}")
+
+
+@contextlib.contextmanager
+def java_row(cell: TputCell | RttCell):
+    """An Aeron Java row: when it is skipped or fails, that is noted in the cell and on stderr
+    and the run goes on."""
+    try:
+        yield
+    except Skipped as e:
+        cell.note = f"skipped: {e}"
+        progress(f"    {cell.note}")
+    except BenchError as e:
+        cell.note = f"failed: {e}".splitlines()[0]
+        progress(f"    {e}")
 
 
 def _terminated(signum, frame) -> None:
@@ -1596,20 +1497,13 @@ def main(argv: list[str] | None = None) -> int:
         return worker_main(args.worker)
     # SIGTERM unwinds like Ctrl-C, so the finally blocks stop every child and remove every dir.
     signal.signal(signal.SIGTERM, _terminated)
-    try:
-        sizes = parse_ints(args.sizes, "--sizes")
-        counts = parse_ints(args.count, "--count") if args.count else None
-    except argparse.ArgumentTypeError as e:
-        parser.error(str(e))
+    sizes, counts = common.sizes_and_counts(parser, args, INT_ERRORS)
     if any(s < 8 for s in sizes) or args.rtt_size < 8:
         parser.error("sizes must be at least 8 bytes (every message carries a u64 sequence)")
-    if counts is not None and len(counts) not in (1, len(sizes)):
-        parser.error("--count: give one number, or one per size")
-    modes = split_modes(args.modes, TPUT_MODES, "--modes", parser)
-    rtt_modes = split_modes(args.rtt_modes, RTT_MODES, "--rtt-modes", parser)
-    for name in ("repeats", "rtt_count", "fragment_limit", "batch_rows"):
-        if getattr(args, name) <= 0:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
+    common.check_counts(parser, counts, sizes)
+    modes = common.split_modes(parser, args.modes, TPUT_MODES, "--modes")
+    rtt_modes = common.split_modes(parser, args.rtt_modes, RTT_MODES, "--rtt-modes")
+    common.require_positive(parser, args, ("repeats", "rtt_count", "fragment_limit", "batch_rows"))
     if args.rtt_warmup < 0 or (args.warmup is not None and args.warmup < 0):
         parser.error("warmups must not be negative")
     if args.quick:
@@ -1618,10 +1512,7 @@ def main(argv: list[str] | None = None) -> int:
         args.rtt_count = 5_000
         args.rtt_warmup = 1_000
         args.java_seconds = 3.0
-    if counts is None:
-        counts = [1_000_000 if s <= 64 else 300_000 for s in sizes]
-    elif len(counts) == 1:
-        counts = counts * len(sizes)
+    counts = common.per_size_counts(counts, sizes)
     warmups = [args.warmup if args.warmup is not None else min(200_000, n // 5) for n in counts]
     opts = Options(
         term_length=args.term_length,
@@ -1632,7 +1523,8 @@ def main(argv: list[str] | None = None) -> int:
         java=None if args.no_java else args.aeron_java,
         java_seconds=args.java_seconds,
     )
-    info = machine_info()
+    info = common.machine_info(with_load=True)
+    info["java"] = java_version()
     info["aeronio setup"] = (
         f"standalone driver process (python -m aeronio.cli driver), aeron:ipc, term "
         f"{args.term_length:,} B ({'sparse' if args.sparse else 'allocated'}), "
@@ -1647,15 +1539,9 @@ def main(argv: list[str] | None = None) -> int:
             tput.append(cell)
             progress(f"{TPUT_MODES[mode]}, {size} B, N={n:,} (warmup {w:,})")
             if mode == "j":
-                try:
+                with java_row(cell):
                     cell.rates, cell.note = java_throughput(size, opts)
                     progress(f"    {cell.rate:>14,.0f} msgs/s ({cell.note})")
-                except Skipped as e:
-                    cell.note = f"skipped: {e}"
-                    progress(f"    {cell.note}")
-                except BenchError as e:
-                    cell.note = f"failed: {e}".splitlines()[0]
-                    progress(f"    {e}")
                 continue
             for _ in range(args.repeats):
                 if mode == "z":
@@ -1676,7 +1562,7 @@ def main(argv: list[str] | None = None) -> int:
         if mode == "zmq":
             cell.stats = zmq_latency(args.rtt_size, args.rtt_count, args.rtt_warmup, opts)
         elif mode == "java":
-            try:
+            with java_row(cell):
                 cell.stats = java_latency(args.rtt_size, args.rtt_count, args.rtt_warmup, opts)
                 cell.note = "busy-spin threads, one JVM"
                 if "raw" in cell.stats:
@@ -1685,12 +1571,6 @@ def main(argv: list[str] | None = None) -> int:
                     progress(
                         f"    median {cell.stats['median']:.2f} us, p99 {cell.stats['p99']:.2f} us"
                     )
-            except Skipped as e:
-                cell.note = f"skipped: {e}"
-                progress(f"    {cell.note}")
-            except BenchError as e:
-                cell.note = f"failed: {e}".splitlines()[0]
-                progress(f"    {e}")
         else:
             cell.stats = aeron_latency(mode, args.rtt_size, args.rtt_count, args.rtt_warmup, opts)
 
@@ -1699,25 +1579,14 @@ def main(argv: list[str] | None = None) -> int:
         + f"; {args.rtt_warmup:,} round trips"
     )
     print(text_report(info, tput, rtt, args.repeats, warm_text))
-    if args.markdown or args.out:
-        command = " ".join(["python", "bench/ipc_processes.py", *(argv or sys.argv[1:])])
-        report = markdown_report(info, tput, rtt, args.repeats, warm_text, command)
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write(report)
-            print(f"\nmarkdown written to {args.out}")
-        if args.markdown:
-            print()
-            print(report, end="")
+    common.write_markdown(
+        args,
+        argv,
+        "bench/ipc_processes.py",
+        lambda command: markdown_report(info, tput, rtt, args.repeats, warm_text, command),
+    )
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as e:
-        print(f"BENCHMARK FAILED: {e}", file=sys.stderr)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+    common.run_main(main, interrupted_exit=True)

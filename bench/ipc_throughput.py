@@ -21,18 +21,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import os
-import platform
-import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import common
 import numpy as np
 import zmq
+from common import BenchError, check, fmt
 
 import aeronio
 from aeronio import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
@@ -52,19 +51,6 @@ MODES: dict[str, str] = {
 AERONIO_MODES = ("a", "a2", "b", "c")
 
 
-class BenchError(RuntimeError):
-    """A run delivered the wrong messages or stalled: the numbers would be meaningless."""
-
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise BenchError(message)
-
-
-def default_count(size: int) -> int:
-    return 1_000_000 if size <= 64 else 300_000
-
-
 def make_message(size: int, fill: int) -> bytes:
     return bytes([fill]) * size
 
@@ -76,6 +62,12 @@ def last_message(size: int) -> bytes:
 
 def fail_offer(result: int, where: str) -> None:
     raise BenchError(f"{where}: offer returned {result}")
+
+
+def check_delivered(label: str, n: int, size: int, count: int, nbytes: int) -> None:
+    """Exactly `n` messages of `size` bytes arrived."""
+    check(count == n, f"{label} received {count} messages, expected {n}")
+    check(nbytes == n * size, f"{label} received {nbytes} bytes, expected {n * size}")
 
 
 # -- aeronio runs -------------------------------------------------------------------------
@@ -148,8 +140,7 @@ async def run_offer_poll(pub, sub, size: int, n: int, setup: AeronSetup) -> floa
             await asyncio.sleep(0)
     elapsed = time.perf_counter() - t0
     check(sent == n, f"(a) sent {sent} messages, expected {n}")
-    check(count == n, f"(a) received {count} messages, expected {n}")
-    check(nbytes == n * size, f"(a) received {nbytes} bytes, expected {n * size}")
+    check_delivered("(a)", n, size, count, nbytes)
     return elapsed
 
 
@@ -210,8 +201,7 @@ async def run_threads(pub, sub, size: int, n: int, setup: AeronSetup) -> float:
     if errors:
         raise errors[0]
     check(sent == n, f"(a2) publisher sent {sent} messages, expected {n}")
-    check(count == n, f"(a2) received {count} messages, expected {n}")
-    check(nbytes == n * size, f"(a2) received {nbytes} bytes, expected {n * size}")
+    check_delivered("(a2)", n, size, count, nbytes)
     return elapsed
 
 
@@ -243,23 +233,16 @@ async def run_async_api(pub, sub, size: int, n: int, setup: AeronSetup) -> float
         if not task.done():
             task.cancel()
     elapsed = time.perf_counter() - t0
-    check(count == n, f"(b) received {count} messages, expected {n}")
-    check(nbytes == n * size, f"(b) received {nbytes} bytes, expected {n * size}")
+    check_delivered("(b)", n, size, count, nbytes)
     check(final == last, "(b) the last message received differs from the last one sent")
     return elapsed
-
-
-def record_dtype(size: int) -> np.dtype:
-    if size == 8:
-        return np.dtype([("seq", "<u8")])
-    return np.dtype([("seq", "<u8"), ("body", f"V{size - 8}")])
 
 
 async def run_batch(pub, sub, size: int, n: int, setup: AeronSetup) -> float:
     """(c): 2-D uint8 records through try_offer_batch; batch_poll sums one field per batch."""
     rows = setup.batch_rows
     limit = setup.fragment_limit
-    dtype = record_dtype(size)
+    dtype = common.record_dtype(size)
     records = np.full((rows, size), 0xC3, dtype=np.uint8)
     seq_column = records[:, :8].view("<u8").reshape(rows)
     ramp = np.arange(rows, dtype=np.uint64)
@@ -394,8 +377,7 @@ def zmq_run(size: int, n: int, copy: bool, timeout: float) -> float:
         if errors:
             raise errors[0]
         final = data if copy else data.bytes
-        check(count == n, f"pyzmq received {count} messages, expected {n}")
-        check(nbytes == n * size, f"pyzmq received {nbytes} bytes, expected {n * size}")
+        check_delivered("pyzmq", n, size, count, nbytes)
         check(final == last, "pyzmq: the last message received differs from the last one sent")
         return elapsed
     finally:
@@ -418,7 +400,7 @@ class Cell:
 
     @property
     def median(self) -> float | None:
-        return statistics.median(self.times) if self.times else None
+        return common.median_or_none(self.times)
 
     @property
     def msgs_per_s(self) -> float | None:
@@ -433,47 +415,7 @@ class Cell:
     @property
     def spread(self) -> str:
         """min..max msgs/s over the repeats."""
-        if len(self.times) < 2:
-            return ""
-        return f"{self.count / max(self.times):,.0f}..{self.count / min(self.times):,.0f}"
-
-
-def machine_info() -> dict[str, str]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count() or 0
-    return {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "cpu": cpu,
-        "cores": f"{os.cpu_count()} logical, {usable} usable",
-        "platform": platform.platform(),
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "numpy": np.__version__,
-        "pyzmq": f"{zmq.__version__} (libzmq {zmq.zmq_version()})",
-        "aeronio": aeronio.__version__,
-    }
-
-
-def parse_ints(text: str, what: str) -> list[int]:
-    try:
-        values = [int(v.replace("_", "")) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{what} must be comma-separated integers: {text!r}"
-        ) from None
-    if not values or any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{what} must be positive integers: {text!r}")
-    return values
+        return common.span(self.count / t for t in self.times)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -540,44 +482,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+INT_ERRORS = (
+    "{what} must be comma-separated integers: {text!r}",
+    "{what} must be positive integers: {text!r}",
+)
+
+
 def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser):
-    try:
-        sizes = parse_ints(args.sizes, "--sizes")
-        counts = parse_ints(args.count, "--count") if args.count else None
-    except argparse.ArgumentTypeError as e:
-        parser.error(str(e))
+    sizes, counts = common.sizes_and_counts(parser, args, INT_ERRORS)
     if any(s < 8 for s in sizes):
         parser.error("--sizes: every size must be at least 8 bytes (the records carry a u64 seq)")
     max_message = min(args.term_length // 8, 16 * 1024 * 1024)
     if any(s > max_message for s in sizes):
         parser.error(f"--sizes: max message length for this term length is {max_message}")
-    if counts is not None and len(counts) not in (1, len(sizes)):
-        parser.error("--count: give one number, or one per size")
+    common.check_counts(parser, counts, sizes)
     if args.quick:
         counts = [50_000]
         args.repeats = 1
-    if counts is None:
-        counts = [default_count(s) for s in sizes]
-    elif len(counts) == 1:
-        counts = counts * len(sizes)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
-    if unknown:
-        parser.error(f"--modes: unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
+    counts = common.per_size_counts(counts, sizes)
+    modes = common.split_modes(parser, args.modes, MODES, "--modes", noun="mode(s) ")
     if args.zmq_nocopy and "d2" not in modes:
         modes.append("d2")
     if args.thread_backoff < 0:
         parser.error("--thread-backoff must not be negative")
     if args.warmup < 0:
         parser.error("--warmup must not be negative")
-    for name in ("repeats", "burst", "fragment_limit", "batch_rows"):
-        if getattr(args, name) <= 0:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
+    common.require_positive(parser, args, ("repeats", "burst", "fragment_limit", "batch_rows"))
     return sizes, counts, modes
-
-
-def fmt(value: float | None, spec: str) -> str:
-    return "n/a" if value is None else format(value, spec)
 
 
 def ratio(cell: Cell, peer: Cell | None) -> str:
@@ -607,25 +538,14 @@ def rows_of(cells: list[Cell]) -> list[list[str]]:
 
 
 HEADERS = ["mode", "size B", "N", "msgs/s", "MB/s", "vs pyzmq", "min..max msgs/s"]
+RIGHT = {1, 2, 3, 4, 5}
 
 
 def text_report(info: dict[str, str], cells: list[Cell], repeats: int) -> str:
-    rows = rows_of(cells)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADERS)]
-    right = {1, 2, 3, 4, 5}
-
-    def line(values: list[str]) -> str:
-        return "  ".join(
-            v.rjust(w) if i in right else v.ljust(w)
-            for i, (v, w) in enumerate(zip(values, widths, strict=True))
-        ).rstrip()
-
     out = [f"{k:>13}: {v}" for k, v in info.items()]
     out.append(f"{'repeats':>13}: {repeats} (median shown; MB = 10^6 payload bytes)")
     out.append("")
-    out.append(line(HEADERS))
-    out.append(line(["-" * w for w in widths]))
-    out.extend(line(r) for r in rows)
+    out.extend(common.text_table(HEADERS, rows_of(cells), RIGHT))
     out.append("")
     out.append("vs pyzmq = aeronio msgs/s / pyzmq (d) msgs/s at the same size")
     return "\n".join(out)
@@ -637,9 +557,7 @@ def markdown_report(info: dict[str, str], cells: list[Cell], repeats: int, argv:
     out.append(f"- **repeats**: {repeats} (median shown; MB = 10^6 payload bytes)")
     out.append(f"- **command**: `{argv}`")
     out.append("")
-    out.append("| " + " | ".join(HEADERS) + " |")
-    out.append("|" + "|".join(["---"] + ["---:"] * 5 + ["---"]) + "|")
-    out.extend("| " + " | ".join(r) + " |" for r in rows_of(cells))
+    out.extend(common.md_table(HEADERS, rows_of(cells), RIGHT))
     out.append("")
     out.append("`vs pyzmq` = aeronio msgs/s ÷ pyzmq PUSH/PULL (copy=True) msgs/s at the same size.")
     return "\n".join(out) + "\n"
@@ -660,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         warmup=args.warmup,
         thread_backoff=args.thread_backoff,
     )
-    info = machine_info()
+    info = common.machine_info()
     info["aeronio setup"] = (
         f"embedded driver per run, aeron:ipc, term {args.term_length:,} B "
         f"({'sparse' if args.sparse else 'allocated'}), "
@@ -692,22 +610,14 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
     print(text_report(info, cells, args.repeats))
-    if args.markdown or args.out:
-        command = " ".join(["python", "bench/ipc_throughput.py", *(argv or sys.argv[1:])])
-        report = markdown_report(info, cells, args.repeats, command)
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write(report)
-            print(f"\nmarkdown written to {args.out}")
-        if args.markdown:
-            print()
-            print(report, end="")
+    common.write_markdown(
+        args,
+        argv,
+        "bench/ipc_throughput.py",
+        lambda command: markdown_report(info, cells, args.repeats, command),
+    )
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as e:
-        print(f"BENCHMARK FAILED: {e}", file=sys.stderr)
-        sys.exit(1)
+    common.run_main(main)

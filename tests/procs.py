@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 BOOT = f"import sys; sys.path.insert(0, {TESTS_DIR!r}); import procs; procs.child_main()"
@@ -204,6 +204,16 @@ class Procs:
             child.finish()
         for dir in self.dirs:
             shutil.rmtree(dir, ignore_errors=True)
+
+
+def procs_fixture() -> Iterator[Procs]:
+    """The `procs` fixture of the process tests (`procs = pytest.fixture(procs_fixture,
+    name="procs")`): a Procs for one test, closed at its teardown."""
+    procs = Procs()
+    try:
+        yield procs
+    finally:
+        procs.close()
 
 
 def counters_path(dir: str) -> str:

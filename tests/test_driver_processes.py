@@ -15,11 +15,11 @@ import socket
 import pytest
 from procs import (
     IPC,
-    Procs,
     async_wait_until,
     counter_labels,
     counters_path,
     payload_size,
+    procs_fixture,
     system_counters,
 )
 
@@ -38,14 +38,7 @@ SHORT_TIMEOUTS = (
 )
 IPC_MAX_PAYLOAD = 1408 - 32  # default ipc mtu minus the data header
 
-
-@pytest.fixture
-def procs():
-    procs = Procs()
-    try:
-        yield procs
-    finally:
-        procs.close()
+procs = pytest.fixture(procs_fixture, name="procs")
 
 
 async def round_trip(dir: str, stream: int = 77) -> None:

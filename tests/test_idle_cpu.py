@@ -12,12 +12,14 @@ import asyncio
 import time
 
 import pytest
-from procs import IPC, Procs, async_wait_until, cpu_seconds
+from procs import IPC, Procs, async_wait_until, cpu_seconds, procs_fixture
 
 import aeronio
 
 MEASURE_S = 3.0
 MAX_CORE_SHARE = 0.02
+
+procs = pytest.fixture(procs_fixture, name="procs")
 
 
 @pytest.fixture(scope="module")
@@ -28,15 +30,6 @@ def driver_dir():
         dir = procs.new_dir()
         procs.driver(dir, "--ipc-term-length", "65536")
         yield dir
-    finally:
-        procs.close()
-
-
-@pytest.fixture
-def procs():
-    procs = Procs()
-    try:
-        yield procs
     finally:
         procs.close()
 

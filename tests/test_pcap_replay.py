@@ -16,15 +16,13 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-import numpy as np
 import pytest
 from pcap import UdpPacket, read_udp
+from udp_harness import Slot, feed_frame, image_from_setup
 
 from aeronio import _core
 from aeronio.counters import SystemCounters
 from aeronio.driver.publication_image import PublicationImage, receiver_window
-from aeronio.logbuffer import descriptor as d
-from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.frames import (
     HDR_TYPE_DATA,
     HDR_TYPE_NAK,
@@ -224,24 +222,6 @@ def expected(packets: list[Packet]) -> Expected:
 # -- the receiver harness -----------------------------------------------------------------------
 
 
-class Slot:
-    """A position counter in shared memory (the image reader advances it with atomics)."""
-
-    def __init__(self, value: int = 0):
-        self.array = np.zeros(8, dtype=np.uint8)
-        self.atomic = _core.AtomicBuffer(self.array)
-        self.set(value)
-
-    def get(self) -> int:
-        return self.atomic.get_int64_volatile(0)
-
-    def set(self, value: int) -> None:
-        self.atomic.put_int64_ordered(0, value)
-
-    def increment(self, delta: int = 1) -> int:
-        return self.atomic.get_and_add_int64(0, delta)
-
-
 @dataclass
 class Delivered:
     data: bytes
@@ -294,17 +274,12 @@ class Receiver:
                 state = self.images.get(header.session_id)
                 if state is None or state.image.stream_id != header.stream_id:
                     self.frames_without_image += 1
-                elif ref.is_heartbeat:
-                    state.image.on_heartbeat(
-                        header.term_id, header.term_offset, header.flags, now_ns
-                    )
-                else:
-                    length = 32 if ref.type == HDR_TYPE_PAD else d.align(ref.frame_length)
-                    frame = payload[ref.offset : ref.offset + length]
-                    if state.image.insert(header.term_id, header.term_offset, frame, now_ns):
-                        state.inserted += 1
-                    else:
-                        state.ignored += 1
+                    continue
+                taken = feed_frame(state.image, payload, ref, header, now_ns)
+                if taken:
+                    state.inserted += 1
+                elif taken is not None:  # turned down (a heartbeat is neither)
+                    state.ignored += 1
             else:
                 self.other_frames.append(ref.type)
 
@@ -317,31 +292,13 @@ class Receiver:
         if setup.session_id in self.images:
             self.ignored_setups.append(setup)
             return
-        log = LogBuffers.create(
+        image, reader, subscriber_position = image_from_setup(
             self.tmp_path / f"image-{setup.session_id}.log",
-            term_length=setup.term_length,
-            initial_term_id=setup.initial_term_id,
-            session_id=setup.session_id,
-            stream_id=setup.stream_id,
-            mtu=setup.mtu,
-            term_id=setup.active_term_id,
-            term_offset=setup.term_offset,
-        )
-        join = d.compute_position(
-            setup.active_term_id, setup.term_offset, setup.term_length, setup.initial_term_id
-        )
-        subscriber_position = Slot(join)
-        image = PublicationImage(
-            log,
-            join_position=join,
+            setup,
             receiver_id=RECEIVER_ID,
-            rebuild_position=Slot(),
-            hwm_position=Slot(),
-            consumption_position=subscriber_position.get,
             system=self.system,
             now_ns=now_ns,
         )
-        reader = _core.ImageReader(log.mapped, subscriber_position.array, 0)
         self.images[setup.session_id] = ImageState(
             image, reader, subscriber_position, setup, now_ns
         )

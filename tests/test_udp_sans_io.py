@@ -3,8 +3,8 @@ in-memory network that drops, duplicates and reorders datagrams in both directio
 
 import random
 
-import numpy as np
 import pytest
+from udp_harness import Slot, feed_frame, image_from_setup
 
 from aeronio import _core
 from aeronio.counters import SystemCounters
@@ -28,24 +28,6 @@ from aeronio.protocol.frames import (
 TERM_LENGTH = 64 * 1024
 MTU = 1408
 MS = 1_000_000
-
-
-class Slot:
-    """A position in shared memory (the appender reads the publisher limit through atomics)."""
-
-    def __init__(self, value: int = 0):
-        self.array = np.zeros(8, dtype=np.uint8)
-        self.atomic = _core.AtomicBuffer(self.array)
-        self.set(value)
-
-    def get(self) -> int:
-        return self.atomic.get_int64_volatile(0)
-
-    def set(self, value: int) -> None:
-        self.atomic.put_int64_ordered(0, value)
-
-    def increment(self, delta: int = 1) -> int:
-        return self.atomic.get_and_add_int64(0, delta)
 
 
 class LossyNetwork:
@@ -126,40 +108,15 @@ class Session:
                 self._on_setup(SetupFrame.decode(datagram, ref.offset))
             elif ref.type in (HDR_TYPE_DATA, HDR_TYPE_PAD) and self.image is not None:
                 header = DataHeader.decode(datagram, ref.offset)
-                if ref.frame_length == 0:
-                    self.image.on_heartbeat(
-                        header.term_id, header.term_offset, header.flags, self.now
-                    )
-                else:
-                    length = 32 if ref.type == HDR_TYPE_PAD else d.align(ref.frame_length)
-                    frame = datagram[ref.offset : ref.offset + length]
-                    self.image.insert(header.term_id, header.term_offset, frame, self.now)
+                feed_frame(self.image, datagram, ref, header, self.now)
 
     def _on_setup(self, setup: SetupFrame) -> None:
         if self.image is not None:
             return
-        log = LogBuffers.create(
+        self.image, self.reader, self.sub_position = image_from_setup(
             self.tmp_path / "image.log",
-            term_length=setup.term_length,
-            initial_term_id=setup.initial_term_id,
-            session_id=setup.session_id,
-            stream_id=setup.stream_id,
-            mtu=setup.mtu,
-            term_id=setup.active_term_id,
-            term_offset=setup.term_offset,
-        )
-        join = d.compute_position(
-            setup.active_term_id, setup.term_offset, setup.term_length, setup.initial_term_id
-        )
-        self.sub_position = Slot(join)
-        self.reader = _core.ImageReader(log.mapped, self.sub_position.array, 0)
-        self.image = PublicationImage(
-            log,
-            join_position=join,
+            setup,
             receiver_id=99,
-            rebuild_position=Slot(),
-            hwm_position=Slot(),
-            consumption_position=self.sub_position.get,
             system=self.system,
             now_ns=self.now,
             reliable=self.reliable,

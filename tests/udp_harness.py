@@ -1,0 +1,89 @@
+"""Receiver-side pieces of the sans-IO UDP tests (test_udp_sans_io, test_pcap_replay): positions
+in shared memory, the image a receiver makes from a SETUP, and DATA/PAD frames handed to it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from aeronio import _core
+from aeronio.counters import SystemCounters
+from aeronio.driver.publication_image import PublicationImage
+from aeronio.logbuffer import descriptor as d
+from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol.frames import HDR_TYPE_PAD, DataHeader, FrameRef, SetupFrame
+
+
+class Slot:
+    """A position in shared memory (the appender reads the publisher limit, the image reader
+    advances the subscriber position, through atomics)."""
+
+    def __init__(self, value: int = 0):
+        self.array = np.zeros(8, dtype=np.uint8)
+        self.atomic = _core.AtomicBuffer(self.array)
+        self.set(value)
+
+    def get(self) -> int:
+        return self.atomic.get_int64_volatile(0)
+
+    def set(self, value: int) -> None:
+        self.atomic.put_int64_ordered(0, value)
+
+    def increment(self, delta: int = 1) -> int:
+        return self.atomic.get_and_add_int64(0, delta)
+
+
+def image_from_setup(
+    log_path: Path,
+    setup: SetupFrame,
+    *,
+    receiver_id: int,
+    system: dict[SystemCounters, Slot],
+    now_ns: int,
+    reliable: bool = True,
+) -> tuple[PublicationImage, _core.ImageReader, Slot]:
+    """What a receiver makes of a session's SETUP: the image (its log created at `log_path`,
+    joined where the SETUP says), a reader of that log and the subscriber position the reader
+    advances and the image consumes from."""
+    log = LogBuffers.create(
+        log_path,
+        term_length=setup.term_length,
+        initial_term_id=setup.initial_term_id,
+        session_id=setup.session_id,
+        stream_id=setup.stream_id,
+        mtu=setup.mtu,
+        term_id=setup.active_term_id,
+        term_offset=setup.term_offset,
+    )
+    join = d.compute_position(
+        setup.active_term_id, setup.term_offset, setup.term_length, setup.initial_term_id
+    )
+    subscriber_position = Slot(join)
+    image = PublicationImage(
+        log,
+        join_position=join,
+        receiver_id=receiver_id,
+        rebuild_position=Slot(),
+        hwm_position=Slot(),
+        consumption_position=subscriber_position.get,
+        system=system,
+        now_ns=now_ns,
+        reliable=reliable,
+    )
+    reader = _core.ImageReader(log.mapped, subscriber_position.array, 0)
+    return image, reader, subscriber_position
+
+
+def feed_frame(
+    image: PublicationImage, datagram: bytes, ref: FrameRef, header: DataHeader, now_ns: int
+) -> bool | None:
+    """Hand the DATA or PAD frame at `ref` (its header decoded) to the image: a heartbeat to
+    on_heartbeat (None), anything else as its bytes on the wire (a PAD: its header) to insert,
+    whose answer is returned."""
+    if ref.is_heartbeat:
+        image.on_heartbeat(header.term_id, header.term_offset, header.flags, now_ns)
+        return None
+    length = 32 if ref.type == HDR_TYPE_PAD else d.align(ref.frame_length)
+    frame = datagram[ref.offset : ref.offset + length]
+    return image.insert(header.term_id, header.term_offset, frame, now_ns)
