@@ -70,6 +70,7 @@ async def run_demo(count: int, size: int, stream_id: int, out=sys.stdout) -> Non
                 break
         await producer
         elapsed = time.perf_counter() - start
+        await asyncio.sleep(0.01)  # let the conductor run a duty cycle: it samples pub-pos
         image = subscription.images[0]
         rate = count / elapsed
         print(
