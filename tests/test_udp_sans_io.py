@@ -4,10 +4,11 @@ in-memory network that drops, duplicates and reorders datagrams in both directio
 import random
 
 import pytest
-from udp_harness import Slot, feed_frame, image_from_setup
+from udp_harness import Slot, image_from_setup
 
 from aeronio import _core
 from aeronio.counters import SystemCounters
+from aeronio.driver.data_dispatcher import DataDispatcher
 from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.publication_image import PublicationImage
 from aeronio.logbuffer import descriptor as d
@@ -15,7 +16,6 @@ from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.frames import (
     HDR_TYPE_DATA,
     HDR_TYPE_NAK,
-    HDR_TYPE_PAD,
     HDR_TYPE_SETUP,
     HDR_TYPE_SM,
     DataHeader,
@@ -26,6 +26,7 @@ from aeronio.protocol.frames import (
 )
 
 TERM_LENGTH = 64 * 1024
+SOURCE = ("127.0.0.1", 40123)
 MTU = 1408
 MS = 1_000_000
 
@@ -101,26 +102,26 @@ class Session:
         self.received: list = []
         self.now = 0
         self.sent = 0
+        self.dispatcher = DataDispatcher(
+            99, self.system, self._on_setup, lambda frame, source: self.b_to_a.send(frame)
+        )
+        self.dispatcher.add_subscription(10)
 
     def _on_datagram(self, datagram: bytes) -> None:
-        for ref in iter_frames(datagram):
-            if ref.type == HDR_TYPE_SETUP:
-                self._on_setup(SetupFrame.decode(datagram, ref.offset))
-            elif ref.type in (HDR_TYPE_DATA, HDR_TYPE_PAD) and self.image is not None:
-                header = DataHeader.decode(datagram, ref.offset)
-                feed_frame(self.image, datagram, ref, header, self.now)
+        self.dispatcher.on_datagram(datagram, SOURCE, self.now)
 
-    def _on_setup(self, setup: SetupFrame) -> None:
-        if self.image is not None:
-            return
-        self.image, self.reader, self.sub_position = image_from_setup(
-            self.tmp_path / "image.log",
+    def _on_setup(self, setup: SetupFrame, source, now_ns: int) -> PublicationImage:
+        image, reader, sub_position = image_from_setup(
+            self.tmp_path / f"image-{setup.session_id}.log",
             setup,
             receiver_id=99,
             system=self.system,
-            now_ns=self.now,
+            now_ns=now_ns,
             reliable=self.reliable,
         )
+        if setup.session_id == self.log.session_id:  # the session under test
+            self.image, self.reader, self.sub_position = image, reader, sub_position
+        return image
 
     def _on_control(self, datagram: bytes) -> None:
         for ref in iter_frames(datagram):
@@ -134,8 +135,9 @@ class Session:
         for ref in iter_frames(datagram):
             if ref.type == HDR_TYPE_DATA and ref.frame_length > 0:
                 header = DataHeader.decode(datagram, ref.offset)
-                end = d.compute_position(header.term_id, header.term_offset, TERM_LENGTH,
-                                         self.log.initial_term_id) + d.align(ref.frame_length)
+                end = d.compute_position(
+                    header.term_id, header.term_offset, TERM_LENGTH, self.log.initial_term_id
+                ) + d.align(ref.frame_length)
                 assert end <= limit, f"DATA up to {end} sent past the sender limit {limit}"
 
     def step(self, total: int, burst: int = 40) -> None:
@@ -230,3 +232,53 @@ def test_flow_control_limit_follows_status_messages(tmp_path):
     window = min(128 * 1024, TERM_LENGTH // 2)
     assert sender.sender_limit.get() <= session.sub_position.get() + window + TERM_LENGTH
     assert sender.sender_limit.get() >= session.image.join_position + window
+
+
+def mutations(rng: random.Random, datagram: bytes) -> bytes:
+    """Random bytes, or a real datagram truncated, with a wrong frame length, an unknown type,
+    or made into a SETUP with an absurd term length or MTU. (Not arbitrary rewrites of a valid
+    header: UDP carries no authentication, a well-formed forged frame is data like any other.)"""
+    data = bytearray(datagram)
+    choice = rng.randrange(5)
+    if choice == 0:
+        return bytes(rng.randbytes(rng.randrange(0, 100)))
+    if choice == 1:
+        return bytes(data[: rng.randrange(0, len(data) + 1)])
+    if choice == 2 and len(data) >= 8:
+        data[0:4] = rng.choice([1, 31, -1, 2**31 - 1, -(2**31), len(data) + 32]).to_bytes(
+            4, "little", signed=True
+        )
+        return bytes(data)
+    if choice == 3 and len(data) >= 8:
+        data[6:8] = rng.choice([4, 7, 0xFFFF, 0x1234]).to_bytes(2, "little")
+        return bytes(data)
+    if len(data) >= 40:  # a SETUP with absurd term length / MTU for a known session and stream
+        data[6:8] = (5).to_bytes(2, "little")
+        data[0:4] = (40).to_bytes(4, "little")
+        data[28:32] = rng.choice([0, 3, 1 << 31 - 1, 65535]).to_bytes(4, "little", signed=True)
+        data[32:36] = rng.choice([0, 31, 70000, 1 << 30]).to_bytes(4, "little", signed=True)
+        return bytes(data[:40])
+    return bytes(data)
+
+
+def test_malformed_datagrams_are_counted_and_a_legitimate_stream_is_unaffected(tmp_path):
+    session = Session(tmp_path, 6, loss=0, duplicate=0, reorder=0)
+    rng = random.Random(6)
+    total = 5000
+    original = session.a_to_b.deliver
+
+    def deliver_with_garbage():
+        out = []
+        for datagram in original():
+            out.append(datagram)
+            for _ in range(2):
+                out.append(mutations(rng, datagram))
+        return out
+
+    session.a_to_b.deliver = deliver_with_garbage
+    for _ in range(20_000):
+        session.step(total)
+        if len(session.received) >= total:
+            break
+    assert [m.data for m in session.received] == [message(i) for i in range(total)]
+    assert session.system[SystemCounters.INVALID_PACKETS].get() > 1000

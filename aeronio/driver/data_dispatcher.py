@@ -1,0 +1,117 @@
+"""Routes received datagrams to publication images, sans-IO (Aeron's DataPacketDispatcher).
+
+DATA and PAD frames go to the image of their session and stream (a heartbeat moves its
+high-water mark); a SETUP for a subscribed stream asks `on_setup` for a new image; DATA for a
+subscribed stream with no image yet gets a setup-eliciting status message back (at most one per
+session every 100 ms). Anything malformed is counted as an invalid packet and dropped — nothing
+a datagram holds can raise out of `on_datagram`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aeronio.counters import SystemCounters
+from aeronio.driver.network_publication import Position
+from aeronio.driver.publication_image import PublicationImage
+from aeronio.logbuffer import descriptor as d
+from aeronio.protocol.frames import (
+    HDR_TYPE_DATA,
+    HDR_TYPE_PAD,
+    HDR_TYPE_SETUP,
+    SM_SETUP_FLAG,
+    DataHeader,
+    MalformedFrameError,
+    SetupFrame,
+    iter_frames,
+    status_message,
+)
+
+ELICIT_INTERVAL_NS = 100_000_000
+
+Source = tuple[str, int]
+OnSetup = Callable[[SetupFrame, Source, int], PublicationImage | None]
+SendControl = Callable[[bytes, Source], None]
+
+
+class DataDispatcher:
+    def __init__(
+        self,
+        receiver_id: int,
+        system: dict[SystemCounters, Position],
+        on_setup: OnSetup,
+        send_control: SendControl,
+    ):
+        self.receiver_id = receiver_id
+        self.system = system
+        self.on_setup = on_setup
+        self.send_control = send_control
+        self.images: dict[tuple[int, int], PublicationImage] = {}
+        self.streams: dict[int, int] = {}
+        self._elicited: dict[tuple[int, int], int] = {}
+
+    def add_subscription(self, stream_id: int) -> None:
+        self.streams[stream_id] = self.streams.get(stream_id, 0) + 1
+
+    def remove_subscription(self, stream_id: int) -> None:
+        if self.streams.get(stream_id, 0) <= 1:
+            self.streams.pop(stream_id, None)
+        else:
+            self.streams[stream_id] -= 1
+
+    def remove_image(self, session_id: int, stream_id: int) -> None:
+        self.images.pop((session_id, stream_id), None)
+
+    def on_datagram(self, datagram, source: Source, now_ns: int) -> None:
+        self.system[SystemCounters.BYTES_RECEIVED].increment(len(datagram))
+        try:
+            for ref in iter_frames(datagram):
+                if ref.type in (HDR_TYPE_DATA, HDR_TYPE_PAD):
+                    self._on_data(datagram, ref, source, now_ns)
+                elif ref.type == HDR_TYPE_SETUP:
+                    self._on_setup(SetupFrame.decode(datagram, ref.offset), source, now_ns)
+        except MalformedFrameError:
+            self.system[SystemCounters.INVALID_PACKETS].increment()
+
+    def _on_data(self, datagram, ref, source: Source, now_ns: int) -> None:
+        header = DataHeader.decode(datagram, ref.offset)
+        key = (header.session_id, header.stream_id)
+        image = self.images.get(key)
+        if image is None:
+            if header.stream_id in self.streams:
+                self._elicit_setup(key, source, now_ns)
+            return
+        if ref.is_heartbeat:
+            self.system[SystemCounters.HEARTBEATS_RECEIVED].increment()
+            image.on_heartbeat(header.term_id, header.term_offset, header.flags, now_ns)
+            return
+        length = 32 if ref.type == HDR_TYPE_PAD else d.align(ref.frame_length)
+        image.insert(
+            header.term_id, header.term_offset, datagram[ref.offset : ref.offset + length], now_ns
+        )
+
+    def _on_setup(self, setup: SetupFrame, source: Source, now_ns: int) -> None:
+        key = (setup.session_id, setup.stream_id)
+        if setup.stream_id in self.streams and key not in self.images:
+            image = self.on_setup(setup, source, now_ns)
+            if image is not None:
+                self.images[key] = image
+
+    def _elicit_setup(self, key: tuple[int, int], source: Source, now_ns: int) -> None:
+        last = self._elicited.get(key)
+        if last is not None and now_ns - last < ELICIT_INTERVAL_NS:
+            return
+        self._elicited[key] = now_ns
+        self.system[SystemCounters.STATUS_MESSAGES_SENT].increment()
+        self.send_control(
+            status_message(
+                session_id=key[0],
+                stream_id=key[1],
+                consumption_term_id=0,
+                consumption_term_offset=0,
+                receiver_window=0,
+                receiver_id=self.receiver_id,
+                flags=SM_SETUP_FLAG,
+            ).encode(),
+            source,
+        )
