@@ -27,6 +27,7 @@ from aeronio.driver import protocol as p
 from aeronio.driver.context import DriverContext
 from aeronio.driver.error_log import ERROR_LOG_FILE, DistinctErrorLog
 from aeronio.driver.ipc_publication import IpcPublication, SubscriberPosition
+from aeronio.driver.udp_media import NetworkPublicationEntry, UdpMedia
 from aeronio.errors import AeronError, ChannelUriError
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
@@ -59,6 +60,7 @@ class SubscriptionLink:
         session_id = self.channel.session_id
         return (
             self.channel.is_ipc
+            and publication.media_key == "ipc"
             and publication.stream_id == self.stream_id
             and (session_id is None or session_id == publication.session_id)
         )
@@ -66,7 +68,12 @@ class SubscriptionLink:
 
 class DriverConductor:
     def __init__(
-        self, ctx: DriverContext, wake: Callable[[], None] = lambda: None, wake_id: int = 0
+        self,
+        ctx: DriverContext,
+        wake: Callable[[], None] = lambda: None,
+        wake_id: int = 0,
+        watch: Callable[[int], None] = lambda fd: None,
+        unwatch: Callable[[int], None] = lambda fd: None,
     ):
         self.ctx = ctx
         self.wake = wake
@@ -87,6 +94,7 @@ class DriverConductor:
         self._next_id = random.getrandbits(32)
         self._session_ids: set[int] = set()
         self._timed_out_clients: set[int] = set()
+        self.udp = UdpMedia(self, watch, unwatch)
 
     # -- commands -----------------------------------------------------------------------
 
@@ -130,7 +138,7 @@ class DriverConductor:
         try:
             match command:
                 case p.AddPublication():
-                    self._add_publication(command, client)
+                    self._add_publication(command, client, now_ns)
                 case p.RemovePublication():
                     self._remove_publication(command, client, now_ns)
                 case p.AddSubscription():
@@ -158,11 +166,12 @@ class DriverConductor:
         self.system[SystemCounters.ERRORS].increment()
         self.error_log.record(error)
 
-    def _add_publication(self, command: p.AddPublication, client: ClientSession) -> None:
+    def _add_publication(
+        self, command: p.AddPublication, client: ClientSession, now_ns: int
+    ) -> None:
         channel = ChannelUri.parse(command.channel)
         _check_stream_id(command.stream_id)
-        if not channel.is_ipc:
-            raise AeronError(f"only aeron:ipc channels are supported so far, not {command.channel}")
+        _check_media(channel)
         publication = None
         if not command.exclusive and channel.session_id is None:
             publication = next(
@@ -171,12 +180,13 @@ class DriverConductor:
                     for pub in self.publications
                     if not pub.exclusive
                     and pub.stream_id == command.stream_id
+                    and pub.media_key == _media_key(channel)
                     and pub.state.name == "ACTIVE"
                 ),
                 None,
             )
         if publication is None:
-            publication = self._new_ipc_publication(channel, command)
+            publication = self._new_publication(channel, command, now_ns)
             self._link_subscriptions(publication)
         else:
             _check_same_log_params(channel, publication)
@@ -195,12 +205,14 @@ class DriverConductor:
             )
         )
 
-    def _new_ipc_publication(
-        self, channel: ChannelUri, command: p.AddPublication
+    def _new_publication(
+        self, channel: ChannelUri, command: p.AddPublication, now_ns: int
     ) -> IpcPublication:
         ctx = self.ctx
-        term_length = channel.term_length or ctx.ipc_term_length
-        mtu = channel.mtu or ctx.ipc_mtu
+        term_length = channel.term_length or (
+            ctx.ipc_term_length if channel.is_ipc else ctx.term_length
+        )
+        mtu = channel.mtu or (ctx.ipc_mtu if channel.is_ipc else ctx.mtu_length)
         d.check_term_length(term_length)
         if mtu - 32 > d.max_message_length(term_length):
             raise AeronError(f"mtu {mtu} is too large for term-length {term_length}")
@@ -254,8 +266,10 @@ class DriverConductor:
                 command.client_id,
             )
         )
-        window = ctx.ipc_publication_term_window_length or term_length // 2
-        publication = IpcPublication(
+        window = (ctx.ipc_publication_term_window_length if channel.is_ipc else 0) or (
+            term_length // 2
+        )
+        publication = (IpcPublication if channel.is_ipc else NetworkPublicationEntry)(
             registration_id=registration_id,
             session_id=session_id,
             stream_id=command.stream_id,
@@ -274,6 +288,8 @@ class DriverConductor:
         )
         publication.signals.consumed.add_callback(self.wake)
         log.mapped.set_conductor_wake_id(self.wake_id)
+        if channel.is_udp:
+            self.udp.attach_sender(publication, channel, now_ns)
         self.publications.append(publication)
         return publication
 
@@ -304,11 +320,12 @@ class DriverConductor:
     def _add_subscription(self, command: p.AddSubscription, client: ClientSession) -> None:
         channel = ChannelUri.parse(command.channel)
         _check_stream_id(command.stream_id)
-        if not channel.is_ipc:
-            raise AeronError(f"only aeron:ipc channels are supported so far, not {command.channel}")
+        _check_media(channel)
         link = SubscriptionLink(
             command.correlation_id, client.client_id, channel, command.stream_id
         )
+        if channel.is_udp:
+            self.udp.add_subscription(link)  # binds first: a bind error fails the command
         self.subscriptions.append(link)
         client.subscriptions.append(link.registration_id)
         client.send(p.SubscriptionReady(command.correlation_id))
@@ -362,6 +379,9 @@ class DriverConductor:
         client.send(p.OperationSuccess(command.correlation_id))
 
     def _unlink_subscription(self, registration_id: int) -> None:
+        for link in self.subscriptions:
+            if link.registration_id == registration_id and link.channel.is_udp:
+                self.udp.remove_subscription(link)
         self.subscriptions = [s for s in self.subscriptions if s.registration_id != registration_id]
         for publication in self.publications:
             sub = publication.remove_subscriber(registration_id)
@@ -397,6 +417,7 @@ class DriverConductor:
             self._on_command(command, reply, now_ns)
             work += 1
         self._check_client_liveness(now_ns)
+        work += self.udp.do_work(now_ns, self.publications)
         for publication in list(self.publications):
             work += publication.update_publisher_limit()
             publication.check_for_blocked_publisher(now_ns)
@@ -433,11 +454,14 @@ class DriverConductor:
         self.counters.free(publication.publisher_position.id)
         self._session_ids.discard(publication.session_id)
         publication.signals.consumed.remove_callback(self.wake)
+        if isinstance(publication, NetworkPublicationEntry):
+            self.udp.detach_sender(publication)
         publication.delete()
 
     def close(self) -> None:
         for publication in list(self.publications):
             self._delete_publication(publication)
+        self.udp.close()
         self.error_log.flush()
         self.counters.close()
 
@@ -453,6 +477,18 @@ def _check_same_log_params(channel: ChannelUri, publication: IpcPublication) -> 
                 f"{name}={asked} differs from the existing publication's {name}={actual} "
                 f"on stream {publication.stream_id}"
             )
+
+
+def _media_key(channel: ChannelUri) -> str:
+    return "ipc" if channel.is_ipc else f"udp:{channel.endpoint}"
+
+
+def _check_media(channel: ChannelUri) -> None:
+    if channel.is_udp and (channel.endpoint is None or channel.is_spy or channel.control):
+        raise AeronError(
+            f"{channel}: only unicast aeron:udp with an endpoint is supported so far "
+            "(no control/multi-destination or spies)"
+        )
 
 
 def _check_stream_id(stream_id: int) -> None:

@@ -43,6 +43,8 @@ class DriverContext(msgspec.Struct, kw_only=True):
     dir: str = ""
     ipc_term_length: int = 64 * 1024 * 1024
     ipc_mtu: int = 1408
+    term_length: int = 16 * 1024 * 1024
+    mtu_length: int = 1408
     ipc_publication_term_window_length: int = 0
     publication_unblock_timeout_ns: int = 15_000_000_000
     publication_linger_ns: int = 5_000_000_000
@@ -61,6 +63,8 @@ class DriverContext(msgspec.Struct, kw_only=True):
             self.dir = default_dir()
         d.check_term_length(self.ipc_term_length)
         d.check_mtu(self.ipc_mtu)
+        d.check_term_length(self.term_length)
+        d.check_mtu(self.mtu_length)
         if self.ipc_mtu - 32 > d.max_message_length(self.ipc_term_length):
             raise ConfigurationError(f"ipc_mtu {self.ipc_mtu} is too large for the term length")
         window = self.ipc_publication_term_window_length

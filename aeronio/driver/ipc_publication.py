@@ -54,6 +54,7 @@ class IpcPublication:
     last_consumer_position: int = 0
     time_of_last_consumer_change_ns: int = 0
     time_of_state_change_ns: int = 0
+    media_key: str = "ipc"  # publications share a log only within one media key
 
     def __post_init__(self) -> None:
         self.signals = signals.acquire(self.log_file)

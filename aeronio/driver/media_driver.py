@@ -77,7 +77,13 @@ class MediaDriver:
             self.ctx.conductor_idle_ns / 1e9,
             on_error=self._on_agent_error,
         )
-        self.conductor = DriverConductor(self.ctx, wake=self._runner.wake, wake_id=self._waker.id)
+        self.conductor = DriverConductor(
+            self.ctx,
+            wake=self._runner.wake,
+            wake_id=self._waker.id,
+            watch=lambda fd: loop.add_reader(fd, self._runner.wake),
+            unwatch=loop.remove_reader,
+        )
         self._waker.callbacks.append(self._runner.wake)
         self._runner.start()
         _embedded[path] = self

@@ -1,0 +1,128 @@
+"""UDP channel endpoints: the sockets of network publications and subscriptions.
+
+A SendChannelEndpoint (one per publication channel endpoint) sends its publications' datagrams to
+the endpoint and receives their status messages, NAKs and RTT measurements. A
+ReceiveChannelEndpoint (one per subscribed endpoint) is bound to the endpoint, hands what arrives
+to its DataDispatcher and sends the images' control frames back to each sender. Both drain their
+socket with recvmmsg in one call.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from aeronio._core import DatagramReceiver, send_datagrams
+from aeronio.counters import SystemCounters
+from aeronio.driver.data_dispatcher import DataDispatcher
+from aeronio.driver.network_publication import NetworkPublication, Position
+from aeronio.errors import AeronError
+from aeronio.protocol.channel import ChannelUri
+from aeronio.protocol.frames import (
+    HDR_TYPE_NAK,
+    HDR_TYPE_RTTM,
+    HDR_TYPE_SM,
+    MalformedFrameError,
+    NakFrame,
+    RttmFrame,
+    StatusMessage,
+    iter_frames,
+)
+
+Address = tuple[str, int]
+
+
+def resolve(endpoint: str) -> Address:
+    """`host:port` as an IPv4 (address, port)."""
+    host, _, port = endpoint.rpartition(":")
+    try:
+        return socket.gethostbyname(host.strip("[]")), int(port)
+    except (OSError, ValueError) as e:
+        raise AeronError(f"cannot resolve endpoint {endpoint!r}: {e}") from None
+
+
+def _udp_socket(channel: ChannelUri, bind: Address) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        if channel.so_sndbuf:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, channel.so_sndbuf)
+        if channel.so_rcvbuf:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, channel.so_rcvbuf)
+        sock.bind(bind)
+    except OSError as e:
+        sock.close()
+        raise AeronError(f"cannot bind {bind[0]}:{bind[1]} for {channel}: {e.strerror}") from None
+    sock.setblocking(False)
+    return sock
+
+
+class SendChannelEndpoint:
+    def __init__(self, channel: ChannelUri, system: dict[SystemCounters, Position]):
+        self.key = channel.endpoint
+        self.destination = resolve(channel.endpoint)
+        interface = resolve(channel.interface)[0] if channel.interface else "0.0.0.0"
+        self.socket = _udp_socket(channel, (interface, 0))
+        self.system = system
+        self.publications: dict[tuple[int, int], NetworkPublication] = {}
+        self._receiver = DatagramReceiver(32, 2048)
+
+    def poll(self, now_ns: int) -> int:
+        """Handle the control frames that arrived; returns how many datagrams were read."""
+        count = self._receiver.recv(self.socket.fileno())
+        for i in range(count):
+            datagram = self._receiver.data(i)
+            try:
+                for ref in iter_frames(datagram):
+                    self._on_control(datagram, ref, self._receiver.address(i), now_ns)
+            except MalformedFrameError:
+                self.system[SystemCounters.INVALID_PACKETS].increment()
+        return count
+
+    def _on_control(self, datagram, ref, source: Address, now_ns: int) -> None:
+        if ref.type == HDR_TYPE_SM:
+            sm = StatusMessage.decode(datagram, ref.offset)
+            publication = self.publications.get((sm.session_id, sm.stream_id))
+            if publication is not None:
+                publication.on_status_message(sm, now_ns)
+        elif ref.type == HDR_TYPE_NAK:
+            nak = NakFrame.decode(datagram, ref.offset)
+            publication = self.publications.get((nak.session_id, nak.stream_id))
+            if publication is not None:
+                publication.on_nak(nak, now_ns)
+        elif ref.type == HDR_TYPE_RTTM:
+            rttm = RttmFrame.decode(datagram, ref.offset)
+            publication = self.publications.get((rttm.session_id, rttm.stream_id))
+            reply = publication.on_rttm(rttm, now_ns) if publication is not None else None
+            if reply is not None:
+                self.socket.sendto(reply, source)
+
+    def send(self, datagrams: list) -> None:
+        sent = send_datagrams(self.socket.fileno(), datagrams, self.destination)
+        if sent < len(datagrams):
+            self.system[SystemCounters.SHORT_SENDS].increment()
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+class ReceiveChannelEndpoint:
+    def __init__(self, channel: ChannelUri, dispatcher_factory):
+        self.key = channel.endpoint
+        self.address = resolve(channel.endpoint)
+        self.socket = _udp_socket(channel, self.address)
+        self.dispatcher: DataDispatcher = dispatcher_factory(self)
+        self._receiver = DatagramReceiver(64, 65536)
+
+    def poll(self, now_ns: int) -> int:
+        count = self._receiver.recv(self.socket.fileno())
+        for i in range(count):
+            self.dispatcher.on_datagram(self._receiver.data(i), self._receiver.address(i), now_ns)
+        return count
+
+    def send_control(self, frame: bytes, destination: Address) -> None:
+        try:
+            self.socket.sendto(frame, destination)
+        except OSError:
+            self.dispatcher.system[SystemCounters.SHORT_SENDS].increment()
+
+    def close(self) -> None:
+        self.socket.close()

@@ -1,0 +1,299 @@
+"""Network publications and images in the driver (run by the conductor's duty cycle: Aeron's
+shared threading mode, conductor, sender and receiver on one agent).
+
+Publications on `aeron:udp` channels get a log, a NetworkPublication (what to send) and a
+SendChannelEndpoint (the socket, shared per endpoint). Subscriptions on `aeron:udp` channels get
+a ReceiveChannelEndpoint bound to the endpoint (shared per endpoint); each session that announces
+itself with a SETUP becomes an image with its own log, linked to every subscription of that
+stream on the endpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from aeronio.counters import (
+    RECEIVER_HWM_TYPE_ID,
+    RECEIVER_POS_TYPE_ID,
+    SENDER_LIMIT_TYPE_ID,
+    SENDER_POSITION_TYPE_ID,
+    SUBSCRIBER_POSITION_TYPE_ID,
+    Counter,
+    CountersManager,
+)
+from aeronio.driver import protocol as p
+from aeronio.driver.channel_endpoints import ReceiveChannelEndpoint, SendChannelEndpoint
+from aeronio.driver.data_dispatcher import DataDispatcher
+from aeronio.driver.ipc_publication import IpcPublication, SubscriberPosition
+from aeronio.driver.network_publication import NetworkPublication
+from aeronio.driver.publication_image import PublicationImage
+from aeronio.logbuffer import descriptor as d
+from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol.frames import SetupFrame
+
+IMAGES_DIR = "images"
+
+
+@dataclass(eq=False)
+class NetworkPublicationEntry(IpcPublication):
+    """A publication whose consumer is the sender: its limit is the sender position plus the term
+    window, and one term behind the sender stays for retransmits."""
+
+    sender: NetworkPublication | None = None
+    endpoint: SendChannelEndpoint | None = None
+    sender_counters: tuple[Counter, ...] = ()
+
+    def consumer_position(self) -> int | None:
+        return self.sender.sender_position.get() if self.sender.is_connected else None
+
+    def _clean_to(self, position: int) -> int:
+        return super()._clean_to(position - self.log.term_length)
+
+
+@dataclass(eq=False)
+class ImageEntry:
+    registration_id: int
+    image: PublicationImage
+    endpoint: ReceiveChannelEndpoint
+    source: tuple[str, int]
+    log_file: str
+    counters: tuple[Counter, ...]
+    subscribers: list[SubscriberPosition] = field(default_factory=list)
+
+    def consumption(self) -> int | None:
+        if not self.subscribers:
+            return None
+        return min(sub.counter.get() for sub in self.subscribers)
+
+
+class UdpMedia:
+    def __init__(self, conductor, watch: Callable[[int], None], unwatch: Callable[[int], None]):
+        self.conductor = conductor
+        self.counters: CountersManager = conductor.counters
+        self.system = conductor.system
+        self.watch, self.unwatch = watch, unwatch
+        self.receiver_id = random.getrandbits(63)
+        self.send_endpoints: dict[str, SendChannelEndpoint] = {}
+        self.receive_endpoints: dict[str, ReceiveChannelEndpoint] = {}
+        self.images: list[ImageEntry] = []
+        os.makedirs(os.path.join(conductor.ctx.dir, IMAGES_DIR), exist_ok=True)
+
+    # -- publications -----------------------------------------------------------------
+
+    def attach_sender(self, entry: NetworkPublicationEntry, channel, now_ns: int) -> None:
+        endpoint = self.send_endpoints.get(channel.endpoint)
+        if endpoint is None:
+            endpoint = self.send_endpoints[channel.endpoint] = SendChannelEndpoint(
+                channel, self.system
+            )
+            self.watch(endpoint.socket.fileno())
+        label = f"{entry.registration_id} {entry.session_id} {entry.stream_id} {entry.channel}"
+        position = self._counter(
+            f"snd-pos: {label}", SENDER_POSITION_TYPE_ID, entry.registration_id
+        )
+        limit = self._counter(f"snd-lmt: {label}", SENDER_LIMIT_TYPE_ID, entry.registration_id)
+        entry.sender = NetworkPublication(
+            entry.log,
+            sender_position=position,
+            sender_limit=limit,
+            system=self.system,
+            now_ns=now_ns,
+            ttl=channel.ttl or 0,
+        )
+        entry.endpoint = endpoint
+        entry.sender_counters = (position, limit)
+        entry.media_key = f"udp:{channel.endpoint}"
+        endpoint.publications[(entry.session_id, entry.stream_id)] = entry.sender
+
+    def _counter(self, label: str, type_id: int, registration_id: int) -> Counter:
+        return self.counters.counter(
+            self.counters.allocate(label, type_id, registration_id=registration_id)
+        )
+
+    def detach_sender(self, entry: NetworkPublicationEntry) -> None:
+        endpoint = entry.endpoint
+        endpoint.publications.pop((entry.session_id, entry.stream_id), None)
+        for counter in entry.sender_counters:
+            self.counters.free(counter.id)
+        if not endpoint.publications:
+            self.unwatch(endpoint.socket.fileno())
+            endpoint.close()
+            del self.send_endpoints[endpoint.key]
+
+    # -- subscriptions ----------------------------------------------------------------
+
+    def add_subscription(self, link) -> None:
+        endpoint = self.receive_endpoints.get(link.channel.endpoint)
+        if endpoint is None:
+            endpoint = ReceiveChannelEndpoint(link.channel, self._dispatcher_for)
+            self.receive_endpoints[endpoint.key] = endpoint
+            self.watch(endpoint.socket.fileno())
+        endpoint.dispatcher.add_subscription(link.stream_id)
+        for entry in self.images:
+            if entry.endpoint is endpoint and entry.image.stream_id == link.stream_id:
+                self._link(entry, link)
+
+    def remove_subscription(self, link) -> None:
+        endpoint = self.receive_endpoints.get(link.channel.endpoint)
+        if endpoint is None:
+            return
+        endpoint.dispatcher.remove_subscription(link.stream_id)
+        for entry in self.images:
+            for sub in list(entry.subscribers):
+                if sub.subscription_registration_id == link.registration_id:
+                    entry.subscribers.remove(sub)
+                    self.counters.free(sub.counter.id)
+        if not endpoint.dispatcher.streams:
+            for entry in [e for e in self.images if e.endpoint is endpoint]:
+                self._delete_image(entry)
+            self.unwatch(endpoint.socket.fileno())
+            endpoint.close()
+            del self.receive_endpoints[endpoint.key]
+
+    def _dispatcher_for(self, endpoint: ReceiveChannelEndpoint) -> DataDispatcher:
+        return DataDispatcher(
+            self.receiver_id,
+            self.system,
+            lambda setup, source, now_ns: self._new_image(endpoint, setup, source, now_ns),
+            endpoint.send_control,
+        )
+
+    def _new_image(
+        self,
+        endpoint: ReceiveChannelEndpoint,
+        setup: SetupFrame,
+        source: tuple[str, int],
+        now_ns: int,
+    ) -> PublicationImage:
+        registration_id = self.conductor._next_correlation_id()
+        log_file = os.path.join(self.conductor.ctx.dir, IMAGES_DIR, f"{registration_id}.logbuffer")
+        log = LogBuffers.create(
+            log_file,
+            term_length=setup.term_length,
+            initial_term_id=setup.initial_term_id,
+            session_id=setup.session_id,
+            stream_id=setup.stream_id,
+            mtu=setup.mtu,
+            correlation_id=registration_id,
+            term_id=setup.active_term_id,
+            term_offset=setup.term_offset,
+            sparse=self.conductor.ctx.term_buffer_sparse_file,
+        )
+        log.mapped.set_conductor_wake_id(self.conductor.wake_id)
+        join = d.compute_position(
+            setup.active_term_id, setup.term_offset, setup.term_length, setup.initial_term_id
+        )
+        label = f"{registration_id} {setup.session_id} {setup.stream_id} udp {endpoint.key}"
+        hwm = self._counter(f"rcv-hwm: {label}", RECEIVER_HWM_TYPE_ID, registration_id)
+        pos = self._counter(f"rcv-pos: {label}", RECEIVER_POS_TYPE_ID, registration_id)
+        entry: ImageEntry | None = None
+        image = PublicationImage(
+            log,
+            join_position=join,
+            receiver_id=self.receiver_id,
+            rebuild_position=pos,
+            hwm_position=hwm,
+            consumption_position=lambda: entry.consumption(),
+            system=self.system,
+            now_ns=now_ns,
+        )
+        entry = ImageEntry(registration_id, image, endpoint, source, log_file, (hwm, pos))
+        self.images.append(entry)
+        for link in self.conductor.subscriptions:
+            if (
+                link.channel.is_udp
+                and link.channel.endpoint == endpoint.key
+                and link.stream_id == setup.stream_id
+            ):
+                self._link(entry, link)
+        return image
+
+    def _link(self, entry: ImageEntry, link) -> None:
+        image = entry.image
+        join = image.rebuild_position.get()
+        counter = self.counters.counter(
+            self.counters.allocate(
+                f"sub-pos: {link.registration_id} {image.session_id} {image.stream_id} "
+                f"{link.channel} @{join}",
+                SUBSCRIBER_POSITION_TYPE_ID,
+                registration_id=link.registration_id,
+                owner_id=link.client_id,
+            )
+        )
+        counter.set(join)
+        entry.subscribers.append(SubscriberPosition(link.registration_id, counter))
+        client = self.conductor.clients.get(link.client_id)
+        if client is not None:
+            client.send(
+                p.ImageReady(
+                    entry.registration_id,
+                    link.registration_id,
+                    image.session_id,
+                    image.stream_id,
+                    entry.log_file,
+                    counter.id,
+                    f"{entry.source[0]}:{entry.source[1]}",
+                    join,
+                )
+            )
+
+    def _delete_image(self, entry: ImageEntry) -> None:
+        self.images.remove(entry)
+        image = entry.image
+        entry.endpoint.dispatcher.remove_image(image.session_id, image.stream_id)
+        links = {link.registration_id: link for link in self.conductor.subscriptions}
+        for sub in entry.subscribers:
+            link = links.get(sub.subscription_registration_id)
+            client = self.conductor.clients.get(link.client_id) if link is not None else None
+            if client is not None:
+                client.send(
+                    p.ImageUnavailable(
+                        entry.registration_id,
+                        link.registration_id,
+                        image.session_id,
+                        image.stream_id,
+                    )
+                )
+            self.counters.free(sub.counter.id)
+        for counter in entry.counters:
+            self.counters.free(counter.id)
+        image.log.close()
+        try:
+            os.unlink(entry.log_file)
+        except FileNotFoundError:
+            pass
+
+    # -- duty cycle -------------------------------------------------------------------
+
+    def do_work(self, now_ns: int, publications: list) -> int:
+        work = 0
+        for endpoint in self.send_endpoints.values():
+            work += endpoint.poll(now_ns)
+        for entry in publications:
+            if isinstance(entry, NetworkPublicationEntry):
+                entry.sender.check_receiver_liveness(now_ns)
+                datagrams = entry.sender.send(now_ns)
+                if datagrams:
+                    entry.endpoint.send(datagrams)
+                    work += len(datagrams)
+        for endpoint in self.receive_endpoints.values():
+            work += endpoint.poll(now_ns)
+        for entry in list(self.images):
+            for frame in entry.image.do_work(now_ns):
+                entry.endpoint.send_control(frame, entry.source)
+            if not entry.image.is_alive(now_ns):
+                self._delete_image(entry)
+                work += 1
+        return work
+
+    def close(self) -> None:
+        for entry in list(self.images):
+            self._delete_image(entry)
+        for endpoint in list(self.send_endpoints.values()) + list(self.receive_endpoints.values()):
+            self.unwatch(endpoint.socket.fileno())
+            endpoint.close()
+        self.send_endpoints.clear()
+        self.receive_endpoints.clear()

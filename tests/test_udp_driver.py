@@ -1,0 +1,89 @@
+"""aeronio to aeronio over real UDP sockets on loopback: two embedded drivers, one publishing,
+one subscribing, through the driver's network publications, endpoints and images."""
+
+import asyncio
+import socket
+
+import pytest
+
+import aeronio
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def connected(pub, sub) -> None:
+    for _ in range(500):
+        if pub.is_connected and sub.images:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("publication and subscription never connected over UDP")
+
+
+def payload(i: int, size: int) -> bytes:
+    return i.to_bytes(4, "little") + bytes((i + k) % 251 for k in range(size - 4))
+
+
+@pytest.mark.parametrize(
+    "term_length,sizes",
+    [
+        (65536, [4, 5, 1376, 1377, 3000, 8192]),  # 1376 = MTU - 32; max message 8 KiB
+        (1024 * 1024, [65536, 131072, 4]),  # 64 and 128 KiB messages in MTU fragments
+    ],
+)
+async def test_unicast_delivers_every_message_in_order(term_length, sizes):
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length={term_length}"
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        sub = await b.add_subscription(channel, 7)
+        pub = await a.add_publication(channel, 7)
+        await connected(pub, sub)
+        count = 3000 if term_length == 65536 else 40
+        expected = [payload(i, sizes[i % len(sizes)]) for i in range(count)]
+
+        async def produce():
+            for message in expected:
+                await pub.offer(message, timeout=20)
+
+        producer = asyncio.create_task(produce())
+        received = []
+        async with asyncio.timeout(60):
+            async for message in sub:
+                received.append(message.data)
+                if len(received) == count:
+                    break
+        await producer
+        assert received == expected
+        if term_length == 65536:
+            assert pub.position > 10 * term_length  # many term rotations
+
+
+async def test_empty_message_and_close_ends_the_image():
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k|linger=0"
+    gone = asyncio.Event()
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        sub = await b.add_subscription(channel, 8, unavailable_image=lambda image: gone.set())
+        pub = await a.add_publication(channel, 8)
+        await connected(pub, sub)
+        await pub.offer(b"")
+        await pub.offer(b"last")
+        got = []
+        async with asyncio.timeout(10):
+            async for message in sub:
+                got.append(message.data)
+                if len(got) == 2:
+                    break
+        assert got == [b"", b"last"]
+        image = sub.images[0]
+        await pub.close()
+        async with asyncio.timeout(15):
+            await gone.wait()
+        assert image.is_end_of_stream or image.is_closed
+
+
+async def test_unsupported_udp_forms_are_refused_clearly():
+    async with aeronio.connect() as a:
+        with pytest.raises(aeronio.DriverError, match="only unicast aeron:udp"):
+            await a.add_publication("aeron:udp?control=127.0.0.1:40001|control-mode=dynamic", 1)
