@@ -22,11 +22,14 @@ class AgentRunner:
         do_work: Callable[[], int],
         idle_s: float,
         on_error: Callable[[BaseException], None] = lambda e: None,
+        on_idle: Callable[[bool], None] = lambda idle: None,
     ):
         self.name = name
         self._do_work = do_work
         self._idle_s = idle_s
         self._on_error = on_error
+        self._on_idle = on_idle
+        self._woken = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
@@ -46,6 +49,7 @@ class AgentRunner:
             loop.call_soon_threadsafe(self._set_wakeup)
 
     def _set_wakeup(self) -> None:
+        self._woken = True
         if self._wakeup is not None and not self._wakeup.done():
             self._wakeup.set_result(None)
 
@@ -61,13 +65,17 @@ class AgentRunner:
             if work:
                 await asyncio.sleep(0)
                 continue
+            self._woken = False
+            self._on_idle(True)  # ask to be woken by what would give work
             self._wakeup = loop.create_future()
             handle = loop.call_later(self._idle_s, self._set_wakeup)
             try:
-                await self._wakeup
+                if not self._woken:  # a wake-up between the duty cycle and here is not lost
+                    await self._wakeup
             finally:
                 handle.cancel()
                 self._wakeup = None
+                self._on_idle(False)
 
     async def close(self) -> None:
         if self._task is not None:

@@ -429,6 +429,10 @@ class DriverConductor:
         self.error_log.maybe_flush(now_ms)
         return work
 
+    def on_idle(self, idle: bool) -> None:
+        """While the conductor parks, an append to a network publication wakes it to send."""
+        self.udp.watch_activity(self.publications, idle)
+
     def _delete_publication(self, publication: IpcPublication) -> None:
         self.publications.remove(publication)
         for sub in publication.subscribers:

@@ -76,6 +76,7 @@ class MediaDriver:
             self._do_work,
             self.ctx.conductor_idle_ns / 1e9,
             on_error=self._on_agent_error,
+            on_idle=lambda idle: self.conductor.on_idle(idle),
         )
         self.conductor = DriverConductor(
             self.ctx,

@@ -31,6 +31,7 @@ from aeronio.driver.ipc_publication import IpcPublication, SubscriberPosition
 from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.publication_image import PublicationImage
 from aeronio.logbuffer import descriptor as d
+from aeronio.logbuffer import signals, waker
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.frames import SetupFrame
 
@@ -61,6 +62,7 @@ class ImageEntry:
     source: tuple[str, int]
     log_file: str
     counters: tuple[Counter, ...]
+    signals: signals.LogSignals
     subscribers: list[SubscriberPosition] = field(default_factory=list)
 
     def consumption(self) -> int | None:
@@ -79,6 +81,7 @@ class UdpMedia:
         self.send_endpoints: dict[str, SendChannelEndpoint] = {}
         self.receive_endpoints: dict[str, ReceiveChannelEndpoint] = {}
         self.images: list[ImageEntry] = []
+        self._watches: list = []
         os.makedirs(os.path.join(conductor.ctx.dir, IMAGES_DIR), exist_ok=True)
 
     # -- publications -----------------------------------------------------------------
@@ -106,6 +109,7 @@ class UdpMedia:
         entry.endpoint = endpoint
         entry.sender_counters = (position, limit)
         entry.media_key = f"udp:{channel.endpoint}"
+        entry.signals.data.add_callback(self.conductor.wake)
         endpoint.publications[(entry.session_id, entry.stream_id)] = entry.sender
 
     def _counter(self, label: str, type_id: int, registration_id: int) -> Counter:
@@ -114,6 +118,7 @@ class UdpMedia:
         )
 
     def detach_sender(self, entry: NetworkPublicationEntry) -> None:
+        entry.signals.data.remove_callback(self.conductor.wake)
         endpoint = entry.endpoint
         endpoint.publications.pop((entry.session_id, entry.stream_id), None)
         for counter in entry.sender_counters:
@@ -200,7 +205,11 @@ class UdpMedia:
             system=self.system,
             now_ns=now_ns,
         )
-        entry = ImageEntry(registration_id, image, endpoint, source, log_file, (hwm, pos))
+        log_signals = signals.acquire(log_file)
+        log_signals.consumed.add_callback(self.conductor.wake)
+        entry = ImageEntry(
+            registration_id, image, endpoint, source, log_file, (hwm, pos), log_signals
+        )
         self.images.append(entry)
         for link in self.conductor.subscriptions:
             if (
@@ -260,11 +269,35 @@ class UdpMedia:
             self.counters.free(sub.counter.id)
         for counter in entry.counters:
             self.counters.free(counter.id)
+        entry.signals.consumed.remove_callback(self.conductor.wake)
+        signals.release(entry.log_file)
         image.log.close()
         try:
             os.unlink(entry.log_file)
         except FileNotFoundError:
             pass
+
+    def watch_activity(self, publications: list, idle: bool) -> None:
+        """While idle, be woken by appends to network publications (to send them) and by
+        subscribers consuming images (to send status messages): doorbells in this process,
+        wake slots from others."""
+        if idle:
+            for entry in publications:
+                if isinstance(entry, NetworkPublicationEntry):
+                    self._watches.append(
+                        (entry.signals.data, waker.register_data_waiter(entry.log.metadata))
+                    )
+            for image in self.images:
+                self._watches.append(
+                    (image.signals.consumed, waker.register_space_waiter(image.image.log.metadata))
+                )
+            for doorbell, _ in self._watches:
+                doorbell.add_waiter()
+        else:
+            for doorbell, registration in self._watches:
+                doorbell.remove_waiter()
+                registration.cancel()
+            self._watches.clear()
 
     # -- duty cycle -------------------------------------------------------------------
 
