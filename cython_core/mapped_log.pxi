@@ -133,6 +133,10 @@ cdef class MappedLog:
                     _send_wake(conductor)
                 return
 
+    def wake_data_waiters(self) -> None:
+        """Wake the processes parked for data on this log (after a receiver rebuilt more)."""
+        self.wake_after_append()
+
     def wake_space_waiters(self) -> None:
         """Wake the processes parked for space on this log (after the limit moved)."""
         aio_fence_full()

@@ -315,12 +315,23 @@ class UdpMedia:
         for endpoint in self.receive_endpoints.values():
             work += endpoint.poll(now_ns)
         for entry in list(self.images):
+            rebuilt = entry.image.rebuild_position.get()
             for frame in entry.image.do_work(now_ns):
                 entry.endpoint.send_control(frame, entry.source)
+            if entry.image.rebuild_position.get() != rebuilt:
+                self._wake_subscribers(entry)
+                work += 1
             if not entry.image.is_alive(now_ns):
                 self._delete_image(entry)
                 work += 1
         return work
+
+    @staticmethod
+    def _wake_subscribers(entry: ImageEntry) -> None:
+        """New data in an image: wake its parked subscribers, here and in other processes."""
+        if entry.signals.data.waiters:
+            entry.signals.data.ring()
+        entry.image.log.mapped.wake_data_waiters()
 
     def close(self) -> None:
         for entry in list(self.images):
