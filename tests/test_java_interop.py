@@ -292,17 +292,23 @@ async def publish_and_check_one_session(
     return session
 
 
+async def subscribe(aeron, endpoint: str, received: Received):
+    """An aeronio subscription whose images and messages `received` records."""
+    subscription = await aeron.add_subscription(
+        endpoint,
+        STREAM_ID,
+        available_image=received.on_available,
+        unavailable_image=received.on_unavailable,
+    )
+    received.start(subscription)
+    return subscription
+
+
 async def test_java_basic_publisher_to_aeronio_subscription(java: JavaDriver):
     endpoint = f"aeron:udp?endpoint=127.0.0.1:{free_port()}"
     received = Received()
     async with aeronio.connect() as aeron:
-        subscription = await aeron.add_subscription(
-            endpoint,
-            STREAM_ID,
-            available_image=received.on_available,
-            unavailable_image=received.on_unavailable,
-        )
-        received.start(subscription)
+        subscription = await subscribe(aeron, endpoint, received)
         try:
             first = await publish_and_check_one_session(
                 java, aeron, subscription, received, endpoint, 4
@@ -339,13 +345,7 @@ async def test_java_streaming_publisher_fragments_reassemble(
     endpoint = f"aeron:udp?endpoint=127.0.0.1:{free_port()}"
     received = Received()
     async with aeronio.connect() as aeron:
-        subscription = await aeron.add_subscription(
-            endpoint,
-            STREAM_ID,
-            available_image=received.on_available,
-            unavailable_image=received.on_unavailable,
-        )
-        received.start(subscription)
+        subscription = await subscribe(aeron, endpoint, received)
         try:
             publisher = java.sample(
                 "StreamingPublisher",
