@@ -2,6 +2,7 @@
 one subscribing, through the driver's network publications, endpoints and images."""
 
 import asyncio
+import random
 import socket
 
 import pytest
@@ -87,3 +88,63 @@ async def test_unsupported_udp_forms_are_refused_clearly():
     async with aeronio.connect() as a:
         with pytest.raises(aeronio.DriverError, match="only unicast aeron:udp"):
             await a.add_publication("aeron:udp?control=127.0.0.1:40001|control-mode=dynamic", 1)
+
+
+def garbage(rng, legit: bytes) -> bytes:
+    """Random bytes, or a real frame truncated, mis-sized, of an unknown type, or a SETUP with an
+    absurd term length or MTU."""
+    data = bytearray(legit)
+    kind = rng.randrange(5)
+    if kind == 0:
+        return rng.randbytes(rng.randrange(0, 200))
+    if kind == 1:
+        return bytes(data[: rng.randrange(0, len(data))])
+    if kind == 2:
+        data[0:4] = rng.choice([1, 31, -5, 2**31 - 1, len(data) + 64]).to_bytes(
+            4, "little", signed=True
+        )
+    elif kind == 3:
+        data[6:8] = rng.choice([4, 9, 0x7777, 0xFFFF]).to_bytes(2, "little")
+    else:
+        data[0:8] = (40).to_bytes(4, "little") + bytes([0, 0, 5, 0])
+        data[28:36] = rng.choice([3, 1 << 20 | 1, 0]).to_bytes(4, "little") + rng.choice(
+            [0, 33, 1 << 20]
+        ).to_bytes(4, "little")
+        return bytes(data[:40])
+    return bytes(data)
+
+
+async def test_live_receiver_counts_garbage_and_keeps_the_stream_intact():
+    port = free_port()
+    channel = f"aeron:udp?endpoint=127.0.0.1:{port}|term-length=64k"
+    rng = random.Random(7)
+    legit = bytes.fromhex("2e00000000c0010000000000") + bytes(52)  # a DATA frame shape
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        sub = await b.add_subscription(channel, 9)
+        pub = await a.add_publication(channel, 9)
+        await connected(pub, sub)
+        attacker = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        expected = [payload(i, 4 + (i * 37) % 2000) for i in range(2000)]
+        received = []
+
+        async def produce():
+            for i, message in enumerate(expected):
+                await pub.offer(message, timeout=20)
+                for _ in range(3):
+                    attacker.sendto(garbage(rng, legit), ("127.0.0.1", port))
+                if i % 50 == 0:
+                    attacker.sendto(b"", ("127.0.0.1", port))  # zero-length datagrams too
+
+        producer = asyncio.create_task(produce())
+        try:
+            async with asyncio.timeout(60):
+                async for message in sub:
+                    received.append(message.data)
+                    if len(received) == len(expected):
+                        break
+            await producer
+        finally:
+            attacker.close()
+        assert received == expected
+        invalid = next(c.value for c in b.counters.for_each() if c.label == "Invalid packets")
+        assert invalid > 1000
