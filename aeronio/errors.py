@@ -25,10 +25,6 @@ class MaxPositionExceededError(AeronError):
     """The publication reached the end of its positions (term length x 2^31)."""
 
 
-class NotConnectedError(AeronError):
-    """No subscriber is connected to the publication."""
-
-
 class ClaimError(AeronError):
     """A BufferClaim used after it was committed or aborted."""
 

@@ -16,7 +16,6 @@ def write(path, text):
 def test_defaults_and_new_fields():
     ctx = DriverContext.from_sources()
     assert ctx.ipc_term_length == 64 * 1024 * 1024
-    assert ctx.driver_timeout_ns == 10_000_000_000
     assert ctx.client_keepalive_interval_ns == 500_000_000
     assert ctx.dir  # a fresh default directory
     assert DriverContext.from_sources(env={}, dir=ctx.dir) == DriverContext.from_options(
@@ -100,7 +99,11 @@ def test_env_text_is_converted_to_the_option_type(name, text, value):
         ("AERONIO_MAX_COUNTERS", "1", r"AERONIO_MAX_COUNTERS: max_counters 1 must be at least"),
         ("AERONIO_MAX_COUNTERS", "1k", r"AERONIO_MAX_COUNTERS: invalid integer .*max_counters"),
         ("AERONIO_TERM_BUFFER_SPARSE_FILE", "maybe", r"SPARSE_FILE: .*term_buffer_sparse_file"),
-        ("AERONIO_DRIVER_TIMEOUT_NS", "0", r"AERONIO_DRIVER_TIMEOUT_NS: driver_timeout_ns 0 must"),
+        (
+            "AERONIO_CLIENT_KEEPALIVE_INTERVAL_NS",
+            "0",
+            r"AERONIO_CLIENT_KEEPALIVE_INTERVAL_NS: client_keepalive_interval_ns 0 must",
+        ),
         ("AERONIO_CLIENT_KEEPALIVE_INTERVAL_NS", "20s", r"client_keepalive_interval_ns .* less"),
         ("AERONIO_IPC_TERM_LENGHT", "65536", r"AERONIO_IPC_TERM_LENGHT: unknown .*ipc_term_lenght"),
         ("AERONIO_BOGUS", "", r"AERONIO_BOGUS"),

@@ -314,6 +314,6 @@ def test_driver_configuration_errors_exit_2(args, env, message):
 def test_driver_help_lists_every_option():
     result = aeronio_cmd("driver", "--help")
     assert result.returncode == 0
-    for flag in ("--config", "--dir", "--ipc-term-length", "--driver-timeout-ns",
+    for flag in ("--config", "--dir", "--ipc-term-length", "--client-liveness-timeout-ns",
                  "--client-keepalive-interval-ns", "--dir-delete-on-shutdown"):  # fmt: skip
         assert flag in result.stdout

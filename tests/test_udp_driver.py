@@ -148,3 +148,13 @@ async def test_live_receiver_counts_garbage_and_keeps_the_stream_intact():
         assert received == expected
         invalid = next(c.value for c in b.counters.for_each() if c.label == "Invalid packets")
         assert invalid > 1000
+
+
+async def test_subscription_rcv_wnd_sets_the_window_the_sender_gets():
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        sub = await b.add_subscription(channel + "|rcv-wnd=8k", 12)
+        pub = await a.add_publication(channel, 12)
+        await connected(pub, sub)
+        counters = {c.label.split(":")[0]: c.value for c in a.counters.for_each()}
+        assert counters["snd-lmt"] - counters["snd-pos"] == 8192

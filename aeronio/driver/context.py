@@ -54,7 +54,6 @@ class DriverContext(msgspec.Struct, kw_only=True):
     term_buffer_sparse_file: bool = False
     dir_delete_on_shutdown: bool = True
     # How long a client waits for a silent driver before raising DriverTimeoutError.
-    driver_timeout_ns: int = 10_000_000_000
     # How often a client tells the driver it is alive (well under client_liveness_timeout_ns).
     client_keepalive_interval_ns: int = 500_000_000
 
@@ -80,7 +79,7 @@ class DriverContext(msgspec.Struct, kw_only=True):
         ):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must not be negative")
-        for name in ("driver_timeout_ns", "client_keepalive_interval_ns"):
+        for name in ("client_keepalive_interval_ns",):
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"{name} {getattr(self, name)} must be positive")
         if self.client_keepalive_interval_ns >= self.client_liveness_timeout_ns:

@@ -204,6 +204,7 @@ class UdpMedia:
             consumption_position=lambda: entry.consumption(),
             system=self.system,
             now_ns=now_ns,
+            window=self._receiver_window(endpoint, setup.stream_id),
         )
         log_signals = signals.acquire(log_file)
         log_signals.consumed.add_callback(self.conductor.wake)
@@ -219,6 +220,20 @@ class UdpMedia:
             ):
                 self._link(entry, link)
         return image
+
+    def _receiver_window(self, endpoint: ReceiveChannelEndpoint, stream_id: int) -> int | None:
+        """The `rcv-wnd` a subscription of this stream on this endpoint asks for, if any."""
+        return next(
+            (
+                link.channel.rcv_wnd
+                for link in self.conductor.subscriptions
+                if link.channel.is_udp
+                and link.channel.endpoint == endpoint.key
+                and link.stream_id == stream_id
+                and link.channel.rcv_wnd
+            ),
+            None,
+        )
 
     def _link(self, entry: ImageEntry, link) -> None:
         image = entry.image

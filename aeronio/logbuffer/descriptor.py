@@ -65,10 +65,6 @@ def position_bits_to_shift(term_length: int) -> int:
     return term_length.bit_length() - 1
 
 
-def max_possible_position(term_length: int) -> int:
-    return term_length << 31
-
-
 def _int32(value: int) -> int:
     return ((value + 2**31) % 2**32) - 2**31
 
@@ -78,16 +74,8 @@ def compute_position(term_id: int, term_offset: int, term_length: int, initial_t
     return (term_count << position_bits_to_shift(term_length)) + term_offset
 
 
-def compute_term_begin_position(term_id: int, term_length: int, initial_term_id: int) -> int:
-    return compute_position(term_id, 0, term_length, initial_term_id)
-
-
 def compute_term_id_from_position(position: int, term_length: int, initial_term_id: int) -> int:
     return _int32((position >> position_bits_to_shift(term_length)) + initial_term_id)
-
-
-def compute_term_offset_from_position(position: int, term_length: int) -> int:
-    return position & (term_length - 1)
 
 
 def index_by_position(position: int, term_length: int) -> int:

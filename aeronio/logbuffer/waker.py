@@ -23,7 +23,6 @@ from collections.abc import Callable
 from aeronio import _core
 from aeronio.logbuffer import signals
 
-CONDUCTOR_WAKE_ID_OFFSET = 40
 WAKE_SLOTS_OFFSET = 48
 WAKE_SLOT_COUNT = 10
 SPACE_BIT = 1 << 62
@@ -55,12 +54,6 @@ class Waker:
         if loop not in self._loops:
             loop.add_reader(self.sock.fileno(), self._drain)
             self._loops.add(loop)
-
-    def detach(self, loop: asyncio.AbstractEventLoop) -> None:
-        if loop in self._loops:
-            self._loops.discard(loop)
-            if not loop.is_closed():
-                loop.remove_reader(self.sock.fileno())
 
     def _drain(self) -> None:
         try:
