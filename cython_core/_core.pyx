@@ -3,7 +3,7 @@
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 from atomics cimport *
 
@@ -22,6 +22,7 @@ include "term_unblocker.pxi"
 include "image_reader.pxi"
 include "term_rebuilder.pxi"
 include "udp_channel.pxi"
+include "publication_image.pxi"
 
 # Constants for Python code.
 FRAME_HEADER_LENGTH = HEADER_LENGTH

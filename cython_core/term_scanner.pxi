@@ -69,3 +69,27 @@ def term_scan_for_availability(object term, int32_t term_offset, int32_t max_len
         raise ValueError(f"term_offset {term_offset} outside the term of {length} bytes")
     available = scan_for_availability(address, term_offset, max_length, <int32_t> length, &padding)
     return available, padding
+
+
+def scan_datagrams(object term, int32_t term_offset, int32_t max_length, int32_t mtu,
+                   int max_datagrams, list out) -> tuple:
+    """Append to `out` the datagrams a sender sends from term_offset of `term` (a writable
+    buffer over one term): whole frames, at most `mtu` bytes each and `max_length` in all, a PAD
+    as its header only (ending the scan), at most `max_datagrams` of them. Each is a slice of
+    `term`. Returns (bytes of the term covered, padding included; datagrams appended)."""
+    cdef Py_ssize_t length
+    cdef char* address = buffer_address(term, &length)
+    cdef int32_t covered = 0, available, padding = 0, offset = term_offset
+    cdef int count = 0
+    if term_offset < 0 or term_offset > length or mtu < HEADER_LENGTH:
+        raise ValueError(f"term_offset {term_offset} or mtu {mtu} invalid for a term of {length} bytes")
+    while count < max_datagrams and covered < max_length and padding == 0:
+        available = scan_for_availability(address, offset, min(mtu, max_length - covered),
+                                          <int32_t> length, &padding)
+        if available == 0:
+            break
+        out.append(term[offset:offset + available])
+        covered += available + padding
+        offset += available + padding
+        count += 1
+    return covered, count

@@ -21,17 +21,18 @@ class Slot:
 
     def __init__(self, value: int = 0):
         self.array = np.zeros(8, dtype=np.uint8)
-        self.atomic = _core.AtomicBuffer(self.array)
+        self.buffer = _core.AtomicBuffer(self.array)  # what the Cython core takes, as a Counter
+        self.offset = 0
         self.set(value)
 
     def get(self) -> int:
-        return self.atomic.get_int64_volatile(0)
+        return self.buffer.get_int64_volatile(0)
 
     def set(self, value: int) -> None:
-        self.atomic.put_int64_ordered(0, value)
+        self.buffer.put_int64_ordered(0, value)
 
     def increment(self, delta: int = 1) -> int:
-        return self.atomic.get_and_add_int64(0, delta)
+        return self.buffer.get_and_add_int64(0, delta)
 
 
 def image_from_setup(
@@ -86,4 +87,4 @@ def feed_frame(
         return None
     length = 32 if ref.type == HDR_TYPE_PAD else d.align(ref.frame_length)
     frame = datagram[ref.offset : ref.offset + length]
-    return image.insert(header.term_id, header.term_offset, frame, now_ns)
+    return image.insert(frame, now_ns)

@@ -9,6 +9,7 @@ socket with recvmmsg in one call.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 
 from aeronio._core import DatagramReceiver, send_datagrams
@@ -29,6 +30,9 @@ from aeronio.protocol.frames import (
 )
 
 Address = tuple[str, int]
+SOL_UDP = 17
+UDP_SEGMENT = 103  # linux/udp.h
+UDP_GRO = 104
 
 
 def resolve(endpoint: str) -> Address:
@@ -55,12 +59,31 @@ def _udp_socket(channel: ChannelUri, bind: Address) -> socket.socket:
     return sock
 
 
+def _supports_gso(sock: socket.socket) -> bool:
+    """Whether the kernel can cut one send into several datagrams (UDP_SEGMENT, Linux 4.18+)."""
+    try:
+        sock.setsockopt(SOL_UDP, UDP_SEGMENT, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _enable_gro(sock: socket.socket) -> None:
+    """Let the kernel hand over a run of equal datagrams as one (UDP_GRO, Linux 5.0+), where
+    it can; DatagramReceiver reports the segment size and the router cuts them apart."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(SOL_UDP, UDP_GRO, 1)
+
+
 class SendChannelEndpoint:
-    def __init__(self, channel: ChannelUri, system: dict[SystemCounters, Position]):
+    def __init__(
+        self, channel: ChannelUri, system: dict[SystemCounters, Position], offload: bool = True
+    ):
         self.key = channel.endpoint
         self.destination = resolve(channel.endpoint)
         interface = resolve(channel.interface)[0] if channel.interface else "0.0.0.0"
         self.socket = _udp_socket(channel, (interface, 0))
+        self.gso = offload and _supports_gso(self.socket)
         self.system = system
         self.publications: dict[tuple[int, int], NetworkPublication] = {}
         self._receiver = DatagramReceiver(32, 2048)
@@ -96,7 +119,7 @@ class SendChannelEndpoint:
                 self.socket.sendto(reply, source)
 
     def send(self, datagrams: list) -> None:
-        sent = send_datagrams(self.socket.fileno(), datagrams, self.destination)
+        sent = send_datagrams(self.socket.fileno(), datagrams, self.destination, self.gso)
         if sent < len(datagrams):
             self.system[SystemCounters.SHORT_SENDS].increment()
 
@@ -105,17 +128,19 @@ class SendChannelEndpoint:
 
 
 class ReceiveChannelEndpoint:
-    def __init__(self, channel: ChannelUri, dispatcher_factory):
+    def __init__(self, channel: ChannelUri, dispatcher_factory, offload: bool = True):
         self.key = channel.endpoint
         self.address = resolve(channel.endpoint)
         self.socket = _udp_socket(channel, self.address)
+        if offload:
+            _enable_gro(self.socket)
         self.dispatcher: DataDispatcher = dispatcher_factory(self)
         self._receiver = DatagramReceiver(64, 65536)
 
     def poll(self, now_ns: int) -> int:
         count = self._receiver.recv(self.socket.fileno())
-        for i in range(count):
-            self.dispatcher.on_datagram(self._receiver.data(i), self._receiver.address(i), now_ns)
+        if count:
+            self.dispatcher.on_received(self._receiver, now_ns)
         return count
 
     def send_control(self, frame: bytes, destination: Address) -> None:

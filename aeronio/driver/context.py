@@ -53,7 +53,9 @@ class DriverContext(msgspec.Struct, kw_only=True):
     max_counters: int = 4096
     term_buffer_sparse_file: bool = False
     dir_delete_on_shutdown: bool = True
-    # How long a client waits for a silent driver before raising DriverTimeoutError.
+    # Send runs of equal datagrams as one (UDP GSO) and receive them as one (UDP GRO) where the
+    # kernel can; the datagrams on the wire are the same either way.
+    udp_offload: bool = True
     # How often a client tells the driver it is alive (well under client_liveness_timeout_ns).
     client_keepalive_interval_ns: int = 500_000_000
 

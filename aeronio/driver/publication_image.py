@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from aeronio._core import term_rebuild_insert, term_scan_for_gap
+from aeronio._core import ImageRebuilder, term_rebuild_insert, term_scan_for_gap
 from aeronio.counters import SystemCounters
 from aeronio.driver.loss_detector import LossDetector
 from aeronio.driver.network_publication import Position
@@ -67,10 +67,19 @@ class PublicationImage:
         self.loss = loss_detector or LossDetector()
         rebuild_position.set(join_position)
         hwm_position.set(join_position)
+        self.rebuilder = ImageRebuilder(
+            log.mapped,
+            self.session_id,
+            self.stream_id,
+            hwm_position,
+            rebuild_position,
+            system[SystemCounters.FLOW_CONTROL_OVER_RUNS],
+            join_position + self.term_length,
+            now_ns,
+        )
         self._clean_position = join_position
         self._last_sm_position = join_position
         self._time_of_last_sm_ns = now_ns - SM_TIMEOUT_NS
-        self.time_of_last_packet_ns = now_ns
         self.end_of_stream_position: int | None = None
 
     def _position(self, term_id: int, term_offset: int) -> int:
@@ -80,40 +89,29 @@ class PublicationImage:
         consumption = self.consumption_position()
         return self.rebuild_position.get() if consumption is None else consumption
 
-    def _in_window(self, position: int, length: int) -> bool:
-        """Not yet rebuilt, and no more than a term past the slowest consumer (an over-run would
+    def _set_limit(self, consumption: int) -> None:
+        """Packets may go no more than a term past the slowest consumer (an over-run would
         write over a term still being read)."""
-        if position + length <= self.rebuild_position.get():
-            return False
-        if position + length > self._consumption() + self.term_length:
-            self.system[SystemCounters.FLOW_CONTROL_OVER_RUNS].increment()
-            return False
-        return True
+        self.rebuilder.limit_position = consumption + self.term_length
+
+    @property
+    def time_of_last_packet_ns(self) -> int:
+        return self.rebuilder.time_of_last_packet_ns
 
     # -- frames in --------------------------------------------------------------------
 
-    def insert(self, term_id: int, term_offset: int, frame, now_ns: int) -> bool:
-        """Put one DATA or PAD frame (as on the wire: header and aligned body, or a PAD's header)
-        at its place; True if it was new."""
-        self.time_of_last_packet_ns = now_ns
-        position = self._position(term_id, term_offset)
-        length = len(frame)
-        frame_length = int.from_bytes(frame[:4], "little", signed=True)
-        extent = d.align(max(frame_length, length))
-        if term_offset + extent > self.term_length or not self._in_window(position, length):
-            return False
-        term = self.log.term(d.index_by_position(position, self.term_length))
-        inserted = term_rebuild_insert(term, term_offset, frame)
-        end = position + extent
-        if end > self.hwm_position.get():
-            self.hwm_position.set(end)
-        return inserted
+    def insert(self, packet, now_ns: int) -> bool:
+        """Put a data packet (DATA frames as on the wire, or a PAD's header) at the term offset
+        of its first frame (the receiver does this in C for each datagram: ImageRouter); True if
+        it was new (not a duplicate, within the window, well-formed and within the term)."""
+        self._set_limit(self._consumption())
+        return self.rebuilder.insert(packet, now_ns)
 
     def on_heartbeat(self, term_id: int, term_offset: int, flags: int, now_ns: int) -> None:
         """A heartbeat tells where the stream's end is, which reveals a lost tail."""
-        self.time_of_last_packet_ns = now_ns
+        self.rebuilder.time_of_last_packet_ns = now_ns
         position = self._position(term_id, term_offset)
-        if self._in_window(position, 0) or position == self.rebuild_position.get():
+        if self.rebuilder.is_within_window(position, 0) or position == self.rebuild_position.get():
             if position > self.hwm_position.get():
                 self.hwm_position.set(position)
             if flags & EOS_FLAG:
@@ -152,6 +150,7 @@ class PublicationImage:
             self._last_sm_position = consumption
             self._time_of_last_sm_ns = now_ns
         self._clean_to(consumption)
+        self._set_limit(consumption)
         return out
 
     def _rebuild(self) -> tuple[int, int, int] | None:

@@ -1,0 +1,191 @@
+# The receiver's per-datagram work (Aeron's DataPacketDispatcher.onDataPacket and
+# PublicationImage.insertPacket): a datagram of DATA frames goes, whole, to the image of its
+# session and stream, at the term offset of its first frame. Everything else (SETUP, heartbeats,
+# sessions without an image, anything too short to route) is left to the Python dispatcher.
+
+cdef enum:
+    ROUTE_SLOW = 0       # not a data packet for a known image: the Python dispatcher decides
+    ROUTE_INSERTED = 1   # new frames put in the term
+    ROUTE_DROPPED = 2    # a duplicate, or outside the window
+    ROUTE_INVALID = 3    # malformed: counted as an invalid packet and dropped
+
+
+cdef char* counter_address(object counter) except NULL:
+    """The address of a position's 8 bytes (anything with an AtomicBuffer `buffer` and `offset`)."""
+    cdef AtomicBuffer buffer = counter.buffer
+    return buffer._at(counter.offset, 8)
+
+
+cdef inline uint64_t image_key(int32_t session_id, int32_t stream_id) noexcept nogil:
+    return ((<uint64_t> <uint32_t> session_id) << 32) | <uint32_t> stream_id
+
+
+cdef int32_t packet_extent(const char* packet, int32_t length) noexcept nogil:
+    """How much of a term the frames of a data packet cover (a PAD, sent as its header only,
+    covers its whole length), or -1 unless the packet is version-0 DATA frames, optionally ending
+    with one PAD, that tile it exactly (the last may be sent unaligned), each naming its own term
+    offset."""
+    cdef int32_t offset = 0, remaining, frame_length, aligned
+    cdef uint16_t frame_type
+    while offset < length:
+        remaining = length - offset
+        if remaining < HEADER_LENGTH:
+            return -1
+        frame_length = aio_get_i32(packet + offset)
+        frame_type = (<const uint16_t*> (packet + offset + TYPE_FIELD_OFFSET))[0]
+        if frame_length < HEADER_LENGTH or frame_length > (1 << 30) \
+                or packet[offset + VERSION_FIELD_OFFSET] != 0 \
+                or aio_get_i32(packet + offset + TERM_OFFSET_FIELD_OFFSET) \
+                    != aio_get_i32(packet + TERM_OFFSET_FIELD_OFFSET) + offset:
+            return -1
+        aligned = align_frame(frame_length)
+        if frame_type == HDR_TYPE_PAD:
+            return offset + aligned if remaining == HEADER_LENGTH else -1
+        if frame_type != HDR_TYPE_DATA or frame_length > remaining:
+            return -1
+        if aligned >= remaining:
+            return offset + aligned
+        offset += aligned
+    return offset
+
+
+cdef class ImageRebuilder:
+    """Where a network image's packets go: its log, its receiver high-water mark, and how far
+    ahead it may write (`limit_position`: the slowest consumer plus a term, kept current by the
+    image's duty cycle, so that an over-run never writes over a term still being read)."""
+
+    cdef readonly MappedLog log
+    cdef readonly int32_t session_id
+    cdef readonly int32_t stream_id
+    cdef char* hwm
+    cdef char* rebuild
+    cdef char* over_runs
+    cdef public int64_t limit_position
+    cdef public int64_t time_of_last_packet_ns
+
+    def __cinit__(self, MappedLog log, int32_t session_id, int32_t stream_id, object hwm_position,
+                  object rebuild_position, object over_runs, int64_t limit_position, int64_t now_ns):
+        self.log = log
+        self.session_id = session_id
+        self.stream_id = stream_id
+        self.hwm = counter_address(hwm_position)
+        self.rebuild = counter_address(rebuild_position)
+        self.over_runs = counter_address(over_runs)
+        self.limit_position = limit_position
+        self.time_of_last_packet_ns = now_ns
+
+    cdef inline int64_t position(self, const char* header) noexcept nogil:
+        return compute_position(aio_get_i32(header + TERM_ID_FIELD_OFFSET),
+                                aio_get_i32(header + TERM_OFFSET_FIELD_OFFSET),
+                                self.log.position_bits_to_shift, self.log.initial_term_id)
+
+    cdef bint within_window(self, int64_t position, int32_t length) noexcept nogil:
+        """Not rebuilt yet and not over-running the slowest consumer (counted when it would)."""
+        if position + length <= aio_load_i64(self.rebuild):
+            return False
+        if position + length > self.limit_position:
+            aio_fetch_add_i64(self.over_runs, 1)
+            return False
+        return True
+
+    cdef int insert_packet(self, const char* packet, int32_t length, int64_t now_ns) noexcept nogil:
+        """Put a data packet at its term offset: ROUTE_INSERTED, ROUTE_DROPPED (a duplicate, whose
+        first frame is already there, or outside the window: nothing written) or ROUTE_INVALID
+        (malformed, or outside the term)."""
+        cdef int32_t term_offset = aio_get_i32(packet + TERM_OFFSET_FIELD_OFFSET)
+        cdef int32_t extent = packet_extent(packet, length)
+        cdef int64_t position, end
+        if extent < 0 or term_offset < 0 or term_offset & (FRAME_ALIGNMENT - 1) \
+                or term_offset > self.log.term_length - extent:
+            return ROUTE_INVALID
+        self.time_of_last_packet_ns = now_ns
+        position = self.position(packet)
+        if not self.within_window(position, length):
+            return ROUTE_DROPPED
+        if not rebuild_insert(self.log.term(<int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)),
+                              term_offset, packet, length):
+            return ROUTE_DROPPED
+        end = position + extent
+        if end > aio_load_i64(self.hwm):
+            aio_store_i64(self.hwm, end)
+        return ROUTE_INSERTED
+
+    def insert(self, object packet, int64_t now_ns) -> bool:
+        """Insert a data packet (DATA frames as on the wire, or a PAD's header); True if it was
+        new (not a duplicate, within the window, well-formed and within the term)."""
+        cdef const unsigned char[::1] data = packet
+        if data.shape[0] < HEADER_LENGTH:
+            return False
+        return self.insert_packet(<const char*> &data[0], <int32_t> data.shape[0], now_ns) == ROUTE_INSERTED
+
+    def is_within_window(self, int64_t position, int32_t length) -> bool:
+        return self.within_window(position, length)
+
+
+cdef class ImageRouter:
+    """Routes data packets to the ImageRebuilder of their (session, stream) in C; the rest is
+    reported back for the Python dispatcher."""
+
+    cdef dict images
+    cdef char* bytes_received
+    cdef char* invalid_packets
+
+    def __cinit__(self, object bytes_received, object invalid_packets):
+        self.images = {}
+        self.bytes_received = counter_address(bytes_received)
+        self.invalid_packets = counter_address(invalid_packets)
+
+    def add(self, ImageRebuilder image) -> None:
+        self.images[image_key(image.session_id, image.stream_id)] = image
+
+    def remove(self, int32_t session_id, int32_t stream_id) -> None:
+        self.images.pop(image_key(session_id, stream_id), None)
+
+    cdef int route_packet(self, const char* packet, int32_t length, int64_t now_ns):
+        cdef int32_t frame_length
+        cdef uint16_t frame_type
+        cdef object image
+        cdef int result
+        if length < HEADER_LENGTH:
+            return ROUTE_SLOW
+        frame_length = aio_get_i32(packet)
+        frame_type = (<const uint16_t*> (packet + TYPE_FIELD_OFFSET))[0]
+        if not (frame_type == HDR_TYPE_PAD or (frame_type == HDR_TYPE_DATA and frame_length != 0)):
+            return ROUTE_SLOW
+        image = self.images.get(image_key(aio_get_i32(packet + SESSION_ID_FIELD_OFFSET),
+                                          aio_get_i32(packet + STREAM_ID_FIELD_OFFSET)))
+        if image is None:
+            return ROUTE_SLOW
+        aio_fetch_add_i64(self.bytes_received, length)
+        result = (<ImageRebuilder> image).insert_packet(packet, length, now_ns)
+        if result == ROUTE_INVALID:
+            aio_fetch_add_i64(self.invalid_packets, 1)
+        return result
+
+    def route(self, object datagram, int64_t now_ns) -> bool:
+        """Handle one datagram if it is a data packet for a known image; False otherwise."""
+        cdef const unsigned char[::1] data = datagram
+        if data.shape[0] == 0:
+            return False
+        return self.route_packet(<const char*> &data[0], <int32_t> data.shape[0], now_ns) != ROUTE_SLOW
+
+    def route_received(self, DatagramReceiver receiver, int64_t now_ns) -> list:
+        """Handle the data packets among what `receiver` just received (each datagram of a run
+        the kernel delivered as one, too); the other datagrams, as (memoryview, source) pairs
+        for the Python dispatcher."""
+        cdef list rest = []
+        cdef int i
+        cdef int32_t length, segment, offset, size
+        cdef const char* packet
+        for i in range(receiver.count):
+            packet = receiver.datagram(i, &length)
+            segment = receiver.segment(i)
+            offset = 0
+            while True:
+                size = min(segment, length - offset)
+                if self.route_packet(packet + offset, size, now_ns) == ROUTE_SLOW:
+                    rest.append((receiver.data(i)[offset:offset + size], receiver.address(i)))
+                offset += size
+                if offset >= length:
+                    break
+        return rest
