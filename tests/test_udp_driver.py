@@ -158,3 +158,19 @@ async def test_subscription_rcv_wnd_sets_the_window_the_sender_gets():
         await connected(pub, sub)
         counters = {c.label.split(":")[0]: c.value for c in a.counters.for_each()}
         assert counters["snd-lmt"] - counters["snd-pos"] == 8192
+        assert counters["snd-bpe"] == 0  # the sender's back-pressure events, per publication
+
+
+@pytest.mark.parametrize(
+    "params,reliable,nak_delay_ns",
+    [("", True, 0), ("|reliable=false|nak-delay=20ms", False, 20_000_000)],
+)
+async def test_subscription_reliable_and_nak_delay_shape_the_image(params, reliable, nak_delay_ns):
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        sub = await b.add_subscription(channel + params, 13)
+        pub = await a.add_publication(channel, 13)
+        await connected(pub, sub)
+        (entry,) = b._owned_driver.conductor.udp.images
+        assert entry.image.reliable is reliable
+        assert entry.image.loss.delay_ns == nak_delay_ns

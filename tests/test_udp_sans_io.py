@@ -92,7 +92,12 @@ class Session:
         self.pub_limit = Slot()
         self.appender = _core.LogAppender(self.log.mapped, self.pub_limit.array, 0, False)
         self.sender = NetworkPublication(
-            self.log, sender_position=Slot(), sender_limit=Slot(), system=self.system, now_ns=0
+            self.log,
+            sender_position=Slot(),
+            sender_limit=Slot(),
+            sender_bpe=Slot(),
+            system=self.system,
+            now_ns=0,
         )
         self.a_to_b = LossyNetwork(self.rng, loss, duplicate, reorder)
         self.b_to_a = LossyNetwork(self.rng, loss, duplicate, reorder)
@@ -168,7 +173,7 @@ class Session:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_lossy_duplicating_reordering_network_delivers_everything_once_in_order(tmp_path, seed):
-    total = 50_000 if seed == 1 else 20_000
+    total = 100_000 if seed == 1 else 20_000
     session = Session(tmp_path, seed)
     for _ in range(400_000):
         session.step(total)
@@ -184,6 +189,8 @@ def test_lossy_duplicating_reordering_network_delivers_everything_once_in_order(
     assert system[SystemCounters.NAK_MESSAGES_RECEIVED].get() > 0
     assert system[SystemCounters.RETRANSMITS_SENT].get() > 0
     assert system[SystemCounters.STATUS_MESSAGES_RECEIVED].get() > 0
+    limits = system[SystemCounters.SENDER_FLOW_CONTROL_LIMITS].get()
+    assert session.sender.sender_bpe.get() == limits > 0
     rotations = session.sender.sender_position.get() >> 16
     assert rotations >= 10, "the stream must cross many terms"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from aeronio._core import term_scan_for_availability
+from aeronio._core import scan_datagrams
 from aeronio.counters import SystemCounters
 from aeronio.driver.flow_control import UnicastFlowControl
 from aeronio.driver.retransmit_handler import RetransmitHandler
@@ -47,6 +47,7 @@ class NetworkPublication:
         *,
         sender_position: Position,
         sender_limit: Position,
+        sender_bpe: Position,
         system: dict[SystemCounters, Position],
         now_ns: int,
         ttl: int = 0,
@@ -62,9 +63,11 @@ class NetworkPublication:
         self.ttl = ttl
         self.sender_position = sender_position
         self.sender_limit = sender_limit
+        self.sender_bpe = sender_bpe
         self.system = system
         self.flow_control = flow_control or UnicastFlowControl()
         self.retransmit = retransmit or RetransmitHandler()
+        self._terms = [memoryview(log.term(index)) for index in range(d.PARTITION_COUNT)]
         start = log.producer_position
         sender_position.set(start)
         sender_limit.set(start)
@@ -148,28 +151,27 @@ class NetworkPublication:
             self.system[SystemCounters.BYTES_SENT].increment(sum(len(b) for b in out))
         return out
 
-    def _term_view(self, position: int):
-        index = d.index_by_position(position, self.term_length)
-        return self.log.term(index)
-
     def _send_data(self, out: list) -> int:
         position = self.sender_position.get()
         limit = self.sender_limit.get()
         sent = 0
         while position < limit and sent < MAX_DATAGRAMS_PER_SEND:
-            term_offset = position & (self.term_length - 1)
-            term = self._term_view(position)
-            available, padding = term_scan_for_availability(
-                term, term_offset, min(self.mtu, limit - position)
+            covered, count = scan_datagrams(
+                self._terms[d.index_by_position(position, self.term_length)],
+                position & (self.term_length - 1),
+                limit - position,
+                self.mtu,
+                MAX_DATAGRAMS_PER_SEND - sent,
+                out,
             )
-            if available == 0:
+            if count == 0:
                 break
-            out.append(term[term_offset : term_offset + available])
-            position += available + padding
-            sent += 1
+            position += covered
+            sent += count
         if sent:
             self.sender_position.set(position)
         elif position >= limit and self.log.producer_position > position:
+            self.sender_bpe.increment()
             self.system[SystemCounters.SENDER_FLOW_CONTROL_LIMITS].increment()
         return sent
 
@@ -177,17 +179,16 @@ class NetworkPublication:
         position = d.compute_position(term_id, term_offset, self.term_length, self.initial_term_id)
         if position < self.sender_position.get() - self.term_length:
             return  # cleaned away by now
-        term = self._term_view(position)
+        term = self._terms[d.index_by_position(position, self.term_length)]
         end = min(term_offset + length, self.term_length)
         while term_offset < end:
-            available, padding = term_scan_for_availability(
-                term, term_offset, min(self.mtu, end - term_offset)
+            covered, count = scan_datagrams(
+                term, term_offset, end - term_offset, self.mtu, MAX_DATAGRAMS_PER_SEND, out
             )
-            if available == 0:
+            if count == 0:
                 break
-            out.append(term[term_offset : term_offset + available])
-            self.system[SystemCounters.RETRANSMITS_SENT].increment()
-            term_offset += available + padding
+            self.system[SystemCounters.RETRANSMITS_SENT].increment(count)
+            term_offset += covered
 
     def _setup(self) -> bytes:
         position = self.sender_position.get()

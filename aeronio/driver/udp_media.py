@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from aeronio.counters import (
     RECEIVER_HWM_TYPE_ID,
     RECEIVER_POS_TYPE_ID,
+    SENDER_BPE_TYPE_ID,
     SENDER_LIMIT_TYPE_ID,
     SENDER_POSITION_TYPE_ID,
     SUBSCRIBER_POSITION_TYPE_ID,
@@ -28,6 +29,7 @@ from aeronio.driver import protocol as p
 from aeronio.driver.channel_endpoints import ReceiveChannelEndpoint, SendChannelEndpoint
 from aeronio.driver.data_dispatcher import DataDispatcher
 from aeronio.driver.ipc_publication import IpcPublication, SubscriberPosition
+from aeronio.driver.loss_detector import LossDetector
 from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.publication_image import PublicationImage
 from aeronio.logbuffer import descriptor as d
@@ -90,7 +92,7 @@ class UdpMedia:
         endpoint = self.send_endpoints.get(channel.endpoint)
         if endpoint is None:
             endpoint = self.send_endpoints[channel.endpoint] = SendChannelEndpoint(
-                channel, self.system
+                channel, self.system, self.conductor.ctx.udp_offload
             )
             self.watch(endpoint.socket.fileno())
         label = f"{entry.registration_id} {entry.session_id} {entry.stream_id} {entry.channel}"
@@ -98,16 +100,18 @@ class UdpMedia:
             f"snd-pos: {label}", SENDER_POSITION_TYPE_ID, entry.registration_id
         )
         limit = self._counter(f"snd-lmt: {label}", SENDER_LIMIT_TYPE_ID, entry.registration_id)
+        bpe = self._counter(f"snd-bpe: {label}", SENDER_BPE_TYPE_ID, entry.registration_id)
         entry.sender = NetworkPublication(
             entry.log,
             sender_position=position,
             sender_limit=limit,
+            sender_bpe=bpe,
             system=self.system,
             now_ns=now_ns,
             ttl=channel.ttl or 0,
         )
         entry.endpoint = endpoint
-        entry.sender_counters = (position, limit)
+        entry.sender_counters = (position, limit, bpe)
         entry.media_key = f"udp:{channel.endpoint}"
         entry.signals.data.add_callback(self.conductor.wake)
         endpoint.publications[(entry.session_id, entry.stream_id)] = entry.sender
@@ -133,7 +137,9 @@ class UdpMedia:
     def add_subscription(self, link) -> None:
         endpoint = self.receive_endpoints.get(link.channel.endpoint)
         if endpoint is None:
-            endpoint = ReceiveChannelEndpoint(link.channel, self._dispatcher_for)
+            endpoint = ReceiveChannelEndpoint(
+                link.channel, self._dispatcher_for, self.conductor.ctx.udp_offload
+            )
             self.receive_endpoints[endpoint.key] = endpoint
             self.watch(endpoint.socket.fileno())
         endpoint.dispatcher.add_subscription(link.stream_id)
@@ -195,6 +201,7 @@ class UdpMedia:
         hwm = self._counter(f"rcv-hwm: {label}", RECEIVER_HWM_TYPE_ID, registration_id)
         pos = self._counter(f"rcv-pos: {label}", RECEIVER_POS_TYPE_ID, registration_id)
         entry: ImageEntry | None = None
+        nak_delay = self._subscription_setting(endpoint, setup.stream_id, "nak_delay_ns")
         image = PublicationImage(
             log,
             join_position=join,
@@ -204,7 +211,9 @@ class UdpMedia:
             consumption_position=lambda: entry.consumption(),
             system=self.system,
             now_ns=now_ns,
-            window=self._receiver_window(endpoint, setup.stream_id),
+            window=self._subscription_setting(endpoint, setup.stream_id, "rcv_wnd"),
+            reliable=self._subscription_setting(endpoint, setup.stream_id, "reliable") is not False,
+            loss_detector=LossDetector(delay_ns=nak_delay or 0),
         )
         log_signals = signals.acquire(log_file)
         log_signals.consumed.add_callback(self.conductor.wake)
@@ -221,16 +230,17 @@ class UdpMedia:
                 self._link(entry, link)
         return image
 
-    def _receiver_window(self, endpoint: ReceiveChannelEndpoint, stream_id: int) -> int | None:
-        """The `rcv-wnd` a subscription of this stream on this endpoint asks for, if any."""
+    def _subscription_setting(self, endpoint: ReceiveChannelEndpoint, stream_id: int, name: str):
+        """The value the channel of a subscription of this stream on this endpoint gives the
+        parameter `name` (rcv_wnd, reliable, nak_delay_ns), if one does."""
         return next(
             (
-                link.channel.rcv_wnd
+                getattr(link.channel, name)
                 for link in self.conductor.subscriptions
                 if link.channel.is_udp
                 and link.channel.endpoint == endpoint.key
                 and link.stream_id == stream_id
-                and link.channel.rcv_wnd
+                and getattr(link.channel, name) is not None
             ),
             None,
         )
