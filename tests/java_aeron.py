@@ -4,8 +4,9 @@
 this machine's Java; see the "A real peer to test against" section of the shared DESIGN.md.
 Here: a Java media driver in a directory of its own, Java samples run as children of that driver,
 their stdout read line by line with bounded waits, and the Java driver's counters read straight
-from its cnc.dat. Every Java process is its own process group, killed with SIGKILL on teardown
-(and by the kernel if the test process dies first).
+from its cnc.dat. Programs of our own (tests/java/*.java) are compiled against the reference jar
+with `compile_java_sources` and run with `java_args`. Every Java process is its own process
+group, killed with SIGKILL on teardown (and by the kernel if the test process dies first).
 """
 
 from __future__ import annotations
@@ -29,6 +30,16 @@ import pytest
 
 AERON_JAVA = Path(__file__).parents[2] / "shared" / "aeron-java" / "aeron-java"
 PR_SET_PDEATHSIG = 1
+JAVA_SOURCES = Path(__file__).parent / "java"
+# What the aeron-java script gives the JVM (the 1.15.1 jar reaches into these JDK internals).
+JVM_FLAGS = (
+    "--add-opens",
+    "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.misc=ALL-UNNAMED",
+)
 
 
 def require_aeron_java() -> str:
@@ -46,6 +57,69 @@ def require_aeron_java() -> str:
     if done.returncode != 0:
         pytest.fail(f"{AERON_JAVA} --jar failed ({done.returncode}): {done.stderr.strip()}")
     return done.stdout.strip()
+
+
+def compile_java_sources(classpath: str, out_dir: str | os.PathLike) -> str:
+    """Compile tests/java/*.java against the reference jar into `out_dir`; returns the classpath
+    to run them with (`out_dir` first). Fails the test with javac's output if they do not
+    compile."""
+    if shutil.which("javac") is None:
+        print("Java interop tests skipped: no `javac` on PATH")
+        pytest.skip("Java interop: no `javac` on PATH (apt-get install openjdk-17-jdk-headless)")
+    sources = sorted(str(p) for p in JAVA_SOURCES.glob("*.java"))
+    done = subprocess.run(
+        ["javac", "-nowarn", "-cp", classpath, "-d", str(out_dir), *sources],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"javac of tests/java failed ({done.returncode}):\n{done.stderr}")
+    return f"{out_dir}{os.pathsep}{classpath}"
+
+
+def java_args(
+    classpath: str, cls: str, props: dict[str, object] | None = None, args: tuple = ()
+) -> list[str]:
+    """The command line running `cls` with `-Dk=v` properties as the aeron-java script would."""
+    props = props or {}
+    return [
+        "java",
+        *JVM_FLAGS,
+        *(f"-D{k}={v}" for k, v in props.items()),
+        "-cp",
+        classpath,
+        cls,
+        *(str(a) for a in args),
+    ]
+
+
+def cnc_counters(dir: str | os.PathLike) -> list[tuple[int, int, str, int]]:
+    """(id, type id, label, value) of every allocated counter in a Java driver's cnc.dat
+    (CncFileDescriptor / Agrona CountersReader layout of 1.15.1)."""
+    with open(Path(dir) / "cnc.dat", "rb") as f:
+        cnc = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        _version, to_driver, to_clients, meta_length, values_length = struct.unpack_from(
+            "<5i", cnc, 0
+        )
+        meta = 128 + to_driver + to_clients
+        values = meta + meta_length
+        found = []
+        for counter_id in range(values_length // 128):
+            record = meta + counter_id * 512
+            state, type_id = struct.unpack_from("<ii", cnc, record)
+            if state == 0:
+                break
+            if state != 1:
+                continue
+            (label_length,) = struct.unpack_from("<i", cnc, record + 128)
+            label = cnc[record + 132 : record + 132 + label_length].decode("utf-8", "replace")
+            (value,) = struct.unpack_from("<q", cnc, values + counter_id * 128)
+            found.append((counter_id, type_id, label, value))
+        return found
+    finally:
+        cnc.close()
 
 
 def _own_group_and_die_with_parent() -> None:
@@ -190,31 +264,8 @@ class JavaDriver:
         self.samples.clear()
 
     def counters(self) -> list[tuple[int, int, str, int]]:
-        """(id, type id, label, value) of every allocated counter in the driver's cnc.dat
-        (CncFileDescriptor / Agrona CountersReader layout of 1.15.1)."""
-        with open(Path(self.dir) / "cnc.dat", "rb") as f:
-            cnc = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            _version, to_driver, to_clients, meta_length, values_length = struct.unpack_from(
-                "<5i", cnc, 0
-            )
-            meta = 128 + to_driver + to_clients
-            values = meta + meta_length
-            found = []
-            for counter_id in range(values_length // 128):
-                record = meta + counter_id * 512
-                state, type_id = struct.unpack_from("<ii", cnc, record)
-                if state == 0:
-                    break
-                if state != 1:
-                    continue
-                (label_length,) = struct.unpack_from("<i", cnc, record + 128)
-                label = cnc[record + 132 : record + 132 + label_length].decode("utf-8", "replace")
-                (value,) = struct.unpack_from("<q", cnc, values + counter_id * 128)
-                found.append((counter_id, type_id, label, value))
-            return found
-        finally:
-            cnc.close()
+        """(id, type id, label, value) of every allocated counter in the driver's cnc.dat."""
+        return cnc_counters(self.dir)
 
     def counter(self, label: str) -> int:
         """The value of the system counter labelled exactly `label`."""
