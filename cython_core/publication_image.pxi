@@ -44,7 +44,7 @@ cdef int32_t packet_extent(const char* packet, int32_t length) noexcept nogil:
         if frame_type != HDR_TYPE_DATA or frame_length > remaining:
             return -1
         if aligned >= remaining:
-            return offset + aligned
+            return offset + aligned if remaining == frame_length or remaining == aligned else -1
         offset += aligned
     return offset
 
@@ -57,6 +57,7 @@ cdef class ImageRebuilder:
     cdef readonly MappedLog log
     cdef readonly int32_t session_id
     cdef readonly int32_t stream_id
+    cdef object _positions  # kept alive: hwm, rebuild and over_runs point into them
     cdef char* hwm
     cdef char* rebuild
     cdef char* over_runs
@@ -68,6 +69,7 @@ cdef class ImageRebuilder:
         self.log = log
         self.session_id = session_id
         self.stream_id = stream_id
+        self._positions = (hwm_position, rebuild_position, over_runs)
         self.hwm = counter_address(hwm_position)
         self.rebuild = counter_address(rebuild_position)
         self.over_runs = counter_address(over_runs)
@@ -127,11 +129,13 @@ cdef class ImageRouter:
     reported back for the Python dispatcher."""
 
     cdef dict images
+    cdef object _counters  # kept alive: bytes_received and invalid_packets point into them
     cdef char* bytes_received
     cdef char* invalid_packets
 
     def __cinit__(self, object bytes_received, object invalid_packets):
         self.images = {}
+        self._counters = (bytes_received, invalid_packets)
         self.bytes_received = counter_address(bytes_received)
         self.invalid_packets = counter_address(invalid_packets)
 

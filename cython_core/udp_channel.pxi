@@ -162,14 +162,17 @@ cdef class DatagramReceiver:
         return self._base + i * <Py_ssize_t> self.slot_size
 
 
-def send_datagrams(int fd, list datagrams, tuple address, bint gso=False) -> int:
+def send_datagrams(int fd, list datagrams, tuple address, bint gso=False,
+                   Py_ssize_t max_segment=MAX_UDP_PAYLOAD) -> int:
     """Send each buffer in `datagrams` as one datagram to (ipv4, port) with sendmmsg; returns how
     many the kernel took (the rest would block: the caller retries or counts a short send).
 
     With `gso`, a run of buffers that follow each other in memory, all of one length but the
     last (which may be shorter), goes to the kernel as one message that it cuts into exactly
     those datagrams (UDP generic segmentation offload): what arrives is the same datagrams,
-    for one trip through the network stack instead of one per datagram."""
+    for one trip through the network stack instead of one per datagram. Only datagrams of at
+    most `max_segment` bytes are grouped (a segment cannot be IP-fragmented: the kernel refuses
+    one larger than the path MTU allows)."""
     cdef Py_ssize_t count = len(datagrams), i, j, m = 0, total, segment
     cdef Py_buffer* views
     cdef mmsghdr* msgs
@@ -205,7 +208,7 @@ def send_datagrams(int fd, list datagrams, tuple address, bint gso=False) -> int
         while i < count:
             segment = total = views[i].len
             j = i + 1
-            while gso and j < count and j - i < MAX_GSO_SEGMENTS \
+            while gso and segment <= max_segment and j < count and j - i < MAX_GSO_SEGMENTS \
                     and views[j - 1].len == segment and 0 < views[j].len <= segment \
                     and total + views[j].len <= MAX_UDP_PAYLOAD \
                     and <char*> views[j].buf == <char*> views[i].buf + total:

@@ -13,6 +13,9 @@ log = logging.getLogger("aeronio.driver")
 class AgentRunner:
     """Runs `do_work` on the loop; when it does nothing, parks for `idle_s` or until `wake()`.
 
+    After a duty cycle that did work, up to `idle_spins` idle duty cycles only yield to the loop
+    before the agent parks (Aeron's back-off: while traffic flows, the next message finds the
+    agent running instead of asleep; once it stops, the agent parks until woken or `idle_s`).
     An exception from `do_work` is logged and counted by `on_error`; it never stops the agent.
     """
 
@@ -23,10 +26,12 @@ class AgentRunner:
         idle_s: float,
         on_error: Callable[[BaseException], None] = lambda e: None,
         on_idle: Callable[[bool], None] = lambda idle: None,
+        idle_spins: int = 0,
     ):
         self.name = name
         self._do_work = do_work
         self._idle_s = idle_s
+        self._idle_spins = idle_spins
         self._on_error = on_error
         self._on_idle = on_idle
         self._woken = False
@@ -55,6 +60,7 @@ class AgentRunner:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
+        spins = 0
         while True:
             try:
                 work = self._do_work()
@@ -63,6 +69,9 @@ class AgentRunner:
                 self._on_error(e)
                 work = 0
             if work:
+                spins = self._idle_spins
+            if work or spins > 0:
+                spins -= not work
                 await asyncio.sleep(0)
                 continue
             self._woken = False

@@ -33,6 +33,7 @@ Address = tuple[str, int]
 SOL_UDP = 17
 UDP_SEGMENT = 103  # linux/udp.h
 UDP_GRO = 104
+IP_MTU = 14  # linux/in.h: the path MTU of a connected socket
 
 
 def resolve(endpoint: str) -> Address:
@@ -68,6 +69,17 @@ def _supports_gso(sock: socket.socket) -> bool:
     return True
 
 
+def _max_segment(destination: Address) -> int:
+    """The largest datagram the path to `destination` carries unfragmented (what a GSO segment
+    may be): its MTU less the IPv4 and UDP headers."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(destination)
+            return probe.getsockopt(socket.IPPROTO_IP, IP_MTU) - 28
+        except OSError:
+            return 1500 - 28
+
+
 def _enable_gro(sock: socket.socket) -> None:
     """Let the kernel hand over a run of equal datagrams as one (UDP_GRO, Linux 5.0+), where
     it can; DatagramReceiver reports the segment size and the router cuts them apart."""
@@ -75,22 +87,46 @@ def _enable_gro(sock: socket.socket) -> None:
         sock.setsockopt(SOL_UDP, UDP_GRO, 1)
 
 
-class SendChannelEndpoint:
+class _Endpoint:
+    """A socket drained in batches, and only when the event loop saw it readable
+    (`on_readable`, called by the loop's reader callback): no system call per duty cycle while
+    nothing arrives."""
+
+    def __init__(self, sock: socket.socket, receiver: DatagramReceiver):
+        self.socket = sock
+        self._receiver = receiver
+        self._readable = True
+
+    def on_readable(self) -> None:
+        self._readable = True
+
+    def _receive(self) -> int:
+        if not self._readable:
+            return 0
+        count = self._receiver.recv(self.socket.fileno())
+        self._readable = count == self._receiver.capacity  # more may be waiting
+        return count
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+class SendChannelEndpoint(_Endpoint):
     def __init__(
         self, channel: ChannelUri, system: dict[SystemCounters, Position], offload: bool = True
     ):
         self.key = channel.endpoint
         self.destination = resolve(channel.endpoint)
         interface = resolve(channel.interface)[0] if channel.interface else "0.0.0.0"
-        self.socket = _udp_socket(channel, (interface, 0))
+        super().__init__(_udp_socket(channel, (interface, 0)), DatagramReceiver(32, 2048))
         self.gso = offload and _supports_gso(self.socket)
+        self.max_segment = _max_segment(self.destination)
         self.system = system
         self.publications: dict[tuple[int, int], NetworkPublication] = {}
-        self._receiver = DatagramReceiver(32, 2048)
 
     def poll(self, now_ns: int) -> int:
         """Handle the control frames that arrived; returns how many datagrams were read."""
-        count = self._receiver.recv(self.socket.fileno())
+        count = self._receive()
         for i in range(count):
             datagram = self._receiver.data(i)
             try:
@@ -119,26 +155,24 @@ class SendChannelEndpoint:
                 self.socket.sendto(reply, source)
 
     def send(self, datagrams: list) -> None:
-        sent = send_datagrams(self.socket.fileno(), datagrams, self.destination, self.gso)
+        sent = send_datagrams(
+            self.socket.fileno(), datagrams, self.destination, self.gso, self.max_segment
+        )
         if sent < len(datagrams):
             self.system[SystemCounters.SHORT_SENDS].increment()
 
-    def close(self) -> None:
-        self.socket.close()
 
-
-class ReceiveChannelEndpoint:
+class ReceiveChannelEndpoint(_Endpoint):
     def __init__(self, channel: ChannelUri, dispatcher_factory, offload: bool = True):
         self.key = channel.endpoint
         self.address = resolve(channel.endpoint)
-        self.socket = _udp_socket(channel, self.address)
+        super().__init__(_udp_socket(channel, self.address), DatagramReceiver(64, 65536))
         if offload:
             _enable_gro(self.socket)
         self.dispatcher: DataDispatcher = dispatcher_factory(self)
-        self._receiver = DatagramReceiver(64, 65536)
 
     def poll(self, now_ns: int) -> int:
-        count = self._receiver.recv(self.socket.fileno())
+        count = self._receive()
         if count:
             self.dispatcher.on_received(self._receiver, now_ns)
         return count
@@ -148,6 +182,3 @@ class ReceiveChannelEndpoint:
             self.socket.sendto(frame, destination)
         except OSError:
             self.dispatcher.system[SystemCounters.SHORT_SENDS].increment()
-
-    def close(self) -> None:
-        self.socket.close()

@@ -37,6 +37,7 @@ COUNTERS_FILE = "counters.dat"
 LOGS_DIR = "publications"
 # A freed counter id is not reused for this long, so a client still holding it harms nobody.
 COUNTER_REUSE_TIMEOUT_MS = 1000
+TIMER_INTERVAL_NS = 1_000_000  # housekeeping apart from the data path (Aeron's timer interval)
 
 
 @dataclass(eq=False)
@@ -70,10 +71,11 @@ class DriverConductor:
     def __init__(
         self,
         ctx: DriverContext,
-        wake: Callable[[], None] = lambda: None,
-        wake_id: int = 0,
-        watch: Callable[[int], None] = lambda fd: None,
-        unwatch: Callable[[int], None] = lambda fd: None,
+        *,
+        wake: Callable[[], None],
+        wake_id: int,
+        watch: Callable[[int, Callable[[], None]], None],
+        unwatch: Callable[[int], None],
     ):
         self.ctx = ctx
         self.wake = wake
@@ -94,6 +96,7 @@ class DriverConductor:
         self._next_id = random.getrandbits(32)
         self._session_ids: set[int] = set()
         self._timed_out_clients: set[int] = set()
+        self._next_timer_ns = 0
         self.udp = UdpMedia(self, watch, unwatch)
 
     # -- commands -----------------------------------------------------------------------
@@ -416,10 +419,20 @@ class DriverConductor:
             command, reply = self.commands.popleft()
             self._on_command(command, reply, now_ns)
             work += 1
-        self._check_client_liveness(now_ns)
         work += self.udp.do_work(now_ns, self.publications)
-        for publication in list(self.publications):
+        for publication in self.publications:
             work += publication.update_publisher_limit()
+        if now_ns >= self._next_timer_ns:
+            self._next_timer_ns = now_ns + TIMER_INTERVAL_NS
+            work += self._on_timer(now_ns)
+        return work
+
+    def _on_timer(self, now_ns: int) -> int:
+        """What the conductor checks at most once per TIMER_INTERVAL_NS, apart from the data
+        path: client liveness, blocked publishers, lingering publications, its heartbeat."""
+        work = 0
+        self._check_client_liveness(now_ns)
+        for publication in list(self.publications):
             publication.check_for_blocked_publisher(now_ns)
             if publication.on_time_event(now_ns):
                 self._delete_publication(publication)

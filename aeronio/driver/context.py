@@ -50,6 +50,8 @@ class DriverContext(msgspec.Struct, kw_only=True):
     publication_linger_ns: int = 5_000_000_000
     client_liveness_timeout_ns: int = 10_000_000_000
     conductor_idle_ns: int = 1_000_000
+    # Idle duty cycles that only yield to the loop, after work, before the driver parks.
+    conductor_idle_spins: int = 100
     max_counters: int = 4096
     term_buffer_sparse_file: bool = False
     dir_delete_on_shutdown: bool = True
@@ -89,6 +91,8 @@ class DriverContext(msgspec.Struct, kw_only=True):
                 f"client_keepalive_interval_ns {self.client_keepalive_interval_ns} must be less "
                 f"than client_liveness_timeout_ns {self.client_liveness_timeout_ns}"
             )
+        if self.conductor_idle_spins < 0:
+            raise ConfigurationError("conductor_idle_spins must not be negative")
         if self.max_counters < 32:
             raise ConfigurationError(f"max_counters {self.max_counters} must be at least 32")
 
