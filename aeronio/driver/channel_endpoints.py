@@ -88,24 +88,14 @@ def _enable_gro(sock: socket.socket) -> None:
 
 
 class _Endpoint:
-    """A socket drained in batches, and only when the event loop saw it readable
-    (`on_readable`, called by the loop's reader callback): no system call per duty cycle while
-    nothing arrives."""
+    """A UDP socket drained in batches (recvmmsg)."""
 
     def __init__(self, sock: socket.socket, receiver: DatagramReceiver):
         self.socket = sock
         self._receiver = receiver
-        self._readable = True
-
-    def on_readable(self) -> None:
-        self._readable = True
 
     def _receive(self) -> int:
-        if not self._readable:
-            return 0
-        count = self._receiver.recv(self.socket.fileno())
-        self._readable = count == self._receiver.capacity  # more may be waiting
-        return count
+        return self._receiver.recv(self.socket.fileno())
 
     def close(self) -> None:
         self.socket.close()

@@ -74,7 +74,7 @@ class DriverConductor:
         *,
         wake: Callable[[], None],
         wake_id: int,
-        watch: Callable[[int, Callable[[], None]], None],
+        watch: Callable[[int], None],
         unwatch: Callable[[int], None],
     ):
         self.ctx = ctx

@@ -83,7 +83,7 @@ class MediaDriver:
             self.ctx,
             wake=self._runner.wake,
             wake_id=self._waker.id,
-            watch=lambda fd, on_readable: loop.add_reader(fd, self._on_readable, on_readable),
+            watch=lambda fd: loop.add_reader(fd, self._runner.wake),
             unwatch=loop.remove_reader,
         )
         self._waker.callbacks.append(self._runner.wake)
@@ -102,11 +102,6 @@ class MediaDriver:
             self.ctx.client_keepalive_interval_ns,
             self._waker.id,
         )
-
-    def _on_readable(self, on_readable: Callable[[], None]) -> None:
-        """A socket of the driver has datagrams: mark it and wake the agent to drain it."""
-        on_readable()
-        self._runner.wake()
 
     def _do_work(self) -> int:
         return self.conductor.do_work()

@@ -74,12 +74,7 @@ class ImageEntry:
 
 
 class UdpMedia:
-    def __init__(
-        self,
-        conductor,
-        watch: Callable[[int, Callable[[], None]], None],
-        unwatch: Callable[[int], None],
-    ):
+    def __init__(self, conductor, watch: Callable[[int], None], unwatch: Callable[[int], None]):
         self.conductor = conductor
         self.counters: CountersManager = conductor.counters
         self.system = conductor.system
@@ -99,7 +94,7 @@ class UdpMedia:
             endpoint = self.send_endpoints[channel.endpoint] = SendChannelEndpoint(
                 channel, self.system, self.conductor.ctx.udp_offload
             )
-            self.watch(endpoint.socket.fileno(), endpoint.on_readable)
+            self.watch(endpoint.socket.fileno())
         label = f"{entry.registration_id} {entry.session_id} {entry.stream_id} {entry.channel}"
         position = self._counter(
             f"snd-pos: {label}", SENDER_POSITION_TYPE_ID, entry.registration_id
@@ -146,7 +141,7 @@ class UdpMedia:
                 link.channel, self._dispatcher_for, self.conductor.ctx.udp_offload
             )
             self.receive_endpoints[endpoint.key] = endpoint
-            self.watch(endpoint.socket.fileno(), endpoint.on_readable)
+            self.watch(endpoint.socket.fileno())
         endpoint.dispatcher.add_subscription(link.stream_id)
         for entry in self.images:
             if entry.endpoint is endpoint and entry.image.stream_id == link.stream_id:
