@@ -419,7 +419,7 @@ class DriverConductor:
             command, reply = self.commands.popleft()
             self._on_command(command, reply, now_ns)
             work += 1
-        work += self.udp.do_work(now_ns, self.publications)
+        work += self.udp.do_work(now_ns)
         for publication in self.publications:
             work += publication.update_publisher_limit()
         if now_ns >= self._next_timer_ns:
@@ -429,8 +429,9 @@ class DriverConductor:
 
     def _on_timer(self, now_ns: int) -> int:
         """What the conductor checks at most once per TIMER_INTERVAL_NS, apart from the data
-        path: client liveness, blocked publishers, lingering publications, its heartbeat."""
-        work = 0
+        path: client and receiver liveness, blocked publishers, lingering publications, dead
+        images, its heartbeat."""
+        work = self.udp.on_timer(now_ns)
         self._check_client_liveness(now_ns)
         for publication in list(self.publications):
             publication.check_for_blocked_publisher(now_ns)
@@ -444,7 +445,7 @@ class DriverConductor:
 
     def on_idle(self, idle: bool) -> None:
         """While the conductor parks, an append to a network publication wakes it to send."""
-        self.udp.watch_activity(self.publications, idle)
+        self.udp.watch_activity(idle)
 
     def _delete_publication(self, publication: IpcPublication) -> None:
         self.publications.remove(publication)

@@ -83,6 +83,7 @@ class UdpMedia:
         self.send_endpoints: dict[str, SendChannelEndpoint] = {}
         self.receive_endpoints: dict[str, ReceiveChannelEndpoint] = {}
         self.images: list[ImageEntry] = []
+        self.publications: list[NetworkPublicationEntry] = []
         self._watches: list = []
         os.makedirs(os.path.join(conductor.ctx.dir, IMAGES_DIR), exist_ok=True)
 
@@ -115,6 +116,7 @@ class UdpMedia:
         entry.media_key = f"udp:{channel.endpoint}"
         entry.signals.data.add_callback(self.conductor.wake)
         endpoint.publications[(entry.session_id, entry.stream_id)] = entry.sender
+        self.publications.append(entry)
 
     def _counter(self, label: str, type_id: int, registration_id: int) -> Counter:
         return self.counters.counter(
@@ -125,6 +127,7 @@ class UdpMedia:
         entry.signals.data.remove_callback(self.conductor.wake)
         endpoint = entry.endpoint
         endpoint.publications.pop((entry.session_id, entry.stream_id), None)
+        self.publications.remove(entry)
         for counter in entry.sender_counters:
             self.counters.free(counter.id)
         if not endpoint.publications:
@@ -302,16 +305,15 @@ class UdpMedia:
         except FileNotFoundError:
             pass
 
-    def watch_activity(self, publications: list, idle: bool) -> None:
+    def watch_activity(self, idle: bool) -> None:
         """While idle, be woken by appends to network publications (to send them) and by
         subscribers consuming images (to send status messages): doorbells in this process,
         wake slots from others."""
         if idle:
-            for entry in publications:
-                if isinstance(entry, NetworkPublicationEntry):
-                    self._watches.append(
-                        (entry.signals.data, waker.register_data_waiter(entry.log.metadata))
-                    )
+            for entry in self.publications:
+                self._watches.append(
+                    (entry.signals.data, waker.register_data_waiter(entry.log.metadata))
+                )
             for image in self.images:
                 self._watches.append(
                     (image.signals.consumed, waker.register_space_waiter(image.image.log.metadata))
@@ -326,26 +328,35 @@ class UdpMedia:
 
     # -- duty cycle -------------------------------------------------------------------
 
-    def do_work(self, now_ns: int, publications: list) -> int:
+    def do_work(self, now_ns: int) -> int:
+        """The data path, every duty cycle: control frames in, data out, data in, images
+        rebuilt (with their NAKs and status messages)."""
         work = 0
         for endpoint in self.send_endpoints.values():
             work += endpoint.poll(now_ns)
-        for entry in publications:
-            if isinstance(entry, NetworkPublicationEntry):
-                entry.sender.check_receiver_liveness(now_ns)
-                datagrams = entry.sender.send(now_ns)
-                if datagrams:
-                    entry.endpoint.send(datagrams)
-                    work += len(datagrams)
+        for entry in self.publications:
+            datagrams = entry.sender.send(now_ns)
+            if datagrams:
+                entry.endpoint.send(datagrams)
+                work += len(datagrams)
         for endpoint in self.receive_endpoints.values():
             work += endpoint.poll(now_ns)
-        for entry in list(self.images):
+        for entry in self.images:
             rebuilt = entry.image.rebuild_position.get()
             for frame in entry.image.do_work(now_ns):
                 entry.endpoint.send_control(frame, entry.source)
             if entry.image.rebuild_position.get() != rebuilt:
                 self._wake_subscribers(entry)
                 work += 1
+        return work
+
+    def on_timer(self, now_ns: int) -> int:
+        """Liveness, at the conductor's timer interval: receivers gone silent, images whose
+        stream ended or went silent."""
+        work = 0
+        for entry in self.publications:
+            entry.sender.check_receiver_liveness(now_ns)
+        for entry in list(self.images):
             if not entry.image.is_alive(now_ns):
                 self._delete_image(entry)
                 work += 1
