@@ -2,7 +2,6 @@
 without GSO, DatagramReceiver with GRO, scan_datagrams, and the Cython receive path
 (ImageRouter, ImageRebuilder), checked byte for byte against what was sent."""
 
-import asyncio
 import os
 import random
 import select
@@ -14,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from test_udp_driver import connected, free_port, payload
+from test_udp_driver import connected, exchange, free_port, payload
 from udp_harness import Slot
 
 import aeronio
@@ -212,6 +211,20 @@ def test_gro_receiver_gets_gso_runs_as_one_buffer_and_segment_size_cuts_them(udp
 # -- frames ------------------------------------------------------------------------------
 
 
+def new_log(path, term_id: int, term_offset: int) -> LogBuffers:
+    """A log of the test's session and stream, its tail at (term_id, term_offset)."""
+    return LogBuffers.create(
+        path,
+        term_length=TERM,
+        initial_term_id=INITIAL_TERM_ID,
+        session_id=SESSION,
+        stream_id=STREAM,
+        mtu=MTU,
+        term_id=term_id,
+        term_offset=term_offset,
+    )
+
+
 def frame(
     term_offset: int,
     body: bytes = b"",
@@ -263,16 +276,7 @@ class Image:
         term_id: int = INITIAL_TERM_ID,
         term_offset: int = 0,
     ):
-        self.log = LogBuffers.create(
-            path,
-            term_length=TERM,
-            initial_term_id=INITIAL_TERM_ID,
-            session_id=SESSION,
-            stream_id=STREAM,
-            mtu=MTU,
-            term_id=term_id,
-            term_offset=term_offset,
-        )
+        self.log = new_log(path, term_id, term_offset)
         join = d.compute_position(term_id, term_offset, TERM, INITIAL_TERM_ID)
         self.hwm, self.rebuild, self.over_runs = Slot(join), Slot(join), Slot()
         self.bytes_received, self.invalid = Slot(), Slot()
@@ -509,16 +513,7 @@ def test_is_within_window(tmp_path):
 def fill_publication(path, rng: random.Random, term_id: int, term_offset: int):
     """A publication log starting at (term_id, term_offset), filled with random-size messages
     until the publisher limit 2.5 terms on (three partitions, none used twice)."""
-    log = LogBuffers.create(
-        path,
-        term_length=TERM,
-        initial_term_id=INITIAL_TERM_ID,
-        session_id=SESSION,
-        stream_id=STREAM,
-        mtu=MTU,
-        term_id=term_id,
-        term_offset=term_offset,
-    )
+    log = new_log(path, term_id, term_offset)
     start = log.producer_position
     appender = _core.LogAppender(log.mapped, Slot(start + 5 * TERM // 2).array, 0, False)
     sizes = [0, 1, 31, 32, 100, 500, 1344, 1376, 1377, 2000, 4000, 8000]
@@ -691,20 +686,7 @@ async def test_driver_delivers_with_and_without_udp_offload(offload):
         assert gro == (offload and kernel_refuses(UDP_GRO, 1) is None)
         sizes = [4, 100, 1376, 1377, 4000, 8000, 37]
         expected = [payload(i, sizes[i % len(sizes)]) for i in range(2500)]
-
-        async def produce():
-            for message in expected:
-                await pub.offer(message, timeout=20)
-
-        producer = asyncio.create_task(produce())
-        received = []
-        async with asyncio.timeout(30):
-            async for message in sub:
-                received.append(message.data)
-                if len(received) == len(expected):
-                    break
-        await producer
-        assert received == expected
+        assert await exchange(pub, sub, expected, 30) == expected
         assert pub.position > 10 * TERM
 
 

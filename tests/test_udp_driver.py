@@ -28,6 +28,24 @@ def payload(i: int, size: int) -> bytes:
     return i.to_bytes(4, "little") + bytes((i + k) % 251 for k in range(size - 4))
 
 
+async def exchange(pub, sub, expected: list[bytes], timeout: float) -> list[bytes]:
+    """Offer `expected` while receiving; what the subscription got, in order."""
+
+    async def produce():
+        for message in expected:
+            await pub.offer(message, timeout=20)
+
+    producer = asyncio.create_task(produce())
+    received = []
+    async with asyncio.timeout(timeout):
+        async for message in sub:
+            received.append(message.data)
+            if len(received) == len(expected):
+                break
+    await producer
+    return received
+
+
 @pytest.mark.parametrize(
     "term_length,sizes",
     [
@@ -43,20 +61,7 @@ async def test_unicast_delivers_every_message_in_order(term_length, sizes):
         await connected(pub, sub)
         count = 3000 if term_length == 65536 else 40
         expected = [payload(i, sizes[i % len(sizes)]) for i in range(count)]
-
-        async def produce():
-            for message in expected:
-                await pub.offer(message, timeout=20)
-
-        producer = asyncio.create_task(produce())
-        received = []
-        async with asyncio.timeout(60):
-            async for message in sub:
-                received.append(message.data)
-                if len(received) == count:
-                    break
-        await producer
-        assert received == expected
+        assert await exchange(pub, sub, expected, 60) == expected
         if term_length == 65536:
             assert pub.position > 10 * term_length  # many term rotations
 
