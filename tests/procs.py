@@ -327,7 +327,7 @@ async def wait_for_image(subscription, timeout: float = 15.0) -> None:
 
 
 async def role_publisher(
-    dir: str, stream: int, pub_id: int, count: int, exclusive: bool = False
+    dir: str, stream: int, pub_id: int, count: int, exclusive: bool = False, channel: str = IPC
 ) -> None:
     """Add a (concurrent or exclusive) publication, report its session, wait for "go" on stdin,
     then offer `count` checkable messages."""
@@ -335,9 +335,9 @@ async def role_publisher(
 
     async with aeronio.connect(dir) as aeron:
         if exclusive:
-            publication = await aeron.add_exclusive_publication(IPC, stream)
+            publication = await aeron.add_exclusive_publication(channel, stream)
         else:
-            publication = await aeron.add_publication(IPC, stream)
+            publication = await aeron.add_publication(channel, stream)
         say(
             "session",
             {
@@ -355,7 +355,7 @@ async def role_publisher(
 
 
 async def role_checking_subscriber(
-    dir: str, stream: int, expected: dict[str, int], timeout: float = 60.0
+    dir: str, stream: int, expected: dict[str, int], timeout: float = 60.0, channel: str = IPC
 ) -> None:
     """Subscribe, say "ready", receive with `async for` until every publisher's count arrived,
     checking order, content and sessions; report the findings as JSON."""
@@ -372,7 +372,7 @@ async def role_checking_subscriber(
 
     async with aeronio.connect(dir) as aeron:
         subscription = await aeron.add_subscription(
-            IPC, stream, available_image=lambda image: image_sessions.append(image.session_id)
+            channel, stream, available_image=lambda image: image_sessions.append(image.session_id)
         )
         say("ready")
 

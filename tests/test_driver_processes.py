@@ -141,6 +141,62 @@ def test_publisher_and_subscriber_processes_share_one_log_and_get_every_message(
         assert child.wait(20) == 0, child.describe()
 
 
+def test_udp_between_two_standalone_drivers_with_clients_in_other_processes(procs):
+    """Two publisher processes on one driver share a network publication (one session); two
+    subscriber processes on another driver read its one image over UDP loopback."""
+    sender_dir, receiver_dir = procs.new_dir(), procs.new_dir()
+    procs.driver(sender_dir, name="sender-driver")
+    procs.driver(receiver_dir, name="receiver-driver")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        channel = f"aeron:udp?endpoint=127.0.0.1:{s.getsockname()[1]}|term-length=64k"
+    stream, count = 1002, 5_000
+    expected = {"0": count, "1": count}
+    subscribers = [
+        procs.role(
+            "checking_subscriber",
+            f"udp-subscriber-{j}",
+            dir=receiver_dir,
+            stream=stream,
+            expected=expected,
+            timeout=100,
+            channel=channel,
+        )
+        for j in range(2)
+    ]
+    for subscriber in subscribers:
+        subscriber.expect("ready", 20)
+    publishers = [
+        procs.role(
+            "publisher",
+            f"udp-publisher-{i}",
+            stdin=True,
+            dir=sender_dir,
+            stream=stream,
+            pub_id=i,
+            count=count,
+            channel=channel,
+        )
+        for i in range(2)
+    ]
+    sessions = [publisher.expect_json("session", 20) for publisher in publishers]
+    assert len({s["session_id"] for s in sessions}) == 1, sessions
+    for publisher in publishers:
+        publisher.send("go")
+    for publisher in publishers:
+        publisher.expect_json("done", 100)
+    for subscriber in subscribers:
+        result = subscriber.expect_json("result", 110)
+        assert result["errors"] == [], result
+        assert result["counts"] == expected, result
+        assert result["image_sessions"] == [sessions[0]["session_id"]], result
+        assert result["longest"] > 1408 - 32  # fragmented over UDP and reassembled
+    assert system_counters(receiver_dir)[SystemCounters.STATUS_MESSAGES_SENT] > 0
+    assert system_counters(sender_dir)[SystemCounters.STATUS_MESSAGES_RECEIVED] > 0
+    for child in publishers + subscribers:
+        assert child.wait(20) == 0, child.describe()
+
+
 # -- 2. a publisher SIGKILLed mid-claim --------------------------------------------------------
 
 

@@ -22,7 +22,9 @@ from aeronio.protocol.frames import (
     NakFrame,
     SetupFrame,
     StatusMessage,
+    data_header,
     iter_frames,
+    setup_frame,
 )
 
 TERM_LENGTH = 64 * 1024
@@ -289,3 +291,29 @@ def test_malformed_datagrams_are_counted_and_a_legitimate_stream_is_unaffected(t
             break
     assert [m.data for m in session.received] == [message(i) for i in range(total)]
     assert session.system[SystemCounters.INVALID_PACKETS].get() > 1000
+
+
+def test_an_ended_sessions_heartbeats_and_setups_make_no_new_image_during_its_cool_down():
+    """After an image ends, its publication lingers, heartbeating and answering with SETUPs; the
+    receiver ignores that session until the cool-down ends (then a SETUP makes an image again)."""
+    system = {c: Slot() for c in SystemCounters}
+    setups, control = [], []
+    dispatcher = DataDispatcher(
+        99, system, lambda setup, source, now: setups.append(now), lambda f, s: control.append(f)
+    )
+    dispatcher.add_subscription(10)
+    setup = setup_frame(
+        session_id=77, stream_id=10, initial_term_id=5, term_length=TERM_LENGTH, mtu=MTU
+    ).encode()
+    heartbeat = data_header(
+        frame_length=0, term_offset=0, session_id=77, stream_id=10, term_id=5
+    ).encode()
+    dispatcher.cool_down(77, 10, until_ns=1000)
+    for now in (0, 500, 999):
+        dispatcher.on_datagram(heartbeat, SOURCE, now)
+        dispatcher.on_datagram(setup, SOURCE, now)
+    assert setups == [] and control == []  # no image, no setup-eliciting status message
+    dispatcher.on_datagram(heartbeat, SOURCE, 1000)
+    assert len(control) == 1  # cool-down over: it asks for a SETUP again
+    dispatcher.on_datagram(setup, SOURCE, 1001)
+    assert setups == [1001]

@@ -4,7 +4,8 @@ A data packet (DATA frames, or a PAD) for a session that has an image goes, whol
 image's rebuilder; the Cython ImageRouter does this without Python work per datagram. The rest
 is decided here: a heartbeat moves its image's high-water mark; a SETUP for a subscribed stream
 asks `on_setup` for a new image; DATA for a subscribed stream with no image yet gets a
-setup-eliciting status message back (at most one per session every 100 ms). Anything malformed
+setup-eliciting status message back (at most one per session every 100 ms), unless the session's
+image just ended (a cool-down). Anything malformed
 is counted as an invalid packet and dropped — nothing a datagram holds can raise out of
 `on_datagram` or `on_received`.
 """
@@ -51,6 +52,7 @@ class DataDispatcher:
         self.images: dict[tuple[int, int], PublicationImage] = {}
         self.streams: dict[int, int] = {}
         self._elicited: dict[tuple[int, int], int] = {}
+        self._cooling: dict[tuple[int, int], int] = {}
         self._router = ImageRouter(
             system[SystemCounters.BYTES_RECEIVED], system[SystemCounters.INVALID_PACKETS]
         )
@@ -67,6 +69,20 @@ class DataDispatcher:
     def remove_image(self, session_id: int, stream_id: int) -> None:
         self.images.pop((session_id, stream_id), None)
         self._router.remove(session_id, stream_id)
+
+    def cool_down(self, session_id: int, stream_id: int, until_ns: int) -> None:
+        """Ignore the session (an image that ended) until `until_ns`: the heartbeats and SETUPs
+        of its lingering publication must not make it a new image (Aeron's cool-down)."""
+        self._cooling[(session_id, stream_id)] = until_ns
+
+    def _is_cooling(self, key: tuple[int, int], now_ns: int) -> bool:
+        until = self._cooling.get(key)
+        if until is None:
+            return False
+        if now_ns < until:
+            return True
+        del self._cooling[key]
+        return False
 
     def on_received(self, receiver: DatagramReceiver, now_ns: int) -> None:
         """Dispatch what `receiver` just received: data packets in C, the rest here."""
@@ -95,7 +111,7 @@ class DataDispatcher:
         key = (header.session_id, header.stream_id)
         image = self.images.get(key)
         if image is None:
-            if header.stream_id in self.streams:
+            if header.stream_id in self.streams and not self._is_cooling(key, now_ns):
                 self._elicit_setup(key, source, now_ns)
         elif ref.is_heartbeat:
             self.system[SystemCounters.HEARTBEATS_RECEIVED].increment()
@@ -103,7 +119,11 @@ class DataDispatcher:
 
     def _on_setup(self, setup: SetupFrame, source: Source, now_ns: int) -> None:
         key = (setup.session_id, setup.stream_id)
-        if setup.stream_id in self.streams and key not in self.images:
+        if (
+            setup.stream_id in self.streams
+            and key not in self.images
+            and not self._is_cooling(key, now_ns)
+        ):
             image = self.on_setup(setup, source, now_ns)
             if image is not None:
                 self.images[key] = image

@@ -38,6 +38,9 @@ from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.frames import SetupFrame
 
 IMAGES_DIR = "images"
+# How long the session of an image that ended is ignored: longer than a publication's default
+# linger, during which it still sends heartbeats and answers with SETUPs.
+IMAGE_COOL_DOWN_NS = 10_000_000_000
 
 
 @dataclass(eq=False)
@@ -358,6 +361,10 @@ class UdpMedia:
             entry.sender.check_receiver_liveness(now_ns)
         for entry in list(self.images):
             if not entry.image.is_alive(now_ns):
+                image = entry.image
+                entry.endpoint.dispatcher.cool_down(
+                    image.session_id, image.stream_id, now_ns + IMAGE_COOL_DOWN_NS
+                )
                 self._delete_image(entry)
                 work += 1
         return work
