@@ -82,8 +82,11 @@ cdef class ImageRebuilder:
                                 self.log.position_bits_to_shift, self.log.initial_term_id)
 
     cdef bint within_window(self, int64_t position, int32_t length) noexcept nogil:
-        """Not rebuilt yet and not over-running the slowest consumer (counted when it would)."""
-        if position + length <= aio_load_i64(self.rebuild):
+        """Starting at or past the receiver position (anything before it is rebuilt, and may be
+        cleaned already: a late packet reaching past it would leave stale frames behind the
+        cleaning; what it carries beyond is NAKed again), and not over-running the slowest
+        consumer (counted when it would)."""
+        if position < aio_load_i64(self.rebuild):
             return False
         if position + length > self.limit_position:
             aio_fetch_add_i64(self.over_runs, 1)
@@ -97,6 +100,7 @@ cdef class ImageRebuilder:
         cdef int32_t term_offset = aio_get_i32(packet + TERM_OFFSET_FIELD_OFFSET)
         cdef int32_t extent = packet_extent(packet, length)
         cdef int64_t position, end
+        cdef bint inserted
         if extent < 0 or term_offset < 0 or term_offset & (FRAME_ALIGNMENT - 1) \
                 or term_offset > self.log.term_length - extent:
             return ROUTE_INVALID
@@ -104,13 +108,13 @@ cdef class ImageRebuilder:
         position = self.position(packet)
         if not self.within_window(position, length):
             return ROUTE_DROPPED
-        if not rebuild_insert(self.log.term(<int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)),
-                              term_offset, packet, length):
-            return ROUTE_DROPPED
+        inserted = rebuild_insert(
+            self.log.term(<int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)),
+            term_offset, packet, length)
         end = position + extent
-        if end > aio_load_i64(self.hwm):
+        if end > aio_load_i64(self.hwm):  # a duplicate too: it may show that later frames are lost
             aio_store_i64(self.hwm, end)
-        return ROUTE_INSERTED
+        return ROUTE_INSERTED if inserted else ROUTE_DROPPED
 
     def insert(self, object packet, int64_t now_ns) -> bool:
         """Insert a data packet (DATA frames as on the wire, or a PAD's header); True if it was

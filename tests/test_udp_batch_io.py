@@ -2,6 +2,7 @@
 without GSO, DatagramReceiver with GRO, scan_datagrams, and the Cython receive path
 (ImageRouter, ImageRebuilder), checked byte for byte against what was sent."""
 
+import errno
 import os
 import random
 import select
@@ -18,8 +19,11 @@ from udp_harness import Slot
 
 import aeronio
 from aeronio import _core
+from aeronio.counters import SystemCounters
+from aeronio.driver import channel_endpoints
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol.channel import ChannelUri
 from aeronio.protocol.frames import (
     HDR_TYPE_DATA,
     HDR_TYPE_NAK,
@@ -500,7 +504,8 @@ def test_is_within_window(tmp_path):
     image = Image(tmp_path / "image.log", limit_position=8192)
     image.rebuild.set(T)
     assert image.rebuilder.is_within_window(T - 64, 64) is False
-    assert image.rebuilder.is_within_window(T - 64, 96) is True
+    assert image.rebuilder.is_within_window(T - 64, 96) is False  # reaches past it: dropped too
+    assert image.rebuilder.is_within_window(T, 32) is True
     assert image.rebuilder.is_within_window(8192 - 32, 32) is True
     assert image.over_runs.get() == 0
     assert image.rebuilder.is_within_window(8192 - 32, 64) is False
@@ -731,3 +736,26 @@ def test_datagrams_larger_than_the_path_mtu_are_sent_without_gso():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "delivered 20480"
+
+
+@pytest.mark.parametrize(
+    "error,gso_after", [(errno.EPERM, True), (errno.ENETUNREACH, True), (errno.EIO, False)]
+)
+def test_a_refused_send_is_a_short_send_and_never_raises(monkeypatch, error, gso_after):
+    """What the kernel refuses (a firewall's EPERM, an unreachable network, EIO from a path that
+    cannot segment) is counted as a short send, repaired by NAKs like loss; EIO turns GSO off."""
+    def refuse(*args):
+        raise OSError(error, os.strerror(error))
+
+    monkeypatch.setattr(channel_endpoints, "send_datagrams", refuse)
+    system = {c: Slot() for c in SystemCounters}
+    channel = ChannelUri.parse(f"aeron:udp?endpoint=127.0.0.1:{free_port()}")
+    endpoint = channel_endpoints.SendChannelEndpoint(channel, system)
+    endpoint.gso = True
+    try:
+        endpoint.send([b"x" * 64])
+        endpoint.send([b"x" * 64])
+    finally:
+        endpoint.close()
+    assert system[SystemCounters.SHORT_SENDS].get() == 2
+    assert endpoint.gso is gso_after

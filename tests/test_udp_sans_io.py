@@ -16,6 +16,7 @@ from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.frames import (
     HDR_TYPE_DATA,
     HDR_TYPE_NAK,
+    HDR_TYPE_PAD,
     HDR_TYPE_SETUP,
     HDR_TYPE_SM,
     DataHeader,
@@ -25,6 +26,7 @@ from aeronio.protocol.frames import (
     data_header,
     iter_frames,
     setup_frame,
+    status_message,
 )
 
 TERM_LENGTH = 64 * 1024
@@ -317,3 +319,83 @@ def test_an_ended_sessions_heartbeats_and_setups_make_no_new_image_during_its_co
     assert len(control) == 1  # cool-down over: it asks for a SETUP again
     dispatcher.on_datagram(setup, SOURCE, 1001)
     assert setups == [1001]
+
+
+def test_a_late_packet_reaching_past_the_receiver_position_leaves_nothing_behind(tmp_path):
+    """A late copy of frames [64, 192) arrives after [0, 128) was rebuilt, consumed and cleaned.
+    Written whole it would put a frame behind the cleaning, where it would pass as term 10's
+    frame three terms later; it is dropped, and the frame it carried beyond is taken from the
+    next copy."""
+    system = {c: Slot() for c in SystemCounters}
+    log = LogBuffers.create(
+        tmp_path / "image.log",
+        term_length=TERM_LENGTH,
+        initial_term_id=7,
+        session_id=1,
+        stream_id=2,
+        mtu=MTU,
+    )
+    sub = Slot(0)
+    image = PublicationImage(
+        log,
+        join_position=0,
+        receiver_id=9,
+        rebuild_position=Slot(),
+        hwm_position=Slot(),
+        consumption_position=sub.get,
+        system=system,
+        now_ns=0,
+    )
+
+    def frame(term_id: int, offset: int, fill: int, length: int = 64, type=HDR_TYPE_DATA):
+        header = data_header(
+            frame_length=length,
+            term_offset=offset,
+            session_id=1,
+            stream_id=2,
+            term_id=term_id,
+            type=type,
+        ).encode()
+        return header if type == HDR_TYPE_PAD else header + bytes([fill]) * (length - 32)
+
+    assert image.insert(frame(7, 0, 0xA0), 1) and image.insert(frame(7, 64, 0xA1), 1)
+    image.do_work(1)
+    sub.set(128)
+    image.do_work(1)  # consumed and cleaned to 128
+    assert not image.insert(frame(7, 64, 0xA1) + frame(7, 128, 0xA2), 1)  # late, straddling
+    assert bytes(log.term(0)[64:128]) == bytes(64)  # nothing written behind the cleaning
+    assert image.insert(frame(7, 128, 0xA2), 1)  # the frame beyond comes again
+    for term_id, start in ((7, 192), (8, 0), (9, 0)):
+        assert image.insert(frame(term_id, start, 0, TERM_LENGTH - start, HDR_TYPE_PAD), 1)
+        image.do_work(1)
+        sub.set(image.rebuild_position.get())
+        image.do_work(1)
+    assert image.rebuild_position.get() == 3 * TERM_LENGTH
+    # Term 10 reuses partition 0: every one of its frames goes in, none is taken for stale.
+    for offset, fill in ((0, 0xB0), (64, 0xB1), (128, 0xB2)):
+        assert image.insert(frame(10, offset, fill), 1)
+    image.do_work(1)
+    assert image.rebuild_position.get() == 3 * TERM_LENGTH + 192
+    assert bytes(log.term(0)[96:128]) == bytes([0xB1]) * 32
+
+
+def test_a_status_message_far_ahead_does_not_stop_the_sender(tmp_path):
+    """A garbage or forged status message may put the sender limit gigabytes ahead: the sender
+    still sends what the log has, a term at a time, and never raises."""
+    session = Session(tmp_path, 8, loss=0, duplicate=0, reorder=0)
+    while len(session.received) < 5:
+        session.step(5)
+    sender = session.sender
+    far = status_message(
+        session_id=77,
+        stream_id=10,
+        consumption_term_id=session.log.initial_term_id + 100_000,
+        consumption_term_offset=0,
+        receiver_window=1 << 20,
+        receiver_id=99,
+    )
+    sender.on_status_message(StatusMessage.decode(far.encode()), session.now)
+    assert sender.sender_limit.get() - sender.sender_position.get() > 2**32
+    while len(session.received) < 50:
+        session.step(50)
+    assert [m.data for m in session.received] == [message(i) for i in range(50)]

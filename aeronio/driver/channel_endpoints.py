@@ -10,6 +10,7 @@ socket with recvmmsg in one call.
 from __future__ import annotations
 
 import contextlib
+import errno
 import socket
 
 from aeronio._core import DatagramReceiver, send_datagrams
@@ -145,9 +146,16 @@ class SendChannelEndpoint(_Endpoint):
                 self.socket.sendto(reply, source)
 
     def send(self, datagrams: list) -> None:
-        sent = send_datagrams(
-            self.socket.fileno(), datagrams, self.destination, self.gso, self.max_segment
-        )
+        """Send the datagrams; what the kernel refuses (would block, unreachable, dropped by a
+        firewall) is a short send, repaired by NAKs like any loss."""
+        try:
+            sent = send_datagrams(
+                self.socket.fileno(), datagrams, self.destination, self.gso, self.max_segment
+            )
+        except OSError as e:
+            if self.gso and e.errno in (errno.EIO, errno.EINVAL):
+                self.gso = False  # segmentation offload refused on this path: send plainly
+            sent = 0
         if sent < len(datagrams):
             self.system[SystemCounters.SHORT_SENDS].increment()
 

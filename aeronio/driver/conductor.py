@@ -419,12 +419,14 @@ class DriverConductor:
             command, reply = self.commands.popleft()
             self._on_command(command, reply, now_ns)
             work += 1
-        work += self.udp.do_work(now_ns)
-        for publication in self.publications:
-            work += publication.update_publisher_limit()
-        if now_ns >= self._next_timer_ns:
-            self._next_timer_ns = now_ns + TIMER_INTERVAL_NS
-            work += self._on_timer(now_ns)
+        try:
+            work += self.udp.do_work(now_ns)
+            for publication in self.publications:
+                work += publication.update_publisher_limit()
+        finally:  # a failing data path must not stop liveness, lingering and the heartbeat
+            if now_ns >= self._next_timer_ns:
+                self._next_timer_ns = now_ns + TIMER_INTERVAL_NS
+                work += self._on_timer(now_ns)
         return work
 
     def _on_timer(self, now_ns: int) -> int:

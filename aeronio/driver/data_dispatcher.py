@@ -18,6 +18,7 @@ from aeronio._core import DatagramReceiver, ImageRouter
 from aeronio.counters import SystemCounters
 from aeronio.driver.network_publication import Position
 from aeronio.driver.publication_image import PublicationImage
+from aeronio.errors import AeronError
 from aeronio.protocol.frames import (
     HDR_TYPE_DATA,
     HDR_TYPE_PAD,
@@ -124,7 +125,11 @@ class DataDispatcher:
             and key not in self.images
             and not self._is_cooling(key, now_ns)
         ):
-            image = self.on_setup(setup, source, now_ns)
+            try:
+                image = self.on_setup(setup, source, now_ns)
+            except (AeronError, ValueError):  # a SETUP no log can be made for
+                self.system[SystemCounters.INVALID_PACKETS].increment()
+                return
             if image is not None:
                 self.images[key] = image
                 self._router.add(image.rebuilder)

@@ -159,7 +159,7 @@ class NetworkPublication:
             covered, count = scan_datagrams(
                 self._terms[d.index_by_position(position, self.term_length)],
                 position & (self.term_length - 1),
-                limit - position,
+                min(limit - position, self.term_length),  # a limit can be far ahead (an SM's say)
                 self.mtu,
                 MAX_DATAGRAMS_PER_SEND - sent,
                 out,
