@@ -744,6 +744,7 @@ def test_datagrams_larger_than_the_path_mtu_are_sent_without_gso():
 def test_a_refused_send_is_a_short_send_and_never_raises(monkeypatch, error, gso_after):
     """What the kernel refuses (a firewall's EPERM, an unreachable network, EIO from a path that
     cannot segment) is counted as a short send, repaired by NAKs like loss; EIO turns GSO off."""
+
     def refuse(*args):
         raise OSError(error, os.strerror(error))
 
