@@ -116,6 +116,31 @@ cdef class ImageRebuilder:
             aio_store_i64(self.hwm, end)
         return ROUTE_INSERTED if inserted else ROUTE_DROPPED
 
+    def advance(self) -> object:
+        """Move the receiver position over the complete frames up to the high-water mark; the
+        first gap before it as (term_id, term_offset, length), or None."""
+        cdef int64_t rebuild_position, hwm, term_begin
+        cdef int32_t term_length = self.log.term_length, term_offset, limit_offset, end, gap
+        cdef int shift = self.log.position_bits_to_shift
+        while True:
+            rebuild_position = aio_load_i64(self.rebuild)
+            hwm = aio_load_i64(self.hwm)
+            if rebuild_position >= hwm:
+                return None
+            term_offset = <int32_t> (rebuild_position & (term_length - 1))
+            term_begin = rebuild_position - term_offset
+            limit_offset = term_length if hwm >= term_begin + term_length \
+                else <int32_t> (hwm - term_begin)
+            end = scan_for_gap(self.log.term(<int> ((rebuild_position >> shift) % PARTITION_COUNT)),
+                               term_offset, limit_offset, &gap)
+            if end > term_offset:
+                aio_store_i64(self.rebuild, term_begin + end)
+            if gap:
+                return (<int32_t> (<uint32_t> self.log.initial_term_id + <uint32_t> (rebuild_position >> shift)),
+                        end, gap)
+            if end < term_length:
+                return None
+
     def insert(self, object packet, int64_t now_ns) -> bool:
         """Insert a data packet (DATA frames as on the wire, or a PAD's header); True if it was
         new (not a duplicate, within the window, well-formed and within the term)."""

@@ -46,14 +46,3 @@ def term_rebuild_insert(object term, int32_t term_offset, object packet) -> bool
             or term_offset + length > term_length:
         raise ValueError(f"{length} bytes at term offset {term_offset} do not fit a term of {term_length}")
     return rebuild_insert(address, term_offset, <const char*> &data[0], <int32_t> length)
-
-
-def term_scan_for_gap(object term, int32_t rebuild_offset, int32_t limit_offset) -> tuple:
-    """(contiguous end offset, gap length) between rebuild_offset and limit_offset."""
-    cdef Py_ssize_t term_length
-    cdef int32_t gap_length
-    cdef char* address = buffer_address(term, &term_length)
-    if rebuild_offset < 0 or limit_offset > term_length or rebuild_offset > limit_offset:
-        raise ValueError(f"offsets {rebuild_offset}..{limit_offset} outside the term of {term_length}")
-    end = scan_for_gap(address, rebuild_offset, limit_offset, &gap_length)
-    return end, gap_length

@@ -46,6 +46,9 @@ cdef extern from "<sys/socket.h>" nogil:
     int AF_INET
 
 
+cdef extern from "<arpa/inet.h>" nogil:
+    int inet_pton(int af, const char* src, void* dst)
+
 cdef extern from "<sys/socket.h>" nogil:
     struct cmsghdr:
         size_t cmsg_len
@@ -187,10 +190,9 @@ def send_datagrams(int fd, list datagrams, tuple address, bint gso=False,
     memset(&sin, 0, sizeof(sin))
     sin.sin_family = AF_INET
     sin.sin_port = htons(<unsigned short> address[1])
-    octets = [int(o) for o in address[0].split(".")]
-    if len(octets) != 4 or not all(0 <= o < 256 for o in octets):
+    host = address[0].encode()
+    if inet_pton(AF_INET, host, &sin.sin_addr) != 1:
         raise ValueError(f"not an IPv4 address: {address[0]!r}")
-    sin.sin_addr.s_addr = <uint32_t> (octets[0] | (octets[1] << 8) | (octets[2] << 16) | (octets[3] << 24))
     views = <Py_buffer*> malloc(count * sizeof(Py_buffer))
     msgs = <mmsghdr*> malloc(count * sizeof(mmsghdr))
     iovs = <iovec*> malloc(count * sizeof(iovec))

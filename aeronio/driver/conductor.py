@@ -436,6 +436,7 @@ class DriverConductor:
         work = self.udp.on_timer(now_ns)
         self._check_client_liveness(now_ns)
         for publication in list(self.publications):
+            publication.publisher_position.set(publication.producer_position)  # pub-pos, sampled
             publication.check_for_blocked_publisher(now_ns)
             if publication.on_time_event(now_ns):
                 self._delete_publication(publication)

@@ -55,6 +55,7 @@ class IpcPublication:
     time_of_last_consumer_change_ns: int = 0
     time_of_state_change_ns: int = 0
     media_key: str = "ipc"  # publications share a log only within one media key
+    limit_consumer_position: int | None = None  # the consumer position the limit was set for
 
     def __post_init__(self) -> None:
         self.signals = signals.acquire(self.log_file)
@@ -90,8 +91,13 @@ class IpcPublication:
         return min(sub.counter.get() for sub in self.subscribers)
 
     def update_publisher_limit(self) -> int:
-        """Clean behind the slowest subscriber, then let the publisher run a window past it."""
+        """Clean behind the slowest subscriber, then let the publisher run a window past it
+        (nothing to do while an active publication's consumers have not moved)."""
         consumer = self.consumer_position()
+        if consumer is not None and consumer == self.limit_consumer_position:
+            if self.state is State.ACTIVE:
+                return 0
+        self.limit_consumer_position = consumer
         producer = self.producer_position
         self.publisher_position.set(producer)
         if consumer is None or self.state is not State.ACTIVE:

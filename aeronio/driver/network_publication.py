@@ -68,6 +68,7 @@ class NetworkPublication:
         self.flow_control = flow_control or UnicastFlowControl()
         self.retransmit = retransmit or RetransmitHandler()
         self._terms = [memoryview(log.term(index)) for index in range(d.PARTITION_COUNT)]
+        self._shift = d.position_bits_to_shift(self.term_length)
         start = log.producer_position
         sender_position.set(start)
         sender_limit.set(start)
@@ -138,8 +139,9 @@ class NetworkPublication:
         if self._setup_due and now_ns - self._time_of_last_setup_ns >= SETUP_TIMEOUT_NS:
             out.append(self._setup())
             self._time_of_last_setup_ns = now_ns
-        for term_id, term_offset, length in self.retransmit.due(now_ns):
-            self._resend(term_id, term_offset, length, out)
+        if self.retransmit.pending:
+            for term_id, term_offset, length in self.retransmit.due(now_ns):
+                self._resend(term_id, term_offset, length, out)
         sent_data = self._send_data(out)
         if sent_data:
             self._time_of_last_data_ns = now_ns
@@ -148,7 +150,7 @@ class NetworkPublication:
             self.system[SystemCounters.HEARTBEATS_SENT].increment()
             self._time_of_last_data_ns = now_ns
         if out:
-            self.system[SystemCounters.BYTES_SENT].increment(sum(len(b) for b in out))
+            self.system[SystemCounters.BYTES_SENT].increment(sum(map(len, out)))
         return out
 
     def _send_data(self, out: list) -> int:
@@ -157,7 +159,7 @@ class NetworkPublication:
         sent = 0
         while position < limit and sent < MAX_DATAGRAMS_PER_SEND:
             covered, count = scan_datagrams(
-                self._terms[d.index_by_position(position, self.term_length)],
+                self._terms[(position >> self._shift) % d.PARTITION_COUNT],
                 position & (self.term_length - 1),
                 min(limit - position, self.term_length),  # a limit can be far ahead (an SM's say)
                 self.mtu,

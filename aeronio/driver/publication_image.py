@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from aeronio._core import ImageRebuilder, term_rebuild_insert, term_scan_for_gap
+from aeronio._core import ImageRebuilder, term_rebuild_insert
 from aeronio.counters import SystemCounters
 from aeronio.driver.loss_detector import LossDetector
 from aeronio.driver.network_publication import Position
@@ -123,7 +123,7 @@ class PublicationImage:
     def do_work(self, now_ns: int) -> list[bytes]:
         """Advance the receiver position; return the NAK and status message frames to send."""
         out: list[bytes] = []
-        gap = self._rebuild()
+        gap = self.rebuilder.advance()
         nak = self.loss.on_gap(gap, now_ns)
         if nak is not None:
             if self.reliable:
@@ -140,7 +140,7 @@ class PublicationImage:
                 self.system[SystemCounters.NAK_MESSAGES_SENT].increment()
             else:
                 self._fill_gap(*nak)
-                self._rebuild()
+                self.rebuilder.advance()
         consumption = self._consumption()
         if (
             now_ns - self._time_of_last_sm_ns >= SM_TIMEOUT_NS
@@ -152,29 +152,6 @@ class PublicationImage:
         self._clean_to(consumption)
         self._set_limit(consumption)
         return out
-
-    def _rebuild(self) -> tuple[int, int, int] | None:
-        """Move the receiver position over complete frames; the first gap before the high-water
-        mark as (term_id, term_offset, length), if any."""
-        mask = self.term_length - 1
-        while True:
-            rebuild, hwm = self.rebuild_position.get(), self.hwm_position.get()
-            if rebuild >= hwm:
-                return None
-            term_offset = rebuild & mask
-            term_end = rebuild - term_offset + self.term_length
-            limit_offset = self.term_length if hwm >= term_end else hwm & mask
-            term = self.log.term(d.index_by_position(rebuild, self.term_length))
-            end, gap_length = term_scan_for_gap(term, term_offset, limit_offset)
-            if end > term_offset:
-                self.rebuild_position.set(rebuild + end - term_offset)
-            if gap_length:
-                term_id = d.compute_term_id_from_position(
-                    rebuild, self.term_length, self.initial_term_id
-                )
-                return term_id, end, gap_length
-            if end < self.term_length:
-                return None
 
     def _fill_gap(self, term_id: int, term_offset: int, length: int) -> None:
         """Unreliable: give up on a gap by putting a PAD over it."""

@@ -28,6 +28,11 @@ class RetransmitHandler:
         self.linger_ns = linger_ns
         self._actions: dict[tuple[int, int], _Action] = {}
 
+    @property
+    def pending(self) -> bool:
+        """Ranges scheduled or lingering."""
+        return bool(self._actions)
+
     def on_nak(self, term_id: int, term_offset: int, length: int, now_ns: int) -> bool:
         """Schedule a resend; False when the range is already scheduled or lingering (or too many
         ranges are in hand)."""
