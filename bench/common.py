@@ -32,7 +32,7 @@ import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 import zmq
@@ -532,10 +532,29 @@ async def aeron_sub(spec: dict, released: Released) -> dict:
         return received_result(spec, got, window)
 
 
+def drainer(
+    spec: dict, poll: Callable, handler: Callable, got: Received, deadline: float
+) -> Callable[[int], Awaitable[None]]:
+    """`drain(upto)`: `poll(handler, limit)` (a subscription's poll or batch_poll) in a spinning
+    loop until `got.count` reaches `upto`, yielding every idle_yield idle polls; Stalled at the
+    deadline (checked when yielding, and in a partial run also while messages arrive)."""
+    total = spec["warmup"] + spec["count"]
+    limit, every, partial = spec["fragment_limit"], spec["idle_yield"], spec.get("partial")
+
+    async def drain(upto: int) -> None:
+        idle = 0
+        while got.count < upto:
+            if poll(handler, min(limit, upto - got.count)) == 0:
+                idle = await idled(idle, deadline, got.count, total, every)
+            elif partial and time.monotonic() >= deadline:
+                raise Stalled(f"stalled at {got.count}/{total}")
+
+    return drain
+
+
 async def sub_poll(sub, spec: dict, window: Window, got: Received) -> None:
     """poll(handler, limit) in a spinning loop; the handler checks each message's number."""
     warmup, total = spec["warmup"], spec["warmup"] + spec["count"]
-    limit, every, partial = spec["fragment_limit"], spec["idle_yield"], spec.get("partial")
     unpack = SEQ.unpack_from
     errors = 0
 
@@ -551,15 +570,7 @@ async def sub_poll(sub, spec: dict, window: Window, got: Received) -> None:
 
     poll = sub.poll
     deadline = time.monotonic() + spec["timeout"]
-
-    async def drain(upto: int) -> None:
-        idle = 0
-        while got.count < upto:
-            if poll(handler, min(limit, upto - got.count)) == 0:
-                idle = await idled(idle, deadline, got.count, total, every)
-            elif partial and time.monotonic() >= deadline:
-                raise Stalled(f"stalled at {got.count}/{total}")
-
+    drain = drainer(spec, poll, handler, got, deadline)
     try:
         await drain(warmup)
         window.start()
@@ -604,9 +615,8 @@ async def sub_async_for(sub, spec: dict, window: Window, got: Received) -> None:
 
 async def sub_batch(sub, spec: dict, window: Window, got: Received) -> None:
     """batch_poll with batch.records(dtype): numpy views; checks each batch's numbers."""
-    warmup, total, size = spec["warmup"], spec["warmup"] + spec["count"], spec["size"]
-    limit, every, partial = spec["fragment_limit"], spec["idle_yield"], spec.get("partial")
-    dtype = record_dtype(size)
+    warmup, total = spec["warmup"], spec["warmup"] + spec["count"]
+    dtype = record_dtype(spec["size"])
 
     def handler(batch) -> None:
         recs = batch.records(dtype)
@@ -629,17 +639,7 @@ async def sub_batch(sub, spec: dict, window: Window, got: Received) -> None:
         got.count = count + k
         got.last_length = recs.itemsize
 
-    batch_poll = sub.batch_poll
-    deadline = time.monotonic() + spec["timeout"]
-
-    async def drain(upto: int) -> None:
-        idle = 0
-        while got.count < upto:
-            if batch_poll(handler, min(limit, upto - got.count)) == 0:
-                idle = await idled(idle, deadline, got.count, total, every)
-            elif partial and time.monotonic() >= deadline:
-                raise Stalled(f"stalled at {got.count}/{total}")
-
+    drain = drainer(spec, sub.batch_poll, handler, got, time.monotonic() + spec["timeout"])
     await drain(warmup)
     window.start()
     await drain(total)
@@ -1242,6 +1242,31 @@ def worker_limit(spec: dict) -> float:
     return spec["timeout"] + spec.get("grace", 0.0) + 30.0
 
 
+def pair_run(
+    scope: Scope, spec: dict, first: tuple[str, str], second: tuple[str, str], first_measures: bool
+) -> tuple[dict, dict | None]:
+    """The `first` worker, then (once it is READY) the `second`, each given as (name, role).
+    The result of the one that measures - the first (a receiver) if `first_measures`, else the
+    second (a ping) - once it is done, then the other's once released (after its SENT, a
+    sender's), or None when the run was incomplete and the other is stopped instead."""
+    started = scope.worker(first[0], {**spec, "role": first[1]})
+    started.expect("READY", 30.0)
+    then = scope.worker(second[0], {**spec, "role": second[1]})
+    measuring, other = (started, then) if first_measures else (then, started)
+    result = measuring.result(worker_limit(spec), peer=other)
+    answer = None
+    if result.get("incomplete"):
+        other.stop()
+    else:
+        if first_measures:
+            other.expect("SENT", 30.0)
+        other.release()
+        answer = other.result(30.0)
+        other.wait(30.0)
+    measuring.wait(30.0)
+    return result, answer
+
+
 def throughput_run(
     scope: Scope, spec: dict, receiver: tuple[str, str], sender: tuple[str, str]
 ) -> dict:
@@ -1249,43 +1274,51 @@ def throughput_run(
     once it has every message (or ran out of time), then the sender's once released (a sender
     left behind by an incomplete run is stopped instead). The run's rates, and `incomplete`
     (the CPU report names each worker by its role without the prefix: sub, pub, pull, push)."""
-    rx = scope.worker(receiver[0], {**spec, "role": receiver[1]})
-    rx.expect("READY", 30.0)
-    tx = scope.worker(sender[0], {**spec, "role": sender[1]})
-    received = rx.result(worker_limit(spec), peer=tx)
-    sent = None
-    if received.get("incomplete"):
-        tx.stop()
-    else:
-        tx.expect("SENT", 30.0)
-        tx.release()
-        sent = tx.result(30.0)
-        tx.wait(30.0)
-    rx.wait(30.0)
+    received, sent = pair_run(scope, spec, receiver, sender, first_measures=True)
     names = (receiver[1].partition("-")[2], sender[1].partition("-")[2])
     if "dirs" in spec:
         names = (f"{names[0]}+driver", f"{names[1]}+driver")
     return {**report_throughput(received, sent, names), "incomplete": received.get("incomplete")}
 
 
-def latency_run(scope: Scope, spec: dict, name: str, kind: str) -> dict:
-    """The pong worker `{name} pong` (role `{kind}-pong`), then the ping; the ping's statistics
-    once it is done, after the pong's answer count once released (a pong left behind by an
-    incomplete run is stopped instead)."""
-    pong = scope.worker(f"{name} pong", {**spec, "role": f"{kind}-pong"})
-    pong.expect("READY", 30.0)
-    ping = scope.worker(f"{name} ping", {**spec, "role": f"{kind}-ping"})
-    stats = ping.result(worker_limit(spec), peer=pong)
-    answered = None
-    if stats.get("incomplete"):
-        pong.stop()
-    else:
-        pong.release()
-        answered = pong.result(30.0)
-        pong.wait(30.0)
-    ping.wait(30.0)
+def latency_run(scope: Scope, spec: dict, pong: tuple[str, str], ping: tuple[str, str]) -> dict:
+    """The pong worker, then the ping, each given as (name, role); the ping's statistics once it
+    is done, after the pong's answer count once released (a pong left behind by an incomplete
+    run is stopped instead)."""
+    stats, answered = pair_run(scope, spec, pong, ping, first_measures=False)
     report_latency(stats, answered, embedded="dirs" in spec)
     return stats
+
+
+# The two workers of a run, as (name, role): the receiver (or pong) first, the sender (or ping).
+WORKER_PAIRS: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
+    "aeron-tput": (("aeronio subscriber", "aeron-sub"), ("aeronio publisher", "aeron-pub")),
+    "zmq-tput": (("pyzmq PULL", "zmq-pull"), ("pyzmq PUSH", "zmq-push")),
+    "aeron-rtt": (("aeronio pong", "aeron-pong"), ("aeronio ping", "aeron-ping")),
+    "zmq-rtt": (("pyzmq pong", "zmq-pong"), ("pyzmq ping", "zmq-ping")),
+}
+
+
+def worker_run(
+    script: str,
+    pair: str,
+    cell: TputCell | RttCell,
+    warmup: int,
+    timeout: float,
+    spec_of: Callable[[Scope, tuple[str, str]], dict],
+) -> dict:
+    """One run of `cell` (its size and count, after `warmup` untimed messages or round trips)
+    between the two workers of WORKER_PAIRS[pair], run as `script`: the throughput run's rates,
+    or the latency run's statistics (pairs `*-rtt`). `spec_of(scope, roles)` gives what the
+    workers' spec has for this benchmark and mode; it may start processes of its own in the
+    run's scope (a standalone driver) or name directories for the roles."""
+    first, second = WORKER_PAIRS[pair]
+    with Scope(script) as scope:
+        spec = run_spec(
+            cell.size, cell.count, warmup, timeout, **spec_of(scope, (first[1], second[1]))
+        )
+        run = latency_run if pair.endswith("-rtt") else throughput_run
+        return run(scope, spec, first, second)
 
 
 def report_latency(stats: dict, answered: dict | None, embedded: bool = False) -> None:
@@ -1310,6 +1343,10 @@ def report_latency(stats: dict, answered: dict | None, embedded: bool = False) -
 # -- the reference Aeron (Java) -------------------------------------------------------------
 
 AERON_JAVA = "/work/shared/aeron-java/aeron-java"
+# the streams of every run, aeronio's and Aeron Java's alike: throughput, pings, pongs
+STREAM_ID = 1001
+PING_STREAM_ID = 1002
+PONG_STREAM_ID = 1003
 
 
 def java_available(java: str | None) -> None:
@@ -1324,6 +1361,40 @@ def java_available(java: str | None) -> None:
 
 def java_argv(java: str, dir: str, props: dict[str, object], cls: str) -> list[str]:
     return [java, f"-Daeron.dir={dir}", *(f"-D{k}={v}" for k, v in props.items()), cls]
+
+
+def java_ping_props(
+    size: int, count: int, warmup: int, ping_channel: str, pong_channel: str
+) -> dict[str, object]:
+    """The properties of Aeron's ping-pong samples: `count` round trips of `size` bytes after
+    one iteration of `warmup` (at least one), pings on PING_STREAM_ID, pongs on PONG_STREAM_ID."""
+    return {
+        "aeron.sample.messageLength": size,
+        "aeron.sample.ping.channel": ping_channel,
+        "aeron.sample.pong.channel": pong_channel,
+        "aeron.sample.ping.streamId": PING_STREAM_ID,
+        "aeron.sample.pong.streamId": PONG_STREAM_ID,
+        "aeron.sample.messages": count,
+        "aeron.sample.warmup.messages": max(warmup, 1),
+        "aeron.sample.warmup.iterations": 1,
+    }
+
+
+def ping_pong_spec(ping_channel: str, pong_channel: str) -> dict:
+    """The channels and streams of an aeronio ping-pong (its workers' spec)."""
+    return {
+        "ping_channel": ping_channel,
+        "pong_channel": pong_channel,
+        "ping_stream": PING_STREAM_ID,
+        "pong_stream": PONG_STREAM_ID,
+    }
+
+
+def java_samples(rates: list[float]) -> tuple[list[float], str]:
+    """The per-second rates of an Aeron Java throughput run that count (the first two dropped,
+    JIT warmup, when there are four or more), and the note that says how many."""
+    kept = rates[2:] if len(rates) >= 4 else rates
+    return kept, f"{len(kept)} 1-s samples (of {len(rates)})"
 
 
 def java_version() -> str:
@@ -1493,3 +1564,387 @@ RTT_HEADERS = [
     "note",
 ]
 RTT_RIGHT = {1, 2, 3, 4, 5, 6, 7, 8}
+
+
+Table = tuple[list[str], list[list[str]], set[int]]  # headers, rows, right-aligned columns
+
+
+def rtt_table(cells: list[RttCell], names: dict[str, str]) -> Table | None:
+    """The latency table (`names`: each mode's path), None when nothing was measured."""
+    return (RTT_HEADERS, rtt_rows(cells, names), RTT_RIGHT) if cells else None
+
+
+AERON_TPUT = ("a", "b", "c")  # the aeronio throughput modes (z: pyzmq, j: Aeron Java)
+
+
+def tput_table(
+    cells: list[TputCell],
+    names: dict[str, str],
+    note_header: str,
+    note: Callable[[TputCell], str],
+    windows: bool = False,
+) -> Table | None:
+    """The throughput table (`names`: each mode's path; with `windows`, a window column after
+    it; `note(cell)` under `note_header` last), None when nothing was measured. vs pyzmq: an
+    aeronio mode's rate over pyzmq's of the same size; vs Aeron: over Aeron Java's of the same
+    size and window."""
+    if not cells:
+        return None
+    zmq_rate = {c.size: c.rate for c in cells if c.mode == "z"}
+    java_rate = {(c.size, c.window): c.rate for c in cells if c.mode == "j"}
+    rows = []
+    for c in cells:
+        vs_zmq = vs_java = ""
+        if c.mode in AERON_TPUT and c.rate:
+            if zmq_rate.get(c.size):
+                vs_zmq = fmt_x(c.rate / zmq_rate[c.size])
+            if java_rate.get((c.size, c.window)):
+                vs_java = fmt_x(c.rate / java_rate[(c.size, c.window)])
+        rows.append(
+            [
+                names[c.mode],
+                *([c.window or "-"] if windows else []),
+                str(c.size),
+                "-" if c.mode == "j" else f"{c.count:,}",
+                fmt(c.rate, ",.0f"),
+                fmt(c.mb, ",.1f"),
+                "-" if c.mode == "j" else fmt(c.e2e, ",.0f"),
+                vs_zmq,
+                vs_java,
+                note(c),
+            ]
+        )
+    headers = ["path", *(["window"] if windows else []), "size B", "N", "msgs/s", "MB/s"]
+    headers += ["e2e msgs/s", "vs pyzmq", "vs Aeron", note_header]
+    return headers, rows, set(range(2 if windows else 1, len(headers) - 1))
+
+
+# -- targets --------------------------------------------------------------------------------
+
+
+def verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("met" if ok else "NOT met")
+
+
+def ratio_target(what: str, rate: float | None, base: float | None, at_least: float) -> str:
+    """`what: 1.23x -> met` when rate / base is at least `at_least` (n/a without both)."""
+    ratio = rate / base if rate and base else None
+    return f"{what}: {fmt_x(ratio)} -> {verdict(None if ratio is None else ratio >= at_least)}"
+
+
+def counted(cell: TputCell | RttCell | None) -> bool:
+    """Whether a cell's figures count for the targets: measured, not failed or incomplete."""
+    return cell is not None and not cell.note.startswith(("failed", "INCOMPLETE"))
+
+
+def tput_rate(
+    cells: list[TputCell], mode: str, window: str | None = None, size: int = 32
+) -> float | None:
+    """The rate of the `mode` cell of `size` (and `window`, unless None) if it counts."""
+    cell = next(
+        (
+            c
+            for c in cells
+            if c.mode == mode and c.size == size and (window is None or c.window == window)
+        ),
+        None,
+    )
+    return cell.rate if counted(cell) else None
+
+
+def rtt_median(cells: list[RttCell], mode: str) -> float | None:
+    """The median round trip of the `mode` cell if it counts."""
+    cell = next((c for c in cells if c.mode == mode), None)
+    return cell.stats.get("median") if counted(cell) and cell.stats else None
+
+
+def rtt_targets(cells: list[RttCell], spin_limit: float, zmq: str) -> list[str]:
+    """The latency targets: the busy-spin median at most `spin_limit` us, the default idle
+    strategy's at most pyzmq's (`zmq`: how the target names it)."""
+    spin = rtt_median(cells, "spin")
+    default, zmq_rtt = rtt_median(cells, "default"), rtt_median(cells, "zmq")
+    ok = None if default is None or zmq_rtt is None else default <= zmq_rtt
+    return [
+        f"busy-spin RTT median <= {spin_limit:g} us: {fmt(spin, '.2f')} us -> "
+        f"{verdict(None if spin is None else spin <= spin_limit)}",
+        f"default idle RTT median <= {zmq}: {fmt(default, '.2f')} vs "
+        f"{fmt(zmq_rtt, '.2f')} us -> {verdict(ok)}",
+    ]
+
+
+# -- the report -----------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    """A cross-process benchmark's report: `title` (markdown), the header (`info`), the
+    throughput and latency tables (None: not run) under their `titles` in the text report, the
+    targets and the notes."""
+
+    title: str
+    titles: tuple[str, str]
+    info: dict[str, str]
+    tput: Table | None
+    rtt: Table | None
+    targets: list[str]
+    notes: list[str]
+
+    def tables(self, titles: tuple[str, str]) -> list[tuple[str, Table]]:
+        """(title, table) of the tables that are there, titled from `titles`."""
+        pairs = zip(titles, (self.tput, self.rtt), strict=True)
+        return [(title, table) for title, table in pairs if table is not None]
+
+    def text(self) -> str:
+        out = [f"{k:>14}: {v}" for k, v in self.info.items()]
+        for title, table in self.tables(self.titles):
+            out += ["", title, "", *text_table(*table)]
+        out += ["", "Targets:"] + [f"  {x}" for x in self.targets]
+        out += [""] + [f"* {x}" for x in self.notes]
+        return "\n".join(out)
+
+    def markdown(self, command: str) -> str:
+        out = [f"## {self.title}", ""]
+        out.extend(f"- **{k}**: {v}" for k, v in self.info.items())
+        out.append(f"- **command**: `{command}`")
+        for title, table in self.tables(("Throughput", "Round-trip latency")):
+            out += ["", f"### {title}", "", *md_table(*table)]
+        out += ["", "### Targets", ""] + [f"- {x}" for x in self.targets]
+        out += [""] + [f"- {x}" for x in self.notes]
+        return "\n".join(out) + "\n"
+
+    def print(self, args: argparse.Namespace, argv: list[str] | None, script: str) -> None:
+        """The text report on stdout, then the markdown one as --markdown and --out say."""
+        print(self.text())
+        write_markdown(args, argv, script, self.markdown)
+
+
+def process_info(
+    setup: str,
+    args: argparse.Namespace,
+    sizes: list[int],
+    warmups: list[int],
+    more: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The report's header: the machine (and its load at the start), Java, the aeronio setup,
+    `more`, then the repeats and the warmups of the run `args` say."""
+    warmup = ", ".join(f"{w:,} msgs before {s} B runs" for s, w in zip(sizes, warmups, strict=True))
+    return {
+        **machine_info(with_load=True),
+        "java": java_version(),
+        "aeronio setup": setup,
+        **(more or {}),
+        "repeats": f"{args.repeats} (throughput; median shown)",
+        "warmup": f"{warmup}; {args.rtt_warmup:,} round trips",
+    }
+
+
+# =========================================================================================
+# Cross-process benchmarks, main: the command line and the measuring of the cells
+# =========================================================================================
+
+INT_ERRORS = ("{what}: integers, not {text!r}", "{what}: positive integers, not {text!r}")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """--worker (hidden: how a worker is started), --sizes, --count, --warmup, --repeats."""
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--sizes", default="32,1024", help="throughput message sizes (>= 8)")
+    parser.add_argument(
+        "--count",
+        default=None,
+        help="messages per throughput run: one number, or one per size "
+        "(default 1,000,000 for sizes <= 64 B, else 300,000)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="untimed messages first (default: count / 5, at most 200,000)",
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="throughput runs per cell")
+
+
+def add_mode_arguments(
+    parser: argparse.ArgumentParser, tput_modes: dict[str, str], rtt_modes: dict[str, str]
+) -> None:
+    """--modes (default: all of `tput_modes`), --rtt-count, --rtt-warmup, --rtt-size and
+    --rtt-modes (default: all of `rtt_modes`)."""
+    parser.add_argument(
+        "--modes",
+        default=",".join(tput_modes),
+        help=f"throughput paths, from {','.join(tput_modes)} (empty: none)",
+    )
+    parser.add_argument("--rtt-count", type=int, default=100_000, help="timed round trips")
+    parser.add_argument("--rtt-warmup", type=int, default=10_000, help="untimed round trips")
+    parser.add_argument("--rtt-size", type=int, default=32, help="ping-pong message size")
+    parser.add_argument(
+        "--rtt-modes",
+        default=",".join(rtt_modes),
+        help=f"latency paths, from {','.join(rtt_modes)} (empty: none)",
+    )
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """--markdown and --out (what write_markdown reads)."""
+    parser.add_argument("--markdown", action="store_true", help="also print a markdown report")
+    parser.add_argument("--out", metavar="FILE", help="write the markdown report to FILE")
+
+
+def parse_command_line(
+    parser: argparse.ArgumentParser, argv: list[str] | None
+) -> tuple[argparse.Namespace, list[int], list[int] | None]:
+    """The parent's arguments, --sizes (each >= 8 bytes, like --rtt-size) and --count (None
+    when not given); from here on SIGTERM unwinds. A worker (--worker SPEC) runs its role here
+    instead and exits with its status."""
+    args = parser.parse_args(argv)
+    if args.worker is not None:
+        sys.exit(worker_main(args.worker))
+    unwind_on_sigterm()
+    sizes, counts = sizes_and_counts(parser, args, INT_ERRORS)
+    if any(s < 8 for s in sizes) or args.rtt_size < 8:
+        parser.error("sizes must be at least 8 bytes (every message carries a u64 sequence)")
+    check_counts(parser, counts, sizes)
+    return args, sizes, counts
+
+
+def counts_and_warmups(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    sizes: list[int],
+    counts: list[int] | None,
+    quick: dict[str, object],
+) -> tuple[list[int], list[int]]:
+    """The count and the warmup (--warmup, else a fifth of the count, at most 200,000) of each
+    size, once the warmups are checked; with --quick, `quick` first: its "count" for every size,
+    the rest set as arguments (e.g. "repeats": 1)."""
+    if args.rtt_warmup < 0 or (args.warmup is not None and args.warmup < 0):
+        parser.error("warmups must not be negative")
+    if args.quick:
+        counts = [quick["count"]]
+        for name, value in quick.items():
+            if name != "count":
+                setattr(args, name, value)
+    counts = per_size_counts(counts, sizes)
+    warmups = [args.warmup if args.warmup is not None else min(200_000, n // 5) for n in counts]
+    return counts, warmups
+
+
+@dataclass
+class RunOptions:
+    """What the runs of a cross-process benchmark take from its command line (a benchmark's
+    options add their own fields)."""
+
+    fragment_limit: int
+    batch_rows: int
+    timeout: float
+    java: str | None  # the aeron-java script, None when Java rows are disabled
+    java_seconds: float
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, **more):
+        """The options of `args` (--fragment-limit, --batch-rows, --timeout, --aeron-java unless
+        --no-java, --java-seconds), and `more` (the benchmark's own fields)."""
+        return cls(
+            fragment_limit=args.fragment_limit,
+            batch_rows=args.batch_rows,
+            timeout=args.timeout,
+            java=None if args.no_java else args.aeron_java,
+            java_seconds=args.java_seconds,
+            **more,
+        )
+
+
+@dataclass
+class Runs:
+    """How a benchmark runs a cell, each called as run(cell, warmup, opts): aeronio (any mode
+    but pyzmq's and Aeron Java's: the cell says which), pyzmq (z, zmq), Aeron Java (j, java)."""
+
+    aeron: Callable[[Any, int, Any], Any]  # (cell, warmup, the benchmark's RunOptions)
+    zmq: Callable[[Any, int, Any], Any]
+    java: Callable[[Any, int, Any], Any]
+
+    @staticmethod
+    def kind(mode: str) -> str:
+        """Whose run measures `mode`: aeron, zmq or java."""
+        if mode in ("j", "java"):
+            return "java"
+        return "zmq" if mode in ("z", "zmq") else "aeron"
+
+
+def throughput_cells(
+    plan: Iterable[tuple[TputCell, int]],
+    names: dict[str, str],
+    repeats: int,
+    runs: Runs,
+    opts: RunOptions,
+    aeron_noted: bool = False,
+) -> list[TputCell]:
+    """Each (cell, warmup) of `plan` measured in turn, a progress line first. Aeron Java once:
+    its run gives its per-second rates and a note, and a skipped or failed run is noted in the
+    cell. Every other mode `repeats` times, each run giving its rates: an incomplete run is
+    noted (its rate kept) and ends the cell's repeats, and so does, with `aeron_noted`, a failed
+    aeronio run (any other failed run fails the benchmark)."""
+    cells = []
+    for cell, warmup in plan:
+        kind = runs.kind(cell.mode)
+        run = getattr(runs, kind)
+        cells.append(cell)
+        window = f", window {cell.window}" if cell.window else ""
+        progress(f"{names[cell.mode]}{window}, {cell.size} B, N={cell.count:,} (warmup {warmup:,})")
+        if kind == "java":
+            with noted_row(cell):
+                cell.rates, cell.note = run(cell, warmup, opts)
+                progress(f"    {cell.rate:>14,.0f} msgs/s ({cell.note})")
+            continue
+        noted = aeron_noted and kind == "aeron"
+        for _ in range(repeats):
+            with noted_row(cell) if noted else contextlib.nullcontext():
+                rates = run(cell, warmup, opts)
+                if rates["incomplete"]:
+                    cell.note = f"INCOMPLETE: {rates['incomplete']}"
+                    if rates["rate"]:
+                        cell.rates.append(rates["rate"])
+                else:
+                    cell.rates.append(rates["rate"])
+                    cell.e2e_rates.append(rates["e2e"])
+            if cell.note:  # an incomplete or failed run: no repeats
+                break
+    return cells
+
+
+def latency_cells(
+    modes: list[str],
+    names: dict[str, str],
+    args: argparse.Namespace,
+    runs: Runs,
+    opts: RunOptions,
+    java_note: str,
+    aeron_noted: bool = False,
+) -> list[RttCell]:
+    """A cell of --rtt-size and --rtt-count for each mode, measured in turn after a progress
+    line: its run, called as run(cell, --rtt-warmup, opts), gives its statistics. An incomplete
+    run is noted (its statistics kept); Aeron Java is noted `java_note`, or skipped or failed in
+    its note, and so is, with `aeron_noted`, a failed aeronio run (any other failed run fails
+    the benchmark)."""
+    size, count, warmup = args.rtt_size, args.rtt_count, args.rtt_warmup
+    cells = []
+    for mode in modes:
+        kind = runs.kind(mode)
+        run = getattr(runs, kind)
+        cell = RttCell(mode, size, count)
+        cells.append(cell)
+        progress(f"{names[mode]}, {size} B, {count:,} round trips (warmup {warmup:,})")
+        noted = kind == "java" or (aeron_noted and kind == "aeron")
+        with noted_row(cell) if noted else contextlib.nullcontext():
+            cell.stats = run(cell, warmup, opts)
+            if kind == "java":
+                cell.note = java_note
+                if "raw" in cell.stats:
+                    progress(f"    {cell.stats['raw']}")
+                else:
+                    progress(
+                        f"    median {cell.stats['median']:.2f} us, p99 {cell.stats['p99']:.2f} us"
+                    )
+            elif cell.stats.get("incomplete"):
+                cell.note = f"INCOMPLETE: {cell.stats['incomplete']}"
+    return cells

@@ -58,37 +58,22 @@ on one UDP endpoint and the pongs on another; median, p99, p99.9 in microseconds
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import queue
 import re
 import signal
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import common
-from common import (
-    AERON_JAVA,
-    RTT_HEADERS,
-    RTT_RIGHT,
-    BenchError,
-    RttCell,
-    Scope,
-    Skipped,
-    TputCell,
-    fmt,
-    fmt_x,
-    noted_row,
-    progress,
-    rtt_rows,
-)
+from common import AERON_TPUT, STREAM_ID, RttCell, Scope, TputCell
 
 from aeronio.errors import ChannelUriError
 from aeronio.protocol.channel import parse_size
 
-STREAM_ID = 1001
-PING_STREAM_ID = 1002
-PONG_STREAM_ID = 1003
 IDLE_YIELD = 1  # idle polls / refused offers between yields: the driver shares the loop
 SEND_YIELD = 256  # default --send-yield
 GRACE = 20.0  # seconds a worker may take beyond --timeout (setup, driver start and close)
@@ -113,17 +98,11 @@ RTT_MODES: dict[str, str] = {
     "zmq": "pyzmq PAIR tcp://",
     "java": "Aeron Java Ping/Pong",
 }
-AERON_TPUT = ("a", "b", "c")
 
 
 @dataclass
-class Options:
-    fragment_limit: int
-    batch_rows: int
+class Options(common.RunOptions):
     send_yield: int
-    timeout: float
-    java: str | None  # the aeron-java script, None when Java rows are disabled
-    java_seconds: float
     java_props: dict[str, str]  # --java-prop: driver/sample properties for every JVM
 
 
@@ -135,67 +114,57 @@ def window_bytes(window: str) -> int | None:
     return None if window == "default" else parse_size("window", window)
 
 
+def udp_channel(port: int) -> str:
+    return f"aeron:udp?endpoint=127.0.0.1:{port}"
+
+
 def udp_channels(port: int, window: str) -> tuple[str, str]:
     """(publication channel, subscription channel) on 127.0.0.1:port with the window setting."""
-    base = f"aeron:udp?endpoint=127.0.0.1:{port}"
+    base = udp_channel(port)
     if window == "default":
         return base, base
     buffers = f"|so-rcvbuf={window}|so-sndbuf={window}"
     return base + buffers, f"{base}|rcv-wnd={window}{buffers}"
 
 
-def aeron_spec(scope: Scope, opts: Options, roles: tuple[str, str], **spec) -> dict:
-    """What every aeronio worker of this benchmark has: an embedded driver per role, each on a
-    fresh /dev/shm directory, the yield policy, a partial result when time runs out."""
-    return {
-        **spec,
-        "dirs": {role: scope.shm_dir(role) for role in roles},
-        "idle_yield": IDLE_YIELD,
-        "send_yield": opts.send_yield,
-        "fragment_limit": opts.fragment_limit,
-        "batch_rows": opts.batch_rows,
-        "partial": True,
-        "grace": GRACE,
-    }
+def aeron_spec(opts: Options, **spec) -> Callable[[Scope, tuple[str, str]], dict]:
+    """The spec of a run's aeronio workers: `spec` and what every one of this benchmark has - an
+    embedded driver per role, each on a fresh /dev/shm directory of the run's scope, the yield
+    policy, a partial result when time runs out."""
+
+    def spec_of(scope: Scope, roles: tuple[str, str]) -> dict:
+        return {
+            **spec,
+            "dirs": {role: scope.shm_dir(role) for role in roles},
+            "idle_yield": IDLE_YIELD,
+            "send_yield": opts.send_yield,
+            "fragment_limit": opts.fragment_limit,
+            "batch_rows": opts.batch_rows,
+            "partial": True,
+            "grace": GRACE,
+        }
+
+    return spec_of
+
+
+def zmq_spec(scope: Scope, roles: tuple[str, str]) -> dict:
+    return {"address": f"tcp://127.0.0.1:{common.free_port(socket.SOCK_STREAM)}"}
 
 
 # -- throughput runs ------------------------------------------------------------------------
 
 
-def aeron_throughput(mode: str, size: int, count: int, warmup: int, window: str, opts: Options):
+def aeron_throughput(cell: TputCell, warmup: int, opts: Options) -> dict:
     """One run: subscriber, publisher processes (each with its own driver)."""
-    with Scope(WORKER) as scope:
-        pub_channel, sub_channel = udp_channels(common.free_port(), window)
-        spec = common.run_spec(
-            size,
-            count,
-            warmup,
-            opts.timeout,
-            **aeron_spec(
-                scope,
-                opts,
-                ("aeron-sub", "aeron-pub"),
-                mode=mode,
-                channel=pub_channel,
-                sub_channel=sub_channel,
-                stream=STREAM_ID,
-            ),
-        )
-        return common.throughput_run(
-            scope, spec, ("aeronio subscriber", "aeron-sub"), ("aeronio publisher", "aeron-pub")
-        )
+    pub_channel, sub_channel = udp_channels(common.free_port(), cell.window)
+    spec = aeron_spec(
+        opts, mode=cell.mode, channel=pub_channel, sub_channel=sub_channel, stream=STREAM_ID
+    )
+    return common.worker_run(WORKER, "aeron-tput", cell, warmup, opts.timeout, spec)
 
 
-def tcp_address() -> str:
-    return f"tcp://127.0.0.1:{common.free_port(socket.SOCK_STREAM)}"
-
-
-def zmq_throughput(size: int, count: int, warmup: int, opts: Options):
-    with Scope(WORKER) as scope:
-        spec = common.run_spec(size, count, warmup, opts.timeout, address=tcp_address())
-        return common.throughput_run(
-            scope, spec, ("pyzmq PULL", "zmq-pull"), ("pyzmq PUSH", "zmq-push")
-        )
+def zmq_throughput(cell: TputCell, warmup: int, opts: Options) -> dict:
+    return common.worker_run(WORKER, "zmq-tput", cell, warmup, opts.timeout, zmq_spec)
 
 
 def java_props(window: str, opts: Options) -> dict[str, object]:
@@ -220,7 +189,7 @@ def java_rates(samples: list[tuple[float, int]]) -> list[float]:
     return rates
 
 
-def java_throughput(size: int, window: str, opts: Options) -> tuple[list[float], str]:
+def java_throughput(cell: TputCell, warmup: int, opts: Options) -> tuple[list[float], str]:
     """RateSubscriber, then StreamingPublisher (each JVM with an embedded driver) for about
     --java-seconds of samples; the subscriber's per-second rates after dropping the first two
     (JIT warmup, and the first may include the connection)."""
@@ -228,10 +197,10 @@ def java_throughput(size: int, window: str, opts: Options) -> tuple[list[float],
     with Scope(WORKER) as scope:
         props = {
             "aeron.sample.embeddedMediaDriver": "true",
-            "aeron.sample.channel": f"aeron:udp?endpoint=127.0.0.1:{common.free_port()}",
+            "aeron.sample.channel": udp_channel(common.free_port()),
             "aeron.sample.streamId": STREAM_ID,
-            "aeron.sample.messageLength": size,
-            **java_props(window, opts),
+            "aeron.sample.messageLength": cell.size,
+            **java_props(cell.window, opts),
         }
         sub = scope.child(
             "Aeron Java RateSubscriber",
@@ -242,7 +211,7 @@ def java_throughput(size: int, window: str, opts: Options) -> tuple[list[float],
         # the first run may fetch the jar; the subscriber prints a line a second from its start
         started = common.read_until(sub, 120.0, lambda line: "totals" in line)
         if not any("totals" in line for line in started):
-            raise Skipped(f"Aeron Java RateSubscriber did not start{sub.tail(3)}")
+            raise common.Skipped(f"Aeron Java RateSubscriber did not start{sub.tail(3)}")
         pub = scope.child(
             "Aeron Java StreamingPublisher",
             common.java_argv(
@@ -277,18 +246,17 @@ def java_throughput(size: int, window: str, opts: Options) -> tuple[list[float],
         pub.stop(signal.SIGINT, 15.0)
         rates = java_rates(samples)
         if not rates or max(rates) <= 0:
-            raise Skipped(
+            raise common.Skipped(
                 f"no messages reached Aeron Java RateSubscriber{sub.tail(3)}{pub.tail(3)}"
             )
-        kept = rates[2:] if len(rates) >= 4 else rates
-        note = f"{len(kept)} 1-s samples (of {len(rates)})"
+        kept, note = common.java_samples(rates)
         if cpu0 is not None:
             wall = cpu1[2] - cpu0[2]
             use = [
                 None if a is None or b is None else b - a
                 for a, b in zip(cpu0[:2], cpu1[:2], strict=True)
             ]
-            progress(
+            common.progress(
                 f"    cpu over {wall:.1f} s: RateSubscriber JVM {common.pct(use[0], wall)}, "
                 f"StreamingPublisher JVM {common.pct(use[1], wall)} (of one core)"
             )
@@ -298,35 +266,21 @@ def java_throughput(size: int, window: str, opts: Options) -> tuple[list[float],
 # -- latency runs ---------------------------------------------------------------------------
 
 
-def aeron_latency(mode: str, size: int, count: int, warmup: int, opts: Options) -> dict:
+def aeron_latency(cell: RttCell, warmup: int, opts: Options) -> dict:
     ping_port, pong_port = common.free_ports(2)
-    with Scope(WORKER) as scope:
-        spec = common.run_spec(
-            size,
-            count,
-            warmup,
-            opts.timeout,
-            **aeron_spec(
-                scope,
-                opts,
-                ("aeron-ping", "aeron-pong"),
-                mode=mode,
-                ping_channel=f"aeron:udp?endpoint=127.0.0.1:{ping_port}",
-                pong_channel=f"aeron:udp?endpoint=127.0.0.1:{pong_port}",
-                ping_stream=PING_STREAM_ID,
-                pong_stream=PONG_STREAM_ID,
-            ),
-        )
-        return common.latency_run(scope, spec, "aeronio", "aeron")
+    spec = aeron_spec(
+        opts,
+        mode=cell.mode,
+        **common.ping_pong_spec(udp_channel(ping_port), udp_channel(pong_port)),
+    )
+    return common.worker_run(WORKER, "aeron-rtt", cell, warmup, opts.timeout, spec)
 
 
-def zmq_latency(size: int, count: int, warmup: int, opts: Options) -> dict:
-    with Scope(WORKER) as scope:
-        spec = common.run_spec(size, count, warmup, opts.timeout, address=tcp_address())
-        return common.latency_run(scope, spec, "pyzmq", "zmq")
+def zmq_latency(cell: RttCell, warmup: int, opts: Options) -> dict:
+    return common.worker_run(WORKER, "zmq-rtt", cell, warmup, opts.timeout, zmq_spec)
 
 
-def java_latency(size: int, count: int, warmup: int, opts: Options) -> dict:
+def java_latency(cell: RttCell, warmup: int, opts: Options) -> dict:
     """Pong, then Ping (each JVM with an embedded driver) over two UDP endpoints; Ping's
     HdrHistogram of `count` round trips after `warmup`."""
     common.java_available(opts.java)
@@ -334,14 +288,9 @@ def java_latency(size: int, count: int, warmup: int, opts: Options) -> dict:
     with Scope(WORKER) as scope:
         props = {
             "aeron.sample.embeddedMediaDriver": "true",
-            "aeron.sample.messageLength": size,
-            "aeron.sample.ping.channel": f"aeron:udp?endpoint=127.0.0.1:{ping_port}",
-            "aeron.sample.pong.channel": f"aeron:udp?endpoint=127.0.0.1:{pong_port}",
-            "aeron.sample.ping.streamId": PING_STREAM_ID,
-            "aeron.sample.pong.streamId": PONG_STREAM_ID,
-            "aeron.sample.messages": count,
-            "aeron.sample.warmup.messages": max(warmup, 1),
-            "aeron.sample.warmup.iterations": 1,
+            **common.java_ping_props(
+                cell.size, cell.count, warmup, udp_channel(ping_port), udp_channel(pong_port)
+            ),
             **opts.java_props,
         }
         pong = scope.child(
@@ -350,7 +299,7 @@ def java_latency(size: int, count: int, warmup: int, opts: Options) -> dict:
         )
         started = common.read_until(pong, 120.0, lambda line: line.startswith("Publishing Pong"))
         if not started or not started[-1].startswith("Publishing Pong"):
-            raise Skipped(f"Aeron Java Pong did not start{pong.tail(3)}")
+            raise common.Skipped(f"Aeron Java Pong did not start{pong.tail(3)}")
         ping = scope.child(
             "Aeron Java Ping",
             common.java_argv(opts.java, scope.shm_dir("java-ping"), props, "io.aeron.samples.Ping"),
@@ -362,8 +311,12 @@ def java_latency(size: int, count: int, warmup: int, opts: Options) -> dict:
         ping.stop(signal.SIGINT, 15.0)
         pong.stop(signal.SIGINT, 15.0)
         if not any(line.startswith("#[Buckets") for line in lines):
-            raise BenchError(f"no histogram from Aeron Java Ping{ping.tail(3)}")
+            raise common.BenchError(f"no histogram from Aeron Java Ping{ping.tail(3)}")
         return common.parse_hdr(lines)
+
+
+TPUT_RUNS = common.Runs(aeron_throughput, zmq_throughput, java_throughput)
+RTT_RUNS = common.Runs(aeron_latency, zmq_latency, java_latency)
 
 
 # =========================================================================================
@@ -371,103 +324,26 @@ def java_latency(size: int, count: int, warmup: int, opts: Options) -> dict:
 # =========================================================================================
 
 
-def tput_rows(cells: list[TputCell]) -> list[list[str]]:
-    zmq_rate = {c.size: c.rate for c in cells if c.mode == "z"}
-    java_rate = {(c.size, c.window): c.rate for c in cells if c.mode == "j"}
-    rows = []
-    for c in cells:
-        vs_zmq = vs_java = ""
-        if c.mode in AERON_TPUT and c.rate:
-            if zmq_rate.get(c.size):
-                vs_zmq = fmt_x(c.rate / zmq_rate[c.size])
-            if java_rate.get((c.size, c.window)):
-                vs_java = fmt_x(c.rate / java_rate[(c.size, c.window)])
-        note = "; ".join(x for x in (c.note, c.spread) if x)
-        rows.append(
-            [
-                TPUT_MODES[c.mode],
-                c.window or "-",
-                str(c.size),
-                "-" if c.mode == "j" else f"{c.count:,}",
-                fmt(c.rate, ",.0f"),
-                fmt(c.mb, ",.1f"),
-                "-" if c.mode == "j" else fmt(c.e2e, ",.0f"),
-                vs_zmq,
-                vs_java,
-                note,
-            ]
-        )
-    return rows
-
-
-TPUT_HEADERS = [
-    "path",
-    "window",
-    "size B",
-    "N",
-    "msgs/s",
-    "MB/s",
-    "e2e msgs/s",
-    "vs pyzmq",
-    "vs Aeron",
-    "note / min..max msgs/s",
-]
-TPUT_RIGHT = {2, 3, 4, 5, 6, 7, 8}
-
-
-def verdict(ok: bool | None) -> str:
-    return "n/a" if ok is None else ("met" if ok else "NOT met")
-
-
 def targets(tput: list[TputCell], rtt: list[RttCell]) -> list[str]:
-    """Issue 4's targets, met or not, from what this run measured (incomplete rows count as
-    not measured)."""
-
-    def t(mode: str, window: str | None, size: int = 32) -> float | None:
-        cell = next(
-            (
-                c
-                for c in tput
-                if c.mode == mode and c.size == size and (window is None or c.window == window)
-            ),
-            None,
+    """Issue 4's targets, met or not, from what this run measured (failed and incomplete rows
+    count as not measured)."""
+    rate = functools.partial(common.tput_rate, tput)
+    out = [
+        common.ratio_target(
+            "32 B aeronio (a) try_offer/poll >= 2x pyzmq tcp (default window)",
+            rate("a", "default"),
+            rate("z"),
+            2,
         )
-        if cell is None or "incomplete" in cell.note or "failed" in cell.note:
-            return None
-        return cell.rate
-
-    def r(mode: str) -> float | None:
-        cell = next((c for c in rtt if c.mode == mode), None)
-        if cell is None or not cell.stats or "incomplete" in cell.note:
-            return None
-        return cell.stats.get("median")
-
-    out = []
-    a, z = t("a", "default"), t("z", None)
-    ratio = a / z if a and z else None
-    out.append(
-        f"32 B aeronio (a) try_offer/poll >= 2x pyzmq tcp (default window): {fmt_x(ratio)} -> "
-        f"{verdict(None if ratio is None else ratio >= 2)}"
-    )
+    ]
     for window in dict.fromkeys(c.window for c in tput if c.mode == "j"):
-        j = t("j", window)
-        best = [(m, t(m, window)) for m in AERON_TPUT]
+        j = rate("j", window)
+        best = [(m, rate(m, window)) for m in AERON_TPUT]
         best = [(m, v / j) for m, v in best if v and j]
-        text = ", ".join(f"({m}) {fmt_x(x)}" for m, x in best) or "n/a"
+        text = ", ".join(f"({m}) {common.fmt_x(x)}" for m, x in best) or "n/a"
         ok = None if not best else max(x for _, x in best) >= 1
-        out.append(f"32 B aeronio >= Aeron Java, window {window}: {text} -> {verdict(ok)}")
-    spin = r("spin")
-    out.append(
-        f"busy-spin RTT median <= 30 us: {fmt(spin, '.2f')} us -> "
-        f"{verdict(None if spin is None else spin <= 30)}"
-    )
-    default, zmq_rtt = r("default"), r("zmq")
-    ok = None if default is None or zmq_rtt is None else default <= zmq_rtt
-    out.append(
-        f"default idle RTT median <= pyzmq tcp: {fmt(default, '.2f')} vs "
-        f"{fmt(zmq_rtt, '.2f')} us -> {verdict(ok)}"
-    )
-    return out
+        out.append(f"32 B aeronio >= Aeron Java, window {window}: {text} -> {common.verdict(ok)}")
+    return out + common.rtt_targets(rtt, 30, "pyzmq tcp")
 
 
 NOTES = [
@@ -514,36 +390,12 @@ def notes(quick: bool) -> list[str]:
     return [QUICK_NOTE, *NOTES] if quick else NOTES
 
 
-def text_report(info, tput, rtt, repeats, warmups, quick: bool) -> str:
-    out = [f"{k:>14}: {v}" for k, v in info.items()]
-    out.append(f"{'repeats':>14}: {repeats} (throughput; median shown)")
-    out.append(f"{'warmup':>14}: {warmups}")
-    if tput:
-        out += ["", "Throughput (UDP over loopback, two processes)", ""]
-        out += common.text_table(TPUT_HEADERS, tput_rows(tput), TPUT_RIGHT)
-    if rtt:
-        out += ["", "Round-trip latency (ping-pong over UDP loopback)", ""]
-        out += common.text_table(RTT_HEADERS, rtt_rows(rtt, RTT_MODES), RTT_RIGHT)
-    out += ["", "Targets:"] + [f"  {x}" for x in targets(tput, rtt)]
-    out += [""] + [f"* {x}" for x in notes(quick)]
-    return "\n".join(out)
-
-
-def markdown_report(info, tput, rtt, repeats, warmups, quick: bool, command: str) -> str:
-    out = ["## UDP over loopback: aeronio vs pyzmq tcp vs Aeron (Java)", ""]
-    out.extend(f"- **{k}**: {v}" for k, v in info.items())
-    out.append(f"- **repeats**: {repeats} (throughput; median shown)")
-    out.append(f"- **warmup**: {warmups}")
-    out.append(f"- **command**: `{command}`")
-    if tput:
-        out += ["", "### Throughput", ""]
-        out += common.md_table(TPUT_HEADERS, tput_rows(tput), TPUT_RIGHT)
-    if rtt:
-        out += ["", "### Round-trip latency", ""]
-        out += common.md_table(RTT_HEADERS, rtt_rows(rtt, RTT_MODES), RTT_RIGHT)
-    out += ["", "### Targets", ""] + [f"- {x}" for x in targets(tput, rtt)]
-    out += [""] + [f"- {x}" for x in notes(quick)]
-    return "\n".join(out) + "\n"
+# the markdown report's title, the text report's titles of the throughput and latency tables
+TITLE = "UDP over loopback: aeronio vs pyzmq tcp vs Aeron (Java)"
+TABLE_TITLES = (
+    "Throughput (UDP over loopback, two processes)",
+    "Round-trip latency (ping-pong over UDP loopback)",
+)
 
 
 # =========================================================================================
@@ -558,40 +410,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(Java), in one run.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--sizes", default="32,1024", help="throughput message sizes (>= 8)")
-    parser.add_argument(
-        "--count",
-        default=None,
-        help="messages per throughput run: one number, or one per size "
-        "(default 1,000,000 for sizes <= 64 B, else 300,000)",
-    )
-    parser.add_argument(
-        "--warmup",
-        type=int,
-        default=None,
-        help="untimed messages first (default: count / 5, at most 200,000)",
-    )
-    parser.add_argument("--repeats", type=int, default=3, help="throughput runs per cell")
+    common.add_run_arguments(parser)
     parser.add_argument(
         "--windows",
         default="default,2m",
         help="receiver window settings: `default`, or a size (e.g. 2m) for the receiver window "
         "and both socket buffers",
     )
-    parser.add_argument(
-        "--modes",
-        default="a,b,c,z,j",
-        help=f"throughput paths, from {','.join(TPUT_MODES)} (empty: none)",
-    )
-    parser.add_argument("--rtt-count", type=int, default=100_000, help="timed round trips")
-    parser.add_argument("--rtt-warmup", type=int, default=10_000, help="untimed round trips")
-    parser.add_argument("--rtt-size", type=int, default=32, help="ping-pong message size")
-    parser.add_argument(
-        "--rtt-modes",
-        default="spin,default,yield-api,zmq,java",
-        help=f"latency paths, from {','.join(RTT_MODES)} (empty: none)",
-    )
+    common.add_mode_arguments(parser, TPUT_MODES, RTT_MODES)
     parser.add_argument(
         "--only",
         default=None,
@@ -610,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--java-seconds", type=float, default=10.0, help="Aeron Java throughput run length"
     )
-    parser.add_argument("--aeron-java", default=AERON_JAVA, help="the aeron-java script")
+    parser.add_argument("--aeron-java", default=common.AERON_JAVA, help="the aeron-java script")
     parser.add_argument(
         "--java-prop",
         action="append",
@@ -630,12 +456,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="smoke test: 20,000 messages, 1 repeat, 2,000 round trips, 3 s of Java, --timeout 10",
     )
-    parser.add_argument("--markdown", action="store_true", help="also print a markdown report")
-    parser.add_argument("--out", metavar="FILE", help="write the markdown report to FILE")
+    common.add_report_arguments(parser)
     return parser
 
 
-INT_ERRORS = ("{what}: integers, not {text!r}", "{what}: positive integers, not {text!r}")
+# --quick: the count for every size, and arguments
+QUICK = dict(
+    count=20_000, repeats=1, rtt_count=2_000, rtt_warmup=500, java_seconds=3.0, timeout=10.0
+)
 
 
 def parse_windows(parser: argparse.ArgumentParser, text: str) -> list[str]:
@@ -652,30 +480,9 @@ def parse_windows(parser: argparse.ArgumentParser, text: str) -> list[str]:
     return windows
 
 
-def aeron_row(cell: TputCell, run) -> None:
-    """One aeronio throughput run into `cell`: an incomplete run noted (its rate kept, apart), a
-    failed one noted and the benchmark goes on."""
-    with noted_row(cell):
-        rates = run()
-        if rates["incomplete"]:
-            cell.note = f"INCOMPLETE: {rates['incomplete']}"
-            if rates["rate"]:
-                cell.rates.append(rates["rate"])
-            return
-        cell.rates.append(rates["rate"])
-        cell.e2e_rates.append(rates["e2e"])
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.worker is not None:
-        return common.worker_main(args.worker)
-    common.unwind_on_sigterm()
-    sizes, counts = common.sizes_and_counts(parser, args, INT_ERRORS)
-    if any(s < 8 for s in sizes) or args.rtt_size < 8:
-        parser.error("sizes must be at least 8 bytes (every message carries a u64 sequence)")
-    common.check_counts(parser, counts, sizes)
+    args, sizes, counts = common.parse_command_line(parser, argv)
     windows = parse_windows(parser, args.windows)
     if args.only is not None:
         known = {**TPUT_MODES, **RTT_MODES}
@@ -688,8 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     common.require_positive(
         parser, args, ("repeats", "rtt_count", "fragment_limit", "batch_rows", "timeout")
     )
-    if args.rtt_warmup < 0 or (args.warmup is not None and args.warmup < 0):
-        parser.error("warmups must not be negative")
+    counts, warmups = common.counts_and_warmups(parser, args, sizes, counts, QUICK)
     if args.send_yield < 0:
         parser.error("--send-yield must not be negative")
     java_extra = {}
@@ -698,100 +504,40 @@ def main(argv: list[str] | None = None) -> int:
         if not eq or not key.strip():
             parser.error(f"--java-prop: KEY=VALUE, not {prop!r}")
         java_extra[key.strip().removeprefix("-D")] = value
-    if args.quick:
-        counts = [20_000]
-        args.repeats = 1
-        args.rtt_count = 2_000
-        args.rtt_warmup = 500
-        args.java_seconds = 3.0
-        args.timeout = 10.0
-    counts = common.per_size_counts(counts, sizes)
-    warmups = [args.warmup if args.warmup is not None else min(200_000, n // 5) for n in counts]
-    opts = Options(
-        fragment_limit=args.fragment_limit,
-        batch_rows=args.batch_rows,
-        send_yield=args.send_yield,
-        timeout=args.timeout,
-        java=None if args.no_java else args.aeron_java,
-        java_seconds=args.java_seconds,
-        java_props=java_extra,
+    opts = Options.from_args(args, send_yield=args.send_yield, java_props=java_extra)
+    props = " ".join(f"-D{k}={v}" for k, v in java_extra.items())
+    info = common.process_info(
+        setup_line(opts), args, sizes, warmups, {"java props": props} if props else None
     )
-    info = common.machine_info(with_load=True)
-    info["java"] = common.java_version()
-    info["aeronio setup"] = setup_line(opts)
-    if java_extra:
-        info["java props"] = " ".join(f"-D{k}={v}" for k, v in java_extra.items())
 
-    tput: list[TputCell] = []
+    plan = []  # per size: each window's cells, then pyzmq's (which has no window)
     for size, n, w in zip(sizes, counts, warmups, strict=True):
-        for window in windows:
-            for mode in [m for m in modes if m != "z"]:
-                cell = TputCell(mode, size, n, window)
-                tput.append(cell)
-                progress(f"{TPUT_MODES[mode]}, window {window}, {size} B, N={n:,} (warmup {w:,})")
-                if mode == "j":
-                    with noted_row(cell):
-                        cell.rates, cell.note = java_throughput(size, window, opts)
-                        progress(f"    {cell.rate:>14,.0f} msgs/s ({cell.note})")
-                    continue
-                for _ in range(args.repeats):
-                    aeron_row(
-                        cell,
-                        lambda mode=mode, size=size, n=n, w=w, window=window: aeron_throughput(
-                            mode, size, n, w, window, opts
-                        ),
-                    )
-                    if cell.note:  # an incomplete or failed run: no repeats
-                        break
+        plan += [(TputCell(m, size, n, win), w) for win in windows for m in modes if m != "z"]
         if "z" in modes:
-            cell = TputCell("z", size, n)
-            tput.append(cell)
-            progress(f"{TPUT_MODES['z']}, {size} B, N={n:,} (warmup {w:,})")
-            for _ in range(args.repeats):
-                rates = zmq_throughput(size, n, w, opts)
-                cell.rates.append(rates["rate"])
-                cell.e2e_rates.append(rates["e2e"])
-
-    rtt: list[RttCell] = []
-    for mode in rtt_modes:
-        cell = RttCell(mode, args.rtt_size, args.rtt_count)
-        rtt.append(cell)
-        progress(
-            f"{RTT_MODES[mode]}, {args.rtt_size} B, {args.rtt_count:,} round trips "
-            f"(warmup {args.rtt_warmup:,})"
-        )
-        if mode == "zmq":
-            cell.stats = zmq_latency(args.rtt_size, args.rtt_count, args.rtt_warmup, opts)
-        elif mode == "java":
-            with noted_row(cell):
-                cell.stats = java_latency(args.rtt_size, args.rtt_count, args.rtt_warmup, opts)
-                cell.note = "two JVMs, embedded drivers"
-                if "raw" in cell.stats:
-                    progress(f"    {cell.stats['raw']}")
-                else:
-                    progress(
-                        f"    median {cell.stats['median']:.2f} us, p99 {cell.stats['p99']:.2f} us"
-                    )
-        else:
-            with noted_row(cell):
-                stats = aeron_latency(mode, args.rtt_size, args.rtt_count, args.rtt_warmup, opts)
-                cell.stats = stats
-                if stats.get("incomplete"):
-                    cell.note = f"INCOMPLETE: {stats['incomplete']}"
-
-    warm_text = (
-        ", ".join(f"{w:,} msgs before {s} B runs" for s, w in zip(sizes, warmups, strict=True))
-        + f"; {args.rtt_warmup:,} round trips"
+            plan.append((TputCell("z", size, n), w))
+    tput = common.throughput_cells(
+        plan, TPUT_MODES, args.repeats, TPUT_RUNS, opts, aeron_noted=True
     )
-    print(text_report(info, tput, rtt, args.repeats, warm_text, args.quick))
-    common.write_markdown(
-        args,
-        argv,
-        "bench/udp_processes.py",
-        lambda command: markdown_report(
-            info, tput, rtt, args.repeats, warm_text, args.quick, command
+    java_note = "two JVMs, embedded drivers"
+    rtt = common.latency_cells(
+        rtt_modes, RTT_MODES, args, RTT_RUNS, opts, java_note, aeron_noted=True
+    )
+    report = common.Report(
+        TITLE,
+        TABLE_TITLES,
+        info,
+        common.tput_table(
+            tput,
+            TPUT_MODES,
+            "note / min..max msgs/s",
+            lambda c: "; ".join(x for x in (c.note, c.spread) if x),
+            windows=True,
         ),
+        common.rtt_table(rtt, RTT_MODES),
+        targets(tput, rtt),
+        notes(args.quick),
     )
+    report.print(args, argv, "bench/udp_processes.py")
     return 0
 
 
