@@ -55,6 +55,26 @@ async def round_trip(dir: str, stream: int = 77) -> None:
 
 # -- 1. N publisher processes x M subscriber processes -----------------------------------------
 
+
+def checking_subscribers(procs, count: int, name: str, **kwargs) -> list:
+    """`count` checking subscriber processes (procs.role_checking_subscriber), each subscribed
+    on return."""
+    subscribers = [
+        procs.role("checking_subscriber", f"{name}-{j}", timeout=100, **kwargs)
+        for j in range(count)
+    ]
+    for subscriber in subscribers:
+        subscriber.expect("ready", 20)
+    return subscribers
+
+
+def publisher_processes(procs, count: int, name: str, **kwargs) -> list:
+    """`count` publisher processes (procs.role_publisher) with pub ids 0.., waiting for "go"."""
+    return [
+        procs.role("publisher", f"{name}-{i}", stdin=True, pub_id=i, **kwargs) for i in range(count)
+    ]
+
+
 PUBLISHERS = 3
 SUBSCRIBERS = 2
 MESSAGES = 20_000
@@ -69,31 +89,12 @@ def test_publisher_and_subscriber_processes_share_one_log_and_get_every_message(
     expected = {str(i): MESSAGES for i in range(PUBLISHERS)} | {
         str(EXCLUSIVE_ID): EXCLUSIVE_MESSAGES
     }
-    subscribers = [
-        procs.role(
-            "checking_subscriber",
-            f"subscriber-{j}",
-            dir=dir,
-            stream=stream,
-            expected=expected,
-            timeout=100,
-        )
-        for j in range(SUBSCRIBERS)
-    ]
-    for subscriber in subscribers:
-        subscriber.expect("ready", 20)
-    publishers = [
-        procs.role(
-            "publisher",
-            f"publisher-{i}",
-            stdin=True,
-            dir=dir,
-            stream=stream,
-            pub_id=i,
-            count=MESSAGES,
-        )
-        for i in range(PUBLISHERS)
-    ]
+    subscribers = checking_subscribers(
+        procs, SUBSCRIBERS, "subscriber", dir=dir, stream=stream, expected=expected
+    )
+    publishers = publisher_processes(
+        procs, PUBLISHERS, "publisher", dir=dir, stream=stream, count=MESSAGES
+    )
     publishers.append(
         procs.role(
             "publisher",
@@ -152,33 +153,18 @@ def test_udp_between_two_standalone_drivers_with_clients_in_other_processes(proc
         channel = f"aeron:udp?endpoint=127.0.0.1:{s.getsockname()[1]}|term-length=64k"
     stream, count = 1002, 5_000
     expected = {"0": count, "1": count}
-    subscribers = [
-        procs.role(
-            "checking_subscriber",
-            f"udp-subscriber-{j}",
-            dir=receiver_dir,
-            stream=stream,
-            expected=expected,
-            timeout=100,
-            channel=channel,
-        )
-        for j in range(2)
-    ]
-    for subscriber in subscribers:
-        subscriber.expect("ready", 20)
-    publishers = [
-        procs.role(
-            "publisher",
-            f"udp-publisher-{i}",
-            stdin=True,
-            dir=sender_dir,
-            stream=stream,
-            pub_id=i,
-            count=count,
-            channel=channel,
-        )
-        for i in range(2)
-    ]
+    subscribers = checking_subscribers(
+        procs,
+        2,
+        "udp-subscriber",
+        dir=receiver_dir,
+        stream=stream,
+        expected=expected,
+        channel=channel,
+    )
+    publishers = publisher_processes(
+        procs, 2, "udp-publisher", dir=sender_dir, stream=stream, count=count, channel=channel
+    )
     sessions = [publisher.expect_json("session", 20) for publisher in publishers]
     assert len({s["session_id"] for s in sessions}) == 1, sessions
     for publisher in publishers:
