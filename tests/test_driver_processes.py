@@ -56,22 +56,24 @@ async def round_trip(dir: str, stream: int = 77) -> None:
 # -- 1. N publisher processes x M subscriber processes -----------------------------------------
 
 
-def checking_subscribers(procs, count: int, name: str, **kwargs) -> list:
-    """`count` checking subscriber processes (procs.role_checking_subscriber), each subscribed
-    on return."""
+def checking_subscribers(procs, processes: int, name: str, **kwargs) -> list:
+    """`processes` checking subscriber processes (procs.role_checking_subscriber), each
+    subscribed on return."""
     subscribers = [
         procs.role("checking_subscriber", f"{name}-{j}", timeout=100, **kwargs)
-        for j in range(count)
+        for j in range(processes)
     ]
     for subscriber in subscribers:
         subscriber.expect("ready", 20)
     return subscribers
 
 
-def publisher_processes(procs, count: int, name: str, **kwargs) -> list:
-    """`count` publisher processes (procs.role_publisher) with pub ids 0.., waiting for "go"."""
+def publisher_processes(procs, processes: int, name: str, **kwargs) -> list:
+    """`processes` publisher processes (procs.role_publisher) with pub ids 0.., waiting for
+    "go"."""
     return [
-        procs.role("publisher", f"{name}-{i}", stdin=True, pub_id=i, **kwargs) for i in range(count)
+        procs.role("publisher", f"{name}-{i}", stdin=True, pub_id=i, **kwargs)
+        for i in range(processes)
     ]
 
 
