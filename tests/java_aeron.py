@@ -1,7 +1,8 @@
 """The reference Aeron (Java, 1.15.1) as a peer for the interop tests.
 
-`../shared/aeron-java/aeron-java` (beside the repository) runs any class of the reference jar on
-this machine's Java; see the "A real peer to test against" section of the shared DESIGN.md.
+`../shared/aeron-java/aeron-java` (beside the repository; or $AERON_JAVA, or /work/shared) runs
+any class of the reference jar on this machine's Java; see the "A real peer to test against"
+section of the shared DESIGN.md.
 Here: a Java media driver in a directory of its own, Java samples run as children of that driver,
 their stdout read line by line with bounded waits, and the Java driver's counters read straight
 from its cnc.dat. Programs of our own (tests/java/*.java) are compiled against the reference jar
@@ -28,7 +29,17 @@ from pathlib import Path
 
 import pytest
 
-AERON_JAVA = Path(__file__).parents[2] / "shared" / "aeron-java" / "aeron-java"
+
+def _find_aeron_java() -> Path:
+    """The runner of the reference Aeron: $AERON_JAVA, else ../shared beside the repository,
+    else the workplace's /work/shared (a clone elsewhere still finds it); the first of these
+    that exists, or the one beside the repository (for the skip message)."""
+    beside = Path(__file__).parents[2] / "shared" / "aeron-java" / "aeron-java"
+    candidates = [os.environ.get("AERON_JAVA"), beside, "/work/shared/aeron-java/aeron-java"]
+    return next((Path(c) for c in candidates if c and Path(c).is_file()), beside)
+
+
+AERON_JAVA = _find_aeron_java()
 PR_SET_PDEATHSIG = 1
 JAVA_SOURCES = Path(__file__).parent / "java"
 # What the aeron-java script gives the JVM (the 1.15.1 jar reaches into these JDK internals).
