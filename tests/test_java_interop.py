@@ -136,8 +136,10 @@ def small_and_fragmented(count: int) -> list[int]:
         ("1m", [0, 1, 1376, 1377, 65536, 5]),
         # thousands of messages over 64 KiB terms: about 75 term rotations, PAD at term ends
         ("64k", small_and_fragmented(3000)),
+        # 1 MiB messages (763 frames each) need terms of at least 8 MiB
+        ("16m", [1024 * 1024, 3, 1024 * 1024]),
     ],
-    ids=["edge-sizes-1m-term", "term-rotations-64k-term"],
+    ids=["edge-sizes-1m-term", "term-rotations-64k-term", "1MiB-16m-term"],
 )
 async def test_aeronio_publication_to_java_subscriber(java: JavaDriver, term_length, sizes):
     endpoint = f"aeron:udp?endpoint=127.0.0.1:{free_port()}"
@@ -189,6 +191,33 @@ async def test_aeronio_publication_to_java_subscriber(java: JavaDriver, term_len
         )
         assert_aeronio_clean(aeron)
         assert len(subscriber.matches(MESSAGE_LINE)) == len(expected)  # nothing after EOS
+
+
+async def test_aeronio_publication_to_java_rate_subscriber(java: JavaDriver):
+    """Java's RateSubscriber counts every message aeronio sends (its totals line), and the Java
+    driver's receiver position reaches aeronio's publication position."""
+    endpoint = f"aeron:udp?endpoint=127.0.0.1:{free_port()}"
+    subscriber = java.sample(
+        "RateSubscriber",
+        {"aeron.sample.channel": endpoint, "aeron.sample.streamId": STREAM_ID},
+    )
+    count = 200_000
+    async with aeronio.connect() as aeron:
+        publication = await aeron.add_publication(endpoint, STREAM_ID)
+        await wait_connected(publication)
+        payload = bytes(range(32))
+        for _ in range(count):
+            await publication.offer(payload, timeout=20)
+        assert await subscriber.wait_for(rf".*totals {count} messages .*", timeout=30)
+        await wait_until(
+            lambda: any(
+                label.startswith("rcv-pos:") and value == publication.position
+                for _id, _type, label, value in java.counters()
+            ),
+            10,
+            lambda: f"Java: {java.counters_text('rcv-pos')}; aeronio at {publication.position}",
+        )
+        assert_aeronio_clean(aeron)
 
 
 # -- Java publication -> aeronio subscription ----------------------------------------------------
@@ -336,8 +365,9 @@ async def test_java_basic_publisher_to_aeronio_subscription(java: JavaDriver):
     [
         ("64k", 3000, 1200, False),  # 3 frames each, about 57 term rotations
         ("1m", 65536, 120, True),  # random lengths in [8, 64 KiB)
+        ("16m", 1024 * 1024, 12, False),  # 1 MiB messages, 763 frames each
     ],
-    ids=["3000B-64k-term", "random-to-64KiB-1m-term"],
+    ids=["3000B-64k-term", "random-to-64KiB-1m-term", "1MiB-16m-term"],
 )
 async def test_java_streaming_publisher_fragments_reassemble(
     java: JavaDriver, term_length, message_length, count, random_length
