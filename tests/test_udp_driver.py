@@ -179,3 +179,50 @@ async def test_subscription_reliable_and_nak_delay_shape_the_image(params, relia
         (entry,) = b._owned_driver.conductor.udp.images
         assert entry.image.reliable is reliable
         assert entry.image.loss.delay_ns == nak_delay_ns
+
+
+async def test_spy_reads_the_network_publications_log_without_holding_the_sender_back():
+    """An `aeron-spy:` subscription in the publisher's driver gets every message the network
+    publication sends, from its log, with no socket of its own; a spy that stops reading holds
+    the publisher back at a term window (as Aeron's spies do) but never the sender; a spy alone
+    does not make the publication connected."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        spy = await a.add_subscription("aeron-spy:" + channel, 14)
+        pub = await a.add_publication(channel, 14)
+        await asyncio.sleep(0.3)
+        assert not pub.is_connected and pub.try_offer(b"x") == aeronio.NOT_CONNECTED
+        sub = await b.add_subscription(channel, 14)
+        await connected(pub, sub)
+        assert len(spy.images) == 1 and spy.images[0].session_id == pub.session_id
+        expected = [payload(i, 4 + i % 3000) for i in range(500)]
+        spied = []
+
+        async def read_spy():
+            async for message in spy:
+                spied.append(message.data)
+                if len(spied) == len(expected):
+                    return
+
+        reader = asyncio.create_task(read_spy())
+        assert await exchange(pub, sub, expected, 30) == expected
+        await asyncio.wait_for(reader, 10)
+        assert spied == expected
+
+        # The spy stops reading: the publisher fills a term window past it, all of which the
+        # sender sends and the remote subscriber gets.
+        start = pub.position
+        sent = []
+        while (result := pub.try_offer(payload(len(sent), 100))) > 0:
+            sent.append(payload(len(sent), 100))
+        assert result == aeronio.BACK_PRESSURED
+        assert pub.position - start >= 32 * 1024 - 200  # half a 64 KiB term
+        got = []
+        async with asyncio.timeout(10):
+            async for message in sub:
+                got.append(message.data)
+                if len(got) == len(sent):
+                    break
+        assert got == sent
+        counters = {c.label.split(":")[0]: c.value for c in a.counters.for_each()}
+        assert counters["snd-pos"] == pub.position

@@ -58,13 +58,20 @@ class SubscriptionLink:
     stream_id: int
 
     def matches(self, publication: IpcPublication) -> bool:
+        """An IPC subscription reads IPC publications' logs; a spy (`aeron-spy:aeron:udp?...`)
+        reads the logs of this driver's network publications to its endpoint."""
         session_id = self.channel.session_id
         return (
-            self.channel.is_ipc
-            and publication.media_key == "ipc"
+            self.reads_logs
+            and publication.media_key == _media_key(self.channel)
             and publication.stream_id == self.stream_id
             and (session_id is None or session_id == publication.session_id)
         )
+
+    @property
+    def reads_logs(self) -> bool:
+        """Reads publications' logs directly (IPC, spies) rather than network images."""
+        return self.channel.is_ipc or self.channel.is_spy
 
 
 class DriverConductor:
@@ -327,7 +334,7 @@ class DriverConductor:
         link = SubscriptionLink(
             command.correlation_id, client.client_id, channel, command.stream_id
         )
-        if channel.is_udp:
+        if not link.reads_logs:
             self.udp.add_subscription(link)  # binds first: a bind error fails the command
         self.subscriptions.append(link)
         client.subscriptions.append(link.registration_id)
@@ -369,7 +376,7 @@ class DriverConductor:
                 publication.stream_id,
                 publication.log_file,
                 counter.id,
-                "aeron:ipc",
+                "aeron:ipc" if link.channel.is_ipc else f"aeron-spy:{publication.channel}",
                 join_position,
             )
         )
@@ -383,7 +390,7 @@ class DriverConductor:
 
     def _unlink_subscription(self, registration_id: int) -> None:
         for link in self.subscriptions:
-            if link.registration_id == registration_id and link.channel.is_udp:
+            if link.registration_id == registration_id and not link.reads_logs:
                 self.udp.remove_subscription(link)
         self.subscriptions = [s for s in self.subscriptions if s.registration_id != registration_id]
         for publication in self.publications:
@@ -505,10 +512,10 @@ def _media_key(channel: ChannelUri) -> str:
 
 
 def _check_media(channel: ChannelUri) -> None:
-    if channel.is_udp and (channel.endpoint is None or channel.is_spy or channel.control):
+    if channel.is_udp and (channel.endpoint is None or channel.control):
         raise AeronError(
             f"{channel}: only unicast aeron:udp with an endpoint is supported so far "
-            "(no control/multi-destination or spies)"
+            "(no control/multi-destination)"
         )
 
 

@@ -74,16 +74,19 @@ class IpcPublication:
 
     def add_subscriber(self, position: SubscriberPosition) -> None:
         self.subscribers.append(position)
-        self.log.mapped.set_connected(True)
+        self._subscribers_changed()
 
     def remove_subscriber(self, subscription_registration_id: int) -> SubscriberPosition | None:
         for sub in self.subscribers:
             if sub.subscription_registration_id == subscription_registration_id:
                 self.subscribers.remove(sub)
-                if not self.subscribers:
-                    self.log.mapped.set_connected(False)
+                self._subscribers_changed()
                 return sub
         return None
+
+    def _subscribers_changed(self) -> None:
+        """An IPC publication is connected while it has subscribers."""
+        self.log.mapped.set_connected(bool(self.subscribers))
 
     def consumer_position(self) -> int | None:
         if not self.subscribers:

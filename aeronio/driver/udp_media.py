@@ -45,15 +45,23 @@ IMAGE_COOL_DOWN_NS = 10_000_000_000
 
 @dataclass(eq=False)
 class NetworkPublicationEntry(IpcPublication):
-    """A publication whose consumer is the sender: its limit is the sender position plus the term
-    window, and one term behind the sender stays for retransmits."""
+    """A publication whose consumers are the sender and its spies (subscribers reading the log
+    directly): its limit is the slowest of them plus the term window, and one term behind stays
+    for retransmits. It is connected while a receiver answers (spies do not connect it)."""
 
     sender: NetworkPublication | None = None
     endpoint: SendChannelEndpoint | None = None
     sender_counters: tuple[Counter, ...] = ()
 
     def consumer_position(self) -> int | None:
-        return self.sender.sender_position.get() if self.sender.is_connected else None
+        if not self.sender.is_connected:
+            return None
+        positions = [self.sender.sender_position.get()]
+        positions += (spy.counter.get() for spy in self.subscribers)
+        return min(positions)
+
+    def _subscribers_changed(self) -> None:
+        """The sender's status messages say whether it is connected, not its spies."""
 
     def _clean_to(self, position: int) -> int:
         return super()._clean_to(position - self.log.term_length)
