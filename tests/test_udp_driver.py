@@ -2,6 +2,7 @@
 one subscribing, through the driver's network publications, endpoints and images."""
 
 import asyncio
+import os
 import random
 import socket
 
@@ -226,3 +227,64 @@ async def test_spy_reads_the_network_publications_log_without_holding_the_sender
         assert got == sent
         counters = {c.label.split(":")[0]: c.value for c in a.counters.for_each()}
         assert counters["snd-pos"] == pub.position
+
+
+async def test_a_spy_never_sees_network_images_and_closing_it_holds_nothing_back():
+    """A spy reads only this driver's publications: beside a subscription on the same channel it
+    gets no image of a remote sender, and once closed the image's flow control goes on."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        sub = await b.add_subscription(channel, 9)
+        spy = await b.add_subscription("aeron-spy:" + channel, 9)
+        pub = await a.add_publication(channel, 9)
+        await connected(pub, sub)
+        await asyncio.sleep(0.2)
+        assert spy.images == ()
+        await spy.close()
+        expected = [payload(i, 200) for i in range(3000)]  # 10 windows of 32 KiB
+        assert await exchange(pub, sub, expected, 30) == expected
+
+
+async def test_a_session_without_counters_left_leaves_no_image_log_behind():
+    """A receiver whose counters are full cannot make an image: each SETUP is recorded as an
+    error and leaves no log file (16 MiB each by default) behind."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.connect(max_counters=64) as b, aeronio.connect() as a:
+        await b.add_subscription(channel, 7)
+        with pytest.raises(aeronio.AeronError):
+            for stream in range(100, 200):  # each takes a publisher limit and position
+                await b.add_publication("aeron:ipc?term-length=64k", stream)
+        await a.add_publication(channel, 7)
+        await asyncio.sleep(1.0)  # SETUPs every 100 ms
+        images = os.path.join(b.driver_dir, "images")
+        assert os.listdir(images) == []
+        errors = {c.label: c.value for c in b.counters.for_each()}["Errors"]
+        assert errors >= 5
+
+
+async def test_a_spy_that_stopped_reading_does_not_stop_unblocking():
+    """An abandoned claim on a network publication is unblocked at the sender's position even
+    with a spy that stopped reading sitting behind it."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    options = {"publication_unblock_timeout_ns": 300_000_000}
+    async with aeronio.connect(**options) as a, aeronio.connect() as b:
+        await a.add_subscription("aeron-spy:" + channel, 5)  # never read
+        sub = await b.add_subscription(channel, 5)
+        p1 = await a.add_publication(channel, 5)
+        p2 = await a.add_publication(channel, 5)
+        await connected(p1, sub)
+        await p1.offer(b"first", timeout=5)
+        claim = p1.try_claim(64)
+        assert not isinstance(claim, int), claim
+        after = [b"after-%d" % i for i in range(10)]
+        for message in after:
+            await p2.offer(message, timeout=5)
+        got = []
+        async with asyncio.timeout(10):
+            async for message in sub:
+                got.append(bytes(message.data))
+                if len(got) == 1 + len(after):
+                    break
+        assert got == [b"first", *after]
+        unblocked = {c.label: c.value for c in a.counters.for_each()}["Unblocked Publications"]
+        assert unblocked == 1

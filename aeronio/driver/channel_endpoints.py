@@ -143,7 +143,10 @@ class SendChannelEndpoint(_Endpoint):
             publication = self.publications.get((rttm.session_id, rttm.stream_id))
             reply = publication.on_rttm(rttm, now_ns) if publication is not None else None
             if reply is not None:
-                self.socket.sendto(reply, source)
+                try:
+                    self.socket.sendto(reply, source)
+                except OSError:
+                    self.system[SystemCounters.SHORT_SENDS].increment()
 
     def send(self, datagrams: list) -> None:
         """Send the datagrams; what the kernel refuses (would block, unreachable, dropped by a

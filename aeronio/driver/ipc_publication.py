@@ -129,9 +129,13 @@ class IpcPublication:
             work += 1
         return work
 
+    def unblock_position(self) -> int | None:
+        """Where a frame left unfinished would hold every consumer up."""
+        return self.consumer_position()
+
     def check_for_blocked_publisher(self, now_ns: int) -> bool:
         """Unblock a frame left unfinished at the consumers' position past the unblock timeout."""
-        consumer = self.consumer_position()
+        consumer = self.unblock_position()
         if consumer is None:
             return False
         if consumer == self.last_consumer_position and self._possibly_blocked(consumer):

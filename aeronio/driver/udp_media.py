@@ -10,6 +10,7 @@ stream on the endpoint.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from aeronio.counters import (
     SENDER_POSITION_TYPE_ID,
     SUBSCRIBER_POSITION_TYPE_ID,
     Counter,
+    CountersFullError,
     CountersManager,
 )
 from aeronio.driver import protocol as p
@@ -59,6 +61,10 @@ class NetworkPublicationEntry(IpcPublication):
         positions = [self.sender.sender_position.get()]
         positions += (spy.counter.get() for spy in self.subscribers)
         return min(positions)
+
+    def unblock_position(self) -> int | None:
+        """The sender's position: a spy that stopped reading must not stop unblocking."""
+        return self.sender.sender_position.get() if self.sender.is_connected else None
 
     def _subscribers_changed(self) -> None:
         """The sender's status messages say whether it is connected, not its spies."""
@@ -192,28 +198,52 @@ class UdpMedia:
         setup: SetupFrame,
         source: tuple[str, int],
         now_ns: int,
-    ) -> PublicationImage:
+    ) -> PublicationImage | None:
+        """The image of a new session: its log, positions and links to the subscriptions. A
+        SETUP no log can be made for raises (an invalid packet); a failure of this driver's
+        (no space, no counter left) is recorded and leaves nothing behind (None)."""
         registration_id = self.conductor._next_correlation_id()
         log_file = os.path.join(self.conductor.ctx.dir, IMAGES_DIR, f"{registration_id}.logbuffer")
-        log = LogBuffers.create(
-            log_file,
-            term_length=setup.term_length,
-            initial_term_id=setup.initial_term_id,
-            session_id=setup.session_id,
-            stream_id=setup.stream_id,
-            mtu=setup.mtu,
-            correlation_id=registration_id,
-            term_id=setup.active_term_id,
-            term_offset=setup.term_offset,
-            sparse=self.conductor.ctx.term_buffer_sparse_file,
-        )
+        try:
+            log = LogBuffers.create(
+                log_file,
+                term_length=setup.term_length,
+                initial_term_id=setup.initial_term_id,
+                session_id=setup.session_id,
+                stream_id=setup.stream_id,
+                mtu=setup.mtu,
+                correlation_id=registration_id,
+                term_id=setup.active_term_id,
+                term_offset=setup.term_offset,
+                sparse=self.conductor.ctx.term_buffer_sparse_file,
+            )
+        except BaseException as e:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(log_file)
+            if not isinstance(e, OSError):
+                raise
+            self.conductor.record_error(e)
+            return None
+        label = f"{registration_id} {setup.session_id} {setup.stream_id} udp {endpoint.key}"
+        positions: list[Counter] = []
+        try:
+            for name, type_id in (
+                ("rcv-hwm", RECEIVER_HWM_TYPE_ID),
+                ("rcv-pos", RECEIVER_POS_TYPE_ID),
+            ):
+                positions.append(self._counter(f"{name}: {label}", type_id, registration_id))
+        except CountersFullError as e:
+            for counter in positions:
+                self.counters.free(counter.id)
+            log.close()
+            os.unlink(log_file)
+            self.conductor.record_error(e)
+            return None
+        hwm, pos = positions
         log.mapped.set_conductor_wake_id(self.conductor.wake_id)
         join = d.compute_position(
             setup.active_term_id, setup.term_offset, setup.term_length, setup.initial_term_id
         )
-        label = f"{registration_id} {setup.session_id} {setup.stream_id} udp {endpoint.key}"
-        hwm = self._counter(f"rcv-hwm: {label}", RECEIVER_HWM_TYPE_ID, registration_id)
-        pos = self._counter(f"rcv-pos: {label}", RECEIVER_POS_TYPE_ID, registration_id)
         entry: ImageEntry | None = None
         nak_delay = self._subscription_setting(endpoint, setup.stream_id, "nak_delay_ns")
         image = PublicationImage(
@@ -237,11 +267,14 @@ class UdpMedia:
         self.images.append(entry)
         for link in self.conductor.subscriptions:
             if (
-                link.channel.is_udp
+                not link.reads_logs
                 and link.channel.endpoint == endpoint.key
                 and link.stream_id == setup.stream_id
             ):
-                self._link(entry, link)
+                try:
+                    self._link(entry, link)
+                except CountersFullError as e:  # this subscription goes without the image
+                    self.conductor.record_error(e)
         return image
 
     def _subscription_setting(self, endpoint: ReceiveChannelEndpoint, stream_id: int, name: str):
@@ -251,7 +284,7 @@ class UdpMedia:
             (
                 getattr(link.channel, name)
                 for link in self.conductor.subscriptions
-                if link.channel.is_udp
+                if not link.reads_logs
                 and link.channel.endpoint == endpoint.key
                 and link.stream_id == stream_id
                 and getattr(link.channel, name) is not None
