@@ -61,7 +61,7 @@ def term_block_scan(object term, int32_t term_offset, int32_t limit_offset) -> i
 
 
 def term_scan_for_availability(object term, int32_t term_offset, int32_t max_length) -> tuple:
-    """(available, padding) from term_offset, as scan_for_availability (for tests and the sender)."""
+    """(available, padding) from term_offset, as scan_for_availability (for tests and tools)."""
     cdef Py_ssize_t length
     cdef int32_t padding
     cdef char* address = buffer_address(term, &length)
