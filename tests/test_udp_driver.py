@@ -288,3 +288,35 @@ async def test_a_spy_that_stopped_reading_does_not_stop_unblocking():
         assert got == [b"first", *after]
         unblocked = {c.label: c.value for c in a.counters.for_each()}["Unblocked Publications"]
         assert unblocked == 1
+
+
+async def test_invoke_runs_the_driver_for_a_loop_that_never_yields(tmp_path):
+    """A busy-spinning application drives its embedded driver with invoke(): messages go out
+    and come back over UDP while the loop never runs the driver's own task."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.MediaDriver.launch(str(tmp_path / "driver")) as driver:
+        async with aeronio.connect(driver.dir) as client:
+            sub = await client.add_subscription(channel, 9)
+            pub = await client.add_publication(channel, 9)
+            await connected(pub, sub)
+            expected = [payload(i, 4 + i % 300) for i in range(5000)]
+            got: list[bytes] = []
+            handler = lambda buffer, header: got.append(bytes(buffer))  # noqa: E731
+            sent, spins = 0, 0
+            while len(got) < len(expected):  # no await in here: only invoke() moves the data
+                if sent < len(expected) and pub.try_offer(expected[sent]) > 0:
+                    sent += 1
+                driver.invoke()
+                sub.poll(handler, 10)
+                spins += 1
+                assert spins < 1_000_000, f"stalled at {len(got)} of {len(expected)}"
+            assert got == expected
+            assert driver.invoke() >= 0
+
+            def from_another_thread():
+                with pytest.raises(aeronio.DriverError, match="event loop"):
+                    driver.invoke()
+
+            await asyncio.to_thread(from_another_thread)
+    with pytest.raises(aeronio.DriverError, match="not running"):
+        driver.invoke()

@@ -39,6 +39,11 @@ class AgentRunner:
         self._wakeup: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop the agent runs on (None before `start`)."""
+        return self._loop
+
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._task = self._loop.create_task(self._run(), name=self.name)
@@ -58,16 +63,20 @@ class AgentRunner:
         if self._wakeup is not None and not self._wakeup.done():
             self._wakeup.set_result(None)
 
+    def invoke(self) -> int:
+        """One duty cycle now, on the calling thread (the loop's): how much work it did."""
+        try:
+            return self._do_work()
+        except Exception as e:  # an agent never dies of one bad duty cycle
+            log.exception("%s duty cycle failed", self.name)
+            self._on_error(e)
+            return 0
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         spins = 0
         while True:
-            try:
-                work = self._do_work()
-            except Exception as e:  # an agent never dies of one bad duty cycle
-                log.exception("%s duty cycle failed", self.name)
-                self._on_error(e)
-                work = 0
+            work = self.invoke()
             if work:
                 spins = self._idle_spins
             if work or spins > 0:

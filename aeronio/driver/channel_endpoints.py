@@ -93,10 +93,11 @@ class _Endpoint:
 
     def __init__(self, sock: socket.socket, receiver: DatagramReceiver):
         self.socket = sock
+        self.fd = sock.fileno()
         self._receiver = receiver
 
     def _receive(self) -> int:
-        return self._receiver.recv(self.socket.fileno())
+        return self._receiver.recv(self.fd)
 
     def close(self) -> None:
         self.socket.close()

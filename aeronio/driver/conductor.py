@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from aeronio._core import ActivityProbe
 from aeronio.counters import (
     CLIENT_HEARTBEAT_TYPE_ID,
     PUBLISHER_LIMIT_TYPE_ID,
@@ -105,6 +106,7 @@ class DriverConductor:
         self._timed_out_clients: set[int] = set()
         self._next_timer_ns = 0
         self.udp = UdpMedia(self, watch, unwatch)
+        self._activity = self._activity_probe()
 
     # -- commands -----------------------------------------------------------------------
 
@@ -420,21 +422,39 @@ class DriverConductor:
     # -- duty cycle ---------------------------------------------------------------------
 
     def do_work(self, now_ns: int | None = None) -> int:
+        """One duty cycle: commands, the data path, and the timer when due. While no command
+        is queued, no timer is due and the activity probe saw nothing move (no socket input,
+        no append to a network publication, no subscriber consumed), it returns at once."""
         now_ns = time.monotonic_ns() if now_ns is None else now_ns
+        activity = self._activity
+        if not activity.moved() and not self.commands and now_ns < self._next_timer_ns:
+            return 0
         work = 0
-        while self.commands:
-            command, reply = self.commands.popleft()
-            self._on_command(command, reply, now_ns)
-            work += 1
+        reshaped = bool(self.commands)  # publications, images or subscribers may come or go
         try:
-            work += self.udp.do_work(now_ns)
+            while self.commands:
+                command, reply = self.commands.popleft()
+                self._on_command(command, reply, now_ns)
+                work += 1
+            work += self.udp.do_work(now_ns, activity.has_input)
             for publication in self.publications:
                 work += publication.update_publisher_limit()
         finally:  # a failing data path must not stop liveness, lingering and the heartbeat
             if now_ns >= self._next_timer_ns:
                 self._next_timer_ns = now_ns + TIMER_INTERVAL_NS
                 work += self._on_timer(now_ns)
+                reshaped = True
+            if reshaped or self.udp.images_added:
+                self.udp.images_added = False
+                self._activity = self._activity_probe()
         return work
+
+    def _activity_probe(self) -> ActivityProbe:
+        """What gives the data path work: the UDP sockets' input, appends to network
+        publications, and subscribers moving (they free space, ask for status messages)."""
+        fds, logs, counters = self.udp.activity_sources()
+        counters += [sub.counter for pub in self.publications for sub in pub.subscribers]
+        return ActivityProbe(fds, counters, logs)
 
     def _on_timer(self, now_ns: int) -> int:
         """What the conductor checks at most once per TIMER_INTERVAL_NS, apart from the data

@@ -32,6 +32,15 @@ class SubscriberPosition:
     counter: Counter
 
 
+def slowest(subscribers: list[SubscriberPosition]) -> int | None:
+    """The least position of the subscribers (None without any)."""
+    if not subscribers:
+        return None
+    if len(subscribers) == 1:  # the common case
+        return subscribers[0].counter.get()
+    return min(sub.counter.get() for sub in subscribers)
+
+
 @dataclass(eq=False)
 class IpcPublication:
     registration_id: int
@@ -89,9 +98,7 @@ class IpcPublication:
         self.log.mapped.set_connected(bool(self.subscribers))
 
     def consumer_position(self) -> int | None:
-        if not self.subscribers:
-            return None
-        return min(sub.counter.get() for sub in self.subscribers)
+        return slowest(self.subscribers)
 
     def update_publisher_limit(self) -> int:
         """Clean behind the slowest subscriber, then let the publisher run a window past it

@@ -17,6 +17,11 @@ class LossDetector:
         self._gap: tuple[int, int, int] | None = None
         self._deadline_ns = 0
 
+    @property
+    def active(self) -> bool:
+        """A gap is open (on_gap must hear when it closes)."""
+        return self._gap is not None
+
     def on_gap(self, gap: tuple[int, int, int] | None, now_ns: int) -> tuple[int, int, int] | None:
         """Given the current gap (term_id, term_offset, length) or None, the gap to NAK now."""
         if gap is None:

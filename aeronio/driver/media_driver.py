@@ -103,6 +103,16 @@ class MediaDriver:
             self._waker.id,
         )
 
+    def invoke(self) -> int:
+        """Run one duty cycle of the driver's agent now (Aeron's agent invoker): for an
+        application that busy-spins on this loop's thread and would rather not yield to the loop
+        between polls. Call it from the loop's thread only; returns the work done (0: idle)."""
+        if self._runner is None:
+            raise DriverError("the driver is not running")
+        if asyncio.events._get_running_loop() is not self._runner.loop:
+            raise DriverError("MediaDriver.invoke() must be called on the driver's event loop")
+        return self._runner.invoke()
+
     def _do_work(self) -> int:
         return self.conductor.do_work()
 

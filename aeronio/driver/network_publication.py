@@ -55,6 +55,7 @@ class NetworkPublication:
         retransmit: RetransmitHandler | None = None,
     ):
         self.log = log
+        self._mapped = log.mapped
         self.term_length = log.term_length
         self.initial_term_id = log.initial_term_id
         self.session_id = log.session_id
@@ -136,6 +137,13 @@ class NetworkPublication:
     def send(self, now_ns: int) -> list:
         """The datagrams to send now, in order."""
         out: list = []
+        if (
+            not self._setup_due
+            and not self.retransmit.pending
+            and now_ns - self._time_of_last_data_ns < HEARTBEAT_TIMEOUT_NS
+            and self._mapped.producer_position_volatile() == self.sender_position.get()
+        ):
+            return out  # idle: nothing appended, nothing due
         if self._setup_due and now_ns - self._time_of_last_setup_ns >= SETUP_TIMEOUT_NS:
             out.append(self._setup())
             self._time_of_last_setup_ns = now_ns

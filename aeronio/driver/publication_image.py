@@ -79,6 +79,7 @@ class PublicationImage:
         )
         self._clean_position = join_position
         self._last_sm_position = join_position
+        self._last_consumption: int | None = None
         self._time_of_last_sm_ns = now_ns - SM_TIMEOUT_NS
         self.end_of_stream_position: int | None = None
 
@@ -124,7 +125,7 @@ class PublicationImage:
         """Advance the receiver position; return the NAK and status message frames to send."""
         out: list[bytes] = []
         gap = self.rebuilder.advance()
-        nak = self.loss.on_gap(gap, now_ns)
+        nak = self.loss.on_gap(gap, now_ns) if gap is not None or self.loss.active else None
         if nak is not None:
             if self.reliable:
                 term_id, term_offset, length = nak
@@ -142,10 +143,11 @@ class PublicationImage:
                 self._fill_gap(*nak)
                 self.rebuilder.advance()
         consumption = self._consumption()
-        if (
-            now_ns - self._time_of_last_sm_ns >= SM_TIMEOUT_NS
-            or consumption - self._last_sm_position > self.window // 4
-        ):
+        sm_due = now_ns - self._time_of_last_sm_ns >= SM_TIMEOUT_NS
+        if consumption == self._last_consumption and not sm_due:
+            return out  # nothing consumed since the last duty cycle: no SM, nothing to clean
+        self._last_consumption = consumption
+        if sm_due or consumption - self._last_sm_position > self.window // 4:
             out.append(self._status_message(consumption))
             self._last_sm_position = consumption
             self._time_of_last_sm_ns = now_ns

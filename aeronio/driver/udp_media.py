@@ -30,7 +30,7 @@ from aeronio.counters import (
 from aeronio.driver import protocol as p
 from aeronio.driver.channel_endpoints import ReceiveChannelEndpoint, SendChannelEndpoint
 from aeronio.driver.data_dispatcher import DataDispatcher
-from aeronio.driver.ipc_publication import IpcPublication, SubscriberPosition
+from aeronio.driver.ipc_publication import IpcPublication, SubscriberPosition, slowest
 from aeronio.driver.loss_detector import LossDetector
 from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.publication_image import PublicationImage
@@ -58,9 +58,9 @@ class NetworkPublicationEntry(IpcPublication):
     def consumer_position(self) -> int | None:
         if not self.sender.is_connected:
             return None
-        positions = [self.sender.sender_position.get()]
-        positions += (spy.counter.get() for spy in self.subscribers)
-        return min(positions)
+        position = self.sender.sender_position.get()
+        spies = slowest(self.subscribers)
+        return position if spies is None else min(position, spies)
 
     def unblock_position(self) -> int | None:
         """The sender's position: a spy that stopped reading must not stop unblocking."""
@@ -85,9 +85,7 @@ class ImageEntry:
     subscribers: list[SubscriberPosition] = field(default_factory=list)
 
     def consumption(self) -> int | None:
-        if not self.subscribers:
-            return None
-        return min(sub.counter.get() for sub in self.subscribers)
+        return slowest(self.subscribers)
 
 
 class UdpMedia:
@@ -102,6 +100,7 @@ class UdpMedia:
         self.images: list[ImageEntry] = []
         self.publications: list[NetworkPublicationEntry] = []
         self._watches: list = []
+        self.images_added = False  # since the conductor last looked
         os.makedirs(os.path.join(conductor.ctx.dir, IMAGES_DIR), exist_ok=True)
 
     # -- publications -----------------------------------------------------------------
@@ -265,6 +264,7 @@ class UdpMedia:
             registration_id, image, endpoint, source, log_file, (hwm, pos), log_signals
         )
         self.images.append(entry)
+        self.images_added = True
         for link in self.conductor.subscriptions:
             if (
                 not link.reads_logs
@@ -372,19 +372,31 @@ class UdpMedia:
 
     # -- duty cycle -------------------------------------------------------------------
 
-    def do_work(self, now_ns: int) -> int:
+    def activity_sources(self) -> tuple[list[int], list, list[Counter]]:
+        """What gives this data path work when it moves: the sockets (input), the network
+        publications' logs (appends) and the images' subscriber positions (consumption)."""
+        endpoints = [*self.send_endpoints.values(), *self.receive_endpoints.values()]
+        fds = [endpoint.fd for endpoint in endpoints]
+        logs = [entry.log.mapped for entry in self.publications]
+        counters = [sub.counter for entry in self.images for sub in entry.subscribers]
+        return fds, logs, counters
+
+    def do_work(self, now_ns: int, has_input: Callable[[int], bool]) -> int:
         """The data path, every duty cycle: control frames in, data out, data in, images
-        rebuilt (with their NAKs and status messages)."""
+        rebuilt (with their NAKs and status messages). Sockets `has_input` says are empty are
+        not read."""
         work = 0
         for endpoint in self.send_endpoints.values():
-            work += endpoint.poll(now_ns)
+            if has_input(endpoint.fd):
+                work += endpoint.poll(now_ns)
         for entry in self.publications:
             datagrams = entry.sender.send(now_ns)
             if datagrams:
                 entry.endpoint.send(datagrams)
                 work += len(datagrams)
         for endpoint in self.receive_endpoints.values():
-            work += endpoint.poll(now_ns)
+            if has_input(endpoint.fd):
+                work += endpoint.poll(now_ns)
         for entry in self.images:
             rebuilt = entry.image.rebuild_position.get()
             for frame in entry.image.do_work(now_ns):
