@@ -400,11 +400,52 @@ def test_with_params() -> None:
         uri.with_params(endpoint=None)
 
 
+# --- one-to-many -------------------------------------------------------------------------
+
+
+def test_multicast_data_groups_are_odd_and_control_is_the_next_address() -> None:
+    uri = ChannelUri.parse("aeron:udp?endpoint=224.10.9.7:4050")
+    assert uri.is_multicast and not uri.is_multi_destination
+    assert uri.multicast_control == "224.10.9.8:4050"
+    assert ChannelUri.parse("aeron:udp?endpoint=224.0.0.255:1").multicast_control == "224.0.1.0:1"
+    assert not ChannelUri.parse("aeron:udp?endpoint=10.0.0.1:1").is_multicast
+    assert not ChannelUri.parse("aeron:udp?endpoint=localhost:1").is_multicast
+    bad("aeron:udp?endpoint=224.10.9.8:4050", "endpoint '224.10.9.8:4050' is a multicast group "
+        "with an even last byte")  # fmt: skip
+    bad("aeron:udp?endpoint=239.255.255.255:4050", "control group 240.0.0.0 is not multicast")
+
+
+def test_multi_destination_cast_channels() -> None:
+    manual = ChannelUri.parse("aeron:udp?control=10.0.0.1:4050|control-mode=manual")
+    dynamic = ChannelUri.parse("aeron:udp?control=10.0.0.1:4050|control-mode=dynamic")
+    assert manual.is_multi_destination and dynamic.is_multi_destination
+    assert not manual.is_multicast
+    subscription = ChannelUri.parse("aeron:udp?endpoint=10.0.0.2:4051|control=10.0.0.1:4050")
+    assert not subscription.is_multi_destination
+
+
+def test_flow_control_is_checked_when_parsed() -> None:
+    assert ChannelUri.parse("aeron:udp?endpoint=224.1.1.1:1|fc=tagged,g:7/3,t:2s").fc == (
+        "tagged,g:7/3,t:2s"
+    )
+    bad("aeron:udp?endpoint=224.1.1.1:1|fc=tagged", "fc 'tagged' requires a group tag")
+    bad("aeron:udp?endpoint=224.1.1.1:1|fc=fastest", "unknown flow control strategy 'fastest'")
+
+
 # --- property-based --------------------------------------------------------------------
+
+
+def _valid_ipv4(octets: tuple[int, ...]) -> str:
+    """A multicast group only as a data group may be: odd, with a multicast control group."""
+    a, b, c, d = octets
+    if 224 <= a <= 239:
+        d = min(d | 1, 253) if (a, b, c) == (239, 255, 255) else d | 1
+    return f"{a}.{b}.{c}.{d}"
+
 
 _hosts = st.one_of(
     st.sampled_from(["localhost", "host.example.com", "my-host"]),
-    st.tuples(*[st.integers(0, 255)] * 4).map(lambda t: ".".join(map(str, t))),
+    st.tuples(*[st.integers(0, 255)] * 4).map(_valid_ipv4),
     st.sampled_from(["[::1]", "[fe80::1]", "[2001:db8::42]"]),
 )
 _addresses = st.builds(lambda h, p: f"{h}:{p}", _hosts, st.integers(0, 65535))

@@ -90,10 +90,34 @@ async def test_empty_message_and_close_ends_the_image():
         assert image.is_end_of_stream or image.is_closed
 
 
-async def test_unsupported_udp_forms_are_refused_clearly():
+async def test_udp_channel_forms_that_cannot_work_are_refused_naming_what_is_wrong():
     async with aeronio.connect() as a:
-        with pytest.raises(aeronio.DriverError, match="only unicast aeron:udp"):
-            await a.add_publication("aeron:udp?control=127.0.0.1:40001|control-mode=dynamic", 1)
+        with pytest.raises(aeronio.ChannelUriError, match="needs a control address"):
+            await a.add_publication("aeron:udp?control-mode=manual", 1)
+        with pytest.raises(aeronio.ChannelUriError, match="control-mode is for multi-dest"):
+            await a.add_publication(
+                f"aeron:udp?endpoint=127.0.0.1:{free_port()}|control-mode=manual", 1
+            )
+        with pytest.raises(aeronio.ChannelUriError, match="subscription needs an endpoint"):
+            await a.add_subscription(f"aeron:udp?control=127.0.0.1:{free_port()}", 1)
+        with pytest.raises(aeronio.ChannelUriError, match="multicast subscription takes no"):
+            await a.add_subscription(
+                f"aeron:udp?endpoint=224.20.30.1:{free_port()}|control=127.0.0.1:4000", 1
+            )
+        with pytest.raises(aeronio.ChannelUriError, match="even last byte"):
+            await a.add_publication("aeron:udp?endpoint=224.20.30.2:40456", 1)
+        with pytest.raises(aeronio.ChannelUriError, match="fc"):
+            await a.add_publication("aeron:udp?endpoint=224.20.30.1:40456|fc=fastest", 1)
+        unicast = await a.add_publication(f"aeron:udp?endpoint=127.0.0.1:{free_port()}", 1)
+        with pytest.raises(aeronio.DriverError, match="control-mode=manual"):
+            await unicast.add_destination(f"aeron:udp?endpoint=127.0.0.1:{free_port()}")
+        mdc = await a.add_publication(
+            f"aeron:udp?control=127.0.0.1:{free_port()}|control-mode=manual", 1
+        )
+        with pytest.raises(aeronio.ChannelUriError, match="must be aeron:udp.endpoint"):
+            await mdc.add_destination("aeron:ipc")
+        with pytest.raises(aeronio.DriverError, match="is not a destination"):
+            await mdc.remove_destination(f"aeron:udp?endpoint=127.0.0.1:{free_port()}")
 
 
 def garbage(rng, legit: bytes) -> bytes:

@@ -171,6 +171,14 @@ class Aeron:
         self._next_correlation += 1
         return self._next_correlation
 
+    async def _destination(self, publication, channel: str, add: bool) -> None:
+        if publication.is_closed:
+            raise AeronError("the publication is closed")
+        kind = p.AddDestination if add else p.RemoveDestination
+        await self._request(
+            kind(self._correlation_id(), self.client_id, publication.registration_id, channel)
+        )
+
     async def _request(self, command: p.Command) -> p.Response:
         self.check_alive()
         future = asyncio.get_running_loop().create_future()

@@ -203,6 +203,17 @@ class Publication:
     def _no_space(self) -> bool:
         return self.position_limit <= self.position and not self._appender.is_closed
 
+    # -- multi-destination-cast ---------------------------------------------------------
+
+    async def add_destination(self, endpoint_channel: str) -> None:
+        """Also send to `aeron:udp?endpoint=host:port` (a publication on a channel with
+        `control-mode=manual` only); ChannelUriError/DriverError when refused."""
+        await self._client._destination(self, endpoint_channel, add=True)
+
+    async def remove_destination(self, endpoint_channel: str) -> None:
+        """Stop sending to a destination `add_destination` added."""
+        await self._client._destination(self, endpoint_channel, add=False)
+
     # -- lifecycle ----------------------------------------------------------------------
 
     async def close(self) -> None:

@@ -88,6 +88,8 @@ PER_IMAGE_TYPE_ID = 10
 CLIENT_HEARTBEAT_TYPE_ID = 11
 PUBLISHER_POS_TYPE_ID = 12
 SENDER_BPE_TYPE_ID = 13
+FLOW_CONTROL_RECEIVERS_TYPE_ID = 17  # fc-receivers: receivers a one-to-many sender tracks
+MDC_DESTINATIONS_TYPE_ID = 18  # mdc-num-dests: a multi-destination-cast channel's destinations
 
 MAGIC = b"AIOCNT01"
 VERSION = 1
@@ -532,6 +534,7 @@ class SystemCounters(IntEnum):
     CONTROLLABLE_IDLE_STRATEGY = 22, "ControllableIdleStrategy status"
     LOSS_GAP_FILLS = 23, "Loss gap fills"
     CLIENT_TIMEOUTS = 24, "Client liveness timeouts"
+    NAKS_SUPPRESSED = 25, "NAKs suppressed (another receiver NAKed the same gap)"
 
 
 def allocate_system_counters(manager: CountersManager) -> dict[SystemCounters, Counter]:

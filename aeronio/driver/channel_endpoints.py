@@ -35,6 +35,8 @@ SOL_UDP = 17
 UDP_SEGMENT = 103  # linux/udp.h
 UDP_GRO = 104
 IP_MTU = 14  # linux/in.h: the path MTU of a connected socket
+# A dynamic multi-destination-cast destination silent this long is dropped (Aeron's default).
+DESTINATION_TIMEOUT_NS = 5_000_000_000
 
 
 def resolve(endpoint: str) -> Address:
@@ -46,19 +48,47 @@ def resolve(endpoint: str) -> Address:
         raise AeronError(f"cannot resolve endpoint {endpoint!r}: {e}") from None
 
 
-def _udp_socket(channel: ChannelUri, bind: Address) -> socket.socket:
+def _udp_socket(
+    channel: ChannelUri, bind: Address, groups: tuple[str, ...] = (), interface: str = "0.0.0.0"
+) -> socket.socket:
+    """A non-blocking UDP socket bound to `bind` with the channel's buffer sizes. On a
+    multicast channel it sends multicast from `interface` with the channel's ttl, looped back
+    to this host's other members; with `groups` it is shared (SO_REUSEADDR: every receiver of
+    a group on a host binds its port) and a member of each group on `interface`."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         if channel.so_sndbuf:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, channel.so_sndbuf)
         if channel.so_rcvbuf:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, channel.so_rcvbuf)
+        if groups:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(bind)
+        if channel.is_multicast:
+            _multicast_options(sock, channel, interface)
+        for group in groups:
+            membership = socket.inet_aton(group) + socket.inet_aton(interface)
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
     except OSError as e:
         sock.close()
         raise AeronError(f"cannot bind {bind[0]}:{bind[1]} for {channel}: {e.strerror}") from None
     sock.setblocking(False)
     return sock
+
+
+def _multicast_options(sock: socket.socket, channel: ChannelUri, interface: str) -> None:
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(interface))
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+    if channel.ttl is not None:
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, channel.ttl)
+
+
+def _interface(channel: ChannelUri) -> str:
+    """The local address `interface=` names (host or host:port), else any."""
+    if not channel.interface:
+        return "0.0.0.0"
+    host = channel.interface.rpartition(":")[0] if ":" in channel.interface else channel.interface
+    return resolve(f"{host}:0")[0]
 
 
 def _supports_gso(sock: socket.socket) -> bool:
@@ -104,17 +134,82 @@ class _Endpoint:
 
 
 class SendChannelEndpoint(_Endpoint):
+    """The socket(s) of the publications on one channel: unicast (data to the endpoint, control
+    back on the same socket), multicast (data to the odd data group, control received on the
+    even control group) or multi-destination-cast (data to each destination, control on the
+    control address: destinations added by the publication, or, in dynamic control mode, by
+    the receivers whose status messages arrive, until they fall silent)."""
+
     def __init__(
-        self, channel: ChannelUri, system: dict[SystemCounters, Position], offload: bool = True
+        self,
+        channel: ChannelUri,
+        system: dict[SystemCounters, Position],
+        offload: bool = True,
+        destinations_counter: Position | None = None,
     ):
-        self.key = channel.endpoint
-        self.destination = resolve(channel.endpoint)
-        interface = resolve(channel.interface)[0] if channel.interface else "0.0.0.0"
-        super().__init__(_udp_socket(channel, (interface, 0)), DatagramReceiver(32, 2048))
-        self.gso = offload and _supports_gso(self.socket)
-        self.max_segment = _max_segment(self.destination)
+        self.key = channel.endpoint or channel.control
         self.system = system
+        self.manual = channel.is_multi_destination and channel.control_mode != "dynamic"
+        self.dynamic = channel.control_mode == "dynamic"
+        self.destinations_counter = destinations_counter
+        interface = _interface(channel)
+        if channel.is_multicast:
+            control = resolve(channel.multicast_control)
+            control_socket = _udp_socket(channel, control, (control[0],), interface)
+            self._send_socket = _udp_socket(channel, (interface, 0))
+        elif channel.is_multi_destination:
+            control_socket = self._send_socket = _udp_socket(channel, resolve(channel.control))
+        else:
+            control_socket = self._send_socket = _udp_socket(channel, (interface, 0))
+        super().__init__(control_socket, DatagramReceiver(32, 2048))
+        self.gso = offload and _supports_gso(self._send_socket)
+        # destination -> (the largest GSO segment its path takes, when it last sent an SM)
+        self.destinations: dict[Address, list[int]] = {}
+        if channel.endpoint is not None:
+            self._add(resolve(channel.endpoint), 0)
         self.publications: dict[tuple[int, int], NetworkPublication] = {}
+
+    def close(self) -> None:
+        if self._send_socket is not self.socket:
+            self._send_socket.close()
+        super().close()
+
+    # -- destinations -------------------------------------------------------------------
+
+    def add_destination(self, endpoint: str, now_ns: int) -> None:
+        """A manual multi-destination-cast publication also sends to `endpoint`."""
+        if not self.manual:
+            raise AeronError("destinations are added only to publications with control-mode=manual")
+        self._add(resolve(endpoint), now_ns)
+
+    def remove_destination(self, endpoint: str) -> None:
+        if not self.manual:
+            raise AeronError(
+                "destinations are removed only from publications with control-mode=manual"
+            )
+        if self.destinations.pop(resolve(endpoint), None) is None:
+            raise AeronError(f"{endpoint} is not a destination of this publication")
+        self._count_destinations()
+
+    def _add(self, destination: Address, now_ns: int) -> None:
+        if destination not in self.destinations:
+            self.destinations[destination] = [_max_segment(destination), now_ns]
+            self._count_destinations()
+        self.destinations[destination][1] = now_ns
+
+    def _count_destinations(self) -> None:
+        if self.destinations_counter is not None:
+            self.destinations_counter.set(len(self.destinations))
+
+    def on_timer(self, now_ns: int) -> None:
+        """Dynamic control mode: receivers silent for DESTINATION_TIMEOUT_NS are dropped."""
+        if self.dynamic:
+            for destination, (_, seen) in list(self.destinations.items()):
+                if now_ns - seen > DESTINATION_TIMEOUT_NS:
+                    del self.destinations[destination]
+                    self._count_destinations()
+
+    # -- control frames in --------------------------------------------------------------
 
     def poll(self, now_ns: int) -> int:
         """Handle the control frames that arrived; returns how many datagrams were read."""
@@ -131,6 +226,12 @@ class SendChannelEndpoint(_Endpoint):
     def _on_control(self, datagram, ref, source: Address, now_ns: int) -> None:
         if ref.type == HDR_TYPE_SM:
             sm = StatusMessage.decode(datagram, ref.offset)
+            if self.dynamic:
+                self._add(source, now_ns)
+            if sm.session_id == 0 and sm.stream_id == 0 and sm.is_setup_eliciting:
+                for publication in self.publications.values():  # a new receiver asks for all
+                    publication.on_status_message(sm, now_ns)
+                return
             publication = self.publications.get((sm.session_id, sm.stream_id))
             if publication is not None:
                 publication.on_status_message(sm, now_ns)
@@ -150,25 +251,39 @@ class SendChannelEndpoint(_Endpoint):
                     self.system[SystemCounters.SHORT_SENDS].increment()
 
     def send(self, datagrams: list) -> None:
-        """Send the datagrams; what the kernel refuses (would block, unreachable, dropped by a
-        firewall) is a short send, repaired by NAKs like any loss."""
-        try:
-            sent = send_datagrams(
-                self.socket.fileno(), datagrams, self.destination, self.gso, self.max_segment
-            )
-        except OSError as e:
-            if self.gso and e.errno in (errno.EIO, errno.EINVAL):
-                self.gso = False  # segmentation offload refused on this path: send plainly
-            sent = 0
-        if sent < len(datagrams):
-            self.system[SystemCounters.SHORT_SENDS].increment()
+        """Send the datagrams to every destination; what the kernel refuses (would block,
+        unreachable, dropped by a firewall) is a short send, repaired by NAKs like any loss."""
+        fd = self._send_socket.fileno()
+        for destination, (max_segment, _) in self.destinations.items():
+            try:
+                sent = send_datagrams(fd, datagrams, destination, self.gso, max_segment)
+            except OSError as e:
+                if self.gso and e.errno in (errno.EIO, errno.EINVAL):
+                    self.gso = False  # segmentation offload refused on this path: send plainly
+                sent = 0
+            if sent < len(datagrams):
+                self.system[SystemCounters.SHORT_SENDS].increment()
 
 
 class ReceiveChannelEndpoint(_Endpoint):
+    """The socket the images of one endpoint arrive on. Unicast: status messages and NAKs go
+    back to each image's source, or with a control address (dynamic multi-destination-cast) to
+    it, where a setup-eliciting status message also asks, while there is no image, to be made
+    a destination. Multicast: bound to the port, a member of the data group and of the control
+    group (to hear other receivers' NAKs), sending control frames to the control group."""
+
     def __init__(self, channel: ChannelUri, dispatcher_factory, offload: bool = True):
         self.key = channel.endpoint
         self.address = resolve(channel.endpoint)
-        super().__init__(_udp_socket(channel, self.address), DatagramReceiver(64, 65536))
+        self.multicast = channel.is_multicast
+        if self.multicast:
+            self.control: Address | None = resolve(channel.multicast_control)
+            groups = (self.address[0], self.control[0])
+            sock = _udp_socket(channel, ("0.0.0.0", self.address[1]), groups, _interface(channel))
+        else:
+            self.control = resolve(channel.control) if channel.control else None
+            sock = _udp_socket(channel, self.address)
+        super().__init__(sock, DatagramReceiver(64, 65536))
         if offload:
             _enable_gro(self.socket)
         self.dispatcher: DataDispatcher = dispatcher_factory(self)
@@ -179,8 +294,17 @@ class ReceiveChannelEndpoint(_Endpoint):
             self.dispatcher.on_received(self._receiver, now_ns)
         return count
 
+    def on_timer(self, now_ns: int) -> None:
+        """Dynamic multi-destination-cast: with no image yet, ask the publication's control
+        address to add this endpoint (an SM of session 0, stream 0, eliciting a SETUP)."""
+        if self.control is None or self.multicast or self.dispatcher.images:
+            return
+        self.dispatcher.elicit_setup((0, 0), self.control, now_ns)
+
     def send_control(self, frame: bytes, destination: Address) -> None:
+        """Send a status message or NAK to an image's source (or to the control address or
+        group, where the channel has one)."""
         try:
-            self.socket.sendto(frame, destination)
+            self.socket.sendto(frame, self.control or destination)
         except OSError:
             self.dispatcher.system[SystemCounters.SHORT_SENDS].increment()

@@ -157,6 +157,8 @@ class DriverConductor:
                     self._add_subscription(command, client)
                 case p.RemoveSubscription():
                     self._remove_subscription(command, client)
+                case p.AddDestination() | p.RemoveDestination():
+                    self._change_destination(command, client, now_ns)
                 case p.ClientKeepalive():
                     pass
                 case p.ClientClose():
@@ -183,7 +185,7 @@ class DriverConductor:
     ) -> None:
         channel = ChannelUri.parse(command.channel)
         _check_stream_id(command.stream_id)
-        _check_media(channel)
+        _check_publication_channel(channel)
         publication = None
         if not command.exclusive and channel.session_id is None:
             publication = next(
@@ -300,6 +302,7 @@ class DriverConductor:
         )
         publication.signals.consumed.add_callback(self.wake)
         log.mapped.set_conductor_wake_id(self.wake_id)
+        publication.media_key = _media_key(channel)
         if channel.is_udp:
             self.udp.attach_sender(publication, channel, now_ns)
         self.publications.append(publication)
@@ -329,10 +332,30 @@ class DriverConductor:
                     publication.close(now_ns)
                 return
 
+    def _change_destination(
+        self, command: p.AddDestination | p.RemoveDestination, client: ClientSession, now_ns: int
+    ) -> None:
+        publication = next(
+            (pub for pub in self.publications if pub.registration_id == command.registration_id),
+            None,
+        )
+        if publication is None or command.registration_id not in client.publications:
+            raise AeronError(f"no publication {command.registration_id} of this client")
+        destination = ChannelUri.parse(command.channel)
+        if not destination.is_udp or destination.endpoint is None or destination.is_spy:
+            raise ChannelUriError(
+                f"destination {command.channel!r} must be aeron:udp?endpoint=host:port"
+            )
+        if not isinstance(publication, NetworkPublicationEntry):
+            raise AeronError(f"publication {command.registration_id} is not on a udp channel")
+        add = isinstance(command, p.AddDestination)
+        self.udp.change_destination(publication, destination.endpoint, add, now_ns)
+        client.send(p.OperationSuccess(command.correlation_id))
+
     def _add_subscription(self, command: p.AddSubscription, client: ClientSession) -> None:
         channel = ChannelUri.parse(command.channel)
         _check_stream_id(command.stream_id)
-        _check_media(channel)
+        _check_subscription_channel(channel)
         link = SubscriptionLink(
             command.correlation_id, client.client_id, channel, command.stream_id
         )
@@ -528,15 +551,31 @@ def _check_same_log_params(channel: ChannelUri, publication: IpcPublication) -> 
 
 
 def _media_key(channel: ChannelUri) -> str:
-    return "ipc" if channel.is_ipc else f"udp:{channel.endpoint}"
+    """Publications share a log, and spies find them, by media key: `ipc`, `udp:<endpoint>`
+    or, for multi-destination-cast, `udp:mdc:<control>`."""
+    if channel.is_ipc:
+        return "ipc"
+    return f"udp:{channel.endpoint}" if channel.endpoint else f"udp:mdc:{channel.control}"
 
 
-def _check_media(channel: ChannelUri) -> None:
-    if channel.is_udp and (channel.endpoint is None or channel.control):
-        raise AeronError(
-            f"{channel}: only unicast aeron:udp with an endpoint is supported so far "
-            "(no control/multi-destination)"
+def _check_publication_channel(channel: ChannelUri) -> None:
+    if channel.is_udp and channel.endpoint is None and channel.control is None:
+        raise ChannelUriError(
+            f"{channel}: a multi-destination-cast publication needs a control address "
+            "(control=host:port) for its receivers' status messages"
         )
+    if channel.is_udp and channel.endpoint is not None and channel.control_mode is not None:
+        raise ChannelUriError(
+            f"{channel}: control-mode is for multi-destination-cast publications, which have a "
+            "control address and no endpoint"
+        )
+
+
+def _check_subscription_channel(channel: ChannelUri) -> None:
+    if channel.is_udp and not channel.is_spy and channel.endpoint is None:
+        raise ChannelUriError(f"{channel}: a udp subscription needs an endpoint to receive on")
+    if channel.is_udp and channel.is_multicast and channel.control is not None:
+        raise ChannelUriError(f"{channel}: a multicast subscription takes no control address")
 
 
 def _check_stream_id(stream_id: int) -> None:

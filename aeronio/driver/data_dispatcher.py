@@ -21,11 +21,13 @@ from aeronio.driver.publication_image import PublicationImage
 from aeronio.errors import AeronError
 from aeronio.protocol.frames import (
     HDR_TYPE_DATA,
+    HDR_TYPE_NAK,
     HDR_TYPE_PAD,
     HDR_TYPE_SETUP,
     SM_SETUP_FLAG,
     DataHeader,
     MalformedFrameError,
+    NakFrame,
     SetupFrame,
     iter_frames,
     status_message,
@@ -103,6 +105,11 @@ class DataDispatcher:
                     self._on_data(DataHeader.decode(datagram, ref.offset), ref, source, now_ns)
                 elif ref.type == HDR_TYPE_SETUP:
                     self._on_setup(SetupFrame.decode(datagram, ref.offset), source, now_ns)
+                elif ref.type == HDR_TYPE_NAK:  # another receiver's, heard on a control group
+                    nak = NakFrame.decode(datagram, ref.offset)
+                    image = self.images.get((nak.session_id, nak.stream_id))
+                    if image is not None:
+                        image.on_nak_heard(nak.term_id, nak.term_offset, nak.length, now_ns)
         except MalformedFrameError:
             self.system[SystemCounters.INVALID_PACKETS].increment()
 
@@ -113,7 +120,7 @@ class DataDispatcher:
         image = self.images.get(key)
         if image is None:
             if header.stream_id in self.streams and not self._is_cooling(key, now_ns):
-                self._elicit_setup(key, source, now_ns)
+                self.elicit_setup(key, source, now_ns)
         elif ref.is_heartbeat:
             self.system[SystemCounters.HEARTBEATS_RECEIVED].increment()
             image.on_heartbeat(header.term_id, header.term_offset, header.flags, now_ns)
@@ -134,7 +141,8 @@ class DataDispatcher:
                 self.images[key] = image
                 self._router.add(image.rebuilder)
 
-    def _elicit_setup(self, key: tuple[int, int], source: Source, now_ns: int) -> None:
+    def elicit_setup(self, key: tuple[int, int], source: Source, now_ns: int) -> None:
+        """Ask `source` for a SETUP of session and stream `key` (at most every 100 ms)."""
         last = self._elicited.get(key)
         if last is not None and now_ns - last < ELICIT_INTERVAL_NS:
             return

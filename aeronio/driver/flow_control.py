@@ -1,18 +1,275 @@
-"""Sender flow control: how far a network publication may send (sans-IO)."""
+"""Sender flow control: how far a network publication may send (sans-IO).
+
+A strategy turns the Status Messages (SMs) of the receivers into the sender limit: the position
+the publication may send up to. Unicast follows its one receiver; multicast and MDC publications
+pick a strategy with the channel's ``fc=`` parameter (Aeron's syntax): ``max`` (the default: the
+fastest receiver paces), ``min[,t:<timeout>][,g:/<group-min-size>]`` (the slowest receiver
+paces) or ``tagged,g:<tag>[/<group-min-size>][,t:<timeout>]`` (the slowest receiver among those
+whose subscription channel has ``gtag=<tag>`` paces). Setup-eliciting SMs never count.
+"""
 
 from __future__ import annotations
 
+import re
+import struct
+from typing import Any, Protocol
+
+from aeronio.errors import ChannelUriError
 from aeronio.logbuffer import descriptor as d
+from aeronio.protocol.channel import parse_duration_ns
 from aeronio.protocol.frames import StatusMessage
+
+__all__ = [
+    "RECEIVER_TIMEOUT_NS",
+    "FlowControl",
+    "MaxFlowControl",
+    "MinFlowControl",
+    "TaggedFlowControl",
+    "UnicastFlowControl",
+    "check_flow_control",
+    "flow_control_for",
+    "group_tag_feedback",
+]
+
+RECEIVER_TIMEOUT_NS = 2_000_000_000  # a receiver silent this long no longer counts
+
+_GTAG = struct.Struct("<q")
+_GROUP_RE = re.compile(r"g:([+-]?[0-9]+)?(?:/([0-9]+))?")
+_INT32_MAX = 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+class FlowControl(Protocol):
+    """A sender flow control strategy: SMs and time in, sender limit out."""
+
+    def on_status_message(
+        self,
+        sm: StatusMessage,
+        sender_limit: int,
+        initial_term_id: int,
+        term_length: int,
+        now_ns: int,
+    ) -> int:
+        """The new sender limit after `sm` arrived at `now_ns`."""
+        ...
+
+    def on_idle(self, now_ns: int, sender_limit: int) -> int:
+        """Drop receivers that timed out; the new sender limit."""
+        ...
+
+    @property
+    def receiver_count(self) -> int:
+        """The receivers tracked now (the fc-receivers counter)."""
+        ...
+
+    def has_required_receivers(self) -> bool:
+        """Whether enough receivers are tracked for the publication to count as connected."""
+        ...
+
+
+def group_tag_feedback(gtag: int | None) -> bytes:
+    """The SM feedback a receiver sends for its channel's ``gtag`` (b"" without one)."""
+    return b"" if gtag is None else _GTAG.pack(gtag)
+
+
+def _limit_of(sm: StatusMessage, initial_term_id: int, term_length: int) -> int:
+    """The receiver's consumption position plus its window."""
+    position = d.compute_position(
+        sm.consumption_term_id, sm.consumption_term_offset, term_length, initial_term_id
+    )
+    return position + sm.receiver_window
 
 
 class UnicastFlowControl:
     """One receiver paces the sender: limit = its consumption position + its window."""
 
+    def __init__(self) -> None:
+        self._seen_sm = False
+
     def on_status_message(
-        self, sm: StatusMessage, sender_limit: int, initial_term_id: int, term_length: int
+        self,
+        sm: StatusMessage,
+        sender_limit: int,
+        initial_term_id: int,
+        term_length: int,
+        now_ns: int,
     ) -> int:
-        position = d.compute_position(
-            sm.consumption_term_id, sm.consumption_term_offset, term_length, initial_term_id
+        if sm.is_setup_eliciting:
+            return sender_limit
+        self._seen_sm = True
+        return max(sender_limit, _limit_of(sm, initial_term_id, term_length))
+
+    def on_idle(self, now_ns: int, sender_limit: int) -> int:
+        return sender_limit
+
+    @property
+    def receiver_count(self) -> int:
+        return int(self._seen_sm)
+
+    def has_required_receivers(self) -> bool:
+        return True
+
+
+class MaxFlowControl:
+    """The fastest receiver paces the sender (the multicast and MDC default).
+
+    Receivers are only tracked (by receiver id) for `receiver_count`; one silent for more than
+    `timeout_ns` is dropped in `on_idle`.
+    """
+
+    def __init__(self, timeout_ns: int = RECEIVER_TIMEOUT_NS) -> None:
+        self.timeout_ns = timeout_ns
+        self._last_sm_ns: dict[int, int] = {}  # receiver id -> time of its last SM
+
+    def on_status_message(
+        self,
+        sm: StatusMessage,
+        sender_limit: int,
+        initial_term_id: int,
+        term_length: int,
+        now_ns: int,
+    ) -> int:
+        if sm.is_setup_eliciting:
+            return sender_limit
+        self._last_sm_ns[sm.receiver_id] = now_ns
+        return max(sender_limit, _limit_of(sm, initial_term_id, term_length))
+
+    def on_idle(self, now_ns: int, sender_limit: int) -> int:
+        silent = [r for r, t in self._last_sm_ns.items() if now_ns - t > self.timeout_ns]
+        for receiver_id in silent:
+            del self._last_sm_ns[receiver_id]
+        return sender_limit
+
+    @property
+    def receiver_count(self) -> int:
+        return len(self._last_sm_ns)
+
+    def has_required_receivers(self) -> bool:
+        return True
+
+
+class MinFlowControl:
+    """The slowest tracked receiver paces the sender: limit = min(position + window).
+
+    A receiver (by receiver id) is tracked from its first SM until it is silent for more than
+    `timeout_ns` (dropped in `on_idle`, so a dead receiver stops holding the sender back). The
+    limit may go down when a slower receiver joins; with no receiver tracked it stays put. The
+    publication needs at least `min_group_size` tracked receivers to count as connected.
+    """
+
+    def __init__(self, timeout_ns: int = RECEIVER_TIMEOUT_NS, min_group_size: int = 0) -> None:
+        self.timeout_ns = timeout_ns
+        self.min_group_size = min_group_size
+        self._receivers: dict[int, tuple[int, int]] = {}  # id -> (position + window, last SM ns)
+
+    def _is_member(self, sm: StatusMessage) -> bool:
+        """Whether `sm`'s receiver is one of those that pace the sender."""
+        return True
+
+    def _limit(self, sender_limit: int) -> int:
+        if not self._receivers:
+            return sender_limit
+        return min(limit for limit, _ in self._receivers.values())
+
+    def on_status_message(
+        self,
+        sm: StatusMessage,
+        sender_limit: int,
+        initial_term_id: int,
+        term_length: int,
+        now_ns: int,
+    ) -> int:
+        if sm.is_setup_eliciting or not self._is_member(sm):
+            return sender_limit
+        self._receivers[sm.receiver_id] = (_limit_of(sm, initial_term_id, term_length), now_ns)
+        return self._limit(sender_limit)
+
+    def on_idle(self, now_ns: int, sender_limit: int) -> int:
+        silent = [r for r, (_, t) in self._receivers.items() if now_ns - t > self.timeout_ns]
+        if not silent:
+            return sender_limit
+        for receiver_id in silent:
+            del self._receivers[receiver_id]
+        return self._limit(sender_limit)
+
+    @property
+    def receiver_count(self) -> int:
+        return len(self._receivers)
+
+    def has_required_receivers(self) -> bool:
+        return len(self._receivers) >= self.min_group_size
+
+
+class TaggedFlowControl(MinFlowControl):
+    """Like :class:`MinFlowControl`, over the receivers whose SMs carry `group_tag` only.
+
+    The tag is the SM feedback: exactly 8 bytes, a little-endian int64 (see
+    :func:`group_tag_feedback`). Other receivers neither pace the sender nor count.
+    """
+
+    def __init__(
+        self, group_tag: int, min_group_size: int = 0, timeout_ns: int = RECEIVER_TIMEOUT_NS
+    ) -> None:
+        super().__init__(timeout_ns, min_group_size)
+        self.group_tag = group_tag
+        self._feedback = group_tag_feedback(group_tag)
+
+    def _is_member(self, sm: StatusMessage) -> bool:
+        return sm.feedback == self._feedback
+
+
+_STRATEGIES: dict[str, type[MaxFlowControl | MinFlowControl]] = {
+    "max": MaxFlowControl,
+    "min": MinFlowControl,
+    "tagged": TaggedFlowControl,
+}
+
+
+def _parse(fc: str) -> tuple[type[MaxFlowControl | MinFlowControl], dict[str, Any]]:
+    """The strategy class and constructor arguments an ``fc=`` value names."""
+    name, *options = fc.split(",")
+    strategy = _STRATEGIES.get(name)
+    if strategy is None:
+        raise ChannelUriError(
+            f"unknown flow control strategy {name!r} in fc (expected max, min or tagged)"
         )
-        return max(sender_limit, position + sm.receiver_window)
+    kwargs: dict[str, Any] = {}
+    seen: set[str] = set()
+    for option in options:
+        key = option[:2]
+        group = _GROUP_RE.fullmatch(option) if key == "g:" else None
+        if name == "max" or not (key == "t:" or (group and any(group.groups()))):
+            raise ChannelUriError(f"bad option {option!r} in fc {fc!r}")
+        if key in seen:
+            raise ChannelUriError(f"duplicate option {key!r} in fc {fc!r}")
+        seen.add(key)
+        if group is None:
+            kwargs["timeout_ns"] = parse_duration_ns("fc", option[2:])
+            continue
+        tag, size = group.groups()
+        if tag is not None:
+            if name != "tagged":
+                raise ChannelUriError(f"fc {name!r} takes no group tag: {option!r} in {fc!r}")
+            if not _INT64_MIN <= int(tag) <= _INT64_MAX:
+                raise ChannelUriError(f"group tag {tag} in fc {fc!r} is not an int64")
+            kwargs["group_tag"] = int(tag)
+        if size is not None:
+            if int(size) > _INT32_MAX:
+                raise ChannelUriError(f"group minimum size {size} in fc {fc!r} is too large")
+            kwargs["min_group_size"] = int(size)
+    if name == "tagged" and "group_tag" not in kwargs:
+        raise ChannelUriError(f"fc 'tagged' requires a group tag g:<tag> in {fc!r}")
+    return strategy, kwargs
+
+
+def check_flow_control(fc: str) -> None:
+    """Validate an ``fc=`` channel value; raise ChannelUriError naming fc if it is bad."""
+    _parse(fc)
+
+
+def flow_control_for(fc: str | None, one_to_many: bool) -> FlowControl:
+    """The strategy for a publication: its ``fc=`` value, else max (multicast/MDC) or unicast."""
+    if fc is None:
+        return MaxFlowControl() if one_to_many else UnicastFlowControl()
+    strategy, kwargs = _parse(fc)
+    return strategy(**kwargs)

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from aeronio._core import scan_datagrams
 from aeronio.counters import SystemCounters
-from aeronio.driver.flow_control import UnicastFlowControl
+from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS, FlowControl, UnicastFlowControl
 from aeronio.driver.retransmit_handler import RetransmitHandler
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
@@ -30,7 +30,6 @@ from aeronio.protocol.frames import (
 
 HEARTBEAT_TIMEOUT_NS = 100_000_000
 SETUP_TIMEOUT_NS = 100_000_000
-RECEIVER_TIMEOUT_NS = 2_000_000_000
 MAX_DATAGRAMS_PER_SEND = 64
 
 
@@ -51,8 +50,9 @@ class NetworkPublication:
         system: dict[SystemCounters, Position],
         now_ns: int,
         ttl: int = 0,
-        flow_control: UnicastFlowControl | None = None,
+        flow_control: FlowControl | None = None,
         retransmit: RetransmitHandler | None = None,
+        receivers: Position | None = None,
     ):
         self.log = log
         self._mapped = log.mapped
@@ -67,6 +67,7 @@ class NetworkPublication:
         self.sender_bpe = sender_bpe
         self.system = system
         self.flow_control = flow_control or UnicastFlowControl()
+        self.receivers = receivers  # fc-receivers: how many receivers flow control tracks
         self.retransmit = retransmit or RetransmitHandler()
         self._terms = [memoryview(log.term(index)) for index in range(d.PARTITION_COUNT)]
         self._shift = d.position_bits_to_shift(self.term_length)
@@ -77,6 +78,7 @@ class NetworkPublication:
         self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
         self._time_of_last_data_ns = now_ns - HEARTBEAT_TIMEOUT_NS
         self._time_of_last_sm_ns: int | None = None
+        self._connected = False
 
     # -- control frames in ------------------------------------------------------------
 
@@ -86,14 +88,13 @@ class NetworkPublication:
             self._setup_due = True
             self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
             return
-        if self._time_of_last_sm_ns is None:
-            self.log.mapped.set_connected(True)
         self._time_of_last_sm_ns = now_ns
         self._setup_due = False
         limit = self.flow_control.on_status_message(
-            sm, self.sender_limit.get(), self.initial_term_id, self.term_length
+            sm, self.sender_limit.get(), self.initial_term_id, self.term_length, now_ns
         )
         self.sender_limit.set(limit)
+        self._update_receivers()
 
     def on_nak(self, nak: NakFrame, now_ns: int) -> None:
         self.system[SystemCounters.NAK_MESSAGES_RECEIVED].increment()
@@ -121,16 +122,29 @@ class NetworkPublication:
 
     @property
     def is_connected(self) -> bool:
-        return self._time_of_last_sm_ns is not None
+        """A receiver answered lately, and flow control has the receivers it requires."""
+        return self._connected
 
     def check_receiver_liveness(self, now_ns: int) -> None:
-        """No status message for RECEIVER_TIMEOUT_NS: the receiver is gone."""
+        """Receivers silent too long stop counting (for flow control too); none at all for
+        RECEIVER_TIMEOUT_NS: the publication is not connected."""
+        self.sender_limit.set(self.flow_control.on_idle(now_ns, self.sender_limit.get()))
         if (
             self._time_of_last_sm_ns is not None
             and now_ns - self._time_of_last_sm_ns > RECEIVER_TIMEOUT_NS
         ):
             self._time_of_last_sm_ns = None
-            self.log.mapped.set_connected(False)
+        self._update_receivers()
+
+    def _update_receivers(self) -> None:
+        if self.receivers is not None:
+            self.receivers.set(self.flow_control.receiver_count)
+        connected = (
+            self._time_of_last_sm_ns is not None and self.flow_control.has_required_receivers()
+        )
+        if connected != self._connected:
+            self._connected = connected
+            self.log.mapped.set_connected(connected)
 
     # -- datagrams out ----------------------------------------------------------------
 

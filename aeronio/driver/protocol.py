@@ -55,6 +55,22 @@ class RemoveSubscription(msgspec.Struct, tag=True, frozen=True):
     registration_id: I64
 
 
+class AddDestination(msgspec.Struct, tag=True, frozen=True):
+    """Send a manual multi-destination-cast publication's data to one more endpoint too."""
+
+    correlation_id: I64
+    client_id: I64
+    registration_id: I64
+    channel: str
+
+
+class RemoveDestination(msgspec.Struct, tag=True, frozen=True):
+    correlation_id: I64
+    client_id: I64
+    registration_id: I64
+    channel: str
+
+
 class ClientKeepalive(msgspec.Struct, tag=True, frozen=True):
     client_id: I64
 
@@ -126,6 +142,8 @@ Command = (
     | RemovePublication
     | AddSubscription
     | RemoveSubscription
+    | AddDestination
+    | RemoveDestination
     | ClientKeepalive
     | ClientClose
 )

@@ -50,6 +50,7 @@ class PublicationImage:
         window: int | None = None,
         reliable: bool = True,
         loss_detector: LossDetector | None = None,
+        feedback: bytes = b"",
     ):
         self.log = log
         self.term_length = log.term_length
@@ -65,6 +66,7 @@ class PublicationImage:
         self.window = receiver_window(self.term_length, window)
         self.reliable = reliable
         self.loss = loss_detector or LossDetector()
+        self.feedback = feedback  # carried by every status message (a receiver group tag)
         rebuild_position.set(join_position)
         hwm_position.set(join_position)
         self.rebuilder = ImageRebuilder(
@@ -107,6 +109,11 @@ class PublicationImage:
         it was new (not a duplicate, within the window, well-formed and within the term)."""
         self._set_limit(self._consumption())
         return self.rebuilder.insert(packet, now_ns)
+
+    def on_nak_heard(self, term_id: int, term_offset: int, length: int, now_ns: int) -> None:
+        """Another receiver of this multicast stream NAKed a range: suppress the same NAK."""
+        if self.loss.on_nak_heard(term_id, term_offset, length, now_ns):
+            self.system[SystemCounters.NAKS_SUPPRESSED].increment()
 
     def on_heartbeat(self, term_id: int, term_offset: int, flags: int, now_ns: int) -> None:
         """A heartbeat tells where the stream's end is, which reveals a lost tail."""
@@ -181,6 +188,7 @@ class PublicationImage:
             consumption_term_offset=consumption & (self.term_length - 1),
             receiver_window=self.window,
             receiver_id=self.receiver_id,
+            feedback=self.feedback,
         ).encode()
 
     def _clean_to(self, position: int) -> None:

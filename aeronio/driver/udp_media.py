@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aeronio.counters import (
+    FLOW_CONTROL_RECEIVERS_TYPE_ID,
+    MDC_DESTINATIONS_TYPE_ID,
     RECEIVER_HWM_TYPE_ID,
     RECEIVER_POS_TYPE_ID,
     SENDER_BPE_TYPE_ID,
@@ -30,8 +32,9 @@ from aeronio.counters import (
 from aeronio.driver import protocol as p
 from aeronio.driver.channel_endpoints import ReceiveChannelEndpoint, SendChannelEndpoint
 from aeronio.driver.data_dispatcher import DataDispatcher
+from aeronio.driver.flow_control import flow_control_for, group_tag_feedback
 from aeronio.driver.ipc_publication import IpcPublication, SubscriberPosition, slowest
-from aeronio.driver.loss_detector import LossDetector
+from aeronio.driver.loss_detector import LossDetector, multicast_nak_delay
 from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.publication_image import PublicationImage
 from aeronio.logbuffer import descriptor as d
@@ -106,33 +109,74 @@ class UdpMedia:
     # -- publications -----------------------------------------------------------------
 
     def attach_sender(self, entry: NetworkPublicationEntry, channel, now_ns: int) -> None:
-        endpoint = self.send_endpoints.get(channel.endpoint)
+        key = channel.endpoint or channel.control
+        endpoint = self.send_endpoints.get(key)
         if endpoint is None:
-            endpoint = self.send_endpoints[channel.endpoint] = SendChannelEndpoint(
-                channel, self.system, self.conductor.ctx.udp_offload
-            )
+            endpoint = self._send_endpoint(channel, entry.registration_id)
+            self.send_endpoints[key] = endpoint
             self.watch(endpoint.socket.fileno())
         label = f"{entry.registration_id} {entry.session_id} {entry.stream_id} {entry.channel}"
-        position = self._counter(
-            f"snd-pos: {label}", SENDER_POSITION_TYPE_ID, entry.registration_id
-        )
-        limit = self._counter(f"snd-lmt: {label}", SENDER_LIMIT_TYPE_ID, entry.registration_id)
-        bpe = self._counter(f"snd-bpe: {label}", SENDER_BPE_TYPE_ID, entry.registration_id)
+        counters = [
+            self._counter(f"{name}: {label}", type_id, entry.registration_id)
+            for name, type_id in (
+                ("snd-pos", SENDER_POSITION_TYPE_ID),
+                ("snd-lmt", SENDER_LIMIT_TYPE_ID),
+                ("snd-bpe", SENDER_BPE_TYPE_ID),
+            )
+        ]
+        one_to_many = channel.is_multicast or channel.is_multi_destination
+        if one_to_many:
+            counters.append(
+                self._counter(
+                    f"fc-receivers: {label}",
+                    FLOW_CONTROL_RECEIVERS_TYPE_ID,
+                    entry.registration_id,
+                )
+            )
         entry.sender = NetworkPublication(
             entry.log,
-            sender_position=position,
-            sender_limit=limit,
-            sender_bpe=bpe,
+            sender_position=counters[0],
+            sender_limit=counters[1],
+            sender_bpe=counters[2],
             system=self.system,
             now_ns=now_ns,
             ttl=channel.ttl or 0,
+            flow_control=flow_control_for(channel.fc, one_to_many),
+            receivers=counters[3] if one_to_many else None,
         )
         entry.endpoint = endpoint
-        entry.sender_counters = (position, limit, bpe)
-        entry.media_key = f"udp:{channel.endpoint}"
+        entry.sender_counters = tuple(counters)
         entry.signals.data.add_callback(self.conductor.wake)
         endpoint.publications[(entry.session_id, entry.stream_id)] = entry.sender
         self.publications.append(entry)
+
+    def _send_endpoint(self, channel, registration_id: int) -> SendChannelEndpoint:
+        """A new send endpoint; a multi-destination-cast one with its mdc-num-dests counter."""
+        counter = None
+        if channel.is_multi_destination:
+            counter = self._counter(
+                f"mdc-num-dests: {registration_id} {channel}",
+                MDC_DESTINATIONS_TYPE_ID,
+                registration_id,
+            )
+        try:
+            endpoint = SendChannelEndpoint(
+                channel, self.system, self.conductor.ctx.udp_offload, counter
+            )
+        except BaseException:
+            if counter is not None:
+                self.counters.free(counter.id)
+            raise
+        return endpoint
+
+    def change_destination(
+        self, entry: NetworkPublicationEntry, endpoint: str, add: bool, now_ns: int
+    ) -> None:
+        """Add or remove a manual multi-destination-cast destination of `entry`'s channel."""
+        if add:
+            entry.endpoint.add_destination(endpoint, now_ns)
+        else:
+            entry.endpoint.remove_destination(endpoint)
 
     def _counter(self, label: str, type_id: int, registration_id: int) -> Counter:
         return self.counters.counter(
@@ -149,6 +193,8 @@ class UdpMedia:
         if not endpoint.publications:
             self.unwatch(endpoint.socket.fileno())
             endpoint.close()
+            if endpoint.destinations_counter is not None:
+                self.counters.free(endpoint.destinations_counter.id)
             del self.send_endpoints[endpoint.key]
 
     # -- subscriptions ----------------------------------------------------------------
@@ -256,7 +302,13 @@ class UdpMedia:
             now_ns=now_ns,
             window=self._subscription_setting(endpoint, setup.stream_id, "rcv_wnd"),
             reliable=self._subscription_setting(endpoint, setup.stream_id, "reliable") is not False,
-            loss_detector=LossDetector(delay_ns=nak_delay or 0),
+            loss_detector=LossDetector(
+                delay_ns=nak_delay or 0,
+                delay=multicast_nak_delay() if endpoint.multicast and nak_delay is None else None,
+            ),
+            feedback=group_tag_feedback(
+                self._subscription_setting(endpoint, setup.stream_id, "gtag")
+            ),
         )
         log_signals = signals.acquire(log_file)
         log_signals.consumed.add_callback(self.conductor.wake)
@@ -279,7 +331,7 @@ class UdpMedia:
 
     def _subscription_setting(self, endpoint: ReceiveChannelEndpoint, stream_id: int, name: str):
         """The value the channel of a subscription of this stream on this endpoint gives the
-        parameter `name` (rcv_wnd, reliable, nak_delay_ns), if one does."""
+        parameter `name` (rcv_wnd, reliable, nak_delay_ns, gtag), if one does."""
         return next(
             (
                 getattr(link.channel, name)
@@ -412,6 +464,10 @@ class UdpMedia:
         work = 0
         for entry in self.publications:
             entry.sender.check_receiver_liveness(now_ns)
+        for send_endpoint in self.send_endpoints.values():
+            send_endpoint.on_timer(now_ns)
+        for receive_endpoint in self.receive_endpoints.values():
+            receive_endpoint.on_timer(now_ns)
         for entry in list(self.images):
             if not entry.image.is_alive(now_ns):
                 image = entry.image

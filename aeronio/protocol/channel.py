@@ -185,6 +185,21 @@ def _validate(prefix: str, media: str, params: Mapping[str, str]) -> dict[str, A
             f"term-offset {params['term-offset']} must be a multiple of {FRAME_ALIGNMENT} "
             f"between 0 and {limit}"
         )
+    endpoint = typed.get("endpoint")
+    group = multicast_group(endpoint) if endpoint is not None else None
+    if group is not None and group.packed[-1] % 2 == 0:
+        raise ChannelUriError(
+            f"endpoint {endpoint!r} is a multicast group with an even last byte: the data group "
+            "must be odd (its control group is the next, even, address)"
+        )
+    if group is not None and not (group + 1).is_multicast:
+        raise ChannelUriError(
+            f"endpoint {endpoint!r}: its control group {group + 1} is not multicast"
+        )
+    if "fc" in typed:
+        from aeronio.driver.flow_control import check_flow_control  # the driver's strategies
+
+        check_flow_control(typed["fc"])
     mode = typed.get("control-mode")
     if mode is not None and mode not in CONTROL_MODES:
         raise ChannelUriError(f"control-mode {mode!r} must be 'manual' or 'dynamic'")
@@ -193,6 +208,16 @@ def _validate(prefix: str, media: str, params: Mapping[str, str]) -> dict[str, A
     if media == UDP_MEDIA and not ("endpoint" in typed or "control" in typed or mode == "manual"):
         raise ChannelUriError("udp channel requires an endpoint (or a control address for MDC)")
     return typed
+
+
+def multicast_group(address: str) -> ipaddress.IPv4Address | None:
+    """The IPv4 multicast group of a `host:port` address, None when it is not one."""
+    host = address.rpartition(":")[0]
+    try:
+        ip = ipaddress.IPv4Address(host)
+    except ValueError:
+        return None
+    return ip if ip.is_multicast else None
 
 
 class _Param(Generic[_T]):
@@ -319,6 +344,26 @@ class ChannelUri:
     def is_spy(self) -> bool:
         return self.prefix == SPY_PREFIX
 
+    @property
+    def is_multicast(self) -> bool:
+        """A udp channel whose endpoint is an IPv4 multicast (data) group."""
+        return self.endpoint is not None and multicast_group(self.endpoint) is not None
+
+    @property
+    def is_multi_destination(self) -> bool:
+        """A multi-destination-cast publication channel: a control address, no endpoint."""
+        return (
+            self.is_udp
+            and self.endpoint is None
+            and (self.control is not None or self.control_mode == "manual")
+        )
+
+    @property
+    def multicast_control(self) -> str:
+        """The control group of a multicast channel: the data group's next address."""
+        host, _, port = self.endpoint.rpartition(":")
+        return f"{ipaddress.IPv4Address(host) + 1}:{port}"
+
     # Typed accessors: validated values, None when the key is absent.
     term_length = _Param[int]("term-length")
     mtu = _Param[int]("mtu")
@@ -338,3 +383,5 @@ class ChannelUri:
     interface = _Param[str]("interface")
     control = _Param[str]("control")
     control_mode = _Param[str]("control-mode")
+    fc = _Param[str]("fc")
+    gtag = _Param[int]("gtag")
