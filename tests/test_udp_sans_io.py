@@ -4,7 +4,7 @@ in-memory network that drops, duplicates and reorders datagrams in both directio
 import random
 
 import pytest
-from udp_harness import Slot, image_from_setup
+from udp_harness import LossyNetwork, Slot, image_from_setup, message
 
 from aeronio import _core
 from aeronio.counters import SystemCounters
@@ -33,38 +33,6 @@ TERM_LENGTH = 64 * 1024
 SOURCE = ("127.0.0.1", 40123)
 MTU = 1408
 MS = 1_000_000
-
-
-class LossyNetwork:
-    def __init__(self, rng: random.Random, loss: float, duplicate: float, reorder: float):
-        self.rng, self.loss, self.duplicate, self.reorder = rng, loss, duplicate, reorder
-        self.queue: list[bytes] = []
-        self.dropped = 0
-
-    def send(self, datagram) -> None:
-        data = bytes(datagram)
-        if self.rng.random() < self.loss:
-            self.dropped += 1
-            return
-        self.queue.append(data)
-        if self.rng.random() < self.duplicate:
-            self.queue.append(data)
-
-    def deliver(self) -> list[bytes]:
-        out, self.queue = self.queue, []
-        for i in range(len(out) - 1):
-            if self.rng.random() < self.reorder:
-                j = self.rng.randrange(i, len(out))
-                out[i], out[j] = out[j], out[i]
-        return out
-
-
-def message(i: int) -> bytes:
-    rng = random.Random(i)
-    size = (
-        rng.choice([0, 1, 7, 32, 100, 500, 1376, 1377, 3000, 5000]) if i % 7 else rng.randrange(64)
-    )
-    return i.to_bytes(4, "little") + rng.randbytes(size)
 
 
 class Session:

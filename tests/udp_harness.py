@@ -1,8 +1,11 @@
-"""Receiver-side pieces of the sans-IO UDP tests (test_udp_sans_io, test_pcap_replay): positions
-in shared memory, the image a receiver makes from a SETUP, and DATA/PAD frames handed to it."""
+"""Pieces of the sans-IO UDP tests (test_udp_sans_io, test_multicast_sans_io, test_pcap_replay):
+positions in shared memory, an in-memory network that drops, duplicates and reorders, the
+messages sent through it, the image a receiver makes from a SETUP, and DATA/PAD frames handed
+to it."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +36,38 @@ class Slot:
 
     def increment(self, delta: int = 1) -> int:
         return self.buffer.get_and_add_int64(0, delta)
+
+
+class LossyNetwork:
+    def __init__(self, rng: random.Random, loss: float, duplicate: float, reorder: float):
+        self.rng, self.loss, self.duplicate, self.reorder = rng, loss, duplicate, reorder
+        self.queue: list[bytes] = []
+        self.dropped = 0
+
+    def send(self, datagram) -> None:
+        data = bytes(datagram)
+        if self.rng.random() < self.loss:
+            self.dropped += 1
+            return
+        self.queue.append(data)
+        if self.rng.random() < self.duplicate:
+            self.queue.append(data)
+
+    def deliver(self) -> list[bytes]:
+        out, self.queue = self.queue, []
+        for i in range(len(out) - 1):
+            if self.rng.random() < self.reorder:
+                j = self.rng.randrange(i, len(out))
+                out[i], out[j] = out[j], out[i]
+        return out
+
+
+def message(i: int) -> bytes:
+    rng = random.Random(i)
+    size = (
+        rng.choice([0, 1, 7, 32, 100, 500, 1376, 1377, 3000, 5000]) if i % 7 else rng.randrange(64)
+    )
+    return i.to_bytes(4, "little") + rng.randbytes(size)
 
 
 def image_from_setup(
