@@ -367,3 +367,25 @@ def test_a_status_message_far_ahead_does_not_stop_the_sender(tmp_path):
     while len(session.received) < 50:
         session.step(50)
     assert [m.data for m in session.received] == [message(i) for i in range(50)]
+
+
+def test_an_ended_publication_answers_no_setup_eliciting_status_message(tmp_path):
+    """Once closed and sent to its end, a publication heartbeats EOS and sets nobody up again
+    (as the reference does): a SETUP would make a receiver a new image of a dead stream."""
+    session = Session(tmp_path, 8, loss=0, duplicate=0, reorder=0)
+    while len(session.received) < 10:
+        session.step(10)
+    sender = session.sender
+    session.log.mapped.set_end_of_stream_position(sender.sender_position.get())
+    eliciting = status_message(
+        session_id=77,
+        stream_id=10,
+        consumption_term_id=0,
+        consumption_term_offset=0,
+        receiver_window=0,
+        receiver_id=5,
+        flags=0x80,
+    )
+    sender.on_status_message(eliciting, session.now)
+    kinds = [ref.type for dg in sender.send(session.now + 200 * MS) for ref in iter_frames(dg)]
+    assert kinds == [HDR_TYPE_DATA]  # the EOS heartbeat only

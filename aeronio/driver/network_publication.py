@@ -85,6 +85,8 @@ class NetworkPublication:
     def on_status_message(self, sm: StatusMessage, now_ns: int) -> None:
         self.system[SystemCounters.STATUS_MESSAGES_RECEIVED].increment()
         if sm.is_setup_eliciting:
+            if self.sender_position.get() >= self.log.end_of_stream_position:
+                return  # the stream ended and was sent: no new receiver to set up (as Aeron)
             self._setup_due = True
             self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
             return
