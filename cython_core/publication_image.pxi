@@ -104,10 +104,10 @@ cdef class ImageRebuilder:
         if extent < 0 or term_offset < 0 or term_offset & (FRAME_ALIGNMENT - 1) \
                 or term_offset > self.log.term_length - extent:
             return ROUTE_INVALID
-        self.time_of_last_packet_ns = now_ns
         position = self.position(packet)
         if not self.within_window(position, length):
-            return ROUTE_DROPPED
+            return ROUTE_DROPPED  # and no sign of life: a receiver left behind times out
+        self.time_of_last_packet_ns = now_ns
         inserted = rebuild_insert(
             self.log.term(<int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)),
             term_offset, packet, length)

@@ -163,6 +163,17 @@ def test_min_silent_receiver_stops_holding_the_sender_back():
     assert fc.receiver_count == 1
 
 
+def test_min_and_tagged_need_a_receiver_that_paces_the_sender():
+    """With no receiver tracked the limit never moves: not connected, even without g:/n."""
+    for fc in (MinFlowControl(), TaggedFlowControl(7)):
+        assert not fc.has_required_receivers()
+        feed(fc, 0, sm(1, 0, 0), 0)  # untagged: paces a min sender, not a tagged one
+        assert fc.has_required_receivers() == (type(fc) is MinFlowControl)
+    tagged = TaggedFlowControl(7)
+    feed(tagged, 0, sm(2, 0, 0, feedback=group_tag_feedback(7)), 0)
+    assert tagged.has_required_receivers()
+
+
 def test_min_group_size_for_required_receivers():
     fc = MinFlowControl(min_group_size=2)
     assert not fc.has_required_receivers()

@@ -14,7 +14,15 @@ from aeronio.driver.flow_control import MinFlowControl
 from aeronio.driver.loss_detector import LossDetector, multicast_nak_delay
 from aeronio.driver.network_publication import NetworkPublication
 from aeronio.logbuffer.log_buffers import LogBuffers
-from aeronio.protocol.frames import HDR_TYPE_NAK, HDR_TYPE_SM, NakFrame, StatusMessage, iter_frames
+from aeronio.protocol.frames import (
+    HDR_TYPE_NAK,
+    HDR_TYPE_SM,
+    NakFrame,
+    StatusMessage,
+    data_header,
+    iter_frames,
+    setup_frame,
+)
 
 TERM_LENGTH = 64 * 1024
 WINDOW = TERM_LENGTH // 2
@@ -32,7 +40,9 @@ class Receiver:
         self.tmp_path = tmp_path
         self.image = self.reader = self.sub_position = None
         self.received: list = []
-        self.dispatcher = DataDispatcher(100 + index, self.system, self._on_setup, send_control)
+        self.dispatcher = DataDispatcher(
+            100 + index, self.system, self._on_setup, send_control, hears_naks=True
+        )
         self.dispatcher.add_subscription(10)
         self._rng = rng
 
@@ -180,3 +190,26 @@ def test_a_nak_heard_for_the_open_gap_holds_this_receivers_nak_back():
     assert loss.on_gap(gap, 62 * MS) == gap  # the retransmission never came: NAK after all
     assert loss.on_gap(None, 63 * MS) is None
     assert not loss.on_nak_heard(7, 0, 8192, 64 * MS)  # no gap open
+
+
+def test_an_image_takes_its_own_nak_looped_back_for_its_own(tmp_path):
+    """Its NAKs come back to it from the control group: the same as the last it sent is not
+    another receiver's, and suppresses nothing; another receiver's does."""
+    system = {c: Slot() for c in SystemCounters}
+    setup = setup_frame(
+        session_id=1, stream_id=10, initial_term_id=0, term_length=TERM_LENGTH, mtu=MTU
+    )
+    image, _, _ = image_from_setup(
+        tmp_path / "image.log", setup, receiver_id=1, system=system, now_ns=0
+    )
+    frame = data_header(
+        frame_length=64, term_offset=1024, session_id=1, stream_id=10, term_id=0
+    ).encode() + bytes(32)
+    assert image.insert(frame, 0)  # [0, 1024) is missing
+    naks = [f for f in image.do_work(0) if f[6] == HDR_TYPE_NAK]
+    nak = NakFrame.decode(naks[0])
+    assert (nak.term_id, nak.term_offset, nak.length) == (0, 0, 1024)
+    image.on_nak_heard(0, 0, 1024, MS)  # its own, looped back
+    assert system[SystemCounters.NAKS_SUPPRESSED].get() == 0
+    image.on_nak_heard(0, 0, 2048, MS)  # another receiver's, covering the gap
+    assert system[SystemCounters.NAKS_SUPPRESSED].get() == 1

@@ -94,10 +94,9 @@ async def test_udp_channel_forms_that_cannot_work_are_refused_naming_what_is_wro
     async with aeronio.connect() as a:
         with pytest.raises(aeronio.ChannelUriError, match="needs a control address"):
             await a.add_publication("aeron:udp?control-mode=manual", 1)
-        with pytest.raises(aeronio.ChannelUriError, match="control-mode is for multi-dest"):
-            await a.add_publication(
-                f"aeron:udp?endpoint=127.0.0.1:{free_port()}|control-mode=manual", 1
-            )
+        for extra in ("control-mode=manual", f"control=127.0.0.1:{free_port()}"):
+            with pytest.raises(aeronio.ChannelUriError, match="control-mode are for multi-dest"):
+                await a.add_publication(f"aeron:udp?endpoint=127.0.0.1:{free_port()}|{extra}", 1)
         with pytest.raises(aeronio.ChannelUriError, match="subscription needs an endpoint"):
             await a.add_subscription(f"aeron:udp?control=127.0.0.1:{free_port()}", 1)
         with pytest.raises(aeronio.ChannelUriError, match="multicast subscription takes no"):
@@ -344,3 +343,65 @@ async def test_invoke_runs_the_driver_for_a_loop_that_never_yields(tmp_path):
             await asyncio.to_thread(from_another_thread)
     with pytest.raises(aeronio.DriverError, match="not running"):
         driver.invoke()
+
+
+async def test_a_publication_refused_its_socket_leaves_nothing_behind():
+    """A multi-destination-cast control port in use: the publication is refused and its log,
+    counters and session are released (a refused one never leaks)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        async with aeronio.connect() as a:
+            for _ in range(3):
+                with pytest.raises(aeronio.DriverError, match=f"cannot bind 127.0.0.1:{port}"):
+                    await a.add_publication(f"aeron:udp?control=127.0.0.1:{port}", 1)
+            kinds = ("pub-", "snd-", "fc-", "mdc-")
+            assert [c.label for c in a.counters.for_each() if c.label.startswith(kinds)] == []
+            assert os.listdir(os.path.join(a.driver_dir, "publications")) == []
+            pub = await a.add_publication(f"aeron:udp?endpoint=127.0.0.1:{free_port()}", 1)
+            assert pub.session_id is not None
+
+
+async def test_invoke_from_a_callback_of_the_duty_cycle_is_refused(tmp_path):
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    refused: list[str] = []
+
+    async with aeronio.MediaDriver.launch(str(tmp_path / "driver")) as driver:
+
+        def on_image(image) -> None:
+            try:
+                driver.invoke()
+            except aeronio.DriverError as e:
+                refused.append(str(e))
+
+        async with aeronio.connect(driver.dir) as client:
+            sub = await client.add_subscription(channel, 9, available_image=on_image)
+            pub = await client.add_publication(channel, 9)
+            await connected(pub, sub)
+    assert refused and "from a callback" in refused[0]
+
+
+async def test_a_sender_with_more_than_a_batch_keeps_sending_without_new_appends(tmp_path):
+    """The duty cycle after one that worked runs in full even if nothing moved since: a sender
+    that stopped at its batch of datagrams sends the rest at once, not at the next timer tick."""
+    port = free_port()
+    pub_channel = f"aeron:udp?endpoint=127.0.0.1:{port}|term-length=1m"
+    sub_channel = f"{pub_channel}|rcv-wnd=512k"
+    async with aeronio.MediaDriver.launch(str(tmp_path / "driver")) as driver:
+        async with aeronio.connect(driver.dir) as client:
+            sub = await client.add_subscription(sub_channel, 9)
+            pub = await client.add_publication(pub_channel, 9)
+            await connected(pub, sub)
+            await asyncio.sleep(0.3)  # the window of the first status messages
+            sender = driver.conductor.udp.publications[0].sender
+            start = sender.sender_position.get()
+            for i in range(300):  # a datagram each: several batches
+                assert pub.try_offer(payload(i, 1000)) > 0
+            conductor = driver.conductor
+            now = conductor._next_timer_ns - 1  # no timer tick during what follows
+            positions = []
+            for _ in range(6):
+                conductor.do_work(now)
+                positions.append(sender.sender_position.get())
+            assert positions[-1] == pub.position, positions
+            assert positions[0] - start < pub.position - start  # one batch did not send it all

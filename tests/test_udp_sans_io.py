@@ -389,3 +389,26 @@ def test_an_ended_publication_answers_no_setup_eliciting_status_message(tmp_path
     sender.on_status_message(eliciting, session.now)
     kinds = [ref.type for dg in sender.send(session.now + 200 * MS) for ref in iter_frames(dg)]
     assert kinds == [HDR_TYPE_DATA]  # the EOS heartbeat only
+
+
+def test_a_setup_asked_for_is_sent_though_another_receivers_status_message_came_after(tmp_path):
+    """A late joiner's setup-eliciting SM and an existing receiver's SM in one batch: the SETUP
+    still goes out (an ordinary SM must not cancel what another receiver asked for)."""
+    session = Session(tmp_path, 9, loss=0, duplicate=0, reorder=0)
+    while len(session.received) < 10:
+        session.step(10)
+    sender = session.sender
+    eliciting = status_message(
+        session_id=77,
+        stream_id=10,
+        consumption_term_id=0,
+        consumption_term_offset=0,
+        receiver_window=0,
+        receiver_id=5,
+        flags=0x80,
+    )
+    sender.on_status_message(eliciting, session.now)
+    ordinary = session.image._status_message(session.sub_position.get())
+    sender.on_status_message(StatusMessage.decode(ordinary), session.now)
+    kinds = [ref.type for dg in sender.send(session.now) for ref in iter_frames(dg)]
+    assert HDR_TYPE_SETUP in kinds

@@ -35,6 +35,7 @@ class AgentRunner:
         self._on_error = on_error
         self._on_idle = on_idle
         self._woken = False
+        self.in_duty_cycle = False  # callbacks it makes must not run another
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
@@ -65,12 +66,15 @@ class AgentRunner:
 
     def invoke(self) -> int:
         """One duty cycle now, on the calling thread (the loop's): how much work it did."""
+        self.in_duty_cycle = True
         try:
             return self._do_work()
         except Exception as e:  # an agent never dies of one bad duty cycle
             log.exception("%s duty cycle failed", self.name)
             self._on_error(e)
             return 0
+        finally:
+            self.in_duty_cycle = False
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -35,6 +35,7 @@ SOL_UDP = 17
 UDP_SEGMENT = 103  # linux/udp.h
 UDP_GRO = 104
 IP_MTU = 14  # linux/in.h: the path MTU of a connected socket
+IP_MULTICAST_ALL = 49  # linux/in.h: receive every group joined on the host (default 1)
 # A dynamic multi-destination-cast destination silent this long is dropped (Aeron's default).
 DESTINATION_TIMEOUT_NS = 5_000_000_000
 
@@ -46,6 +47,12 @@ def resolve(endpoint: str) -> Address:
         return socket.gethostbyname(host.strip("[]")), int(port)
     except (OSError, ValueError) as e:
         raise AeronError(f"cannot resolve endpoint {endpoint!r}: {e}") from None
+
+
+def send_endpoint_key(channel: ChannelUri) -> str:
+    """Publications share a send endpoint by this key: the endpoint, or for
+    multi-destination-cast its control address (kept apart from a unicast endpoint of it)."""
+    return channel.endpoint if channel.endpoint else f"mdc:{channel.control}"
 
 
 def _udp_socket(
@@ -66,6 +73,8 @@ def _udp_socket(
         sock.bind(bind)
         if channel.is_multicast:
             _multicast_options(sock, channel, interface)
+        if groups:  # only the groups this socket joined, not every group of the host's
+            sock.setsockopt(socket.IPPROTO_IP, IP_MULTICAST_ALL, 0)
         for group in groups:
             membership = socket.inet_aton(group) + socket.inet_aton(interface)
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
@@ -103,12 +112,12 @@ def _supports_gso(sock: socket.socket) -> bool:
 def _max_segment(destination: Address) -> int:
     """The largest datagram the path to `destination` carries unfragmented (what a GSO segment
     may be): its MTU less the IPv4 and UDP headers."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
             probe.connect(destination)
             return probe.getsockopt(socket.IPPROTO_IP, IP_MTU) - 28
-        except OSError:
-            return 1500 - 28
+    except OSError:
+        return 1500 - 28
 
 
 def _enable_gro(sock: socket.socket) -> None:
@@ -147,16 +156,20 @@ class SendChannelEndpoint(_Endpoint):
         offload: bool = True,
         destinations_counter: Position | None = None,
     ):
-        self.key = channel.endpoint or channel.control
+        self.key = send_endpoint_key(channel)
         self.system = system
-        self.manual = channel.is_multi_destination and channel.control_mode != "dynamic"
-        self.dynamic = channel.control_mode == "dynamic"
+        self.manual = channel.is_multi_destination and channel.control_mode == "manual"
+        self.dynamic = channel.is_multi_destination and not self.manual
         self.destinations_counter = destinations_counter
         interface = _interface(channel)
         if channel.is_multicast:
             control = resolve(channel.multicast_control)
             control_socket = _udp_socket(channel, control, (control[0],), interface)
-            self._send_socket = _udp_socket(channel, (interface, 0))
+            try:
+                self._send_socket = _udp_socket(channel, (interface, 0))
+            except BaseException:
+                control_socket.close()
+                raise
         elif channel.is_multi_destination:
             control_socket = self._send_socket = _udp_socket(channel, resolve(channel.control))
         else:
@@ -229,6 +242,8 @@ class SendChannelEndpoint(_Endpoint):
             if self.dynamic:
                 self._add(source, now_ns)
             if sm.session_id == 0 and sm.stream_id == 0 and sm.is_setup_eliciting:
+                if not self.dynamic:
+                    return
                 for publication in self.publications.values():  # a new receiver asks for all
                     publication.on_status_message(sm, now_ns)
                 return

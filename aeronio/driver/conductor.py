@@ -107,6 +107,7 @@ class DriverConductor:
         self._next_timer_ns = 0
         self.udp = UdpMedia(self, watch, unwatch)
         self._activity = self._activity_probe()
+        self._busy = True
 
     # -- commands -----------------------------------------------------------------------
 
@@ -304,7 +305,11 @@ class DriverConductor:
         log.mapped.set_conductor_wake_id(self.wake_id)
         publication.media_key = _media_key(channel)
         if channel.is_udp:
-            self.udp.attach_sender(publication, channel, now_ns)
+            try:
+                self.udp.attach_sender(publication, channel, now_ns)
+            except BaseException:  # no socket for it (a bound port, a group not joined...)
+                self._free_publication(publication)
+                raise
         self.publications.append(publication)
         return publication
 
@@ -450,10 +455,12 @@ class DriverConductor:
         no append to a network publication, no subscriber consumed), it returns at once."""
         now_ns = time.monotonic_ns() if now_ns is None else now_ns
         activity = self._activity
-        if not activity.moved() and not self.commands and now_ns < self._next_timer_ns:
+        moved = activity.moved()  # every duty cycle: the snapshot stays current
+        if not (moved or self._busy or self.commands or now_ns >= self._next_timer_ns):
             return 0
         work = 0
         reshaped = bool(self.commands)  # publications, images or subscribers may come or go
+        timer = now_ns >= self._next_timer_ns
         try:
             while self.commands:
                 command, reply = self.commands.popleft()
@@ -463,13 +470,17 @@ class DriverConductor:
             for publication in self.publications:
                 work += publication.update_publisher_limit()
         finally:  # a failing data path must not stop liveness, lingering and the heartbeat
-            if now_ns >= self._next_timer_ns:
-                self._next_timer_ns = now_ns + TIMER_INTERVAL_NS
-                work += self._on_timer(now_ns)
-                reshaped = True
-            if reshaped or self.udp.images_added:
-                self.udp.images_added = False
-                self._activity = self._activity_probe()
+            try:
+                if timer:
+                    self._next_timer_ns = now_ns + TIMER_INTERVAL_NS
+                    work += self._on_timer(now_ns)
+            finally:
+                if reshaped or timer or self.udp.images_added:
+                    self.udp.images_added = False
+                    self._activity = self._activity_probe()
+                # A duty cycle that worked (or ticked) is followed by a full one: a sender
+                # stops at a batch of datagrams, a tick changes limits and connections.
+                self._busy = work > 0 or timer
         return work
 
     def _activity_probe(self) -> ActivityProbe:
@@ -521,12 +532,16 @@ class DriverConductor:
                     )
                 )
             self.counters.free(sub.counter.id)
+        if isinstance(publication, NetworkPublicationEntry):
+            self.udp.detach_sender(publication)
+        self._free_publication(publication)
+
+    def _free_publication(self, publication: IpcPublication) -> None:
+        """Release what a new publication took: its counters, session id and log."""
         self.counters.free(publication.publisher_limit.id)
         self.counters.free(publication.publisher_position.id)
         self._session_ids.discard(publication.session_id)
         publication.signals.consumed.remove_callback(self.wake)
-        if isinstance(publication, NetworkPublicationEntry):
-            self.udp.detach_sender(publication)
         publication.delete()
 
     def close(self) -> None:
@@ -564,10 +579,14 @@ def _check_publication_channel(channel: ChannelUri) -> None:
             f"{channel}: a multi-destination-cast publication needs a control address "
             "(control=host:port) for its receivers' status messages"
         )
-    if channel.is_udp and channel.endpoint is not None and channel.control_mode is not None:
+    if (
+        channel.is_udp
+        and channel.endpoint is not None
+        and (channel.control_mode is not None or channel.control is not None)
+    ):
         raise ChannelUriError(
-            f"{channel}: control-mode is for multi-destination-cast publications, which have a "
-            "control address and no endpoint"
+            f"{channel}: control and control-mode are for multi-destination-cast publications, "
+            "which have a control address and no endpoint"
         )
 
 

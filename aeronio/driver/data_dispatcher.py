@@ -47,8 +47,12 @@ class DataDispatcher:
         system: dict[SystemCounters, Position],
         on_setup: OnSetup,
         send_control: SendControl,
+        hears_naks: bool = False,
     ):
+        """`hears_naks`: the endpoint is a multicast group member that hears the other
+        receivers' NAKs (they suppress the images' own)."""
         self.receiver_id = receiver_id
+        self.hears_naks = hears_naks
         self.system = system
         self.on_setup = on_setup
         self.send_control = send_control
@@ -105,7 +109,7 @@ class DataDispatcher:
                     self._on_data(DataHeader.decode(datagram, ref.offset), ref, source, now_ns)
                 elif ref.type == HDR_TYPE_SETUP:
                     self._on_setup(SetupFrame.decode(datagram, ref.offset), source, now_ns)
-                elif ref.type == HDR_TYPE_NAK:  # another receiver's, heard on a control group
+                elif ref.type == HDR_TYPE_NAK and self.hears_naks:  # on the control group
                     nak = NakFrame.decode(datagram, ref.offset)
                     image = self.images.get((nak.session_id, nak.stream_id))
                     if image is not None:

@@ -197,7 +197,9 @@ class MinFlowControl:
         return len(self._receivers)
 
     def has_required_receivers(self) -> bool:
-        return len(self._receivers) >= self.min_group_size
+        """At least one receiver paces the sender (with none the limit would never move),
+        and the group minimum is there."""
+        return len(self._receivers) >= max(1, self.min_group_size)
 
 
 class TaggedFlowControl(MinFlowControl):

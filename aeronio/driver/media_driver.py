@@ -111,6 +111,8 @@ class MediaDriver:
             raise DriverError("the driver is not running")
         if asyncio.events._get_running_loop() is not self._runner.loop:
             raise DriverError("MediaDriver.invoke() must be called on the driver's event loop")
+        if self._runner.in_duty_cycle:
+            raise DriverError("MediaDriver.invoke() from a callback of the driver's duty cycle")
         return self._runner.invoke()
 
     def _do_work(self) -> int:

@@ -75,6 +75,7 @@ class NetworkPublication:
         sender_position.set(start)
         sender_limit.set(start)
         self._setup_due = True
+        self._setup_elicited = False  # a receiver asked for a SETUP not sent yet
         self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
         self._time_of_last_data_ns = now_ns - HEARTBEAT_TIMEOUT_NS
         self._time_of_last_sm_ns: int | None = None
@@ -87,11 +88,12 @@ class NetworkPublication:
         if sm.is_setup_eliciting:
             if self.sender_position.get() >= self.log.end_of_stream_position:
                 return  # the stream ended and was sent: no new receiver to set up (as Aeron)
-            self._setup_due = True
+            self._setup_due = self._setup_elicited = True
             self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
             return
         self._time_of_last_sm_ns = now_ns
-        self._setup_due = False
+        if not self._setup_elicited:  # a receiver that asked for a SETUP still gets it
+            self._setup_due = False
         limit = self.flow_control.on_status_message(
             sm, self.sender_limit.get(), self.initial_term_id, self.term_length, now_ns
         )
@@ -163,6 +165,7 @@ class NetworkPublication:
         if self._setup_due and now_ns - self._time_of_last_setup_ns >= SETUP_TIMEOUT_NS:
             out.append(self._setup())
             self._time_of_last_setup_ns = now_ns
+            self._setup_elicited = False
         if self.retransmit.pending:
             for term_id, term_offset, length in self.retransmit.due(now_ns):
                 self._resend(term_id, term_offset, length, out)

@@ -67,6 +67,7 @@ class PublicationImage:
         self.reliable = reliable
         self.loss = loss_detector or LossDetector()
         self.feedback = feedback  # carried by every status message (a receiver group tag)
+        self._last_nak: tuple[int, int, int] | None = None
         rebuild_position.set(join_position)
         hwm_position.set(join_position)
         self.rebuilder = ImageRebuilder(
@@ -111,15 +112,19 @@ class PublicationImage:
         return self.rebuilder.insert(packet, now_ns)
 
     def on_nak_heard(self, term_id: int, term_offset: int, length: int, now_ns: int) -> None:
-        """Another receiver of this multicast stream NAKed a range: suppress the same NAK."""
+        """Another receiver of this multicast stream NAKed a range: suppress the same NAK.
+        (This image's own NAKs come back too, looped to the group's members on this host:
+        one the same as the last it sent is taken for its own.)"""
+        if (term_id, term_offset, length) == self._last_nak:
+            return
         if self.loss.on_nak_heard(term_id, term_offset, length, now_ns):
             self.system[SystemCounters.NAKS_SUPPRESSED].increment()
 
     def on_heartbeat(self, term_id: int, term_offset: int, flags: int, now_ns: int) -> None:
         """A heartbeat tells where the stream's end is, which reveals a lost tail."""
-        self.rebuilder.time_of_last_packet_ns = now_ns
         position = self._position(term_id, term_offset)
         if self.rebuilder.is_within_window(position, 0) or position == self.rebuild_position.get():
+            self.rebuilder.time_of_last_packet_ns = now_ns  # outside: a receiver left behind
             if position > self.hwm_position.get():
                 self.hwm_position.set(position)
             if flags & EOS_FLAG:
@@ -136,6 +141,7 @@ class PublicationImage:
         if nak is not None:
             if self.reliable:
                 term_id, term_offset, length = nak
+                self._last_nak = nak
                 out.append(
                     nak_frame(
                         session_id=self.session_id,

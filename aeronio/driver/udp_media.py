@@ -30,7 +30,11 @@ from aeronio.counters import (
     CountersManager,
 )
 from aeronio.driver import protocol as p
-from aeronio.driver.channel_endpoints import ReceiveChannelEndpoint, SendChannelEndpoint
+from aeronio.driver.channel_endpoints import (
+    ReceiveChannelEndpoint,
+    SendChannelEndpoint,
+    send_endpoint_key,
+)
 from aeronio.driver.data_dispatcher import DataDispatcher
 from aeronio.driver.flow_control import flow_control_for, group_tag_feedback
 from aeronio.driver.ipc_publication import IpcPublication, SubscriberPosition, slowest
@@ -109,30 +113,29 @@ class UdpMedia:
     # -- publications -----------------------------------------------------------------
 
     def attach_sender(self, entry: NetworkPublicationEntry, channel, now_ns: int) -> None:
-        key = channel.endpoint or channel.control
-        endpoint = self.send_endpoints.get(key)
-        if endpoint is None:
-            endpoint = self._send_endpoint(channel, entry.registration_id)
-            self.send_endpoints[key] = endpoint
-            self.watch(endpoint.socket.fileno())
+        """Give a new network publication its sender, counters and (shared) endpoint; on
+        failure nothing is left behind."""
         label = f"{entry.registration_id} {entry.session_id} {entry.stream_id} {entry.channel}"
-        counters = [
-            self._counter(f"{name}: {label}", type_id, entry.registration_id)
-            for name, type_id in (
-                ("snd-pos", SENDER_POSITION_TYPE_ID),
-                ("snd-lmt", SENDER_LIMIT_TYPE_ID),
-                ("snd-bpe", SENDER_BPE_TYPE_ID),
-            )
-        ]
         one_to_many = channel.is_multicast or channel.is_multi_destination
-        if one_to_many:
-            counters.append(
-                self._counter(
-                    f"fc-receivers: {label}",
-                    FLOW_CONTROL_RECEIVERS_TYPE_ID,
-                    entry.registration_id,
-                )
-            )
+        names = [
+            ("snd-pos", SENDER_POSITION_TYPE_ID),
+            ("snd-lmt", SENDER_LIMIT_TYPE_ID),
+            ("snd-bpe", SENDER_BPE_TYPE_ID),
+        ] + [("fc-receivers", FLOW_CONTROL_RECEIVERS_TYPE_ID)] * one_to_many
+        counters: list[Counter] = []
+        key = send_endpoint_key(channel)
+        endpoint = self.send_endpoints.get(key)
+        try:
+            for name, type_id in names:
+                counters.append(self._counter(f"{name}: {label}", type_id, entry.registration_id))
+            if endpoint is None:
+                endpoint = self._send_endpoint(channel, entry.registration_id)
+                self.send_endpoints[key] = endpoint
+                self.watch(endpoint.socket.fileno())
+        except BaseException:
+            for counter in counters:
+                self.counters.free(counter.id)
+            raise
         entry.sender = NetworkPublication(
             entry.log,
             sender_position=counters[0],
@@ -235,6 +238,7 @@ class UdpMedia:
             self.system,
             lambda setup, source, now_ns: self._new_image(endpoint, setup, source, now_ns),
             endpoint.send_control,
+            hears_naks=endpoint.multicast,
         )
 
     def _new_image(
