@@ -39,6 +39,7 @@ import zmq
 
 import aeronio
 from aeronio import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
+from aeronio.counters import FLOW_CONTROL_RECEIVERS_TYPE_ID
 from aeronio.driver.media_driver import find_embedded
 from aeronio.idle import BusySpinIdleStrategy, YieldingIdleStrategy
 
@@ -262,7 +263,8 @@ def run_main(main: Callable[[], int], interrupted_exit: bool = False) -> NoRetur
 # (the standalone driver's) or dirs (each role's own embedded driver's), the channels and
 # streams, the mode, fragment_limit, batch_rows and the yield policy of the spinning loops:
 # idle_yield (idle polls or refused offers between `await asyncio.sleep(0)`) and send_yield
-# (messages offered between yields when not back-pressured, 0 for never).
+# (messages offered between yields when not back-pressured, 0 for never); a one-to-many
+# publisher's receivers (how many its flow control must track before it is READY).
 # =========================================================================================
 
 SEQ = struct.Struct("<Q")
@@ -334,6 +336,28 @@ async def wait_connected(*things, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.001)
 
 
+async def wait_receivers(client, pub, n: int, timeout: float = 10.0) -> None:
+    """Wait until the flow control of one-to-many publication `pub` (multicast or MDC) tracks
+    `n` receivers: its fc-receivers counter (type 17) in the driver of `client`."""
+    deadline = time.monotonic() + timeout
+    counters = client.counters
+    counter_id = None
+    while True:
+        if counter_id is None:
+            counter_id = counters.find_by_type_id_and_registration_id(
+                FLOW_CONTROL_RECEIVERS_TYPE_ID, pub.registration_id
+            )
+        seen = 0 if counter_id is None else counters.get_counter_value(counter_id)
+        if seen >= n:
+            return
+        check(
+            time.monotonic() < deadline,
+            f"{seen} of {n} receivers tracked by flow control within {timeout:g} s"
+            + (" (no fc-receivers counter)" if counter_id is None else ""),
+        )
+        await asyncio.sleep(0.001)
+
+
 def out_of_time(spec: dict, e: Stalled) -> str:
     """How far a loop of a partial run got when its time ran out ("stalled at 5/10" -> "out of
     time (10 s) at 5/10")."""
@@ -379,6 +403,8 @@ async def aeron_pub(spec: dict, released: Released) -> dict:
     async with aeron_client(spec) as (client, _):
         pub = await client.add_publication(spec["channel"], spec["stream"])
         await wait_connected(pub)
+        if spec.get("receivers"):  # one to many: until every receiver counts (see wait_receivers)
+            await wait_receivers(client, pub, spec["receivers"])
         emit("READY")
         run = {"a": pub_spin, "b": pub_await, "c": pub_batch}[spec["mode"]]
         await run(pub, spec, 0, warmup)
@@ -1707,7 +1733,7 @@ def rtt_targets(cells: list[RttCell], spin_limit: float, zmq: str) -> list[str]:
 class Report:
     """A cross-process benchmark's report: `title` (markdown), the header (`info`), the
     throughput and latency tables (None: not run) under their `titles` in the text report, the
-    targets and the notes."""
+    targets (under the heading `summary`) and the notes."""
 
     title: str
     titles: tuple[str, str]
@@ -1716,6 +1742,7 @@ class Report:
     rtt: Table | None
     targets: list[str]
     notes: list[str]
+    summary: str = "Targets"
 
     def tables(self, titles: tuple[str, str]) -> list[tuple[str, Table]]:
         """(title, table) of the tables that are there, titled from `titles`."""
@@ -1726,7 +1753,7 @@ class Report:
         out = [f"{k:>14}: {v}" for k, v in self.info.items()]
         for title, table in self.tables(self.titles):
             out += ["", title, "", *text_table(*table)]
-        out += ["", "Targets:"] + [f"  {x}" for x in self.targets]
+        out += ["", f"{self.summary}:"] + [f"  {x}" for x in self.targets]
         out += [""] + [f"* {x}" for x in self.notes]
         return "\n".join(out)
 
@@ -1736,7 +1763,7 @@ class Report:
         out.append(f"- **command**: `{command}`")
         for title, table in self.tables(("Throughput", "Round-trip latency")):
             out += ["", f"### {title}", "", *md_table(*table)]
-        out += ["", "### Targets", ""] + [f"- {x}" for x in self.targets]
+        out += ["", f"### {self.summary}", ""] + [f"- {x}" for x in self.targets]
         out += [""] + [f"- {x}" for x in self.notes]
         return "\n".join(out) + "\n"
 
@@ -1821,7 +1848,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 def parse_command_line(
     parser: argparse.ArgumentParser, argv: list[str] | None
 ) -> tuple[argparse.Namespace, list[int], list[int] | None]:
-    """The parent's arguments, --sizes (each >= 8 bytes, like --rtt-size) and --count (None
+    """The parent's arguments, --sizes (each >= 8 bytes, like --rtt-size if any) and --count (None
     when not given); from here on SIGTERM unwinds. A worker (--worker SPEC) runs its role here
     instead and exits with its status."""
     args = parser.parse_args(argv)
@@ -1829,7 +1856,7 @@ def parse_command_line(
         sys.exit(worker_main(args.worker))
     unwind_on_sigterm()
     sizes, counts = sizes_and_counts(parser, args, INT_ERRORS)
-    if any(s < 8 for s in sizes) or args.rtt_size < 8:
+    if any(s < 8 for s in sizes) or getattr(args, "rtt_size", 8) < 8:
         parser.error("sizes must be at least 8 bytes (every message carries a u64 sequence)")
     check_counts(parser, counts, sizes)
     return args, sizes, counts
@@ -1845,7 +1872,7 @@ def counts_and_warmups(
     """The count and the warmup (--warmup, else a fifth of the count, at most 200,000) of each
     size, once the warmups are checked; with --quick, `quick` first: its "count" for every size,
     the rest set as arguments (e.g. "repeats": 1)."""
-    if args.rtt_warmup < 0 or (args.warmup is not None and args.warmup < 0):
+    if getattr(args, "rtt_warmup", 0) < 0 or (args.warmup is not None and args.warmup < 0):
         parser.error("warmups must not be negative")
     if args.quick:
         counts = [quick["count"]]

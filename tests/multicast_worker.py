@@ -28,7 +28,7 @@ import json
 import sys
 import time
 
-from netns_worker import message, system_counters
+from netns_worker import message, publish_all, system_counters
 from procs import read_stdin_line, say
 
 
@@ -68,14 +68,13 @@ async def publish(
 
     async with aeronio.MediaDriver.launch(dir) as driver, aeronio.connect(driver.dir) as aeron:
         publication = await aeron.add_publication(channel, stream)
-        sent = waits = 0
+        stats = {"sent": 0, "waits": 0}
 
         def progress() -> None:
             say(
                 "progress",
                 {
-                    "sent": sent,
-                    "waits": waits,
+                    **stats,
                     "position": publication.position,
                     "limit": publication.position_limit,
                     "time": time.monotonic(),
@@ -93,20 +92,7 @@ async def publish(
                 raise TimeoutError(f"{channel} not connected to {receivers} within 30 s")
             await asyncio.sleep(0.005)
         say("connected", {"session_id": publication.session_id, **publication_counters(aeron)})
-        start = time.monotonic()
-        try_offer, offer = publication.try_offer, publication.offer
-        for seq in range(count):
-            data = message(seq)
-            if try_offer(data) <= 0:
-                waits += 1
-                await offer(data, timeout=60)
-            sent = seq + 1
-            if not seq & 0xFF:
-                await asyncio.sleep(0)  # let the driver on this loop send what is appended
-        say(
-            "published",
-            {"count": count, "position": publication.position, "seconds": time.monotonic() - start},
-        )
+        await publish_all(publication, count, stats)
         await read_stdin_line()
         reporter.cancel()
         say("counters", system_counters(aeron))

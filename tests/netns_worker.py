@@ -52,6 +52,27 @@ def system_counters(aeron) -> dict[str, int]:
     }
 
 
+async def publish_all(publication, count: int, stats: dict[str, int]) -> None:
+    """Offer messages 0..count-1, awaiting through back-pressure and yielding every 256 (the
+    driver on this loop sends what is appended); `stats` counts "sent" and "waits" as it goes.
+    Says `published`."""
+    start = time.monotonic()
+    stats.update(sent=0, waits=0)
+    try_offer, offer = publication.try_offer, publication.offer
+    for seq in range(count):
+        data = message(seq)
+        if try_offer(data) <= 0:
+            stats["waits"] += 1
+            await offer(data, timeout=60)
+        stats["sent"] = seq + 1
+        if not seq & 0xFF:
+            await asyncio.sleep(0)
+    say(
+        "published",
+        {"count": count, "position": publication.position, "seconds": time.monotonic() - start},
+    )
+
+
 async def publisher(dir: str, channel: str, stream: int, count: int) -> None:
     """Publish messages 0..count-1 once connected, say `published`, then wait for a line on
     stdin and say `counters` before closing (retransmits go on until then)."""
@@ -65,18 +86,7 @@ async def publisher(dir: str, channel: str, stream: int, count: int) -> None:
                 raise TimeoutError(f"{channel} not connected within 30 s")
             await asyncio.sleep(0.005)
         say("connected", {"session_id": publication.session_id})
-        start = time.monotonic()
-        try_offer, offer = publication.try_offer, publication.offer
-        for seq in range(count):
-            data = message(seq)
-            if try_offer(data) <= 0:
-                await offer(data, timeout=60)
-            if not seq & 0xFF:
-                await asyncio.sleep(0)  # let the driver on this loop send what is appended
-        say(
-            "published",
-            {"count": count, "position": publication.position, "seconds": time.monotonic() - start},
-        )
+        await publish_all(publication, count, {})
         await read_stdin_line()
         say("counters", system_counters(aeron))
 

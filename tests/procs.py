@@ -240,6 +240,21 @@ def counter_labels(dir: str) -> list[str]:
         return [info.label for info in reader.for_each()]
 
 
+async def await_until(
+    condition: Callable[[], object], timeout: float, what: str | Callable[[], str]
+) -> object:
+    """Poll `condition` on the loop until truthy (returned); AssertionError saying `what` (or
+    what `what()` says) after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(what() if callable(what) else what)
+        await asyncio.sleep(0.01)
+
+
 def wait_until(condition: Callable[[], object], timeout: float, what: str) -> object:
     """Poll `condition` until truthy (returned) or fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout

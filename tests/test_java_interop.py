@@ -29,6 +29,7 @@ import time
 
 import pytest
 from java_aeron import JavaDriver, JavaProcess, require_aeron_java
+from procs import await_until
 
 import aeronio
 
@@ -110,14 +111,6 @@ async def wait_connected(publication: aeronio.Publication, timeout: float = 20.0
     while not publication.is_connected:
         if time.monotonic() > deadline:
             raise AssertionError(f"aeronio publication not connected within {timeout} s")
-        await asyncio.sleep(0.01)
-
-
-async def wait_until(predicate, timeout: float, what) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(what() if callable(what) else what)
         await asyncio.sleep(0.01)
 
 
@@ -209,7 +202,7 @@ async def test_aeronio_publication_to_java_rate_subscriber(java: JavaDriver):
         for _ in range(count):
             await publication.offer(payload, timeout=20)
         assert await subscriber.wait_for(rf".*totals {count} messages .*", timeout=30)
-        await wait_until(
+        await await_until(
             lambda: any(
                 label.startswith("rcv-pos:") and value == publication.position
                 for _id, _type, label, value in java.counters()
@@ -292,13 +285,13 @@ async def publish_and_check_one_session(
     sent = [f"Hello World! {m[1]}".encode() for m in publisher.matches(SENT_LINE)]
     assert len(sent) >= count - 1, publisher.describe()
 
-    await wait_until(
+    await await_until(
         lambda: len(received.available) == images_before + 1,
         5,
         lambda: f"aeronio images came {received.available}; {publisher.describe()}",
     )
     session = received.available[-1]
-    await wait_until(
+    await await_until(
         lambda: len(received.of_session(session)) >= len(sent),
         10,
         lambda: f"aeronio got {received.of_session(session)}, Java sent {sent}",
@@ -307,7 +300,7 @@ async def publish_and_check_one_session(
 
     # The Java publication is closed (the sample exited); the Java driver lingers it and sends
     # END OF STREAM. aeronio's image goes well within its 10 s image liveness timeout.
-    await wait_until(
+    await await_until(
         lambda: len(received.unavailable) == images_before + 1,
         8,
         lambda: (
@@ -390,7 +383,7 @@ async def test_java_streaming_publisher_fragments_reassemble(
             )
             await publisher.wait_for(r"Done streaming\..*", timeout=30)
             assert await publisher.wait_exit(timeout=15) == 0, publisher.describe()
-            await wait_until(
+            await await_until(
                 lambda: len(received.messages) >= count,
                 10,
                 lambda: f"aeronio got {len(received.messages)}/{count}: {publisher.describe()}",
@@ -410,7 +403,7 @@ async def test_java_streaming_publisher_fragments_reassemble(
             assert len(received.messages) == count
             image_position = received.messages[-1].position
             assert image_position >= sum(len(m.data) for m in received.messages)
-            await wait_until(
+            await await_until(
                 lambda: received.unavailable == [session],
                 8,
                 lambda: f"aeronio image still there: {subscription.images}",

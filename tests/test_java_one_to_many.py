@@ -45,7 +45,7 @@ from collections import defaultdict
 
 import pytest
 from java_aeron import compile_java_sources, java_args, require_aeron_java
-from procs import Child, Procs, procs_fixture
+from procs import Child, Procs, await_until, procs_fixture
 
 import aeronio
 from aeronio.counters import SYSTEM_COUNTER_TYPE_ID
@@ -190,14 +190,6 @@ def assert_clean(who: str, counters: dict[str, int]) -> None:
     assert not moved, f"{who}: {moved}; all: {counters}"
 
 
-async def wait_until(predicate, timeout: float, what) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(what() if callable(what) else what)
-        await asyncio.sleep(0.01)
-
-
 def assert_one_image(name: str, session: int, images: list[int]) -> None:
     assert images == [session], (
         f"{name}: images of sessions {images}, expected one of session {session}: the closed "
@@ -304,11 +296,11 @@ class AeronioReceiver:
         self.task = asyncio.create_task(drain())
 
     async def wait_image(self, session: int) -> None:
-        await wait_until(lambda: self.available, 20, f"{self.name}: no image")
+        await await_until(lambda: self.available, 20, f"{self.name}: no image")
         assert self.available == [session], f"{self.name}: images {self.available}"
 
     async def check_messages(self, session: int) -> None:
-        await wait_until(
+        await await_until(
             lambda: len(self.messages) >= COUNT,
             30,
             lambda: f"{self.name}: {len(self.messages)}/{COUNT}: {system_counters(self.aeron)}",
@@ -320,7 +312,7 @@ class AeronioReceiver:
             assert message.position == POSITIONS[i], where
 
     async def wait_end(self, session: int) -> None:
-        await wait_until(
+        await await_until(
             lambda: self.unavailable,
             12,
             lambda: f"{self.name}: image of {session} still there: {system_counters(self.aeron)}",
@@ -355,7 +347,7 @@ async def aeronio_publishes(channel: str, destinations: list[str], receivers: li
         def receivers_now() -> int | None:
             return counter(aeron, "fc-receivers:")
 
-        await wait_until(
+        await await_until(
             lambda: publication.is_connected and receivers_now() == len(receivers),
             20,
             lambda: f"connected {publication.is_connected}, fc-receivers {receivers_now()}",

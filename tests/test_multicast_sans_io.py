@@ -5,15 +5,12 @@ the other receivers — with min flow control, randomised NAK delays and NAK sup
 
 import random
 
-from udp_harness import LossyNetwork, Slot, image_from_setup, message
+from udp_harness import LossyNetwork, Publisher, Slot, image_from_setup, message
 
-from aeronio import _core
 from aeronio.counters import SystemCounters
 from aeronio.driver.data_dispatcher import DataDispatcher
 from aeronio.driver.flow_control import MinFlowControl
 from aeronio.driver.loss_detector import LossDetector, multicast_nak_delay
-from aeronio.driver.network_publication import NetworkPublication
-from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.frames import (
     HDR_TYPE_NAK,
     HDR_TYPE_SM,
@@ -62,26 +59,17 @@ class Group:
     def __init__(self, tmp_path, seed: int, losses: list[float]):
         self.rng = random.Random(seed)
         self.system = {c: Slot() for c in SystemCounters}
-        self.log = LogBuffers.create(
+        publisher = Publisher(
             tmp_path / "pub.log",
-            term_length=TERM_LENGTH,
-            initial_term_id=self.rng.randint(-(2**31), 2**31 - 1),
-            session_id=77,
-            stream_id=10,
-            mtu=MTU,
-        )
-        self.pub_limit = Slot()
-        self.appender = _core.LogAppender(self.log.mapped, self.pub_limit.array, 0, False)
-        self.sender = NetworkPublication(
-            self.log,
-            sender_position=Slot(),
-            sender_limit=Slot(),
-            sender_bpe=Slot(),
-            system=self.system,
-            now_ns=0,
+            TERM_LENGTH,
+            MTU,
+            self.rng.randint(-(2**31), 2**31 - 1),
+            self.system,
             flow_control=MinFlowControl(min_group_size=len(losses)),
             receivers=Slot(),
         )
+        self.publisher, self.log, self.pub_limit = publisher, publisher.log, publisher.pub_limit
+        self.sender = publisher.sender
         self.control = LossyNetwork(self.rng, 0.05, 0.02, 0.05)  # receivers -> control group
         self.receivers = [
             Receiver(tmp_path, i, self.rng, loss, self._control_from(i))
@@ -97,13 +85,7 @@ class Group:
         slowest = min((r.sub_position.get() for r in self.receivers if r.image), default=None)
         if self.sender.is_connected:
             self.pub_limit.set(self.sender.sender_position.get() + TERM_LENGTH // 2)
-        while self.sent < total:
-            result = self.appender.try_offer(message(self.sent))
-            if result == _core.ADMIN_ACTION:
-                continue
-            if result < 0:
-                break
-            self.sent += 1
+        self.sent = self.publisher.offer(self.sent, total, total)
         limit = self.sender.sender_limit.get()
         if slowest is not None and len([r for r in self.receivers if r.image]) == 3:
             assert limit <= slowest + WINDOW, "min flow control let the sender pass the slowest"

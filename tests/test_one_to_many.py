@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import socket
 import time
-from collections.abc import Callable
+
+from procs import await_until
 
 import aeronio
 from aeronio.counters import (
@@ -55,17 +56,6 @@ def payload(i: int, size: int) -> bytes:
 
 def messages(count: int, sizes: tuple[int, ...] = SIZES) -> list[bytes]:
     return [payload(i, sizes[i % len(sizes)]) for i in range(count)]
-
-
-async def wait_until(condition: Callable[[], object], timeout: float, what: str) -> object:
-    """Poll `condition` until truthy (returned); AssertionError naming `what` after `timeout`."""
-    try:
-        async with asyncio.timeout(timeout):
-            while not (value := condition()):
-                await asyncio.sleep(0.01)
-            return value
-    except TimeoutError:
-        raise AssertionError(f"timed out after {timeout} s waiting for {what}") from None
 
 
 def counter(aeron, type_id: int, registration_id: int) -> int:
@@ -110,7 +100,7 @@ class Receiver:
             self._task = None
 
     async def wait_for(self, count: int, timeout: float) -> None:
-        await wait_until(
+        await await_until(
             lambda: len(self.received) >= count,
             timeout,
             f"{self.name} to receive {count} messages (has {len(self.received)})",
@@ -160,7 +150,7 @@ class Producer:
 
 
 async def image_of(sub: aeronio.Subscription, timeout: float = 10) -> aeronio.Image:
-    await wait_until(lambda: sub.images, timeout, f"an image on {sub.channel}")
+    await await_until(lambda: sub.images, timeout, f"an image on {sub.channel}")
     return sub.images[0]
 
 
@@ -194,7 +184,7 @@ async def test_multicast_delivers_everything_to_every_receiver_and_a_late_joiner
         drivers = [await stack.enter_async_context(aeronio.connect()) for _ in range(3)]
         subs = [await driver.add_subscription(channel, 10) for driver in drivers]
         pub = await a.add_publication(channel, 10)
-        await wait_until(lambda: pub.is_connected, 10, "the multicast publication to connect")
+        await await_until(lambda: pub.is_connected, 10, "the multicast publication to connect")
         for sub in subs:
             assert (await image_of(sub)).join_position == 0
         receivers = [Receiver(sub, f"receiver {i}").start() for i, sub in enumerate(subs)]
@@ -208,7 +198,7 @@ async def test_multicast_delivers_everything_to_every_receiver_and_a_late_joiner
         producer.fast()
         await producer.done(30)
         for receiver in [*receivers, late]:
-            await wait_until(
+            await await_until(
                 lambda r=receiver: r.positions and r.positions[-1] == pub.position,
                 30,
                 f"{receiver.name} to get the last message",
@@ -250,7 +240,7 @@ async def test_mdc_manual_destinations_added_and_removed_while_publishing():
 
         await pub.add_destination(endpoints[0])
         assert dests() == 1
-        await wait_until(lambda: pub.is_connected, 10, "the MDC publication to connect")
+        await await_until(lambda: pub.is_connected, 10, "the MDC publication to connect")
         assert (await image_of(subs[0])).join_position == 0
         first = Receiver(subs[0], "the first destination").start()
         producer = Producer(pub, expected, slow_at=(1000, 2000))
@@ -271,7 +261,7 @@ async def test_mdc_manual_destinations_added_and_removed_while_publishing():
         got_before = len(first.received)
         producer.fast()
         await producer.done(30)
-        await wait_until(
+        await await_until(
             lambda: second.positions and second.positions[-1] == pub.position,
             30,
             "the second destination to get the last message",
@@ -308,12 +298,12 @@ async def test_mdc_dynamic_receivers_add_themselves_and_a_silent_one_is_dropped(
         staying = await stack.enter_async_context(aeronio.connect())
         channel = "aeron:udp?endpoint={}:{}|control=" + control
         leaving_sub = await leaving.add_subscription(channel.format(HOST, free_port()), 12)
-        await wait_until(lambda: dests() == 1, 10, "the first receiver to become a destination")
+        await await_until(lambda: dests() == 1, 10, "the first receiver to become a destination")
         staying_sub = await staying.add_subscription(channel.format(HOST, free_port()), 12)
-        await wait_until(lambda: dests() == 2, 10, "the second receiver to become a destination")
+        await await_until(lambda: dests() == 2, 10, "the second receiver to become a destination")
         await image_of(leaving_sub)
         await image_of(staying_sub)
-        await wait_until(lambda: pub.is_connected, 10, "the dynamic MDC publication to connect")
+        await await_until(lambda: pub.is_connected, 10, "the dynamic MDC publication to connect")
         stays = Receiver(staying_sub, "the staying receiver").start()
         leaves = Receiver(leaving_sub, "the leaving receiver").start()
         producer = Producer(pub, expected, slow_at=(500,))
@@ -322,11 +312,11 @@ async def test_mdc_dynamic_receivers_add_themselves_and_a_silent_one_is_dropped(
         await leaving.close()
         closed = time.monotonic()
         timeout_s = DESTINATION_TIMEOUT_NS / 1e9
-        await wait_until(lambda: dests() == 1, timeout_s + 3, "the silent destination to go")
+        await await_until(lambda: dests() == 1, timeout_s + 3, "the silent destination to go")
         dropped_after = time.monotonic() - closed
         producer.fast()
         await producer.done(30)
-        await wait_until(
+        await await_until(
             lambda: stays.positions and stays.positions[-1] == pub.position,
             30,
             "the staying receiver to get the last message",
@@ -355,7 +345,7 @@ async def test_min_flow_control_is_held_by_the_slowest_until_it_dies():
         slow_sub = await slow_driver.add_subscription(channel, 13)
         pub = await a.add_publication(channel, 13)
         receivers = lambda: counter(a, FLOW_CONTROL_RECEIVERS_TYPE_ID, pub.registration_id)  # noqa: E731
-        await wait_until(lambda: pub.is_connected and receivers() == 2, 10, "two receivers")
+        await await_until(lambda: pub.is_connected and receivers() == 2, 10, "two receivers")
         slow_image = await image_of(slow_sub)
         await image_of(fast_sub)
         fast = Receiver(fast_sub, "the consuming receiver").start()
@@ -426,13 +416,13 @@ async def stalled_under_max_flow_control(stack, group: str, stream: int, on_unav
     slow_sub = await drivers[1].add_subscription(channel, stream, unavailable_image=on_unavailable)
     pub = await a.add_publication(channel, stream)
     receivers = lambda: counter(a, FLOW_CONTROL_RECEIVERS_TYPE_ID, pub.registration_id)  # noqa: E731
-    await wait_until(lambda: pub.is_connected and receivers() == 2, 10, "two receivers")
+    await await_until(lambda: pub.is_connected and receivers() == 2, 10, "two receivers")
     slow_image = await image_of(slow_sub)
     await image_of(fast_sub)
     fast = Receiver(fast_sub, "the consuming receiver").start()
     producer = Producer(pub, expected)
     await producer.done(30)
-    await wait_until(
+    await await_until(
         lambda: fast.positions and fast.positions[-1] == pub.position,
         30,
         "the consuming receiver to get the last message",
@@ -457,7 +447,7 @@ async def test_max_flow_control_is_not_held_by_a_receiver_that_stops_consuming()
         _, pub, producer, slow, slow_sub = await stalled_under_max_flow_control(
             stack, "224.20.30.5", 14
         )
-        await wait_until(
+        await await_until(
             lambda: slow_sub.images and slow_sub.images[0].position >= TERM,
             10,
             "the resumed receiver to read the term it holds",
@@ -481,7 +471,7 @@ async def test_a_receiver_left_more_than_a_term_behind_loses_its_image():
             stack, "224.20.30.11", 17, lambda image: gone.set()
         )
         liveness_s = IMAGE_LIVENESS_TIMEOUT_NS / 1e9
-        await wait_until(
+        await await_until(
             lambda: gone.is_set() or slow.positions[-1:] == [pub.position],
             liveness_s + 3,
             f"the stalled receiver to catch up or lose its image (it is at "
@@ -507,7 +497,7 @@ async def test_tagged_flow_control_needs_its_group_of_tagged_receivers():
             """`sub` has an image and its driver sent 3 more status messages (>= 400 ms)."""
             await image_of(sub)
             sent = system_counter(driver, SystemCounters.STATUS_MESSAGES_SENT)
-            await wait_until(
+            await await_until(
                 lambda: system_counter(driver, SystemCounters.STATUS_MESSAGES_SENT) >= sent + 3,
                 5,
                 f"the {what} receiver to send status messages",
@@ -524,7 +514,7 @@ async def test_tagged_flow_control_needs_its_group_of_tagged_receivers():
         assert not pub.is_connected and pub.try_offer(b"x") == aeronio.NOT_CONNECTED
 
         second = await b[2].add_subscription(tagged, 15)
-        await wait_until(lambda: pub.is_connected, 10, "the second tagged receiver to connect")
+        await await_until(lambda: pub.is_connected, 10, "the second tagged receiver to connect")
         assert receivers() == 2
         position = pub.try_offer(b"tagged")
         assert position > 0
@@ -546,14 +536,14 @@ async def test_spy_of_a_multicast_publication_gets_what_it_sends():
         spy = await a.add_subscription(spy_channel, 16)
         sub = await b.add_subscription(channel, 16)
         pub = await a.add_publication(channel, 16)
-        await wait_until(lambda: pub.is_connected, 10, "the multicast publication to connect")
+        await await_until(lambda: pub.is_connected, 10, "the multicast publication to connect")
         assert (await image_of(spy)).session_id == pub.session_id
         spied = Receiver(spy, "the spy").start()
         received = Receiver(sub, "the receiver").start()
         producer = Producer(pub, expected)
         await producer.done(30)
         for receiver in (spied, received):
-            await wait_until(
+            await await_until(
                 lambda r=receiver: r.positions and r.positions[-1] == pub.position,
                 20,
                 f"{receiver.name} to get the last message",

@@ -4,12 +4,11 @@ in-memory network that drops, duplicates and reorders datagrams in both directio
 import random
 
 import pytest
-from udp_harness import LossyNetwork, Slot, image_from_setup, message
+from udp_harness import LossyNetwork, Publisher, Slot, image_from_setup, message
 
 from aeronio import _core
 from aeronio.counters import SystemCounters
 from aeronio.driver.data_dispatcher import DataDispatcher
-from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.publication_image import PublicationImage
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
@@ -53,24 +52,10 @@ class Session:
         initial = (
             self.rng.randint(-(2**31), 2**31 - 1) if initial_term_id is None else initial_term_id
         )
-        self.log = LogBuffers.create(
-            tmp_path / "pub.log",
-            term_length=TERM_LENGTH,
-            initial_term_id=initial,
-            session_id=77,
-            stream_id=10,
-            mtu=MTU,
-        )
-        self.pub_limit = Slot()
-        self.appender = _core.LogAppender(self.log.mapped, self.pub_limit.array, 0, False)
-        self.sender = NetworkPublication(
-            self.log,
-            sender_position=Slot(),
-            sender_limit=Slot(),
-            sender_bpe=Slot(),
-            system=self.system,
-            now_ns=0,
-        )
+        publisher = Publisher(tmp_path / "pub.log", TERM_LENGTH, MTU, initial, self.system)
+        self.publisher = publisher
+        self.log, self.pub_limit, self.sender = publisher.log, publisher.pub_limit, publisher.sender
+        self.appender = publisher.appender
         self.a_to_b = LossyNetwork(self.rng, loss, duplicate, reorder)
         self.b_to_a = LossyNetwork(self.rng, loss, duplicate, reorder)
         self.tmp_path, self.reliable = tmp_path, reliable
@@ -119,15 +104,7 @@ class Session:
 
     def step(self, total: int, burst: int = 40) -> None:
         self.pub_limit.set(self.sender.sender_position.get() + TERM_LENGTH // 2)
-        offered = 0
-        while self.sent < total and offered < burst:
-            result = self.appender.try_offer(message(self.sent))
-            if result == _core.ADMIN_ACTION:
-                continue
-            if result < 0:
-                break
-            self.sent += 1
-            offered += 1
+        self.sent = self.publisher.offer(self.sent, total, burst)
         limit = self.sender.sender_limit.get()
         for datagram in self.sender.send(self.now):
             self._check_flow_control(bytes(datagram), limit)
@@ -369,15 +346,9 @@ def test_a_status_message_far_ahead_does_not_stop_the_sender(tmp_path):
     assert [m.data for m in session.received] == [message(i) for i in range(50)]
 
 
-def test_an_ended_publication_answers_no_setup_eliciting_status_message(tmp_path):
-    """Once closed and sent to its end, a publication heartbeats EOS and sets nobody up again
-    (as the reference does): a SETUP would make a receiver a new image of a dead stream."""
-    session = Session(tmp_path, 8, loss=0, duplicate=0, reorder=0)
-    while len(session.received) < 10:
-        session.step(10)
-    sender = session.sender
-    session.log.mapped.set_end_of_stream_position(sender.sender_position.get())
-    eliciting = status_message(
+def setup_eliciting_status_message() -> StatusMessage:
+    """What a receiver that wants a SETUP of session 77, stream 10 sends."""
+    return status_message(
         session_id=77,
         stream_id=10,
         consumption_term_id=0,
@@ -386,6 +357,17 @@ def test_an_ended_publication_answers_no_setup_eliciting_status_message(tmp_path
         receiver_id=5,
         flags=0x80,
     )
+
+
+def test_an_ended_publication_answers_no_setup_eliciting_status_message(tmp_path):
+    """Once closed and sent to its end, a publication heartbeats EOS and sets nobody up again
+    (as the reference does): a SETUP would make a receiver a new image of a dead stream."""
+    session = Session(tmp_path, 8, loss=0, duplicate=0, reorder=0)
+    while len(session.received) < 10:
+        session.step(10)
+    sender = session.sender
+    session.log.mapped.set_end_of_stream_position(sender.sender_position.get())
+    eliciting = setup_eliciting_status_message()
     sender.on_status_message(eliciting, session.now)
     kinds = [ref.type for dg in sender.send(session.now + 200 * MS) for ref in iter_frames(dg)]
     assert kinds == [HDR_TYPE_DATA]  # the EOS heartbeat only
@@ -398,15 +380,7 @@ def test_a_setup_asked_for_is_sent_though_another_receivers_status_message_came_
     while len(session.received) < 10:
         session.step(10)
     sender = session.sender
-    eliciting = status_message(
-        session_id=77,
-        stream_id=10,
-        consumption_term_id=0,
-        consumption_term_offset=0,
-        receiver_window=0,
-        receiver_id=5,
-        flags=0x80,
-    )
+    eliciting = setup_eliciting_status_message()
     sender.on_status_message(eliciting, session.now)
     ordinary = session.image._status_message(session.sub_position.get())
     sender.on_status_message(StatusMessage.decode(ordinary), session.now)

@@ -12,6 +12,7 @@ import numpy as np
 
 from aeronio import _core
 from aeronio.counters import SystemCounters
+from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.publication_image import PublicationImage
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
@@ -68,6 +69,47 @@ def message(i: int) -> bytes:
         rng.choice([0, 1, 7, 32, 100, 500, 1376, 1377, 3000, 5000]) if i % 7 else rng.randrange(64)
     )
     return i.to_bytes(4, "little") + rng.randbytes(size)
+
+
+class Publisher:
+    """The sending side: a publication's log (session 77, stream 10), its appender with a
+    publisher limit, and the sans-IO NetworkPublication reading it."""
+
+    def __init__(
+        self, path: Path, term_length: int, mtu: int, initial_term_id: int, system, **sender
+    ):
+        self.log = LogBuffers.create(
+            path,
+            term_length=term_length,
+            initial_term_id=initial_term_id,
+            session_id=77,
+            stream_id=10,
+            mtu=mtu,
+        )
+        self.pub_limit = Slot()
+        self.appender = _core.LogAppender(self.log.mapped, self.pub_limit.array, 0, False)
+        self.sender = NetworkPublication(
+            self.log,
+            sender_position=Slot(),
+            sender_limit=Slot(),
+            sender_bpe=Slot(),
+            system=system,
+            now_ns=0,
+            **sender,
+        )
+
+    def offer(self, start: int, total: int, burst: int) -> int:
+        """Append message(start), ... up to `burst` of them (fewer at back-pressure, none
+        past `total`); the next message's number."""
+        while start < total and burst > 0:
+            result = self.appender.try_offer(message(start))
+            if result == _core.ADMIN_ACTION:
+                continue
+            if result < 0:
+                break
+            start += 1
+            burst -= 1
+        return start
 
 
 def image_from_setup(

@@ -80,36 +80,6 @@ def _limit_of(sm: StatusMessage, initial_term_id: int, term_length: int) -> int:
     return position + sm.receiver_window
 
 
-class UnicastFlowControl:
-    """One receiver paces the sender: limit = its consumption position + its window."""
-
-    def __init__(self) -> None:
-        self._seen_sm = False
-
-    def on_status_message(
-        self,
-        sm: StatusMessage,
-        sender_limit: int,
-        initial_term_id: int,
-        term_length: int,
-        now_ns: int,
-    ) -> int:
-        if sm.is_setup_eliciting:
-            return sender_limit
-        self._seen_sm = True
-        return max(sender_limit, _limit_of(sm, initial_term_id, term_length))
-
-    def on_idle(self, now_ns: int, sender_limit: int) -> int:
-        return sender_limit
-
-    @property
-    def receiver_count(self) -> int:
-        return int(self._seen_sm)
-
-    def has_required_receivers(self) -> bool:
-        return True
-
-
 class MaxFlowControl:
     """The fastest receiver paces the sender (the multicast and MDC default).
 
@@ -146,6 +116,11 @@ class MaxFlowControl:
 
     def has_required_receivers(self) -> bool:
         return True
+
+
+class UnicastFlowControl(MaxFlowControl):
+    """One receiver paces the sender: limit = its consumption position + its window (what
+    max flow control computes for a single receiver)."""
 
 
 class MinFlowControl:
