@@ -7,6 +7,7 @@ import random
 import socket
 
 import pytest
+from procs import await_until
 
 import aeronio
 
@@ -405,3 +406,32 @@ async def test_a_sender_with_more_than_a_batch_keeps_sending_without_new_appends
                 positions.append(sender.sender_position.get())
             assert positions[-1] == pub.position, positions
             assert positions[0] - start < pub.position - start  # one batch did not send it all
+
+
+async def test_spies_that_simulate_a_connection_let_a_publication_without_receivers_publish():
+    """With spies-simulate-connection, a spy connects the network publication as a receiver
+    would: the publisher goes at the spy's pace with no receiver; a receiver that comes later
+    joins at the live position and gets what follows."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        pub = await a.add_publication(f"{channel}|spies-simulate-connection=true", 15)
+        await asyncio.sleep(0.2)
+        assert not pub.is_connected and pub.try_offer(b"x") == aeronio.NOT_CONNECTED
+        spy = await a.add_subscription(f"aeron-spy:{channel}", 15)
+        await await_until(lambda: pub.is_connected, 10, "the spy to connect the publication")
+        first = [payload(i, 4 + i % 400) for i in range(600)]  # about four 64 KiB terms
+        assert await exchange(pub, spy, first, 30) == first
+        sub = await b.add_subscription(channel, 15)
+        await await_until(lambda: sub.images, 10, "a receiver's image")
+        join = sub.images[0].join_position
+        assert join == pub.position  # live: nothing before it is sent again
+        later = [payload(i, 100) for i in range(600, 800)]
+        got = await exchange(pub, sub, later, 30)
+        assert got == later
+        spied: list[bytes] = []
+        async with asyncio.timeout(10):
+            async for message in spy:
+                spied.append(message.data)
+                if len(spied) == len(later):
+                    break
+        assert spied == later

@@ -80,6 +80,8 @@ class NetworkPublication:
         self._time_of_last_data_ns = now_ns - HEARTBEAT_TIMEOUT_NS
         self._time_of_last_sm_ns: int | None = None
         self._connected = False
+        self._log_connected = False
+        self.spies_connected = False  # spies there that simulate a connection
 
     # -- control frames in ------------------------------------------------------------
 
@@ -146,9 +148,22 @@ class NetworkPublication:
         connected = (
             self._time_of_last_sm_ns is not None and self.flow_control.has_required_receivers()
         )
-        if connected != self._connected:
-            self._connected = connected
-            self.log.mapped.set_connected(connected)
+        self._connected = connected
+        self.refresh_connected()
+
+    def refresh_connected(self) -> None:
+        """The log says connected (publishers may offer) while receivers are, or spies that
+        simulate a connection are there."""
+        flag = self._connected or self.spies_connected
+        if flag != self._log_connected:
+            self._log_connected = flag
+            self.log.mapped.set_connected(flag)
+
+    def skip_to(self, position: int) -> None:
+        """With no receiver, count what spies read as sent (nothing is left to send, or to
+        clean away from under the sender, when a receiver comes)."""
+        if position > self.sender_position.get():
+            self.sender_position.set(position)
 
     # -- datagrams out ----------------------------------------------------------------
 

@@ -61,20 +61,30 @@ class NetworkPublicationEntry(IpcPublication):
     sender: NetworkPublication | None = None
     endpoint: SendChannelEndpoint | None = None
     sender_counters: tuple[Counter, ...] = ()
+    spies_simulate_connection: bool = False  # spies connect it as receivers do
 
     def consumer_position(self) -> int | None:
-        if not self.sender.is_connected:
-            return None
-        position = self.sender.sender_position.get()
         spies = slowest(self.subscribers)
-        return position if spies is None else min(position, spies)
+        if self.sender.is_connected:
+            position = self.sender.sender_position.get()
+            return position if spies is None else min(position, spies)
+        return spies if self.sender.spies_connected else None
+
+    def update_publisher_limit(self) -> int:
+        if self.sender.spies_connected and not self.sender.is_connected:
+            self.sender.skip_to(max(spy.counter.get() for spy in self.subscribers))
+        return super().update_publisher_limit()
 
     def unblock_position(self) -> int | None:
         """The sender's position: a spy that stopped reading must not stop unblocking."""
-        return self.sender.sender_position.get() if self.sender.is_connected else None
+        connected = self.sender.is_connected or self.sender.spies_connected
+        return self.sender.sender_position.get() if connected else None
 
     def _subscribers_changed(self) -> None:
-        """The sender's status messages say whether it is connected, not its spies."""
+        """The sender's status messages say whether it is connected; its spies only with
+        spies-simulate-connection."""
+        self.sender.spies_connected = self.spies_simulate_connection and bool(self.subscribers)
+        self.sender.refresh_connected()
 
     def _clean_to(self, position: int) -> int:
         return super()._clean_to(position - self.log.term_length)
@@ -149,6 +159,7 @@ class UdpMedia:
         )
         entry.endpoint = endpoint
         entry.sender_counters = tuple(counters)
+        entry.spies_simulate_connection = bool(channel.spies_simulate_connection)
         entry.signals.data.add_callback(self.conductor.wake)
         endpoint.publications[(entry.session_id, entry.stream_id)] = entry.sender
         self.publications.append(entry)

@@ -384,4 +384,5 @@ class ChannelUri:
     control = _Param[str]("control")
     control_mode = _Param[str]("control-mode")
     fc = _Param[str]("fc")
+    spies_simulate_connection = _Param[bool]("spies-simulate-connection")
     gtag = _Param[int]("gtag")
