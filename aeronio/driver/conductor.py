@@ -451,8 +451,9 @@ class DriverConductor:
 
     def do_work(self, now_ns: int | None = None) -> int:
         """One duty cycle: commands, the data path, and the timer when due. While no command
-        is queued, no timer is due and the activity probe saw nothing move (no socket input,
-        no append to a network publication, no subscriber consumed), it returns at once."""
+        is queued, no timer is due, the last duty cycle did nothing and the activity probe saw
+        nothing move (no socket input, no append to a network publication, no subscriber
+        consumed), it returns at once."""
         now_ns = time.monotonic_ns() if now_ns is None else now_ns
         activity = self._activity
         moved = activity.moved()  # every duty cycle: the snapshot stays current
