@@ -63,20 +63,7 @@ public final class McastPublisher
             {
                 final int length = sizes[i % sizes.length];
                 McastMessages.write(i, length, buffer, 0);
-                final long deadline = System.nanoTime() + offerTimeoutNs;
-                idle.reset();
-                long result;
-                while ((result = publication.offer(buffer, 0, length)) < 0)
-                {
-                    if (result == Publication.CLOSED || result == Publication.MAX_POSITION_EXCEEDED ||
-                        System.nanoTime() > deadline)
-                    {
-                        SequenceMessages.say("error", SequenceMessages.quote(
-                            "offer of message " + i + " failed: " + result + " at " + publication.position()));
-                        System.exit(2);
-                    }
-                    idle.idle();
-                }
+                SequenceMessages.offer(publication, buffer, length, idle, offerTimeoutNs, i);
             }
             SequenceMessages.say("published", "{\"position\": " + publication.position() + "}");
 

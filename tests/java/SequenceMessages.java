@@ -5,10 +5,12 @@ import java.util.Map;
 import java.util.TreeMap;
 
 import io.aeron.Aeron;
+import io.aeron.Publication;
 import io.aeron.driver.MediaDriver;
 import io.aeron.driver.ThreadingMode;
 import org.agrona.DirectBuffer;
 import org.agrona.MutableDirectBuffer;
+import org.agrona.concurrent.IdleStrategy;
 import org.agrona.concurrent.status.CountersReader;
 
 /**
@@ -35,6 +37,34 @@ final class SequenceMessages
 
     private SequenceMessages()
     {
+    }
+
+    /**
+     * Offer `length` bytes of `buffer`, idling through back-pressure; on CLOSED, MAX_POSITION_EXCEEDED
+     * or no success within `timeoutNs`, say an error naming message `number` and exit 2.
+     */
+    static void offer(
+        final Publication publication,
+        final DirectBuffer buffer,
+        final int length,
+        final IdleStrategy idle,
+        final long timeoutNs,
+        final long number)
+    {
+        final long deadline = System.nanoTime() + timeoutNs;
+        idle.reset();
+        long result;
+        while ((result = publication.offer(buffer, 0, length)) < 0)
+        {
+            if (result == Publication.CLOSED || result == Publication.MAX_POSITION_EXCEEDED ||
+                System.nanoTime() > deadline)
+            {
+                say("error", quote(
+                    "offer of message " + number + " failed: " + result + " at position " + publication.position()));
+                System.exit(2);
+            }
+            idle.idle();
+        }
     }
 
     /** splitmix64's finaliser. */

@@ -45,20 +45,7 @@ public final class SequencePublisher
             for (long seq = 0; seq < count; seq++)
             {
                 final int length = SequenceMessages.write(seq, buffer, 0);
-                final long deadline = System.nanoTime() + offerTimeoutNs;
-                idle.reset();
-                long result;
-                while ((result = publication.offer(buffer, 0, length)) < 0)
-                {
-                    if (result == Publication.CLOSED || result == Publication.MAX_POSITION_EXCEEDED ||
-                        System.nanoTime() > deadline)
-                    {
-                        SequenceMessages.say("error", SequenceMessages.quote(
-                            "offer of seq " + seq + " failed: " + result + " at position " + publication.position()));
-                        System.exit(2);
-                    }
-                    idle.idle();
-                }
+                SequenceMessages.offer(publication, buffer, length, idle, offerTimeoutNs, seq);
             }
             final double seconds = (System.nanoTime() - start) / 1e9;
             SequenceMessages.say(
