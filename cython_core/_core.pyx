@@ -23,7 +23,8 @@ include "image_reader.pxi"
 include "term_rebuilder.pxi"
 include "udp_channel.pxi"
 include "publication_image.pxi"
-include "activity_probe.pxi"
+include "publication_sender.pxi"
+include "data_path.pxi"
 
 # Constants for Python code.
 FRAME_HEADER_LENGTH = HEADER_LENGTH

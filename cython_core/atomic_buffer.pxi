@@ -71,3 +71,9 @@ cdef class AtomicBuffer:
 
     def __len__(self):
         return self.capacity
+
+
+cdef char* counter_address(object counter) except NULL:
+    """The address of a position's 8 bytes (anything with an AtomicBuffer `buffer` and `offset`)."""
+    cdef AtomicBuffer buffer = counter.buffer
+    return buffer._at(counter.offset, 8)

@@ -10,12 +10,6 @@ cdef enum:
     ROUTE_INVALID = 3    # malformed: counted as an invalid packet and dropped
 
 
-cdef char* counter_address(object counter) except NULL:
-    """The address of a position's 8 bytes (anything with an AtomicBuffer `buffer` and `offset`)."""
-    cdef AtomicBuffer buffer = counter.buffer
-    return buffer._at(counter.offset, 8)
-
-
 cdef inline uint64_t image_key(int32_t session_id, int32_t stream_id) noexcept nogil:
     return ((<uint64_t> <uint32_t> session_id) << 32) | <uint32_t> stream_id
 
@@ -63,6 +57,8 @@ cdef class ImageRebuilder:
     cdef char* over_runs
     cdef public int64_t limit_position
     cdef public int64_t time_of_last_packet_ns
+    cdef public Doorbell data_doorbell  # subscribers of this process parked for data, if any
+    cdef bint fresh  # inserted into since the router last woke its subscribers
 
     def __cinit__(self, MappedLog log, int32_t session_id, int32_t stream_id, object hwm_position,
                   object rebuild_position, object over_runs, int64_t limit_position, int64_t now_ns):
@@ -75,6 +71,8 @@ cdef class ImageRebuilder:
         self.over_runs = counter_address(over_runs)
         self.limit_position = limit_position
         self.time_of_last_packet_ns = now_ns
+        self.data_doorbell = None
+        self.fresh = False
 
     cdef inline int64_t position(self, const char* header) noexcept nogil:
         return compute_position(aio_get_i32(header + TERM_ID_FIELD_OFFSET),
@@ -116,6 +114,13 @@ cdef class ImageRebuilder:
             aio_store_i64(self.hwm, end)
         return ROUTE_INSERTED if inserted else ROUTE_DROPPED
 
+    cdef void wake(self) except *:
+        """New frames: wake the subscribers parked for data, here and in other processes."""
+        self.fresh = False
+        self.log.wake_after_append()
+        if self.data_doorbell is not None and self.data_doorbell.waiters:
+            self.data_doorbell.ring()
+
     def advance(self) -> object:
         """Move the receiver position over the complete frames up to the high-water mark; the
         first gap before it as (term_id, term_offset, length), or None."""
@@ -154,16 +159,19 @@ cdef class ImageRebuilder:
 
 
 cdef class ImageRouter:
-    """Routes data packets to the ImageRebuilder of their (session, stream) in C; the rest is
-    reported back for the Python dispatcher."""
+    """Routes data packets to the ImageRebuilder of their (session, stream) in C, waking the
+    subscribers of the images that got new frames; the rest is reported back for the Python
+    dispatcher."""
 
     cdef dict images
+    cdef list _fresh  # images inserted into, to wake once per batch
     cdef object _counters  # kept alive: bytes_received and invalid_packets point into them
     cdef char* bytes_received
     cdef char* invalid_packets
 
     def __cinit__(self, object bytes_received, object invalid_packets):
         self.images = {}
+        self._fresh = []
         self._counters = (bytes_received, invalid_packets)
         self.bytes_received = counter_address(bytes_received)
         self.invalid_packets = counter_address(invalid_packets)
@@ -193,14 +201,26 @@ cdef class ImageRouter:
         result = (<ImageRebuilder> image).insert_packet(packet, length, now_ns)
         if result == ROUTE_INVALID:
             aio_fetch_add_i64(self.invalid_packets, 1)
+        elif result == ROUTE_INSERTED and not (<ImageRebuilder> image).fresh:
+            (<ImageRebuilder> image).fresh = True
+            self._fresh.append(image)
         return result
+
+    cdef void wake_fresh(self) except *:
+        """Wake the subscribers of the images that got new frames."""
+        cdef ImageRebuilder image
+        for image in self._fresh:
+            image.wake()
+        self._fresh.clear()
 
     def route(self, object datagram, int64_t now_ns) -> bool:
         """Handle one datagram if it is a data packet for a known image; False otherwise."""
         cdef const unsigned char[::1] data = datagram
         if data.shape[0] == 0:
             return False
-        return self.route_packet(<const char*> &data[0], <int32_t> data.shape[0], now_ns) != ROUTE_SLOW
+        routed = self.route_packet(<const char*> &data[0], <int32_t> data.shape[0], now_ns) != ROUTE_SLOW
+        self.wake_fresh()
+        return routed
 
     def route_received(self, DatagramReceiver receiver, int64_t now_ns) -> list:
         """Handle the data packets among what `receiver` just received (each datagram of a run
@@ -221,4 +241,5 @@ cdef class ImageRouter:
                 offset += size
                 if offset >= length:
                     break
+        self.wake_fresh()
         return rest

@@ -3,7 +3,7 @@
 # offers it, UDP segmentation offload sends a run of equal datagrams as one (GSO), and a receiver
 # with UDP_GRO gets such a run as one buffer with its segment size.
 
-from libc.errno cimport errno, EAGAIN, EINTR
+from libc.errno cimport errno, EAGAIN, EINTR, EIO, EINVAL, EMSGSIZE, ENOMEM
 from libc.stdlib cimport malloc, free
 from libc.string cimport strerror
 from cpython.bytearray cimport PyByteArray_AS_STRING
@@ -112,7 +112,7 @@ cdef class DatagramReceiver:
         free(self._addrs)
         free(self._controls)
 
-    def recv(self, int fd) -> int:
+    cpdef int recv(self, int fd) except -1:
         """Drain up to `capacity` datagrams without blocking; returns how many arrived."""
         cdef int i, n
         for i in range(self.capacity):
@@ -165,10 +165,10 @@ cdef class DatagramReceiver:
         return self._base + i * <Py_ssize_t> self.slot_size
 
 
-def send_datagrams(int fd, list datagrams, tuple address, bint gso=False,
-                   Py_ssize_t max_segment=MAX_UDP_PAYLOAD) -> int:
-    """Send each buffer in `datagrams` as one datagram to (ipv4, port) with sendmmsg; returns how
-    many the kernel took (the rest would block: the caller retries or counts a short send).
+cdef Py_ssize_t send_buffers(int fd, char** buffers, Py_ssize_t* lengths, Py_ssize_t count,
+                             sockaddr_in* destination, bint gso, Py_ssize_t max_segment) noexcept nogil:
+    """Send each buffer as one datagram to `destination` with sendmmsg; returns how many the
+    kernel took (the rest would block), or -errno when it refused them.
 
     With `gso`, a run of buffers that follow each other in memory, all of one length but the
     last (which may be shorter), goes to the kernel as one message that it cuts into exactly
@@ -176,53 +176,41 @@ def send_datagrams(int fd, list datagrams, tuple address, bint gso=False,
     for one trip through the network stack instead of one per datagram. Only datagrams of at
     most `max_segment` bytes are grouped (a segment cannot be IP-fragmented: the kernel refuses
     one larger than the path MTU allows)."""
-    cdef Py_ssize_t count = len(datagrams), i, j, m = 0, total, segment
-    cdef Py_buffer* views
+    cdef Py_ssize_t i, j, m = 0, total, segment, result
     cdef mmsghdr* msgs
     cdef iovec* iovs
     cdef char* controls
     cdef Py_ssize_t* firsts
     cdef cmsghdr* cmsg
-    cdef sockaddr_in sin
-    cdef int sent = 0, n, acquired = 0
+    cdef int sent = 0, n
     if count == 0:
         return 0
-    memset(&sin, 0, sizeof(sin))
-    sin.sin_family = AF_INET
-    sin.sin_port = htons(<unsigned short> address[1])
-    host = address[0].encode()
-    if inet_pton(AF_INET, host, &sin.sin_addr) != 1:
-        raise ValueError(f"not an IPv4 address: {address[0]!r}")
-    views = <Py_buffer*> malloc(count * sizeof(Py_buffer))
     msgs = <mmsghdr*> malloc(count * sizeof(mmsghdr))
     iovs = <iovec*> malloc(count * sizeof(iovec))
     controls = <char*> malloc(count * GSO_CONTROL_SPACE)
     firsts = <Py_ssize_t*> malloc((count + 1) * sizeof(Py_ssize_t))
-    try:
-        if views == NULL or msgs == NULL or iovs == NULL or controls == NULL or firsts == NULL:
-            raise MemoryError()
+    if msgs == NULL or iovs == NULL or controls == NULL or firsts == NULL:
+        result = -ENOMEM
+    else:
         memset(msgs, 0, count * sizeof(mmsghdr))
         memset(controls, 0, count * GSO_CONTROL_SPACE)
-        for i in range(count):
-            PyObject_GetBuffer(datagrams[i], &views[i], PyBUF_SIMPLE)
-            acquired += 1
         i = 0
         while i < count:
-            segment = total = views[i].len
+            segment = total = lengths[i]
             j = i + 1
             while gso and segment <= max_segment and j < count and j - i < MAX_GSO_SEGMENTS \
-                    and views[j - 1].len == segment and 0 < views[j].len <= segment \
-                    and total + views[j].len <= MAX_UDP_PAYLOAD \
-                    and <char*> views[j].buf == <char*> views[i].buf + total:
-                total += views[j].len
+                    and lengths[j - 1] == segment and 0 < lengths[j] <= segment \
+                    and total + lengths[j] <= MAX_UDP_PAYLOAD \
+                    and buffers[j] == buffers[i] + total:
+                total += lengths[j]
                 j += 1
             firsts[m] = i
-            iovs[m].iov_base = views[i].buf
+            iovs[m].iov_base = buffers[i]
             iovs[m].iov_len = total
             msgs[m].msg_hdr.msg_iov = &iovs[m]
             msgs[m].msg_hdr.msg_iovlen = 1
-            msgs[m].msg_hdr.msg_name = &sin
-            msgs[m].msg_hdr.msg_namelen = sizeof(sin)
+            msgs[m].msg_hdr.msg_name = destination
+            msgs[m].msg_hdr.msg_namelen = sizeof(sockaddr_in)
             if j - i > 1:
                 cmsg = <cmsghdr*> (controls + m * GSO_CONTROL_SPACE)
                 cmsg.cmsg_level = SOL_UDP_LEVEL
@@ -234,22 +222,122 @@ def send_datagrams(int fd, list datagrams, tuple address, bint gso=False,
             m += 1
             i = j
         firsts[m] = count
+        result = 0
         while sent < m:
-            with nogil:
-                n = sendmmsg(fd, msgs + sent, <unsigned int> (m - sent), MSG_DONTWAIT)
+            n = sendmmsg(fd, msgs + sent, <unsigned int> (m - sent), MSG_DONTWAIT)
             if n < 0:
                 if errno == EINTR:
                     continue
-                if errno == EAGAIN:
-                    break
-                raise OSError(errno, strerror(errno).decode())
+                if errno != EAGAIN:
+                    result = -errno
+                break
             sent += n
-        return firsts[sent]
-    finally:
-        for i in range(acquired):
-            PyBuffer_Release(&views[i])
-        free(views)
-        free(msgs)
-        free(iovs)
-        free(controls)
-        free(firsts)
+        if result == 0:
+            result = firsts[sent]
+    free(msgs)
+    free(iovs)
+    free(controls)
+    free(firsts)
+    return result
+
+
+cdef int ipv4_address(tuple address, sockaddr_in* sin) except -1:
+    """Fill `sin` from (ipv4, port)."""
+    memset(sin, 0, sizeof(sockaddr_in))
+    sin.sin_family = AF_INET
+    sin.sin_port = htons(<unsigned short> address[1])
+    if inet_pton(AF_INET, address[0].encode(), &sin.sin_addr) != 1:
+        raise ValueError(f"not an IPv4 address: {address[0]!r}")
+    return 0
+
+
+cdef struct Destination:
+    sockaddr_in address
+    Py_ssize_t max_segment
+
+
+cdef class DatagramSender:
+    """Sends datagrams from one socket to each of its destinations (one for unicast and
+    multicast, several for multi-destination-cast). What the kernel refuses (would block,
+    unreachable, dropped by a firewall) is a short send, counted and repaired by NAKs like any
+    loss; a path that cannot segment (EIO, EINVAL or EMSGSIZE with GSO: a segment larger than
+    its MTU) turns segmentation offload off."""
+
+    cdef readonly int fd
+    cdef public bint gso
+    cdef Destination* _destinations
+    cdef int _count
+    cdef object _counter  # kept alive: short_sends points into it
+    cdef char* short_sends
+
+    def __cinit__(self, int fd, object short_sends, bint gso=False):
+        self.fd = fd
+        self.gso = gso
+        self._destinations = NULL
+        self._count = 0
+        self._counter = short_sends
+        self.short_sends = counter_address(short_sends)
+
+    def __dealloc__(self):
+        free(self._destinations)
+
+    def set_destinations(self, list destinations) -> None:
+        """Send to these from now on: ((ipv4, port), max_segment) pairs, max_segment the largest
+        datagram a GSO run to it may hold."""
+        cdef Py_ssize_t i, count = len(destinations)
+        cdef Destination* table = <Destination*> malloc(max(1, count) * sizeof(Destination))
+        if table == NULL:
+            raise MemoryError()
+        try:
+            for i in range(count):
+                ipv4_address(destinations[i][0], &table[i].address)
+                table[i].max_segment = destinations[i][1]
+        except BaseException:
+            free(table)
+            raise
+        free(self._destinations)
+        self._destinations = table
+        self._count = <int> count
+
+    @property
+    def destination_count(self) -> int:
+        return self._count
+
+    cdef void send_all(self, char** buffers, Py_ssize_t* lengths, Py_ssize_t count) noexcept nogil:
+        cdef int i
+        cdef Py_ssize_t sent
+        for i in range(self._count):
+            sent = send_buffers(self.fd, buffers, lengths, count, &self._destinations[i].address,
+                                self.gso, self._destinations[i].max_segment)
+            if sent < 0 and self.gso and (sent == -EIO or sent == -EINVAL or sent == -EMSGSIZE):
+                self.gso = False  # segmentation offload refused on this path: send plainly
+            if sent < count:
+                aio_fetch_add_i64(self.short_sends, 1)
+
+    def send(self, list datagrams) -> None:
+        """Send each buffer of `datagrams` (bytes-like) as one datagram to every destination."""
+        cdef Py_ssize_t count = len(datagrams), i, acquired = 0
+        cdef Py_buffer* views
+        cdef char** buffers
+        cdef Py_ssize_t* lengths
+        if count == 0:
+            return
+        views = <Py_buffer*> malloc(count * sizeof(Py_buffer))
+        buffers = <char**> malloc(count * sizeof(char*))
+        lengths = <Py_ssize_t*> malloc(count * sizeof(Py_ssize_t))
+        try:
+            if views == NULL or buffers == NULL or lengths == NULL:
+                raise MemoryError()
+            for i in range(count):
+                PyObject_GetBuffer(datagrams[i], &views[i], PyBUF_SIMPLE)
+                acquired += 1
+                buffers[i] = <char*> views[i].buf
+                lengths[i] = views[i].len
+            with nogil:
+                self.send_all(buffers, lengths, count)
+        finally:
+            for i in range(acquired):
+                PyBuffer_Release(&views[i])
+            free(views)
+            free(buffers)
+            free(lengths)

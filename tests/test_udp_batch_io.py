@@ -1,8 +1,7 @@
-"""Batched UDP I/O with segmentation offload over real loopback sockets: send_datagrams with and
+"""Batched UDP I/O with segmentation offload over real loopback sockets: DatagramSender with and
 without GSO, DatagramReceiver with GRO, scan_datagrams, and the Cython receive path
 (ImageRouter, ImageRebuilder), checked byte for byte against what was sent."""
 
-import errno
 import os
 import random
 import select
@@ -19,11 +18,8 @@ from udp_harness import Slot
 
 import aeronio
 from aeronio import _core
-from aeronio.counters import SystemCounters
-from aeronio.driver import channel_endpoints
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
-from aeronio.protocol.channel import ChannelUri
 from aeronio.protocol.frames import (
     HDR_TYPE_DATA,
     HDR_TYPE_NAK,
@@ -111,11 +107,11 @@ def receive(sock: socket.socket, receiver, count: int) -> tuple[list[bytes], lis
     return datagrams, buffers
 
 
-# -- send_datagrams with and without GSO ------------------------------------------------
+# -- DatagramSender with and without GSO ------------------------------------------------
 
 
 def offload_mix(rng: random.Random) -> list[list]:
-    """Datagrams that test where a GSO run must end, grouped as send_datagrams(gso=True) must
+    """Datagrams that test where a GSO run must end, grouped as a DatagramSender with gso must
     send them (each group one message): slices of one buffer in runs of equal, contiguous ones,
     ended by a shorter, longer, empty or non-contiguous one, by 64 datagrams or 65507 bytes."""
     memory = memoryview(bytearray(rng.randbytes(800_000)))
@@ -168,15 +164,24 @@ def flat(groups: list[list]) -> list:
     return [datagram for group in groups for datagram in group]
 
 
+def send(sock: socket.socket, datagrams: list, address: tuple, gso: bool) -> int:
+    """Send `datagrams` from `sock` to `address` through a DatagramSender; the short sends it
+    counted."""
+    short_sends = Slot()
+    sender = _core.DatagramSender(sock.fileno(), short_sends, gso)
+    sender.set_destinations([(address, 65507)])
+    sender.send(datagrams)
+    return short_sends.get()
+
+
 @pytest.mark.parametrize("gso", [True, False], ids=["gso", "no-gso"])
-def test_send_datagrams_delivers_exactly_the_datagrams_given(udp, gso):
+def test_datagram_sender_delivers_exactly_the_datagrams_given(udp, gso):
     if gso:
         require(UDP_SEGMENT, 0)
     datagrams = flat(offload_mix(random.Random(1)))
     sender, plain = udp(), udp()
     receiver = _core.DatagramReceiver(64, 65536)
-    sent = _core.send_datagrams(sender.fileno(), datagrams, plain.getsockname(), gso=gso)
-    assert sent == len(datagrams)
+    assert send(sender, datagrams, plain.getsockname(), gso) == 0
     got, buffers = receive(plain, receiver, len(datagrams))
     assert got == [bytes(datagram) for datagram in datagrams]
     assert len(buffers) == len(datagrams)
@@ -192,11 +197,10 @@ def test_gro_receiver_gets_gso_runs_as_one_buffer_and_segment_size_cuts_them(udp
     datagrams = flat(groups)
     sender, coalescing = udp(), udp(gro=True)
     receiver = _core.DatagramReceiver(64, 65536)
-    sent = _core.send_datagrams(sender.fileno(), datagrams, coalescing.getsockname(), gso=True)
-    assert sent == len(datagrams)
+    assert send(sender, datagrams, coalescing.getsockname(), True) == 0
     got, buffers = receive(coalescing, receiver, len(datagrams))
     assert got == [bytes(datagram) for datagram in datagrams]
-    # Each message arrives as one buffer, which shows what send_datagrams made of the runs;
+    # Each message arrives as one buffer, which shows what the sender made of the runs;
     # except that loopback cuts those over its gso_max_size (65536 bytes with the headers).
     shapes = [(length, segment) for length, segment, _ in buffers]
     i = 0
@@ -596,7 +600,7 @@ def test_publication_log_sent_with_gso_is_rebuilt_byte_for_byte_by_the_router(tm
             pads += ends_with_pad
             cursor += extent
         assert covered == cursor - position
-        assert _core.send_datagrams(sender.fileno(), out, coalescing.getsockname(), True) == count
+        assert send(sender, out, coalescing.getsockname(), True) == 0
         rest, batch_runs = route_arrivals(coalescing, receiver, router, count, 7)
         assert rest == []
         runs += batch_runs
@@ -620,9 +624,7 @@ def test_publication_log_sent_with_gso_is_rebuilt_byte_for_byte_by_the_router(tm
             term[(position & (TERM - 1)) + 8] ^= 0xFF
     marked = image_log.array.copy()
     for out in batches:
-        assert _core.send_datagrams(sender.fileno(), out, coalescing.getsockname(), True) == len(
-            out
-        )
+        assert send(sender, out, coalescing.getsockname(), True) == 0
         rest, _ = route_arrivals(coalescing, receiver, router, len(out), 8)
         assert rest == []
     assert_nothing_more(coalescing)
@@ -650,7 +652,7 @@ def test_route_received_returns_the_other_datagrams_with_their_source(tmp_path, 
     run_datagrams = [run[k : k + 224] for k in range(0, 4 * 224, 224)] + [run[4 * 224 :]]
     setup, empty = NOT_ROUTED["SETUP"], NOT_ROUTED["empty"]
     mix = [*run_datagrams, setup, empty, heartbeat]
-    assert _core.send_datagrams(sender.fileno(), mix, receiving.getsockname(), offload) == 8
+    assert send(sender, mix, receiving.getsockname(), offload) == 0
     receiver = _core.DatagramReceiver(64, 65536)
     rest, runs = route_arrivals(receiving, receiver, image.router, len(mix), 5)
     assert runs == (1 if offload else 0)
@@ -685,7 +687,7 @@ async def test_driver_delivers_with_and_without_udp_offload(offload):
         pub = await a.add_publication(channel, 21)
         await connected(pub, sub)
         (send_endpoint,) = a._owned_driver.conductor.udp.send_endpoints.values()
-        assert send_endpoint.gso is (offload and kernel_refuses(UDP_SEGMENT, 0) is None)
+        assert send_endpoint.sender.gso is (offload and kernel_refuses(UDP_SEGMENT, 0) is None)
         (receive_endpoint,) = b._owned_driver.conductor.udp.receive_endpoints.values()
         gro = receive_endpoint.socket.getsockopt(SOL_UDP, UDP_GRO)
         assert gro == (offload and kernel_refuses(UDP_GRO, 1) is None)
@@ -738,25 +740,61 @@ def test_datagrams_larger_than_the_path_mtu_are_sent_without_gso():
     assert done.stdout.strip() == "delivered 20480"
 
 
-@pytest.mark.parametrize(
-    "error,gso_after", [(errno.EPERM, True), (errno.ENETUNREACH, True), (errno.EIO, False)]
-)
-def test_a_refused_send_is_a_short_send_and_never_raises(monkeypatch, error, gso_after):
-    """What the kernel refuses (a firewall's EPERM, an unreachable network, EIO from a path that
-    cannot segment) is counted as a short send, repaired by NAKs like loss; EIO turns GSO off."""
+def test_a_refused_send_is_a_short_send_and_never_raises(udp):
+    """What the kernel refuses (here EACCES: broadcast from a socket without SO_BROADCAST) is
+    counted as a short send per destination, repaired by NAKs like loss; the destinations after
+    it still get the datagrams, and GSO stays on."""
+    short_sends = Slot()
+    sock, plain = udp(), udp()
+    sender = _core.DatagramSender(sock.fileno(), short_sends, True)
+    sender.set_destinations([(("255.255.255.255", 9), 1472), (plain.getsockname(), 65507)])
+    sender.send([b"x" * 64, b"y" * 64])
+    sender.send([b"z" * 64])
+    assert short_sends.get() == 2
+    assert sender.gso is True
+    receiver = _core.DatagramReceiver(64, 65536)
+    got, _ = receive(plain, receiver, 3)
+    assert got == [b"x" * 64, b"y" * 64, b"z" * 64]
+    with pytest.raises(ValueError, match="not an IPv4 address"):
+        sender.set_destinations([(("::1", 9), 1472)])
 
-    def refuse(*args):
-        raise OSError(error, os.strerror(error))
 
-    monkeypatch.setattr(channel_endpoints, "send_datagrams", refuse)
-    system = {c: Slot() for c in SystemCounters}
-    channel = ChannelUri.parse(f"aeron:udp?endpoint=127.0.0.1:{free_port()}")
-    endpoint = channel_endpoints.SendChannelEndpoint(channel, system)
-    endpoint.gso = True
-    try:
-        endpoint.send([b"x" * 64])
-        endpoint.send([b"x" * 64])
-    finally:
-        endpoint.close()
-    assert system[SystemCounters.SHORT_SENDS].get() == 2
-    assert endpoint.gso is gso_after
+GSO_REFUSED = """
+import socket, subprocess, sys, time
+sys.path.insert(0, {tests!r})
+subprocess.run(["ip", "link", "set", "lo", "mtu", "1500", "up"], check=True)
+from udp_harness import Slot
+from aeronio import _core
+
+sock, into = (socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(2))
+sock.bind(("127.0.0.1", 0))
+into.bind(("127.0.0.1", 0))
+short_sends = Slot()
+sender = _core.DatagramSender(sock.fileno(), short_sends, True)
+sender.set_destinations([(into.getsockname(), 65507)])  # a path MTU the link does not have
+run = memoryview(bytes(range(250)) * 16)
+sender.send([run[:2000], run[2000:]])  # one GSO message of 2000-byte segments: refused
+print(short_sends.get(), sender.gso)
+sender.send([run[:2000], run[2000:]])  # plain now, fragmented by IP
+into.settimeout(5)
+got = [into.recv(65536) == bytes(run[k : k + 2000]) for k in (0, 2000)]
+print(short_sends.get(), sender.gso, got)
+"""
+
+
+def test_a_path_that_cannot_segment_turns_gso_off():
+    """GSO segments larger than the path's MTU are refused by the kernel (a link of MTU 1500 in
+    a fresh network namespace): a short send, then GSO off and the same datagrams delivered."""
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+        print("skipped: no privilege to make a network namespace (unshare -n)")
+        pytest.skip("needs unshare -n (a network namespace)")
+    require(UDP_SEGMENT, 0)
+    tests = os.path.dirname(os.path.abspath(__file__))
+    done = subprocess.run(
+        ["unshare", "-n", sys.executable, "-c", GSO_REFUSED.format(tests=tests)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["1 False", "1 False [True, True]"]

@@ -2,18 +2,18 @@
 
 A SendChannelEndpoint (one per publication channel endpoint) sends its publications' datagrams to
 the endpoint and receives their status messages, NAKs and RTT measurements. A
-ReceiveChannelEndpoint (one per subscribed endpoint) is bound to the endpoint, hands what arrives
-to its DataDispatcher and sends the images' control frames back to each sender. Both drain their
-socket with recvmmsg in one call.
+ReceiveChannelEndpoint (one per subscribed endpoint) is bound to the endpoint; what arrives goes to
+its DataDispatcher (data packets through the C router, from the driver's DataPath), and it sends
+the images' control frames back to each sender. Both drain their socket with recvmmsg in one
+call.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import socket
 
-from aeronio._core import DatagramReceiver, send_datagrams
+from aeronio._core import DatagramReceiver, DatagramSender
 from aeronio.counters import SystemCounters
 from aeronio.driver.data_dispatcher import DataDispatcher
 from aeronio.driver.network_publication import NetworkPublication, Position
@@ -133,10 +133,7 @@ class _Endpoint:
     def __init__(self, sock: socket.socket, receiver: DatagramReceiver):
         self.socket = sock
         self.fd = sock.fileno()
-        self._receiver = receiver
-
-    def _receive(self) -> int:
-        return self._receiver.recv(self.fd)
+        self.receiver = receiver
 
     def close(self) -> None:
         self.socket.close()
@@ -175,7 +172,11 @@ class SendChannelEndpoint(_Endpoint):
         else:
             control_socket = self._send_socket = _udp_socket(channel, (interface, 0))
         super().__init__(control_socket, DatagramReceiver(32, 2048))
-        self.gso = offload and _supports_gso(self._send_socket)
+        self.sender = DatagramSender(
+            self._send_socket.fileno(),
+            system[SystemCounters.SHORT_SENDS],
+            offload and _supports_gso(self._send_socket),
+        )
         # destination -> (the largest GSO segment its path takes, when it last sent an SM)
         self.destinations: dict[Address, list[int]] = {}
         if channel.endpoint is not None:
@@ -202,15 +203,21 @@ class SendChannelEndpoint(_Endpoint):
             )
         if self.destinations.pop(resolve(endpoint), None) is None:
             raise AeronError(f"{endpoint} is not a destination of this publication")
-        self._count_destinations()
+        self._destinations_changed()
 
     def _add(self, destination: Address, now_ns: int) -> None:
         if destination not in self.destinations:
             self.destinations[destination] = [_max_segment(destination), now_ns]
-            self._count_destinations()
+            self._destinations_changed()
         self.destinations[destination][1] = now_ns
 
-    def _count_destinations(self) -> None:
+    def _destinations_changed(self) -> None:
+        self.sender.set_destinations(
+            [
+                (destination, max_segment)
+                for destination, (max_segment, _) in self.destinations.items()
+            ]
+        )
         if self.destinations_counter is not None:
             self.destinations_counter.set(len(self.destinations))
 
@@ -220,18 +227,18 @@ class SendChannelEndpoint(_Endpoint):
             for destination, (_, seen) in list(self.destinations.items()):
                 if now_ns - seen > DESTINATION_TIMEOUT_NS:
                     del self.destinations[destination]
-                    self._count_destinations()
+                    self._destinations_changed()
 
     # -- control frames in --------------------------------------------------------------
 
     def poll(self, now_ns: int) -> int:
         """Handle the control frames that arrived; returns how many datagrams were read."""
-        count = self._receive()
+        count = self.receiver.recv(self.fd)
         for i in range(count):
-            datagram = self._receiver.data(i)
+            datagram = self.receiver.data(i)
             try:
                 for ref in iter_frames(datagram):
-                    self._on_control(datagram, ref, self._receiver.address(i), now_ns)
+                    self._on_control(datagram, ref, self.receiver.address(i), now_ns)
             except MalformedFrameError:
                 self.system[SystemCounters.INVALID_PACKETS].increment()
         return count
@@ -266,18 +273,8 @@ class SendChannelEndpoint(_Endpoint):
                     self.system[SystemCounters.SHORT_SENDS].increment()
 
     def send(self, datagrams: list) -> None:
-        """Send the datagrams to every destination; what the kernel refuses (would block,
-        unreachable, dropped by a firewall) is a short send, repaired by NAKs like any loss."""
-        fd = self._send_socket.fileno()
-        for destination, (max_segment, _) in self.destinations.items():
-            try:
-                sent = send_datagrams(fd, datagrams, destination, self.gso, max_segment)
-            except OSError as e:
-                if self.gso and e.errno in (errno.EIO, errno.EINVAL):
-                    self.gso = False  # segmentation offload refused on this path: send plainly
-                sent = 0
-            if sent < len(datagrams):
-                self.system[SystemCounters.SHORT_SENDS].increment()
+        """Send the datagrams to every destination (what the kernel refuses is a short send)."""
+        self.sender.send(datagrams)
 
 
 class ReceiveChannelEndpoint(_Endpoint):
@@ -302,12 +299,6 @@ class ReceiveChannelEndpoint(_Endpoint):
         if offload:
             _enable_gro(self.socket)
         self.dispatcher: DataDispatcher = dispatcher_factory(self)
-
-    def poll(self, now_ns: int) -> int:
-        count = self._receive()
-        if count:
-            self.dispatcher.on_received(self._receiver, now_ns)
-        return count
 
     def on_timer(self, now_ns: int) -> None:
         """Dynamic multi-destination-cast: with no image yet, ask the publication's control

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from aeronio._core import ActivityProbe
+from aeronio._core import DataPath
 from aeronio.counters import (
     CLIENT_HEARTBEAT_TYPE_ID,
     PUBLISHER_LIMIT_TYPE_ID,
@@ -106,7 +106,7 @@ class DriverConductor:
         self._timed_out_clients: set[int] = set()
         self._next_timer_ns = 0
         self.udp = UdpMedia(self, watch, unwatch)
-        self._activity = self._activity_probe()
+        self._data_path = self._new_data_path()
         self._busy = True
 
     # -- commands -----------------------------------------------------------------------
@@ -450,24 +450,26 @@ class DriverConductor:
     # -- duty cycle ---------------------------------------------------------------------
 
     def do_work(self, now_ns: int | None = None) -> int:
-        """One duty cycle: commands, the data path, and the timer when due. While no command
-        is queued, no timer is due, the last duty cycle did nothing and the activity probe saw
-        nothing move (no socket input, no append to a network publication, no subscriber
-        consumed), it returns at once."""
+        """One duty cycle: the data path (C), then, when it says so or a command is queued, the
+        timer is due or the last full duty cycle sent or ticked, the rest in Python: commands,
+        control frames, images' and publications' bookkeeping, the timer. Returns the work done
+        (at least 1 while bookkeeping is pending: an agent must not park before it runs)."""
         now_ns = time.monotonic_ns() if now_ns is None else now_ns
-        activity = self._activity
-        moved = activity.moved()  # every duty cycle: the snapshot stays current
-        if not (moved or self._busy or self.commands or now_ns >= self._next_timer_ns):
-            return 0
-        work = 0
-        reshaped = bool(self.commands)  # publications, images or subscribers may come or go
+        data_path = self._data_path
+        work = data_path.do_work(now_ns)
         timer = now_ns >= self._next_timer_ns
+        if not (data_path.conductor_due or self._busy or self.commands or timer):
+            return work or data_path.pending
+        reshaped = bool(self.commands)  # publications, images or subscribers may come or go
+        busy = timer
         try:
             while self.commands:
                 command, reply = self.commands.popleft()
                 self._on_command(command, reply, now_ns)
                 work += 1
-            work += self.udp.do_work(now_ns, activity.has_input)
+            udp_work, sent = self.udp.do_work(now_ns, data_path)
+            work += udp_work
+            busy |= sent > 0  # a sender stops at a batch of datagrams
             for publication in self.publications:
                 work += publication.update_publisher_limit()
         finally:  # a failing data path must not stop liveness, lingering and the heartbeat
@@ -476,20 +478,23 @@ class DriverConductor:
                     self._next_timer_ns = now_ns + TIMER_INTERVAL_NS
                     work += self._on_timer(now_ns)
             finally:
+                data_path.bookkept()
                 if reshaped or timer or self.udp.images_added:
                     self.udp.images_added = False
-                    self._activity = self._activity_probe()
-                # A duty cycle that worked (or ticked) is followed by a full one: a sender
-                # stops at a batch of datagrams, a tick changes limits and connections.
-                self._busy = work > 0 or timer
+                    self._data_path = self._new_data_path()
+                # Followed by another full duty cycle: a tick changes limits and connections.
+                self._busy = busy
         return work
 
-    def _activity_probe(self) -> ActivityProbe:
-        """What gives the data path work: the UDP sockets' input, appends to network
-        publications, and subscribers moving (they free space, ask for status messages)."""
-        fds, logs, counters = self.udp.activity_sources()
-        counters += [sub.counter for pub in self.publications for sub in pub.subscribers]
-        return ActivityProbe(fds, counters, logs)
+    def _new_data_path(self) -> DataPath:
+        """The data path of the sockets, network publications and images there are now; what
+        gives the conductor bookkeeping: the positions of the UDP data path and of the IPC
+        publications' subscribers (they free space)."""
+        data_path = self.udp.data_path_parts()
+        data_path["counters"] += [
+            sub.counter for pub in self.publications for sub in pub.subscribers
+        ]
+        return DataPath(**data_path)
 
     def _on_timer(self, now_ns: int) -> int:
         """What the conductor checks at most once per TIMER_INTERVAL_NS, apart from the data

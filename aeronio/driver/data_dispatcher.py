@@ -1,20 +1,21 @@
 """Routes received datagrams to publication images, sans-IO (Aeron's DataPacketDispatcher).
 
 A data packet (DATA frames, or a PAD) for a session that has an image goes, whole, to that
-image's rebuilder; the Cython ImageRouter does this without Python work per datagram. The rest
-is decided here: a heartbeat moves its image's high-water mark; a SETUP for a subscribed stream
+image's rebuilder; the Cython ImageRouter (`router`, run by the driver's DataPath on what the
+endpoint's socket received) does this without Python work per datagram. The rest is decided
+here: a heartbeat moves its image's high-water mark; a SETUP for a subscribed stream
 asks `on_setup` for a new image; DATA for a subscribed stream with no image yet gets a
 setup-eliciting status message back (at most one per session every 100 ms), unless the session's
 image just ended (a cool-down). Anything malformed
 is counted as an invalid packet and dropped — nothing a datagram holds can raise out of
-`on_datagram` or `on_received`.
+`on_datagram` or `on_slow_datagrams`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from aeronio._core import DatagramReceiver, ImageRouter
+from aeronio._core import ImageRouter
 from aeronio.counters import SystemCounters
 from aeronio.driver.network_publication import Position
 from aeronio.driver.publication_image import PublicationImage
@@ -60,7 +61,7 @@ class DataDispatcher:
         self.streams: dict[int, int] = {}
         self._elicited: dict[tuple[int, int], int] = {}
         self._cooling: dict[tuple[int, int], int] = {}
-        self._router = ImageRouter(
+        self.router = ImageRouter(
             system[SystemCounters.BYTES_RECEIVED], system[SystemCounters.INVALID_PACKETS]
         )
 
@@ -75,7 +76,7 @@ class DataDispatcher:
 
     def remove_image(self, session_id: int, stream_id: int) -> None:
         self.images.pop((session_id, stream_id), None)
-        self._router.remove(session_id, stream_id)
+        self.router.remove(session_id, stream_id)
 
     def cool_down(self, session_id: int, stream_id: int, until_ns: int) -> None:
         """Ignore the session (an image that ended) until `until_ns`: the heartbeats and SETUPs
@@ -91,13 +92,13 @@ class DataDispatcher:
         del self._cooling[key]
         return False
 
-    def on_received(self, receiver: DatagramReceiver, now_ns: int) -> None:
-        """Dispatch what `receiver` just received: data packets in C, the rest here."""
-        for datagram, source in self._router.route_received(receiver, now_ns):
+    def on_slow_datagrams(self, datagrams: list[tuple[memoryview, Source]], now_ns: int) -> None:
+        """What the router left of a receive: (datagram, source) pairs."""
+        for datagram, source in datagrams:
             self._on_other(datagram, source, now_ns)
 
     def on_datagram(self, datagram, source: Source, now_ns: int) -> None:
-        if not self._router.route(datagram, now_ns):
+        if not self.router.route(datagram, now_ns):
             self._on_other(datagram, source, now_ns)
 
     def _on_other(self, datagram, source: Source, now_ns: int) -> None:
@@ -143,7 +144,7 @@ class DataDispatcher:
                 return
             if image is not None:
                 self.images[key] = image
-                self._router.add(image.rebuilder)
+                self.router.add(image.rebuilder)
 
     def elicit_setup(self, key: tuple[int, int], source: Source, now_ns: int) -> None:
         """Ask `source` for a SETUP of session and stream `key` (at most every 100 ms)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from aeronio._core import scan_datagrams
+from aeronio._core import PublicationSender, scan_datagrams
 from aeronio.counters import SystemCounters
 from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS, FlowControl, UnicastFlowControl
 from aeronio.driver.retransmit_handler import RetransmitHandler
@@ -53,7 +53,10 @@ class NetworkPublication:
         flow_control: FlowControl | None = None,
         retransmit: RetransmitHandler | None = None,
         receivers: Position | None = None,
+        data_path: bool = False,
     ):
+        """`data_path`: the driver's DataPath sends new data (from the log, in C) whenever
+        neither a SETUP nor a retransmit is due; `send` then returns only those and heartbeats."""
         self.log = log
         self._mapped = log.mapped
         self.term_length = log.term_length
@@ -77,7 +80,18 @@ class NetworkPublication:
         self._setup_due = True
         self._setup_elicited = False  # a receiver asked for a SETUP not sent yet
         self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
-        self._time_of_last_data_ns = now_ns - HEARTBEAT_TIMEOUT_NS
+        self._data_path = data_path
+        self.data_sender = PublicationSender(
+            log.mapped,
+            self._terms,
+            sender_position,
+            sender_limit,
+            sender_bpe,
+            system[SystemCounters.SENDER_FLOW_CONTROL_LIMITS],
+            system[SystemCounters.BYTES_SENT],
+            self.mtu,
+            now_ns - HEARTBEAT_TIMEOUT_NS,
+        )
         self._time_of_last_sm_ns: int | None = None
         self._connected = False
         self._log_connected = False
@@ -92,6 +106,7 @@ class NetworkPublication:
                 return  # the stream ended and was sent: no new receiver to set up (as Aeron)
             self._setup_due = self._setup_elicited = True
             self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
+            self._refresh_fast()
             return
         self._time_of_last_sm_ns = now_ns
         if not self._setup_elicited:  # a receiver that asked for a SETUP still gets it
@@ -101,6 +116,7 @@ class NetworkPublication:
         )
         self.sender_limit.set(limit)
         self._update_receivers()
+        self._refresh_fast()
 
     def on_nak(self, nak: NakFrame, now_ns: int) -> None:
         self.system[SystemCounters.NAK_MESSAGES_RECEIVED].increment()
@@ -114,6 +130,7 @@ class NetworkPublication:
             and nak.term_offset + nak.length <= self.term_length
         ):
             self.retransmit.on_nak(nak.term_id, nak.term_offset, nak.length, now_ns)
+            self._refresh_fast()
 
     def on_rttm(self, rttm: RttmFrame, now_ns: int) -> bytes | None:
         """The reply to an RTT measurement request (None for anything else)."""
@@ -167,14 +184,24 @@ class NetworkPublication:
 
     # -- datagrams out ----------------------------------------------------------------
 
+    def _refresh_fast(self) -> None:
+        """Whether the DataPath may send new data without this object: no SETUP or retransmit
+        must go first."""
+        self.data_sender.fast = (
+            self._data_path and not self._setup_due and not self.retransmit.scheduled
+        )
+
     def send(self, now_ns: int) -> list:
-        """The datagrams to send now, in order."""
+        """The datagrams to send now, in order (without the new data the DataPath sends)."""
         out: list = []
+        data = self.data_sender
         if (
             not self._setup_due
             and not self.retransmit.pending
-            and now_ns - self._time_of_last_data_ns < HEARTBEAT_TIMEOUT_NS
-            and self._mapped.producer_position_volatile() == self.sender_position.get()
+            and now_ns - data.time_of_last_data_ns < HEARTBEAT_TIMEOUT_NS
+            and (
+                data.fast or self._mapped.producer_position_volatile() == self.sender_position.get()
+            )
         ):
             return out  # idle: nothing appended, nothing due
         if self._setup_due and now_ns - self._time_of_last_setup_ns >= SETUP_TIMEOUT_NS:
@@ -184,40 +211,16 @@ class NetworkPublication:
         if self.retransmit.pending:
             for term_id, term_offset, length in self.retransmit.due(now_ns):
                 self._resend(term_id, term_offset, length, out)
-        sent_data = self._send_data(out)
-        if sent_data:
-            self._time_of_last_data_ns = now_ns
-        elif now_ns - self._time_of_last_data_ns >= HEARTBEAT_TIMEOUT_NS:
+        if not data.fast and data.collect(out):
+            data.time_of_last_data_ns = now_ns
+        elif now_ns - data.time_of_last_data_ns >= HEARTBEAT_TIMEOUT_NS:
             out.append(self._heartbeat())
             self.system[SystemCounters.HEARTBEATS_SENT].increment()
-            self._time_of_last_data_ns = now_ns
+            data.time_of_last_data_ns = now_ns
         if out:
             self.system[SystemCounters.BYTES_SENT].increment(sum(map(len, out)))
+        self._refresh_fast()
         return out
-
-    def _send_data(self, out: list) -> int:
-        position = self.sender_position.get()
-        limit = self.sender_limit.get()
-        sent = 0
-        while position < limit and sent < MAX_DATAGRAMS_PER_SEND:
-            covered, count = scan_datagrams(
-                self._terms[(position >> self._shift) % d.PARTITION_COUNT],
-                position & (self.term_length - 1),
-                min(limit - position, self.term_length),  # a limit can be far ahead (an SM's say)
-                self.mtu,
-                MAX_DATAGRAMS_PER_SEND - sent,
-                out,
-            )
-            if count == 0:
-                break
-            position += covered
-            sent += count
-        if sent:
-            self.sender_position.set(position)
-        elif position >= limit and self.log.producer_position > position:
-            self.sender_bpe.increment()
-            self.system[SystemCounters.SENDER_FLOW_CONTROL_LIMITS].increment()
-        return sent
 
     def _resend(self, term_id: int, term_offset: int, length: int, out: list) -> None:
         position = d.compute_position(term_id, term_offset, self.term_length, self.initial_term_id)

@@ -33,6 +33,11 @@ class RetransmitHandler:
         """Ranges scheduled or lingering."""
         return bool(self._actions)
 
+    @property
+    def scheduled(self) -> bool:
+        """Ranges waiting to be resent (not just lingering)."""
+        return any(not action.lingering for action in self._actions.values())
+
     def on_nak(self, term_id: int, term_offset: int, length: int, now_ns: int) -> bool:
         """Schedule a resend; False when the range is already scheduled or lingering (or too many
         ranges are in hand)."""

@@ -16,6 +16,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from aeronio._core import DataPath
 from aeronio.counters import (
     FLOW_CONTROL_RECEIVERS_TYPE_ID,
     MDC_DESTINATIONS_TYPE_ID,
@@ -156,6 +157,7 @@ class UdpMedia:
             ttl=channel.ttl or 0,
             flow_control=flow_control_for(channel.fc, one_to_many),
             receivers=counters[3] if one_to_many else None,
+            data_path=True,
         )
         entry.endpoint = endpoint
         entry.sender_counters = tuple(counters)
@@ -327,6 +329,7 @@ class UdpMedia:
         )
         log_signals = signals.acquire(log_file)
         log_signals.consumed.add_callback(self.conductor.wake)
+        image.rebuilder.data_doorbell = log_signals.data
         entry = ImageEntry(
             registration_id, image, endpoint, source, log_file, (hwm, pos), log_signals
         )
@@ -439,31 +442,49 @@ class UdpMedia:
 
     # -- duty cycle -------------------------------------------------------------------
 
-    def activity_sources(self) -> tuple[list[int], list, list[Counter]]:
-        """What gives this data path work when it moves: the sockets (input), the network
-        publications' logs (appends) and the images' subscriber positions (consumption)."""
-        endpoints = [*self.send_endpoints.values(), *self.receive_endpoints.values()]
-        fds = [endpoint.fd for endpoint in endpoints]
-        logs = [entry.log.mapped for entry in self.publications]
-        counters = [sub.counter for entry in self.images for sub in entry.subscribers]
-        return fds, logs, counters
+    def data_path_parts(self) -> dict:
+        """The parts of a DataPath (its keyword arguments) for the sockets, publications and
+        images there are now: the send endpoints' sockets (control input, read here), the
+        receive endpoints' sockets with their receivers and routers, each network publication's
+        data sender and its endpoint's datagram sender, what gives bookkeeping when it moves
+        (the images' subscriber positions and high-water marks, the network publications'
+        sender positions and logs)."""
+        return {
+            "control_fds": [endpoint.fd for endpoint in self.send_endpoints.values()],
+            "receivers": [
+                (endpoint.fd, endpoint.receiver, endpoint.dispatcher.router)
+                for endpoint in self.receive_endpoints.values()
+            ],
+            "senders": [
+                (entry.sender.data_sender, entry.endpoint.sender) for entry in self.publications
+            ],
+            "counters": [
+                *(sub.counter for entry in self.images for sub in entry.subscribers),
+                *(entry.image.hwm_position for entry in self.images),
+                *(entry.sender.sender_position for entry in self.publications),
+            ],
+            "logs": [entry.log.mapped for entry in self.publications],
+        }
 
-    def do_work(self, now_ns: int, has_input: Callable[[int], bool]) -> int:
-        """The data path, every duty cycle: control frames in, data out, data in, images
-        rebuilt (with their NAKs and status messages). Sockets `has_input` says are empty are
-        not read."""
-        work = 0
+    def do_work(self, now_ns: int, data_path: DataPath) -> tuple[int, int]:
+        """What the DataPath leaves to Python, each conductor duty cycle: control frames in,
+        SETUPs, retransmits, heartbeats (and data while a sender is not `fast`) out, what the
+        router left of the data received, the images' bookkeeping (receiver positions, NAKs,
+        status messages, cleaning). Returns (work, datagrams sent)."""
+        work = sent = 0
         for endpoint in self.send_endpoints.values():
-            if has_input(endpoint.fd):
+            if data_path.has_input(endpoint.fd):
                 work += endpoint.poll(now_ns)
         for entry in self.publications:
             datagrams = entry.sender.send(now_ns)
             if datagrams:
                 entry.endpoint.send(datagrams)
-                work += len(datagrams)
+                sent += len(datagrams)
         for endpoint in self.receive_endpoints.values():
-            if has_input(endpoint.fd):
-                work += endpoint.poll(now_ns)
+            rest = data_path.slow_datagrams(endpoint.fd)
+            if rest:
+                endpoint.dispatcher.on_slow_datagrams(rest, now_ns)
+                work += len(rest)
         for entry in self.images:
             rebuilt = entry.image.rebuild_position.get()
             for frame in entry.image.do_work(now_ns):
@@ -471,7 +492,7 @@ class UdpMedia:
             if entry.image.rebuild_position.get() != rebuilt:
                 self._wake_subscribers(entry)
                 work += 1
-        return work
+        return work + sent, sent
 
     def on_timer(self, now_ns: int) -> int:
         """Liveness, at the conductor's timer interval: receivers gone silent, images whose
@@ -495,7 +516,9 @@ class UdpMedia:
 
     @staticmethod
     def _wake_subscribers(entry: ImageEntry) -> None:
-        """New data in an image: wake its parked subscribers, here and in other processes."""
+        """The receiver position moved: wake the image's parked subscribers, here and in other
+        processes (the router wakes them for the frames it inserts; this is for the rest, such
+        as a gap filled with PAD)."""
         if entry.signals.data.waiters:
             entry.signals.data.ring()
         entry.image.log.mapped.wake_data_waiters()

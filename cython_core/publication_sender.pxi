@@ -1,0 +1,102 @@
+# The sender's per-datagram work (Aeron's NetworkPublication.sendData): whole frames from the
+# sender position up to the sender limit, at most an MTU per datagram, never across a term end, a
+# PAD as its header only. The Python NetworkPublication collects them as views (the sans-IO
+# path); the driver's DataPath sends them straight from the log while nothing else is due.
+
+cdef enum:
+    MAX_DATAGRAMS_PER_SEND = 64
+
+
+cdef class PublicationSender:
+    """Cuts a network publication's log into datagrams from snd-pos up to snd-lmt and moves
+    snd-pos over them; blocked at snd-lmt with more appended, it counts a flow control limit
+    (snd-bpe and the system-wide counter).
+
+    `fast`: the publication's state lets the DataPath send new data without asking Python (no
+    SETUP due, no retransmit scheduled). `time_of_last_data_ns`: when data was last sent (the
+    heartbeat follows 100 ms without)."""
+
+    cdef readonly MappedLog log
+    cdef list _terms
+    cdef object _positions  # kept alive: the addresses below point into them
+    cdef char* position
+    cdef char* limit
+    cdef char* bpe
+    cdef char* limits_reached
+    cdef char* bytes_sent
+    cdef int32_t mtu
+    cdef public bint fast
+    cdef public int64_t time_of_last_data_ns
+
+    def __cinit__(self, MappedLog log, list terms, object sender_position, object sender_limit,
+                  object sender_bpe, object flow_control_limits, object bytes_sent, int32_t mtu,
+                  int64_t time_of_last_data_ns):
+        """terms: a writable buffer over each of the log's terms (what `collect` slices)."""
+        if len(terms) != PARTITION_COUNT or mtu < HEADER_LENGTH:
+            raise ValueError(f"{len(terms)} terms or mtu {mtu} invalid")
+        self.log = log
+        self._terms = terms
+        self._positions = (sender_position, sender_limit, sender_bpe, flow_control_limits,
+                           bytes_sent)
+        self.position = counter_address(sender_position)
+        self.limit = counter_address(sender_limit)
+        self.bpe = counter_address(sender_bpe)
+        self.limits_reached = counter_address(flow_control_limits)
+        self.bytes_sent = counter_address(bytes_sent)
+        self.mtu = mtu
+        self.fast = False
+        self.time_of_last_data_ns = time_of_last_data_ns
+
+    cdef int scan(self, char** buffers, Py_ssize_t* lengths) noexcept nogil:
+        """Up to MAX_DATAGRAMS_PER_SEND datagrams from snd-pos, moving snd-pos past them."""
+        cdef int64_t position = aio_load_i64(self.position), limit = aio_load_i64(self.limit)
+        cdef int32_t term_length = self.log.term_length, term_offset, available, padding
+        cdef int shift = self.log.position_bits_to_shift
+        cdef int count = 0
+        cdef char* term
+        while position < limit and count < MAX_DATAGRAMS_PER_SEND:
+            term = self.log.term(<int> ((position >> shift) % PARTITION_COUNT))
+            term_offset = <int32_t> (position & (term_length - 1))
+            available = scan_for_availability(term, term_offset,
+                                              <int32_t> min(<int64_t> self.mtu, limit - position),
+                                              term_length, &padding)
+            if available == 0:
+                break
+            buffers[count] = term + term_offset
+            lengths[count] = available
+            count += 1
+            position += available + padding
+        if count:
+            aio_store_i64(self.position, position)
+        elif position >= limit and self.log.producer_position() > position:
+            aio_fetch_add_i64(self.bpe, 1)
+            aio_fetch_add_i64(self.limits_reached, 1)
+        return count
+
+    def collect(self, list out) -> int:
+        """Append the datagrams to send from snd-pos (views of the log, valid until the term is
+        cleaned) to `out`; returns how many."""
+        cdef char* buffers[MAX_DATAGRAMS_PER_SEND]
+        cdef Py_ssize_t lengths[MAX_DATAGRAMS_PER_SEND]
+        cdef Py_ssize_t offset
+        cdef int i, count = self.scan(buffers, lengths)
+        for i in range(count):
+            offset = buffers[i] - self.log.term(0)
+            term = self._terms[offset // self.log.term_length]
+            offset %= self.log.term_length
+            out.append(term[offset:offset + lengths[i]])
+        return count
+
+    cdef int send(self, DatagramSender sender, int64_t now_ns) noexcept nogil:
+        """Send the datagrams from snd-pos to `sender`'s destinations; returns how many."""
+        cdef char* buffers[MAX_DATAGRAMS_PER_SEND]
+        cdef Py_ssize_t lengths[MAX_DATAGRAMS_PER_SEND]
+        cdef int i, count = self.scan(buffers, lengths)
+        cdef int64_t total = 0
+        if count:
+            sender.send_all(buffers, lengths, count)
+            for i in range(count):
+                total += lengths[i]
+            aio_fetch_add_i64(self.bytes_sent, total)
+            self.time_of_last_data_ns = now_ns
+        return count
