@@ -52,13 +52,15 @@ cdef class DataPath:
     cdef int _idle_cycles
     cdef readonly bint conductor_due
 
-    def __cinit__(self, control_fds, receivers, senders, counters, logs):
+    def __cinit__(self, control_fds, receivers, senders, counters, logs,
+                  DataPath previous=None):
         """control_fds: sockets Python reads; receivers: (fd, DatagramReceiver, ImageRouter) per
         data socket; senders: (PublicationSender, DatagramSender) per network publication;
         counters: positions (with `buffer` and `offset`) that give bookkeeping when they move;
-        logs: MappedLogs whose producer positions do. Starts with bookkeeping pending (what
-        moved before it was made)."""
-        cdef Py_ssize_t i
+        logs: MappedLogs whose producer positions do. A position `previous` (the data path this
+        one replaces) watched starts from what it saw, so that a move since is seen; the others
+        from where they are."""
+        cdef Py_ssize_t i, j
         cdef AtomicBuffer buffer
         control_fds, receivers, counters = list(control_fds), list(receivers), list(counters)
         self._logs = list(logs)
@@ -89,11 +91,19 @@ cdef class DataPath:
             self._words[i] = buffer._at(counters[i].offset, 8)
             self._seen_words[i] = aio_load_i64(self._words[i])
             self._owners.append(buffer)
+            if previous is not None:
+                for j in range(previous._nwords):
+                    if previous._words[j] == self._words[i]:
+                        self._seen_words[i] = previous._seen_words[j]
         for i in range(len(self._logs)):
             if not isinstance(self._logs[i], MappedLog):
                 raise TypeError("logs must be MappedLogs")
             self._seen_logs[i] = (<MappedLog> self._logs[i]).producer_position()
-        self.pending = True
+            if previous is not None:
+                for j in range(len(previous._logs)):
+                    if previous._logs[j] is self._logs[i]:
+                        self._seen_logs[i] = previous._seen_logs[j]
+        self.pending = False
         self._backlog = 0
         self._idle_cycles = 0
         self.conductor_due = False
@@ -166,13 +176,13 @@ cdef class DataPath:
                 return self._fds[i].revents != 0
         return True
 
-    def slow_datagrams(self, int fd) -> list:
-        """What the router left of data socket `fd`'s last receive, as (memoryview, source)
-        pairs valid until its next receive; taken once."""
+    def slow_datagrams(self, DatagramReceiver receiver) -> list:
+        """What the router left of the last receive of `receiver` (its data socket's), as
+        (memoryview, source) pairs valid until its next receive; taken once."""
         cdef Py_ssize_t i
-        for i in range(self._ncontrol, self._nfds):
-            if self._fds[i].fd == fd:
-                rest = self._rests[i - self._ncontrol]
-                self._rests[i - self._ncontrol] = []
+        for i in range(len(self._receivers)):
+            if self._receivers[i][0] is receiver:
+                rest = self._rests[i]
+                self._rests[i] = []
                 return rest
         return []

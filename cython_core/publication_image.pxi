@@ -114,12 +114,15 @@ cdef class ImageRebuilder:
             aio_store_i64(self.hwm, end)
         return ROUTE_INSERTED if inserted else ROUTE_DROPPED
 
-    cdef void wake(self) except *:
+    cdef void wake(self) noexcept:
         """New frames: wake the subscribers parked for data, here and in other processes."""
         self.fresh = False
         self.log.wake_after_append()
         if self.data_doorbell is not None and self.data_doorbell.waiters:
-            self.data_doorbell.ring()
+            try:
+                self.data_doorbell.ring()
+            except Exception:  # a parked subscriber's loop closing as it is rung: none to wake
+                pass
 
     def advance(self) -> object:
         """Move the receiver position over the complete frames up to the high-water mark; the
@@ -206,7 +209,7 @@ cdef class ImageRouter:
             self._fresh.append(image)
         return result
 
-    cdef void wake_fresh(self) except *:
+    cdef void wake_fresh(self) noexcept:
         """Wake the subscribers of the images that got new frames."""
         cdef ImageRebuilder image
         for image in self._fresh:

@@ -9,8 +9,8 @@ cdef enum:
 
 cdef class PublicationSender:
     """Cuts a network publication's log into datagrams from snd-pos up to snd-lmt and moves
-    snd-pos over them; blocked at snd-lmt with more appended, it counts a flow control limit
-    (snd-bpe and the system-wide counter).
+    snd-pos over those sent; blocked at snd-lmt with more appended, it counts a flow control
+    limit (snd-bpe and the system-wide counter).
 
     `fast`: the publication's state lets the DataPath send new data without asking Python (no
     SETUP due, no retransmit scheduled). `time_of_last_data_ns`: when data was last sent (the
@@ -47,8 +47,9 @@ cdef class PublicationSender:
         self.fast = False
         self.time_of_last_data_ns = time_of_last_data_ns
 
-    cdef int scan(self, char** buffers, Py_ssize_t* lengths) noexcept nogil:
-        """Up to MAX_DATAGRAMS_PER_SEND datagrams from snd-pos, moving snd-pos past them."""
+    cdef int scan(self, char** buffers, Py_ssize_t* lengths, int64_t* ends) noexcept nogil:
+        """Up to MAX_DATAGRAMS_PER_SEND datagrams from snd-pos; ends[i]: the position after
+        datagram i (past a PAD's whole length)."""
         cdef int64_t position = aio_load_i64(self.position), limit = aio_load_i64(self.limit)
         cdef int32_t term_length = self.log.term_length, term_offset, available, padding
         cdef int shift = self.log.position_bits_to_shift
@@ -62,24 +63,26 @@ cdef class PublicationSender:
                                               term_length, &padding)
             if available == 0:
                 break
+            position += available + padding
             buffers[count] = term + term_offset
             lengths[count] = available
+            ends[count] = position
             count += 1
-            position += available + padding
-        if count:
-            aio_store_i64(self.position, position)
-        elif position >= limit and self.log.producer_position() > position:
+        if count == 0 and position >= limit and self.log.producer_position() > position:
             aio_fetch_add_i64(self.bpe, 1)
             aio_fetch_add_i64(self.limits_reached, 1)
         return count
 
     def collect(self, list out) -> int:
         """Append the datagrams to send from snd-pos (views of the log, valid until the term is
-        cleaned) to `out`; returns how many."""
+        cleaned) to `out` and move snd-pos past them; returns how many."""
         cdef char* buffers[MAX_DATAGRAMS_PER_SEND]
         cdef Py_ssize_t lengths[MAX_DATAGRAMS_PER_SEND]
+        cdef int64_t ends[MAX_DATAGRAMS_PER_SEND]
         cdef Py_ssize_t offset
-        cdef int i, count = self.scan(buffers, lengths)
+        cdef int i, count = self.scan(buffers, lengths, ends)
+        if count:
+            aio_store_i64(self.position, ends[count - 1])
         for i in range(count):
             offset = buffers[i] - self.log.term(0)
             term = self._terms[offset // self.log.term_length]
@@ -88,15 +91,22 @@ cdef class PublicationSender:
         return count
 
     cdef int send(self, DatagramSender sender, int64_t now_ns) noexcept nogil:
-        """Send the datagrams from snd-pos to `sender`'s destinations; returns how many."""
+        """Send the datagrams from snd-pos to `sender`'s destinations and move snd-pos past those
+        they all took (as Aeron: a full socket buffer takes the rest next time, no loss); returns
+        how many were sent."""
         cdef char* buffers[MAX_DATAGRAMS_PER_SEND]
         cdef Py_ssize_t lengths[MAX_DATAGRAMS_PER_SEND]
-        cdef int i, count = self.scan(buffers, lengths)
+        cdef int64_t ends[MAX_DATAGRAMS_PER_SEND]
+        cdef int i, count = self.scan(buffers, lengths, ends)
+        cdef Py_ssize_t taken
         cdef int64_t total = 0
-        if count:
-            sender.send_all(buffers, lengths, count)
-            for i in range(count):
+        if count == 0:
+            return 0
+        taken = sender.send_all(buffers, lengths, count)
+        if taken:
+            aio_store_i64(self.position, ends[taken - 1])
+            for i in range(taken):
                 total += lengths[i]
             aio_fetch_add_i64(self.bytes_sent, total)
             self.time_of_last_data_ns = now_ns
-        return count
+        return <int> taken

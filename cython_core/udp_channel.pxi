@@ -299,13 +299,13 @@ cdef class DatagramSender:
         self._destinations = table
         self._count = <int> count
 
-    @property
-    def destination_count(self) -> int:
-        return self._count
-
-    cdef void send_all(self, char** buffers, Py_ssize_t* lengths, Py_ssize_t count) noexcept nogil:
+    cdef Py_ssize_t send_all(self, char** buffers, Py_ssize_t* lengths,
+                             Py_ssize_t count) noexcept nogil:
+        """Send to every destination; returns how many of the datagrams every destination took
+        (a destination that refused them outright lost them; one whose socket buffer was full
+        takes the rest again next time)."""
         cdef int i
-        cdef Py_ssize_t sent
+        cdef Py_ssize_t sent, taken = count
         for i in range(self._count):
             sent = send_buffers(self.fd, buffers, lengths, count, &self._destinations[i].address,
                                 self.gso, self._destinations[i].max_segment)
@@ -313,9 +313,13 @@ cdef class DatagramSender:
                 self.gso = False  # segmentation offload refused on this path: send plainly
             if sent < count:
                 aio_fetch_add_i64(self.short_sends, 1)
+            if 0 <= sent < taken:
+                taken = sent
+        return taken
 
     def send(self, list datagrams) -> None:
-        """Send each buffer of `datagrams` (bytes-like) as one datagram to every destination."""
+        """Send each buffer of `datagrams` (bytes-like) as one datagram to every destination
+        (what a full socket buffer refuses is lost: a short send, repaired by NAKs)."""
         cdef Py_ssize_t count = len(datagrams), i, acquired = 0
         cdef Py_buffer* views
         cdef char** buffers
@@ -333,8 +337,7 @@ cdef class DatagramSender:
                 acquired += 1
                 buffers[i] = <char*> views[i].buf
                 lengths[i] = views[i].len
-            with nogil:
-                self.send_all(buffers, lengths, count)
+            self.send_all(buffers, lengths, count)  # with the GIL: set_destinations frees
         finally:
             for i in range(acquired):
                 PyBuffer_Release(&views[i])

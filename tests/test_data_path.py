@@ -45,13 +45,11 @@ def idle_until_due(path: DataPath) -> int | None:
 
 
 def settled(**parts) -> DataPath:
-    """A DataPath of `parts`: new, bookkeeping pending, not due, nor after its first look;
-    bookkept, then quiet (neither pending nor due) for more than IDLE_CYCLES duty cycles."""
+    """A DataPath of `parts`: new, nothing pending (what moved before it was made is not its
+    bookkeeping), nor due, nor after more than IDLE_CYCLES quiet duty cycles."""
     names = ("control_fds", "receivers", "senders", "counters", "logs")
     path = DataPath(**{name: list(parts.get(name, ())) for name in names})
-    assert path.pending and not path.conductor_due
-    assert path.do_work(0) == 0 and path.pending and not path.conductor_due
-    path.bookkept()
+    assert not (path.pending or path.conductor_due)
     assert idle_until_due(path) is None and not path.pending
     return path
 
@@ -177,11 +175,11 @@ class Receiving:
         while got < len(datagrams):
             assert time.monotonic() < deadline, f"{got} of {len(datagrams)} datagrams arrived"
             if received := self.path.do_work(0):
-                slow = self.path.slow_datagrams(self.data.fileno())
+                slow = self.path.slow_datagrams(self.parts[1])
                 assert all(isinstance(view, memoryview) for view, _ in slow)
                 state = (self.path.pending, self.path.conductor_due)
                 calls.append((received, state, [(bytes(v), s) for v, s in slow]))
-                assert self.path.slow_datagrams(self.data.fileno()) == []  # taken once
+                assert self.path.slow_datagrams(self.parts[1]) == []  # taken once
                 got += received
         assert got == len(datagrams)
         return calls
@@ -208,16 +206,41 @@ def test_data_packets_are_rebuilt_and_the_rest_is_left_for_python(tmp_path, udp)
     batch.assert_unchanged(r.image, before)
 
 
+def test_leftovers_are_their_receivers_and_hold_their_socket_until_taken(tmp_path, udp):
+    """What the router left (a SETUP) is taken with its socket's receiver (another gets []).
+    Until then that socket is not read again: a data packet sent to it stays there, the
+    leftover's view stays intact, and every do_work is due, bookkept or not. Once taken, the
+    next do_work reads and rebuilds the packet (pending, not due)."""
+    r = Receiving(tmp_path / "image.log", udp)
+    setup, receiver = batch.NOT_ROUTED["SETUP"], r.parts[1]
+    for datagram, read in ((setup, 1), (VALID, 0)):
+        r.peer.sendto(datagram, r.data.getsockname())
+        assert select.select([r.data], [], [], 10)[0]
+        assert r.path.do_work(0) == read and r.path.conductor_due
+    for _ in range(2):
+        r.path.bookkept()
+        assert r.path.do_work(0) == 0 and r.path.conductor_due
+    assert select.select([r.data], [], [], 0)[0] and r.image.hwm.get() == 0  # not read
+    assert r.path.slow_datagrams(DatagramReceiver(64, 65536)) == []
+    ((view, source),) = r.path.slow_datagrams(receiver)
+    assert (bytes(view), source) == (setup, r.peer.getsockname())
+    assert r.path.slow_datagrams(receiver) == []
+    assert r.path.do_work(0) == 1 and (r.path.pending, r.path.conductor_due) == (True, False)
+    assert r.image.hwm.get() == T + len(VALID) and r.image.term()[T : T + len(VALID)] == VALID
+
+
 # -- when bookkeeping is due ----------------------------------------------------------------
 
 
 def test_bookkeeping_is_due_after_idle_cycles_until_bookkept():
-    """New, bookkeeping is pending (what moved before), due after IDLE_CYCLES idle duty cycles
-    (not one earlier) until bookkept(); a position moved after them (bookkept or not) is due at
-    once: a lone message waits for nothing; quiet, nothing is."""
-    subscriber = Slot()
+    """A position moved after a new DataPath was made is pending from the do_work that sees it,
+    due after IDLE_CYCLES idle duty cycles (not one earlier) until bookkept(); a position moved
+    after them (bookkept or not) is due at once: a lone message waits for nothing; quiet,
+    nothing is."""
+    subscriber = Slot(5)
     path = DataPath([], [], [], [subscriber], [])
-    assert path.pending and not path.conductor_due
+    subscriber.set(6)
+    assert not (path.pending or path.conductor_due)
     assert idle_until_due(path) == IDLE_CYCLES
     assert path.do_work(0) == 0 and path.pending and path.conductor_due
     path.bookkept()
@@ -226,6 +249,33 @@ def test_bookkeeping_is_due_after_idle_cycles_until_bookkept():
     assert path.do_work(0) == 0 and path.pending and path.conductor_due
     path.bookkept()
     assert idle_until_due(path) is None and not path.pending
+
+
+@pytest.mark.parametrize("short", [0, 1], ids=["backlog", "one byte short"])
+def test_a_data_path_sees_what_moved_since_the_one_it_replaced(tmp_path, short):
+    """A position the replaced DataPath (`previous`) watched starts from what it last saw: a
+    counter (the same memory, here through another buffer object) and a log moved after its
+    last do_work are bookkeeping on the new one's first do_work, counted once with nothing
+    else (BACKLOG bytes in all make it due at once, one short do not): not a move the old one
+    saw, nor one of a counter only the new one watches. Made, it is not pending."""
+    kept, dropped, added, limit = Slot(), Slot(), Slot(), Slot(1 << 40)
+    log = new_log(tmp_path / "log", INITIAL_TERM_ID, 0)
+    appender = _core.LogAppender(log.mapped, limit.array, 0, False)
+    old = settled(counters=[kept, dropped], logs=[log.mapped])
+    kept.increment(1000)
+    assert old.do_work(0) == 0 and old.pending and old.conductor_due
+    old.bookkept()
+    assert append(appender, b"x" * 100) == 160
+    kept.increment(BACKLOG - 160 - short)
+    dropped.increment(BACKLOG)
+    added.increment(BACKLOG)
+    same = SimpleNamespace(buffer=AtomicBuffer(kept.array), offset=0)
+    new = DataPath([], [], [], [same, added], [log.mapped], previous=old)
+    assert not (new.pending or new.conductor_due)
+    assert new.do_work(0) == 0 and (new.pending, new.conductor_due) == (True, short == 0)
+    unseen = [DataPath([], [], [], [added], [], previous=old), DataPath([], [], [], [kept], [])]
+    for path in unseen:  # a counter only the new one watches; one without `previous`
+        assert path.do_work(0) == 0 and not path.pending
 
 
 class Moving:
@@ -389,6 +439,30 @@ def test_sender_blocked_at_its_limit_counts_flow_control_limits(tmp_path, udp):
     assert path.do_work(4) == 0 and (c.bpe.get(), c.limits.get()) == (2, 2)
     assert arrivals(sink, 3) == [bytes(pub.log.term(0)[k : k + 1408]) for k in (0, 1408, 2816)]
     assert pub.sender.time_of_last_data_ns == 3
+
+
+@pytest.mark.parametrize("refuser", [0, 1], ids=["refuser first", "refuser last"])
+def test_a_destination_that_refuses_outright_holds_back_no_other(tmp_path, udp, refuser):
+    """With two destinations, one the kernel refuses outright (EACCES: broadcast from a socket
+    without SO_BROADCAST) lost the datagrams, a short send per do_work: snd-pos moves to the
+    end, bytes sent counted once, and the other destination gets every datagram."""
+    sink = udp()
+    pub = Publication(tmp_path / "pub.log", udp(), [])
+    destinations = [(sink.getsockname(), 65507)]
+    destinations.insert(refuser, (("255.255.255.255", 9), 65507))
+    pub.channel.set_destinations(destinations)
+    path = settled(senders=[pub.pair])
+    pub.sender.fast = True
+    pub.offer([100, 1376, 3000, 40])
+    end = pub.log.producer_position
+    pub.counters.limit.set(end)
+    expected = expected_datagrams(pub.log, 0, end)
+    assert path.do_work(7) == len(expected) == 5
+    assert (pub.counters.position.get(), pub.short_sends.get()) == (end, 1)
+    assert pub.counters.sent.get() == sum(map(len, expected))
+    assert pub.sender.time_of_last_data_ns == 7
+    assert arrivals(sink, len(expected)) == expected
+    assert path.do_work(8) == 0 and pub.short_sends.get() == 1
 
 
 @pytest.mark.parametrize("size,pad_datagram", [(1376, 32), (1000, 1056 + 32)])

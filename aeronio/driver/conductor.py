@@ -456,10 +456,15 @@ class DriverConductor:
         (at least 1 while bookkeeping is pending: an agent must not park before it runs)."""
         now_ns = time.monotonic_ns() if now_ns is None else now_ns
         data_path = self._data_path
-        work = data_path.do_work(now_ns)
+        try:
+            work = data_path.do_work(now_ns)
+            due = data_path.conductor_due
+        except Exception as e:  # a socket's error: the rest of the duty cycle must still run
+            self.record_error(e)
+            work, due = 0, True
         timer = now_ns >= self._next_timer_ns
-        if not (data_path.conductor_due or self._busy or self.commands or timer):
-            return work or data_path.pending
+        if not (due or self._busy or self.commands or timer):
+            return work or int(data_path.pending)
         reshaped = bool(self.commands)  # publications, images or subscribers may come or go
         busy = timer
         try:
@@ -480,21 +485,21 @@ class DriverConductor:
             finally:
                 data_path.bookkept()
                 if reshaped or timer or self.udp.images_added:
+                    self._data_path = self._new_data_path(data_path)
                     self.udp.images_added = False
-                    self._data_path = self._new_data_path()
                 # Followed by another full duty cycle: a tick changes limits and connections.
                 self._busy = busy
         return work
 
-    def _new_data_path(self) -> DataPath:
-        """The data path of the sockets, network publications and images there are now; what
-        gives the conductor bookkeeping: the positions of the UDP data path and of the IPC
-        publications' subscribers (they free space)."""
+    def _new_data_path(self, previous: DataPath | None = None) -> DataPath:
+        """The data path of the sockets, network publications and images there are now
+        (replacing `previous`); what gives the conductor bookkeeping: the positions of the UDP
+        data path and of the IPC publications' subscribers (they free space)."""
         data_path = self.udp.data_path_parts()
         data_path["counters"] += [
             sub.counter for pub in self.publications for sub in pub.subscribers
         ]
-        return DataPath(**data_path)
+        return DataPath(**data_path, previous=previous)
 
     def _on_timer(self, now_ns: int) -> int:
         """What the conductor checks at most once per TIMER_INTERVAL_NS, apart from the data

@@ -6,6 +6,8 @@ frames from the sender position up to min(sender limit, MTU, term end) — sever
 datagram, a PAD as its header only — retransmits of NAKed ranges within the term behind the
 sender position, and a heartbeat (EOS-flagged once the publication ended and everything was
 sent) after 100 ms without data. Datagrams are views into the log, valid until the next call.
+In the driver (`data_path=True`) the DataPath sends the new data itself, straight from the log
+(the C PublicationSender cuts the frames for both), whenever no SETUP or retransmit must go first.
 """
 
 from __future__ import annotations

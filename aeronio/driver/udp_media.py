@@ -481,7 +481,7 @@ class UdpMedia:
                 entry.endpoint.send(datagrams)
                 sent += len(datagrams)
         for endpoint in self.receive_endpoints.values():
-            rest = data_path.slow_datagrams(endpoint.fd)
+            rest = data_path.slow_datagrams(endpoint.receiver)
             if rest:
                 endpoint.dispatcher.on_slow_datagrams(rest, now_ns)
                 work += len(rest)
