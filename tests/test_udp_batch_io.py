@@ -722,33 +722,42 @@ asyncio.run(main())
 """
 
 
-def test_datagrams_larger_than_the_path_mtu_are_sent_without_gso():
-    """Channel MTU 8192 over a link of MTU 1500 (a fresh network namespace): the kernel would
-    refuse GSO segments it cannot IP-fragment, so the endpoint groups only what the path MTU
-    carries and the 8 KiB datagrams go out plain, fragmented by IP."""
+def in_fresh_netns(script: str) -> str:
+    """What `script` (formatted with `tests`, this directory) prints, run by Python in a fresh
+    network namespace (skips, saying why, without the privilege to make one)."""
     if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
         print("skipped: no privilege to make a network namespace (unshare -n)")
         pytest.skip("needs unshare -n (a network namespace)")
     tests = os.path.dirname(os.path.abspath(__file__))
     done = subprocess.run(
-        ["unshare", "-n", sys.executable, "-c", MTU_PROBE.format(tests=tests)],
+        ["unshare", "-n", sys.executable, "-c", script.format(tests=tests)],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "delivered 20480"
+    return done.stdout
+
+
+def test_datagrams_larger_than_the_path_mtu_are_sent_without_gso():
+    """Channel MTU 8192 over a link of MTU 1500 (a fresh network namespace): the kernel would
+    refuse GSO segments it cannot IP-fragment, so the endpoint groups only what the path MTU
+    carries and the 8 KiB datagrams go out plain, fragmented by IP."""
+    assert in_fresh_netns(MTU_PROBE).strip() == "delivered 20480"
 
 
 def test_a_refused_send_is_a_short_send_and_never_raises(udp):
-    """What the kernel refuses (here EACCES: broadcast from a socket without SO_BROADCAST) is
-    counted as a short send per destination, repaired by NAKs like loss; the destinations after
-    it still get the datagrams, and GSO stays on."""
+    """What the kernel refuses (here EACCES: broadcast from a socket without SO_BROADCAST, a GSO
+    run and a lone datagram) is counted as a short send per destination, repaired by NAKs like
+    loss; the destinations after it still get the datagrams, and GSO stays on (the refusal is
+    not the path's)."""
+    require(UDP_SEGMENT, 0)
     short_sends = Slot()
     sock, plain = udp(), udp()
     sender = _core.DatagramSender(sock.fileno(), short_sends, True)
     sender.set_destinations([(("255.255.255.255", 9), 1472), (plain.getsockname(), 65507)])
-    sender.send([b"x" * 64, b"y" * 64])
+    run = memoryview(b"x" * 64 + b"y" * 64)
+    sender.send([run[:64], run[64:]])  # one after the other in memory: one GSO message
     sender.send([b"z" * 64])
     assert short_sends.get() == 2
     assert sender.gso is True
@@ -785,16 +794,5 @@ print(short_sends.get(), sender.gso, got)
 def test_a_path_that_cannot_segment_turns_gso_off():
     """GSO segments larger than the path's MTU are refused by the kernel (a link of MTU 1500 in
     a fresh network namespace): a short send, then GSO off and the same datagrams delivered."""
-    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
-        print("skipped: no privilege to make a network namespace (unshare -n)")
-        pytest.skip("needs unshare -n (a network namespace)")
     require(UDP_SEGMENT, 0)
-    tests = os.path.dirname(os.path.abspath(__file__))
-    done = subprocess.run(
-        ["unshare", "-n", sys.executable, "-c", GSO_REFUSED.format(tests=tests)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:2] == ["1 False", "1 False [True, True]"]
+    assert in_fresh_netns(GSO_REFUSED).split("\n")[:2] == ["1 False", "1 False [True, True]"]
