@@ -243,15 +243,17 @@ def counter_labels(dir: str) -> list[str]:
 async def await_until(
     condition: Callable[[], object], timeout: float, what: str | Callable[[], str]
 ) -> object:
-    """Poll `condition` on the loop until truthy (returned); AssertionError saying `what` (or
-    what `what()` says) after `timeout` seconds."""
+    """Poll `condition` on the loop until truthy (returned); AssertionError after `timeout`
+    seconds, saying what `what()` says, or that it timed out waiting for `what`."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(what() if callable(what) else what)
+            raise AssertionError(
+                what() if callable(what) else f"timed out after {timeout} s waiting for {what}"
+            )
         await asyncio.sleep(0.01)
 
 
@@ -265,17 +267,6 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str) -> ob
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.02)
-
-
-async def async_wait_until(condition: Callable[[], object], timeout: float, what: str) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def cpu_seconds(pid: int) -> float:

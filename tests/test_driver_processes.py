@@ -15,7 +15,7 @@ import socket
 import pytest
 from procs import (
     IPC,
-    async_wait_until,
+    await_until,
     counter_labels,
     counters_path,
     payload_size,
@@ -205,9 +205,7 @@ async def test_publisher_killed_mid_claim_is_unblocked_and_others_go_on(procs):
             claimer = procs.role("claimer", dir=dir, stream=stream, before=before)
             claimer_session = await claimer.aexpect_json("session")
             await claimer.aexpect_json("claimed")
-            await async_wait_until(
-                lambda: len(received) >= before, 10, "the messages before the claim"
-            )
+            await await_until(lambda: len(received) >= before, 10, "the messages before the claim")
             steady = procs.role(
                 "text_publisher", "steady", dir=dir, stream=stream, prefix="after", count=after
             )
@@ -218,14 +216,14 @@ async def test_publisher_killed_mid_claim_is_unblocked_and_others_go_on(procs):
 
             await steady.aexpect_json("done", 30)
             assert await steady.await_exit() == 0, steady.describe()
-            await async_wait_until(
+            await await_until(
                 lambda: len(received) >= before + after, 15, "the messages after the claim"
             )
             # The abandoned frame became padding: skipped, never delivered.
             assert received == [b"before-%d" % i for i in range(before)] + [
                 b"after-%d" % i for i in range(after)
             ]
-            counters = await async_wait_until(
+            counters = await await_until(
                 lambda: (c := system_counters(dir))[SystemCounters.CLIENT_TIMEOUTS] >= 1 and c,
                 10,
                 "the killed claimer's client timeout",
@@ -260,9 +258,7 @@ async def test_killed_publishers_publication_is_released_after_the_liveness_time
         publisher.kill()
         assert await asyncio.wait_for(gone, 10) == session["session_id"]
         assert subscription.images == ()
-        await async_wait_until(
-            lambda: not os.path.exists(session["log_file"]), 10, "the log file to go"
-        )
+        await await_until(lambda: not os.path.exists(session["log_file"]), 10, "the log file to go")
         assert not any(x.startswith(registration) for x in counter_labels(dir))
         assert system_counters(dir)[SystemCounters.CLIENT_TIMEOUTS] >= 1
 
@@ -277,9 +273,7 @@ async def test_killed_subscriber_stops_holding_the_publisher_back(procs):
     async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
         live = await aeron.add_subscription(IPC, stream)
         publication = await aeron.add_publication(IPC, stream)
-        await async_wait_until(
-            lambda: publication.is_connected and live.images, 10, "the live image"
-        )
+        await await_until(lambda: publication.is_connected and live.images, 10, "the live image")
         received: list[bytes] = []
 
         async def consume() -> None:
@@ -307,7 +301,7 @@ async def test_killed_subscriber_stops_holding_the_publisher_back(procs):
                         f"stuck at {publication.position}, limit {publication.position_limit}"
                     )
                     await asyncio.sleep(0.002)
-            await async_wait_until(lambda: len(received) == sent, 10, "the live subscriber")
+            await await_until(lambda: len(received) == sent, 10, "the live subscriber")
             assert publication.position_limit <= full_at
             assert publication.try_offer(bytes(1000)) == aeronio.BACK_PRESSURED
 
@@ -316,9 +310,7 @@ async def test_killed_subscriber_stops_holding_the_publisher_back(procs):
             async with asyncio.timeout(40):
                 for i in range(sent, sent + more):
                     await publication.offer(b"%06d" % i + bytes(994), timeout=10)
-                await async_wait_until(
-                    lambda: len(received) == sent + more, 10, "the live subscriber"
-                )
+                await await_until(lambda: len(received) == sent + more, 10, "the live subscriber")
             assert received == [b"%06d" % i + bytes(994) for i in range(sent + more)]
             assert system_counters(dir)[SystemCounters.CLIENT_TIMEOUTS] >= 1
             assert not any(x.startswith(label) for x in counter_labels(dir))
@@ -341,7 +333,7 @@ async def test_driver_death_fails_pending_awaits_with_driver_timeout(procs, deat
         unread = await aeron.add_subscription(IPC, 42)  # never polled: back-pressure
         blocked = await aeron.add_publication(IPC, 42)
         idle = await aeron.add_subscription(IPC, 43)  # nothing publishes: parks
-        await async_wait_until(lambda: blocked.is_connected and unread.images, 10, "the image")
+        await await_until(lambda: blocked.is_connected and unread.images, 10, "the image")
         while (result := blocked.try_offer(bytes(1000))) > 0:
             pass
         assert result == aeronio.BACK_PRESSURED
@@ -504,7 +496,7 @@ async def test_control_protocol_refuses_other_versions_and_drops_garbage(procs, 
                 assert isinstance(p.decode_response(rest[4:]), p.DriverHello), rest
             else:
                 assert rest == b"", name
-        after = await async_wait_until(
+        after = await await_until(
             lambda: (
                 (c := system_counters(dir))[SystemCounters.INVALID_PACKETS]
                 >= before[SystemCounters.INVALID_PACKETS] + len(garbage)

@@ -12,7 +12,7 @@ import asyncio
 import time
 
 import pytest
-from procs import IPC, Procs, async_wait_until, cpu_seconds, procs_fixture
+from procs import IPC, Procs, await_until, cpu_seconds, procs_fixture
 
 import aeronio
 
@@ -52,7 +52,7 @@ async def test_idle_subscriber_with_an_image_sleeps_and_wakes_on_data(driver_dir
         publication = await aeron.add_publication(IPC, stream)
         reader = procs.role("idle_reader", dir=driver_dir, stream=stream, want_image=True)
         assert await reader.aexpect_json("ready", 20) == {"images": 1}
-        await async_wait_until(lambda: publication.is_connected, 10, "the subscriber")
+        await await_until(lambda: publication.is_connected, 10, "the subscriber")
 
         share = await core_share(reader.pid)
         assert share < MAX_CORE_SHARE, f"idle subscriber used {share:.1%} of a core"
