@@ -1,6 +1,6 @@
 # The sender's per-datagram work (Aeron's NetworkPublication.sendData): whole frames from the
 # sender position up to the sender limit, at most an MTU per datagram, never across a term end, a
-# PAD as its header only. The Python NetworkPublication collects them as views (the sans-IO
+# PAD as its header only. The Python SenderStateMachine collects them as views (the sans-IO
 # path); the driver's DataPath sends them straight from the log while nothing else is due.
 
 cdef enum:

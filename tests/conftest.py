@@ -1,8 +1,28 @@
-"""Suite-wide settings: Hypothesis without timing checks. A per-example deadline or the
-slow-generation health check would turn a hiccup of a shared machine into a failure; the tests
-assert behaviour, never time."""
+"""Suite-wide settings.
 
+Hypothesis runs without timing checks: a per-example deadline or the slow-generation health check
+would turn a hiccup of a shared machine into a failure; the tests assert behaviour, never time.
+
+Markers by folder: every test under `netns/` is `netns` (root, `ip`, `nft`), every test under
+`interop/` is `java` (Java 17 and the reference Aeron runner); tests elsewhere that need them, and
+the `slow` ones, are marked in their modules. The fast loop:
+`python -m pytest -q -m "not slow and not netns and not java"`.
+"""
+
+from pathlib import Path
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("aeronio", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("aeronio")
+
+FOLDER_MARKERS = {"netns": pytest.mark.netns, "interop": pytest.mark.java}
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = item.path.relative_to(TESTS).parts[0]
+        if folder in FOLDER_MARKERS:
+            item.add_marker(FOLDER_MARKERS[folder])

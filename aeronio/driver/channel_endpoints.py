@@ -16,7 +16,7 @@ import socket
 from aeronio._core import DatagramReceiver, DatagramSender
 from aeronio.counters import SystemCounters
 from aeronio.driver.data_dispatcher import DataDispatcher
-from aeronio.driver.network_publication import NetworkPublication, Position
+from aeronio.driver.sender_state import Position, SenderStateMachine
 from aeronio.errors import AeronError
 from aeronio.protocol.channel import ChannelUri
 from aeronio.protocol.frames import (
@@ -181,7 +181,7 @@ class SendChannelEndpoint(_Endpoint):
         self.destinations: dict[Address, list[int]] = {}
         if channel.endpoint is not None:
             self._add(resolve(channel.endpoint), 0)
-        self.publications: dict[tuple[int, int], NetworkPublication] = {}
+        self.publications: dict[tuple[int, int], SenderStateMachine] = {}
 
     def close(self) -> None:
         if self._send_socket is not self.socket:

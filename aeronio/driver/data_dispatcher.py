@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 from aeronio._core import ImageRouter
 from aeronio.counters import SystemCounters
-from aeronio.driver.network_publication import Position
-from aeronio.driver.publication_image import PublicationImage
+from aeronio.driver.receiver_state import ReceiverStateMachine
+from aeronio.driver.sender_state import Position
 from aeronio.errors import AeronError
 from aeronio.protocol.frames import (
     HDR_TYPE_DATA,
@@ -37,7 +37,7 @@ from aeronio.protocol.frames import (
 ELICIT_INTERVAL_NS = 100_000_000
 
 Source = tuple[str, int]
-OnSetup = Callable[[SetupFrame, Source, int], PublicationImage | None]
+OnSetup = Callable[[SetupFrame, Source, int], ReceiverStateMachine | None]
 SendControl = Callable[[bytes, Source], None]
 
 
@@ -57,7 +57,7 @@ class DataDispatcher:
         self.system = system
         self.on_setup = on_setup
         self.send_control = send_control
-        self.images: dict[tuple[int, int], PublicationImage] = {}
+        self.images: dict[tuple[int, int], ReceiverStateMachine] = {}
         self.streams: dict[int, int] = {}
         self._elicited: dict[tuple[int, int], int] = {}
         self._cooling: dict[tuple[int, int], int] = {}

@@ -1,7 +1,7 @@
 """Network publications and images in the driver (run by the conductor's duty cycle: Aeron's
 shared threading mode, conductor, sender and receiver on one agent).
 
-Publications on `aeron:udp` channels get a log, a NetworkPublication (what to send) and a
+Publications on `aeron:udp` channels get a log, a SenderStateMachine (what to send) and a
 SendChannelEndpoint (the socket, shared per endpoint). Subscriptions on `aeron:udp` channels get
 a ReceiveChannelEndpoint bound to the endpoint (shared per endpoint); each session that announces
 itself with a SETUP becomes an image with its own log, linked to every subscription of that
@@ -40,8 +40,8 @@ from aeronio.driver.data_dispatcher import DataDispatcher
 from aeronio.driver.flow_control import flow_control_for, group_tag_feedback
 from aeronio.driver.ipc_publication import IpcPublication, SubscriberPosition, slowest
 from aeronio.driver.loss_detector import LossDetector, multicast_nak_delay
-from aeronio.driver.network_publication import NetworkPublication
-from aeronio.driver.publication_image import PublicationImage
+from aeronio.driver.receiver_state import ReceiverStateMachine
+from aeronio.driver.sender_state import SenderStateMachine
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer import signals, waker
 from aeronio.logbuffer.log_buffers import LogBuffers
@@ -59,7 +59,7 @@ class NetworkPublicationEntry(IpcPublication):
     directly): its limit is the slowest of them plus the term window, and one term behind stays
     for retransmits. It is connected while a receiver answers (spies do not connect it)."""
 
-    sender: NetworkPublication | None = None
+    sender: SenderStateMachine | None = None
     endpoint: SendChannelEndpoint | None = None
     sender_counters: tuple[Counter, ...] = ()
     spies_simulate_connection: bool = False  # spies connect it as receivers do
@@ -94,7 +94,7 @@ class NetworkPublicationEntry(IpcPublication):
 @dataclass(eq=False)
 class ImageEntry:
     registration_id: int
-    image: PublicationImage
+    image: ReceiverStateMachine
     endpoint: ReceiveChannelEndpoint
     source: tuple[str, int]
     log_file: str
@@ -147,7 +147,7 @@ class UdpMedia:
             for counter in counters:
                 self.counters.free(counter.id)
             raise
-        entry.sender = NetworkPublication(
+        entry.sender = SenderStateMachine(
             entry.log,
             sender_position=counters[0],
             sender_limit=counters[1],
@@ -260,7 +260,7 @@ class UdpMedia:
         setup: SetupFrame,
         source: tuple[str, int],
         now_ns: int,
-    ) -> PublicationImage | None:
+    ) -> ReceiverStateMachine | None:
         """The image of a new session: its log, positions and links to the subscriptions. A
         SETUP no log can be made for raises (an invalid packet); a failure of this driver's
         (no space, no counter left) is recorded and leaves nothing behind (None)."""
@@ -308,7 +308,7 @@ class UdpMedia:
         )
         entry: ImageEntry | None = None
         nak_delay = self._subscription_setting(endpoint, setup.stream_id, "nak_delay_ns")
-        image = PublicationImage(
+        image = ReceiverStateMachine(
             log,
             join_position=join,
             receiver_id=self.receiver_id,

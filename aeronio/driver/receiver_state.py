@@ -1,0 +1,211 @@
+"""The receiver side of one publication session, sans-IO: the state machine of a
+PublicationImage (Aeron's PublicationImage receiver logic).
+
+Frames that arrive are put at their term offset (duplicates ignored, anything more than a term
+ahead of the slowest subscriber dropped as an over-run). Each duty cycle the image moves the
+receiver position over the frames that are complete, NAKs the first gap (or, unreliable, fills it
+with PAD), sends a status message every 200 ms or when consumption moved a quarter window, and
+zeroes consumed terms. It returns the control frames to send back to the publication's source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aeronio._core import ImageRebuilder, term_rebuild_insert
+from aeronio.counters import SystemCounters
+from aeronio.driver.loss_detector import LossDetector
+from aeronio.driver.sender_state import Position
+from aeronio.logbuffer import descriptor as d
+from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol.frames import (
+    EOS_FLAG,
+    HDR_TYPE_PAD,
+    data_header,
+    nak_frame,
+    status_message,
+)
+
+SM_TIMEOUT_NS = 200_000_000
+IMAGE_LIVENESS_TIMEOUT_NS = 10_000_000_000
+DEFAULT_RECEIVER_WINDOW = 128 * 1024
+
+
+def receiver_window(term_length: int, configured: int | None = None) -> int:
+    """Aeron's static window: min(128 KiB, term length / 2) unless set."""
+    return configured or min(DEFAULT_RECEIVER_WINDOW, term_length // 2)
+
+
+class ReceiverStateMachine:
+    def __init__(
+        self,
+        log: LogBuffers,
+        *,
+        join_position: int,
+        receiver_id: int,
+        rebuild_position: Position,
+        hwm_position: Position,
+        consumption_position: Callable[[], int | None],
+        system: dict[SystemCounters, Position],
+        now_ns: int,
+        window: int | None = None,
+        reliable: bool = True,
+        loss_detector: LossDetector | None = None,
+        feedback: bytes = b"",
+    ):
+        self.log = log
+        self.term_length = log.term_length
+        self.initial_term_id = log.initial_term_id
+        self.session_id = log.session_id
+        self.stream_id = log.stream_id
+        self.join_position = join_position
+        self.receiver_id = receiver_id
+        self.rebuild_position = rebuild_position
+        self.hwm_position = hwm_position
+        self.consumption_position = consumption_position
+        self.system = system
+        self.window = receiver_window(self.term_length, window)
+        self.reliable = reliable
+        self.loss = loss_detector or LossDetector()
+        self.feedback = feedback  # carried by every status message (a receiver group tag)
+        self._last_nak: tuple[int, int, int] | None = None
+        rebuild_position.set(join_position)
+        hwm_position.set(join_position)
+        self.rebuilder = ImageRebuilder(
+            log.mapped,
+            self.session_id,
+            self.stream_id,
+            hwm_position,
+            rebuild_position,
+            system[SystemCounters.FLOW_CONTROL_OVER_RUNS],
+            join_position + self.term_length,
+            now_ns,
+        )
+        self._clean_position = join_position
+        self._last_sm_position = join_position
+        self._last_consumption: int | None = None
+        self._time_of_last_sm_ns = now_ns - SM_TIMEOUT_NS
+        self.end_of_stream_position: int | None = None
+
+    def _position(self, term_id: int, term_offset: int) -> int:
+        return d.compute_position(term_id, term_offset, self.term_length, self.initial_term_id)
+
+    def _consumption(self) -> int:
+        consumption = self.consumption_position()
+        return self.rebuild_position.get() if consumption is None else consumption
+
+    def _set_limit(self, consumption: int) -> None:
+        """Packets may go no more than a term past the slowest consumer (an over-run would
+        write over a term still being read)."""
+        self.rebuilder.limit_position = consumption + self.term_length
+
+    @property
+    def time_of_last_packet_ns(self) -> int:
+        return self.rebuilder.time_of_last_packet_ns
+
+    # -- frames in --------------------------------------------------------------------
+
+    def insert(self, packet, now_ns: int) -> bool:
+        """Put a data packet (DATA frames as on the wire, or a PAD's header) at the term offset
+        of its first frame (the receiver does this in C for each datagram: ImageRouter); True if
+        it was new (not a duplicate, within the window, well-formed and within the term)."""
+        self._set_limit(self._consumption())
+        return self.rebuilder.insert(packet, now_ns)
+
+    def on_nak_heard(self, term_id: int, term_offset: int, length: int, now_ns: int) -> None:
+        """Another receiver of this multicast stream NAKed a range: suppress the same NAK.
+        (This image's own NAKs come back too, looped to the group's members on this host:
+        one the same as the last it sent is taken for its own.)"""
+        if (term_id, term_offset, length) == self._last_nak:
+            return
+        if self.loss.on_nak_heard(term_id, term_offset, length, now_ns):
+            self.system[SystemCounters.NAKS_SUPPRESSED].increment()
+
+    def on_heartbeat(self, term_id: int, term_offset: int, flags: int, now_ns: int) -> None:
+        """A heartbeat tells where the stream's end is, which reveals a lost tail."""
+        position = self._position(term_id, term_offset)
+        if self.rebuilder.is_within_window(position, 0) or position == self.rebuild_position.get():
+            self.rebuilder.time_of_last_packet_ns = now_ns  # outside: a receiver left behind
+            if position > self.hwm_position.get():
+                self.hwm_position.set(position)
+            if flags & EOS_FLAG:
+                self.end_of_stream_position = position
+                self.log.mapped.set_end_of_stream_position(position)
+
+    # -- duty cycle -------------------------------------------------------------------
+
+    def do_work(self, now_ns: int) -> list[bytes]:
+        """Advance the receiver position; return the NAK and status message frames to send."""
+        out: list[bytes] = []
+        gap = self.rebuilder.advance()
+        nak = self.loss.on_gap(gap, now_ns) if gap is not None or self.loss.active else None
+        if nak is not None:
+            if self.reliable:
+                term_id, term_offset, length = nak
+                self._last_nak = nak
+                out.append(
+                    nak_frame(
+                        session_id=self.session_id,
+                        stream_id=self.stream_id,
+                        term_id=term_id,
+                        term_offset=term_offset,
+                        length=length,
+                    ).encode()
+                )
+                self.system[SystemCounters.NAK_MESSAGES_SENT].increment()
+            else:
+                self._fill_gap(*nak)
+                self.rebuilder.advance()
+        consumption = self._consumption()
+        sm_due = now_ns - self._time_of_last_sm_ns >= SM_TIMEOUT_NS
+        if consumption == self._last_consumption and not sm_due:
+            return out  # nothing consumed since the last duty cycle: no SM, nothing to clean
+        self._last_consumption = consumption
+        if sm_due or consumption - self._last_sm_position > self.window // 4:
+            out.append(self._status_message(consumption))
+            self._last_sm_position = consumption
+            self._time_of_last_sm_ns = now_ns
+        self._clean_to(consumption)
+        self._set_limit(consumption)
+        return out
+
+    def _fill_gap(self, term_id: int, term_offset: int, length: int) -> None:
+        """Unreliable: give up on a gap by putting a PAD over it."""
+        pad = data_header(
+            frame_length=length,
+            term_offset=term_offset,
+            session_id=self.session_id,
+            stream_id=self.stream_id,
+            term_id=term_id,
+            type=HDR_TYPE_PAD,
+        ).encode()
+        position = self._position(term_id, term_offset)
+        term = self.log.term(d.index_by_position(position, self.term_length))
+        if term_rebuild_insert(term, term_offset, pad):
+            self.system[SystemCounters.LOSS_GAP_FILLS].increment()
+
+    def _status_message(self, consumption: int) -> bytes:
+        self.system[SystemCounters.STATUS_MESSAGES_SENT].increment()
+        return status_message(
+            session_id=self.session_id,
+            stream_id=self.stream_id,
+            consumption_term_id=d.compute_term_id_from_position(
+                consumption, self.term_length, self.initial_term_id
+            ),
+            consumption_term_offset=consumption & (self.term_length - 1),
+            receiver_window=self.window,
+            receiver_id=self.receiver_id,
+            feedback=self.feedback,
+        ).encode()
+
+    def _clean_to(self, position: int) -> None:
+        while self._clean_position < position:
+            self._clean_position += self.log.mapped.clean(self._clean_position, position)
+
+    def is_alive(self, now_ns: int) -> bool:
+        """Packets arrived lately and the stream has not ended and been rebuilt to its end."""
+        ended = (
+            self.end_of_stream_position is not None
+            and self.rebuild_position.get() >= self.hwm_position.get()
+        )
+        return not ended and now_ns - self.time_of_last_packet_ns <= IMAGE_LIVENESS_TIMEOUT_NS

@@ -1,0 +1,271 @@
+"""The sender side of a network publication, sans-IO: the state machine of a NetworkPublication
+(Aeron's NetworkPublication sender logic).
+
+Fed the clock and the control frames that arrive (status messages, NAKs, RTT measurements), it
+says which datagrams to send: SETUP until a receiver answers (and whenever one asks), the log's
+frames from the sender position up to min(sender limit, MTU, term end) — several frames per
+datagram, a PAD as its header only — retransmits of NAKed ranges within the term behind the
+sender position, and a heartbeat (EOS-flagged once the publication ended and everything was
+sent) after 100 ms without data. Datagrams are views into the log, valid until the next call.
+In the driver (`data_path=True`) the DataPath sends the new data itself, straight from the log
+(the C PublicationSender cuts the frames for both), whenever no SETUP or retransmit must go first.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from aeronio._core import PublicationSender, scan_datagrams
+from aeronio.counters import SystemCounters
+from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS, FlowControl, UnicastFlowControl
+from aeronio.driver.retransmit_handler import RetransmitHandler
+from aeronio.logbuffer import descriptor as d
+from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol.frames import (
+    EOS_FLAG,
+    NakFrame,
+    RttmFrame,
+    StatusMessage,
+    data_header,
+    rttm_frame,
+    setup_frame,
+)
+
+HEARTBEAT_TIMEOUT_NS = 100_000_000
+SETUP_TIMEOUT_NS = 100_000_000
+MAX_DATAGRAMS_PER_SEND = 64
+
+
+class Position(Protocol):
+    def get(self) -> int: ...
+    def set(self, value: int) -> None: ...
+    def increment(self, delta: int = 1) -> int: ...
+
+
+class SenderStateMachine:
+    def __init__(
+        self,
+        log: LogBuffers,
+        *,
+        sender_position: Position,
+        sender_limit: Position,
+        sender_bpe: Position,
+        system: dict[SystemCounters, Position],
+        now_ns: int,
+        ttl: int = 0,
+        flow_control: FlowControl | None = None,
+        retransmit: RetransmitHandler | None = None,
+        receivers: Position | None = None,
+        data_path: bool = False,
+    ):
+        """`data_path`: the driver's DataPath sends new data (from the log, in C) whenever
+        neither a SETUP nor a retransmit is due; `send` then returns only those and heartbeats."""
+        self.log = log
+        self._mapped = log.mapped
+        self.term_length = log.term_length
+        self.initial_term_id = log.initial_term_id
+        self.session_id = log.session_id
+        self.stream_id = log.stream_id
+        self.mtu = log.mtu
+        self.ttl = ttl
+        self.sender_position = sender_position
+        self.sender_limit = sender_limit
+        self.sender_bpe = sender_bpe
+        self.system = system
+        self.flow_control = flow_control or UnicastFlowControl()
+        self.receivers = receivers  # fc-receivers: how many receivers flow control tracks
+        self.retransmit = retransmit or RetransmitHandler()
+        self._terms = [memoryview(log.term(index)) for index in range(d.PARTITION_COUNT)]
+        self._shift = d.position_bits_to_shift(self.term_length)
+        start = log.producer_position
+        sender_position.set(start)
+        sender_limit.set(start)
+        self._setup_due = True
+        self._setup_elicited = False  # a receiver asked for a SETUP not sent yet
+        self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
+        self._data_path = data_path
+        self.data_sender = PublicationSender(
+            log.mapped,
+            self._terms,
+            sender_position,
+            sender_limit,
+            sender_bpe,
+            system[SystemCounters.SENDER_FLOW_CONTROL_LIMITS],
+            system[SystemCounters.BYTES_SENT],
+            self.mtu,
+            now_ns - HEARTBEAT_TIMEOUT_NS,
+        )
+        self._time_of_last_sm_ns: int | None = None
+        self._connected = False
+        self._log_connected = False
+        self.spies_connected = False  # spies there that simulate a connection
+
+    # -- control frames in ------------------------------------------------------------
+
+    def on_status_message(self, sm: StatusMessage, now_ns: int) -> None:
+        self.system[SystemCounters.STATUS_MESSAGES_RECEIVED].increment()
+        if sm.is_setup_eliciting:
+            if self.sender_position.get() >= self.log.end_of_stream_position:
+                return  # the stream ended and was sent: no new receiver to set up (as Aeron)
+            self._setup_due = self._setup_elicited = True
+            self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
+            self._refresh_fast()
+            return
+        self._time_of_last_sm_ns = now_ns
+        if not self._setup_elicited:  # a receiver that asked for a SETUP still gets it
+            self._setup_due = False
+        limit = self.flow_control.on_status_message(
+            sm, self.sender_limit.get(), self.initial_term_id, self.term_length, now_ns
+        )
+        self.sender_limit.set(limit)
+        self._update_receivers()
+        self._refresh_fast()
+
+    def on_nak(self, nak: NakFrame, now_ns: int) -> None:
+        self.system[SystemCounters.NAK_MESSAGES_RECEIVED].increment()
+        start = d.compute_position(
+            nak.term_id, nak.term_offset, self.term_length, self.initial_term_id
+        )
+        position = self.sender_position.get()
+        if (
+            nak.length > 0
+            and position - self.term_length <= start < position
+            and nak.term_offset + nak.length <= self.term_length
+        ):
+            self.retransmit.on_nak(nak.term_id, nak.term_offset, nak.length, now_ns)
+            self._refresh_fast()
+
+    def on_rttm(self, rttm: RttmFrame, now_ns: int) -> bytes | None:
+        """The reply to an RTT measurement request (None for anything else)."""
+        if not rttm.is_reply_requested:
+            return None
+        return rttm_frame(
+            session_id=rttm.session_id,
+            stream_id=rttm.stream_id,
+            echo_timestamp=rttm.echo_timestamp,
+            receiver_id=rttm.receiver_id,
+        ).encode()
+
+    @property
+    def is_connected(self) -> bool:
+        """A receiver answered lately, and flow control has the receivers it requires."""
+        return self._connected
+
+    def check_receiver_liveness(self, now_ns: int) -> None:
+        """Receivers silent too long stop counting (for flow control too); none at all for
+        RECEIVER_TIMEOUT_NS: the publication is not connected."""
+        self.sender_limit.set(self.flow_control.on_idle(now_ns, self.sender_limit.get()))
+        if (
+            self._time_of_last_sm_ns is not None
+            and now_ns - self._time_of_last_sm_ns > RECEIVER_TIMEOUT_NS
+        ):
+            self._time_of_last_sm_ns = None
+        self._update_receivers()
+
+    def _update_receivers(self) -> None:
+        if self.receivers is not None:
+            self.receivers.set(self.flow_control.receiver_count)
+        connected = (
+            self._time_of_last_sm_ns is not None and self.flow_control.has_required_receivers()
+        )
+        self._connected = connected
+        self.refresh_connected()
+
+    def refresh_connected(self) -> None:
+        """The log says connected (publishers may offer) while receivers are, or spies that
+        simulate a connection are there."""
+        flag = self._connected or self.spies_connected
+        if flag != self._log_connected:
+            self._log_connected = flag
+            self.log.mapped.set_connected(flag)
+
+    def skip_to(self, position: int) -> None:
+        """With no receiver, count what spies read as sent (nothing is left to send, or to
+        clean away from under the sender, when a receiver comes)."""
+        if position > self.sender_position.get():
+            self.sender_position.set(position)
+
+    # -- datagrams out ----------------------------------------------------------------
+
+    def _refresh_fast(self) -> None:
+        """Whether the DataPath may send new data without this object: no SETUP or retransmit
+        must go first."""
+        self.data_sender.fast = (
+            self._data_path and not self._setup_due and not self.retransmit.scheduled
+        )
+
+    def send(self, now_ns: int) -> list:
+        """The datagrams to send now, in order (without the new data the DataPath sends)."""
+        out: list = []
+        data = self.data_sender
+        if (
+            not self._setup_due
+            and not self.retransmit.pending
+            and now_ns - data.time_of_last_data_ns < HEARTBEAT_TIMEOUT_NS
+            and (
+                data.fast or self._mapped.producer_position_volatile() == self.sender_position.get()
+            )
+        ):
+            return out  # idle: nothing appended, nothing due
+        if self._setup_due and now_ns - self._time_of_last_setup_ns >= SETUP_TIMEOUT_NS:
+            out.append(self._setup())
+            self._time_of_last_setup_ns = now_ns
+            self._setup_elicited = False
+        if self.retransmit.pending:
+            for term_id, term_offset, length in self.retransmit.due(now_ns):
+                self._resend(term_id, term_offset, length, out)
+        if not data.fast and data.collect(out):
+            data.time_of_last_data_ns = now_ns
+        elif now_ns - data.time_of_last_data_ns >= HEARTBEAT_TIMEOUT_NS:
+            out.append(self._heartbeat())
+            self.system[SystemCounters.HEARTBEATS_SENT].increment()
+            data.time_of_last_data_ns = now_ns
+        if out:
+            self.system[SystemCounters.BYTES_SENT].increment(sum(map(len, out)))
+        self._refresh_fast()
+        return out
+
+    def _resend(self, term_id: int, term_offset: int, length: int, out: list) -> None:
+        position = d.compute_position(term_id, term_offset, self.term_length, self.initial_term_id)
+        if position < self.sender_position.get() - self.term_length:
+            return  # cleaned away by now
+        term = self._terms[d.index_by_position(position, self.term_length)]
+        end = min(term_offset + length, self.term_length)
+        while term_offset < end:
+            covered, count = scan_datagrams(
+                term, term_offset, end - term_offset, self.mtu, MAX_DATAGRAMS_PER_SEND, out
+            )
+            if count == 0:
+                break
+            self.system[SystemCounters.RETRANSMITS_SENT].increment(count)
+            term_offset += covered
+
+    def _setup(self) -> bytes:
+        position = self.sender_position.get()
+        return setup_frame(
+            session_id=self.session_id,
+            stream_id=self.stream_id,
+            initial_term_id=self.initial_term_id,
+            active_term_id=d.compute_term_id_from_position(
+                position, self.term_length, self.initial_term_id
+            ),
+            term_offset=position & (self.term_length - 1),
+            term_length=self.term_length,
+            mtu=self.mtu,
+            ttl=self.ttl,
+        ).encode()
+
+    def _heartbeat(self) -> bytes:
+        position = self.sender_position.get()
+        eos = self.log.end_of_stream_position
+        flags = 0xC0 | (EOS_FLAG if position >= eos else 0)
+        return data_header(
+            frame_length=0,
+            term_offset=position & (self.term_length - 1),
+            session_id=self.session_id,
+            stream_id=self.stream_id,
+            term_id=d.compute_term_id_from_position(
+                position, self.term_length, self.initial_term_id
+            ),
+            flags=flags,
+        ).encode()

@@ -1,0 +1,286 @@
+"""The Python side of the DataPath: when a network publication lets the DataPath send its new
+data (`fast`), sans-IO; and the conductor around its DataPath in an embedded driver (a failing
+DataPath, bookkeeping pending, a DataPath rebuilt with `previous`)."""
+
+import errno
+from types import SimpleNamespace
+
+import pytest
+
+import aeronio
+from aeronio import _core
+from aeronio.counters import SystemCounters
+from aeronio.driver import protocol as p
+from aeronio.driver.conductor import TIMER_INTERVAL_NS
+from aeronio.driver.error_log import read_error_log
+from aeronio.driver.retransmit_handler import RetransmitHandler
+from aeronio.driver.sender_state import HEARTBEAT_TIMEOUT_NS, SETUP_TIMEOUT_NS
+from aeronio.logbuffer import descriptor as d
+from aeronio.protocol.frames import HDR_TYPE_SETUP, iter_frames, nak_frame, status_message
+from tests.driver.test_data_path import IDLE_CYCLES
+from tests.sans_io.test_udp_sans_io import MS, MTU, TERM_LENGTH, setup_eliciting_status_message
+from tests.support.procs import await_until
+from tests.support.udp_harness import Publisher, Slot
+
+INITIAL_TERM_ID = 5
+SESSION, STREAM = 77, 10  # the Publisher's
+FRAME = 160  # a 100-byte message's aligned frame
+
+
+# -- SenderStateMachine.data_sender.fast, sans-IO -------------------------------------------
+
+
+def frames(datagrams) -> list[tuple[str, int]]:
+    """(kind, position) of each frame sent: SETUP (at its active term and offset), HB (a
+    heartbeat) or DATA."""
+    out = []
+    for datagram in map(bytes, datagrams):
+        for ref in iter_frames(datagram):
+            frame = ref.decode(datagram)
+            if ref.type == HDR_TYPE_SETUP:
+                kind, term_id = "SETUP", frame.active_term_id
+            else:
+                kind, term_id = ("HB" if ref.is_heartbeat else "DATA"), frame.term_id
+            position = d.compute_position(term_id, frame.term_offset, TERM_LENGTH, INITIAL_TERM_ID)
+            out.append((kind, position))
+    return out
+
+
+def status():
+    """A receiver's ordinary status message (nothing consumed, a half-term window)."""
+    return status_message(
+        session_id=SESSION,
+        stream_id=STREAM,
+        consumption_term_id=INITIAL_TERM_ID,
+        consumption_term_offset=0,
+        receiver_window=TERM_LENGTH // 2,
+        receiver_id=5,
+    )
+
+
+def answered(tmp_path, data_path: bool = True) -> Publisher:
+    """A publication that sent its SETUP (and a heartbeat) at 0, not fast while it was due, and
+    got a receiver's status message at 1 ms."""
+    system = {counter: Slot() for counter in SystemCounters}
+    pub = Publisher(
+        tmp_path / "pub.log", TERM_LENGTH, MTU, INITIAL_TERM_ID, system, data_path=data_path
+    )
+    pub.pub_limit.set(TERM_LENGTH)
+    sender = pub.sender
+    assert not sender.data_sender.fast
+    assert frames(sender.send(0)) == [("SETUP", 0), ("HB", 0)]
+    assert not sender.data_sender.fast
+    sender.on_status_message(status(), MS)
+    return pub
+
+
+def append(pub: Publisher, count: int) -> int:
+    """Append `count` 100-byte messages; the producer position after them."""
+    for _ in range(count):
+        while (result := pub.appender.try_offer(b"m" * 100)) == _core.ADMIN_ACTION:
+            pass
+        assert result > 0
+    return pub.log.producer_position
+
+
+@pytest.mark.parametrize("data_path", [True, False], ids=["driver", "sans-io"])
+def test_fast_once_a_receiver_answered_and_only_in_the_driver(tmp_path, data_path):
+    """After the first status message (no SETUP due), the driver's publication is fast: send()
+    leaves the new data to the DataPath. Without a DataPath it never is: send() gives the data
+    and moves snd-pos past it, as before."""
+    pub = answered(tmp_path, data_path)
+    assert pub.sender.data_sender.fast is data_path
+    end = append(pub, 3)
+    sent = frames(pub.sender.send(2 * MS))
+    assert sent == ([] if data_path else [("DATA", k * FRAME) for k in range(3)])
+    assert pub.sender.sender_position.get() == (0 if data_path else end)
+
+
+def test_while_fast_send_gives_no_data_but_heartbeats_after_the_timeout(tmp_path):
+    """Fast, with data appended, send() gives nothing until HEARTBEAT_TIMEOUT_NS after the last
+    data or heartbeat, then a heartbeat at snd-pos (counted); what the DataPath sends (it sets
+    snd-pos and time_of_last_data_ns) puts the next one off and moves it."""
+    pub = answered(tmp_path)
+    sender, data = pub.sender, pub.sender.data_sender
+    heartbeats = sender.system[SystemCounters.HEARTBEATS_SENT]
+    end = append(pub, 3)
+    assert sender.send(HEARTBEAT_TIMEOUT_NS - 1) == [] and heartbeats.get() == 1
+    assert frames(sender.send(HEARTBEAT_TIMEOUT_NS)) == [("HB", 0)] and heartbeats.get() == 2
+    assert data.collect([]) == 1 and sender.sender_position.get() == end  # the DataPath's send
+    data.time_of_last_data_ns = 150 * MS
+    assert sender.send(150 * MS + HEARTBEAT_TIMEOUT_NS - 1) == []
+    assert frames(sender.send(150 * MS + HEARTBEAT_TIMEOUT_NS)) == [("HB", end)]
+    assert data.fast and heartbeats.get() == 3
+
+
+def test_a_setup_asked_for_stops_fast_until_sent_and_answered(tmp_path):
+    """A setup-eliciting status message: not fast (the SETUP goes first), nor after an ordinary
+    one that comes before the SETUP went; send() gives the SETUP, then (not fast) the new data
+    itself; still not fast until the next ordinary status message, and no SETUP after it."""
+    pub = answered(tmp_path)
+    sender, data = pub.sender, pub.sender.data_sender
+    assert data.fast
+    sender.on_status_message(setup_eliciting_status_message(), 2 * MS)
+    assert not data.fast
+    sender.on_status_message(status(), 3 * MS)
+    assert not data.fast
+    end = append(pub, 3)
+    sent = frames(sender.send(4 * MS))
+    assert sent == [("SETUP", 0)] + [("DATA", k * FRAME) for k in range(3)]
+    assert sender.sender_position.get() == end and not data.fast
+    sender.on_status_message(status(), 5 * MS)
+    assert data.fast
+    assert frames(sender.send(4 * MS + SETUP_TIMEOUT_NS)) == [("HB", end)]
+
+
+def test_a_nak_stops_fast_until_its_range_is_resent(tmp_path):
+    """A NAK of a range behind snd-pos schedules a retransmit: not fast until send() resent the
+    range's frames (counted); lingering, it holds nothing back: fast again. A NAK of what was
+    not sent, or of the range lingering, changes nothing (only counted)."""
+    pub = answered(tmp_path)
+    sender, data, system = pub.sender, pub.sender.data_sender, pub.sender.system
+    end = append(pub, 3)
+    assert data.collect([]) == 1  # the DataPath's send
+    data.time_of_last_data_ns = 2 * MS
+
+    def nak(term_offset: int, length: int) -> None:
+        frame = nak_frame(
+            session_id=SESSION,
+            stream_id=STREAM,
+            term_id=INITIAL_TERM_ID,
+            term_offset=term_offset,
+            length=length,
+        )
+        sender.on_nak(frame, 3 * MS)
+
+    nak(end, FRAME)
+    assert data.fast and not sender.retransmit.pending
+    nak(FRAME, 2 * FRAME)
+    assert not data.fast and sender.retransmit.scheduled
+    assert frames(sender.send(4 * MS)) == [("DATA", FRAME), ("DATA", 2 * FRAME)]
+    assert data.fast and sender.retransmit.pending and not sender.retransmit.scheduled
+    nak(FRAME, 2 * FRAME)
+    assert data.fast and sender.sender_position.get() == end
+    assert system[SystemCounters.RETRANSMITS_SENT].get() == 1
+    assert system[SystemCounters.NAK_MESSAGES_RECEIVED].get() == 3
+
+
+def test_retransmit_scheduled_until_resent_pending_until_its_linger_ends():
+    """`scheduled`: a range waits to be resent (after the delay); `pending`: also while one
+    lingers after its resend (a NAK of it is ignored then)."""
+    handler = RetransmitHandler(delay_ns=10, linger_ns=100)
+    assert not (handler.scheduled or handler.pending)
+    assert handler.on_nak(1, 0, 64, 0)
+    assert handler.due(9) == [] and (handler.scheduled, handler.pending) == (True, True)
+    assert handler.due(10) == [(1, 0, 64)]
+    assert (handler.scheduled, handler.pending) == (False, True)
+    assert not handler.on_nak(1, 0, 64, 50) and not handler.scheduled
+    assert handler.on_nak(1, 64, 64, 50) and handler.scheduled
+    assert handler.due(60) == [(1, 64, 64)]
+    assert (handler.scheduled, handler.pending) == (False, True)
+    assert handler.due(110) == [] and handler.pending  # the first dropped, the second lingers
+    assert handler.due(160) == [] and not handler.pending
+
+
+# -- the conductor and its DataPath, in an embedded driver -----------------------------------
+
+
+@pytest.fixture
+async def ipc(tmp_path):
+    """An embedded driver, a client, and an IPC publication whose subscription has its image."""
+    async with aeronio.MediaDriver.launch(str(tmp_path / "driver")) as driver:
+        async with aeronio.connect(driver.dir) as client:
+            sub = await client.add_subscription("aeron:ipc", 5)
+            pub = await client.add_publication("aeron:ipc", 5)
+            await await_until(lambda: sub.images and pub.is_connected, 10, "the IPC image")
+            yield SimpleNamespace(conductor=driver.conductor, client=client, pub=pub, sub=sub)
+
+
+def settle(conductor) -> int:
+    """A timer tick (commands queued handled, the DataPath rebuilt), the full duty cycle that
+    follows it and an idle one (its DataPath's second do_work): nothing pending. Returns a time
+    before the next tick. (No await here or after: the driver's agent does not run between.)"""
+    now = conductor._next_timer_ns
+    conductor.do_work(now)
+    conductor.do_work(now + 1)
+    assert conductor.do_work(now + 1) == 0 and not conductor._data_path.pending
+    return now + 1
+
+
+def consume(ipc) -> None:
+    assert ipc.sub.poll(lambda *_: None, 10) == 1
+
+
+class FailingDataPath(_core.DataPath):
+    """A DataPath whose do_work fails as a socket's error would. (A DataPath: the conductor
+    makes its successor with it as `previous`.)"""
+
+    def do_work(self, now_ns: int) -> int:
+        raise OSError(errno.EIO, "a data socket failed")
+
+
+async def test_a_failing_data_path_is_recorded_and_the_duty_cycle_still_runs(ipc):
+    """The error of the DataPath's do_work is counted (ERRORS) and kept in the error log; the
+    commands, the timer and the DataPath's rebuilding still run."""
+    conductor = ipc.conductor
+    errors = conductor.system[SystemCounters.ERRORS]
+    now, before = conductor._next_timer_ns, errors.get()
+    conductor._data_path = FailingDataPath([], [], [], [], [])
+    conductor.submit(p.ClientKeepalive(ipc.client.client_id), lambda response: None)
+    conductor.do_work(now)
+    assert errors.get() == before + 1
+    client = conductor.clients[ipc.client.client_id]
+    assert not conductor.commands and client.last_keepalive_ns == now
+    assert conductor._next_timer_ns == now + TIMER_INTERVAL_NS
+    assert type(conductor._data_path) is _core.DataPath
+    conductor.error_log.flush()
+    seen = read_error_log(conductor.error_log.path)
+    text = "OSError: [Errno 5] a data socket failed"
+    assert [o.count for o in seen if o.text.splitlines()[0] == text] == [1]
+
+
+async def test_the_conductor_does_not_park_while_bookkeeping_is_pending(ipc):
+    """A subscriber's consumption is bookkeeping (it frees the publisher). While the DataPath
+    has it pending but not due, each duty cycle (no Python) returns 1; it is due after
+    IDLE_CYCLES idle duty cycles of that DataPath, when the full one moves the publisher limit;
+    then an idle duty cycle returns 0."""
+    conductor = ipc.conductor
+    now = settle(conductor)
+    (publication,) = conductor.publications
+    path, limit = conductor._data_path, publication.publisher_limit.get()
+    assert ipc.pub.try_offer(b"x" * 100) > 0
+    consume(ipc)
+    states = []
+    for _ in range(2 * IDLE_CYCLES):
+        states.append((conductor.do_work(now), path.pending, path.conductor_due))
+        if not path.pending:
+            break
+    # This DataPath's do_work 3 to IDLE_CYCLES - 1 (settle ran two); the IDLE_CYCLES-th is due.
+    assert states[:-1] == [(1, True, False)] * (IDLE_CYCLES - 3)
+    assert states[-1][1:] == (False, False) and states[-1][0] > 0
+    assert publication.publisher_limit.get() == limit + FRAME
+    assert conductor.do_work(now) == 0
+
+
+async def test_the_rebuilt_data_path_sees_what_moved_during_the_full_duty_cycle(ipc):
+    """The subscriber consumes while the conductor handles a command: after the DataPath's
+    do_work, before the one that replaces it is made. That one's first do_work has it pending
+    (the conductor returns 1); one made without `previous` would not."""
+    conductor = ipc.conductor
+    now = settle(conductor)
+    assert ipc.pub.try_offer(b"x" * 100) > 0
+    handle = conductor._on_command
+
+    def consume_then_handle(*args) -> None:
+        del conductor._on_command  # once
+        consume(ipc)
+        handle(*args)
+
+    conductor._on_command = consume_then_handle
+    conductor.submit(p.ClientKeepalive(ipc.client.client_id), lambda response: None)
+    old = conductor._data_path
+    conductor.do_work(now)
+    new, fresh = conductor._data_path, conductor._new_data_path()
+    assert new is not old and not new.pending and "_on_command" not in vars(conductor)
+    assert conductor.do_work(now) == 1 and new.pending and not new.conductor_due
+    assert fresh.do_work(now) == 0 and not fresh.pending

@@ -1,0 +1,572 @@
+"""DataPath: the driver's data work in one C call per duty cycle (data packets received and
+rebuilt into images, new data of network publications sent from their logs) and whether the
+conductor's Python duty cycle is due, over real loopback sockets, with changes made by real
+threads and real processes."""
+
+import asyncio
+import re
+import select
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from aeronio._core import AtomicBuffer, DatagramReceiver, DataPath, Doorbell
+
+from aeronio import _core
+from aeronio.logbuffer import descriptor as d
+from aeronio.protocol.frames import HDR_TYPE_PAD
+from tests.driver import test_udp_batch_io as batch
+from tests.driver.test_udp_batch_io import INITIAL_TERM_ID, MTU, TERM, VALID, T, at, new_log
+from tests.support.procs import ROOT
+from tests.support.udp_harness import Slot
+
+udp = batch.udp  # the fixture: bound loopback sockets with a large receive buffer
+# When bookkeeping is due (tuning constants of the C source): once the watched positions moved
+# BACKLOG bytes in all, or after IDLE_CYCLES duty cycles in a row without data.
+SOURCE = (Path(ROOT) / "cython_core" / "data_path.pxi").read_text()
+BACKLOG, IDLE_CYCLES = (
+    int(re.search(rf"BOOKKEEPING_{name} = (\d+)", SOURCE)[1]) for name in ("BACKLOG", "IDLE_CYCLES")
+)
+
+
+def idle_until_due(path: DataPath) -> int | None:
+    """How many idle do_work calls (at most IDLE_CYCLES + 1) make the conductor due."""
+    for calls in range(1, IDLE_CYCLES + 2):
+        assert path.do_work(0) == 0
+        if path.conductor_due:
+            return calls
+    return None
+
+
+def settled(**parts) -> DataPath:
+    """A DataPath of `parts`: new, nothing pending (what moved before it was made is not its
+    bookkeeping), nor due, nor after more than IDLE_CYCLES quiet duty cycles."""
+    names = ("control_fds", "receivers", "senders", "counters", "logs")
+    path = DataPath(**{name: list(parts.get(name, ())) for name in names})
+    assert not (path.pending or path.conductor_due)
+    assert idle_until_due(path) is None and not path.pending
+    return path
+
+
+class Elsewhere:
+    """Python source (its arguments in `argv`) run in another thread or process."""
+
+    def __init__(self, where: str, code: str, *args):
+        self.args, self.failed, self.thread, self.child = [str(a) for a in args], [], None, None
+        if where == "thread":
+            self.thread = threading.Thread(target=self._run, args=(code,))
+            self.thread.start()
+        else:
+            source = f"import sys; argv = sys.argv[1:]; sys.path.insert(0, {ROOT!r})\n{code}"
+            command = [sys.executable, "-c", source, *self.args]
+            self.child = subprocess.Popen(command, stderr=subprocess.PIPE)
+
+    def _run(self, code: str) -> None:
+        try:
+            exec(code, {"argv": self.args})
+        except BaseException as e:
+            self.failed.append(e)
+
+    def running(self) -> bool:
+        return self.thread.is_alive() if self.thread else self.child.poll() is None
+
+    def join(self) -> None:
+        if self.thread:
+            self.thread.join(60)
+            assert not self.thread.is_alive() and not self.failed, self.failed
+        else:
+            assert self.child.wait(60) == 0, self.child.stderr.read().decode()
+
+
+def append(appender, message: bytes) -> int:
+    while (result := appender.try_offer(message)) == _core.ADMIN_ACTION:
+        pass
+    return result
+
+
+# -- bookkeeping due: counters, logs, control sockets -----------------------------------------
+
+MOVERS = {  # argv: a mapped counters file, a publication's log, a control socket's address
+    "counter": """
+import numpy as np
+from aeronio._core import AtomicBuffer
+buffer = AtomicBuffer(np.memmap(argv[0], dtype=np.uint8, mode="r+", shape=(4096,)))
+buffer.put_int64_ordered(384, 7)
+""",
+    "log": """
+from tests.support.udp_harness import Slot
+from aeronio._core import LogAppender
+from aeronio.logbuffer.log_buffers import LogBuffers
+log, limit = LogBuffers.open(argv[1]), Slot(1 << 40)
+assert LogAppender(log.mapped, limit.array, 0, False).try_offer(b"x" * 100) == 160
+""",
+    "control": """
+import socket
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+    sock.sendto(b"x", (argv[2], int(argv[3])))
+""",
+}
+
+
+@pytest.mark.parametrize("where", ["thread", "process"])
+@pytest.mark.parametrize("what", MOVERS)
+def test_what_moves_elsewhere_makes_the_conductor_due(tmp_path, udp, what, where):
+    """A subscriber position (a mapped file), a producer position or input on a control socket
+    moved by another thread or process is seen by the next do_work: a position once, as pending
+    bookkeeping (due at once after a quiet spell; the same value again moves nothing), input
+    as due at once until read (has_input: that socket, and any not watched)."""
+    mapped = np.memmap(tmp_path / "c", dtype=np.uint8, mode="w+", shape=(4096,))
+    words = [SimpleNamespace(buffer=AtomicBuffer(mapped), offset=128 * i) for i in range(4)]
+    log = new_log(tmp_path / "log", INITIAL_TERM_ID, 0)
+    a, b = udp(), udp()
+    path = settled(control_fds=[a.fileno(), b.fileno()], counters=words, logs=[log.mapped])
+    assert path.has_input(10_000) and not path.has_input(a.fileno())
+    writer = Elsewhere(where, MOVERS[what], tmp_path / "c", log.path, *a.getsockname())
+    deadline = time.monotonic() + 10
+    while not (path.pending or path.conductor_due):
+        assert path.do_work(0) == 0 and time.monotonic() < deadline, "the change was never seen"
+    writer.join()
+    assert (path.pending, path.conductor_due) == (what != "control", True)
+    counter, has_input = words[3].buffer.get_int64_volatile(384), path.has_input(a.fileno())
+    expected = {"counter": (7, 0, False), "log": (0, 160, False), "control": (0, 0, True)}
+    assert (counter, log.producer_position, has_input) == expected[what]
+    assert bytes(log.term(0)[32:132]) == (b"x" * 100 if what == "log" else bytes(100))
+    assert not path.has_input(b.fileno()) and path.has_input(10_000)
+    path.bookkept()
+    if what == "control":
+        assert path.do_work(0) == 0 and path.conductor_due  # not read yet
+        assert a.recv(16) == b"x"
+        path.bookkept()
+    words[3].buffer.put_int64_ordered(384, counter)  # the same value again
+    assert path.do_work(0) == 0 and not (path.pending or path.conductor_due)
+    assert not path.has_input(a.fileno())
+
+
+def test_logs_must_be_mapped_logs():
+    with pytest.raises(TypeError, match="MappedLog"):
+        DataPath([], [], [], [], [object()])
+
+
+# -- receiving --------------------------------------------------------------------------------
+
+
+class Receiving:
+    """An image behind a data socket, a DataPath receiving on it (watching the image's hwm, as
+    the driver does, and `counters`), a peer socket sending to it."""
+
+    def __init__(self, path, udp, limit_position: int = TERM, counters=()):
+        self.image = batch.Image(path, limit_position)
+        self.data, self.peer = udp(), udp()
+        self.parts = (self.data.fileno(), DatagramReceiver(64, 65536), self.image.router)
+        self.path = settled(receivers=[self.parts], counters=[self.image.hwm, *counters])
+
+    def exchange(self, *datagrams: bytes) -> list[tuple[int, tuple, list]]:
+        """Send `datagrams` and do_work until all were received: per do_work that received any,
+        (how many, (pending, conductor_due), the datagrams left for Python as (bytes, source))."""
+        for datagram in datagrams:
+            self.peer.sendto(datagram, self.data.getsockname())
+        calls, got, deadline = [], 0, time.monotonic() + 10
+        while got < len(datagrams):
+            assert time.monotonic() < deadline, f"{got} of {len(datagrams)} datagrams arrived"
+            if received := self.path.do_work(0):
+                slow = self.path.slow_datagrams(self.parts[1])
+                assert all(isinstance(view, memoryview) for view, _ in slow)
+                state = (self.path.pending, self.path.conductor_due)
+                calls.append((received, state, [(bytes(v), s) for v, s in slow]))
+                assert self.path.slow_datagrams(self.parts[1]) == []  # taken once
+                got += received
+        assert got == len(datagrams)
+        return calls
+
+
+def test_data_packets_are_rebuilt_and_the_rest_is_left_for_python(tmp_path, udp):
+    """DATA frames received go byte for byte to the image's term (the hwm moved less than
+    BACKLOG: bookkeeping pending, not due); a SETUP, a heartbeat and a packet of an unknown
+    session are left, due at once (nothing pending), returned once with their source."""
+    r = Receiving(tmp_path / "image.log", udp)
+    data = [VALID, at(T + 224), at(T + 448, [b"x" * 7])]
+    assert T + 512 < BACKLOG
+    calls, image = r.exchange(*data), r.image
+    assert [(state, slow) for _, state, slow in calls] == [((True, False), [])] * len(calls)
+    assert image.term() == bytes(T) + b"".join(data) + bytes(TERM - T - 512)
+    assert (image.hwm.get(), image.bytes_received.get(), image.invalid.get()) == (T + 512, 512, 0)
+    r.path.bookkept()
+    before = r.image.snapshot()
+    others = [batch.NOT_ROUTED[k] for k in ("SETUP", "heartbeat", "unknown session")]
+    calls = r.exchange(*others)
+    assert [state for _, state, _ in calls] == [(False, True)] * len(calls)
+    source = r.peer.getsockname()
+    assert [left for _, _, slow in calls for left in slow] == [(o, source) for o in others]
+    batch.assert_unchanged(r.image, before)
+
+
+def test_leftovers_are_their_receivers_and_hold_their_socket_until_taken(tmp_path, udp):
+    """What the router left (a SETUP) is taken with its socket's receiver (another gets []).
+    Until then that socket is not read again: a data packet sent to it stays there, the
+    leftover's view stays intact, and every do_work is due, bookkept or not. Once taken, the
+    next do_work reads and rebuilds the packet (pending, not due)."""
+    r = Receiving(tmp_path / "image.log", udp)
+    setup, receiver = batch.NOT_ROUTED["SETUP"], r.parts[1]
+    for datagram, read in ((setup, 1), (VALID, 0)):
+        r.peer.sendto(datagram, r.data.getsockname())
+        assert select.select([r.data], [], [], 10)[0]
+        assert r.path.do_work(0) == read and r.path.conductor_due
+    for _ in range(2):
+        r.path.bookkept()
+        assert r.path.do_work(0) == 0 and r.path.conductor_due
+    assert select.select([r.data], [], [], 0)[0] and r.image.hwm.get() == 0  # not read
+    assert r.path.slow_datagrams(DatagramReceiver(64, 65536)) == []
+    ((view, source),) = r.path.slow_datagrams(receiver)
+    assert (bytes(view), source) == (setup, r.peer.getsockname())
+    assert r.path.slow_datagrams(receiver) == []
+    assert r.path.do_work(0) == 1 and (r.path.pending, r.path.conductor_due) == (True, False)
+    assert r.image.hwm.get() == T + len(VALID) and r.image.term()[T : T + len(VALID)] == VALID
+
+
+# -- when bookkeeping is due ----------------------------------------------------------------
+
+
+def test_bookkeeping_is_due_after_idle_cycles_until_bookkept():
+    """A position moved after a new DataPath was made is pending from the do_work that sees it,
+    due after IDLE_CYCLES idle duty cycles (not one earlier) until bookkept(); a position moved
+    after them (bookkept or not) is due at once: a lone message waits for nothing; quiet,
+    nothing is."""
+    subscriber = Slot(5)
+    path = DataPath([], [], [], [subscriber], [])
+    subscriber.set(6)
+    assert not (path.pending or path.conductor_due)
+    assert idle_until_due(path) == IDLE_CYCLES
+    assert path.do_work(0) == 0 and path.pending and path.conductor_due
+    path.bookkept()
+    assert not (path.pending or path.conductor_due)
+    subscriber.set(-1)
+    assert path.do_work(0) == 0 and path.pending and path.conductor_due
+    path.bookkept()
+    assert idle_until_due(path) is None and not path.pending
+
+
+@pytest.mark.parametrize("short", [0, 1], ids=["backlog", "one byte short"])
+def test_a_data_path_sees_what_moved_since_the_one_it_replaced(tmp_path, short):
+    """A position the replaced DataPath (`previous`) watched starts from what it last saw: a
+    counter (the same memory, here through another buffer object) and a log moved after its
+    last do_work are bookkeeping on the new one's first do_work, counted once with nothing
+    else (BACKLOG bytes in all make it due at once, one short do not): not a move the old one
+    saw, nor one of a counter only the new one watches. Made, it is not pending."""
+    kept, dropped, added, limit = Slot(), Slot(), Slot(), Slot(1 << 40)
+    log = new_log(tmp_path / "log", INITIAL_TERM_ID, 0)
+    appender = _core.LogAppender(log.mapped, limit.array, 0, False)
+    old = settled(counters=[kept, dropped], logs=[log.mapped])
+    kept.increment(1000)
+    assert old.do_work(0) == 0 and old.pending and old.conductor_due
+    old.bookkept()
+    assert append(appender, b"x" * 100) == 160
+    kept.increment(BACKLOG - 160 - short)
+    dropped.increment(BACKLOG)
+    added.increment(BACKLOG)
+    same = SimpleNamespace(buffer=AtomicBuffer(kept.array), offset=0)
+    new = DataPath([], [], [], [same, added], [log.mapped], previous=old)
+    assert not (new.pending or new.conductor_due)
+    assert new.do_work(0) == 0 and (new.pending, new.conductor_due) == (True, short == 0)
+    unseen = [DataPath([], [], [], [added], [], previous=old), DataPath([], [], [], [kept], [])]
+    for path in unseen:  # a counter only the new one watches; one without `previous`
+        assert path.do_work(0) == 0 and not path.pending
+
+
+class Moving:
+    """A settled DataPath whose `cycle` does one datagram of data work that moves a watched
+    position STEP bytes (the image's hwm, or the sender's snd-pos: watched as in the driver),
+    and moves a watched subscriber position along; returns (pending, conductor_due)."""
+
+    STEP = len(VALID)
+
+    def __init__(self, direction: str, tmp_path, udp):
+        self.subscriber, self.pub = Slot(), None
+        if direction == "receiving":
+            self.r = Receiving(tmp_path / "image.log", udp, counters=[self.subscriber])
+            self.path, self.position = self.r.path, self.r.image.hwm
+        else:
+            self.pub = Publication(tmp_path / "pub.log", udp(), [udp()])
+            self.pub.counters.limit.set(TERM)
+            self.position = self.pub.counters.position
+            self.path = settled(senders=[self.pub.pair], counters=[self.position, self.subscriber])
+            self.pub.sender.fast = True
+
+    def cycle(self, subscriber_moves: int = 0) -> tuple[bool, bool]:
+        before = self.position.get()
+        if self.pub:
+            assert append(self.pub.appender, b"m" * (self.STEP - 32)) > 0
+        else:
+            self.r.peer.sendto(at(before), self.r.data.getsockname())  # the next frames
+            assert select.select([self.r.data], [], [], 10)[0]
+        self.subscriber.increment(subscriber_moves)
+        assert self.path.do_work(0) == 1 and self.position.get() == before + self.STEP
+        return self.path.pending, self.path.conductor_due
+
+
+@pytest.mark.parametrize("direction", ["receiving", "sending"])
+def test_while_data_moves_bookkeeping_waits_for_the_backlog(tmp_path, udp, direction):
+    """While each do_work moves data, positions moved less than BACKLOG bytes in all leave
+    bookkeeping pending, not due, until data stops for IDLE_CYCLES duty cycles; BACKLOG bytes (a
+    move back counts as much as one forward) make it due on the do_work that sees them."""
+    m = Moving(direction, tmp_path, udp)
+    assert (IDLE_CYCLES + 2) * m.STEP + 100 < BACKLOG
+    states = [m.cycle(100)] + [m.cycle() for _ in range(IDLE_CYCLES + 1)]
+    assert states == [(True, False)] * len(states)
+    assert idle_until_due(m.path) == IDLE_CYCLES
+    for sign in (1, -1):
+        m.path.bookkept()
+        assert m.cycle(sign * (BACKLOG - 1 - m.STEP)) == (True, False)
+        m.subscriber.increment(sign)  # the last byte, seen by an idle do_work
+        assert m.path.do_work(0) == 0 and m.path.conductor_due
+    m.path.bookkept()
+    assert m.cycle(BACKLOG // 2) == (True, False)
+    assert m.cycle(-BACKLOG // 2) == (True, True)  # back where it was: BACKLOG + 2 * STEP in all
+
+
+# -- sending ----------------------------------------------------------------------------------
+
+
+def publication_sender(log) -> tuple[_core.PublicationSender, SimpleNamespace]:
+    """A sender of `log` (not fast, last data at 0) and its counters, all 0."""
+    c = SimpleNamespace(**{k: Slot() for k in ("position", "limit", "bpe", "limits", "sent")})
+    terms = [memoryview(log.term(i)) for i in range(d.PARTITION_COUNT)]
+    counters = (c.position, c.limit, c.bpe, c.limits, c.sent)
+    return _core.PublicationSender(log.mapped, terms, *counters, MTU, 0), c
+
+
+class Publication:
+    """A network publication's log, appender and sender, sending from `sock` to `sinks`."""
+
+    def __init__(self, path, sock, sinks, gso: bool = False):
+        self.log = new_log(path, INITIAL_TERM_ID, 0)
+        self.pub_limit, self.short_sends = Slot(2 * TERM), Slot()
+        self.appender = _core.LogAppender(self.log.mapped, self.pub_limit.array, 0, False)
+        self.sender, self.counters = publication_sender(self.log)
+        self.channel = _core.DatagramSender(sock.fileno(), self.short_sends, gso)
+        self.channel.set_destinations([(sink.getsockname(), 65507) for sink in sinks])
+        self.pair = (self.sender, self.channel)
+
+    def offer(self, sizes) -> None:
+        for i, size in enumerate(sizes):
+            assert append(self.appender, bytes([i % 251]) * size) > 0
+
+
+def expected_datagrams(log, start: int, end: int) -> list[bytes]:
+    """The datagrams of [start, end) of `log` by Aeron's rules: whole frames, at most an MTU,
+    never across a term end, a PAD as its 32-byte header, ending its datagram."""
+    out = []
+    while start < end:
+        term = bytes(log.term(d.index_by_position(start, TERM)))
+        offset = start & (TERM - 1)
+        budget, length, padding = min(MTU, end - start, TERM - offset), 0, 0
+        while length < budget:
+            frame_length, frame_type = struct.unpack_from("<i2xH", term, offset + length)
+            size = 32 if frame_type == HDR_TYPE_PAD else d.align(frame_length)
+            if length + size > budget:
+                break
+            length += size
+            if frame_type == HDR_TYPE_PAD:
+                padding = d.align(frame_length) - 32
+                break
+        assert length > 0
+        out.append(term[offset : offset + length])
+        start += length + padding
+    return out
+
+
+def arrivals(sink, count: int) -> list[bytes]:
+    return batch.receive(sink, DatagramReceiver(64, 65536), count)[0]
+
+
+@pytest.mark.parametrize("destinations", [1, 2], ids=["unicast", "mdc"])
+@pytest.mark.parametrize("gso", [False, True], ids=["plain", "gso"])
+def test_fast_sender_sends_new_frames_to_every_destination(tmp_path, udp, destinations, gso):
+    """Not fast: nothing sent. Fast, below snd-lmt: the appended frames, as in the log, to each
+    destination; snd-pos at the end, bytes sent counted once, the time of the last data now.
+    `collect` (another sender of the log) gives the same datagrams, as views of the log."""
+    if gso:
+        batch.require(batch.UDP_SEGMENT, 0)
+    sinks = [udp() for _ in range(destinations)]
+    pub = Publication(tmp_path / "pub.log", udp(), sinks, gso)
+    path = settled(senders=[pub.pair], logs=[pub.log.mapped])
+    pub.offer([0, 1, 100, 1000, 1376, 1377, 3000, *[40] * 9, 500])
+    end = pub.log.producer_position
+    expected = expected_datagrams(pub.log, 0, end)
+    pub.counters.limit.set(end + TERM)
+    assert path.do_work(5) == 0 and path.pending  # the log moved; nothing sent
+    for sink in sinks:
+        batch.assert_nothing_more(sink)
+    assert pub.counters.position.get() == 0 and pub.sender.time_of_last_data_ns == 0
+
+    twin, counters = publication_sender(pub.log)
+    counters.limit.set(end)
+    out = []
+    assert twin.collect(out) == len(expected) == len(out)
+    assert [bytes(view) for view in out] == expected
+    assert all(np.shares_memory(np.asarray(view), pub.log.array) for view in out)
+    assert counters.position.get() == end and counters.sent.get() == 0
+
+    pub.sender.fast = True
+    assert path.do_work(1234) == len(expected)
+    assert all(arrivals(sink, len(expected)) == expected for sink in sinks)
+    assert pub.counters.position.get() == end and pub.sender.time_of_last_data_ns == 1234
+    assert pub.counters.sent.get() == sum(map(len, expected)) and pub.short_sends.get() == 0
+    assert path.do_work(2000) == 0 and pub.sender.time_of_last_data_ns == 1234
+
+
+def test_sender_blocked_at_its_limit_counts_flow_control_limits(tmp_path, udp):
+    """At snd-lmt with more appended, each do_work sends nothing and counts snd-bpe and the
+    flow control limits once; at snd-lmt with nothing more, it counts nothing."""
+    sink = udp()
+    pub = Publication(tmp_path / "pub.log", udp(), [sink])
+    c = pub.counters
+    path = settled(senders=[pub.pair])
+    pub.sender.fast = True
+    pub.offer([1376, 1376, 1376])  # three datagrams of one 1408-byte frame
+    c.limit.set(1408)
+    assert path.do_work(1) == 1 and (c.position.get(), c.bpe.get()) == (1408, 0)
+    for blocked in (1, 2):
+        assert path.do_work(2) == 0
+        assert (c.position.get(), c.bpe.get(), c.limits.get()) == (1408, blocked, blocked)
+    c.limit.set(10 * TERM)
+    assert path.do_work(3) == 2 and c.position.get() == 3 * 1408
+    assert path.do_work(4) == 0 and (c.bpe.get(), c.limits.get()) == (2, 2)
+    assert arrivals(sink, 3) == [bytes(pub.log.term(0)[k : k + 1408]) for k in (0, 1408, 2816)]
+    assert pub.sender.time_of_last_data_ns == 3
+
+
+@pytest.mark.parametrize("refuser", [0, 1], ids=["refuser first", "refuser last"])
+def test_a_destination_that_refuses_outright_holds_back_no_other(tmp_path, udp, refuser):
+    """With two destinations, one the kernel refuses outright (EACCES: broadcast from a socket
+    without SO_BROADCAST) lost the datagrams, a short send per do_work: snd-pos moves to the
+    end, bytes sent counted once, and the other destination gets every datagram."""
+    sink = udp()
+    pub = Publication(tmp_path / "pub.log", udp(), [])
+    destinations = [(sink.getsockname(), 65507)]
+    destinations.insert(refuser, (("255.255.255.255", 9), 65507))
+    pub.channel.set_destinations(destinations)
+    path = settled(senders=[pub.pair])
+    pub.sender.fast = True
+    pub.offer([100, 1376, 3000, 40])
+    end = pub.log.producer_position
+    pub.counters.limit.set(end)
+    expected = expected_datagrams(pub.log, 0, end)
+    assert path.do_work(7) == len(expected) == 5
+    assert (pub.counters.position.get(), pub.short_sends.get()) == (end, 1)
+    assert pub.counters.sent.get() == sum(map(len, expected))
+    assert pub.sender.time_of_last_data_ns == 7
+    assert arrivals(sink, len(expected)) == expected
+    assert path.do_work(8) == 0 and pub.short_sends.get() == 1
+
+
+@pytest.mark.parametrize("size,pad_datagram", [(1376, 32), (1000, 1056 + 32)])
+def test_pad_is_sent_as_its_header_and_the_next_term_follows(tmp_path, udp, size, pad_datagram):
+    """Appends that fill a term leave a PAD: it goes as its 32-byte header, alone or after the
+    last frame that fits with it, and the next datagram starts at the next term's start."""
+    sink = udp()
+    pub = Publication(tmp_path / "pub.log", udp(), [sink])
+    path = settled(senders=[pub.pair])
+    while pub.log.producer_position <= TERM:
+        assert append(pub.appender, b"p" * size) > 0
+    end = pub.log.producer_position
+    pub.counters.limit.set(end)
+    pub.sender.fast = True
+    sent = [path.do_work(1) for _ in range(2)]  # at most 64 datagrams per do_work
+    assert pub.counters.position.get() == end and sent[1] == 0
+    received = arrivals(sink, sent[0])
+    assert received == expected_datagrams(pub.log, 0, end)
+    (k,) = [k for k, datagram in enumerate(received) if batch.datagram_extent(datagram)[1]]
+    tail = TERM % d.align(size + 32)  # what the PAD covers
+    extent = len(received[k]) - 32 + tail
+    assert len(received[k]) == pad_datagram and batch.datagram_extent(received[k])[0] == extent
+    assert batch.datagram_position(received[k]) + extent == TERM
+    assert batch.datagram_position(received[k + 1]) == TERM
+    assert pub.counters.sent.get() == sum(map(len, received))
+
+
+LOG_APPENDER = """
+import random
+from tests.support.udp_harness import Slot
+from aeronio._core import ADMIN_ACTION, LogAppender
+from aeronio.logbuffer.log_buffers import LogBuffers
+log, limit, rng = LogBuffers.open(argv[0]), Slot(int(argv[1])), random.Random(4)
+appender = LogAppender(log.mapped, limit.array, 0, False)
+while (result := appender.try_offer(rng.randbytes(rng.choice([0, 1, 100, 1377, 4000])))) > 0 \\
+        or result == ADMIN_ACTION:
+    pass
+"""
+
+
+def test_frames_appended_by_another_process_are_sent_and_rebuilt(tmp_path, udp):
+    """One DataPath sends what another process appends (two term rotations) and rebuilds it
+    from its data socket into an image: the same bytes."""
+    pub = Publication(tmp_path / "pub.log", udp(), [])
+    r = Receiving(tmp_path / "image.log", udp, limit_position=3 * TERM)
+    pub.channel.set_destinations([(r.data.getsockname(), 65507)])
+    pub.counters.limit.set(3 * TERM)
+    path = DataPath([], [r.parts], [pub.pair], [], [pub.log.mapped])
+    pub.sender.fast = True
+    writer = Elsewhere("process", LOG_APPENDER, pub.log.path, 2 * TERM + TERM // 2)
+    deadline = time.monotonic() + 30
+    while writer.running() or r.image.hwm.get() < pub.log.producer_position:
+        assert time.monotonic() < deadline, "the appended frames never all arrived"
+        path.do_work(0)
+    writer.join()
+    end = r.image.hwm.get()
+    assert end == pub.log.producer_position == pub.counters.position.get() > 2 * TERM
+    for index in range(d.PARTITION_COUNT):
+        assert bytes(r.image.log.term(index)) == bytes(pub.log.term(index)), f"term {index}"
+    assert r.image.invalid.get() == 0 and r.image.over_runs.get() == 0
+
+
+# -- waking subscribers -----------------------------------------------------------------------
+
+
+async def test_parked_subscriber_is_woken_by_new_frames_not_by_duplicates(tmp_path, udp):
+    """The router rings the image's data doorbell after inserting new frames (in the term when
+    it rings), only while someone is parked, and not for a duplicate."""
+    r = Receiving(tmp_path / "image.log", udp)
+    bell = r.image.rebuilder.data_doorbell = Doorbell()
+    rang = []
+    bell.add_callback(lambda: rang.append(r.image.term()[T : r.image.hwm.get()]))
+    first, second = (asyncio.get_running_loop().create_future() for _ in range(2))
+    bell.park(first)
+    r.exchange(VALID)
+    assert first.done() and rang == [VALID]
+    bell.unpark(first)
+    bell.park(second)
+    r.exchange(VALID)  # a duplicate
+    assert not second.done() and rang == [VALID]
+    r.exchange(at(T + 224))
+    assert second.done() and rang == [VALID, VALID + at(T + 224)]
+    bell.unpark(second)
+    r.exchange(at(T + 448))  # nobody parked
+    assert len(rang) == 2 and r.image.hwm.get() == T + 672
+
+
+def test_subscriber_parked_in_another_thread_is_woken(tmp_path, udp):
+    """A subscriber parked on its own loop in another thread wakes, and finds the frames."""
+    r = Receiving(tmp_path / "image.log", udp)
+    bell = r.image.rebuilder.data_doorbell = Doorbell()
+    parked, seen = threading.Event(), []
+
+    async def subscriber():
+        future = asyncio.get_running_loop().create_future()
+        bell.park(future)
+        parked.set()
+        await asyncio.wait_for(future, 30)
+        bell.unpark(future)
+        seen.append(r.image.term()[T : T + 224])
+
+    thread = threading.Thread(target=asyncio.run, args=(subscriber(),))
+    thread.start()
+    assert parked.wait(10)
+    r.exchange(VALID)
+    thread.join(60)
+    assert not thread.is_alive() and seen == [VALID] and bell.waiters == 0

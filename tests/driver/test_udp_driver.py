@@ -1,0 +1,439 @@
+"""aeronio to aeronio over real UDP sockets on loopback: two embedded drivers, one publishing,
+one subscribing, through the driver's network publications, endpoints and images."""
+
+import asyncio
+import os
+import random
+import socket
+
+import pytest
+
+import aeronio
+from tests.support.procs import await_until
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def connected(pub, sub) -> None:
+    for _ in range(500):
+        if pub.is_connected and sub.images:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("publication and subscription never connected over UDP")
+
+
+def payload(i: int, size: int) -> bytes:
+    return i.to_bytes(4, "little") + bytes((i + k) % 251 for k in range(size - 4))
+
+
+async def exchange(pub, sub, expected: list[bytes], timeout: float) -> list[bytes]:
+    """Offer `expected` while receiving; what the subscription got, in order."""
+
+    async def produce():
+        for message in expected:
+            await pub.offer(message, timeout=20)
+
+    producer = asyncio.create_task(produce())
+    received = []
+    async with asyncio.timeout(timeout):
+        async for message in sub:
+            received.append(message.data)
+            if len(received) == len(expected):
+                break
+    await producer
+    return received
+
+
+@pytest.mark.parametrize(
+    "term_length,sizes",
+    [
+        (65536, [4, 5, 1376, 1377, 3000, 8192]),  # 1376 = MTU - 32; max message 8 KiB
+        (1024 * 1024, [65536, 131072, 4]),  # 64 and 128 KiB messages in MTU fragments
+    ],
+)
+async def test_unicast_delivers_every_message_in_order(term_length, sizes):
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length={term_length}"
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        sub = await b.add_subscription(channel, 7)
+        pub = await a.add_publication(channel, 7)
+        await connected(pub, sub)
+        count = 3000 if term_length == 65536 else 40
+        expected = [payload(i, sizes[i % len(sizes)]) for i in range(count)]
+        assert await exchange(pub, sub, expected, 60) == expected
+        if term_length == 65536:
+            assert pub.position > 10 * term_length  # many term rotations
+
+
+@pytest.mark.slow
+async def test_empty_message_and_close_ends_the_image():
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k|linger=0"
+    gone = asyncio.Event()
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        sub = await b.add_subscription(channel, 8, unavailable_image=lambda image: gone.set())
+        pub = await a.add_publication(channel, 8)
+        await connected(pub, sub)
+        await pub.offer(b"")
+        await pub.offer(b"last")
+        got = []
+        async with asyncio.timeout(10):
+            async for message in sub:
+                got.append(message.data)
+                if len(got) == 2:
+                    break
+        assert got == [b"", b"last"]
+        image = sub.images[0]
+        await pub.close()
+        async with asyncio.timeout(15):
+            await gone.wait()
+        assert image.is_end_of_stream or image.is_closed
+
+
+async def test_udp_channel_forms_that_cannot_work_are_refused_naming_what_is_wrong():
+    async with aeronio.connect() as a:
+        with pytest.raises(aeronio.ChannelUriError, match="needs a control address"):
+            await a.add_publication("aeron:udp?control-mode=manual", 1)
+        for extra in ("control-mode=manual", f"control=127.0.0.1:{free_port()}"):
+            with pytest.raises(aeronio.ChannelUriError, match="control-mode are for multi-dest"):
+                await a.add_publication(f"aeron:udp?endpoint=127.0.0.1:{free_port()}|{extra}", 1)
+        with pytest.raises(aeronio.ChannelUriError, match="subscription needs an endpoint"):
+            await a.add_subscription(f"aeron:udp?control=127.0.0.1:{free_port()}", 1)
+        with pytest.raises(aeronio.ChannelUriError, match="multicast subscription takes no"):
+            await a.add_subscription(
+                f"aeron:udp?endpoint=224.20.30.1:{free_port()}|control=127.0.0.1:4000", 1
+            )
+        with pytest.raises(aeronio.ChannelUriError, match="even last byte"):
+            await a.add_publication("aeron:udp?endpoint=224.20.30.2:40456", 1)
+        with pytest.raises(aeronio.ChannelUriError, match="fc"):
+            await a.add_publication("aeron:udp?endpoint=224.20.30.1:40456|fc=fastest", 1)
+        unicast = await a.add_publication(f"aeron:udp?endpoint=127.0.0.1:{free_port()}", 1)
+        with pytest.raises(aeronio.DriverError, match="control-mode=manual"):
+            await unicast.add_destination(f"aeron:udp?endpoint=127.0.0.1:{free_port()}")
+        mdc = await a.add_publication(
+            f"aeron:udp?control=127.0.0.1:{free_port()}|control-mode=manual", 1
+        )
+        with pytest.raises(aeronio.ChannelUriError, match="must be aeron:udp.endpoint"):
+            await mdc.add_destination("aeron:ipc")
+        with pytest.raises(aeronio.DriverError, match="is not a destination"):
+            await mdc.remove_destination(f"aeron:udp?endpoint=127.0.0.1:{free_port()}")
+
+
+def garbage(rng, legit: bytes) -> bytes:
+    """Random bytes, or a real frame truncated, mis-sized, of an unknown type, or a SETUP with an
+    absurd term length or MTU."""
+    data = bytearray(legit)
+    kind = rng.randrange(5)
+    if kind == 0:
+        return rng.randbytes(rng.randrange(0, 200))
+    if kind == 1:
+        return bytes(data[: rng.randrange(0, len(data))])
+    if kind == 2:
+        data[0:4] = rng.choice([1, 31, -5, 2**31 - 1, len(data) + 64]).to_bytes(
+            4, "little", signed=True
+        )
+    elif kind == 3:
+        data[6:8] = rng.choice([4, 9, 0x7777, 0xFFFF]).to_bytes(2, "little")
+    else:
+        data[0:8] = (40).to_bytes(4, "little") + bytes([0, 0, 5, 0])
+        data[28:36] = rng.choice([3, 1 << 20 | 1, 0]).to_bytes(4, "little") + rng.choice(
+            [0, 33, 1 << 20]
+        ).to_bytes(4, "little")
+        return bytes(data[:40])
+    return bytes(data)
+
+
+async def test_live_receiver_counts_garbage_and_keeps_the_stream_intact():
+    port = free_port()
+    channel = f"aeron:udp?endpoint=127.0.0.1:{port}|term-length=64k"
+    rng = random.Random(7)
+    legit = bytes.fromhex("2e00000000c0010000000000") + bytes(52)  # a DATA frame shape
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        sub = await b.add_subscription(channel, 9)
+        pub = await a.add_publication(channel, 9)
+        await connected(pub, sub)
+        attacker = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        expected = [payload(i, 4 + (i * 37) % 2000) for i in range(2000)]
+        received = []
+
+        async def produce():
+            for i, message in enumerate(expected):
+                await pub.offer(message, timeout=20)
+                for _ in range(3):
+                    attacker.sendto(garbage(rng, legit), ("127.0.0.1", port))
+                if i % 50 == 0:
+                    attacker.sendto(b"", ("127.0.0.1", port))  # zero-length datagrams too
+
+        producer = asyncio.create_task(produce())
+        try:
+            async with asyncio.timeout(60):
+                async for message in sub:
+                    received.append(message.data)
+                    if len(received) == len(expected):
+                        break
+            await producer
+        finally:
+            attacker.close()
+        assert received == expected
+        invalid = next(c.value for c in b.counters.for_each() if c.label == "Invalid packets")
+        assert invalid > 1000
+
+
+async def test_subscription_rcv_wnd_sets_the_window_the_sender_gets():
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        sub = await b.add_subscription(channel + "|rcv-wnd=8k", 12)
+        pub = await a.add_publication(channel, 12)
+        await connected(pub, sub)
+        counters = {c.label.split(":")[0]: c.value for c in a.counters.for_each()}
+        assert counters["snd-lmt"] - counters["snd-pos"] == 8192
+        assert counters["snd-bpe"] == 0  # the sender's back-pressure events, per publication
+
+
+@pytest.mark.parametrize(
+    "params,reliable,nak_delay_ns",
+    [("", True, 0), ("|reliable=false|nak-delay=20ms", False, 20_000_000)],
+)
+async def test_subscription_reliable_and_nak_delay_shape_the_image(params, reliable, nak_delay_ns):
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        sub = await b.add_subscription(channel + params, 13)
+        pub = await a.add_publication(channel, 13)
+        await connected(pub, sub)
+        (entry,) = b._owned_driver.conductor.udp.images
+        assert entry.image.reliable is reliable
+        assert entry.image.loss.delay_ns == nak_delay_ns
+
+
+async def test_spy_reads_the_network_publications_log_without_holding_the_sender_back():
+    """An `aeron-spy:` subscription in the publisher's driver gets every message the network
+    publication sends, from its log, with no socket of its own; a spy that stops reading holds
+    the publisher back at a term window (as Aeron's spies do) but never the sender; a spy alone
+    does not make the publication connected."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        spy = await a.add_subscription("aeron-spy:" + channel, 14)
+        pub = await a.add_publication(channel, 14)
+        await asyncio.sleep(0.3)
+        assert not pub.is_connected and pub.try_offer(b"x") == aeronio.NOT_CONNECTED
+        sub = await b.add_subscription(channel, 14)
+        await connected(pub, sub)
+        assert len(spy.images) == 1 and spy.images[0].session_id == pub.session_id
+        expected = [payload(i, 4 + i % 3000) for i in range(500)]
+        spied = []
+
+        async def read_spy():
+            async for message in spy:
+                spied.append(message.data)
+                if len(spied) == len(expected):
+                    return
+
+        reader = asyncio.create_task(read_spy())
+        assert await exchange(pub, sub, expected, 30) == expected
+        await asyncio.wait_for(reader, 10)
+        assert spied == expected
+
+        # The spy stops reading: the publisher fills a term window past it, all of which the
+        # sender sends and the remote subscriber gets.
+        start = pub.position
+        sent = []
+        while (result := pub.try_offer(payload(len(sent), 100))) > 0:
+            sent.append(payload(len(sent), 100))
+        assert result == aeronio.BACK_PRESSURED
+        assert pub.position - start >= 32 * 1024 - 200  # half a 64 KiB term
+        got = []
+        async with asyncio.timeout(10):
+            async for message in sub:
+                got.append(message.data)
+                if len(got) == len(sent):
+                    break
+        assert got == sent
+        counters = {c.label.split(":")[0]: c.value for c in a.counters.for_each()}
+        assert counters["snd-pos"] == pub.position
+
+
+async def test_a_spy_never_sees_network_images_and_closing_it_holds_nothing_back():
+    """A spy reads only this driver's publications: beside a subscription on the same channel it
+    gets no image of a remote sender, and once closed the image's flow control goes on."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        sub = await b.add_subscription(channel, 9)
+        spy = await b.add_subscription("aeron-spy:" + channel, 9)
+        pub = await a.add_publication(channel, 9)
+        await connected(pub, sub)
+        await asyncio.sleep(0.2)
+        assert spy.images == ()
+        await spy.close()
+        expected = [payload(i, 200) for i in range(3000)]  # 10 windows of 32 KiB
+        assert await exchange(pub, sub, expected, 30) == expected
+
+
+@pytest.mark.slow
+async def test_a_session_without_counters_left_leaves_no_image_log_behind():
+    """A receiver whose counters are full cannot make an image: each SETUP is recorded as an
+    error and leaves no log file (16 MiB each by default) behind."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.connect(max_counters=64) as b, aeronio.connect() as a:
+        await b.add_subscription(channel, 7)
+        with pytest.raises(aeronio.AeronError):
+            for stream in range(100, 200):  # each takes a publisher limit and position
+                await b.add_publication("aeron:ipc?term-length=64k", stream)
+        await a.add_publication(channel, 7)
+        await asyncio.sleep(1.0)  # SETUPs every 100 ms
+        images = os.path.join(b.driver_dir, "images")
+        assert os.listdir(images) == []
+        errors = {c.label: c.value for c in b.counters.for_each()}["Errors"]
+        assert errors >= 5
+
+
+async def test_a_spy_that_stopped_reading_does_not_stop_unblocking():
+    """An abandoned claim on a network publication is unblocked at the sender's position even
+    with a spy that stopped reading sitting behind it."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    options = {"publication_unblock_timeout_ns": 300_000_000}
+    async with aeronio.connect(**options) as a, aeronio.connect() as b:
+        await a.add_subscription("aeron-spy:" + channel, 5)  # never read
+        sub = await b.add_subscription(channel, 5)
+        p1 = await a.add_publication(channel, 5)
+        p2 = await a.add_publication(channel, 5)
+        await connected(p1, sub)
+        await p1.offer(b"first", timeout=5)
+        claim = p1.try_claim(64)
+        assert not isinstance(claim, int), claim
+        after = [b"after-%d" % i for i in range(10)]
+        for message in after:
+            await p2.offer(message, timeout=5)
+        got = []
+        async with asyncio.timeout(10):
+            async for message in sub:
+                got.append(bytes(message.data))
+                if len(got) == 1 + len(after):
+                    break
+        assert got == [b"first", *after]
+        unblocked = {c.label: c.value for c in a.counters.for_each()}["Unblocked Publications"]
+        assert unblocked == 1
+
+
+async def test_invoke_runs_the_driver_for_a_loop_that_never_yields(tmp_path):
+    """A busy-spinning application drives its embedded driver with invoke(): messages go out
+    and come back over UDP while the loop never runs the driver's own task."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.MediaDriver.launch(str(tmp_path / "driver")) as driver:
+        async with aeronio.connect(driver.dir) as client:
+            sub = await client.add_subscription(channel, 9)
+            pub = await client.add_publication(channel, 9)
+            await connected(pub, sub)
+            expected = [payload(i, 4 + i % 300) for i in range(5000)]
+            got: list[bytes] = []
+            handler = lambda buffer, header: got.append(bytes(buffer))  # noqa: E731
+            sent, spins = 0, 0
+            while len(got) < len(expected):  # no await in here: only invoke() moves the data
+                if sent < len(expected) and pub.try_offer(expected[sent]) > 0:
+                    sent += 1
+                driver.invoke()
+                sub.poll(handler, 10)
+                spins += 1
+                assert spins < 1_000_000, f"stalled at {len(got)} of {len(expected)}"
+            assert got == expected
+            assert driver.invoke() >= 0
+
+            def from_another_thread():
+                with pytest.raises(aeronio.DriverError, match="event loop"):
+                    driver.invoke()
+
+            await asyncio.to_thread(from_another_thread)
+    with pytest.raises(aeronio.DriverError, match="not running"):
+        driver.invoke()
+
+
+async def test_a_publication_refused_its_socket_leaves_nothing_behind():
+    """A multi-destination-cast control port in use: the publication is refused and its log,
+    counters and session are released (a refused one never leaks)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        async with aeronio.connect() as a:
+            for _ in range(3):
+                with pytest.raises(aeronio.DriverError, match=f"cannot bind 127.0.0.1:{port}"):
+                    await a.add_publication(f"aeron:udp?control=127.0.0.1:{port}", 1)
+            kinds = ("pub-", "snd-", "fc-", "mdc-")
+            assert [c.label for c in a.counters.for_each() if c.label.startswith(kinds)] == []
+            assert os.listdir(os.path.join(a.driver_dir, "publications")) == []
+            pub = await a.add_publication(f"aeron:udp?endpoint=127.0.0.1:{free_port()}", 1)
+            assert pub.session_id is not None
+
+
+async def test_invoke_from_a_callback_of_the_duty_cycle_is_refused(tmp_path):
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    refused: list[str] = []
+
+    async with aeronio.MediaDriver.launch(str(tmp_path / "driver")) as driver:
+
+        def on_image(image) -> None:
+            try:
+                driver.invoke()
+            except aeronio.DriverError as e:
+                refused.append(str(e))
+
+        async with aeronio.connect(driver.dir) as client:
+            sub = await client.add_subscription(channel, 9, available_image=on_image)
+            pub = await client.add_publication(channel, 9)
+            await connected(pub, sub)
+    assert refused and "from a callback" in refused[0]
+
+
+async def test_a_sender_with_more_than_a_batch_keeps_sending_without_new_appends(tmp_path):
+    """The duty cycle after one that worked runs in full even if nothing moved since: a sender
+    that stopped at its batch of datagrams sends the rest at once, not at the next timer tick."""
+    port = free_port()
+    pub_channel = f"aeron:udp?endpoint=127.0.0.1:{port}|term-length=1m"
+    sub_channel = f"{pub_channel}|rcv-wnd=512k"
+    async with aeronio.MediaDriver.launch(str(tmp_path / "driver")) as driver:
+        async with aeronio.connect(driver.dir) as client:
+            sub = await client.add_subscription(sub_channel, 9)
+            pub = await client.add_publication(pub_channel, 9)
+            await connected(pub, sub)
+            await asyncio.sleep(0.3)  # the window of the first status messages
+            sender = driver.conductor.udp.publications[0].sender
+            start = sender.sender_position.get()
+            for i in range(300):  # a datagram each: several batches
+                assert pub.try_offer(payload(i, 1000)) > 0
+            conductor = driver.conductor
+            now = conductor._next_timer_ns - 1  # no timer tick during what follows
+            positions = []
+            for _ in range(6):
+                conductor.do_work(now)
+                positions.append(sender.sender_position.get())
+            assert positions[-1] == pub.position, positions
+            assert positions[0] - start < pub.position - start  # one batch did not send it all
+
+
+async def test_spies_that_simulate_a_connection_let_a_publication_without_receivers_publish():
+    """With spies-simulate-connection, a spy connects the network publication as a receiver
+    would: the publisher goes at the spy's pace with no receiver; a receiver that comes later
+    joins at the live position and gets what follows."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        pub = await a.add_publication(f"{channel}|spies-simulate-connection=true", 15)
+        await asyncio.sleep(0.2)
+        assert not pub.is_connected and pub.try_offer(b"x") == aeronio.NOT_CONNECTED
+        spy = await a.add_subscription(f"aeron-spy:{channel}", 15)
+        await await_until(lambda: pub.is_connected, 10, "the spy to connect the publication")
+        first = [payload(i, 4 + i % 400) for i in range(600)]  # about four 64 KiB terms
+        assert await exchange(pub, spy, first, 30) == first
+        sub = await b.add_subscription(channel, 15)
+        await await_until(lambda: sub.images, 10, "a receiver's image")
+        join = sub.images[0].join_position
+        assert join == pub.position  # live: nothing before it is sent again
+        later = [payload(i, 100) for i in range(600, 800)]
+        got = await exchange(pub, sub, later, 30)
+        assert got == later
+        spied: list[bytes] = []
+        async with asyncio.timeout(10):
+            async for message in spy:
+                spied.append(message.data)
+                if len(spied) == len(later):
+                    break
+        assert spied == later

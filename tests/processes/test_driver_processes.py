@@ -1,0 +1,555 @@
+"""A standalone driver (`aeronio driver`) with clients in real processes: sharing one log
+between publisher processes, faults (SIGKILLed publishers, subscribers and drivers), two drivers
+on one directory, protocol refusals and clean shutdown.
+
+Every wait is bounded; every child is SIGKILLed and reaped at teardown (see procs.Procs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+
+import pytest
+
+import aeronio
+from aeronio.counters import CountersReader, SystemCounters
+from aeronio.driver import protocol as p
+from aeronio.driver.control_server import control_address
+from tests.support.procs import (
+    IPC,
+    await_until,
+    counter_labels,
+    counters_path,
+    payload_size,
+    procs_fixture,
+    system_counters,
+)
+
+TERM_64K = ("--ipc-term-length", "65536")
+WINDOW_64K = 65536 // 2  # the default IPC term window: half a term
+SHORT_TIMEOUTS = (
+    "--publication-unblock-timeout-ns",
+    "500000000",
+    "--client-liveness-timeout-ns",
+    "1000000000",
+)
+IPC_MAX_PAYLOAD = 1408 - 32  # default ipc mtu minus the data header
+
+procs = pytest.fixture(procs_fixture, name="procs")
+
+
+async def round_trip(dir: str, stream: int = 77) -> None:
+    """A client attaches to the driver on `dir`, publishes and receives one message."""
+    async with asyncio.timeout(20):
+        async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
+            subscription = await aeron.add_subscription(IPC, stream)
+            publication = await aeron.add_publication(IPC, stream)
+            await publication.offer(b"round trip", timeout=10)
+            message = await subscription.receive()
+            assert message.data == b"round trip"
+            assert message.header.session_id == publication.session_id
+
+
+# -- 1. N publisher processes x M subscriber processes -----------------------------------------
+
+
+def checking_subscribers(procs, processes: int, name: str, **kwargs) -> list:
+    """`processes` checking subscriber processes (procs.role_checking_subscriber), each
+    subscribed on return."""
+    subscribers = [
+        procs.role("checking_subscriber", f"{name}-{j}", timeout=100, **kwargs)
+        for j in range(processes)
+    ]
+    for subscriber in subscribers:
+        subscriber.expect("ready", 20)
+    return subscribers
+
+
+def publisher_processes(procs, processes: int, name: str, **kwargs) -> list:
+    """`processes` publisher processes (procs.role_publisher) with pub ids 0.., waiting for
+    "go"."""
+    return [
+        procs.role("publisher", f"{name}-{i}", stdin=True, pub_id=i, **kwargs)
+        for i in range(processes)
+    ]
+
+
+PUBLISHERS = 3
+SUBSCRIBERS = 2
+MESSAGES = 20_000
+EXCLUSIVE_ID = 99
+EXCLUSIVE_MESSAGES = 5_000
+
+
+@pytest.mark.slow
+def test_publisher_and_subscriber_processes_share_one_log_and_get_every_message(procs):
+    dir = procs.new_dir()
+    procs.driver(dir, *TERM_64K)
+    stream = 1001
+    expected = {str(i): MESSAGES for i in range(PUBLISHERS)} | {
+        str(EXCLUSIVE_ID): EXCLUSIVE_MESSAGES
+    }
+    subscribers = checking_subscribers(
+        procs, SUBSCRIBERS, "subscriber", dir=dir, stream=stream, expected=expected
+    )
+    publishers = publisher_processes(
+        procs, PUBLISHERS, "publisher", dir=dir, stream=stream, count=MESSAGES
+    )
+    publishers.append(
+        procs.role(
+            "publisher",
+            "exclusive-publisher",
+            stdin=True,
+            dir=dir,
+            stream=stream,
+            pub_id=EXCLUSIVE_ID,
+            count=EXCLUSIVE_MESSAGES,
+            exclusive=True,
+        )
+    )
+    # Every publication exists before anyone publishes (a log whose last publisher left would
+    # drain and close, and a later publisher would get a new session).
+    sessions = [publisher.expect_json("session", 20) for publisher in publishers]
+    shared, exclusive = sessions[:PUBLISHERS], sessions[PUBLISHERS]
+    assert len({s["session_id"] for s in shared}) == 1, shared
+    assert len({s["registration_id"] for s in shared}) == 1, shared  # one log
+    assert not any(s["exclusive"] for s in shared)
+    assert exclusive["exclusive"]
+    assert exclusive["session_id"] != shared[0]["session_id"]
+    assert exclusive["registration_id"] != shared[0]["registration_id"]
+    assert shared[0]["max_payload_length"] == IPC_MAX_PAYLOAD
+    assert max(payload_size(0, seq) for seq in range(MESSAGES)) > IPC_MAX_PAYLOAD
+
+    for publisher in publishers:
+        publisher.send("go")
+    for publisher in publishers:
+        publisher.expect_json("done", 100)
+    results = [subscriber.expect_json("result", 110) for subscriber in subscribers]
+
+    shared_session, exclusive_session = shared[0]["session_id"], exclusive["session_id"]
+    for subscriber, result in zip(subscribers, results, strict=True):
+        where = f"{subscriber.name}: {result}"
+        assert result["errors"] == [], where
+        assert result["counts"] == expected, where
+        assert result["received"] == PUBLISHERS * MESSAGES + EXCLUSIVE_MESSAGES, where
+        for i in range(PUBLISHERS):
+            assert result["sessions"][str(i)] == [shared_session], where
+        assert result["sessions"][str(EXCLUSIVE_ID)] == [exclusive_session], where
+        # One image per session: the shared log is one image, the exclusive publication another.
+        assert sorted(result["image_sessions"]) == sorted([shared_session, exclusive_session])
+        assert result["longest"] > IPC_MAX_PAYLOAD  # fragmented messages were reassembled
+    for child in publishers + subscribers:
+        assert child.wait(20) == 0, child.describe()
+
+
+@pytest.mark.slow
+def test_udp_between_two_standalone_drivers_with_clients_in_other_processes(procs):
+    """Two publisher processes on one driver share a network publication (one session); two
+    subscriber processes on another driver read its one image over UDP loopback."""
+    sender_dir, receiver_dir = procs.new_dir(), procs.new_dir()
+    procs.driver(sender_dir, name="sender-driver")
+    procs.driver(receiver_dir, name="receiver-driver")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        channel = f"aeron:udp?endpoint=127.0.0.1:{s.getsockname()[1]}|term-length=64k"
+    stream, count = 1002, 5_000
+    expected = {"0": count, "1": count}
+    subscribers = checking_subscribers(
+        procs,
+        2,
+        "udp-subscriber",
+        dir=receiver_dir,
+        stream=stream,
+        expected=expected,
+        channel=channel,
+    )
+    publishers = publisher_processes(
+        procs, 2, "udp-publisher", dir=sender_dir, stream=stream, count=count, channel=channel
+    )
+    sessions = [publisher.expect_json("session", 20) for publisher in publishers]
+    assert len({s["session_id"] for s in sessions}) == 1, sessions
+    for publisher in publishers:
+        publisher.send("go")
+    for publisher in publishers:
+        publisher.expect_json("done", 100)
+    for subscriber in subscribers:
+        result = subscriber.expect_json("result", 110)
+        assert result["errors"] == [], result
+        assert result["counts"] == expected, result
+        assert result["image_sessions"] == [sessions[0]["session_id"]], result
+        assert result["longest"] > 1408 - 32  # fragmented over UDP and reassembled
+    assert system_counters(receiver_dir)[SystemCounters.STATUS_MESSAGES_SENT] > 0
+    assert system_counters(sender_dir)[SystemCounters.STATUS_MESSAGES_RECEIVED] > 0
+    for child in publishers + subscribers:
+        assert child.wait(20) == 0, child.describe()
+
+
+# -- 2. a publisher SIGKILLed mid-claim --------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_publisher_killed_mid_claim_is_unblocked_and_others_go_on(procs):
+    dir = procs.new_dir()
+    procs.driver(dir, *TERM_64K, *SHORT_TIMEOUTS)
+    stream, before, after = 7, 10, 1000  # `after` messages are more than a window
+    async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
+        subscription = await aeron.add_subscription(IPC, stream)
+        received: list[bytes] = []
+
+        async def consume() -> None:
+            async for message in subscription:
+                received.append(message.data)
+
+        consumer = asyncio.create_task(consume())
+        try:
+            claimer = procs.role("claimer", dir=dir, stream=stream, before=before)
+            claimer_session = await claimer.aexpect_json("session")
+            await claimer.aexpect_json("claimed")
+            await await_until(lambda: len(received) >= before, 10, "the messages before the claim")
+            steady = procs.role(
+                "text_publisher", "steady", dir=dir, stream=stream, prefix="after", count=after
+            )
+            steady_session = await steady.aexpect_json("session")
+            assert steady_session["session_id"] == claimer_session["session_id"]
+            assert steady_session["registration_id"] == claimer_session["registration_id"]
+            claimer.kill()  # with its claim open: the frame's length stays negative
+
+            await steady.aexpect_json("done", 30)
+            assert await steady.await_exit() == 0, steady.describe()
+            await await_until(
+                lambda: len(received) >= before + after, 15, "the messages after the claim"
+            )
+            # The abandoned frame became padding: skipped, never delivered.
+            assert received == [b"before-%d" % i for i in range(before)] + [
+                b"after-%d" % i for i in range(after)
+            ]
+            counters = await await_until(
+                lambda: (c := system_counters(dir))[SystemCounters.CLIENT_TIMEOUTS] >= 1 and c,
+                10,
+                "the killed claimer's client timeout",
+            )
+            assert counters[SystemCounters.UNBLOCKED_PUBLICATIONS] >= 1, counters
+        finally:
+            consumer.cancel()
+
+
+@pytest.mark.slow
+async def test_killed_publishers_publication_is_released_after_the_liveness_timeout(procs):
+    """Its image goes unavailable once drained and lingered, its log file and counters go."""
+    dir = procs.new_dir()
+    procs.driver(dir, *TERM_64K, *SHORT_TIMEOUTS, "--publication-linger-ns", "200000000")
+    stream = 9
+    async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
+        gone = asyncio.get_running_loop().create_future()
+        subscription = await aeron.add_subscription(
+            IPC, stream, unavailable_image=lambda image: gone.set_result(image.session_id)
+        )
+        publisher = procs.role(
+            "text_publisher", dir=dir, stream=stream, prefix="m", count=5, exclusive=True, stay=True
+        )
+        session = await publisher.aexpect_json("session")
+        await publisher.aexpect_json("done")
+        async with asyncio.timeout(10):
+            received = [(await subscription.receive()).data for _ in range(5)]
+        assert received == [b"m-%d" % i for i in range(5)]
+        registration = f"pub-lmt: {session['registration_id']} "
+        assert any(x.startswith(registration) for x in counter_labels(dir))
+        assert os.path.exists(session["log_file"])
+
+        publisher.kill()
+        assert await asyncio.wait_for(gone, 10) == session["session_id"]
+        assert subscription.images == ()
+        await await_until(lambda: not os.path.exists(session["log_file"]), 10, "the log file to go")
+        assert not any(x.startswith(registration) for x in counter_labels(dir))
+        assert system_counters(dir)[SystemCounters.CLIENT_TIMEOUTS] >= 1
+
+
+# -- 3. a subscriber SIGKILLed while it holds a publisher back ---------------------------------
+
+
+@pytest.mark.slow
+async def test_killed_subscriber_stops_holding_the_publisher_back(procs):
+    dir = procs.new_dir()
+    procs.driver(dir, *TERM_64K, *SHORT_TIMEOUTS)
+    stream = 8
+    async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
+        live = await aeron.add_subscription(IPC, stream)
+        publication = await aeron.add_publication(IPC, stream)
+        await await_until(lambda: publication.is_connected and live.images, 10, "the live image")
+        received: list[bytes] = []
+
+        async def consume() -> None:
+            async for message in live:
+                received.append(message.data)
+
+        consumer = asyncio.create_task(consume())
+        try:
+            stalled = procs.role("stalled_subscriber", dir=dir, stream=stream)
+            ready = await stalled.aexpect_json("ready", 20)
+            label = f"sub-pos: {ready['registration_id']} "
+            assert any(x.startswith(label) for x in counter_labels(dir))
+
+            # Publish until the stalled subscriber's window is full (the live one keeps up):
+            # an append is refused once the position reaches the limit.
+            full_at = ready["position"] + WINDOW_64K
+            sent = 0
+            deadline = asyncio.get_running_loop().time() + 15
+            while publication.position < full_at:
+                message = b"%06d" % sent + bytes(994)
+                if publication.try_offer(message) > 0:
+                    sent += 1
+                else:
+                    assert asyncio.get_running_loop().time() < deadline, (
+                        f"stuck at {publication.position}, limit {publication.position_limit}"
+                    )
+                    await asyncio.sleep(0.002)
+            await await_until(lambda: len(received) == sent, 10, "the live subscriber")
+            assert publication.position_limit <= full_at
+            assert publication.try_offer(bytes(1000)) == aeronio.BACK_PRESSURED
+
+            stalled.kill()
+            more = 300  # ~4.8 terms of 64 KiB: far more than the window
+            async with asyncio.timeout(40):
+                for i in range(sent, sent + more):
+                    await publication.offer(b"%06d" % i + bytes(994), timeout=10)
+                await await_until(lambda: len(received) == sent + more, 10, "the live subscriber")
+            assert received == [b"%06d" % i + bytes(994) for i in range(sent + more)]
+            assert system_counters(dir)[SystemCounters.CLIENT_TIMEOUTS] >= 1
+            assert not any(x.startswith(label) for x in counter_labels(dir))
+        finally:
+            consumer.cancel()
+
+
+# -- 4. the driver dies under a client ---------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("death", ["SIGKILL", "SIGSTOP"])
+async def test_driver_death_fails_pending_awaits_with_driver_timeout(procs, death):
+    """SIGKILL closes the control socket; SIGSTOP leaves it open and stops the heartbeat.
+    Either way every pending await and every later call raises DriverTimeoutError."""
+    dir = procs.new_dir()
+    driver = procs.driver(dir, *TERM_64K)
+    aeron = await asyncio.wait_for(aeronio.connect(dir, driver_timeout_s=2), 10)
+    try:
+        lonely = await aeron.add_publication(IPC, 41)  # no subscriber: NOT_CONNECTED
+        unread = await aeron.add_subscription(IPC, 42)  # never polled: back-pressure
+        blocked = await aeron.add_publication(IPC, 42)
+        idle = await aeron.add_subscription(IPC, 43)  # nothing publishes: parks
+        await await_until(lambda: blocked.is_connected and unread.images, 10, "the image")
+        while (result := blocked.try_offer(bytes(1000))) > 0:
+            pass
+        assert result == aeronio.BACK_PRESSURED
+        assert lonely.try_offer(b"x") == aeronio.NOT_CONNECTED
+
+        pending = {
+            "not-connected offer": asyncio.create_task(lonely.offer(b"x")),
+            "back-pressured offer": asyncio.create_task(blocked.offer(bytes(1000))),
+            "parked async for": asyncio.create_task(idle.__anext__()),
+        }
+        await asyncio.sleep(0.3)
+        assert not any(task.done() for task in pending.values())
+
+        if death == "SIGKILL":
+            driver.kill()
+        else:
+            driver.send_signal(signal.SIGSTOP)
+        # A command sent to the dead (or frozen) driver is never answered.
+        pending["add_publication"] = asyncio.create_task(aeron.add_publication(IPC, 45))
+        for name, task in pending.items():
+            try:
+                result = await asyncio.wait_for(task, 10)
+            except aeronio.DriverTimeoutError:
+                continue
+            except BaseException as e:  # wait_for's own TimeoutError included
+                pytest.fail(f"{name} raised {e!r}, not DriverTimeoutError")
+            pytest.fail(f"{name} returned {result!r} instead of raising DriverTimeoutError")
+        with pytest.raises(aeronio.DriverTimeoutError):
+            await asyncio.wait_for(aeron.add_publication(IPC, 44), 10)
+        with pytest.raises(aeronio.DriverTimeoutError):
+            await asyncio.wait_for(aeron.add_subscription(IPC, 44), 10)
+    finally:
+        driver.kill()  # SIGKILL ends a stopped process too
+        await asyncio.wait_for(aeron.close(), 10)
+
+
+@pytest.mark.slow
+async def test_connect_to_a_frozen_driver_raises_driver_timeout_within_the_driver_timeout(procs):
+    """A driver that accepts the connection (the kernel does, for a stopped process) but never
+    answers the handshake: connect gives up after the client's driver timeout (1 s here; 6 s
+    allowed) with DriverTimeoutError."""
+    dir = procs.new_dir()
+    driver = procs.driver(dir)
+    driver.send_signal(signal.SIGSTOP)
+
+    async def attach():
+        return await aeronio.connect(dir, driver_timeout_s=1)
+
+    connecting = asyncio.create_task(attach())
+    try:
+        done, _ = await asyncio.wait({connecting}, timeout=6)
+        assert done, "connect to a frozen driver still waits after 6 s with driver_timeout_s=1"
+        with pytest.raises(aeronio.DriverTimeoutError):
+            connecting.result()
+    finally:
+        connecting.cancel()
+        driver.kill()
+
+
+# -- 5. two drivers on one directory -----------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_second_driver_refused_while_first_lives_and_takes_over_a_dead_ones_dir(procs):
+    dir = procs.new_dir()
+    first = procs.driver(dir, name="first driver")
+    second = procs.driver_process(dir, name="second driver")
+    assert await second.await_exit(20) != 0, second.describe()
+    assert f"pid {first.pid}" in second.stderr, second.describe()
+    await round_trip(dir)  # the refused driver left the first one alone
+
+    first.kill()
+    with pytest.raises(aeronio.DriverNotFoundError):
+        await asyncio.wait_for(aeronio.connect(dir), 10)  # a stale socket: nobody listens
+
+    third = procs.driver(dir, name="third driver")  # takes over the dead driver's directory
+    with CountersReader.open(counters_path(dir)) as reader:
+        assert reader.driver_pid == third.pid
+    await round_trip(dir)
+
+
+def test_second_driver_refusal_is_a_one_line_error_not_a_traceback(procs):
+    dir = procs.new_dir()
+    first = procs.driver(dir, name="first driver")
+    second = procs.driver_process(dir, name="second driver")
+    assert second.wait(20) != 0, second.describe()
+    assert "Traceback" not in second.stderr, second.stderr
+    assert any(
+        line.startswith("aeronio driver:") and f"pid {first.pid}" in line
+        for line in second.stderr.splitlines()
+    ), second.stderr
+
+
+# -- 6. no driver; protocol refusals -----------------------------------------------------------
+
+
+async def test_connect_without_a_driver_raises_driver_not_found(tmp_path):
+    for dir in (tmp_path / "never-created", tmp_path):
+        with pytest.raises(aeronio.DriverNotFoundError, match="no media driver"):
+            await asyncio.wait_for(aeronio.connect(dir), 5)
+
+
+def _raw_connection(dir: str) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(control_address(dir))
+    return s
+
+
+def _recv_exactly(s: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        assert chunk, f"connection closed after {len(data)} of {n} bytes"
+        data += chunk
+    return data
+
+
+def _read_frame(s: socket.socket) -> bytes:
+    length = int.from_bytes(_recv_exactly(s, 4), "little")
+    return _recv_exactly(s, length)
+
+
+def _read_to_end(s: socket.socket) -> bytes:
+    """Everything until the driver closes the connection (socket timeout: the test fails)."""
+    data = b""
+    while chunk := s.recv(4096):
+        data += chunk
+    return data
+
+
+@pytest.mark.slow
+async def test_control_protocol_refuses_other_versions_and_drops_garbage(procs, monkeypatch):
+    dir = procs.new_dir()
+    procs.driver(dir)
+    with _raw_connection(dir) as s:
+        s.sendall(p.frame(p.ClientHello(999, 1, os.getpid())))
+        reply = p.decode_response(_read_frame(s))
+        assert isinstance(reply, p.ErrorResponse), reply
+        assert reply.code == p.VERSION_MISMATCH
+        assert "v999" in reply.message and f"v{p.PROTOCOL_VERSION}" in reply.message
+        assert _read_to_end(s) == b""  # and the driver hung up
+
+    def send_garbage(data: bytes) -> bytes:
+        with _raw_connection(dir) as s:
+            s.sendall(data)
+            return _read_to_end(s)  # dropped: the driver closes the connection
+
+    hello = p.frame(p.ClientHello(p.PROTOCOL_VERSION, 2, os.getpid()))
+    garbage = {
+        "not msgpack": (8).to_bytes(4, "little") + b"\xc1" * 8,
+        "absurd length": b"\xff\xff\xff\x7f" + b"x" * 16,
+        "a command before the hello": p.frame(p.ClientKeepalive(2)),
+        "garbage after the hello": hello + (5).to_bytes(4, "little") + b"\x93\x01\x02\x03\xc1",
+    }
+    # A client attached before the garbage goes on working after it.
+    async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
+        subscription = await aeron.add_subscription(IPC, 5)
+        before = system_counters(dir)
+        for name, data in garbage.items():
+            rest = await asyncio.to_thread(send_garbage, data)
+            if name == "garbage after the hello":
+                assert isinstance(p.decode_response(rest[4:]), p.DriverHello), rest
+            else:
+                assert rest == b"", name
+        after = await await_until(
+            lambda: (
+                (c := system_counters(dir))[SystemCounters.INVALID_PACKETS]
+                >= before[SystemCounters.INVALID_PACKETS] + len(garbage)
+                and c
+            ),
+            10,
+            "the dropped connections to be counted",
+        )
+        assert after[SystemCounters.ERRORS] >= before[SystemCounters.ERRORS] + len(garbage)
+        publication = await aeron.add_publication(IPC, 5)
+        await publication.offer(b"still served", timeout=10)
+        assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"still served"
+    await round_trip(dir)  # and new clients are served
+
+    # And a client of another version is refused by the driver with a clear error.
+    monkeypatch.setattr(p, "PROTOCOL_VERSION", p.PROTOCOL_VERSION + 1)
+    with pytest.raises(aeronio.DriverError) as refused:
+        await asyncio.wait_for(aeronio.connect(dir), 10)
+    assert refused.value.code == p.VERSION_MISMATCH
+    message = str(refused.value)
+    assert f"v{p.PROTOCOL_VERSION}" in message and f"v{p.PROTOCOL_VERSION - 1}" in message
+    monkeypatch.undo()
+    await round_trip(dir)
+
+
+# -- 7. clean shutdown -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_signal_stops_the_driver_cleanly_and_removes_its_dir(procs, signum):
+    dir = procs.new_dir()
+    driver = procs.driver(dir, *TERM_64K)
+    async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
+        subscription = await aeron.add_subscription(IPC, 3)
+        publication = await aeron.add_publication(IPC, 3)
+        await publication.offer(b"before shutdown", timeout=10)
+        assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"before shutdown"
+        assert os.path.exists(publication.log_file)
+
+        driver.send_signal(signum)
+        assert await driver.await_exit(10) == 0, driver.describe()
+        assert not os.path.exists(dir)
+        assert "aeronio driver stopped" in driver.stderr
+        assert "Traceback" not in driver.stderr, driver.stderr
+        # The client learns its driver is gone.
+        with pytest.raises(aeronio.DriverTimeoutError):
+            await asyncio.wait_for(aeron.add_publication(IPC, 4), 10)
