@@ -1,7 +1,8 @@
 """aeronio: Aeron's log buffers, media driver and protocol for Python, with an asyncio API."""
 
+from aeronio._connect import connect
 from aeronio._core import BufferClaim, FragmentAssembler, FragmentBatch, Header, Message
-from aeronio.client.aeron import Aeron, connect
+from aeronio.client.aeron import Aeron
 from aeronio.client.publication import (
     ADMIN_ACTION,
     BACK_PRESSURED,

@@ -16,17 +16,17 @@ from typing import TextIO
 
 import aeronio
 from aeronio.counters import CountersFileError, CountersReader
-from aeronio.driver.conductor import COUNTERS_FILE
 from aeronio.driver.context import (
     DriverContext,
     env_var_name,
     option_names,
     parse_option_value,
 )
-from aeronio.driver.error_log import ERROR_LOG_FILE, ErrorLogError, load_error_log
+from aeronio.driver.error_log import ErrorLogError, load_error_log
 from aeronio.errors import AeronError, ConfigurationError
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.logbuffer.logdump import dump_log
+from aeronio.protocol.layout import COUNTERS_FILE, ERROR_LOG_FILE
 
 STAT_RULE = "=" * 70
 

@@ -40,8 +40,8 @@ import zmq
 import aeronio
 from aeronio import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
 from aeronio.counters import FLOW_CONTROL_RECEIVERS_TYPE_ID
-from aeronio.driver.media_driver import find_embedded
 from aeronio.idle import BusySpinIdleStrategy, YieldingIdleStrategy
+from aeronio.protocol import embedded
 
 
 class BenchError(RuntimeError):
@@ -733,7 +733,7 @@ def idle_work(spec: dict) -> Callable[[], int] | None:
     spin-invoke, its embedded driver's duty cycle (MediaDriver.invoke); else nothing."""
     if spec["mode"] != "spin-invoke":
         return None
-    return find_embedded(spec["dirs"][spec["role"]]).invoke
+    return embedded.find(spec["dirs"][spec["role"]]).invoke
 
 
 async def ping_spin(

@@ -15,16 +15,12 @@ import logging
 import os
 import random
 import time
-from typing import Any
 
 from aeronio import _core
 from aeronio.client.publication import ExclusivePublication, Publication
 from aeronio.client.subscription import Image, Subscription
 from aeronio.client.transport import EmbeddedTransport, SocketTransport
 from aeronio.counters import CountersReader
-from aeronio.driver import protocol as p
-from aeronio.driver.conductor import COUNTERS_FILE
-from aeronio.driver.media_driver import MediaDriver, find_embedded
 from aeronio.errors import (
     AeronError,
     ChannelUriError,
@@ -36,7 +32,10 @@ from aeronio.errors import (
 from aeronio.idle import DEFAULT_IDLE_STRATEGY, IdleStrategy
 from aeronio.logbuffer import signals, waker
 from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol import control as p
+from aeronio.protocol import embedded
 from aeronio.protocol.channel import ChannelUri
+from aeronio.protocol.layout import COUNTERS_FILE
 
 DEFAULT_DRIVER_TIMEOUT_S = 10.0
 log = logging.getLogger("aeronio.client")
@@ -63,35 +62,21 @@ class Aeron:
         self._publications: dict[int, Publication] = {}
         self._logs: dict[str, tuple[LogBuffers, int]] = {}
         self._transport: EmbeddedTransport | SocketTransport | None = None
-        self._owned_driver: MediaDriver | None = None
+        self._owned_driver: embedded.EmbeddedDriver | None = None
         self._keepalive: asyncio.Task | None = None
         self._lost: AeronError | None = None
         self._abandoned: dict[int, p.Command] = {}
         self.counters: CountersReader | None = None
         self.is_closed = False
 
-    @classmethod
-    def connect(
-        cls,
-        dir: str | os.PathLike | None = None,
-        *,
-        idle_strategy: IdleStrategy = DEFAULT_IDLE_STRATEGY,
-        driver_timeout_s: float = DEFAULT_DRIVER_TIMEOUT_S,
-        **driver_options: Any,
-    ) -> _Connection:
-        """Attach to the driver that owns `dir` (in this process or another). With no dir, or
-        with driver options, launch an embedded driver on the running loop that this client owns
-        and closes."""
-        return _Connection(
-            cls,
-            dir,
-            driver_options,
-            dict(idle_strategy=idle_strategy, driver_timeout_s=driver_timeout_s),
-        )
-
-    async def _attach(self, driver: MediaDriver | None) -> None:
+    async def attach(self, owned: embedded.EmbeddedDriver | None = None) -> Aeron:
+        """Reach the driver of `driver_dir`: in-process when one runs there in this process
+        (`owned`: one launched for this client, which closes it), else over its control socket.
+        `aeronio.connect` calls this."""
         loop = asyncio.get_running_loop()
         waker.waker().attach(loop)
+        self._owned_driver = owned
+        driver = owned or embedded.find(self.driver_dir)
         if driver is not None:
             self._transport = EmbeddedTransport(driver, self._on_response)
         else:
@@ -109,6 +94,7 @@ class Aeron:
             min(hello.client_keepalive_interval_ns, hello.client_liveness_timeout_ns // 4) / 1e9
         )
         self._keepalive = loop.create_task(self._keep_alive(interval))
+        return self
 
     @property
     def driver_pid(self) -> int:
@@ -396,50 +382,6 @@ class Aeron:
 
     async def __aexit__(self, *exc) -> None:
         await self.close()
-
-
-class _Connection:
-    """What `connect` returns: await it, or use it with `async with`."""
-
-    def __init__(self, cls, dir, driver_options, client_options):
-        self._cls, self._dir = cls, dir
-        self._driver_options, self._client_options = driver_options, client_options
-        self._client: Aeron | None = None
-
-    async def _connect(self) -> Aeron:
-        if self._dir is not None and not self._driver_options:
-            dir = str(self._dir)
-            client = self._cls(dir, **self._client_options)
-            await client._attach(find_embedded(dir))
-        else:
-            if self._dir is not None:
-                self._driver_options["dir"] = str(self._dir)
-            driver = await MediaDriver.launch(**self._driver_options).start()
-            client = self._cls(driver.dir, **self._client_options)
-            client._owned_driver = driver
-            try:
-                await client._attach(driver)
-            except BaseException:
-                await driver.close()
-                raise
-        self._client = client
-        return client
-
-    def __await__(self):
-        return self._connect().__await__()
-
-    async def __aenter__(self) -> Aeron:
-        return await self._connect()
-
-    async def __aexit__(self, *exc) -> None:
-        if self._client is not None:
-            await self._client.close()
-
-
-def connect(dir: str | os.PathLike | None = None, **options: Any) -> _Connection:
-    """Connect to the driver on `dir`, or launch an embedded one on the running loop
-    (`options`: idle_strategy, driver_timeout_s, and DriverContext fields for a new driver)."""
-    return Aeron.connect(dir, **options)
 
 
 def _check_stream_id(stream_id: int) -> None:

@@ -7,10 +7,10 @@ import contextlib
 import os
 from collections.abc import Callable
 
-from aeronio.driver import protocol as p
-from aeronio.driver.control_server import control_address
-from aeronio.driver.media_driver import MediaDriver
 from aeronio.errors import DriverError, DriverNotFoundError, DriverTimeoutError
+from aeronio.protocol import control as p
+from aeronio.protocol.embedded import EmbeddedDriver
+from aeronio.protocol.layout import control_address
 
 OnResponse = Callable[[p.Response], None]
 OnLost = Callable[[str], None]
@@ -19,7 +19,7 @@ OnLost = Callable[[str], None]
 class EmbeddedTransport:
     """Commands handed straight to a driver running on this process's loop."""
 
-    def __init__(self, driver: MediaDriver, on_response: OnResponse):
+    def __init__(self, driver: EmbeddedDriver, on_response: OnResponse):
         self.driver = driver
         self._on_response = on_response
         self.hello = driver.hello()

@@ -24,18 +24,17 @@ from aeronio.counters import (
     SystemCounters,
     allocate_system_counters,
 )
-from aeronio.driver import protocol as p
 from aeronio.driver.context import DriverContext
-from aeronio.driver.error_log import ERROR_LOG_FILE, DistinctErrorLog
+from aeronio.driver.error_log import DistinctErrorLog
 from aeronio.driver.ipc_publication import IpcPublication, SubscriberPosition
 from aeronio.driver.udp_media import NetworkPublicationEntry, UdpMedia
 from aeronio.errors import AeronError, ChannelUriError
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol import control as p
+from aeronio.protocol import layout
 from aeronio.protocol.channel import ChannelUri
 
-COUNTERS_FILE = "counters.dat"
-LOGS_DIR = "publications"
 # A freed counter id is not reused for this long, so a client still holding it harms nobody.
 COUNTER_REUSE_TIMEOUT_MS = 1000
 TIMER_INTERVAL_NS = 1_000_000  # housekeeping apart from the data path (Aeron's timer interval)
@@ -88,10 +87,10 @@ class DriverConductor:
         self.ctx = ctx
         self.wake = wake
         self.wake_id = wake_id
-        os.makedirs(os.path.join(ctx.dir, LOGS_DIR), exist_ok=True)
-        self.error_log = DistinctErrorLog(os.path.join(ctx.dir, ERROR_LOG_FILE))
+        os.makedirs(os.path.join(ctx.dir, layout.PUBLICATIONS_DIR), exist_ok=True)
+        self.error_log = DistinctErrorLog(os.path.join(ctx.dir, layout.ERROR_LOG_FILE))
         self.counters = CountersManager.create(
-            os.path.join(ctx.dir, COUNTERS_FILE),
+            os.path.join(ctx.dir, layout.COUNTERS_FILE),
             ctx.max_counters,
             reuse_timeout_ms=COUNTER_REUSE_TIMEOUT_MS,
         )
@@ -248,7 +247,7 @@ class DriverConductor:
         else:
             initial_term_id = random.randint(-(2**31), 2**31 - 1)
             term_id, term_offset = None, 0
-        log_file = os.path.join(ctx.dir, LOGS_DIR, f"{registration_id}.logbuffer")
+        log_file = layout.publication_log(ctx.dir, registration_id)
         log = LogBuffers.create(
             log_file,
             term_length=term_length,

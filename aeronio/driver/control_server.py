@@ -1,33 +1,23 @@
 """The driver's control socket: clients in other processes send commands and get responses.
 
 One Unix stream socket per driver, in the abstract namespace under a name derived from the
-driver directory (`control_address`): no file to go stale, no path-length limit. A connection
-opens with ClientHello; the driver answers DriverHello, or an ErrorResponse and closes when the
-protocol versions differ.
-Then every frame is a command for the conductor. A malformed frame closes that connection and is
-counted; it never reaches the conductor.
-"""
+driver directory (`protocol.layout.control_address`): no file to go stale, no path-length limit.
+A connection opens with ClientHello; the driver answers DriverHello, or an ErrorResponse and
+closes when the protocol versions differ. Then every frame is a command for the conductor. A
+malformed frame closes that connection and is counted; it never reaches the conductor."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import os
 from collections.abc import Callable
 
 import msgspec
 
-from aeronio.driver import protocol as p
+from aeronio.protocol import control as p
 
 log = logging.getLogger("aeronio.driver")
-
-
-def control_address(dir: str) -> str:
-    """The abstract Unix socket address of the driver that owns `dir`."""
-    digest = hashlib.sha256(os.path.realpath(dir).encode()).hexdigest()[:32]
-    return f"\0aeronio-control-{digest}"
 
 
 class ControlServer:

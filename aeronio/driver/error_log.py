@@ -18,7 +18,6 @@ import msgspec
 
 from aeronio.errors import AeronError
 
-ERROR_LOG_FILE = "errors.json"
 MAX_DISTINCT_ERRORS = 1000
 FLUSH_INTERVAL_MS = 100
 FORMAT_VERSION = 1
@@ -165,8 +164,3 @@ def load_error_log(path: str | os.PathLike[str]) -> tuple[list[ErrorObservation]
             f"error log {os.fspath(path)!r} has version {log.version}, expected {FORMAT_VERSION}"
         )
     return [_observation(e) for e in log.errors], log.dropped
-
-
-def read_error_log(path: str | os.PathLike[str]) -> list[ErrorObservation]:
-    """The distinct errors in an error log file (empty if the file does not exist)."""
-    return load_error_log(path)[0]

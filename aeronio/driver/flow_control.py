@@ -2,21 +2,19 @@
 
 A strategy turns the Status Messages (SMs) of the receivers into the sender limit: the position
 the publication may send up to. Unicast follows its one receiver; multicast and MDC publications
-pick a strategy with the channel's ``fc=`` parameter (Aeron's syntax): ``max`` (the default: the
-fastest receiver paces), ``min[,t:<timeout>][,g:/<group-min-size>]`` (the slowest receiver
-paces) or ``tagged,g:<tag>[/<group-min-size>][,t:<timeout>]`` (the slowest receiver among those
-whose subscription channel has ``gtag=<tag>`` paces). Setup-eliciting SMs never count.
+pick a strategy with the channel's ``fc=`` parameter (its grammar: `protocol.channel.
+parse_flow_control`): ``max`` (the default: the fastest receiver paces), ``min`` (the slowest
+receiver paces) or ``tagged`` (the slowest receiver among those whose subscription channel has
+``gtag=<tag>`` paces). Setup-eliciting SMs never count.
 """
 
 from __future__ import annotations
 
-import re
 import struct
-from typing import Any, Protocol
+from typing import Protocol
 
-from aeronio.errors import ChannelUriError
 from aeronio.logbuffer import descriptor as d
-from aeronio.protocol.channel import parse_duration_ns
+from aeronio.protocol.channel import parse_flow_control
 from aeronio.protocol.frames import StatusMessage
 
 __all__ = [
@@ -26,7 +24,6 @@ __all__ = [
     "MinFlowControl",
     "TaggedFlowControl",
     "UnicastFlowControl",
-    "check_flow_control",
     "flow_control_for",
     "group_tag_feedback",
 ]
@@ -34,9 +31,6 @@ __all__ = [
 RECEIVER_TIMEOUT_NS = 2_000_000_000  # a receiver silent this long no longer counts
 
 _GTAG = struct.Struct("<q")
-_GROUP_RE = re.compile(r"g:([+-]?[0-9]+)?(?:/([0-9]+))?")
-_INT32_MAX = 2**31 - 1
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class FlowControl(Protocol):
@@ -195,58 +189,14 @@ class TaggedFlowControl(MinFlowControl):
         return sm.feedback == self._feedback
 
 
-_STRATEGIES: dict[str, type[MaxFlowControl | MinFlowControl]] = {
-    "max": MaxFlowControl,
-    "min": MinFlowControl,
-    "tagged": TaggedFlowControl,
-}
-
-
-def _parse(fc: str) -> tuple[type[MaxFlowControl | MinFlowControl], dict[str, Any]]:
-    """The strategy class and constructor arguments an ``fc=`` value names."""
-    name, *options = fc.split(",")
-    strategy = _STRATEGIES.get(name)
-    if strategy is None:
-        raise ChannelUriError(
-            f"unknown flow control strategy {name!r} in fc (expected max, min or tagged)"
-        )
-    kwargs: dict[str, Any] = {}
-    seen: set[str] = set()
-    for option in options:
-        key = option[:2]
-        group = _GROUP_RE.fullmatch(option) if key == "g:" else None
-        if name == "max" or not (key == "t:" or (group and any(group.groups()))):
-            raise ChannelUriError(f"bad option {option!r} in fc {fc!r}")
-        if key in seen:
-            raise ChannelUriError(f"duplicate option {key!r} in fc {fc!r}")
-        seen.add(key)
-        if group is None:
-            kwargs["timeout_ns"] = parse_duration_ns("fc", option[2:])
-            continue
-        tag, size = group.groups()
-        if tag is not None:
-            if name != "tagged":
-                raise ChannelUriError(f"fc {name!r} takes no group tag: {option!r} in {fc!r}")
-            if not _INT64_MIN <= int(tag) <= _INT64_MAX:
-                raise ChannelUriError(f"group tag {tag} in fc {fc!r} is not an int64")
-            kwargs["group_tag"] = int(tag)
-        if size is not None:
-            if int(size) > _INT32_MAX:
-                raise ChannelUriError(f"group minimum size {size} in fc {fc!r} is too large")
-            kwargs["min_group_size"] = int(size)
-    if name == "tagged" and "group_tag" not in kwargs:
-        raise ChannelUriError(f"fc 'tagged' requires a group tag g:<tag> in {fc!r}")
-    return strategy, kwargs
-
-
-def check_flow_control(fc: str) -> None:
-    """Validate an ``fc=`` channel value; raise ChannelUriError naming fc if it is bad."""
-    _parse(fc)
-
-
 def flow_control_for(fc: str | None, one_to_many: bool) -> FlowControl:
     """The strategy for a publication: its ``fc=`` value, else max (multicast/MDC) or unicast."""
     if fc is None:
         return MaxFlowControl() if one_to_many else UnicastFlowControl()
-    strategy, kwargs = _parse(fc)
-    return strategy(**kwargs)
+    spec = parse_flow_control(fc)
+    options = {"timeout_ns": spec.timeout_ns} if spec.timeout_ns is not None else {}
+    if spec.strategy == "max":
+        return MaxFlowControl(**options)
+    if spec.strategy == "min":
+        return MinFlowControl(min_group_size=spec.min_group_size, **options)
+    return TaggedFlowControl(spec.group_tag, spec.min_group_size, **options)

@@ -16,16 +16,15 @@ import shutil
 from collections.abc import Callable
 
 from aeronio.counters import SystemCounters
-from aeronio.driver import protocol as p
 from aeronio.driver.agent import AgentRunner
 from aeronio.driver.conductor import DriverConductor
 from aeronio.driver.context import DriverContext
-from aeronio.driver.control_server import ControlServer, control_address
+from aeronio.driver.control_server import ControlServer
 from aeronio.errors import ConfigurationError, DriverError
 from aeronio.logbuffer import waker
-
-_embedded: dict[str, MediaDriver] = {}
-LOCK_FILE = "driver.lock"
+from aeronio.protocol import control as p
+from aeronio.protocol import embedded
+from aeronio.protocol.layout import LOCK_FILE, control_address
 
 
 class MediaDriver:
@@ -88,7 +87,7 @@ class MediaDriver:
         )
         self._waker.callbacks.append(self._runner.wake)
         self._runner.start()
-        _embedded[path] = self
+        embedded.register(self)
         self._server = ControlServer(
             control_address(path), self.submit, self.hello, self._on_bad_control_input
         )
@@ -139,7 +138,7 @@ class MediaDriver:
             await self._runner.close()
             self._waker.callbacks.remove(self._runner.wake)
             self._runner = None
-        _embedded.pop(self.ctx.dir, None)
+        embedded.unregister(self)
         if self.conductor is not None:
             self.conductor.close()
         if self.ctx.dir_delete_on_shutdown:
@@ -157,16 +156,11 @@ class MediaDriver:
         return self.start().__await__()
 
 
-def find_embedded(dir: str) -> MediaDriver | None:
-    """The driver running in this process on `dir`, if any."""
-    return _embedded.get(os.path.abspath(dir))
-
-
 def _claim_dir(path: str) -> int:
     """Lock the directory for this driver (an flock the kernel drops when the process dies) and
     clear what a dead driver left; refuse it while another driver holds the lock. Returns the
     lock file descriptor, held for the driver's life."""
-    if path in _embedded:
+    if embedded.find(path) is not None:
         raise ConfigurationError(f"a driver already runs in this process on dir {path}")
     os.makedirs(path, exist_ok=True)
     fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)

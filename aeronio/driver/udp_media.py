@@ -30,7 +30,6 @@ from aeronio.counters import (
     CountersFullError,
     CountersManager,
 )
-from aeronio.driver import protocol as p
 from aeronio.driver.channel_endpoints import (
     ReceiveChannelEndpoint,
     SendChannelEndpoint,
@@ -45,9 +44,10 @@ from aeronio.driver.sender_state import SenderStateMachine
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer import signals, waker
 from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol import control as p
+from aeronio.protocol import layout
 from aeronio.protocol.frames import SetupFrame
 
-IMAGES_DIR = "images"
 # How long the session of an image that ended is ignored: longer than a publication's default
 # linger, during which it still sends heartbeats and answers with SETUPs.
 IMAGE_COOL_DOWN_NS = 10_000_000_000
@@ -119,7 +119,7 @@ class UdpMedia:
         self.publications: list[NetworkPublicationEntry] = []
         self._watches: list = []
         self.images_added = False  # since the conductor last looked
-        os.makedirs(os.path.join(conductor.ctx.dir, IMAGES_DIR), exist_ok=True)
+        os.makedirs(os.path.join(conductor.ctx.dir, layout.IMAGES_DIR), exist_ok=True)
 
     # -- publications -----------------------------------------------------------------
 
@@ -265,7 +265,7 @@ class UdpMedia:
         SETUP no log can be made for raises (an invalid packet); a failure of this driver's
         (no space, no counter left) is recorded and leaves nothing behind (None)."""
         registration_id = self.conductor._next_correlation_id()
-        log_file = os.path.join(self.conductor.ctx.dir, IMAGES_DIR, f"{registration_id}.logbuffer")
+        log_file = layout.image_log(self.conductor.ctx.dir, registration_id)
         try:
             log = LogBuffers.create(
                 log_file,

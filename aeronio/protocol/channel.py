@@ -11,7 +11,7 @@ import ipaddress
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from aeronio.errors import ChannelUriError
 
@@ -64,6 +64,10 @@ _DURATION_UNITS = {"": 1, "ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_
 _ADDRESS_RE = re.compile(r"\[([^\[\]]+)\]:([0-9]+)|([^:\[\]]+):([0-9]+)")
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9_-]*[A-Za-z0-9])?"
 _HOSTNAME_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+_FC_GROUP_RE = re.compile(r"g:([+-]?[0-9]+)?(?:/([0-9]+))?")
+_FC_STRATEGIES = ("max", "min", "tagged")
+_INT32_MAX = 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _to_int(key: str, value: str, digits: str) -> int:
@@ -197,9 +201,7 @@ def _validate(prefix: str, media: str, params: Mapping[str, str]) -> dict[str, A
             f"endpoint {endpoint!r}: its control group {group + 1} is not multicast"
         )
     if "fc" in typed:
-        from aeronio.driver.flow_control import check_flow_control  # the driver's strategies
-
-        check_flow_control(typed["fc"])
+        parse_flow_control(typed["fc"])
     mode = typed.get("control-mode")
     if mode is not None and mode not in CONTROL_MODES:
         raise ChannelUriError(f"control-mode {mode!r} must be 'manual' or 'dynamic'")
@@ -208,6 +210,52 @@ def _validate(prefix: str, media: str, params: Mapping[str, str]) -> dict[str, A
     if media == UDP_MEDIA and not ("endpoint" in typed or "control" in typed or mode == "manual"):
         raise ChannelUriError("udp channel requires an endpoint (or a control address for MDC)")
     return typed
+
+
+class FlowControlSpec(NamedTuple):
+    """A publication's ``fc=`` value: the strategy and its options (None/0: the default)."""
+
+    strategy: str  # max, min or tagged
+    timeout_ns: int | None = None
+    group_tag: int | None = None
+    min_group_size: int = 0
+
+
+def parse_flow_control(fc: str) -> FlowControlSpec:
+    """Aeron's ``fc=`` grammar: ``max``, ``min[,t:<timeout>][,g:/<group-min-size>]`` or
+    ``tagged,g:<tag>[/<group-min-size>][,t:<timeout>]``; ChannelUriError naming fc if bad."""
+    name, *options = fc.split(",")
+    if name not in _FC_STRATEGIES:
+        raise ChannelUriError(
+            f"unknown flow control strategy {name!r} in fc (expected max, min or tagged)"
+        )
+    spec = FlowControlSpec(name)
+    seen: set[str] = set()
+    for option in options:
+        key = option[:2]
+        group = _FC_GROUP_RE.fullmatch(option) if key == "g:" else None
+        if name == "max" or not (key == "t:" or (group and any(group.groups()))):
+            raise ChannelUriError(f"bad option {option!r} in fc {fc!r}")
+        if key in seen:
+            raise ChannelUriError(f"duplicate option {key!r} in fc {fc!r}")
+        seen.add(key)
+        if group is None:
+            spec = spec._replace(timeout_ns=parse_duration_ns("fc", option[2:]))
+            continue
+        tag, size = group.groups()
+        if tag is not None:
+            if name != "tagged":
+                raise ChannelUriError(f"fc {name!r} takes no group tag: {option!r} in {fc!r}")
+            if not _INT64_MIN <= int(tag) <= _INT64_MAX:
+                raise ChannelUriError(f"group tag {tag} in fc {fc!r} is not an int64")
+            spec = spec._replace(group_tag=int(tag))
+        if size is not None:
+            if int(size) > _INT32_MAX:
+                raise ChannelUriError(f"group minimum size {size} in fc {fc!r} is too large")
+            spec = spec._replace(min_group_size=int(size))
+    if name == "tagged" and spec.group_tag is None:
+        raise ChannelUriError(f"fc 'tagged' requires a group tag g:<tag> in {fc!r}")
+    return spec
 
 
 def multicast_group(address: str) -> ipaddress.IPv4Address | None:

@@ -311,7 +311,7 @@ def test_bad_driver_option_value_is_named(option, value):
 async def test_connect_to_a_dir_with_no_driver(tmp_path):
     missing = tmp_path / "no-driver-here"
     with pytest.raises(aeronio.DriverNotFoundError, match=re.escape(str(missing))):
-        await aeronio.Aeron.connect(dir=missing)
+        await aeronio.connect(dir=missing)
     with pytest.raises(aeronio.DriverNotFoundError):
         async with aeronio.connect(dir=str(missing)):
             pass
@@ -321,13 +321,13 @@ async def test_connect_to_a_dir_with_no_driver(tmp_path):
 async def test_connect_to_an_explicit_driver_and_a_second_driver_on_its_dir(tmp_path):
     driver_dir = tmp_path / "driver"
     async with aeronio.MediaDriver.launch(dir=driver_dir, ipc_term_length=65536) as driver:
-        async with aeronio.Aeron.connect(dir=driver.dir) as aeron:
+        async with aeronio.connect(dir=driver.dir) as aeron:
             pub, sub = await connected(aeron, 20, "aeron:ipc")
             assert pub.term_length == 65536
         with pytest.raises(aeronio.ConfigurationError, match="already runs"):
             await aeronio.MediaDriver.launch(dir=driver_dir).start()
     with pytest.raises(aeronio.DriverNotFoundError):
-        await aeronio.Aeron.connect(dir=driver_dir)
+        await aeronio.connect(dir=driver_dir)
 
 
 # -- max position -------------------------------------------------------------------------------

@@ -10,12 +10,12 @@ import pytest
 import aeronio
 from aeronio import _core
 from aeronio.counters import SystemCounters
-from aeronio.driver import protocol as p
 from aeronio.driver.conductor import TIMER_INTERVAL_NS
-from aeronio.driver.error_log import read_error_log
+from aeronio.driver.error_log import load_error_log
 from aeronio.driver.retransmit_handler import RetransmitHandler
 from aeronio.driver.sender_state import HEARTBEAT_TIMEOUT_NS, SETUP_TIMEOUT_NS
 from aeronio.logbuffer import descriptor as d
+from aeronio.protocol import control as p
 from aeronio.protocol.frames import HDR_TYPE_SETUP, iter_frames, nak_frame, status_message
 from tests.driver.test_data_path import IDLE_CYCLES
 from tests.sans_io.test_udp_sans_io import MS, MTU, TERM_LENGTH, setup_eliciting_status_message
@@ -234,7 +234,7 @@ async def test_a_failing_data_path_is_recorded_and_the_duty_cycle_still_runs(ipc
     assert conductor._next_timer_ns == now + TIMER_INTERVAL_NS
     assert type(conductor._data_path) is _core.DataPath
     conductor.error_log.flush()
-    seen = read_error_log(conductor.error_log.path)
+    seen = load_error_log(conductor.error_log.path)[0]
     text = "OSError: [Errno 5] a data socket failed"
     assert [o.count for o in seen if o.text.splitlines()[0] == text] == [1]
 

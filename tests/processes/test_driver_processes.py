@@ -16,8 +16,8 @@ import pytest
 
 import aeronio
 from aeronio.counters import CountersReader, SystemCounters
-from aeronio.driver import protocol as p
-from aeronio.driver.control_server import control_address
+from aeronio.protocol import control as p
+from aeronio.protocol.layout import control_address
 from tests.support.procs import (
     IPC,
     await_until,

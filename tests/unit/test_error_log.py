@@ -11,7 +11,7 @@ from aeronio.driver.error_log import (
     DistinctErrorLog,
     ErrorLogError,
     ErrorObservation,
-    read_error_log,
+    load_error_log,
 )
 
 
@@ -42,7 +42,7 @@ def test_record_counts_distinct_errors_with_first_and_last_times(tmp_path):
         ErrorObservation(1, 2600, 2600, "KeyError: 'bad term length'"),
     ]
     assert log.observations() == expected
-    assert read_error_log(tmp_path / "errors.json") == expected
+    assert load_error_log(tmp_path / "errors.json")[0] == expected
     assert len(log) == 4
 
 
@@ -56,7 +56,7 @@ def test_exception_text_includes_the_traceback(tmp_path):
     except RuntimeError as error:
         log.record(error, now_ms=5)
     log.flush()
-    (observation,) = read_error_log(tmp_path / "errors.json")
+    (observation,) = load_error_log(tmp_path / "errors.json")[0]
     text = observation.text
     assert text.splitlines()[0] == "RuntimeError: could not create log buffer"
     assert "Traceback (most recent call last):" in text
@@ -73,8 +73,8 @@ def test_persisted_file_is_read_by_another_process(tmp_path):
     assert path.exists()  # the first record is written at once
     script = (
         "import sys\n"
-        "from aeronio.driver.error_log import read_error_log\n"
-        "for o in read_error_log(sys.argv[1]):\n"
+        "from aeronio.driver.error_log import load_error_log\n"
+        "for o in load_error_log(sys.argv[1])[0]:\n"
         "    print(o.count, o.first_ms, o.last_ms, o.text.splitlines()[0])\n"
     )
     result = subprocess.run(
@@ -90,14 +90,14 @@ def test_writes_are_throttled_until_flush_or_interval(tmp_path):
     log = DistinctErrorLog(path, flush_interval_ms=100)
     log.record("first", now_ms=10_000)
     log.record("second", now_ms=10_050)  # within 100 ms of the last write: kept in memory
-    assert [o.text for o in read_error_log(path)] == ["first"]
+    assert [o.text for o in load_error_log(path)[0]] == ["first"]
     assert not log.maybe_flush(10_099)
     assert log.maybe_flush(10_100)
-    assert [o.text for o in read_error_log(path)] == ["first", "second"]
+    assert [o.text for o in load_error_log(path)[0]] == ["first", "second"]
     assert not log.maybe_flush(20_000)  # nothing new to write
     log.record("first", now_ms=10_150)
     log.flush()
-    assert read_error_log(path)[0] == ErrorObservation(2, 10_000, 10_150, "first")
+    assert load_error_log(path)[0][0] == ErrorObservation(2, 10_000, 10_150, "first")
 
 
 def test_a_reader_never_sees_a_torn_file(tmp_path):
@@ -114,12 +114,12 @@ def test_a_reader_never_sees_a_torn_file(tmp_path):
     reads = 0
     try:
         while writer.poll() is None:
-            read_error_log(path)  # raises ErrorLogError on a partial file
+            load_error_log(path)[0]  # raises ErrorLogError on a partial file
             reads += 1
     finally:
         writer.wait(timeout=60)
     assert writer.returncode == 0
-    observations = read_error_log(path)
+    observations = load_error_log(path)[0]
     assert len(observations) == 100
     assert sum(o.count for o in observations) == 1000
     assert reads > 0
@@ -132,7 +132,7 @@ def test_cap_drops_new_distinct_errors_and_counts_them(tmp_path):
         log.record(f"error {i}", now_ms=i)
     log.record("error 3", now_ms=2000)  # a known error is still counted
     log.flush()
-    observations = read_error_log(path)
+    observations = load_error_log(path)[0]
     assert len(observations) == 1000 == len(log)
     assert observations[-1].text == "error 999"
     assert observations[3] == ErrorObservation(2, 3, 2000, "error 3")
@@ -141,7 +141,7 @@ def test_cap_drops_new_distinct_errors_and_counts_them(tmp_path):
 
 
 def test_missing_file_is_an_empty_log(tmp_path):
-    assert read_error_log(tmp_path / "errors.json") == []
+    assert load_error_log(tmp_path / "errors.json")[0] == []
 
 
 @pytest.mark.parametrize(
@@ -152,14 +152,14 @@ def test_corrupt_file_is_a_clear_error(tmp_path, content):
     path = tmp_path / "errors.json"
     path.write_bytes(content)
     with pytest.raises(ErrorLogError, match=r"error log .*errors\.json.* is corrupt"):
-        read_error_log(path)
+        load_error_log(path)[0]
 
 
 def test_other_version_is_refused(tmp_path):
     path = tmp_path / "errors.json"
     path.write_text('{"version": 99, "dropped": 0, "errors": []}')
     with pytest.raises(ErrorLogError, match="version 99"):
-        read_error_log(path)
+        load_error_log(path)[0]
 
 
 def test_record_survives_an_unwritable_directory(tmp_path):

@@ -13,12 +13,12 @@ from aeronio.driver.flow_control import (
     MinFlowControl,
     TaggedFlowControl,
     UnicastFlowControl,
-    check_flow_control,
     flow_control_for,
     group_tag_feedback,
 )
 from aeronio.errors import ChannelUriError
 from aeronio.logbuffer.descriptor import compute_position
+from aeronio.protocol.channel import parse_flow_control
 from aeronio.protocol.frames import SM_SETUP_FLAG, StatusMessage, status_message
 
 TERM = 64 * 1024
@@ -282,7 +282,7 @@ def test_defaults_without_fc():
 )
 @pytest.mark.parametrize("one_to_many", [True, False])
 def test_parse_forms(fc, cls, attrs, one_to_many):
-    check_flow_control(fc)
+    parse_flow_control(fc)
     built = flow_control_for(fc, one_to_many)
     assert type(built) is cls
     assert {name: getattr(built, name) for name in attrs} == attrs
@@ -327,7 +327,7 @@ def test_parsed_tagged_uses_its_tag():
     ],
 )
 def test_parse_errors(fc, message):
-    for parse in (check_flow_control, lambda value: flow_control_for(value, True)):
+    for parse in (parse_flow_control, lambda value: flow_control_for(value, True)):
         with pytest.raises(ChannelUriError) as info:
             parse(fc)
         assert message in str(info.value)

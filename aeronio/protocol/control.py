@@ -2,10 +2,10 @@
 
 Commands flow from clients to the driver conductor; responses and image notifications flow back.
 The embedded driver passes the structs in-process; other processes reach a driver through its
-control socket (see control_server.py), where every message is msgpack-encoded in a frame with a
-4-byte little-endian length prefix. A connection starts with ClientHello / DriverHello; a client
-and driver of different protocol versions refuse each other.
-"""
+control socket (`layout.control_address`, served by driver/control_server.py), where every
+message is msgpack-encoded in a frame with a 4-byte little-endian length prefix. A connection
+starts with ClientHello / DriverHello; a client and driver of different protocol versions refuse
+each other."""
 
 from __future__ import annotations
 

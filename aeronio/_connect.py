@@ -1,0 +1,62 @@
+"""`aeronio.connect`: the one place that knows both the client and the driver. With a directory
+it attaches a client to the driver that owns it (in this process or another); with no directory,
+or with driver options, it first launches an embedded driver on the running loop, which the
+client owns and closes."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from aeronio.client.aeron import DEFAULT_DRIVER_TIMEOUT_S, Aeron
+from aeronio.driver.media_driver import MediaDriver
+from aeronio.idle import DEFAULT_IDLE_STRATEGY, IdleStrategy
+
+
+class Connection:
+    """What `connect` returns: await it, or use it with `async with` (which closes the client)."""
+
+    def __init__(self, dir: str | None, driver_options: dict, client_options: dict):
+        self._dir = dir
+        self._driver_options, self._client_options = driver_options, client_options
+        self._client: Aeron | None = None
+
+    async def _connect(self) -> Aeron:
+        if self._dir is not None and not self._driver_options:
+            self._client = await Aeron(self._dir, **self._client_options).attach()
+            return self._client
+        if self._dir is not None:
+            self._driver_options["dir"] = self._dir
+        driver = await MediaDriver.launch(**self._driver_options).start()
+        try:
+            self._client = await Aeron(driver.dir, **self._client_options).attach(owned=driver)
+        except BaseException:
+            await driver.close()
+            raise
+        return self._client
+
+    def __await__(self):
+        return self._connect().__await__()
+
+    async def __aenter__(self) -> Aeron:
+        return await self._connect()
+
+    async def __aexit__(self, *exc) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+def connect(
+    dir: str | os.PathLike | None = None,
+    *,
+    idle_strategy: IdleStrategy = DEFAULT_IDLE_STRATEGY,
+    driver_timeout_s: float = DEFAULT_DRIVER_TIMEOUT_S,
+    **driver_options: Any,
+) -> Connection:
+    """Connect to the driver on `dir`, or launch an embedded one on the running loop
+    (`driver_options`: DriverContext fields for a new driver)."""
+    return Connection(
+        None if dir is None else str(dir),
+        driver_options,
+        dict(idle_strategy=idle_strategy, driver_timeout_s=driver_timeout_s),
+    )

@@ -1,0 +1,40 @@
+"""The media driver's directory, as every process that uses it finds it.
+
+A driver owns one directory (`<dir>`):
+
+- `counters.dat`: the counters file (system counters, positions, heartbeats);
+- `publications/<registration id>.logbuffer`: the log of each publication (IPC or network);
+- `images/<registration id>.logbuffer`: the log of each network image;
+- `errors.json`: the distinct error log;
+- `driver.lock`: flocked by the live driver (the kernel drops it when the driver dies);
+- and, outside the file system, its control socket: an abstract Unix socket named after the
+  directory (`control_address`), so that no file can go stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+COUNTERS_FILE = "counters.dat"
+PUBLICATIONS_DIR = "publications"
+IMAGES_DIR = "images"
+ERROR_LOG_FILE = "errors.json"
+LOCK_FILE = "driver.lock"
+LOG_SUFFIX = ".logbuffer"
+
+
+def publication_log(dir: str, registration_id: int) -> str:
+    """The path of a publication's log."""
+    return os.path.join(dir, PUBLICATIONS_DIR, f"{registration_id}{LOG_SUFFIX}")
+
+
+def image_log(dir: str, registration_id: int) -> str:
+    """The path of a network image's log."""
+    return os.path.join(dir, IMAGES_DIR, f"{registration_id}{LOG_SUFFIX}")
+
+
+def control_address(dir: str) -> str:
+    """The abstract Unix socket address of the driver that owns `dir`."""
+    digest = hashlib.sha256(os.path.realpath(dir).encode()).hexdigest()[:32]
+    return f"\0aeronio-control-{digest}"
