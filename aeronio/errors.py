@@ -1,4 +1,11 @@
-"""Exceptions raised by aeronio. Every one names the parameter or condition at fault."""
+"""Exceptions raised by aeronio. Every one names the parameter or condition at fault.
+
+One type per kind of bad input, whatever the value: an option or argument (a driver option, a
+CLI flag, a `stream_id`) raises ConfigurationError; anything wrong in a channel URI, ChannelUriError
+(a ConfigurationError); a frame off the wire, `protocol.frames.MalformedFrameError`. The limits
+themselves (term length, MTU, page size, 32-bit ids) have one validator each, in
+`logbuffer.descriptor`, which every entry point calls with its own exception type.
+"""
 
 
 class AeronError(Exception):
@@ -6,11 +13,11 @@ class AeronError(Exception):
 
 
 class ConfigurationError(AeronError, ValueError):
-    """A bad option, channel URI parameter or stream id; the message names the parameter."""
+    """A bad option or argument (driver option, CLI flag, stream id); the message names it."""
 
 
 class ChannelUriError(ConfigurationError):
-    """A channel URI that does not parse or has an unknown key or a bad value."""
+    """A channel URI that does not parse, or has an unknown key or a value out of its limits."""
 
 
 class MessageTooLargeError(AeronError, ValueError):

@@ -26,10 +26,8 @@ include "publication_image.pxi"
 include "publication_sender.pxi"
 include "data_path.pxi"
 
-# Constants for Python code.
-FRAME_HEADER_LENGTH = HEADER_LENGTH
-FRAME_ALIGN = FRAME_ALIGNMENT
-LOG_METADATA_LENGTH = LOG_META_DATA_LENGTH
+# Constants for Python code (the layout constants of frame.pxi are exported by its cpdef enum).
+LOG_WAKE_SPACE_BIT = WAKE_SPACE_BIT
 NOT_CONNECTED = NOT_CONNECTED_CODE
 BACK_PRESSURED = BACK_PRESSURED_CODE
 ADMIN_ACTION = ADMIN_ACTION_CODE

@@ -1,7 +1,9 @@
 # Frame layout (DATA/PAD header, 32 bytes, little-endian) and log buffer metadata layout,
-# as in Aeron's DataHeaderFlyweight and LogBufferDescriptor.
+# as in Aeron's DataHeaderFlyweight and LogBufferDescriptor. Defined here once: the enum is
+# `cpdef`, so every name is also a Python int of aeronio._core, which aeronio/logbuffer/
+# descriptor.py and aeronio/protocol/frames.py re-export for Python code.
 
-cdef enum:
+cpdef enum:
     HEADER_LENGTH = 32
     FRAME_ALIGNMENT = 32
     FRAME_LENGTH_FIELD_OFFSET = 0
@@ -42,6 +44,8 @@ cdef enum:
     LOG_WAKE_SLOTS_OFFSET = 48
     LOG_WAKE_SLOT_COUNT = 10
 
+
+cdef enum:
     # Publication result codes (Aeron's Publication constants).
     NOT_CONNECTED_CODE = -1
     BACK_PRESSURED_CODE = -2

@@ -5,7 +5,7 @@
 cdef int64_t _own_wake_id = 0
 cdef object _wake_sender = None
 cdef object _local_waker = None
-cdef int64_t WAKE_SPACE_BIT = 1LL << 62
+cdef int64_t WAKE_SPACE_BIT = 1LL << 62  # exported to Python as LOG_WAKE_SPACE_BIT
 cdef int64_t WAKE_ID_MASK = (1LL << 62) - 1
 
 

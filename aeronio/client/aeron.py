@@ -25,11 +25,11 @@ from aeronio.errors import (
     AeronError,
     ChannelUriError,
     ClientTimeoutError,
-    ConfigurationError,
     DriverError,
     DriverTimeoutError,
 )
 from aeronio.idle import DEFAULT_IDLE_STRATEGY, IdleStrategy
+from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer import signals, waker
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol import control as p
@@ -281,7 +281,7 @@ class Aeron:
 
     async def _add_publication(self, channel: str, stream_id: int, exclusive: bool):
         uri = ChannelUri.parse(channel)
-        _check_stream_id(stream_id)
+        d.check_int32(stream_id, "stream_id")
         ready = await self._request(
             p.AddPublication(self._correlation_id(), self.client_id, str(uri), stream_id, exclusive)
         )
@@ -327,7 +327,7 @@ class Aeron:
     ) -> Subscription:
         """A subscription; images of matching publications arrive as the driver links them."""
         uri = ChannelUri.parse(channel)
-        _check_stream_id(stream_id)
+        d.check_int32(stream_id, "stream_id")
         correlation_id = self._correlation_id()
         subscription = Subscription(
             self, str(uri), stream_id, correlation_id, available_image, unavailable_image
@@ -382,12 +382,3 @@ class Aeron:
 
     async def __aexit__(self, *exc) -> None:
         await self.close()
-
-
-def _check_stream_id(stream_id: int) -> None:
-    if (
-        not isinstance(stream_id, int)
-        or isinstance(stream_id, bool)
-        or not -(2**31) <= stream_id < 2**31
-    ):
-        raise ConfigurationError(f"stream_id {stream_id!r} must be a signed 32-bit integer")

@@ -184,7 +184,7 @@ class DriverConductor:
         self, command: p.AddPublication, client: ClientSession, now_ns: int
     ) -> None:
         channel = ChannelUri.parse(command.channel)
-        _check_stream_id(command.stream_id)
+        d.check_int32(command.stream_id, "stream_id")
         _check_publication_channel(channel)
         publication = None
         if not command.exclusive and channel.session_id is None:
@@ -358,7 +358,7 @@ class DriverConductor:
 
     def _add_subscription(self, command: p.AddSubscription, client: ClientSession) -> None:
         channel = ChannelUri.parse(command.channel)
-        _check_stream_id(command.stream_id)
+        d.check_int32(command.stream_id, "stream_id")
         _check_subscription_channel(channel)
         link = SubscriptionLink(
             command.correlation_id, client.client_id, channel, command.stream_id
@@ -605,11 +605,6 @@ def _check_subscription_channel(channel: ChannelUri) -> None:
         raise ChannelUriError(f"{channel}: a udp subscription needs an endpoint to receive on")
     if channel.is_udp and channel.is_multicast and channel.control is not None:
         raise ChannelUriError(f"{channel}: a multicast subscription takes no control address")
-
-
-def _check_stream_id(stream_id: int) -> None:
-    if not isinstance(stream_id, int) or not -(2**31) <= stream_id < 2**31:
-        raise AeronError(f"stream_id {stream_id!r} must be a signed 32-bit integer")
 
 
 def _position_key(registration_id: int, session_id: int, stream_id: int) -> bytes:

@@ -64,10 +64,10 @@ class DriverContext(msgspec.Struct, kw_only=True):
     def __post_init__(self) -> None:
         if not self.dir:
             self.dir = default_dir()
-        d.check_term_length(self.ipc_term_length)
-        d.check_mtu(self.ipc_mtu)
-        d.check_term_length(self.term_length)
-        d.check_mtu(self.mtu_length)
+        d.check_term_length(self.ipc_term_length, "ipc_term_length")
+        d.check_mtu(self.ipc_mtu, "ipc_mtu")
+        d.check_term_length(self.term_length, "term_length")
+        d.check_mtu(self.mtu_length, "mtu_length")
         if self.ipc_mtu - 32 > d.max_message_length(self.ipc_term_length):
             raise ConfigurationError(f"ipc_mtu {self.ipc_mtu} is too large for the term length")
         window = self.ipc_publication_term_window_length
@@ -129,7 +129,7 @@ class DriverContext(msgspec.Struct, kw_only=True):
         if env is not None:
             entries += _env_entries(env)
         for name, value in options.items():
-            source = f"option {name}"
+            source = "option"
             entries.append((name, _check_type(name, value, source), source))
         return _build(cls, entries)
 

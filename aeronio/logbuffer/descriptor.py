@@ -8,53 +8,96 @@ as a wrapping signed 32-bit integer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from aeronio._core import (  # noqa: F401  the layout, defined once in cython_core/frame.pxi
+    FRAME_ALIGNMENT,
+    HEADER_LENGTH,
+    LOG_ACTIVE_TERM_COUNT_OFFSET,
+    LOG_ACTIVE_TRANSPORT_COUNT_OFFSET,
+    LOG_CONDUCTOR_WAKE_ID_OFFSET,
+    LOG_CORRELATION_ID_OFFSET,
+    LOG_DEFAULT_FRAME_HEADER_LENGTH_OFFSET,
+    LOG_DEFAULT_FRAME_HEADER_OFFSET,
+    LOG_END_OF_STREAM_POSITION_OFFSET,
+    LOG_INITIAL_TERM_ID_OFFSET,
+    LOG_IS_CONNECTED_OFFSET,
+    LOG_META_DATA_LENGTH,
+    LOG_MTU_LENGTH_OFFSET,
+    LOG_PAGE_SIZE_OFFSET,
+    LOG_TERM_LENGTH_OFFSET,
+    LOG_WAKE_SLOT_COUNT,
+    LOG_WAKE_SLOTS_OFFSET,
+    LOG_WAKE_SPACE_BIT,
+    PARTITION_COUNT,
+    TERM_TAIL_COUNTERS_OFFSET,
+)
 from aeronio.errors import ConfigurationError
 
-PARTITION_COUNT = 3
+LOG_DEFAULT_FRAME_HEADER_MAX_LENGTH = 128
+END_OF_STREAM_UNSET = 2**63 - 1
+
+# -- Limits ----------------------------------------------------------------------------------
+# Every limit on what enters aeronio, with one validator each. A validator raises `error` (the
+# exception type of the kind of input: ConfigurationError for options and arguments,
+# ChannelUriError for a channel URI, MalformedFrameError for a frame off the wire) with a message
+# that names `name` and shows the value as `written` (by default, the value).
+
 TERM_MIN_LENGTH = 64 * 1024
 TERM_MAX_LENGTH = 1024 * 1024 * 1024
 PAGE_MIN_SIZE = 4 * 1024
 PAGE_MAX_SIZE = 1024 * 1024 * 1024
+MTU_MIN_LENGTH = 2 * HEADER_LENGTH
+MTU_MAX_LENGTH = 65504  # the largest multiple of 32 that a UDP datagram carries (65507)
 MAX_MESSAGE_LENGTH_CAP = 16 * 1024 * 1024
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
-TERM_TAIL_COUNTERS_OFFSET = 0
-LOG_ACTIVE_TERM_COUNT_OFFSET = 24
-LOG_END_OF_STREAM_POSITION_OFFSET = 128
-LOG_IS_CONNECTED_OFFSET = 136
-LOG_ACTIVE_TRANSPORT_COUNT_OFFSET = 140
-LOG_CORRELATION_ID_OFFSET = 256
-LOG_INITIAL_TERM_ID_OFFSET = 264
-LOG_DEFAULT_FRAME_HEADER_LENGTH_OFFSET = 268
-LOG_MTU_LENGTH_OFFSET = 272
-LOG_TERM_LENGTH_OFFSET = 276
-LOG_PAGE_SIZE_OFFSET = 280
-LOG_DEFAULT_FRAME_HEADER_OFFSET = 320
-LOG_DEFAULT_FRAME_HEADER_MAX_LENGTH = 128
-LOG_META_DATA_LENGTH = 4096
-
-END_OF_STREAM_UNSET = 2**63 - 1
+Error = Callable[[str], Exception]
 
 
-def check_term_length(term_length: int) -> None:
-    """Raise ConfigurationError unless term_length is a power of two in 64 KiB .. 1 GiB."""
-    if not (TERM_MIN_LENGTH <= term_length <= TERM_MAX_LENGTH) or term_length & (term_length - 1):
-        raise ConfigurationError(
-            f"term_length {term_length} must be a power of two between "
+def _is_power_of_two(value: int) -> bool:
+    return value > 0 and value & (value - 1) == 0
+
+
+def check_term_length(
+    term_length: int,
+    name: str = "term_length",
+    error: Error = ConfigurationError,
+    written: object = None,
+) -> None:
+    """A power of two in 64 KiB .. 1 GiB (Aeron's LogBufferDescriptor.checkTermLength)."""
+    if not (TERM_MIN_LENGTH <= term_length <= TERM_MAX_LENGTH and _is_power_of_two(term_length)):
+        raise error(
+            f"{name} {written or term_length} must be a power of two between "
             f"{TERM_MIN_LENGTH} and {TERM_MAX_LENGTH}"
         )
 
 
-def check_page_size(page_size: int) -> None:
-    if not (PAGE_MIN_SIZE <= page_size <= PAGE_MAX_SIZE) or page_size & (page_size - 1):
-        raise ConfigurationError(
-            f"page_size {page_size} must be a power of two between {PAGE_MIN_SIZE} "
-            f"and {PAGE_MAX_SIZE}"
+def check_page_size(
+    page_size: int, name: str = "page_size", error: Error = ConfigurationError
+) -> None:
+    """A power of two in 4 KiB .. 1 GiB."""
+    if not (PAGE_MIN_SIZE <= page_size <= PAGE_MAX_SIZE and _is_power_of_two(page_size)):
+        raise error(
+            f"{name} {page_size} must be a power of two between {PAGE_MIN_SIZE} and {PAGE_MAX_SIZE}"
         )
 
 
-def check_mtu(mtu: int) -> None:
-    if not (64 <= mtu <= 65504) or mtu % 32:
-        raise ConfigurationError(f"mtu {mtu} must be a multiple of 32 between 64 and 65504")
+def check_mtu(
+    mtu: int, name: str = "mtu", error: Error = ConfigurationError, written: object = None
+) -> None:
+    """A multiple of the frame alignment in 64 .. 65504."""
+    if not (MTU_MIN_LENGTH <= mtu <= MTU_MAX_LENGTH and mtu % FRAME_ALIGNMENT == 0):
+        raise error(
+            f"{name} {written or mtu} must be a multiple of {FRAME_ALIGNMENT} "
+            f"between {MTU_MIN_LENGTH} and {MTU_MAX_LENGTH}"
+        )
+
+
+def check_int32(value: object, name: str, error: Error = ConfigurationError) -> None:
+    """A signed 32-bit integer (an `int`, not a `bool`): stream ids, session ids, term ids."""
+    if not isinstance(value, int) or isinstance(value, bool) or not INT32_MIN <= value <= INT32_MAX:
+        raise error(f"{name} {value!r} must be a signed 32-bit integer")
 
 
 def max_message_length(term_length: int) -> int:

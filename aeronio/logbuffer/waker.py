@@ -2,13 +2,13 @@
 
 Each process has one Waker: a random wake id and a Unix datagram socket bound to the abstract
 address `aeronio-wake-<id>`, read by its event loop(s). While any of its tasks is parked on a
-log, the process holds one of the log's ten wake slots (see `cython_core/frame.pxi`): its wake
-id, with a bit that says whether it waits for data or for space. An appender (for data), or the
-conductor after moving the limit (for space), claims each such slot of another process by CAS
-and sends it one datagram; a reader that sees a space waiter wakes the conductor. A datagram
-wakes every parked task of the receiving process (a spurious wake-up costs one re-check). The
-slot of a process that died is cleared by the first writer that finds it. With more parked
-processes than slots, the extra ones wake on their fallback timer.
+log, the process holds one of the log's ten wake slots (`LOG_WAKE_SLOTS_OFFSET` in the log
+metadata): its wake id, with a bit that says whether it waits for data or for space. An appender
+(for data), or the conductor after moving the limit (for space), claims each such slot of
+another process by CAS and sends it one datagram; a reader that sees a space waiter wakes the
+conductor. A datagram wakes every parked task of the receiving process (a spurious wake-up costs
+one re-check). The slot of a process that died is cleared by the first writer that finds it.
+With more parked processes than slots, the extra ones wake on their fallback timer.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from collections.abc import Callable
 
 from aeronio import _core
 from aeronio.logbuffer import signals
-
-WAKE_SLOTS_OFFSET = 48
-WAKE_SLOT_COUNT = 10
-SPACE_BIT = 1 << 62
+from aeronio.logbuffer.descriptor import (
+    LOG_WAKE_SLOT_COUNT,
+    LOG_WAKE_SLOTS_OFFSET,
+    LOG_WAKE_SPACE_BIT,
+)
 
 
 def _address(wake_id: int) -> bytes:
@@ -95,7 +96,7 @@ class _Slot:
         if self.index >= 0 and self.meta.get_int64_volatile(self._offset(self.index)) == self.value:
             return
         self.index = -1
-        for i in range(WAKE_SLOT_COUNT):
+        for i in range(LOG_WAKE_SLOT_COUNT):
             if self.meta.compare_and_set_int64(self._offset(i), 0, self.value):
                 self.index = i
                 return
@@ -107,7 +108,7 @@ class _Slot:
 
     @staticmethod
     def _offset(index: int) -> int:
-        return WAKE_SLOTS_OFFSET + 8 * index
+        return LOG_WAKE_SLOTS_OFFSET + 8 * index
 
 
 _slots: dict[tuple[int, bool], _Slot] = {}
@@ -121,7 +122,7 @@ class Registration:
 
     def __init__(self, meta: _core.AtomicBuffer, space: bool):
         self._key = (id(meta), space)
-        value = waker().id | (SPACE_BIT if space else 0)
+        value = waker().id | (LOG_WAKE_SPACE_BIT if space else 0)
         with _slots_lock:
             slot = _slots.get(self._key)
             if slot is None:

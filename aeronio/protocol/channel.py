@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from aeronio.errors import ChannelUriError
+from aeronio.logbuffer import descriptor as d
 
 __all__ = ["ChannelUri", "parse_duration_ns", "parse_size"]
 
@@ -21,16 +22,10 @@ SCHEME = "aeron"
 SPY_PREFIX = "aeron-spy"
 IPC_MEDIA = "ipc"
 UDP_MEDIA = "udp"
-FRAME_ALIGNMENT = 32
-TERM_MIN_LENGTH = 64 * 1024
-TERM_MAX_LENGTH = 1024 * 1024 * 1024
-MTU_MIN_LENGTH = 64
-MTU_MAX_LENGTH = 65504
 CONTROL_MODES = ("manual", "dynamic")
 
 _T = TypeVar("_T")
 _Value = str | int | bool | None
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 # key -> value kind ("int", "size", "duration", "bool", "address" or "str").
@@ -49,9 +44,9 @@ _IPC_KEYS = frozenset(
 )  # fmt: skip
 # Inclusive ranges checked with the generic message "<key> <value> must be between lo and hi".
 _RANGES: dict[str, tuple[int, int]] = {
-    "init-term-id": (_INT32_MIN, _INT32_MAX), "term-id": (_INT32_MIN, _INT32_MAX),
-    "session-id": (_INT32_MIN, _INT32_MAX), "ttl": (0, 255), "gtag": (_INT64_MIN, _INT64_MAX),
-    "so-sndbuf": (0, _INT32_MAX), "so-rcvbuf": (0, _INT32_MAX), "rcv-wnd": (1, _INT32_MAX),
+    "init-term-id": (d.INT32_MIN, d.INT32_MAX), "term-id": (d.INT32_MIN, d.INT32_MAX),
+    "session-id": (d.INT32_MIN, d.INT32_MAX), "ttl": (0, 255), "gtag": (_INT64_MIN, _INT64_MAX),
+    "so-sndbuf": (0, d.INT32_MAX), "so-rcvbuf": (0, d.INT32_MAX), "rcv-wnd": (1, d.INT32_MAX),
     "linger": (0, _INT64_MAX), "nak-delay": (0, _INT64_MAX),
 }  # fmt: skip
 _TERM_IDS = ("init-term-id", "term-id", "term-offset")
@@ -66,8 +61,6 @@ _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9_-]*[A-Za-z0-9])?"
 _HOSTNAME_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 _FC_GROUP_RE = re.compile(r"g:([+-]?[0-9]+)?(?:/([0-9]+))?")
 _FC_STRATEGIES = ("max", "min", "tagged")
-_INT32_MAX = 2**31 - 1
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _to_int(key: str, value: str, digits: str) -> int:
@@ -161,21 +154,10 @@ def _validate(prefix: str, media: str, params: Mapping[str, str]) -> dict[str, A
         if key in typed and not lo <= typed[key] <= hi:
             raise ChannelUriError(f"{key} {params[key]} must be between {lo} and {hi}")
     term_length = typed.get("term-length")
-    if term_length is not None and not (
-        TERM_MIN_LENGTH <= term_length <= TERM_MAX_LENGTH and (term_length & (term_length - 1)) == 0
-    ):
-        raise ChannelUriError(
-            f"term-length {params['term-length']} must be a power of two "
-            f"between {TERM_MIN_LENGTH} and {TERM_MAX_LENGTH}"
-        )
-    mtu = typed.get("mtu")
-    if mtu is not None and not (
-        MTU_MIN_LENGTH <= mtu <= MTU_MAX_LENGTH and mtu % FRAME_ALIGNMENT == 0
-    ):
-        raise ChannelUriError(
-            f"mtu {params['mtu']} must be a multiple of {FRAME_ALIGNMENT} "
-            f"between {MTU_MIN_LENGTH} and {MTU_MAX_LENGTH}"
-        )
+    if term_length is not None:
+        d.check_term_length(term_length, "term-length", ChannelUriError, params["term-length"])
+    if "mtu" in typed:
+        d.check_mtu(typed["mtu"], "mtu", ChannelUriError, params["mtu"])
     missing = [key for key in _TERM_IDS if key not in typed]
     if 0 < len(missing) < len(_TERM_IDS):
         raise ChannelUriError(
@@ -183,10 +165,10 @@ def _validate(prefix: str, media: str, params: Mapping[str, str]) -> dict[str, A
             f"missing {', '.join(missing)}"
         )
     offset = typed.get("term-offset")
-    limit = TERM_MAX_LENGTH if term_length is None else term_length
-    if offset is not None and not (0 <= offset <= limit and offset % FRAME_ALIGNMENT == 0):
+    limit = d.TERM_MAX_LENGTH if term_length is None else term_length
+    if offset is not None and not (0 <= offset <= limit and offset % d.FRAME_ALIGNMENT == 0):
         raise ChannelUriError(
-            f"term-offset {params['term-offset']} must be a multiple of {FRAME_ALIGNMENT} "
+            f"term-offset {params['term-offset']} must be a multiple of {d.FRAME_ALIGNMENT} "
             f"between 0 and {limit}"
         )
     endpoint = typed.get("endpoint")
@@ -250,7 +232,7 @@ def parse_flow_control(fc: str) -> FlowControlSpec:
                 raise ChannelUriError(f"group tag {tag} in fc {fc!r} is not an int64")
             spec = spec._replace(group_tag=int(tag))
         if size is not None:
-            if int(size) > _INT32_MAX:
+            if int(size) > d.INT32_MAX:
                 raise ChannelUriError(f"group minimum size {size} in fc {fc!r} is too large")
             spec = spec._replace(min_group_size=int(size))
     if name == "tagged" and spec.group_tag is None:

@@ -1,17 +1,17 @@
-"""Frame layouts (little-endian) and codecs for every Aeron 1.15.1 UDP frame type.
+"""Every Aeron 1.15.1 UDP frame type: one table of fields per frame, from which its codec is
+made (a NamedTuple with `encode()`, `decode(buffer, offset=0)`, `build(**fields)` and the
+precompiled little-endian `struct` they use), and the datagram walker that validates what
+arrives from the network.
 
-Each frame type is a NamedTuple with `encode() -> bytes` and a `decode(buffer, offset=0)`
-classmethod, plus a numpy structured dtype for its fixed header:
-
-=========  ====  =================  =======================  =========================
-type       code  codec              header dtype             constructor
-=========  ====  =================  =======================  =========================
-PAD/DATA   0, 1  `DataHeader`       `DATA_HEADER_DTYPE`      `data_header(...)`
-NAK        2     `NakFrame`         `NAK_HEADER_DTYPE`       `nak_frame(...)`
-SM         3     `StatusMessage`    `STATUS_MESSAGE_DTYPE`   `status_message(...)`
-SETUP      5     `SetupFrame`       `SETUP_HEADER_DTYPE`     `setup_frame(...)`
-RTTM       6     `RttmFrame`        `RTTM_HEADER_DTYPE`      `rttm_frame(...)`
-=========  ====  =================  =======================  =========================
+=========  ====  ==============  ======================================================
+type       code  codec           builder (`Codec.build`: the table's defaults filled in)
+=========  ====  ==============  ======================================================
+PAD/DATA   0, 1  `DataHeader`    `data_header(...)` (flags UNFRAGMENTED, type DATA)
+NAK        2     `NakFrame`      `nak_frame(...)`
+SM         3     `StatusMessage` `status_message(...)` (frame length 36 + feedback)
+SETUP      5     `SetupFrame`    `setup_frame(...)` (active term id = initial term id)
+RTTM       6     `RttmFrame`     `rttm_frame(...)`
+=========  ====  ==============  ======================================================
 
 The 32-byte DATA header is shared by PAD frames and heartbeats (a DATA header with frame length
 0). The codecs are faithful: they encode and decode any field values, valid or not, and only
@@ -28,15 +28,23 @@ covers the rest of the term. SM, NAK, SETUP and RTTM are sent one per datagram.
 from __future__ import annotations
 
 import struct
+from collections import namedtuple
 from collections.abc import Iterator
-from typing import NamedTuple
+from functools import partial
+from typing import NamedTuple, Self
 
-import numpy as np
-
+from aeronio._core import (  # the DATA/PAD layout, defined once in cython_core/frame.pxi
+    BEGIN_FRAG_FLAG,
+    END_FRAG_FLAG,
+    EOS_FLAG,
+    FRAME_ALIGNMENT,
+    HDR_TYPE_DATA,
+    HDR_TYPE_PAD,
+    UNFRAGMENTED,
+)
 from aeronio.errors import AeronError
+from aeronio.logbuffer import descriptor as d
 
-HDR_TYPE_PAD = 0x00
-HDR_TYPE_DATA = 0x01
 HDR_TYPE_NAK = 0x02
 HDR_TYPE_SM = 0x03
 HDR_TYPE_ERR = 0x04
@@ -54,103 +62,70 @@ FRAME_TYPE_NAMES = {
     HDR_TYPE_RTTM: "RTTM",
     HDR_TYPE_EXT: "EXT",
 }
-
-# DATA / PAD flags
-BEGIN_FLAG = 0x80
-END_FLAG = 0x40
-EOS_FLAG = 0x20
-UNFRAGMENTED = BEGIN_FLAG | END_FLAG
+__all__ = ["BEGIN_FRAG_FLAG", "END_FRAG_FLAG", "EOS_FLAG", "UNFRAGMENTED"]  # DATA/PAD flags
 
 # Status Message flag: the receiver asks the sender for a SETUP (setup-eliciting SM).
 SM_SETUP_FLAG = 0x80
-SEND_SETUP_FLAG = SM_SETUP_FLAG
 # RTT Measurement flag: a request, the other side should send a reply (which has flags 0).
 RTTM_REPLY_FLAG = 0x80
-
-FRAME_HEADER_LENGTH = 8  # frame_length i32, version u8, flags u8, type u16
-DATA_HEADER_LENGTH = 32
-SETUP_HEADER_LENGTH = 40
-SM_HEADER_LENGTH = 36  # without application-specific feedback
-NAK_HEADER_LENGTH = 28
-RTTM_HEADER_LENGTH = 40
-FRAME_ALIGNMENT = 32
 CURRENT_VERSION = 0
 
-# Limits a SETUP is checked against (those of the reference media driver).
-TERM_MIN_LENGTH = 64 * 1024
-TERM_MAX_LENGTH = 1024 * 1024 * 1024
-MTU_MIN_LENGTH = 64
-MTU_MAX_LENGTH = 65504  # max UDP payload, a multiple of 32
+# -- The tables ------------------------------------------------------------------------------
+# (field, struct code, default for `build`); REQUIRED fields have none. Every frame starts with
+# the 8-byte common header.
 
-_FRAME_HEADER = struct.Struct("<iBBH")
-_DATA_HEADER = struct.Struct("<iBBHiiiiq")
-_SETUP_HEADER = struct.Struct("<iBBHiiiiiiii")
-_SM_HEADER = struct.Struct("<iBBHiiiiiq")
-_NAK_HEADER = struct.Struct("<iBBHiiiii")
-_RTTM_HEADER = struct.Struct("<iBBHiiqqq")
+REQUIRED = object()
+_COMMON = (("frame_length", "i", REQUIRED), ("version", "B", CURRENT_VERSION), ("flags", "B", 0))
+_IDS = (("session_id", "i", REQUIRED), ("stream_id", "i", REQUIRED))
 
-_COMMON_FIELDS = [
-    ("frame_length", "<i4"),
-    ("version", "u1"),
-    ("flags", "u1"),
-    ("type", "<u2"),
-]
+DATA_FIELDS = (
+    *_COMMON[:2],
+    ("flags", "B", UNFRAGMENTED),
+    ("type", "H", HDR_TYPE_DATA),
+    ("term_offset", "i", REQUIRED),
+    *_IDS,
+    ("term_id", "i", REQUIRED),
+    ("reserved_value", "q", 0),
+)
+SETUP_FIELDS = (
+    *_COMMON,
+    ("type", "H", HDR_TYPE_SETUP),
+    ("term_offset", "i", 0),
+    *_IDS,
+    ("initial_term_id", "i", REQUIRED),
+    ("active_term_id", "i", REQUIRED),
+    ("term_length", "i", REQUIRED),
+    ("mtu", "i", REQUIRED),
+    ("ttl", "i", 0),
+)
+SM_FIELDS = (  # application-specific feedback follows, up to frame_length
+    *_COMMON,
+    ("type", "H", HDR_TYPE_SM),
+    *_IDS,
+    ("consumption_term_id", "i", REQUIRED),
+    ("consumption_term_offset", "i", REQUIRED),
+    ("receiver_window", "i", REQUIRED),
+    ("receiver_id", "q", REQUIRED),
+)
+NAK_FIELDS = (
+    *_COMMON,
+    ("type", "H", HDR_TYPE_NAK),
+    *_IDS,
+    ("term_id", "i", REQUIRED),
+    ("term_offset", "i", REQUIRED),
+    ("length", "i", REQUIRED),
+)
+RTTM_FIELDS = (
+    *_COMMON,
+    ("type", "H", HDR_TYPE_RTTM),
+    *_IDS,
+    ("echo_timestamp", "q", REQUIRED),
+    ("reception_delta", "q", 0),
+    ("receiver_id", "q", REQUIRED),
+)
 
-DATA_HEADER_DTYPE = np.dtype(
-    [
-        *_COMMON_FIELDS,
-        ("term_offset", "<i4"),
-        ("session_id", "<i4"),
-        ("stream_id", "<i4"),
-        ("term_id", "<i4"),
-        ("reserved_value", "<i8"),
-    ]
-)
-SETUP_HEADER_DTYPE = np.dtype(
-    [
-        *_COMMON_FIELDS,
-        ("term_offset", "<i4"),
-        ("session_id", "<i4"),
-        ("stream_id", "<i4"),
-        ("initial_term_id", "<i4"),
-        ("active_term_id", "<i4"),
-        ("term_length", "<i4"),
-        ("mtu", "<i4"),
-        ("ttl", "<i4"),
-    ]
-)
-# The fixed 36 bytes of a Status Message; application-specific feedback (if any) follows.
-STATUS_MESSAGE_DTYPE = np.dtype(
-    [
-        *_COMMON_FIELDS,
-        ("session_id", "<i4"),
-        ("stream_id", "<i4"),
-        ("consumption_term_id", "<i4"),
-        ("consumption_term_offset", "<i4"),
-        ("receiver_window", "<i4"),
-        ("receiver_id", "<i8"),
-    ]
-)
-NAK_HEADER_DTYPE = np.dtype(
-    [
-        *_COMMON_FIELDS,
-        ("session_id", "<i4"),
-        ("stream_id", "<i4"),
-        ("term_id", "<i4"),
-        ("term_offset", "<i4"),
-        ("length", "<i4"),
-    ]
-)
-RTTM_HEADER_DTYPE = np.dtype(
-    [
-        *_COMMON_FIELDS,
-        ("session_id", "<i4"),
-        ("stream_id", "<i4"),
-        ("echo_timestamp", "<i8"),
-        ("reception_delta", "<i8"),
-        ("receiver_id", "<i8"),
-    ]
-)
+_FRAME_HEADER = struct.Struct("<iBBH")  # the common header, read before the type is known
+FRAME_HEADER_LENGTH = _FRAME_HEADER.size
 
 
 class MalformedFrameError(AeronError, ValueError):
@@ -182,86 +157,82 @@ def _require(buffer, offset: int, length: int, what: str) -> None:
         )
 
 
-class DataHeader(NamedTuple):
-    """The fields of a DATA or PAD frame header (a heartbeat is a DATA header, frame length 0)."""
+def _codec(name: str, fields: tuple, extra: tuple[str, ...] = ()) -> type:
+    """The NamedTuple base of a frame's codec, made from its table (`extra`: fields after the
+    fixed header, not in the struct, empty by default)."""
+    layout = struct.Struct("<" + "".join(code for _, code, _ in fields))
+    base = namedtuple(name, [f for f, _, _ in fields] + list(extra), defaults=(b"",) * len(extra))
 
-    frame_length: int
-    version: int
-    flags: int
-    type: int
-    term_offset: int
-    session_id: int
-    stream_id: int
-    term_id: int
-    reserved_value: int
+    class Codec(base):
+        __slots__ = ()
+        STRUCT = layout
+        LENGTH = layout.size
+        FIELDS = fields
 
-    def encode(self) -> bytes:
-        return _DATA_HEADER.pack(*self)
+        def encode(self) -> bytes:
+            return self.STRUCT.pack(*self[: len(fields)])
 
-    @classmethod
-    def decode(cls, buffer: bytes | bytearray | memoryview, offset: int = 0) -> DataHeader:
-        _require(buffer, offset, DATA_HEADER_LENGTH, "DATA")
-        return cls(*_DATA_HEADER.unpack_from(buffer, offset))
+        @classmethod
+        def decode(cls, buffer: bytes | bytearray | memoryview, offset: int = 0) -> Self:
+            _require(buffer, offset, cls.LENGTH, FRAME_TYPE_NAMES[fields[3][2]])
+            return cls._make(cls.STRUCT.unpack_from(buffer, offset))
+
+        @classmethod
+        def build(cls, **values: int) -> Self:
+            """A frame of this type: the table's defaults (frame length: the header's) with
+            `values` over them."""
+            missing = [f for f, _, default in fields[1:] if default is REQUIRED and f not in values]
+            if missing:
+                raise TypeError(f"{name}.build needs {', '.join(missing)}")
+            row = {f: default for f, _, default in fields}
+            row["frame_length"] = layout.size
+            return cls(**(row | values))
+
+    Codec.__name__ = Codec.__qualname__ = f"{name}Codec"
+    return Codec
 
 
-class SetupFrame(NamedTuple):
+class DataHeader(_codec("DataHeader", DATA_FIELDS)):
+    """A DATA or PAD frame header (a heartbeat is a DATA header, frame length 0)."""
+
+    __slots__ = ()
+
+
+class SetupFrame(_codec("SetupFrame", SETUP_FIELDS)):
     """A SETUP frame (40 bytes): sender -> receiver, announces a stream and its term layout."""
 
-    frame_length: int
-    version: int
-    flags: int
-    type: int
-    term_offset: int
-    session_id: int
-    stream_id: int
-    initial_term_id: int
-    active_term_id: int
-    term_length: int
-    mtu: int
-    ttl: int
-
-    def encode(self) -> bytes:
-        return _SETUP_HEADER.pack(*self)
+    __slots__ = ()
 
     @classmethod
-    def decode(cls, buffer: bytes | bytearray | memoryview, offset: int = 0) -> SetupFrame:
-        _require(buffer, offset, SETUP_HEADER_LENGTH, "SETUP")
-        return cls(*_SETUP_HEADER.unpack_from(buffer, offset))
+    def build(cls, **values: int) -> SetupFrame:
+        values.setdefault("active_term_id", values.get("initial_term_id", 0))
+        return super().build(**values)
 
 
-class StatusMessage(NamedTuple):
+class StatusMessage(_codec("StatusMessage", SM_FIELDS, ("feedback",))):
     """A Status Message: 36 bytes plus `frame_length - 36` bytes of application feedback.
 
     `encode` writes the fields as given (it does not recompute `frame_length`); `decode` reads
-    the feedback bytes that `frame_length` announces past the 36-byte header.
+    the feedback bytes that `frame_length` announces past the 36-byte header; `build` counts
+    the feedback in the frame length.
     """
 
-    frame_length: int
-    version: int
-    flags: int
-    type: int
-    session_id: int
-    stream_id: int
-    consumption_term_id: int
-    consumption_term_offset: int
-    receiver_window: int
-    receiver_id: int
-    feedback: bytes = b""
+    __slots__ = ()
 
     @property
     def is_setup_eliciting(self) -> bool:
         return bool(self.flags & SM_SETUP_FLAG)
 
     def encode(self) -> bytes:
-        return _SM_HEADER.pack(*self[:-1]) + bytes(self.feedback)
+        return super().encode() + bytes(self.feedback)
 
     @classmethod
     def decode(cls, buffer: bytes | bytearray | memoryview, offset: int = 0) -> StatusMessage:
-        _require(buffer, offset, SM_HEADER_LENGTH, "SM")
-        fields = _SM_HEADER.unpack_from(buffer, offset)
-        frame_length = fields[0]
+        _require(buffer, offset, cls.LENGTH, "SM")
+        header = cls.STRUCT.unpack_from(buffer, offset)
+        frame_length = header[0]
         feedback = b""
-        if frame_length > SM_HEADER_LENGTH:
+        if frame_length > cls.LENGTH:
             if len(buffer) - offset < frame_length:
                 raise MalformedFrameError(
                     f"SM frame_length {frame_length} runs past the end of the buffer "
@@ -269,57 +240,37 @@ class StatusMessage(NamedTuple):
                     offset=offset,
                     frame_type=HDR_TYPE_SM,
                 )
-            feedback = bytes(buffer[offset + SM_HEADER_LENGTH : offset + frame_length])
-        return cls(*fields, feedback)
-
-
-class NakFrame(NamedTuple):
-    """A NAK (28 bytes): receiver -> sender, asks for `length` bytes from term_id/term_offset."""
-
-    frame_length: int
-    version: int
-    flags: int
-    type: int
-    session_id: int
-    stream_id: int
-    term_id: int
-    term_offset: int
-    length: int
-
-    def encode(self) -> bytes:
-        return _NAK_HEADER.pack(*self)
+            feedback = bytes(buffer[offset + cls.LENGTH : offset + frame_length])
+        return cls(*header, feedback)
 
     @classmethod
-    def decode(cls, buffer: bytes | bytearray | memoryview, offset: int = 0) -> NakFrame:
-        _require(buffer, offset, NAK_HEADER_LENGTH, "NAK")
-        return cls(*_NAK_HEADER.unpack_from(buffer, offset))
+    def build(cls, *, feedback: bytes = b"", **values: int) -> StatusMessage:
+        feedback = bytes(feedback)
+        header = super().build(feedback=feedback, **values)
+        return header._replace(frame_length=cls.LENGTH + len(feedback))
 
 
-class RttmFrame(NamedTuple):
+class NakFrame(_codec("NakFrame", NAK_FIELDS)):
+    """A NAK (28 bytes): receiver -> sender, asks for `length` bytes from term_id/term_offset."""
+
+    __slots__ = ()
+
+
+class RttmFrame(_codec("RttmFrame", RTTM_FIELDS)):
     """An RTT Measurement (40 bytes); flags `RTTM_REPLY_FLAG` on a request, 0 on the reply."""
 
-    frame_length: int
-    version: int
-    flags: int
-    type: int
-    session_id: int
-    stream_id: int
-    echo_timestamp: int
-    reception_delta: int
-    receiver_id: int
+    __slots__ = ()
 
     @property
     def is_reply_requested(self) -> bool:
         return bool(self.flags & RTTM_REPLY_FLAG)
 
-    def encode(self) -> bytes:
-        return _RTTM_HEADER.pack(*self)
 
-    @classmethod
-    def decode(cls, buffer: bytes | bytearray | memoryview, offset: int = 0) -> RttmFrame:
-        _require(buffer, offset, RTTM_HEADER_LENGTH, "RTTM")
-        return cls(*_RTTM_HEADER.unpack_from(buffer, offset))
-
+data_header = DataHeader.build
+setup_frame = SetupFrame.build
+status_message = StatusMessage.build
+nak_frame = NakFrame.build
+rttm_frame = RttmFrame.build
 
 Frame = DataHeader | SetupFrame | StatusMessage | NakFrame | RttmFrame
 
@@ -331,146 +282,12 @@ _CODECS: dict[int, type[Frame]] = {
     HDR_TYPE_SETUP: SetupFrame,
     HDR_TYPE_RTTM: RttmFrame,
 }
-_HEADER_LENGTHS = {
-    HDR_TYPE_PAD: DATA_HEADER_LENGTH,
-    HDR_TYPE_DATA: DATA_HEADER_LENGTH,
-    HDR_TYPE_NAK: NAK_HEADER_LENGTH,
-    HDR_TYPE_SM: SM_HEADER_LENGTH,
-    HDR_TYPE_SETUP: SETUP_HEADER_LENGTH,
-    HDR_TYPE_RTTM: RTTM_HEADER_LENGTH,
-}
-
-
-def data_header(
-    *,
-    frame_length: int,
-    term_offset: int,
-    session_id: int,
-    stream_id: int,
-    term_id: int,
-    flags: int = UNFRAGMENTED,
-    type: int = HDR_TYPE_DATA,
-    reserved_value: int = 0,
-) -> DataHeader:
-    """A DATA (or PAD, with `type=HDR_TYPE_PAD`) header with version 0."""
-    return DataHeader(
-        frame_length,
-        CURRENT_VERSION,
-        flags,
-        type,
-        term_offset,
-        session_id,
-        stream_id,
-        term_id,
-        reserved_value,
-    )
-
-
-def setup_frame(
-    *,
-    session_id: int,
-    stream_id: int,
-    initial_term_id: int,
-    term_length: int,
-    mtu: int,
-    active_term_id: int | None = None,
-    term_offset: int = 0,
-    ttl: int = 0,
-    flags: int = 0,
-) -> SetupFrame:
-    """A 40-byte SETUP with version 0; `active_term_id` defaults to `initial_term_id`."""
-    return SetupFrame(
-        SETUP_HEADER_LENGTH,
-        CURRENT_VERSION,
-        flags,
-        HDR_TYPE_SETUP,
-        term_offset,
-        session_id,
-        stream_id,
-        initial_term_id,
-        initial_term_id if active_term_id is None else active_term_id,
-        term_length,
-        mtu,
-        ttl,
-    )
-
-
-def status_message(
-    *,
-    session_id: int,
-    stream_id: int,
-    consumption_term_id: int,
-    consumption_term_offset: int,
-    receiver_window: int,
-    receiver_id: int,
-    flags: int = 0,
-    feedback: bytes = b"",
-) -> StatusMessage:
-    """A Status Message with version 0 and frame length 36 + len(feedback).
-
-    For a setup-eliciting SM pass `flags=SM_SETUP_FLAG` (the reference sends term id, offset and
-    window 0 then).
-    """
-    feedback = bytes(feedback)
-    return StatusMessage(
-        SM_HEADER_LENGTH + len(feedback),
-        CURRENT_VERSION,
-        flags,
-        HDR_TYPE_SM,
-        session_id,
-        stream_id,
-        consumption_term_id,
-        consumption_term_offset,
-        receiver_window,
-        receiver_id,
-        feedback,
-    )
-
-
-def nak_frame(
-    *,
-    session_id: int,
-    stream_id: int,
-    term_id: int,
-    term_offset: int,
-    length: int,
-    flags: int = 0,
-) -> NakFrame:
-    """A 28-byte NAK with version 0."""
-    return NakFrame(
-        NAK_HEADER_LENGTH,
-        CURRENT_VERSION,
-        flags,
-        HDR_TYPE_NAK,
-        session_id,
-        stream_id,
-        term_id,
-        term_offset,
-        length,
-    )
-
-
-def rttm_frame(
-    *,
-    session_id: int,
-    stream_id: int,
-    echo_timestamp: int,
-    receiver_id: int,
-    reception_delta: int = 0,
-    flags: int = 0,
-) -> RttmFrame:
-    """A 40-byte RTT Measurement with version 0: `flags=RTTM_REPLY_FLAG` for a request."""
-    return RttmFrame(
-        RTTM_HEADER_LENGTH,
-        CURRENT_VERSION,
-        flags,
-        HDR_TYPE_RTTM,
-        session_id,
-        stream_id,
-        echo_timestamp,
-        reception_delta,
-        receiver_id,
-    )
+_HEADER_LENGTHS = {frame_type: codec.LENGTH for frame_type, codec in _CODECS.items()}
+DATA_HEADER_LENGTH = DataHeader.LENGTH
+SETUP_HEADER_LENGTH = SetupFrame.LENGTH
+SM_HEADER_LENGTH = StatusMessage.LENGTH
+NAK_HEADER_LENGTH = NakFrame.LENGTH
+RTTM_HEADER_LENGTH = RttmFrame.LENGTH
 
 
 def decode_frame(buffer: bytes | bytearray | memoryview, offset: int = 0) -> Frame:
@@ -516,23 +333,9 @@ def _aligned(length: int) -> int:
 def _check_setup(view: memoryview, offset: int) -> None:
     setup = SetupFrame.decode(view, offset)
     term_length = setup.term_length
-    if not (
-        TERM_MIN_LENGTH <= term_length <= TERM_MAX_LENGTH and term_length & (term_length - 1) == 0
-    ):
-        raise MalformedFrameError(
-            f"SETUP term_length {term_length} is not a power of two in "
-            f"{TERM_MIN_LENGTH}..{TERM_MAX_LENGTH}",
-            offset=offset,
-            frame_type=HDR_TYPE_SETUP,
-        )
-    mtu = setup.mtu
-    if not (MTU_MIN_LENGTH <= mtu <= MTU_MAX_LENGTH and mtu % FRAME_ALIGNMENT == 0):
-        raise MalformedFrameError(
-            f"SETUP mtu {mtu} is not a multiple of {FRAME_ALIGNMENT} in "
-            f"{MTU_MIN_LENGTH}..{MTU_MAX_LENGTH}",
-            offset=offset,
-            frame_type=HDR_TYPE_SETUP,
-        )
+    malformed = partial(MalformedFrameError, offset=offset, frame_type=HDR_TYPE_SETUP)
+    d.check_term_length(term_length, "SETUP term_length", malformed)
+    d.check_mtu(setup.mtu, "SETUP mtu", malformed)
     term_offset = setup.term_offset
     if term_offset % FRAME_ALIGNMENT != 0 or not 0 <= term_offset <= term_length:
         raise MalformedFrameError(

@@ -296,10 +296,10 @@ def test_driver_options_from_command_line_env_and_file(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("args", "env", "message"),
     [
-        (["--ipc-term-length", "1000"], {}, "ipc_term_length: term_length 1000 must be a power"),
+        (["--ipc-term-length", "1000"], {}, "option: ipc_term_length 1000 must be a power"),
         (["--ipc-term-length", "lots"], {}, "--ipc-term-length: invalid size for ipc_term_length"),
         (["--publication-linger-ns", "5h"], {}, "--publication-linger-ns: invalid duration"),
-        ([], {"AERONIO_IPC_MTU": "100"}, "AERONIO_IPC_MTU: mtu 100 must be a multiple of 32"),
+        ([], {"AERONIO_IPC_MTU": "100"}, "AERONIO_IPC_MTU: ipc_mtu 100 must be a multiple of 32"),
         ([], {"AERONIO_NOT_AN_OPTION": "1"}, "AERONIO_NOT_AN_OPTION: unknown driver option"),
         (["--config", "/nonexistent/d.toml"], {}, "config file /nonexistent/d.toml: no such"),
     ],

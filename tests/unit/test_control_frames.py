@@ -29,13 +29,8 @@ from aeronio.protocol.frames import (
     HDR_TYPE_RTTM,
     HDR_TYPE_SETUP,
     HDR_TYPE_SM,
-    NAK_HEADER_DTYPE,
-    RTTM_HEADER_DTYPE,
     RTTM_REPLY_FLAG,
-    SEND_SETUP_FLAG,
-    SETUP_HEADER_DTYPE,
     SM_SETUP_FLAG,
-    STATUS_MESSAGE_DTYPE,
     DataHeader,
     FrameRef,
     MalformedFrameError,
@@ -51,6 +46,13 @@ from aeronio.protocol.frames import (
     rttm_frame,
     setup_frame,
     status_message,
+)
+from tests.support.wire import (
+    DATA_HEADER_DTYPE,
+    NAK_HEADER_DTYPE,
+    RTTM_HEADER_DTYPE,
+    SETUP_HEADER_DTYPE,
+    STATUS_MESSAGE_DTYPE,
 )
 
 VECTORS = Path(__file__).parents[1] / "data" / "wire-vectors"
@@ -187,7 +189,7 @@ def test_rttm_constructor_is_byte_identical(name):
 
 
 def test_flag_constants_match_the_wire():
-    assert SM_SETUP_FLAG == SEND_SETUP_FLAG == vector("sm-4.bin")[5] == 0x80
+    assert SM_SETUP_FLAG == SM_SETUP_FLAG == vector("sm-4.bin")[5] == 0x80
     assert RTTM_REPLY_FLAG == vector("rttm-1.bin")[5] == 0x80
     assert vector("rttm-2.bin")[5] == 0
 
@@ -355,11 +357,11 @@ MALFORMED = {
     "setup frame_length 39": (_with(_setup(), "<i", 0, 39), "SETUP frame_length 39 is shorter"),
     "setup frame_length 44": (_with(_setup(), "<i", 0, 44), "SETUP frame_length 44 is longer"),
     "setup truncated": (_setup()[:39], "SETUP header needs 40 bytes, only 39"),
-    "setup term_length 3": (_setup(term_length=3), "term_length 3 is not a power of two"),
+    "setup term_length 3": (_setup(term_length=3), "SETUP term_length 3 must be a power of two"),
     "setup term_length 32K": (_setup(term_length=32768), "term_length 32768"),
     "setup term_length 2G": (_setup(term_length=-(2**31)), "term_length -2147483648"),
     "setup term_length 96K": (_setup(term_length=98304), "term_length 98304"),
-    "setup mtu unaligned": (_setup(mtu=1400), "mtu 1400 is not a multiple of 32"),
+    "setup mtu unaligned": (_setup(mtu=1400), "SETUP mtu 1400 must be a multiple of 32"),
     "setup mtu 32": (_setup(mtu=32), "mtu 32"),
     "setup mtu 65536": (_setup(mtu=65536), "mtu 65536"),
     "setup term_offset unaligned": (_setup(term_offset=40), "term_offset 40 is not a multiple"),
@@ -428,7 +430,6 @@ def _check_round_trip(frame, codec, dtype):
 
 @given(st.builds(DataHeader, i32, u8, u8, u16, i32, i32, i32, i32, i64))
 def test_data_header_round_trip(frame):
-    from aeronio.protocol.frames import DATA_HEADER_DTYPE
 
     _check_round_trip(frame, DataHeader, DATA_HEADER_DTYPE)
 

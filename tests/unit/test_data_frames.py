@@ -10,7 +10,8 @@ import pytest
 
 from aeronio import _core
 from aeronio.logbuffer.log_buffers import LogBuffers
-from aeronio.protocol.frames import DATA_HEADER_DTYPE, HDR_TYPE_PAD, DataHeader, data_header
+from aeronio.protocol.frames import HDR_TYPE_PAD, DataHeader, data_header
+from tests.support.wire import DATA_HEADER_DTYPE
 
 VECTORS = Path(__file__).parents[1] / "data" / "wire-vectors"
 INDEX = {

@@ -91,9 +91,13 @@ def test_env_text_is_converted_to_the_option_type(name, text, value):
 @pytest.mark.parametrize(
     ("var", "text", "expected"),
     [
-        ("AERONIO_IPC_TERM_LENGTH", "1000", r"AERONIO_IPC_TERM_LENGTH: term_length 1000 must be"),
+        (
+            "AERONIO_IPC_TERM_LENGTH",
+            "1000",
+            r"AERONIO_IPC_TERM_LENGTH: ipc_term_length 1000 must",
+        ),
         ("AERONIO_IPC_TERM_LENGTH", "64x", r"AERONIO_IPC_TERM_LENGTH: .*ipc_term_length.*'64x'"),
-        ("AERONIO_IPC_MTU", "100", r"AERONIO_IPC_MTU: mtu 100 must be a multiple of 32"),
+        ("AERONIO_IPC_MTU", "100", r"AERONIO_IPC_MTU: ipc_mtu 100 must be a multiple of 32"),
         ("AERONIO_PUBLICATION_LINGER_NS", "soon", r"AERONIO_PUBLICATION_LINGER_NS: .*linger"),
         ("AERONIO_PUBLICATION_LINGER_NS", "5h", r"AERONIO_PUBLICATION_LINGER_NS: .*'5h'"),
         ("AERONIO_MAX_COUNTERS", "1", r"AERONIO_MAX_COUNTERS: max_counters 1 must be at least"),
@@ -123,8 +127,8 @@ def test_unrelated_environment_variables_are_ignored():
     ("file", "text", "expected"),
     [
         ("x.toml", "foo = 1\n", r"config file .*x\.toml: unknown driver option 'foo'"),
-        ("x.toml", "ipc_term_length = 1000\n", r"x\.toml: term_length 1000 must be a power"),
-        ("x.toml", 'ipc_term_length = "96k"\n', r"x\.toml: term_length 98304 must be a power"),
+        ("x.toml", "ipc_term_length = 1000\n", r"x\.toml: ipc_term_length 1000 must be a power"),
+        ("x.toml", 'ipc_term_length = "96k"\n', r"x\.toml: ipc_term_length 98304 must be a power"),
         ("x.toml", "max_counters = 1.5\n", r"x\.toml: max_counters must be of type int"),
         ("x.toml", "term_buffer_sparse_file = 1\n", r"x\.toml: term_buffer_sparse_file must be"),
         ("x.toml", "[driver]\nipc_mtu = 4096\n", r"x\.toml: unknown driver option 'driver'"),
@@ -149,11 +153,11 @@ def test_missing_config_file(tmp_path):
 def test_keyword_option_errors(tmp_path):
     with pytest.raises(ConfigurationError, match="unknown driver option.*no_such"):
         DriverContext.from_sources(no_such=1)
-    with pytest.raises(ConfigurationError, match="option ipc_term_length: term_length 1000"):
+    with pytest.raises(ConfigurationError, match="option: ipc_term_length 1000"):
         DriverContext.from_sources(ipc_term_length=1000)
-    with pytest.raises(ConfigurationError, match="option ipc_term_length: .*type int.*'64k'"):
+    with pytest.raises(ConfigurationError, match="option: ipc_term_length .*type int.*'64k'"):
         DriverContext.from_sources(ipc_term_length="64k")  # keyword options are typed
-    with pytest.raises(ConfigurationError, match="option max_counters: .*type int, not bool"):
+    with pytest.raises(ConfigurationError, match="option: max_counters .*type int, not bool"):
         DriverContext.from_sources(max_counters=True)
 
 
@@ -161,7 +165,7 @@ def test_cross_option_error_blames_the_source_that_breaks_it(tmp_path):
     config = write(tmp_path / "d.toml", "ipc_mtu = 16384\n")  # fine with the default term
     with pytest.raises(ConfigurationError, match=r"AERONIO_IPC_TERM_LENGTH: ipc_mtu 16384 is"):
         DriverContext.from_sources(config_file=config, env={"AERONIO_IPC_TERM_LENGTH": "64k"})
-    with pytest.raises(ConfigurationError, match=r"option client_liveness_timeout_ns: .*less"):
+    with pytest.raises(ConfigurationError, match=r"option: client_keepalive_interval_ns .*less"):
         DriverContext.from_sources(client_liveness_timeout_ns=100_000_000)
     # a later source repairing an earlier combination is fine: only the final result counts
     ctx = DriverContext.from_sources(

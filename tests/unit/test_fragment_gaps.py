@@ -5,7 +5,7 @@ import numpy as np
 
 from aeronio import _core
 from aeronio.logbuffer.log_buffers import LogBuffers
-from aeronio.protocol.frames import BEGIN_FLAG, END_FLAG, HDR_TYPE_PAD, data_header
+from aeronio.protocol.frames import BEGIN_FRAG_FLAG, END_FRAG_FLAG, HDR_TYPE_PAD, data_header
 
 TERM = 65536
 
@@ -31,11 +31,11 @@ def image_with_gap(tmp_path):
     )
     term = log.term(0)
     frames = [
-        frame(0, b"A1" * 16, BEGIN_FLAG),
+        frame(0, b"A1" * 16, BEGIN_FRAG_FLAG),
         frame(64, b"\0" * 32, 0, HDR_TYPE_PAD),  # the lost middle fragment, gap-filled
-        frame(128, b"A3", END_FLAG),
-        frame(192, b"B1" * 16, BEGIN_FLAG),
-        frame(256, b"B2", END_FLAG),
+        frame(128, b"A3", END_FRAG_FLAG),
+        frame(192, b"B1" * 16, BEGIN_FRAG_FLAG),
+        frame(256, b"B2", END_FRAG_FLAG),
     ]
     offset = 0
     for f in frames:

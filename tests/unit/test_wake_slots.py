@@ -4,7 +4,7 @@ self-healing when the parked process died."""
 import numpy as np
 
 from aeronio import _core
-from aeronio.logbuffer import waker
+from aeronio.logbuffer import descriptor, waker
 from aeronio.logbuffer.log_buffers import LogBuffers
 
 DEAD_PROCESS_ID = 0x1234567  # a wake id no live process has
@@ -21,16 +21,16 @@ def make_log(tmp_path):
 
 def slots(log) -> list[int]:
     return [
-        log.metadata.get_int64_volatile(waker.WAKE_SLOTS_OFFSET + 8 * i)
-        for i in range(waker.WAKE_SLOT_COUNT)
+        log.metadata.get_int64_volatile(descriptor.LOG_WAKE_SLOTS_OFFSET + 8 * i)
+        for i in range(descriptor.LOG_WAKE_SLOT_COUNT)
     ]
 
 
 def test_a_dead_processs_data_slot_is_cleared_by_the_next_append(tmp_path):
     log, appender = make_log(tmp_path)
-    log.metadata.put_int64_ordered(waker.WAKE_SLOTS_OFFSET + 16, DEAD_PROCESS_ID)
-    space_waiter = DEAD_PROCESS_ID | waker.SPACE_BIT
-    log.metadata.put_int64_ordered(waker.WAKE_SLOTS_OFFSET + 24, space_waiter)
+    log.metadata.put_int64_ordered(descriptor.LOG_WAKE_SLOTS_OFFSET + 16, DEAD_PROCESS_ID)
+    space_waiter = DEAD_PROCESS_ID | descriptor.LOG_WAKE_SPACE_BIT
+    log.metadata.put_int64_ordered(descriptor.LOG_WAKE_SLOTS_OFFSET + 24, space_waiter)
     assert appender.try_offer(b"x") > 0
     assert slots(log)[2] == 0, "the appender claims (and wakes) the data waiter's slot"
     assert slots(log)[3] == space_waiter, "space waiters are the conductor's to wake"
@@ -44,15 +44,15 @@ def test_tasks_of_one_process_share_one_slot_per_log_and_kind(tmp_path):
     a = waker.register_data_waiter(log.metadata)
     b = waker.register_data_waiter(log.metadata)
     c = waker.register_space_waiter(log.metadata)
-    assert sorted(v for v in slots(log) if v) == [own, own | waker.SPACE_BIT]
+    assert sorted(v for v in slots(log) if v) == [own, own | descriptor.LOG_WAKE_SPACE_BIT]
     a.cancel()
     assert own in slots(log), "still held for the other parked task"
-    log.metadata.put_int64_ordered(waker.WAKE_SLOTS_OFFSET + 8 * slots(log).index(own), 0)
+    log.metadata.put_int64_ordered(descriptor.LOG_WAKE_SLOTS_OFFSET + 8 * slots(log).index(own), 0)
     d = waker.register_data_waiter(log.metadata)  # a writer claimed it: the next park re-claims
     assert own in slots(log)
     for registration in (b, c, d):
         registration.cancel()
-    assert slots(log) == [0] * waker.WAKE_SLOT_COUNT
+    assert slots(log) == [0] * descriptor.LOG_WAKE_SLOT_COUNT
 
 
 def test_own_process_slots_are_left_to_doorbells(tmp_path):
