@@ -1,33 +1,37 @@
-"""The driver conductor: handles client commands and runs the IPC publications' duty cycle.
+"""The driver conductor (Aeron's DriverConductor): handles client commands and runs the duty
+cycle of the driver's resources.
 
-Commands arrive on a queue (`submit`); responses go to the client's response sink. The
-conductor owns the counters file and every log file it creates in the driver directory.
+Commands arrive on a queue (`submit`); answers and notifications go out through the
+ClientProxy. Every client, subscription, publication and image is a resource held in the
+registry (`DriverResources`) and driven through one lifecycle on the timer. The conductor owns
+the counters file and every log file in the driver directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from aeronio._core import DataPath
-from aeronio.counters import (
-    CLIENT_HEARTBEAT_TYPE_ID,
-    PUBLISHER_LIMIT_TYPE_ID,
-    PUBLISHER_POS_TYPE_ID,
-    SUBSCRIBER_POSITION_TYPE_ID,
-    Counter,
-    CountersManager,
-    SystemCounters,
-    allocate_system_counters,
-)
+from aeronio.counters import CountersManager, SystemCounters, allocate_system_counters
+from aeronio.driver.client_proxy import ClientProxy
 from aeronio.driver.context import DriverContext
+from aeronio.driver.driver_publication import DriverPublication, State
 from aeronio.driver.error_log import DistinctErrorLog
-from aeronio.driver.ipc_publication import IpcPublication, SubscriberPosition
-from aeronio.driver.udp_media import NetworkPublicationEntry, UdpMedia
+from aeronio.driver.ipc_publication import IpcPublication
+from aeronio.driver.network_publication import NetworkPublication
+from aeronio.driver.resources import (
+    ClientSession,
+    DriverResources,
+    SubscriberPosition,
+    SubscriptionLink,
+)
+from aeronio.driver.stream_counters import StreamCounters, position_key
+from aeronio.driver.udp_media import UdpMedia, UdpServices
 from aeronio.errors import AeronError, ChannelUriError
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
@@ -38,40 +42,6 @@ from aeronio.protocol.channel import ChannelUri
 # A freed counter id is not reused for this long, so a client still holding it harms nobody.
 COUNTER_REUSE_TIMEOUT_MS = 1000
 TIMER_INTERVAL_NS = 1_000_000  # housekeeping apart from the data path (Aeron's timer interval)
-
-
-@dataclass(eq=False)
-class ClientSession:
-    client_id: int
-    send: Callable[[p.Response], None]
-    last_keepalive_ns: int
-    heartbeat: Counter
-    publications: list[int] = field(default_factory=list)
-    subscriptions: list[int] = field(default_factory=list)
-
-
-@dataclass(eq=False)
-class SubscriptionLink:
-    registration_id: int
-    client_id: int
-    channel: ChannelUri
-    stream_id: int
-
-    def matches(self, publication: IpcPublication) -> bool:
-        """An IPC subscription reads IPC publications' logs; a spy (`aeron-spy:aeron:udp?...`)
-        reads the logs of this driver's network publications to its endpoint."""
-        session_id = self.channel.session_id
-        return (
-            self.reads_logs
-            and publication.media_key == _media_key(self.channel)
-            and publication.stream_id == self.stream_id
-            and (session_id is None or session_id == publication.session_id)
-        )
-
-    @property
-    def reads_logs(self) -> bool:
-        """Reads publications' logs directly (IPC, spies) rather than network images."""
-        return self.channel.is_ipc or self.channel.is_spy
 
 
 class DriverConductor:
@@ -96,17 +66,35 @@ class DriverConductor:
         )
         self.counters.set_driver_pid(os.getpid())
         self.system = allocate_system_counters(self.counters)
+        self.stream_counters = StreamCounters(self.counters)
+        self.resources = DriverResources()
+        self.proxy = ClientProxy(self.resources.clients)
         self.commands: deque[tuple[p.Command, Callable[[p.Response], None]]] = deque()
-        self.clients: dict[int, ClientSession] = {}
-        self.publications: list[IpcPublication] = []
-        self.subscriptions: list[SubscriptionLink] = []
         self._next_id = random.getrandbits(32)
-        self._session_ids: set[int] = set()
         self._timed_out_clients: set[int] = set()
         self._next_timer_ns = 0
-        self.udp = UdpMedia(self, watch, unwatch)
+        self._now_ns = 0  # of the duty cycle that runs
+        self.udp = UdpMedia(
+            UdpServices(
+                ctx,
+                self.resources,
+                self.stream_counters,
+                self.proxy,
+                self.system,
+                self._next_correlation_id,
+                self.record_error,
+                wake,
+                wake_id,
+                watch,
+                unwatch,
+            )
+        )
         self._data_path = self._new_data_path()
         self._busy = True
+
+    @property
+    def publications(self) -> list[DriverPublication]:
+        return self.resources.publications
 
     # -- commands -----------------------------------------------------------------------
 
@@ -124,30 +112,12 @@ class DriverConductor:
     ) -> None:
         correlation_id = getattr(command, "correlation_id", 0)
         if command.client_id in self._timed_out_clients:
-            reply(
-                p.ErrorResponse(
-                    correlation_id,
-                    p.CLIENT_TIMEOUT,
-                    f"client {command.client_id} was timed out by the driver",
-                )
-            )
+            message = f"client {command.client_id} was timed out by the driver"
+            self.proxy.error(reply, correlation_id, p.CLIENT_TIMEOUT, message)
             return
-        client = self.clients.get(command.client_id)
-        if client is None:
-            heartbeat = self.counters.counter(
-                self.counters.allocate(
-                    f"client-heartbeat: {command.client_id}",
-                    CLIENT_HEARTBEAT_TYPE_ID,
-                    registration_id=command.client_id,
-                    owner_id=command.client_id,
-                )
-            )
-            client = self.clients[command.client_id] = ClientSession(
-                command.client_id, reply, now_ns, heartbeat
-            )
-        client.last_keepalive_ns = now_ns
-        client.heartbeat.set(time.time_ns() // 1_000_000)
         try:
+            client = self._client(command.client_id, reply)
+            client.on_keepalive(now_ns)
             match command:
                 case p.AddPublication():
                     self._add_publication(command, client, now_ns)
@@ -162,23 +132,39 @@ class DriverConductor:
                 case p.ClientKeepalive():
                     pass
                 case p.ClientClose():
-                    self._close_client(client, now_ns)
+                    client.closed = True
+                    self.resources.end(client)
         except ChannelUriError as e:
             self._error(reply, correlation_id, p.INVALID_CHANNEL, str(e))
         except AeronError as e:
             self._error(reply, correlation_id, p.GENERIC_ERROR, str(e))
         except Exception as e:  # a bug or a resource problem: refuse this command, keep running
             self.record_error(e)
-            reply(p.ErrorResponse(correlation_id, p.GENERIC_ERROR, f"{type(e).__name__}: {e}"))
+            self.proxy.error(reply, correlation_id, p.GENERIC_ERROR, f"{type(e).__name__}: {e}")
+
+    def _client(self, client_id: int, reply: Callable[[p.Response], None]) -> ClientSession:
+        client = self.resources.clients.get(client_id)
+        if client is None:
+            client = ClientSession(
+                client_id,
+                reply,
+                self.stream_counters.client_heartbeat(client_id),
+                self.ctx.client_liveness_timeout_ns,
+                self._release_client,
+            )
+            self.resources.add(client)
+        return client
 
     def _error(self, reply, correlation_id: int, code: int, message: str) -> None:
         self.record_error(message)
-        reply(p.ErrorResponse(correlation_id, code, message))
+        self.proxy.error(reply, correlation_id, code, message)
 
     def record_error(self, error: BaseException | str) -> None:
         """Count an error and keep it in the distinct error log (`aeronio errors`)."""
         self.system[SystemCounters.ERRORS].increment()
         self.error_log.record(error)
+
+    # -- publications -------------------------------------------------------------------
 
     def _add_publication(
         self, command: p.AddPublication, client: ClientSession, now_ns: int
@@ -195,39 +181,34 @@ class DriverConductor:
                     if not pub.exclusive
                     and pub.stream_id == command.stream_id
                     and pub.media_key == _media_key(channel)
-                    and pub.state.name == "ACTIVE"
+                    and pub.state is State.ACTIVE
                 ),
                 None,
             )
         if publication is None:
             publication = self._new_publication(channel, command, now_ns)
-            self._link_subscriptions(publication)
+            self.resources.add(publication)
+            for link in self.resources.subscriptions:
+                if _reads(link, publication):
+                    self._link(publication, link)
         else:
             _check_same_log_params(channel, publication)
             publication.ref_count += 1
         client.publications.append(publication.registration_id)
-        client.send(
-            p.PublicationReady(
-                command.correlation_id,
-                publication.registration_id,
-                publication.session_id,
-                publication.stream_id,
-                publication.log_file,
-                publication.publisher_limit.id,
-                publication.publisher_position.id,
-                publication.exclusive,
-            )
+        self.proxy.publication_ready(
+            client.send, command.correlation_id, publication, publication.exclusive
         )
 
     def _new_publication(
         self, channel: ChannelUri, command: p.AddPublication, now_ns: int
-    ) -> IpcPublication:
+    ) -> DriverPublication:
+        """A publication on a new log, with its counters (and, on UDP, its sender); on failure
+        nothing is left behind."""
         ctx = self.ctx
         term_length = channel.term_length or (
             ctx.ipc_term_length if channel.is_ipc else ctx.term_length
         )
         mtu = channel.mtu or (ctx.ipc_mtu if channel.is_ipc else ctx.mtu_length)
-        d.check_term_length(term_length)
         if mtu - 32 > d.max_message_length(term_length):
             raise AeronError(f"mtu {mtu} is too large for term-length {term_length}")
         session_id = channel.session_id
@@ -248,75 +229,61 @@ class DriverConductor:
             initial_term_id = random.randint(-(2**31), 2**31 - 1)
             term_id, term_offset = None, 0
         log_file = layout.publication_log(ctx.dir, registration_id)
-        log = LogBuffers.create(
-            log_file,
-            term_length=term_length,
-            initial_term_id=initial_term_id,
-            session_id=session_id,
-            stream_id=command.stream_id,
-            mtu=mtu,
-            correlation_id=registration_id,
-            term_id=term_id,
-            term_offset=term_offset,
-            sparse=channel.sparse if channel.sparse is not None else ctx.term_buffer_sparse_file,
-        )
-        label = f"{registration_id} {session_id} {command.stream_id} {channel}"
-        key = _position_key(registration_id, session_id, command.stream_id)
-        limit = self.counters.counter(
-            self.counters.allocate(
-                f"pub-lmt: {label}",
-                PUBLISHER_LIMIT_TYPE_ID,
-                key,
-                registration_id,
-                command.client_id,
-            )
-        )
-        position = self.counters.counter(
-            self.counters.allocate(
-                f"pub-pos (sampled): {label}",
-                PUBLISHER_POS_TYPE_ID,
-                key,
-                registration_id,
-                command.client_id,
-            )
-        )
         window = (ctx.ipc_publication_term_window_length if channel.is_ipc else 0) or (
             term_length // 2
         )
-        publication = (IpcPublication if channel.is_ipc else NetworkPublicationEntry)(
-            registration_id=registration_id,
-            session_id=session_id,
-            stream_id=command.stream_id,
-            channel=str(channel),
-            exclusive=command.exclusive,
-            log=log,
-            log_file=log_file,
-            publisher_limit=limit,
-            publisher_position=position,
-            term_window_length=min(window, term_length // 2),
-            unblock_timeout_ns=ctx.publication_unblock_timeout_ns,
-            linger_ns=channel.linger_ns
-            if channel.linger_ns is not None
-            else ctx.publication_linger_ns,
-            unblocked_counter=self.system[SystemCounters.UNBLOCKED_PUBLICATIONS],
-        )
-        publication.signals.consumed.add_callback(self.wake)
+        with contextlib.ExitStack() as undo:
+            undo.callback(_unlink, log_file)
+            log = LogBuffers.create(
+                log_file,
+                term_length=term_length,
+                initial_term_id=initial_term_id,
+                session_id=session_id,
+                stream_id=command.stream_id,
+                mtu=mtu,
+                correlation_id=registration_id,
+                term_id=term_id,
+                term_offset=term_offset,
+                sparse=channel.sparse
+                if channel.sparse is not None
+                else ctx.term_buffer_sparse_file,
+            )
+            undo.callback(log.close)
+            counters = self.stream_counters.publication(
+                registration_id, session_id, command.stream_id, str(channel), command.client_id
+            )
+            undo.callback(self.stream_counters.free, *counters)
+            publication = dict(
+                registration_id=registration_id,
+                channel=str(channel),
+                media_key=_media_key(channel),
+                exclusive=command.exclusive,
+                log=log,
+                log_file=log_file,
+                counters=counters,
+                term_window_length=min(window, term_length // 2),
+                unblock_timeout_ns=ctx.publication_unblock_timeout_ns,
+                linger_ns=channel.linger_ns
+                if channel.linger_ns is not None
+                else ctx.publication_linger_ns,
+                unblocked_counter=self.system[SystemCounters.UNBLOCKED_PUBLICATIONS],
+                stream_counters=self.stream_counters,
+                proxy=self.proxy,
+                wake=self.wake,
+            )
+            if channel.is_udp:  # a socket for it may be refused (a bound port, a group...)
+                made = self.udp.new_publication(channel, now_ns, **publication)
+            else:
+                made = IpcPublication(**publication)
+            undo.pop_all()
         log.mapped.set_conductor_wake_id(self.wake_id)
-        publication.media_key = _media_key(channel)
-        if channel.is_udp:
-            try:
-                self.udp.attach_sender(publication, channel, now_ns)
-            except BaseException:  # no socket for it (a bound port, a group not joined...)
-                self._free_publication(publication)
-                raise
-        self.publications.append(publication)
-        return publication
+        return made
 
     def _new_session_id(self) -> int:
+        in_use = {pub.session_id for pub in self.publications}
         while True:
             session_id = random.randint(-(2**31), 2**31 - 1)
-            if session_id not in self._session_ids:
-                self._session_ids.add(session_id)
+            if session_id not in in_use:
                 return session_id
 
     def _remove_publication(
@@ -326,14 +293,12 @@ class DriverConductor:
             raise AeronError(f"unknown publication registration id {command.registration_id}")
         client.publications.remove(command.registration_id)
         self._release_publication(command.registration_id, now_ns)
-        client.send(p.OperationSuccess(command.correlation_id))
+        self.proxy.operation_success(client.send, command.correlation_id)
 
     def _release_publication(self, registration_id: int, now_ns: int) -> None:
         for publication in self.publications:
             if publication.registration_id == registration_id:
-                publication.ref_count -= 1
-                if publication.ref_count == 0:
-                    publication.close(now_ns)
+                publication.decref(now_ns)
                 return
 
     def _change_destination(
@@ -350,101 +315,82 @@ class DriverConductor:
             raise ChannelUriError(
                 f"destination {command.channel!r} must be aeron:udp?endpoint=host:port"
             )
-        if not isinstance(publication, NetworkPublicationEntry):
+        if not isinstance(publication, NetworkPublication):
             raise AeronError(f"publication {command.registration_id} is not on a udp channel")
-        add = isinstance(command, p.AddDestination)
-        self.udp.change_destination(publication, destination.endpoint, add, now_ns)
-        client.send(p.OperationSuccess(command.correlation_id))
+        if isinstance(command, p.AddDestination):
+            publication.endpoint.add_destination(destination.endpoint, now_ns)
+        else:
+            publication.endpoint.remove_destination(destination.endpoint)
+        self.proxy.operation_success(client.send, command.correlation_id)
+
+    # -- subscriptions ------------------------------------------------------------------
 
     def _add_subscription(self, command: p.AddSubscription, client: ClientSession) -> None:
         channel = ChannelUri.parse(command.channel)
         d.check_int32(command.stream_id, "stream_id")
         _check_subscription_channel(channel)
         link = SubscriptionLink(
-            command.correlation_id, client.client_id, channel, command.stream_id
+            command.correlation_id,
+            client.client_id,
+            channel,
+            command.stream_id,
+            self._release_subscription,
         )
         if not link.reads_logs:
             self.udp.add_subscription(link)  # binds first: a bind error fails the command
-        self.subscriptions.append(link)
+        self.resources.add(link)
         client.subscriptions.append(link.registration_id)
-        client.send(p.SubscriptionReady(command.correlation_id))
+        self.proxy.subscription_ready(client.send, command.correlation_id)
         for publication in self.publications:
-            if publication.state.name == "ACTIVE" and link.matches(publication):
+            if publication.state is State.ACTIVE and _reads(link, publication):
                 self._link(publication, link)
 
-    def _link_subscriptions(self, publication: IpcPublication) -> None:
-        for link in self.subscriptions:
-            if link.matches(publication):
-                self._link(publication, link)
-
-    def _link(self, publication: IpcPublication, link: SubscriptionLink) -> None:
-        join_position = publication.join_position()
-        label = (
-            f"sub-pos: {link.registration_id} {publication.session_id} {publication.stream_id} "
-            f"{link.channel} @{join_position}"
+    def _link(self, publication: DriverPublication, link: SubscriptionLink) -> None:
+        join = publication.join_position()
+        key = position_key(
+            publication.registration_id, publication.session_id, publication.stream_id
         )
-        counter = self.counters.counter(
-            self.counters.allocate(
-                label,
-                SUBSCRIBER_POSITION_TYPE_ID,
-                _position_key(
-                    publication.registration_id, publication.session_id, publication.stream_id
-                ),
-                link.registration_id,
-                link.client_id,
-            )
+        counter = self.stream_counters.subscriber_position(
+            link.registration_id,
+            publication.session_id,
+            publication.stream_id,
+            link.channel,
+            join,
+            link.client_id,
+            key,
         )
-        counter.set(join_position)
-        publication.add_subscriber(SubscriberPosition(link.registration_id, counter))
-        publication.update_publisher_limit()
-        self.clients[link.client_id].send(
-            p.ImageReady(
-                publication.registration_id,
-                link.registration_id,
-                publication.session_id,
-                publication.stream_id,
-                publication.log_file,
-                counter.id,
-                "aeron:ipc" if link.channel.is_ipc else f"aeron-spy:{publication.channel}",
-                join_position,
-            )
-        )
+        source = "aeron:ipc" if link.channel.is_ipc else f"aeron-spy:{publication.channel}"
+        subscriber = SubscriberPosition(link.registration_id, link.client_id, counter)
+        publication.add_subscriber(subscriber, source)
 
     def _remove_subscription(self, command: p.RemoveSubscription, client: ClientSession) -> None:
         if command.registration_id not in client.subscriptions:
             raise AeronError(f"unknown subscription registration id {command.registration_id}")
         client.subscriptions.remove(command.registration_id)
-        self._unlink_subscription(command.registration_id)
-        client.send(p.OperationSuccess(command.correlation_id))
+        for link in self.resources.subscriptions:
+            if link.registration_id == command.registration_id:
+                self.resources.end(link)
+        self.proxy.operation_success(client.send, command.correlation_id)
 
-    def _unlink_subscription(self, registration_id: int) -> None:
-        for link in self.subscriptions:
-            if link.registration_id == registration_id and not link.reads_logs:
-                self.udp.remove_subscription(link)
-        self.subscriptions = [s for s in self.subscriptions if s.registration_id != registration_id]
+    def _release_subscription(self, link: SubscriptionLink) -> None:
+        """A subscription ended: its positions on images and logs go."""
+        if not link.reads_logs:
+            self.udp.remove_subscription(link)
         for publication in self.publications:
-            sub = publication.remove_subscriber(registration_id)
-            if sub is not None:
-                self.counters.free(sub.counter.id)
+            publication.remove_subscriber(link.registration_id)
 
-    def _close_client(self, client: ClientSession, now_ns: int) -> None:
-        for registration_id in list(client.subscriptions):
-            self._unlink_subscription(registration_id)
-        for registration_id in list(client.publications):
-            self._release_publication(registration_id, now_ns)
-        self.counters.free(client.heartbeat.id)
-        del self.clients[client.client_id]
-
-    def _check_client_liveness(self, now_ns: int) -> None:
-        """A client silent for longer than the liveness timeout is dead: release everything it
-        held (its publications linger, its subscriber positions stop holding publishers)."""
-        timeout = self.ctx.client_liveness_timeout_ns
-        for client in list(self.clients.values()):
-            if now_ns - client.last_keepalive_ns > timeout:
-                self.system[SystemCounters.CLIENT_TIMEOUTS].increment()
-                self._close_client(client, now_ns)
-                self._timed_out_clients.add(client.client_id)
-                client.send(p.ClientTimeout(client.client_id))
+    def _release_client(self, client: ClientSession) -> None:
+        """A client ended (closed, or timed out): its subscriptions end, its publications are
+        released (they linger), its heartbeat counter goes."""
+        for link in [s for s in self.resources.subscriptions if s.client_id == client.client_id]:
+            self.resources.end(link)
+        for registration_id in client.publications:
+            self._release_publication(registration_id, self._now_ns)
+        self.stream_counters.free(client.heartbeat)
+        if client.timed_out:
+            self.system[SystemCounters.CLIENT_TIMEOUTS].increment()
+            self._timed_out_clients.add(client.client_id)
+            self.proxy.client_timeout(client)
 
     # -- duty cycle ---------------------------------------------------------------------
 
@@ -454,6 +400,7 @@ class DriverConductor:
         control frames, images' and publications' bookkeeping, the timer. Returns the work done
         (at least 1 while bookkeeping is pending: an agent must not park before it runs)."""
         now_ns = time.monotonic_ns() if now_ns is None else now_ns
+        self._now_ns = now_ns
         data_path = self._data_path
         try:
             work = data_path.do_work(now_ns)
@@ -502,16 +449,10 @@ class DriverConductor:
 
     def _on_timer(self, now_ns: int) -> int:
         """What the conductor checks at most once per TIMER_INTERVAL_NS, apart from the data
-        path: client and receiver liveness, blocked publishers, lingering publications, dead
-        images, its heartbeat."""
-        work = self.udp.on_timer(now_ns)
-        self._check_client_liveness(now_ns)
-        for publication in list(self.publications):
-            publication.publisher_position.set(publication.producer_position)  # pub-pos, sampled
-            publication.check_for_blocked_publisher(now_ns)
-            if publication.on_time_event(now_ns):
-                self._delete_publication(publication)
-                work += 1
+        path: receiver liveness, the resources' lifecycle (client liveness, blocked publishers,
+        lingering publications, dead images), its heartbeat."""
+        self.udp.on_timer(now_ns)
+        work = self.resources.on_time_event(now_ns)
         now_ms = time.time_ns() // 1_000_000
         self.counters.set_heartbeat(now_ms)
         self.error_log.maybe_flush(now_ms)
@@ -521,48 +462,15 @@ class DriverConductor:
         """While the conductor parks, an append to a network publication wakes it to send."""
         self.udp.watch_activity(idle)
 
-    def _delete_publication(self, publication: IpcPublication) -> None:
-        self.publications.remove(publication)
-        for sub in publication.subscribers:
-            link = next(
-                (
-                    s
-                    for s in self.subscriptions
-                    if s.registration_id == sub.subscription_registration_id
-                ),
-                None,
-            )
-            if link is not None and link.client_id in self.clients:
-                self.clients[link.client_id].send(
-                    p.ImageUnavailable(
-                        publication.registration_id,
-                        link.registration_id,
-                        publication.session_id,
-                        publication.stream_id,
-                    )
-                )
-            self.counters.free(sub.counter.id)
-        if isinstance(publication, NetworkPublicationEntry):
-            self.udp.detach_sender(publication)
-        self._free_publication(publication)
-
-    def _free_publication(self, publication: IpcPublication) -> None:
-        """Release what a new publication took: its counters, session id and log."""
-        self.counters.free(publication.publisher_limit.id)
-        self.counters.free(publication.publisher_position.id)
-        self._session_ids.discard(publication.session_id)
-        publication.signals.consumed.remove_callback(self.wake)
-        publication.delete()
-
     def close(self) -> None:
-        for publication in list(self.publications):
-            self._delete_publication(publication)
+        for resource in self.resources:
+            self.resources.end(resource)
         self.udp.close()
         self.error_log.flush()
         self.counters.close()
 
 
-def _check_same_log_params(channel: ChannelUri, publication: IpcPublication) -> None:
+def _check_same_log_params(channel: ChannelUri, publication: DriverPublication) -> None:
     """A publication joining an existing log must not ask for different log parameters."""
     for name, asked, actual in (
         ("term-length", channel.term_length, publication.log.term_length),
@@ -607,9 +515,18 @@ def _check_subscription_channel(channel: ChannelUri) -> None:
         raise ChannelUriError(f"{channel}: a multicast subscription takes no control address")
 
 
-def _position_key(registration_id: int, session_id: int, stream_id: int) -> bytes:
+def _reads(link: SubscriptionLink, publication: DriverPublication) -> bool:
+    """An IPC subscription reads IPC publications' logs; a spy (`aeron-spy:aeron:udp?...`)
+    reads the logs of this driver's network publications to its endpoint."""
+    session_id = link.channel.session_id
     return (
-        registration_id.to_bytes(8, "little", signed=True)
-        + session_id.to_bytes(4, "little", signed=True)
-        + stream_id.to_bytes(4, "little", signed=True)
+        link.reads_logs
+        and publication.media_key == _media_key(link.channel)
+        and publication.stream_id == link.stream_id
+        and (session_id is None or session_id == publication.session_id)
     )
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)

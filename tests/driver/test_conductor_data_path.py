@@ -229,7 +229,7 @@ async def test_a_failing_data_path_is_recorded_and_the_duty_cycle_still_runs(ipc
     conductor.submit(p.ClientKeepalive(ipc.client.client_id), lambda response: None)
     conductor.do_work(now)
     assert errors.get() == before + 1
-    client = conductor.clients[ipc.client.client_id]
+    client = conductor.resources.clients[ipc.client.client_id]
     assert not conductor.commands and client.last_keepalive_ns == now
     assert conductor._next_timer_ns == now + TIMER_INTERVAL_NS
     assert type(conductor._data_path) is _core.DataPath

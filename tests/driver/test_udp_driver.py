@@ -202,9 +202,9 @@ async def test_subscription_reliable_and_nak_delay_shape_the_image(params, relia
         sub = await b.add_subscription(channel + params, 13)
         pub = await a.add_publication(channel, 13)
         await connected(pub, sub)
-        (entry,) = b._owned_driver.conductor.udp.images
-        assert entry.image.reliable is reliable
-        assert entry.image.loss.delay_ns == nak_delay_ns
+        (image,) = b._owned_driver.conductor.resources.images
+        assert image.receiver.reliable is reliable
+        assert image.receiver.loss.delay_ns == nak_delay_ns
 
 
 async def test_spy_reads_the_network_publications_log_without_holding_the_sender_back():

@@ -1,0 +1,76 @@
+"""ClientProxy: the one place that tells clients what the driver did (Aeron's ClientProxy).
+Responses go to the command's reply callback; notifications (images, timeouts) to the client
+they concern, if it is still there."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aeronio.protocol import control as p
+
+Reply = Callable[[p.Response], None]
+
+
+class ClientProxy:
+    def __init__(self, clients: dict):
+        self._clients = clients  # client id -> ClientSession (its `send`)
+
+    @staticmethod
+    def publication_ready(reply: Reply, correlation_id: int, publication, exclusive: bool) -> None:
+        reply(
+            p.PublicationReady(
+                correlation_id,
+                publication.registration_id,
+                publication.session_id,
+                publication.stream_id,
+                publication.log_file,
+                publication.publisher_limit.id,
+                publication.publisher_position.id,
+                exclusive,
+            )
+        )
+
+    @staticmethod
+    def subscription_ready(reply: Reply, correlation_id: int) -> None:
+        reply(p.SubscriptionReady(correlation_id))
+
+    @staticmethod
+    def operation_success(reply: Reply, correlation_id: int) -> None:
+        reply(p.OperationSuccess(correlation_id))
+
+    @staticmethod
+    def error(reply: Reply, correlation_id: int, code: int, message: str) -> None:
+        reply(p.ErrorResponse(correlation_id, code, message))
+
+    def _send(self, client_id: int, message: p.Response) -> None:
+        client = self._clients.get(client_id)
+        if client is not None:
+            client.send(message)
+
+    def image_ready(self, image, subscriber, source: str, join_position: int) -> None:
+        """`subscriber` (a SubscriberPosition) now reads `image` (a publication's log for IPC
+        and spies, a PublicationImage for UDP) from `join_position`."""
+        self._send(
+            subscriber.client_id,
+            p.ImageReady(
+                image.registration_id,
+                subscriber.subscription_id,
+                image.session_id,
+                image.stream_id,
+                image.log_file,
+                subscriber.counter.id,
+                source,
+                join_position,
+            ),
+        )
+
+    def image_unavailable(self, image, subscriber) -> None:
+        self._send(
+            subscriber.client_id,
+            p.ImageUnavailable(
+                image.registration_id, subscriber.subscription_id, image.session_id, image.stream_id
+            ),
+        )
+
+    def client_timeout(self, client) -> None:
+        client.send(p.ClientTimeout(client.client_id))

@@ -1,0 +1,219 @@
+"""What IPC and network publications share in the driver: the log, its publisher limit and
+cleaning, the subscribers that read the log directly, unblocking, and the lifecycle (ACTIVE,
+then DRAINING when the last client lets go, LINGER, DONE: the end of its life)."""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Callable
+
+from aeronio._core import unblock_log
+from aeronio.counters import Counter
+from aeronio.driver.client_proxy import ClientProxy
+from aeronio.driver.resources import SubscriberPosition
+from aeronio.driver.stream_counters import StreamCounters
+from aeronio.logbuffer import descriptor as d
+from aeronio.logbuffer import signals
+from aeronio.logbuffer.log_buffers import LogBuffers
+
+
+class State(enum.Enum):
+    ACTIVE = "active"
+    DRAINING = "draining"
+    LINGER = "linger"
+    DONE = "done"
+
+
+class DriverPublication:
+    """A publication's log in the driver. Subclasses say who its consumers are."""
+
+    KIND = "publications"
+
+    def __init__(
+        self,
+        *,
+        registration_id: int,
+        channel: str,
+        media_key: str,
+        exclusive: bool,
+        log: LogBuffers,
+        log_file: str,
+        counters: list[Counter],
+        term_window_length: int,
+        unblock_timeout_ns: int,
+        linger_ns: int,
+        unblocked_counter: Counter,
+        stream_counters: StreamCounters,
+        proxy: ClientProxy,
+        wake: Callable[[], None],
+    ):
+        self.registration_id = registration_id
+        self.session_id = log.session_id
+        self.stream_id = log.stream_id
+        self.channel = channel
+        self.media_key = media_key  # publications share a log only within one media key
+        self.exclusive = exclusive
+        self.log = log
+        self.log_file = log_file
+        self.publisher_limit, self.publisher_position = counters
+        self.term_window_length = term_window_length
+        self.unblock_timeout_ns = unblock_timeout_ns
+        self.linger_ns = linger_ns
+        self.unblocked_counter = unblocked_counter
+        self._counters = stream_counters
+        self._proxy = proxy
+        self._wake = wake
+        self.ref_count = 1
+        self.state = State.ACTIVE
+        self.subscribers: list[SubscriberPosition] = []
+        self.time_of_state_change_ns = 0
+        self.time_of_last_consumer_change_ns = 0
+        self.limit_consumer_position: int | None = None  # the consumer position of the limit
+        position = log.producer_position
+        self.clean_position = self.last_consumer_position = position
+        self.publisher_limit.set(position)
+        self.publisher_position.set(position)
+        self.signals = signals.acquire(log_file)
+        self.signals.consumed.add_callback(wake)
+
+    @property
+    def producer_position(self) -> int:
+        return self.log.producer_position
+
+    def join_position(self) -> int:
+        return self.producer_position
+
+    # -- subscribers ------------------------------------------------------------------
+
+    def add_subscriber(self, subscriber: SubscriberPosition, source: str) -> None:
+        join = subscriber.counter.get()
+        self.subscribers.append(subscriber)
+        self._subscribers_changed()
+        self.update_publisher_limit()
+        self._proxy.image_ready(self, subscriber, source, join)
+
+    def remove_subscriber(self, subscription_id: int) -> None:
+        for sub in self.subscribers:
+            if sub.subscription_id == subscription_id:
+                self.subscribers.remove(sub)
+                self._counters.free(sub.counter)
+                self._subscribers_changed()
+                return
+
+    def _subscribers_changed(self) -> None:
+        raise NotImplementedError
+
+    def consumer_position(self) -> int | None:
+        raise NotImplementedError
+
+    def unblock_position(self) -> int | None:
+        """Where a frame left unfinished would hold every consumer up."""
+        return self.consumer_position()
+
+    # -- limit and cleaning -----------------------------------------------------------
+
+    def update_publisher_limit(self) -> int:
+        """Clean behind the slowest consumer, then let the publisher run a window past it
+        (nothing to do while an active publication's consumers have not moved)."""
+        consumer = self.consumer_position()
+        if consumer is not None and consumer == self.limit_consumer_position:
+            if self.state is State.ACTIVE:
+                return 0
+        self.limit_consumer_position = consumer
+        producer = self.producer_position
+        self.publisher_position.set(producer)
+        if consumer is None or self.state is not State.ACTIVE:
+            limit = self.publisher_limit.get()
+            if consumer is None and limit > producer:
+                self.publisher_limit.set(producer)
+            return 0
+        work = self._clean_to(self._clean_limit(consumer))
+        proposed = consumer + self.term_window_length
+        if proposed > self.publisher_limit.get():
+            self.publisher_limit.set(proposed)
+            self._wake_publishers()
+            work += 1
+        return work
+
+    def _clean_limit(self, consumer: int) -> int:
+        """How far behind the consumers the log may be zeroed."""
+        return consumer
+
+    def _wake_publishers(self) -> None:
+        if self.signals.limit.waiters:
+            self.signals.limit.ring()
+        self.log.mapped.wake_space_waiters()
+
+    def _clean_to(self, position: int) -> int:
+        work = 0
+        while self.clean_position < position:
+            cleaned = self.log.mapped.clean(self.clean_position, position)
+            self.clean_position += cleaned
+            work += 1
+        return work
+
+    def check_for_blocked_publisher(self, now_ns: int) -> bool:
+        """Unblock a frame left unfinished at the consumers' position past the unblock timeout."""
+        consumer = self.unblock_position()
+        if consumer is None:
+            return False
+        if consumer == self.last_consumer_position and self._possibly_blocked(consumer):
+            if now_ns - self.time_of_last_consumer_change_ns > self.unblock_timeout_ns:
+                if unblock_log(self.log.mapped, consumer):
+                    self.unblocked_counter.increment()
+                    self.time_of_last_consumer_change_ns = now_ns
+                    return True
+        else:
+            self.last_consumer_position = consumer
+            self.time_of_last_consumer_change_ns = now_ns
+        return False
+
+    def _possibly_blocked(self, consumer: int) -> bool:
+        """Data (or a term rotation) is pending beyond where the consumers stopped."""
+        term_count = consumer >> d.position_bits_to_shift(self.log.term_length)
+        return self.log.active_term_count != term_count or self.producer_position > consumer
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def decref(self, now_ns: int) -> None:
+        """A client let go; the last one ends the stream, which then drains its consumers."""
+        self.ref_count -= 1
+        if self.ref_count == 0:
+            self.log.mapped.set_end_of_stream_position(self.producer_position)
+            self.state = State.DRAINING
+            self.time_of_state_change_ns = now_ns
+            self._wake_publishers()
+
+    def on_time_event(self, now_ns: int) -> None:
+        """Sample pub-pos, unblock a stuck frame, advance DRAINING -> LINGER -> DONE."""
+        self.publisher_position.set(self.producer_position)
+        self.check_for_blocked_publisher(now_ns)
+        if self.state is State.DRAINING:
+            consumer = self.consumer_position()
+            drained = consumer is None or consumer >= self.producer_position
+            timed_out = now_ns - self.time_of_state_change_ns > self.unblock_timeout_ns
+            if drained or timed_out:
+                self.state = State.LINGER
+                self.time_of_state_change_ns = now_ns
+        elif self.state is State.LINGER:
+            if now_ns - self.time_of_state_change_ns >= self.linger_ns:
+                self.state = State.DONE
+
+    def has_reached_end_of_life(self) -> bool:
+        return self.state is State.DONE
+
+    def close(self) -> None:
+        """Tell the subscribers their image is gone; free the counters, the log and its file."""
+        for sub in self.subscribers:
+            self._proxy.image_unavailable(self, sub)
+            self._counters.free(sub.counter)
+        self.subscribers.clear()
+        self._counters.free(self.publisher_limit, self.publisher_position)
+        self.signals.consumed.remove_callback(self._wake)
+        self.log.close()
+        signals.release(self.log_file)
+        try:
+            os.unlink(self.log_file)
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,72 @@
+"""The driver's side of a network publication (Aeron's NetworkPublication): its log, its sender
+(the SenderStateMachine and the shared SendChannelEndpoint it sends through) and its spies, the
+subscribers that read its log directly.
+
+Its limit is the slowest of the sender and the spies plus the term window, and one term behind
+stays for retransmits. It is connected while a receiver answers (spies connect it only with
+spies-simulate-connection).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aeronio.counters import Counter
+from aeronio.driver.channel_endpoints import SendChannelEndpoint
+from aeronio.driver.driver_publication import DriverPublication
+from aeronio.driver.resources import slowest
+from aeronio.driver.sender_state import SenderStateMachine
+
+
+class NetworkPublication(DriverPublication):
+    def __init__(
+        self,
+        *,
+        sender: SenderStateMachine,
+        sender_counters: list[Counter],
+        endpoint: SendChannelEndpoint,
+        release_endpoint: Callable[[SendChannelEndpoint], None],
+        spies_simulate_connection: bool,
+        **publication,
+    ):
+        super().__init__(**publication)
+        self.sender = sender
+        self.sender_counters = sender_counters
+        self.endpoint = endpoint
+        self._release_endpoint = release_endpoint
+        self.spies_simulate_connection = spies_simulate_connection
+        endpoint.publications[(self.session_id, self.stream_id)] = sender
+        self.signals.data.add_callback(self._wake)
+
+    def consumer_position(self) -> int | None:
+        spies = slowest(self.subscribers)
+        if self.sender.is_connected:
+            position = self.sender.sender_position.get()
+            return position if spies is None else min(position, spies)
+        return spies if self.sender.spies_connected else None
+
+    def update_publisher_limit(self) -> int:
+        if self.sender.spies_connected and not self.sender.is_connected:
+            self.sender.skip_to(max(spy.counter.get() for spy in self.subscribers))
+        return super().update_publisher_limit()
+
+    def unblock_position(self) -> int | None:
+        """The sender's position: a spy that stopped reading must not stop unblocking."""
+        connected = self.sender.is_connected or self.sender.spies_connected
+        return self.sender.sender_position.get() if connected else None
+
+    def _subscribers_changed(self) -> None:
+        """The sender's status messages say whether it is connected; its spies only with
+        spies-simulate-connection."""
+        self.sender.spies_connected = self.spies_simulate_connection and bool(self.subscribers)
+        self.sender.refresh_connected()
+
+    def _clean_limit(self, consumer: int) -> int:
+        return consumer - self.log.term_length  # a term behind the sender, for retransmits
+
+    def close(self) -> None:
+        self.signals.data.remove_callback(self._wake)
+        self.endpoint.publications.pop((self.session_id, self.stream_id), None)
+        self._counters.free(*self.sender_counters)
+        self._release_endpoint(self.endpoint)
+        super().close()

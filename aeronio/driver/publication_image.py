@@ -1,0 +1,103 @@
+"""The driver's side of a network image (Aeron's PublicationImage): the log a session is rebuilt
+into, its receiver (the ReceiverStateMachine and the ReceiveChannelEndpoint it came in on), its
+rcv-hwm and rcv-pos counters and the subscribers that read it. It ends when its stream ends or
+goes silent (then its session is ignored for a while), or with its endpoint (the registry ends
+it then)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from aeronio.counters import Counter
+from aeronio.driver.channel_endpoints import ReceiveChannelEndpoint
+from aeronio.driver.client_proxy import ClientProxy
+from aeronio.driver.receiver_state import ReceiverStateMachine
+from aeronio.driver.resources import SubscriberPosition, slowest
+from aeronio.driver.stream_counters import StreamCounters
+from aeronio.logbuffer import signals
+
+# How long the session of an image that ended is ignored: longer than a publication's default
+# linger, during which it still sends heartbeats and answers with SETUPs.
+IMAGE_COOL_DOWN_NS = 10_000_000_000
+
+
+class PublicationImage:
+    KIND = "images"
+
+    def __init__(
+        self,
+        *,
+        registration_id: int,
+        receiver: ReceiverStateMachine,
+        endpoint: ReceiveChannelEndpoint,
+        source: tuple[str, int],
+        log_file: str,
+        counters: list[Counter],
+        stream_counters: StreamCounters,
+        proxy: ClientProxy,
+        wake: Callable[[], None],
+    ):
+        self.registration_id = registration_id
+        self.receiver = receiver
+        self.session_id = receiver.session_id
+        self.stream_id = receiver.stream_id
+        self.endpoint = endpoint
+        self.source = source
+        self.log_file = log_file
+        self.counters = counters
+        self.subscribers: list[SubscriberPosition] = []
+        self._stream_counters = stream_counters
+        self._proxy = proxy
+        self._wake = wake
+        self._ended = False
+        self.signals = signals.acquire(log_file)
+        self.signals.consumed.add_callback(wake)
+        receiver.rebuilder.data_doorbell = self.signals.data
+
+    def consumption(self) -> int | None:
+        return slowest(self.subscribers)
+
+    def add_subscriber(self, subscriber: SubscriberPosition) -> None:
+        self.subscribers.append(subscriber)
+        source = f"{self.source[0]}:{self.source[1]}"
+        self._proxy.image_ready(self, subscriber, source, subscriber.counter.get())
+
+    def remove_subscriber(self, subscription_id: int) -> None:
+        for sub in list(self.subscribers):
+            if sub.subscription_id == subscription_id:
+                self.subscribers.remove(sub)
+                self._stream_counters.free(sub.counter)
+
+    def wake_subscribers(self) -> None:
+        """The receiver position moved: wake the image's parked subscribers, here and in other
+        processes (the router wakes them for the frames it inserts; this is for the rest, such
+        as a gap filled with PAD)."""
+        if self.signals.data.waiters:
+            self.signals.data.ring()
+        self.receiver.log.mapped.wake_data_waiters()
+
+    def on_time_event(self, now_ns: int) -> None:
+        if not self._ended and not self.receiver.is_alive(now_ns):
+            self.endpoint.dispatcher.cool_down(
+                self.session_id, self.stream_id, now_ns + IMAGE_COOL_DOWN_NS
+            )
+            self._ended = True
+
+    def has_reached_end_of_life(self) -> bool:
+        return self._ended
+
+    def close(self) -> None:
+        self.endpoint.dispatcher.remove_image(self.session_id, self.stream_id)
+        for sub in self.subscribers:
+            self._proxy.image_unavailable(self, sub)
+            self._stream_counters.free(sub.counter)
+        self.subscribers.clear()
+        self._stream_counters.free(*self.counters)
+        self.signals.consumed.remove_callback(self._wake)
+        signals.release(self.log_file)
+        self.receiver.log.close()
+        try:
+            os.unlink(self.log_file)
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,129 @@
+"""Every per-stream and per-client counter the driver allocates, with its label format (Aeron's
+StreamCounter kinds: PublisherLimit, PublisherPos, SubscriberPos, SenderPos, ...). `aeronio stat`
+and the tests read these labels and type ids: they are part of the counters file's format."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import NamedTuple
+
+from aeronio.counters import (
+    CLIENT_HEARTBEAT_TYPE_ID,
+    FLOW_CONTROL_RECEIVERS_TYPE_ID,
+    MDC_DESTINATIONS_TYPE_ID,
+    PUBLISHER_LIMIT_TYPE_ID,
+    PUBLISHER_POS_TYPE_ID,
+    RECEIVER_HWM_TYPE_ID,
+    RECEIVER_POS_TYPE_ID,
+    SENDER_BPE_TYPE_ID,
+    SENDER_LIMIT_TYPE_ID,
+    SENDER_POSITION_TYPE_ID,
+    SUBSCRIBER_POSITION_TYPE_ID,
+    Counter,
+    CountersManager,
+)
+
+
+class _Spec(NamedTuple):
+    label: str
+    type_id: int
+    key: bytes = b""
+    registration_id: int = 0
+    owner_id: int = 0
+
+
+def position_key(registration_id: int, session_id: int, stream_id: int) -> bytes:
+    """The key of a publication's position counters (registration id, session id, stream id)."""
+    return (
+        registration_id.to_bytes(8, "little", signed=True)
+        + session_id.to_bytes(4, "little", signed=True)
+        + stream_id.to_bytes(4, "little", signed=True)
+    )
+
+
+class StreamCounters:
+    """Allocates the driver's per-stream and per-client counters (each call all or none)."""
+
+    def __init__(self, manager: CountersManager):
+        self.manager = manager
+
+    def _allocate(self, *specs: _Spec) -> list[Counter]:
+        with contextlib.ExitStack() as undo:
+            counters = []
+            for spec in specs:
+                counter = self.manager.counter(self.manager.allocate(*spec))
+                undo.callback(self.manager.free, counter.id)
+                counters.append(counter)
+            undo.pop_all()
+        return counters
+
+    def free(self, *counters: Counter) -> None:
+        for counter in counters:
+            self.manager.free(counter.id)
+
+    def client_heartbeat(self, client_id: int) -> Counter:
+        label = f"client-heartbeat: {client_id}"
+        return self._allocate(_Spec(label, CLIENT_HEARTBEAT_TYPE_ID, b"", client_id, client_id))[0]
+
+    def publication(
+        self, registration_id: int, session_id: int, stream_id: int, channel: str, owner_id: int
+    ) -> list[Counter]:
+        """pub-lmt and pub-pos (sampled) of a new publication."""
+        label = f"{registration_id} {session_id} {stream_id} {channel}"
+        key = position_key(registration_id, session_id, stream_id)
+        return self._allocate(
+            _Spec(f"pub-lmt: {label}", PUBLISHER_LIMIT_TYPE_ID, key, registration_id, owner_id),
+            _Spec(
+                f"pub-pos (sampled): {label}", PUBLISHER_POS_TYPE_ID, key, registration_id, owner_id
+            ),
+        )
+
+    def subscriber_position(
+        self,
+        subscription_id: int,
+        session_id: int,
+        stream_id: int,
+        channel: object,
+        join_position: int,
+        owner_id: int,
+        key: bytes = b"",
+    ) -> Counter:
+        """sub-pos of a subscription on an image or a publication's log, set to its join."""
+        label = f"sub-pos: {subscription_id} {session_id} {stream_id} {channel} @{join_position}"
+        spec = _Spec(label, SUBSCRIBER_POSITION_TYPE_ID, key, subscription_id, owner_id)
+        counter = self._allocate(spec)[0]
+        counter.set(join_position)
+        return counter
+
+    def sender(
+        self, registration_id: int, session_id: int, stream_id: int, channel: str, fc: bool
+    ) -> list[Counter]:
+        """snd-pos, snd-lmt, snd-bpe and, with `fc` (one-to-many), fc-receivers of a sender."""
+        label = f"{registration_id} {session_id} {stream_id} {channel}"
+        kinds = [
+            ("snd-pos", SENDER_POSITION_TYPE_ID),
+            ("snd-lmt", SENDER_LIMIT_TYPE_ID),
+            ("snd-bpe", SENDER_BPE_TYPE_ID),
+        ] + [("fc-receivers", FLOW_CONTROL_RECEIVERS_TYPE_ID)] * fc
+        return self._allocate(
+            *(
+                _Spec(f"{name}: {label}", kind, registration_id=registration_id)
+                for name, kind in kinds
+            )
+        )
+
+    def image(
+        self, registration_id: int, session_id: int, stream_id: int, endpoint: str
+    ) -> list[Counter]:
+        """rcv-hwm and rcv-pos of an image."""
+        label = f"{registration_id} {session_id} {stream_id} udp {endpoint}"
+        return self._allocate(
+            _Spec(f"rcv-hwm: {label}", RECEIVER_HWM_TYPE_ID, registration_id=registration_id),
+            _Spec(f"rcv-pos: {label}", RECEIVER_POS_TYPE_ID, registration_id=registration_id),
+        )
+
+    def mdc_destinations(self, registration_id: int, channel: object) -> Counter:
+        label = f"mdc-num-dests: {registration_id} {channel}"
+        return self._allocate(
+            _Spec(label, MDC_DESTINATIONS_TYPE_ID, registration_id=registration_id)
+        )[0]
