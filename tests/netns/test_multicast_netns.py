@@ -43,7 +43,8 @@ RECEIVER_WINDOW = 128 * 1024  # min(128 KiB, term length / 2): Aeron's default r
 WORKER = module_argv("tests.support.multicast_worker")
 TERM_WINDOW = TERM_LENGTH // 2  # how far the publication may run ahead of the sender
 RECEIVER_TIMEOUT_S = 2.0  # min flow control's: a receiver silent this long stops counting
-SLOW_MESSAGES = 100_000  # for the min flow control test: enough to outlast its pauses
+SLOW_MESSAGES = 400_000  # for the min flow control test: enough to outlast its pauses (100,000
+# went by in the half second between a resume and the next pause here)
 MAX_FRAME = 256  # a message of at most 200 bytes with its 32-byte header, 32-byte aligned
 
 
