@@ -18,7 +18,7 @@ cdef enum:
 
 
 cdef class DataPath:
-    """One `do_work(now_ns)`: new data of the publications whose senders are `fast` sent from
+    """One `do_work(now_ns)`: new data of the publications whose senders allow it sent from
     their logs (PublicationSender); a poll(2) over the sockets; the data sockets with input
     drained (recvmmsg) and their data packets rebuilt into images (ImageRouter). Python is needed
     only for what is left: `conductor_due` says when.
@@ -124,7 +124,7 @@ cdef class DataPath:
         cdef DatagramReceiver receiver
         cdef PublicationSender sender
         for sender, channel in self._senders:
-            if sender.fast:
+            if sender.new_data_allowed:
                 work += sender.send(channel, now_ns)
         if self._nfds > 0 and c_poll(self._fds, self._nfds, 0) < 0:
             for i in range(self._nfds):

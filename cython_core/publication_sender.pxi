@@ -1,7 +1,9 @@
 # The sender's per-datagram work (Aeron's NetworkPublication.sendData): whole frames from the
 # sender position up to the sender limit, at most an MTU per datagram, never across a term end, a
-# PAD as its header only. The Python SenderStateMachine collects them as views (the sans-IO
-# path); the driver's DataPath sends them straight from the log while nothing else is due.
+# PAD as its header only. This is the one sender of new data: the driver's DataPath sends the
+# datagrams straight from the log (`send`); without sockets (the tests' in-memory networks),
+# `collect` hands out the same datagrams as views. The SenderStateMachine, in Python, says when new
+# data may go (`allow_new_data`) and sends the rest (SETUPs, retransmits, heartbeats).
 
 cdef enum:
     MAX_DATAGRAMS_PER_SEND = 64
@@ -12,9 +14,10 @@ cdef class PublicationSender:
     snd-pos over those sent; blocked at snd-lmt with more appended, it counts a flow control
     limit (snd-bpe and the system-wide counter).
 
-    `fast`: the publication's state lets the DataPath send new data without asking Python (no
-    SETUP due, no retransmit scheduled). `time_of_last_data_ns`: when data was last sent (the
-    heartbeat follows 100 ms without)."""
+    Each piece of state has one writer. `new_data_allowed` is the state machine's (through
+    `allow_new_data`: no SETUP is due and no retransmit is scheduled, which go first);
+    `time_of_last_data_ns`, when new data was last sent (a heartbeat follows 100 ms without), is
+    this sender's."""
 
     cdef readonly MappedLog log
     cdef list _terms
@@ -25,8 +28,8 @@ cdef class PublicationSender:
     cdef char* limits_reached
     cdef char* bytes_sent
     cdef int32_t mtu
-    cdef public bint fast
-    cdef public int64_t time_of_last_data_ns
+    cdef readonly bint new_data_allowed
+    cdef readonly int64_t time_of_last_data_ns
 
     def __cinit__(self, MappedLog log, list terms, object sender_position, object sender_limit,
                   object sender_bpe, object flow_control_limits, object bytes_sent, int32_t mtu,
@@ -44,8 +47,12 @@ cdef class PublicationSender:
         self.limits_reached = counter_address(flow_control_limits)
         self.bytes_sent = counter_address(bytes_sent)
         self.mtu = mtu
-        self.fast = False
+        self.new_data_allowed = False
         self.time_of_last_data_ns = time_of_last_data_ns
+
+    def allow_new_data(self, bint allowed) -> None:
+        """Whether new data may be sent now (the SenderStateMachine decides)."""
+        self.new_data_allowed = allowed
 
     cdef int scan(self, char** buffers, Py_ssize_t* lengths, int64_t* ends) noexcept nogil:
         """Up to MAX_DATAGRAMS_PER_SEND datagrams from snd-pos; ends[i]: the position after
@@ -73,21 +80,26 @@ cdef class PublicationSender:
             aio_fetch_add_i64(self.limits_reached, 1)
         return count
 
-    def collect(self, list out) -> int:
-        """Append the datagrams to send from snd-pos (views of the log, valid until the term is
-        cleaned) to `out` and move snd-pos past them; returns how many."""
+    def collect(self, list out, int64_t now_ns) -> int:
+        """`send` without sockets: append the datagrams to send from snd-pos (views of the log,
+        valid until the term is cleaned) to `out` and move snd-pos past them; returns how many.
+        Only while new data is allowed (none otherwise)."""
         cdef char* buffers[MAX_DATAGRAMS_PER_SEND]
         cdef Py_ssize_t lengths[MAX_DATAGRAMS_PER_SEND]
         cdef int64_t ends[MAX_DATAGRAMS_PER_SEND]
         cdef Py_ssize_t offset
-        cdef int i, count = self.scan(buffers, lengths, ends)
+        cdef int64_t total = 0
+        cdef int i, count = self.scan(buffers, lengths, ends) if self.new_data_allowed else 0
         if count:
             aio_store_i64(self.position, ends[count - 1])
+            self.time_of_last_data_ns = now_ns
         for i in range(count):
+            total += lengths[i]
             offset = buffers[i] - self.log.term(0)
             term = self._terms[offset // self.log.term_length]
             offset %= self.log.term_length
             out.append(term[offset:offset + lengths[i]])
+        aio_fetch_add_i64(self.bytes_sent, total)
         return count
 
     cdef int send(self, DatagramSender sender, int64_t now_ns) noexcept nogil:

@@ -8,7 +8,7 @@ asks `on_setup` for a new image; DATA for a subscribed stream with no image yet 
 setup-eliciting status message back (at most one per session every 100 ms), unless the session's
 image just ended (a cool-down). Anything malformed
 is counted as an invalid packet and dropped — nothing a datagram holds can raise out of
-`on_datagram` or `on_slow_datagrams`.
+`on_slow_datagrams`.
 """
 
 from __future__ import annotations
@@ -95,10 +95,6 @@ class DataDispatcher:
     def on_slow_datagrams(self, datagrams: list[tuple[memoryview, Source]], now_ns: int) -> None:
         """What the router left of a receive: (datagram, source) pairs."""
         for datagram, source in datagrams:
-            self._on_other(datagram, source, now_ns)
-
-    def on_datagram(self, datagram, source: Source, now_ns: int) -> None:
-        if not self.router.route(datagram, now_ns):
             self._on_other(datagram, source, now_ns)
 
     def _on_other(self, datagram, source: Source, now_ns: int) -> None:

@@ -103,14 +103,7 @@ class ReceiverStateMachine:
     def time_of_last_packet_ns(self) -> int:
         return self.rebuilder.time_of_last_packet_ns
 
-    # -- frames in --------------------------------------------------------------------
-
-    def insert(self, packet, now_ns: int) -> bool:
-        """Put a data packet (DATA frames as on the wire, or a PAD's header) at the term offset
-        of its first frame (the receiver does this in C for each datagram: ImageRouter); True if
-        it was new (not a duplicate, within the window, well-formed and within the term)."""
-        self._set_limit(self._consumption())
-        return self.rebuilder.insert(packet, now_ns)
+    # -- frames in (data packets go to the C rebuilder: ImageRouter) --------------------
 
     def on_nak_heard(self, term_id: int, term_offset: int, length: int, now_ns: int) -> None:
         """Another receiver of this multicast stream NAKed a range: suppress the same NAK.

@@ -2,13 +2,13 @@
 (Aeron's NetworkPublication sender logic).
 
 Fed the clock and the control frames that arrive (status messages, NAKs, RTT measurements), it
-says which datagrams to send: SETUP until a receiver answers (and whenever one asks), the log's
-frames from the sender position up to min(sender limit, MTU, term end) — several frames per
-datagram, a PAD as its header only — retransmits of NAKed ranges within the term behind the
-sender position, and a heartbeat (EOS-flagged once the publication ended and everything was
-sent) after 100 ms without data. Datagrams are views into the log, valid until the next call.
-In the driver (`data_path=True`) the DataPath sends the new data itself, straight from the log
-(the C PublicationSender cuts the frames for both), whenever no SETUP or retransmit must go first.
+keeps the sender limit and says which datagrams to send besides new data: SETUP until a receiver
+answers (and whenever one asks), retransmits of NAKed ranges within the term behind the sender
+position, and a heartbeat (EOS-flagged once the publication ended and everything was sent) after
+100 ms without data. New data (the log's frames from the sender position up to min(sender limit,
+MTU, term end), several frames per datagram, a PAD as its header only) is sent by the C
+PublicationSender alone (`data_sender`: in the driver, by its DataPath), whenever this machine
+allows it: while no SETUP is due and no retransmit is scheduled, which go first.
 """
 
 from __future__ import annotations
@@ -56,12 +56,8 @@ class SenderStateMachine:
         flow_control: FlowControl | None = None,
         retransmit: RetransmitHandler | None = None,
         receivers: Position | None = None,
-        data_path: bool = False,
     ):
-        """`data_path`: the driver's DataPath sends new data (from the log, in C) whenever
-        neither a SETUP nor a retransmit is due; `send` then returns only those and heartbeats."""
         self.log = log
-        self._mapped = log.mapped
         self.term_length = log.term_length
         self.initial_term_id = log.initial_term_id
         self.session_id = log.session_id
@@ -76,14 +72,12 @@ class SenderStateMachine:
         self.receivers = receivers  # fc-receivers: how many receivers flow control tracks
         self.retransmit = retransmit or RetransmitHandler()
         self._terms = [memoryview(log.term(index)) for index in range(d.PARTITION_COUNT)]
-        self._shift = d.position_bits_to_shift(self.term_length)
         start = log.producer_position
         sender_position.set(start)
         sender_limit.set(start)
         self._setup_due = True
         self._setup_elicited = False  # a receiver asked for a SETUP not sent yet
         self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
-        self._data_path = data_path
         self.data_sender = PublicationSender(
             log.mapped,
             self._terms,
@@ -95,6 +89,7 @@ class SenderStateMachine:
             self.mtu,
             now_ns - HEARTBEAT_TIMEOUT_NS,
         )
+        self._time_of_last_heartbeat_ns = now_ns - HEARTBEAT_TIMEOUT_NS
         self._time_of_last_sm_ns: int | None = None
         self._connected = False
         self._log_connected = False
@@ -109,7 +104,7 @@ class SenderStateMachine:
                 return  # the stream ended and was sent: no new receiver to set up (as Aeron)
             self._setup_due = self._setup_elicited = True
             self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
-            self._refresh_fast()
+            self._allow_new_data()
             return
         self._time_of_last_sm_ns = now_ns
         if not self._setup_elicited:  # a receiver that asked for a SETUP still gets it
@@ -119,7 +114,7 @@ class SenderStateMachine:
         )
         self.sender_limit.set(limit)
         self._update_receivers()
-        self._refresh_fast()
+        self._allow_new_data()
 
     def on_nak(self, nak: NakFrame, now_ns: int) -> None:
         self.system[SystemCounters.NAK_MESSAGES_RECEIVED].increment()
@@ -133,7 +128,7 @@ class SenderStateMachine:
             and nak.term_offset + nak.length <= self.term_length
         ):
             self.retransmit.on_nak(nak.term_id, nak.term_offset, nak.length, now_ns)
-            self._refresh_fast()
+            self._allow_new_data()
 
     def on_rttm(self, rttm: RttmFrame, now_ns: int) -> bytes | None:
         """The reply to an RTT measurement request (None for anything else)."""
@@ -187,26 +182,18 @@ class SenderStateMachine:
 
     # -- datagrams out ----------------------------------------------------------------
 
-    def _refresh_fast(self) -> None:
-        """Whether the DataPath may send new data without this object: no SETUP or retransmit
-        must go first."""
-        self.data_sender.fast = (
-            self._data_path and not self._setup_due and not self.retransmit.scheduled
-        )
+    def _allow_new_data(self) -> None:
+        """New data may go while no SETUP is due and no retransmit is scheduled."""
+        self.data_sender.allow_new_data(not self._setup_due and not self.retransmit.scheduled)
 
     def send(self, now_ns: int) -> list:
-        """The datagrams to send now, in order (without the new data the DataPath sends)."""
+        """The datagrams to send now besides new data, in order: a due SETUP, due retransmits, a
+        heartbeat after HEARTBEAT_TIMEOUT_NS without data."""
         out: list = []
-        data = self.data_sender
-        if (
-            not self._setup_due
-            and not self.retransmit.pending
-            and now_ns - data.time_of_last_data_ns < HEARTBEAT_TIMEOUT_NS
-            and (
-                data.fast or self._mapped.producer_position_volatile() == self.sender_position.get()
-            )
-        ):
-            return out  # idle: nothing appended, nothing due
+        quiet_since = max(self.data_sender.time_of_last_data_ns, self._time_of_last_heartbeat_ns)
+        heartbeat_due = now_ns - quiet_since >= HEARTBEAT_TIMEOUT_NS
+        if not (self._setup_due or self.retransmit.pending or heartbeat_due):
+            return out  # idle: nothing due
         if self._setup_due and now_ns - self._time_of_last_setup_ns >= SETUP_TIMEOUT_NS:
             out.append(self._setup())
             self._time_of_last_setup_ns = now_ns
@@ -214,15 +201,13 @@ class SenderStateMachine:
         if self.retransmit.pending:
             for term_id, term_offset, length in self.retransmit.due(now_ns):
                 self._resend(term_id, term_offset, length, out)
-        if not data.fast and data.collect(out):
-            data.time_of_last_data_ns = now_ns
-        elif now_ns - data.time_of_last_data_ns >= HEARTBEAT_TIMEOUT_NS:
+        if heartbeat_due:
             out.append(self._heartbeat())
             self.system[SystemCounters.HEARTBEATS_SENT].increment()
-            data.time_of_last_data_ns = now_ns
+            self._time_of_last_heartbeat_ns = now_ns
         if out:
             self.system[SystemCounters.BYTES_SENT].increment(sum(map(len, out)))
-        self._refresh_fast()
+        self._allow_new_data()
         return out
 
     def _resend(self, term_id: int, term_offset: int, length: int, out: list) -> None:

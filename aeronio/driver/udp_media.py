@@ -103,7 +103,6 @@ class UdpMedia:
             ttl=uri.ttl or 0,
             flow_control=flow_control_for(uri.fc, one_to_many),
             receivers=counters[3] if one_to_many else None,
-            data_path=True,
         )
         return NetworkPublication(
             sender=sender,
@@ -329,7 +328,7 @@ class UdpMedia:
 
     def do_work(self, now_ns: int, data_path: DataPath) -> tuple[int, int]:
         """What the DataPath leaves to Python, each conductor duty cycle: control frames in,
-        SETUPs, retransmits, heartbeats (and data while a sender is not `fast`) out, what the
+        SETUPs, retransmits and heartbeats out (new data is the DataPath's), what the
         router left of the data received, the images' bookkeeping (receiver positions, NAKs,
         status messages, cleaning). Returns (work, datagrams sent)."""
         work = sent = 0

@@ -1,5 +1,5 @@
-"""The Python side of the DataPath: when a network publication lets the DataPath send its new
-data (`fast`), sans-IO; and the conductor around its DataPath in an embedded driver (a failing
+"""The Python side of the DataPath: when a network publication allows the C sender its new
+data, sans-IO; and the conductor around its DataPath in an embedded driver (a failing
 DataPath, bookkeeping pending, a DataPath rebuilt with `previous`)."""
 
 import errno
@@ -27,7 +27,7 @@ SESSION, STREAM = 77, 10  # the Publisher's
 FRAME = 160  # a 100-byte message's aligned frame
 
 
-# -- SenderStateMachine.data_sender.fast, sans-IO -------------------------------------------
+# -- when the SenderStateMachine allows the C sender new data, sans-IO ------------------------
 
 
 def frames(datagrams) -> list[tuple[str, int]]:
@@ -58,18 +58,16 @@ def status():
     )
 
 
-def answered(tmp_path, data_path: bool = True) -> Publisher:
-    """A publication that sent its SETUP (and a heartbeat) at 0, not fast while it was due, and
-    got a receiver's status message at 1 ms."""
+def answered(tmp_path) -> Publisher:
+    """A publication that sent its SETUP (and a heartbeat) at 0, no new data allowed while it
+    was due, and got a receiver's status message at 1 ms."""
     system = {counter: Slot() for counter in SystemCounters}
-    pub = Publisher(
-        tmp_path / "pub.log", TERM_LENGTH, MTU, INITIAL_TERM_ID, system, data_path=data_path
-    )
+    pub = Publisher(tmp_path / "pub.log", TERM_LENGTH, MTU, INITIAL_TERM_ID, system)
     pub.pub_limit.set(TERM_LENGTH)
     sender = pub.sender
-    assert not sender.data_sender.fast
+    assert not sender.data_sender.new_data_allowed
     assert frames(sender.send(0)) == [("SETUP", 0), ("HB", 0)]
-    assert not sender.data_sender.fast
+    assert not sender.data_sender.new_data_allowed
     sender.on_status_message(status(), MS)
     return pub
 
@@ -83,65 +81,72 @@ def append(pub: Publisher, count: int) -> int:
     return pub.log.producer_position
 
 
-@pytest.mark.parametrize("data_path", [True, False], ids=["driver", "sans-io"])
-def test_fast_once_a_receiver_answered_and_only_in_the_driver(tmp_path, data_path):
-    """After the first status message (no SETUP due), the driver's publication is fast: send()
-    leaves the new data to the DataPath. Without a DataPath it never is: send() gives the data
-    and moves snd-pos past it, as before."""
-    pub = answered(tmp_path, data_path)
-    assert pub.sender.data_sender.fast is data_path
+def test_new_data_goes_by_the_c_sender_alone_once_a_receiver_answered(tmp_path):
+    """After the first status message (no SETUP due) new data is allowed: send() never gives it,
+    the C sender does (what the DataPath sends; `collect` here), moving snd-pos and counting the
+    bytes; while it is not allowed, the C sender gives nothing either."""
+    pub = answered(tmp_path)
+    sender, data = pub.sender, pub.sender.data_sender
+    bytes_sent = sender.system[SystemCounters.BYTES_SENT]
+    before = bytes_sent.get()
+    assert data.new_data_allowed
     end = append(pub, 3)
-    sent = frames(pub.sender.send(2 * MS))
-    assert sent == ([] if data_path else [("DATA", k * FRAME) for k in range(3)])
-    assert pub.sender.sender_position.get() == (0 if data_path else end)
+    assert frames(sender.send(2 * MS)) == []
+    assert sender.sender_position.get() == 0
+    out: list = []
+    assert data.collect(out, 2 * MS) == 1 and frames(out) == [("DATA", k * FRAME) for k in range(3)]
+    assert sender.sender_position.get() == end and data.time_of_last_data_ns == 2 * MS
+    assert bytes_sent.get() - before == 3 * FRAME
+    sender.on_status_message(setup_eliciting_status_message(), 3 * MS)
+    append(pub, 1)
+    assert data.collect(out, 3 * MS) == 0 and sender.sender_position.get() == end
 
 
-def test_while_fast_send_gives_no_data_but_heartbeats_after_the_timeout(tmp_path):
-    """Fast, with data appended, send() gives nothing until HEARTBEAT_TIMEOUT_NS after the last
-    data or heartbeat, then a heartbeat at snd-pos (counted); what the DataPath sends (it sets
-    snd-pos and time_of_last_data_ns) puts the next one off and moves it."""
+def test_heartbeats_after_the_timeout_without_data(tmp_path):
+    """With data appended and allowed, send() gives nothing until HEARTBEAT_TIMEOUT_NS after the
+    last data or heartbeat, then a heartbeat at snd-pos (counted); what the C sender sends (it
+    alone records when) puts the next one off and moves it."""
     pub = answered(tmp_path)
     sender, data = pub.sender, pub.sender.data_sender
     heartbeats = sender.system[SystemCounters.HEARTBEATS_SENT]
     end = append(pub, 3)
     assert sender.send(HEARTBEAT_TIMEOUT_NS - 1) == [] and heartbeats.get() == 1
     assert frames(sender.send(HEARTBEAT_TIMEOUT_NS)) == [("HB", 0)] and heartbeats.get() == 2
-    assert data.collect([]) == 1 and sender.sender_position.get() == end  # the DataPath's send
-    data.time_of_last_data_ns = 150 * MS
+    assert data.collect([], 150 * MS) == 1 and sender.sender_position.get() == end
     assert sender.send(150 * MS + HEARTBEAT_TIMEOUT_NS - 1) == []
     assert frames(sender.send(150 * MS + HEARTBEAT_TIMEOUT_NS)) == [("HB", end)]
-    assert data.fast and heartbeats.get() == 3
+    assert data.new_data_allowed and heartbeats.get() == 3
 
 
-def test_a_setup_asked_for_stops_fast_until_sent_and_answered(tmp_path):
-    """A setup-eliciting status message: not fast (the SETUP goes first), nor after an ordinary
-    one that comes before the SETUP went; send() gives the SETUP, then (not fast) the new data
-    itself; still not fast until the next ordinary status message, and no SETUP after it."""
+def test_a_setup_asked_for_holds_new_data_until_sent_and_answered(tmp_path):
+    """A setup-eliciting status message holds new data back (the SETUP goes first), also after
+    an ordinary one that comes before the SETUP went; send() gives the SETUP, still holding new
+    data until the next ordinary status message, and no SETUP after it."""
     pub = answered(tmp_path)
     sender, data = pub.sender, pub.sender.data_sender
-    assert data.fast
+    assert data.new_data_allowed
     sender.on_status_message(setup_eliciting_status_message(), 2 * MS)
-    assert not data.fast
+    assert not data.new_data_allowed
     sender.on_status_message(status(), 3 * MS)
-    assert not data.fast
+    assert not data.new_data_allowed
     end = append(pub, 3)
-    sent = frames(sender.send(4 * MS))
-    assert sent == [("SETUP", 0)] + [("DATA", k * FRAME) for k in range(3)]
-    assert sender.sender_position.get() == end and not data.fast
+    assert frames(sender.send(4 * MS)) == [("SETUP", 0)]
+    assert sender.sender_position.get() == 0 and not data.new_data_allowed
     sender.on_status_message(status(), 5 * MS)
-    assert data.fast
-    assert frames(sender.send(4 * MS + SETUP_TIMEOUT_NS)) == [("HB", end)]
+    assert data.new_data_allowed
+    out: list = []
+    assert data.collect(out, 5 * MS) == 1 and sender.sender_position.get() == end
+    assert frames(sender.send(4 * MS + SETUP_TIMEOUT_NS)) == []
 
 
-def test_a_nak_stops_fast_until_its_range_is_resent(tmp_path):
-    """A NAK of a range behind snd-pos schedules a retransmit: not fast until send() resent the
-    range's frames (counted); lingering, it holds nothing back: fast again. A NAK of what was
-    not sent, or of the range lingering, changes nothing (only counted)."""
+def test_a_nak_holds_new_data_until_its_range_is_resent(tmp_path):
+    """A NAK of a range behind snd-pos schedules a retransmit: new data is held until send()
+    resent the range's frames (counted); lingering, it holds nothing back. A NAK of what was not
+    sent, or of the range lingering, changes nothing (only counted)."""
     pub = answered(tmp_path)
     sender, data, system = pub.sender, pub.sender.data_sender, pub.sender.system
     end = append(pub, 3)
-    assert data.collect([]) == 1  # the DataPath's send
-    data.time_of_last_data_ns = 2 * MS
+    assert data.collect([], 2 * MS) == 1  # the DataPath's send
 
     def nak(term_offset: int, length: int) -> None:
         frame = nak_frame(
@@ -154,13 +159,14 @@ def test_a_nak_stops_fast_until_its_range_is_resent(tmp_path):
         sender.on_nak(frame, 3 * MS)
 
     nak(end, FRAME)
-    assert data.fast and not sender.retransmit.pending
+    assert data.new_data_allowed and not sender.retransmit.pending
     nak(FRAME, 2 * FRAME)
-    assert not data.fast and sender.retransmit.scheduled
+    assert not data.new_data_allowed and sender.retransmit.scheduled
     assert frames(sender.send(4 * MS)) == [("DATA", FRAME), ("DATA", 2 * FRAME)]
-    assert data.fast and sender.retransmit.pending and not sender.retransmit.scheduled
+    assert data.new_data_allowed and sender.retransmit.pending
+    assert not sender.retransmit.scheduled
     nak(FRAME, 2 * FRAME)
-    assert data.fast and sender.sender_position.get() == end
+    assert data.new_data_allowed and sender.sender_position.get() == end
     assert system[SystemCounters.RETRANSMITS_SENT].get() == 1
     assert system[SystemCounters.NAK_MESSAGES_RECEIVED].get() == 3
 

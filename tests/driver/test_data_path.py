@@ -295,7 +295,7 @@ class Moving:
             self.pub.counters.limit.set(TERM)
             self.position = self.pub.counters.position
             self.path = settled(senders=[self.pub.pair], counters=[self.position, self.subscriber])
-            self.pub.sender.fast = True
+            self.pub.sender.allow_new_data(True)
 
     def cycle(self, subscriber_moves: int = 0) -> tuple[bool, bool]:
         before = self.position.get()
@@ -333,7 +333,7 @@ def test_while_data_moves_bookkeeping_waits_for_the_backlog(tmp_path, udp, direc
 
 
 def publication_sender(log) -> tuple[_core.PublicationSender, SimpleNamespace]:
-    """A sender of `log` (not fast, last data at 0) and its counters, all 0."""
+    """A sender of `log` (new data not allowed, last data at 0) and its counters, all 0."""
     c = SimpleNamespace(**{k: Slot() for k in ("position", "limit", "bpe", "limits", "sent")})
     terms = [memoryview(log.term(i)) for i in range(d.PARTITION_COUNT)]
     counters = (c.position, c.limit, c.bpe, c.limits, c.sent)
@@ -386,10 +386,11 @@ def arrivals(sink, count: int) -> list[bytes]:
 
 @pytest.mark.parametrize("destinations", [1, 2], ids=["unicast", "mdc"])
 @pytest.mark.parametrize("gso", [False, True], ids=["plain", "gso"])
-def test_fast_sender_sends_new_frames_to_every_destination(tmp_path, udp, destinations, gso):
-    """Not fast: nothing sent. Fast, below snd-lmt: the appended frames, as in the log, to each
-    destination; snd-pos at the end, bytes sent counted once, the time of the last data now.
-    `collect` (another sender of the log) gives the same datagrams, as views of the log."""
+def test_an_allowed_sender_sends_new_frames_to_every_destination(tmp_path, udp, destinations, gso):
+    """New data not allowed: nothing sent. Allowed, below snd-lmt: the appended frames, as in
+    the log, to each destination; snd-pos at the end, bytes sent counted once, the time of the
+    last data now. `collect` (another sender of the log, allowed) gives the same datagrams, as
+    views of the log."""
     if gso:
         batch.require(batch.UDP_SEGMENT, 0)
     sinks = [udp() for _ in range(destinations)]
@@ -407,12 +408,14 @@ def test_fast_sender_sends_new_frames_to_every_destination(tmp_path, udp, destin
     twin, counters = publication_sender(pub.log)
     counters.limit.set(end)
     out = []
-    assert twin.collect(out) == len(expected) == len(out)
+    assert twin.collect(out, 1) == 0 == len(out)  # new data not allowed: nothing
+    twin.allow_new_data(True)
+    assert twin.collect(out, 1) == len(expected) == len(out)
     assert [bytes(view) for view in out] == expected
     assert all(np.shares_memory(np.asarray(view), pub.log.array) for view in out)
-    assert counters.position.get() == end and counters.sent.get() == 0
+    assert counters.position.get() == end and counters.sent.get() == sum(map(len, expected))
 
-    pub.sender.fast = True
+    pub.sender.allow_new_data(True)
     assert path.do_work(1234) == len(expected)
     assert all(arrivals(sink, len(expected)) == expected for sink in sinks)
     assert pub.counters.position.get() == end and pub.sender.time_of_last_data_ns == 1234
@@ -427,7 +430,7 @@ def test_sender_blocked_at_its_limit_counts_flow_control_limits(tmp_path, udp):
     pub = Publication(tmp_path / "pub.log", udp(), [sink])
     c = pub.counters
     path = settled(senders=[pub.pair])
-    pub.sender.fast = True
+    pub.sender.allow_new_data(True)
     pub.offer([1376, 1376, 1376])  # three datagrams of one 1408-byte frame
     c.limit.set(1408)
     assert path.do_work(1) == 1 and (c.position.get(), c.bpe.get()) == (1408, 0)
@@ -452,7 +455,7 @@ def test_a_destination_that_refuses_outright_holds_back_no_other(tmp_path, udp, 
     destinations.insert(refuser, (("255.255.255.255", 9), 65507))
     pub.channel.set_destinations(destinations)
     path = settled(senders=[pub.pair])
-    pub.sender.fast = True
+    pub.sender.allow_new_data(True)
     pub.offer([100, 1376, 3000, 40])
     end = pub.log.producer_position
     pub.counters.limit.set(end)
@@ -476,7 +479,7 @@ def test_pad_is_sent_as_its_header_and_the_next_term_follows(tmp_path, udp, size
         assert append(pub.appender, b"p" * size) > 0
     end = pub.log.producer_position
     pub.counters.limit.set(end)
-    pub.sender.fast = True
+    pub.sender.allow_new_data(True)
     sent = [path.do_work(1) for _ in range(2)]  # at most 64 datagrams per do_work
     assert pub.counters.position.get() == end and sent[1] == 0
     received = arrivals(sink, sent[0])
@@ -511,7 +514,7 @@ def test_frames_appended_by_another_process_are_sent_and_rebuilt(tmp_path, udp):
     pub.channel.set_destinations([(r.data.getsockname(), 65507)])
     pub.counters.limit.set(3 * TERM)
     path = DataPath([], [r.parts], [pub.pair], [], [pub.log.mapped])
-    pub.sender.fast = True
+    pub.sender.allow_new_data(True)
     writer = Elsewhere("process", LOG_APPENDER, pub.log.path, 2 * TERM + TERM // 2)
     deadline = time.monotonic() + 30
     while writer.running() or r.image.hwm.get() < pub.log.producer_position:

@@ -26,7 +26,14 @@ from aeronio.protocol.frames import (
     setup_frame,
     status_message,
 )
-from tests.support.udp_harness import LossyNetwork, Publisher, Slot, image_from_setup, message
+from tests.support.udp_harness import (
+    LossyNetwork,
+    Publisher,
+    Slot,
+    deliver,
+    image_from_setup,
+    message,
+)
 
 TERM_LENGTH = 64 * 1024
 SOURCE = ("127.0.0.1", 40123)
@@ -70,7 +77,7 @@ class Session:
         self.dispatcher.add_subscription(10)
 
     def _on_datagram(self, datagram: bytes) -> None:
-        self.dispatcher.on_datagram(datagram, SOURCE, self.now)
+        deliver(self.dispatcher, datagram, SOURCE, self.now)
 
     def _on_setup(self, setup: SetupFrame, source, now_ns: int) -> ReceiverStateMachine:
         image, reader, sub_position = image_from_setup(
@@ -106,7 +113,7 @@ class Session:
         self.pub_limit.set(self.sender.sender_position.get() + TERM_LENGTH // 2)
         self.sent = self.publisher.offer(self.sent, total, burst)
         limit = self.sender.sender_limit.get()
-        for datagram in self.sender.send(self.now):
+        for datagram in self.publisher.datagrams(self.now):
             self._check_flow_control(bytes(datagram), limit)
             self.a_to_b.send(datagram)
         for datagram in self.a_to_b.deliver():
@@ -147,7 +154,7 @@ def test_lossy_duplicating_reordering_network_delivers_everything_once_in_order(
 
 def test_handshake_setup_until_status_message_then_data(tmp_path):
     session = Session(tmp_path, 3, loss=0, duplicate=0, reorder=0)
-    datagrams = session.sender.send(0)
+    datagrams = session.publisher.datagrams(0)
     kinds = [ref.type for dg in datagrams for ref in iter_frames(bytes(dg))]
     assert kinds == [HDR_TYPE_SETUP, HDR_TYPE_DATA]  # SETUP, then a heartbeat (frame length 0)
     assert session.sender.sender_limit.get() == session.sender.sender_position.get()
@@ -258,12 +265,12 @@ def test_an_ended_sessions_heartbeats_and_setups_make_no_new_image_during_its_co
     ).encode()
     dispatcher.cool_down(77, 10, until_ns=1000)
     for now in (0, 500, 999):
-        dispatcher.on_datagram(heartbeat, SOURCE, now)
-        dispatcher.on_datagram(setup, SOURCE, now)
+        deliver(dispatcher, heartbeat, SOURCE, now)
+        deliver(dispatcher, setup, SOURCE, now)
     assert setups == [] and control == []  # no image, no setup-eliciting status message
-    dispatcher.on_datagram(heartbeat, SOURCE, 1000)
+    deliver(dispatcher, heartbeat, SOURCE, 1000)
     assert len(control) == 1  # cool-down over: it asks for a SETUP again
-    dispatcher.on_datagram(setup, SOURCE, 1001)
+    deliver(dispatcher, setup, SOURCE, 1001)
     assert setups == [1001]
 
 
@@ -304,22 +311,23 @@ def test_a_late_packet_reaching_past_the_receiver_position_leaves_nothing_behind
         ).encode()
         return header if type == HDR_TYPE_PAD else header + bytes([fill]) * (length - 32)
 
-    assert image.insert(frame(7, 0, 0xA0), 1) and image.insert(frame(7, 64, 0xA1), 1)
+    insert = image.rebuilder.insert  # what the C router does with a data packet
+    assert insert(frame(7, 0, 0xA0), 1) and insert(frame(7, 64, 0xA1), 1)
     image.do_work(1)
     sub.set(128)
     image.do_work(1)  # consumed and cleaned to 128
-    assert not image.insert(frame(7, 64, 0xA1) + frame(7, 128, 0xA2), 1)  # late, straddling
+    assert not insert(frame(7, 64, 0xA1) + frame(7, 128, 0xA2), 1)  # late, straddling
     assert bytes(log.term(0)[64:128]) == bytes(64)  # nothing written behind the cleaning
-    assert image.insert(frame(7, 128, 0xA2), 1)  # the frame beyond comes again
+    assert insert(frame(7, 128, 0xA2), 1)  # the frame beyond comes again
     for term_id, start in ((7, 192), (8, 0), (9, 0)):
-        assert image.insert(frame(term_id, start, 0, TERM_LENGTH - start, HDR_TYPE_PAD), 1)
+        assert insert(frame(term_id, start, 0, TERM_LENGTH - start, HDR_TYPE_PAD), 1)
         image.do_work(1)
         sub.set(image.rebuild_position.get())
         image.do_work(1)
     assert image.rebuild_position.get() == 3 * TERM_LENGTH
     # Term 10 reuses partition 0: every one of its frames goes in, none is taken for stale.
     for offset, fill in ((0, 0xB0), (64, 0xB1), (128, 0xB2)):
-        assert image.insert(frame(10, offset, fill), 1)
+        assert insert(frame(10, offset, fill), 1)
     image.do_work(1)
     assert image.rebuild_position.get() == 3 * TERM_LENGTH + 192
     assert bytes(log.term(0)[96:128]) == bytes([0xB1]) * 32

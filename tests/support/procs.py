@@ -34,7 +34,8 @@ IPC = "aeron:ipc"
 def module_argv(module: str) -> list[str]:
     """The command that runs `module` (e.g. "tests.support.netns_worker") as __main__, wherever
     the child's working directory is."""
-    return [sys.executable, "-c", f"{PATH}; import runpy; runpy.run_module({module!r}, '__main__')"]
+    run = f"import runpy; runpy.run_module({module!r}, run_name='__main__')"
+    return [sys.executable, "-c", f"{PATH}; {run}"]
 
 
 PR_SET_PDEATHSIG = 1

@@ -12,6 +12,7 @@ import numpy as np
 
 from aeronio import _core
 from aeronio.counters import SystemCounters
+from aeronio.driver.data_dispatcher import DataDispatcher
 from aeronio.driver.receiver_state import ReceiverStateMachine
 from aeronio.driver.sender_state import SenderStateMachine
 from aeronio.logbuffer import descriptor as d
@@ -98,6 +99,14 @@ class Publisher:
             **sender,
         )
 
+    def datagrams(self, now_ns: int) -> list:
+        """What the driver's duty cycle sends at `now_ns`, without sockets: the new data the C
+        sender may send (what the DataPath sends straight from the log), then what the
+        SenderStateMachine says is due (SETUP, retransmits, heartbeat)."""
+        out: list = []
+        self.sender.data_sender.collect(out, now_ns)
+        return out + self.sender.send(now_ns)
+
     def offer(self, start: int, total: int, burst: int) -> int:
         """Append message(start), ... up to `burst` of them (fewer at back-pressure, none
         past `total`); the next message's number."""
@@ -164,4 +173,11 @@ def feed_frame(
         return None
     length = 32 if ref.type == HDR_TYPE_PAD else d.align(ref.frame_length)
     frame = datagram[ref.offset : ref.offset + length]
-    return image.insert(frame, now_ns)
+    return image.rebuilder.insert(frame, now_ns)
+
+
+def deliver(dispatcher: DataDispatcher, datagram: bytes, source: tuple, now_ns: int) -> None:
+    """What the driver's DataPath does with a datagram, without sockets: a data packet of a
+    known image goes to the C router, anything else to the dispatcher."""
+    if not dispatcher.router.route(datagram, now_ns):
+        dispatcher.on_slow_datagrams([(memoryview(datagram), source)], now_ns)
