@@ -3,9 +3,9 @@
 
 Every aeronio run starts `python -m aeronio.cli driver --dir /dev/shm/<unique>` as its own
 process, then a publisher (or ping) process and a subscriber (or pong) process that attach to it
-with `aeronio.connect(DIR)`. pyzmq runs the same pattern between two processes over ipc://.
-The reference Aeron (Java 1.15.1, via /work/shared/aeron-java/aeron-java) runs its own samples
-in the same run: EmbeddedIpcThroughput and EmbeddedPingPong (threads in one JVM, its own
+with `aeronio.connect(DIR)`. pyzmq runs the same pattern between two processes over ipc://. The
+reference Aeron (Java 1.15.1, via ../shared/aeron-java/aeron-java or $AERON_JAVA) runs its own
+samples in the same run: EmbeddedIpcThroughput and EmbeddedPingPong (threads in one JVM, its own
 embedded driver) - skipped with a reason, never failing the run, when Java is missing.
 
 Throughput (payload MB/s, MB = 10**6 B), timed in the receiving process from the end of the
@@ -15,11 +15,10 @@ rate, e2e, runs from the sender's first timed send to the receiver's last messag
 CLOCK_MONOTONIC for all processes). Each run prints where the CPU went (receiver, sender,
 driver) on stderr.
 
-  a  try_offer loop          -> poll(handler, limit) loop       (spin; sleep(0) every 1000 idle)
-  b  await pub.offer(msg)    -> async for message in sub        (default NotifyingIdleStrategy)
-  c  try_offer_batch(2-D u8) -> batch_poll + batch.records(dtype) numpy views
-  z  pyzmq PUSH.send         -> PULL.recv over ipc://
-  j  Aeron Java EmbeddedIpcThroughput: median of its 1-second samples (first ones dropped)
+a try_offer loop -> poll(handler, limit) loop (spin; sleep(0) every 1000 idle) b await
+pub.offer(msg) -> async for message in sub (default NotifyingIdleStrategy) c try_offer_batch(2-D
+u8) -> batch_poll + batch.records(dtype) numpy views z pyzmq PUSH.send -> PULL.recv over ipc://
+j Aeron Java EmbeddedIpcThroughput: median of its 1-second samples (first ones dropped)
 
 Round-trip latency (32 B by default, >= 100,000 round trips after a warmup), measured per round
 trip with perf_counter_ns in the ping process; median, p99, p99.9 in microseconds:
@@ -33,6 +32,7 @@ trip with perf_counter_ns in the ping process; median, p99, p99.9 in microsecond
 
     python bench/ipc_processes.py --quick
     python bench/ipc_processes.py --markdown --out ipc_processes.md
+
 """
 
 from __future__ import annotations
@@ -48,8 +48,42 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import common
-from common import STREAM_ID, Child, RttCell, Scope, TputCell
+from basics import STREAM_ID, Skipped, require_positive, run_main, split_modes
+from children import Child, Scope
+from command_line import (
+    RunOptions,
+    Runs,
+    add_mode_arguments,
+    add_report_arguments,
+    add_run_arguments,
+    counts_and_warmups,
+    latency_cells,
+    parse_command_line,
+    throughput_cells,
+)
+from java_peer import (
+    java_argv,
+    java_available,
+    java_ping_props,
+    java_samples,
+    parse_hdr,
+    ping_pong_spec,
+    read_until,
+)
+from reports import (
+    Report,
+    RttCell,
+    TputCell,
+    process_info,
+    ratio_target,
+    rtt_table,
+    rtt_targets,
+    tput_rate,
+    tput_table,
+)
+from runs import worker_run
+
+from tests.support.reference_aeron import runner
 
 CHANNEL = "aeron:ipc"
 YIELD_EVERY = 1000  # idle spins between `await asyncio.sleep(0)` in the spinning loops
@@ -72,7 +106,7 @@ RTT_MODES: dict[str, str] = {
 
 
 @dataclass
-class Options(common.RunOptions):
+class Options(RunOptions):
     term_length: int
     sparse: bool
 
@@ -127,11 +161,11 @@ def zmq_spec(scope: Scope, roles: tuple[str, str]) -> dict:
 def aeron_throughput(cell: TputCell, warmup: int, opts: Options) -> dict:
     """One run: driver, subscriber, publisher processes."""
     spec = aeron_spec(opts, mode=cell.mode, stream=STREAM_ID)
-    return common.worker_run(WORKER, "aeron-tput", cell, warmup, opts.timeout, spec)
+    return worker_run(WORKER, "aeron-tput", cell, warmup, opts.timeout, spec)
 
 
 def zmq_throughput(cell: TputCell, warmup: int, opts: Options) -> dict:
-    return common.worker_run(WORKER, "zmq-tput", cell, warmup, opts.timeout, zmq_spec)
+    return worker_run(WORKER, "zmq-tput", cell, warmup, opts.timeout, zmq_spec)
 
 
 JAVA_RATE = re.compile(r"Duration (\d+)ms - ([\d,]+) messages - ([\d,]+) payload bytes")
@@ -140,13 +174,13 @@ JAVA_RATE = re.compile(r"Duration (\d+)ms - ([\d,]+) messages - ([\d,]+) payload
 def java_throughput(cell: TputCell, warmup: int, opts: Options) -> tuple[list[float], str]:
     """Aeron's EmbeddedIpcThroughput for --java-seconds; its per-second rates (msgs/s) after
     dropping the first two (JIT warmup) and any printed once shutdown began."""
-    common.java_available(opts.java)
+    java_available(opts.java)
     with Scope(WORKER) as scope:
         dir = scope.shm_dir("java")
         props = {"aeron.sample.messageLength": cell.size}
         java = scope.child(
             "Aeron Java",
-            common.java_argv(opts.java, dir, props, "io.aeron.samples.EmbeddedIpcThroughput"),
+            java_argv(opts.java, dir, props, "io.aeron.samples.EmbeddedIpcThroughput"),
         )
         rates: list[float] = []
         deadline = time.monotonic() + opts.java_seconds + 60.0  # first run may fetch the jar
@@ -174,46 +208,42 @@ def java_throughput(cell: TputCell, warmup: int, opts: Options) -> tuple[list[fl
         java.stop(signal.SIGINT, 15.0)  # it registers SIGINT for an orderly shutdown
         if not rates:
             status = java.proc.poll()
-            raise common.Skipped(
-                f"no throughput lines from Aeron Java (status {status}){java.tail(3)}"
-            )
-        return common.java_samples(rates)
+            raise Skipped(f"no throughput lines from Aeron Java (status {status}){java.tail(3)}")
+        return java_samples(rates)
 
 
 # -- latency runs ---------------------------------------------------------------------------
 
 
 def aeron_latency(cell: RttCell, warmup: int, opts: Options) -> dict:
-    spec = aeron_spec(opts, mode=cell.mode, **common.ping_pong_spec(CHANNEL, CHANNEL))
-    return common.worker_run(WORKER, "aeron-rtt", cell, warmup, opts.timeout, spec)
+    spec = aeron_spec(opts, mode=cell.mode, **ping_pong_spec(CHANNEL, CHANNEL))
+    return worker_run(WORKER, "aeron-rtt", cell, warmup, opts.timeout, spec)
 
 
 def zmq_latency(cell: RttCell, warmup: int, opts: Options) -> dict:
-    return common.worker_run(WORKER, "zmq-rtt", cell, warmup, opts.timeout, zmq_spec)
+    return worker_run(WORKER, "zmq-rtt", cell, warmup, opts.timeout, zmq_spec)
 
 
 def java_latency(cell: RttCell, warmup: int, opts: Options) -> dict:
-    common.java_available(opts.java)
+    java_available(opts.java)
     with Scope(WORKER) as scope:
         dir = scope.shm_dir("java")
-        props = common.java_ping_props(cell.size, cell.count, warmup, CHANNEL, CHANNEL)
+        props = java_ping_props(cell.size, cell.count, warmup, CHANNEL, CHANNEL)
         java = scope.child(
             "Aeron Java",
-            common.java_argv(opts.java, dir, props, "io.aeron.samples.EmbeddedPingPong"),
+            java_argv(opts.java, dir, props, "io.aeron.samples.EmbeddedPingPong"),
             stdin_text="n\n",  # its "Execute again? (y/n)" prompt
         )
-        lines = common.read_until(
-            java, opts.timeout + 60.0, lambda line: line.startswith("#[Buckets")
-        )
+        lines = read_until(java, opts.timeout + 60.0, lambda line: line.startswith("#[Buckets"))
         java.stop(signal.SIGINT, 15.0)
-        stats = common.parse_hdr(lines)
+        stats = parse_hdr(lines)
         if not lines:
-            raise common.Skipped(f"no output from Aeron Java{java.tail(3)}")
+            raise Skipped(f"no output from Aeron Java{java.tail(3)}")
         return stats
 
 
-TPUT_RUNS = common.Runs(aeron_throughput, zmq_throughput, java_throughput)
-RTT_RUNS = common.Runs(aeron_latency, zmq_latency, java_latency)
+TPUT_RUNS = Runs(aeron_throughput, zmq_throughput, java_throughput)
+RTT_RUNS = Runs(aeron_latency, zmq_latency, java_latency)
 
 
 # =========================================================================================
@@ -223,11 +253,11 @@ RTT_RUNS = common.Runs(aeron_latency, zmq_latency, java_latency)
 
 def targets(tput: list[TputCell], rtt: list[RttCell]) -> list[str]:
     """The issue's targets, met or not, from what this run measured."""
-    rate = functools.partial(common.tput_rate, tput)
+    rate = functools.partial(tput_rate, tput)
     return [
-        common.ratio_target("32 B try_offer/poll >= 3x pyzmq", rate("a"), rate("z"), 3),
-        common.ratio_target("32 B batch path >= Aeron Java IPC rate", rate("c"), rate("j"), 1),
-        *common.rtt_targets(rtt, 10, "pyzmq"),
+        ratio_target("32 B try_offer/poll >= 3x pyzmq", rate("a"), rate("z"), 3),
+        ratio_target("32 B batch path >= Aeron Java IPC rate", rate("c"), rate("j"), 1),
+        *rtt_targets(rtt, 10, "pyzmq"),
     ]
 
 
@@ -267,8 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
         "standalone driver vs pyzmq over ipc:// vs the reference Aeron (Java), in one run.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    common.add_run_arguments(parser)
-    common.add_mode_arguments(parser, TPUT_MODES, RTT_MODES)
+    add_run_arguments(parser)
+    add_mode_arguments(parser, TPUT_MODES, RTT_MODES)
     parser.add_argument(
         "--term-length", type=int, default=64 * 1024 * 1024, help="driver --ipc-term-length"
     )
@@ -283,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--java-seconds", type=float, default=10.0, help="Aeron Java throughput run length"
     )
-    parser.add_argument("--aeron-java", default=common.AERON_JAVA, help="the aeron-java script")
+    parser.add_argument("--aeron-java", default=str(runner()), help="the aeron-java script")
     parser.add_argument("--no-java", action="store_true", help="skip the Aeron Java rows")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds before a run fails")
     parser.add_argument(
@@ -291,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="smoke test: 50,000 messages, 1 repeat, 5,000 round trips, 3 s of Java",
     )
-    common.add_report_arguments(parser)
+    add_report_arguments(parser)
     return parser
 
 
@@ -301,11 +331,11 @@ QUICK = dict(count=50_000, repeats=1, rtt_count=5_000, rtt_warmup=1_000, java_se
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, sizes, counts = common.parse_command_line(parser, argv)
-    modes = common.split_modes(parser, args.modes, TPUT_MODES, "--modes")
-    rtt_modes = common.split_modes(parser, args.rtt_modes, RTT_MODES, "--rtt-modes")
-    common.require_positive(parser, args, ("repeats", "rtt_count", "fragment_limit", "batch_rows"))
-    counts, warmups = common.counts_and_warmups(parser, args, sizes, counts, QUICK)
+    args, sizes, counts = parse_command_line(parser, argv)
+    modes = split_modes(parser, args.modes, TPUT_MODES, "--modes")
+    rtt_modes = split_modes(parser, args.rtt_modes, RTT_MODES, "--rtt-modes")
+    require_positive(parser, args, ("repeats", "rtt_count", "fragment_limit", "batch_rows"))
+    counts, warmups = counts_and_warmups(parser, args, sizes, counts, QUICK)
     opts = Options.from_args(args, term_length=args.term_length, sparse=args.sparse)
     setup = (
         f"standalone driver process (python -m aeronio.cli driver), aeron:ipc, term "
@@ -313,21 +343,21 @@ def main(argv: list[str] | None = None) -> int:
         f"concurrent publication, fragment limit {args.fragment_limit}, batch rows "
         f"{args.batch_rows}, spinning loops yield every {YIELD_EVERY} idle polls"
     )
-    info = common.process_info(setup, args, sizes, warmups)
+    info = process_info(setup, args, sizes, warmups)
     plan = [
         (TputCell(mode, size, n), w)
         for size, n, w in zip(sizes, counts, warmups, strict=True)
         for mode in modes
     ]
-    tput = common.throughput_cells(plan, TPUT_MODES, args.repeats, TPUT_RUNS, opts)
+    tput = throughput_cells(plan, TPUT_MODES, args.repeats, TPUT_RUNS, opts)
     java_note = "busy-spin threads, one JVM"
-    rtt = common.latency_cells(rtt_modes, RTT_MODES, args, RTT_RUNS, opts, java_note)
-    report = common.Report(
+    rtt = latency_cells(rtt_modes, RTT_MODES, args, RTT_RUNS, opts, java_note)
+    report = Report(
         TITLE,
         TABLE_TITLES,
         info,
-        common.tput_table(tput, TPUT_MODES, "min..max msgs/s / note", lambda c: c.note or c.spread),
-        common.rtt_table(rtt, RTT_MODES),
+        tput_table(tput, TPUT_MODES, "min..max msgs/s / note", lambda c: c.note or c.spread),
+        rtt_table(rtt, RTT_MODES),
         targets(tput, rtt),
         NOTES,
     )
@@ -336,4 +366,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    common.run_main(main, interrupted_exit=True)
+    run_main(main, interrupted_exit=True)

@@ -4,7 +4,7 @@ against unicast to one receiver, in the same run (issue 5).
 
 Each run of a cell starts a fresh set of worker processes, each with its own embedded media
 driver (`aeronio.MediaDriver.launch` on its event loop, its own directory under /dev/shm), as
-the aeronio rows of bench/udp_processes.py do, and with the same worker roles (bench/common.py:
+the aeronio rows of bench/udp_processes.py do, and with the same worker roles (bench/py:
 aeron-pub, aeron-sub) and yield policy:
 
   unicast    1 publisher -> 1 subscriber   aeron:udp?endpoint=127.0.0.1:<p>
@@ -74,8 +74,27 @@ import argparse
 import os
 from dataclasses import dataclass, field
 
-import common
-from common import STREAM_ID, BenchError, Scope, TputCell
+from basics import FAILURES, STREAM_ID, require_positive, run_main, split_modes
+from children import Scope, free_port, free_ports, progress
+from command_line import (
+    add_report_arguments,
+    add_run_arguments,
+    counts_and_warmups,
+    parse_command_line,
+)
+from reports import (
+    Report,
+    Table,
+    TputCell,
+    counted,
+    fmt,
+    fmt_x,
+    load_average,
+    machine_info,
+    median_or_none,
+    noted_row,
+)
+from runs import pct, run_spec, worker_limit
 from udp_processes import GRACE, IDLE_YIELD, SEND_YIELD, parse_windows
 
 WORKER = os.path.abspath(__file__)
@@ -117,11 +136,11 @@ class GroupCell(TputCell):
 
     @property
     def slowest(self) -> float | None:
-        return common.median_or_none(self.slowest_rates)
+        return median_or_none(self.slowest_rates)
 
     @property
     def total(self) -> float | None:
-        return common.median_or_none(self.sum_rates)
+        return median_or_none(self.sum_rates)
 
     @property
     def label(self) -> str:
@@ -142,12 +161,12 @@ def base_channels(cell: GroupCell) -> tuple[str, list[str]]:
     """(the publication's channel, each subscriber's channel) on fresh ports of 127.0.0.1."""
     n = cell.receivers
     if cell.kind == "unicast":
-        channel = f"aeron:udp?endpoint=127.0.0.1:{common.free_port()}"
+        channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}"
         return channel, [channel]
     if cell.kind == "multicast":
-        channel = f"aeron:udp?endpoint={MULTICAST_GROUP}:{common.free_port()}|interface={INTERFACE}"
+        channel = f"aeron:udp?endpoint={MULTICAST_GROUP}:{free_port()}|interface={INTERFACE}"
         return f"{channel}|fc={fc_value(cell.fc, n)}", [channel] * n
-    control, *ports = common.free_ports(n + 1)
+    control, *ports = free_ports(n + 1)
     pub = f"aeron:udp?control=127.0.0.1:{control}|control-mode=dynamic|fc={fc_value(cell.fc, n)}"
     return pub, [f"aeron:udp?endpoint=127.0.0.1:{p}|control=127.0.0.1:{control}" for p in ports]
 
@@ -163,7 +182,7 @@ def channels(cell: GroupCell) -> tuple[str, list[str]]:
     return pub + buffers, [f"{sub}|rcv-wnd={cell.window}{buffers}" for sub in subs]
 
 
-def why(e: BenchError) -> str:
+def why(e: Exception) -> str:
     """A worker's failure in one line: what the parent saw, and the last line of the worker's
     stderr (its exception) when there is one."""
     lines = [line.strip() for line in str(e).strip().splitlines()]
@@ -181,7 +200,7 @@ def group_run(cell: GroupCell, warmup: int, opts: Options) -> dict:
     when a receiver failed or ran out of time). Per receiver: its result, or {"failed": why}."""
     pub_channel, sub_channels = channels(cell)
     with Scope(WORKER) as scope:
-        base = common.run_spec(
+        base = run_spec(
             cell.size,
             cell.count,
             warmup,
@@ -222,19 +241,19 @@ def group_run(cell: GroupCell, warmup: int, opts: Options) -> dict:
         received = []
         for sub in subs:
             try:
-                received.append(sub.result(common.worker_limit(base), peer=pub))
-            except BenchError as e:
+                received.append(sub.expect_json("RESULT", worker_limit(base), peer=pub))
+            except FAILURES as e:
                 received.append({"failed": why(e)})
         sent = pub_failed = None
         if all("failed" not in r and not r.get("incomplete") for r in received):
             pub.expect("SENT", 30.0)
             pub.release()
-            sent = pub.result(30.0)
+            sent = pub.expect_json("RESULT", 30.0)
             pub.wait(30.0)
         else:
             try:  # did the publisher start sending? (a receiver's result may not say)
                 pub.expect("READY", 0.5)
-            except BenchError as e:
+            except FAILURES as e:
                 pub_failed = why(e)
             pub.stop()
         for sub, got in zip(subs, received, strict=True):
@@ -269,15 +288,12 @@ def record(cell: GroupCell, run: dict) -> str | None:
         cell.e2e_rates.append(e2e)
     shown = " / ".join("n/a" if x is None else f"{x:,.0f}" for x in rates)
     tail = "" if e2e is None else f", e2e {e2e:,.0f}"
-    cpu = ", ".join(f"{common.pct(r['cpu_s'], r['elapsed'])}" for r in received if r.get("elapsed"))
+    cpu = ", ".join(f"{pct(r['cpu_s'], r['elapsed'])}" for r in received if r.get("elapsed"))
     if sent is not None:
-        cpu = (
-            f"pub {common.pct(sent['cpu_s'], sent['elapsed'])} of {sent['elapsed']:.2f} s, "
-            f"sub {cpu}"
-        )
-    common.progress(f"    msgs/s per receiver: {shown}{tail}   cpu (+driver): {cpu or 'n/a'}")
+        cpu = f"pub {pct(sent['cpu_s'], sent['elapsed'])} of {sent['elapsed']:.2f} s, sub {cpu}"
+    progress(f"    msgs/s per receiver: {shown}{tail}   cpu (+driver): {cpu or 'n/a'}")
     for p in problems:
-        common.progress(f"    {p}")
+        progress(f"    {p}")
     if not problems:
         return None
     failed = [p for p in problems if p.startswith("failed")]
@@ -291,12 +307,12 @@ def measure(plan: list[tuple[GroupCell, int]], repeats: int, opts: Options) -> l
     for cell, warmup in plan:
         cells.append(cell)
         fc = f" fc={fc_value(cell.fc, cell.receivers)}" if cell.fc else ""
-        common.progress(
+        progress(
             f"{cell.label}{fc} {MODES[cell.mode]}, window {cell.window}, {cell.size} B, "
             f"N={cell.count:,} (warmup {warmup:,})"
         )
         for _ in range(repeats):
-            with common.noted_row(cell):
+            with noted_row(cell):
                 problem = record(cell, group_run(cell, warmup, opts))
                 if problem:
                     cell.note = problem
@@ -326,23 +342,23 @@ def ratio(rate: float | None, base: GroupCell | None, cell: GroupCell) -> float 
     """rate / the unicast cell's rate, when both cells count (not failed nor incomplete)."""
     if rate is None or base is None or not base.rate:
         return None
-    if not (common.counted(cell) and common.counted(base)):
+    if not (counted(cell) and counted(base)):
         return None
     return rate / base.rate
 
 
 def cpu_text(cell: GroupCell) -> str:
-    pub, sub = common.median_or_none(cell.pub_cpu), common.median_or_none(cell.sub_cpu)
-    return f"{common.fmt(pub, '.2f')}/{common.fmt(sub, '.2f')}"
+    pub, sub = median_or_none(cell.pub_cpu), median_or_none(cell.sub_cpu)
+    return f"{fmt(pub, '.2f')}/{fmt(sub, '.2f')}"
 
 
-def table(cells: list[GroupCell]) -> common.Table | None:
+def table(cells: list[GroupCell]) -> Table | None:
     if not cells:
         return None
     rows = []
     for c in cells:
         base = unicast_of(cells, c)
-        vs = "" if c.kind == "unicast" else common.fmt_x(ratio(c.rate, base, c))
+        vs = "" if c.kind == "unicast" else fmt_x(ratio(c.rate, base, c))
         note = "; ".join(x for x in (c.note, c.spread) if x)
         rows.append(
             [
@@ -352,14 +368,14 @@ def table(cells: list[GroupCell]) -> common.Table | None:
                 fc_value(c.fc, c.receivers) if c.fc else "-",
                 str(c.size),
                 f"{c.count:,}",
-                common.fmt(c.rate, ",.0f"),
-                common.fmt(c.mb, ",.1f"),
-                common.fmt(c.slowest, ",.0f"),
+                fmt(c.rate, ",.0f"),
+                fmt(c.mb, ",.1f"),
+                fmt(c.slowest, ",.0f"),
                 vs,
-                common.fmt(c.total, ",.0f"),
-                common.fmt(c.e2e, ",.0f"),
+                fmt(c.total, ",.0f"),
+                fmt(c.e2e, ",.0f"),
                 cpu_text(c),
-                common.fmt(common.median_or_none(c.walls), ".2f"),
+                fmt(median_or_none(c.walls), ".2f"),
                 note,
             ]
         )
@@ -395,9 +411,9 @@ def summary(cells: list[GroupCell]) -> list[str]:
         fc = fc_value(c.fc, c.receivers)
         out.append(
             f"{c.size} B ({c.mode}) window {c.window}, {c.label} fc={fc}: per receiver "
-            f"{common.fmt(c.rate if common.counted(c) else None, ',.0f')} msgs/s = "
-            f"{common.fmt_x(per)} unicast, slowest {common.fmt_x(slow)}"
-            + ("" if base is None else f" (unicast {common.fmt(base.rate, ',.0f')} msgs/s)")
+            f"{fmt(c.rate if counted(c) else None, ',.0f')} msgs/s = "
+            f"{fmt_x(per)} unicast, slowest {fmt_x(slow)}"
+            + ("" if base is None else f" (unicast {fmt(base.rate, ',.0f')} msgs/s)")
         )
     return out
 
@@ -465,7 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
         "each process with its own embedded aeronio driver.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    common.add_run_arguments(parser)
+    add_run_arguments(parser)
     parser.add_argument(
         "--modes", default="b", help=f"paths, from {','.join(MODES)} (see the docstring)"
     )
@@ -501,7 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--quick", action="store_true", help="smoke test: 20,000 messages, 1 repeat, --timeout 10"
     )
-    common.add_report_arguments(parser)
+    add_report_arguments(parser)
     return parser
 
 
@@ -510,23 +526,23 @@ QUICK = dict(count=20_000, repeats=1, timeout=10.0)
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, sizes, counts = common.parse_command_line(parser, argv)
-    modes = common.split_modes(parser, args.modes, MODES, "--modes")
+    args, sizes, counts = parse_command_line(parser, argv)
+    modes = split_modes(parser, args.modes, MODES, "--modes")
     windows = parse_windows(parser, args.windows)
-    kinds = common.split_modes(parser, args.cells, dict.fromkeys(KINDS, ""), "--cells")
-    fcs = common.split_modes(parser, args.fc, dict.fromkeys(FCS, ""), "--fc")
+    kinds = split_modes(parser, args.cells, dict.fromkeys(KINDS, ""), "--cells")
+    fcs = split_modes(parser, args.fc, dict.fromkeys(FCS, ""), "--fc")
     if not modes or not kinds or not fcs:
         parser.error("give at least one mode, cell and flow control")
-    common.require_positive(
+    require_positive(
         parser, args, ("repeats", "receivers", "fragment_limit", "batch_rows", "timeout")
     )
-    counts, warmups = common.counts_and_warmups(parser, args, sizes, counts, QUICK)
+    counts, warmups = counts_and_warmups(parser, args, sizes, counts, QUICK)
     if args.send_yield < 0:
         parser.error("--send-yield must not be negative")
     opts = Options(args.timeout, args.send_yield, args.fragment_limit, args.batch_rows)
     warmup = ", ".join(f"{w:,} msgs before {s} B runs" for s, w in zip(sizes, warmups, strict=True))
     info = {
-        **common.machine_info(with_load=True),
+        **machine_info(with_load=True),
         "aeronio setup": setup_line(opts, args.receivers),
         "repeats": f"{args.repeats} (median shown)",
         "warmup": warmup,
@@ -546,8 +562,8 @@ def main(argv: list[str] | None = None) -> int:
                         )
                         plan.append((cell, w))
     cells = measure(plan, args.repeats, opts)
-    info["load average"] += f"; {common.load_average()} (at end)"
-    report = common.Report(
+    info["load average"] += f"; {load_average()} (at end)"
+    report = Report(
         TITLE,
         TABLE_TITLES,
         info,
@@ -562,4 +578,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    common.run_main(main, interrupted_exit=True)
+    run_main(main, interrupted_exit=True)

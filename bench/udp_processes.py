@@ -5,17 +5,18 @@ Every aeronio run starts two worker processes, each with its own embedded media 
 (`aeronio.MediaDriver.launch` on its event loop, its own directory under /dev/shm): a publisher
 (or ping) on `aeron:udp?endpoint=127.0.0.1:<free port>` and a subscriber (or pong) on the same
 channel. pyzmq runs PUSH/PULL and PAIR between two processes over tcp://127.0.0.1. The reference
-Aeron (Java 1.15.1, via /work/shared/aeron-java/aeron-java) runs its own samples in the same
-run, also as two processes each with an embedded driver: StreamingPublisher -> RateSubscriber,
-and Ping/Pong - skipped with a reason, never failing the run, when Java is missing.
+Aeron (Java 1.15.1, via ../shared/aeron-java/aeron-java or $AERON_JAVA) runs its own samples in
+the same run, also as two processes each with an embedded driver: StreamingPublisher ->
+RateSubscriber, and Ping/Pong - skipped with a reason, never failing the run, when Java is
+missing.
 
 Throughput (payload MB/s, MB = 10**6 B) is timed in the receiving process from the end of the
 warmup to the last message; every message carries a u64 sequence number in its first 8 bytes
-that the receiver checks, and the count and the last message's length are checked. e2e runs
-from the sender's first timed send to the receiver's last message (one CLOCK_MONOTONIC for all
-processes). Each cell runs for every receiver window setting (--windows): `default` (each
-side's defaults), or a size W: `rcv-wnd=W|so-rcvbuf=W|so-sndbuf=W` on the subscription,
-`so-rcvbuf=W|so-sndbuf=W` on the publication, and for Java -Daeron.rcv.initial.window.length,
+that the receiver checks, and the count and the last message's length are checked. e2e runs from
+the sender's first timed send to the receiver's last message (one CLOCK_MONOTONIC for all
+processes). Each cell runs for every receiver window setting (--windows): `default` (each side's
+defaults), or a size W: `rcv-wnd=W|so-rcvbuf=W|so-sndbuf=W` on the subscription, `so-
+rcvbuf=W|so-sndbuf=W` on the publication, and for Java -Daeron.rcv.initial.window.length,
 -Daeron.socket.so_rcvbuf and -Daeron.socket.so_sndbuf = W on both sides.
 
   a  try_offer loop          -> poll(handler, limit) loop
@@ -31,8 +32,8 @@ loops `await asyncio.sleep(0)` on every poll that finds nothing and every offer 
 (back-pressure can only be relieved by this process's own sender), and a publisher also after
 every --send-yield messages offered (the sender then sends while the publisher appends, instead
 of the publisher filling half a term first). (b) leaves it to the awaitable API: `await offer`
-returns without yielding while there is space, and waits through back-pressure with the
-client's idle strategy.
+returns without yielding while there is space, and waits through back-pressure with the client's
+idle strategy.
 
 Every aeronio run is bounded by --timeout: a receiver that runs out of time reports what it
 received, in order, as an INCOMPLETE row (its rate over what arrived) instead of hanging; a
@@ -56,6 +57,7 @@ on one UDP endpoint and the pongs on another; median, p99, p99.9 in microseconds
     python bench/udp_processes.py --quick
     python bench/udp_processes.py --markdown --out udp_processes.md
     python bench/udp_processes.py --only a,z,j,spin,zmq,java --sizes 32 --windows 2m
+
 """
 
 from __future__ import annotations
@@ -71,11 +73,47 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import common
-from common import AERON_TPUT, STREAM_ID, RttCell, Scope, TputCell
+from basics import STREAM_ID, BenchError, Skipped, require_positive, run_main, split_modes
+from children import Scope, free_port, free_ports, proc_cpu_s, progress
+from command_line import (
+    RunOptions,
+    Runs,
+    add_mode_arguments,
+    add_report_arguments,
+    add_run_arguments,
+    counts_and_warmups,
+    latency_cells,
+    parse_command_line,
+    throughput_cells,
+)
+from java_peer import (
+    java_argv,
+    java_available,
+    java_ping_props,
+    java_samples,
+    parse_hdr,
+    ping_pong_spec,
+    read_until,
+)
+from reports import (
+    AERON_TPUT,
+    Report,
+    RttCell,
+    TputCell,
+    fmt_x,
+    process_info,
+    ratio_target,
+    rtt_table,
+    rtt_targets,
+    tput_rate,
+    tput_table,
+    verdict,
+)
+from runs import pct, worker_run
 
 from aeronio.errors import ChannelUriError
 from aeronio.protocol.channel import parse_size
+from tests.support.reference_aeron import runner
 
 IDLE_YIELD = 1  # idle polls / refused offers between yields: the driver shares the loop
 SEND_YIELD = 256  # default --send-yield
@@ -105,7 +143,7 @@ RTT_MODES: dict[str, str] = {
 
 
 @dataclass
-class Options(common.RunOptions):
+class Options(RunOptions):
     send_yield: int
     java_props: dict[str, str]  # --java-prop: driver/sample properties for every JVM
 
@@ -152,7 +190,7 @@ def aeron_spec(opts: Options, **spec) -> Callable[[Scope, tuple[str, str]], dict
 
 
 def zmq_spec(scope: Scope, roles: tuple[str, str]) -> dict:
-    return {"address": f"tcp://127.0.0.1:{common.free_port(socket.SOCK_STREAM)}"}
+    return {"address": f"tcp://127.0.0.1:{free_port(socket.SOCK_STREAM)}"}
 
 
 # -- throughput runs ------------------------------------------------------------------------
@@ -160,15 +198,15 @@ def zmq_spec(scope: Scope, roles: tuple[str, str]) -> dict:
 
 def aeron_throughput(cell: TputCell, warmup: int, opts: Options) -> dict:
     """One run: subscriber, publisher processes (each with its own driver)."""
-    pub_channel, sub_channel = udp_channels(common.free_port(), cell.window)
+    pub_channel, sub_channel = udp_channels(free_port(), cell.window)
     spec = aeron_spec(
         opts, mode=cell.mode, channel=pub_channel, sub_channel=sub_channel, stream=STREAM_ID
     )
-    return common.worker_run(WORKER, "aeron-tput", cell, warmup, opts.timeout, spec)
+    return worker_run(WORKER, "aeron-tput", cell, warmup, opts.timeout, spec)
 
 
 def zmq_throughput(cell: TputCell, warmup: int, opts: Options) -> dict:
-    return common.worker_run(WORKER, "zmq-tput", cell, warmup, opts.timeout, zmq_spec)
+    return worker_run(WORKER, "zmq-tput", cell, warmup, opts.timeout, zmq_spec)
 
 
 def java_props(window: str, opts: Options) -> dict[str, object]:
@@ -197,28 +235,28 @@ def java_throughput(cell: TputCell, warmup: int, opts: Options) -> tuple[list[fl
     """RateSubscriber, then StreamingPublisher (each JVM with an embedded driver) for about
     --java-seconds of samples; the subscriber's per-second rates after dropping the first two
     (JIT warmup, and the first may include the connection)."""
-    common.java_available(opts.java)
+    java_available(opts.java)
     with Scope(WORKER) as scope:
         props = {
             "aeron.sample.embeddedMediaDriver": "true",
-            "aeron.sample.channel": udp_channel(common.free_port()),
+            "aeron.sample.channel": udp_channel(free_port()),
             "aeron.sample.streamId": STREAM_ID,
             "aeron.sample.messageLength": cell.size,
             **java_props(cell.window, opts),
         }
         sub = scope.child(
             "Aeron Java RateSubscriber",
-            common.java_argv(
+            java_argv(
                 opts.java, scope.shm_dir("java-sub"), props, "io.aeron.samples.RateSubscriber"
             ),
         )
         # the first run may fetch the jar; the subscriber prints a line a second from its start
-        started = common.read_until(sub, 120.0, lambda line: "totals" in line)
+        started = read_until(sub, 120.0, lambda line: "totals" in line)
         if not any("totals" in line for line in started):
-            raise common.Skipped(f"Aeron Java RateSubscriber did not start{sub.tail(3)}")
+            raise Skipped(f"Aeron Java RateSubscriber did not start{sub.tail(3)}")
         pub = scope.child(
             "Aeron Java StreamingPublisher",
-            common.java_argv(
+            java_argv(
                 opts.java,
                 scope.shm_dir("java-pub"),
                 {**props, "aeron.sample.messages": 10**12},
@@ -244,25 +282,25 @@ def java_throughput(cell: TputCell, warmup: int, opts: Options) -> tuple[list[fl
             samples.append((sub.line_time, total))
             if total > 0 and stop_at is None:  # time the run from the first data
                 stop_at = time.monotonic() + opts.java_seconds + 2.5
-                cpu0 = (common.proc_cpu_s(sub.pid), common.proc_cpu_s(pub.pid), time.monotonic())
-        cpu1 = (common.proc_cpu_s(sub.pid), common.proc_cpu_s(pub.pid), time.monotonic())
+                cpu0 = (proc_cpu_s(sub.pid), proc_cpu_s(pub.pid), time.monotonic())
+        cpu1 = (proc_cpu_s(sub.pid), proc_cpu_s(pub.pid), time.monotonic())
         sub.stop(signal.SIGINT, 15.0)  # it registers SIGINT for an orderly shutdown
         pub.stop(signal.SIGINT, 15.0)
         rates = java_rates(samples)
         if not rates or max(rates) <= 0:
-            raise common.Skipped(
+            raise Skipped(
                 f"no messages reached Aeron Java RateSubscriber{sub.tail(3)}{pub.tail(3)}"
             )
-        kept, note = common.java_samples(rates)
+        kept, note = java_samples(rates)
         if cpu0 is not None:
             wall = cpu1[2] - cpu0[2]
             use = [
                 None if a is None or b is None else b - a
                 for a, b in zip(cpu0[:2], cpu1[:2], strict=True)
             ]
-            common.progress(
-                f"    cpu over {wall:.1f} s: RateSubscriber JVM {common.pct(use[0], wall)}, "
-                f"StreamingPublisher JVM {common.pct(use[1], wall)} (of one core)"
+            progress(
+                f"    cpu over {wall:.1f} s: RateSubscriber JVM {pct(use[0], wall)}, "
+                f"StreamingPublisher JVM {pct(use[1], wall)} (of one core)"
             )
         return kept, note
 
@@ -271,17 +309,17 @@ def java_throughput(cell: TputCell, warmup: int, opts: Options) -> tuple[list[fl
 
 
 def aeron_latency(cell: RttCell, warmup: int, opts: Options) -> dict:
-    ping_port, pong_port = common.free_ports(2)
+    ping_port, pong_port = free_ports(2)
     spec = aeron_spec(
         opts,
         mode=cell.mode,
-        **common.ping_pong_spec(udp_channel(ping_port), udp_channel(pong_port)),
+        **ping_pong_spec(udp_channel(ping_port), udp_channel(pong_port)),
     )
-    return common.worker_run(WORKER, "aeron-rtt", cell, warmup, opts.timeout, spec)
+    return worker_run(WORKER, "aeron-rtt", cell, warmup, opts.timeout, spec)
 
 
 def zmq_latency(cell: RttCell, warmup: int, opts: Options) -> dict:
-    return common.worker_run(WORKER, "zmq-rtt", cell, warmup, opts.timeout, zmq_spec)
+    return worker_run(WORKER, "zmq-rtt", cell, warmup, opts.timeout, zmq_spec)
 
 
 # The reference's ping-pong runs its drivers in SHARED threading (one agent thread per JVM) unless
@@ -294,12 +332,12 @@ JAVA_RTT_PATIENCE_S = 0.002  # per round trip, beyond --timeout, before Ping cou
 def java_latency(cell: RttCell, warmup: int, opts: Options) -> dict:
     """Pong, then Ping (each JVM with an embedded driver, SHARED threading by default) over two
     UDP endpoints; Ping's HdrHistogram of `count` round trips after `warmup`."""
-    common.java_available(opts.java)
-    ping_port, pong_port = common.free_ports(2)
+    java_available(opts.java)
+    ping_port, pong_port = free_ports(2)
     with Scope(WORKER) as scope:
         props = {
             "aeron.sample.embeddedMediaDriver": "true",
-            **common.java_ping_props(
+            **java_ping_props(
                 cell.size, cell.count, warmup, udp_channel(ping_port), udp_channel(pong_port)
             ),
             **JAVA_RTT_PROPS,
@@ -307,28 +345,28 @@ def java_latency(cell: RttCell, warmup: int, opts: Options) -> dict:
         }
         pong = scope.child(
             "Aeron Java Pong",
-            common.java_argv(opts.java, scope.shm_dir("java-pong"), props, "io.aeron.samples.Pong"),
+            java_argv(opts.java, scope.shm_dir("java-pong"), props, "io.aeron.samples.Pong"),
         )
-        started = common.read_until(pong, 120.0, lambda line: line.startswith("Publishing Pong"))
+        started = read_until(pong, 120.0, lambda line: line.startswith("Publishing Pong"))
         if not started or not started[-1].startswith("Publishing Pong"):
-            raise common.Skipped(f"Aeron Java Pong did not start{pong.tail(3)}")
+            raise Skipped(f"Aeron Java Pong did not start{pong.tail(3)}")
         ping = scope.child(
             "Aeron Java Ping",
-            common.java_argv(opts.java, scope.shm_dir("java-ping"), props, "io.aeron.samples.Ping"),
+            java_argv(opts.java, scope.shm_dir("java-ping"), props, "io.aeron.samples.Ping"),
             stdin_text="n\n",  # its "Execute again? (y/n)" prompt
         )
         # It prints only at the end, and its slowest round trips take milliseconds here.
         patience = opts.timeout + 60.0 + (cell.count + warmup) * JAVA_RTT_PATIENCE_S
-        lines = common.read_until(ping, patience, lambda line: line.startswith("#[Buckets"))
+        lines = read_until(ping, patience, lambda line: line.startswith("#[Buckets"))
         ping.stop(signal.SIGINT, 15.0)
         pong.stop(signal.SIGINT, 15.0)
         if not any(line.startswith("#[Buckets") for line in lines):
-            raise common.BenchError(f"no histogram from Aeron Java Ping{ping.tail(3)}")
-        return common.parse_hdr(lines)
+            raise BenchError(f"no histogram from Aeron Java Ping{ping.tail(3)}")
+        return parse_hdr(lines)
 
 
-TPUT_RUNS = common.Runs(aeron_throughput, zmq_throughput, java_throughput)
-RTT_RUNS = common.Runs(aeron_latency, zmq_latency, java_latency)
+TPUT_RUNS = Runs(aeron_throughput, zmq_throughput, java_throughput)
+RTT_RUNS = Runs(aeron_latency, zmq_latency, java_latency)
 
 
 # =========================================================================================
@@ -339,9 +377,9 @@ RTT_RUNS = common.Runs(aeron_latency, zmq_latency, java_latency)
 def targets(tput: list[TputCell], rtt: list[RttCell]) -> list[str]:
     """Issue 4's targets, met or not, from what this run measured (failed and incomplete rows
     count as not measured)."""
-    rate = functools.partial(common.tput_rate, tput)
+    rate = functools.partial(tput_rate, tput)
     out = [
-        common.ratio_target(
+        ratio_target(
             "32 B aeronio (a) try_offer/poll >= 2x pyzmq tcp (default window)",
             rate("a", "default"),
             rate("z"),
@@ -352,10 +390,10 @@ def targets(tput: list[TputCell], rtt: list[RttCell]) -> list[str]:
         j = rate("j", window)
         best = [(m, rate(m, window)) for m in AERON_TPUT]
         best = [(m, v / j) for m, v in best if v and j]
-        text = ", ".join(f"({m}) {common.fmt_x(x)}" for m, x in best) or "n/a"
+        text = ", ".join(f"({m}) {fmt_x(x)}" for m, x in best) or "n/a"
         ok = None if not best else max(x for _, x in best) >= 1
-        out.append(f"32 B aeronio >= Aeron Java, window {window}: {text} -> {common.verdict(ok)}")
-    return out + common.rtt_targets(rtt, 30, "pyzmq tcp")
+        out.append(f"32 B aeronio >= Aeron Java, window {window}: {text} -> {verdict(ok)}")
+    return out + rtt_targets(rtt, 30, "pyzmq tcp")
 
 
 NOTES = [
@@ -422,14 +460,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(Java), in one run.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    common.add_run_arguments(parser)
+    add_run_arguments(parser)
     parser.add_argument(
         "--windows",
         default="default,2m",
         help="receiver window settings: `default`, or a size (e.g. 2m) for the receiver window "
         "and both socket buffers",
     )
-    common.add_mode_arguments(parser, TPUT_MODES, RTT_MODES)
+    add_mode_arguments(parser, TPUT_MODES, RTT_MODES)
     parser.add_argument(
         "--only",
         default=None,
@@ -448,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--java-seconds", type=float, default=10.0, help="Aeron Java throughput run length"
     )
-    parser.add_argument("--aeron-java", default=common.AERON_JAVA, help="the aeron-java script")
+    parser.add_argument("--aeron-java", default=str(runner()), help="the aeron-java script")
     parser.add_argument(
         "--java-prop",
         action="append",
@@ -468,7 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="smoke test: 20,000 messages, 1 repeat, 2,000 round trips, 3 s of Java, --timeout 10",
     )
-    common.add_report_arguments(parser)
+    add_report_arguments(parser)
     return parser
 
 
@@ -494,20 +532,20 @@ def parse_windows(parser: argparse.ArgumentParser, text: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, sizes, counts = common.parse_command_line(parser, argv)
+    args, sizes, counts = parse_command_line(parser, argv)
     windows = parse_windows(parser, args.windows)
     if args.only is not None:
         known = {**TPUT_MODES, **RTT_MODES}
-        only = common.split_modes(parser, args.only, known, "--only")
+        only = split_modes(parser, args.only, known, "--only")
         modes = [m for m in only if m in TPUT_MODES]
         rtt_modes = [m for m in only if m in RTT_MODES]
     else:
-        modes = common.split_modes(parser, args.modes, TPUT_MODES, "--modes")
-        rtt_modes = common.split_modes(parser, args.rtt_modes, RTT_MODES, "--rtt-modes")
-    common.require_positive(
+        modes = split_modes(parser, args.modes, TPUT_MODES, "--modes")
+        rtt_modes = split_modes(parser, args.rtt_modes, RTT_MODES, "--rtt-modes")
+    require_positive(
         parser, args, ("repeats", "rtt_count", "fragment_limit", "batch_rows", "timeout")
     )
-    counts, warmups = common.counts_and_warmups(parser, args, sizes, counts, QUICK)
+    counts, warmups = counts_and_warmups(parser, args, sizes, counts, QUICK)
     if args.send_yield < 0:
         parser.error("--send-yield must not be negative")
     java_extra = {}
@@ -518,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
         java_extra[key.strip().removeprefix("-D")] = value
     opts = Options.from_args(args, send_yield=args.send_yield, java_props=java_extra)
     props = " ".join(f"-D{k}={v}" for k, v in java_extra.items())
-    info = common.process_info(
+    info = process_info(
         setup_line(opts), args, sizes, warmups, {"java props": props} if props else None
     )
 
@@ -527,25 +565,21 @@ def main(argv: list[str] | None = None) -> int:
         plan += [(TputCell(m, size, n, win), w) for win in windows for m in modes if m != "z"]
         if "z" in modes:
             plan.append((TputCell("z", size, n), w))
-    tput = common.throughput_cells(
-        plan, TPUT_MODES, args.repeats, TPUT_RUNS, opts, aeron_noted=True
-    )
+    tput = throughput_cells(plan, TPUT_MODES, args.repeats, TPUT_RUNS, opts, aeron_noted=True)
     java_note = "two JVMs, embedded drivers"
-    rtt = common.latency_cells(
-        rtt_modes, RTT_MODES, args, RTT_RUNS, opts, java_note, aeron_noted=True
-    )
-    report = common.Report(
+    rtt = latency_cells(rtt_modes, RTT_MODES, args, RTT_RUNS, opts, java_note, aeron_noted=True)
+    report = Report(
         TITLE,
         TABLE_TITLES,
         info,
-        common.tput_table(
+        tput_table(
             tput,
             TPUT_MODES,
             "note / min..max msgs/s",
             lambda c: "; ".join(x for x in (c.note, c.spread) if x),
             windows=True,
         ),
-        common.rtt_table(rtt, RTT_MODES),
+        rtt_table(rtt, RTT_MODES),
         targets(tput, rtt),
         notes(args.quick),
     )
@@ -554,4 +588,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    common.run_main(main, interrupted_exit=True)
+    run_main(main, interrupted_exit=True)

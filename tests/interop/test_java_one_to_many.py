@@ -47,8 +47,9 @@ import pytest
 
 import aeronio
 from aeronio.counters import SYSTEM_COUNTER_TYPE_ID
-from tests.support.java_aeron import compile_java_sources, java_args, require_aeron_java
+from tests.support.java_aeron import compile_java_sources, require_aeron_java
 from tests.support.procs import Child, Procs, await_until, procs_fixture
+from tests.support.reference_aeron import java_args
 
 STREAM_ID = 1010
 TERM = "64k"
@@ -181,7 +182,7 @@ class JavaPeer:
 
 def java_peer(procs: Procs, classpath: str, cls: str, *args, props=None) -> JavaPeer:
     props = {"aeron.dir": procs.new_dir(), **(props or {})}
-    child = procs.spawn(java_args(classpath, cls, props, args), f"Java {cls}", stdin=True)
+    child = procs.spawn(java_args(cls, props, args, classpath), f"Java {cls}", stdin=True)
     return JavaPeer(child)
 
 

@@ -26,11 +26,11 @@ import pytest
 from tests.support.java_aeron import (
     cnc_counters,
     compile_java_sources,
-    java_args,
     require_aeron_java,
 )
 from tests.support.netns import NetnsPair
 from tests.support.procs import Child, Procs, module_argv, procs_fixture, system_counters
+from tests.support.reference_aeron import java_args
 
 MESSAGES = int(os.environ.get("AERONIO_NETNS_MESSAGES", 1_000_000))
 # The subscriber gives up after this many seconds (and says how far it got).
@@ -93,7 +93,7 @@ def start(procs: Procs, ns, kind: str, role: str, java_cp: str | None, **kwargs)
         positional = [kwargs["channel"], kwargs["stream"], kwargs["count"]]
         if role == "subscriber":
             positional.append(int(kwargs["timeout"]))
-        args = java_args(java_cp, cls, {"aeron.dir": dir}, tuple(positional))
+        args = java_args(cls, {"aeron.dir": dir}, tuple(positional), java_cp)
     child = procs.spawn(ns.exec_args(args), f"{kind} {role} in {ns.name}", stdin=True)
     return Side(kind, child, dir)
 

@@ -1,20 +1,18 @@
 """The reference Aeron (Java, 1.15.1) as a peer for the interop tests.
 
-`../shared/aeron-java/aeron-java` (beside the repository; or $AERON_JAVA, or /work/shared) runs
-any class of the reference jar on this machine's Java; see the "A real peer to test against"
-section of the shared DESIGN.md.
-Here: a Java media driver in a directory of its own, Java samples run as children of that driver,
-their stdout read line by line with bounded waits, and the Java driver's counters read straight
-from its cnc.dat. Programs of our own (tests/java/*.java) are compiled against the reference jar
-with `compile_java_sources` and run with `java_args`. Every Java process is its own process
-group, killed with SIGKILL on teardown (and by the kernel if the test process dies first).
+tests/support/reference_aeron.py runs any class of the reference jar on this machine's Java.
+Here, for the tests: a Java media driver in a directory of its own, Java samples run as children
+of that driver, their stdout read line by line with bounded waits, and the Java driver's
+counters read straight from its cnc.dat. Programs of our own (tests/java/*.java) are compiled
+against the reference jar with `compile_java_sources` and run with `reference_aeron.java_args`.
+Every Java process is a `Child` (its own process group, killed on teardown, and by the kernel if
+the test process dies first).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import mmap
 import os
 import re
@@ -22,52 +20,30 @@ import shutil
 import signal
 import struct
 import subprocess
-import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from tests.support import reference_aeron
+from tests.support.child import Child
+from tests.support.reference_aeron import java_args
 
-def _find_aeron_java() -> Path:
-    """The runner of the reference Aeron: $AERON_JAVA, else ../shared/aeron-java/aeron-java
-    beside the repository; the first of these that exists, or the one beside the repository
-    (for the skip message)."""
-    beside = Path(__file__).parents[3] / "shared" / "aeron-java" / "aeron-java"
-    candidates = [os.environ.get("AERON_JAVA"), beside]
-    return next((Path(c) for c in candidates if c and Path(c).is_file()), beside)
-
-
-AERON_JAVA = _find_aeron_java()
-PR_SET_PDEATHSIG = 1
 JAVA_SOURCES = Path(__file__).parent / "java"
-# What the aeron-java script gives the JVM (the 1.15.1 jar reaches into these JDK internals).
-JVM_FLAGS = (
-    "--add-opens",
-    "java.base/sun.nio.ch=ALL-UNNAMED",
-    "--add-opens",
-    "java.base/java.nio=ALL-UNNAMED",
-    "--add-opens",
-    "java.base/jdk.internal.misc=ALL-UNNAMED",
-)
 
 
 def require_aeron_java() -> str:
     """The classpath of the reference jar; skips (with the reason printed) when Java or the
-    script is missing, fails when they are there but the jar cannot be had."""
-    reason = None
-    if shutil.which("java") is None:
-        reason = "no `java` on PATH (apt-get install openjdk-17-jre-headless)"
-    elif not AERON_JAVA.is_file():
-        reason = f"the reference Aeron runner {AERON_JAVA} is missing"
+    runner is missing, fails when they are there but the jar cannot be had."""
+    reason = reference_aeron.missing()
     if reason is not None:
         print(f"Java interop tests skipped: {reason}")
         pytest.skip(f"Java interop: {reason}")
-    done = subprocess.run([str(AERON_JAVA), "--jar"], capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        pytest.fail(f"{AERON_JAVA} --jar failed ({done.returncode}): {done.stderr.strip()}")
-    return done.stdout.strip()
+    try:
+        return reference_aeron.classpath()
+    except reference_aeron.RunnerError as e:
+        pytest.fail(str(e))
 
 
 def compile_java_sources(classpath: str, out_dir: str | os.PathLike) -> str:
@@ -87,22 +63,6 @@ def compile_java_sources(classpath: str, out_dir: str | os.PathLike) -> str:
     if done.returncode != 0:
         pytest.fail(f"javac of tests/java failed ({done.returncode}):\n{done.stderr}")
     return f"{out_dir}{os.pathsep}{classpath}"
-
-
-def java_args(
-    classpath: str, cls: str, props: dict[str, object] | None = None, args: tuple = ()
-) -> list[str]:
-    """The command line running `cls` with `-Dk=v` properties as the aeron-java script would."""
-    props = props or {}
-    return [
-        "java",
-        *JVM_FLAGS,
-        *(f"-D{k}={v}" for k, v in props.items()),
-        "-cp",
-        classpath,
-        cls,
-        *(str(a) for a in args),
-    ]
 
 
 def cnc_counters(dir: str | os.PathLike) -> list[tuple[int, int, str, int]]:
@@ -133,57 +93,23 @@ def cnc_counters(dir: str | os.PathLike) -> list[tuple[int, int, str, int]]:
         cnc.close()
 
 
-def _own_group_and_die_with_parent() -> None:
-    os.setsid()
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 class JavaProcess:
-    """One JVM running a class of the reference jar; stdout and stderr are collected as lines."""
+    """One JVM running a class of the reference jar (a Child); its stdout read as lines."""
 
     def __init__(self, cls: str, props: dict[str, object], stdin: str | None = None):
         self.name = cls.rsplit(".", 1)[-1]
-        self.args = [str(AERON_JAVA), *(f"-D{k}={v}" for k, v in props.items()), cls]
-        self.proc = subprocess.Popen(
-            self.args,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            preexec_fn=_own_group_and_die_with_parent,
-        )
+        self.child = Child(java_args(cls, props), f"Java {self.name}", stdin or False)
+        self.proc = self.child.proc
         if stdin is not None:
-            self.proc.stdin.write(stdin)
-            self.proc.stdin.close()
-        self.lines: list[str] = []
-        self._lock = threading.Lock()
-        self._ended = False
-        self._pump = threading.Thread(target=self._read, daemon=True)
-        self._pump.start()
+            self.child.release()
 
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            with self._lock:
-                self.lines.append(line.rstrip("\n"))
-        self._ended = True
-
-    def snapshot(self) -> list[str]:
-        with self._lock:
-            return list(self.lines)
-
-    def describe(self, tail: int = 25) -> str:
-        lines = self.snapshot()
-        shown = "\n    ".join(line[:300] for line in lines[-tail:])
-        return (
-            f"Java {self.name} (pid {self.proc.pid}, returncode {self.proc.poll()}, "
-            f"{len(lines)} lines), last lines:\n    {shown}"
-        )
+    def describe(self) -> str:
+        self.child.lines()
+        return self.child.describe()
 
     def matches(self, pattern: re.Pattern[str] | str) -> list[re.Match[str]]:
         pattern = re.compile(pattern)
-        return [m for line in self.snapshot() if (m := pattern.fullmatch(line))]
+        return [m for line in self.child.lines() if (m := pattern.fullmatch(line))]
 
     async def wait_for(
         self, pattern: re.Pattern[str] | str, timeout: float, count: int = 1
@@ -194,7 +120,7 @@ class JavaProcess:
             found = self.matches(pattern)
             if len(found) >= count:
                 return found
-            if self._ended:
+            if self.child.ended:
                 raise AssertionError(
                     f"{self.name} ended with {len(found)}/{count} lines matching "
                     f"{getattr(pattern, 'pattern', pattern)!r}: {self.describe()}"
@@ -208,21 +134,11 @@ class JavaProcess:
             await asyncio.sleep(0.02)
 
     async def wait_exit(self, timeout: float) -> int:
-        deadline = time.monotonic() + timeout
-        while self.proc.poll() is None:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"still running after {timeout} s: {self.describe()}")
-            await asyncio.sleep(0.02)
-        await asyncio.to_thread(self._pump.join, 5)
-        return self.proc.returncode
+        return await self.child.await_exit(timeout)
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(10)
-        self._pump.join(5)
+        self.child.stop(signal.SIGKILL)
+        self.child.finish()
 
 
 class JavaDriver:

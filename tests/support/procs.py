@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
-import queue
 import random
 import shutil
-import signal
 import struct
-import subprocess
 import sys
-import threading
 import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
+
+from tests.support.child import Child
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PATH = f"import sys; sys.path.insert(0, {ROOT!r})"  # the repository, so `tests.support` imports
@@ -38,140 +35,11 @@ def module_argv(module: str) -> list[str]:
     return [sys.executable, "-c", f"{PATH}; {run}"]
 
 
-PR_SET_PDEATHSIG = 1
-
 # -- the test side ------------------------------------------------------------------------------
 
 
 def new_driver_dir() -> str:
     return f"/dev/shm/aeronio-test-{uuid.uuid4().hex}"
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL me when the test process dies (no orphans, even if
-    pytest itself is killed)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def _child_env() -> dict[str, str]:
-    """The environment without AERONIO_* variables, so nothing configures drivers behind our
-    back."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("AERONIO_")}
-
-
-class Child:
-    """A subprocess whose stdout lines are read by a thread and handed out with timeouts."""
-
-    def __init__(self, args: list[str], name: str, stdin: bool = False):
-        self.name = name
-        self.proc = subprocess.Popen(
-            args,
-            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_child_env(),
-            preexec_fn=_die_with_parent,
-        )
-        self.pid = self.proc.pid
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        self._stderr: list[str] = []
-        self.stdout_seen: list[str] = []
-        self._threads = [
-            threading.Thread(target=self._pump_stdout, daemon=True),
-            threading.Thread(target=self._pump_stderr, daemon=True),
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def _pump_stdout(self) -> None:
-        for line in self.proc.stdout:
-            self._lines.put(line.rstrip("\n"))
-        self._lines.put(None)
-
-    def _pump_stderr(self) -> None:
-        for line in self.proc.stderr:
-            self._stderr.append(line)
-
-    @property
-    def stderr(self) -> str:
-        return "".join(self._stderr)
-
-    def describe(self) -> str:
-        return (
-            f"{self.name} (pid {self.pid}, returncode {self.proc.poll()}); "
-            f"stdout so far: {self.stdout_seen[-10:]!r}; stderr:\n{self.stderr[-4000:]}"
-        )
-
-    def expect(self, tag: str, timeout: float = 15.0) -> str:
-        """The rest of the next stdout line starting with `tag` (lines before it are kept in
-        stdout_seen); fails the test if none comes within `timeout` seconds or stdout ends."""
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                line = self._lines.get(timeout=max(0.0, remaining))
-            except queue.Empty:
-                raise AssertionError(
-                    f"no {tag!r} line within {timeout} s from {self.describe()}"
-                ) from None
-            if line is None:
-                self._lines.put(None)  # keep reporting the end
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.proc.wait(5)
-                raise AssertionError(f"stdout ended before a {tag!r} line: {self.describe()}")
-            self.stdout_seen.append(line)
-            if line.startswith(tag):
-                return line[len(tag) :].strip()
-
-    def expect_json(self, tag: str, timeout: float = 15.0):
-        return json.loads(self.expect(tag, timeout))
-
-    async def aexpect(self, tag: str, timeout: float = 15.0) -> str:
-        """`expect` without blocking the event loop (whose client must keep sending keepalives)."""
-        return await asyncio.to_thread(self.expect, tag, timeout)
-
-    async def aexpect_json(self, tag: str, timeout: float = 15.0):
-        return json.loads(await self.aexpect(tag, timeout))
-
-    def send(self, line: str) -> None:
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-
-    def wait(self, timeout: float = 15.0) -> int:
-        """The exit status, once the process exited and its output was read."""
-        try:
-            status = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"did not exit within {timeout} s: {self.describe()}") from None
-        for thread in self._threads:
-            thread.join(5)
-        return status
-
-    async def await_exit(self, timeout: float = 15.0) -> int:
-        return await asyncio.to_thread(self.wait, timeout)
-
-    def send_signal(self, signum: int) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signum)
-
-    def kill(self) -> None:
-        """SIGKILL and reap (a zombie would still look alive to kill(pid, 0))."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(30)
-
-    def finish(self) -> None:
-        """Teardown: SIGKILL if still running, reap, close pipes."""
-        with contextlib.suppress(Exception):
-            self.kill()
-        for thread in self._threads:
-            thread.join(5)
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                with contextlib.suppress(Exception):
-                    stream.close()
 
 
 class Procs:
