@@ -4,7 +4,7 @@ One type per kind of bad input, whatever the value: an option or argument (a dri
 CLI flag, a `stream_id`) raises ConfigurationError; anything wrong in a channel URI, ChannelUriError
 (a ConfigurationError); a frame off the wire, `protocol.frames.MalformedFrameError`. The limits
 themselves (term length, MTU, page size, 32-bit ids) have one validator each, in
-`logbuffer.descriptor`, which every entry point calls with its own exception type.
+`protocol.limits`, which every entry point calls with its own exception type.
 """
 
 

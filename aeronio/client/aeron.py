@@ -29,11 +29,10 @@ from aeronio.errors import (
     DriverTimeoutError,
 )
 from aeronio.idle import DEFAULT_IDLE_STRATEGY, IdleStrategy
-from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer import signals, waker
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol import control as p
-from aeronio.protocol import embedded
+from aeronio.protocol import embedded, limits
 from aeronio.protocol.channel import ChannelUri
 from aeronio.protocol.layout import COUNTERS_FILE
 
@@ -281,7 +280,7 @@ class Aeron:
 
     async def _add_publication(self, channel: str, stream_id: int, exclusive: bool):
         uri = ChannelUri.parse(channel)
-        d.check_int32(stream_id, "stream_id")
+        limits.check_int32(stream_id, "stream_id")
         ready = await self._request(
             p.AddPublication(self._correlation_id(), self.client_id, str(uri), stream_id, exclusive)
         )
@@ -327,7 +326,7 @@ class Aeron:
     ) -> Subscription:
         """A subscription; images of matching publications arrive as the driver links them."""
         uri = ChannelUri.parse(channel)
-        d.check_int32(stream_id, "stream_id")
+        limits.check_int32(stream_id, "stream_id")
         correlation_id = self._correlation_id()
         subscription = Subscription(
             self, str(uri), stream_id, correlation_id, available_image, unavailable_image

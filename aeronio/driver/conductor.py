@@ -33,10 +33,9 @@ from aeronio.driver.resources import (
 from aeronio.driver.stream_counters import StreamCounters, position_key
 from aeronio.driver.udp_media import UdpMedia, UdpServices
 from aeronio.errors import AeronError, ChannelUriError
-from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol import control as p
-from aeronio.protocol import layout
+from aeronio.protocol import layout, limits
 from aeronio.protocol.channel import ChannelUri
 
 # A freed counter id is not reused for this long, so a client still holding it harms nobody.
@@ -170,7 +169,7 @@ class DriverConductor:
         self, command: p.AddPublication, client: ClientSession, now_ns: int
     ) -> None:
         channel = ChannelUri.parse(command.channel)
-        d.check_int32(command.stream_id, "stream_id")
+        limits.check_int32(command.stream_id, "stream_id")
         _check_publication_channel(channel)
         publication = None
         if not command.exclusive and channel.session_id is None:
@@ -209,7 +208,7 @@ class DriverConductor:
             ctx.ipc_term_length if channel.is_ipc else ctx.term_length
         )
         mtu = channel.mtu or (ctx.ipc_mtu if channel.is_ipc else ctx.mtu_length)
-        if mtu - 32 > d.max_message_length(term_length):
+        if mtu - 32 > limits.max_message_length(term_length):
             raise AeronError(f"mtu {mtu} is too large for term-length {term_length}")
         session_id = channel.session_id
         if session_id is None:
@@ -327,7 +326,7 @@ class DriverConductor:
 
     def _add_subscription(self, command: p.AddSubscription, client: ClientSession) -> None:
         channel = ChannelUri.parse(command.channel)
-        d.check_int32(command.stream_id, "stream_id")
+        limits.check_int32(command.stream_id, "stream_id")
         _check_subscription_channel(channel)
         link = SubscriptionLink(
             command.correlation_id,

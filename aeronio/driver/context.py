@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from aeronio.errors import ConfigurationError
-from aeronio.logbuffer import descriptor as d
+from aeronio.protocol import limits
 from aeronio.protocol.channel import parse_duration_ns, parse_size
 
 ENV_PREFIX = "AERONIO_"
@@ -64,11 +64,11 @@ class DriverContext(msgspec.Struct, kw_only=True):
     def __post_init__(self) -> None:
         if not self.dir:
             self.dir = default_dir()
-        d.check_term_length(self.ipc_term_length, "ipc_term_length")
-        d.check_mtu(self.ipc_mtu, "ipc_mtu")
-        d.check_term_length(self.term_length, "term_length")
-        d.check_mtu(self.mtu_length, "mtu_length")
-        if self.ipc_mtu - 32 > d.max_message_length(self.ipc_term_length):
+        limits.check_term_length(self.ipc_term_length, "ipc_term_length")
+        limits.check_mtu(self.ipc_mtu, "ipc_mtu")
+        limits.check_term_length(self.term_length, "term_length")
+        limits.check_mtu(self.mtu_length, "mtu_length")
+        if self.ipc_mtu - 32 > limits.max_message_length(self.ipc_term_length):
             raise ConfigurationError(f"ipc_mtu {self.ipc_mtu} is too large for the term length")
         window = self.ipc_publication_term_window_length
         if window < 0 or window > self.ipc_term_length:

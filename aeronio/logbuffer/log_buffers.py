@@ -19,7 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from aeronio._core import AtomicBuffer, MappedLog
+from aeronio.errors import ConfigurationError
 from aeronio.logbuffer import descriptor as d
+from aeronio.protocol import limits
 from aeronio.protocol.frames import DataHeader, data_header
 
 
@@ -44,23 +46,23 @@ class LogBuffers:
         stream_id: int,
         mtu: int,
         correlation_id: int = 0,
-        page_size: int = d.PAGE_MIN_SIZE,
+        page_size: int = limits.PAGE_MIN_SIZE,
         term_id: int | None = None,
         term_offset: int = 0,
         sparse: bool = True,
     ) -> LogBuffers:
         """Create and initialise a log file; term_id/term_offset start it at a chosen position."""
-        d.check_term_length(term_length)
-        d.check_page_size(page_size)
-        d.check_mtu(mtu)
+        limits.check_term_length(term_length)
+        limits.check_page_size(page_size)
+        limits.check_mtu(mtu)
         active_term_id = initial_term_id if term_id is None else term_id
         term_count = d._int32(active_term_id - initial_term_id)
         if term_count < 0:
-            raise d.ConfigurationError(
+            raise ConfigurationError(
                 f"term_id {active_term_id} is before init_term_id {initial_term_id}"
             )
         if not 0 <= term_offset <= term_length or term_offset % 32:
-            raise d.ConfigurationError(
+            raise ConfigurationError(
                 f"term_offset {term_offset} must be a multiple of 32 in 0..{term_length}"
             )
         length = d.compute_log_length(term_length, page_size)

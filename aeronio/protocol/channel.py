@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Generic, NamedTuple, TypeVar, overload
 
+from aeronio._core import FRAME_ALIGNMENT
 from aeronio.errors import ChannelUriError
-from aeronio.logbuffer import descriptor as d
+from aeronio.protocol import limits
 
 __all__ = ["ChannelUri", "parse_duration_ns", "parse_size"]
 
@@ -26,6 +27,7 @@ CONTROL_MODES = ("manual", "dynamic")
 
 _T = TypeVar("_T")
 _Value = str | int | bool | None
+_INT32_MIN, _INT32_MAX = limits.INT32_MIN, limits.INT32_MAX
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 # key -> value kind ("int", "size", "duration", "bool", "address" or "str").
@@ -44,9 +46,9 @@ _IPC_KEYS = frozenset(
 )  # fmt: skip
 # Inclusive ranges checked with the generic message "<key> <value> must be between lo and hi".
 _RANGES: dict[str, tuple[int, int]] = {
-    "init-term-id": (d.INT32_MIN, d.INT32_MAX), "term-id": (d.INT32_MIN, d.INT32_MAX),
-    "session-id": (d.INT32_MIN, d.INT32_MAX), "ttl": (0, 255), "gtag": (_INT64_MIN, _INT64_MAX),
-    "so-sndbuf": (0, d.INT32_MAX), "so-rcvbuf": (0, d.INT32_MAX), "rcv-wnd": (1, d.INT32_MAX),
+    "init-term-id": (_INT32_MIN, _INT32_MAX), "term-id": (_INT32_MIN, _INT32_MAX),
+    "session-id": (_INT32_MIN, _INT32_MAX), "ttl": (0, 255), "gtag": (_INT64_MIN, _INT64_MAX),
+    "so-sndbuf": (0, _INT32_MAX), "so-rcvbuf": (0, _INT32_MAX), "rcv-wnd": (1, _INT32_MAX),
     "linger": (0, _INT64_MAX), "nak-delay": (0, _INT64_MAX),
 }  # fmt: skip
 _TERM_IDS = ("init-term-id", "term-id", "term-offset")
@@ -155,9 +157,9 @@ def _validate(prefix: str, media: str, params: Mapping[str, str]) -> dict[str, A
             raise ChannelUriError(f"{key} {params[key]} must be between {lo} and {hi}")
     term_length = typed.get("term-length")
     if term_length is not None:
-        d.check_term_length(term_length, "term-length", ChannelUriError, params["term-length"])
+        limits.check_term_length(term_length, "term-length", ChannelUriError, params["term-length"])
     if "mtu" in typed:
-        d.check_mtu(typed["mtu"], "mtu", ChannelUriError, params["mtu"])
+        limits.check_mtu(typed["mtu"], "mtu", ChannelUriError, params["mtu"])
     missing = [key for key in _TERM_IDS if key not in typed]
     if 0 < len(missing) < len(_TERM_IDS):
         raise ChannelUriError(
@@ -165,10 +167,10 @@ def _validate(prefix: str, media: str, params: Mapping[str, str]) -> dict[str, A
             f"missing {', '.join(missing)}"
         )
     offset = typed.get("term-offset")
-    limit = d.TERM_MAX_LENGTH if term_length is None else term_length
-    if offset is not None and not (0 <= offset <= limit and offset % d.FRAME_ALIGNMENT == 0):
+    limit = limits.TERM_MAX_LENGTH if term_length is None else term_length
+    if offset is not None and not (0 <= offset <= limit and offset % FRAME_ALIGNMENT == 0):
         raise ChannelUriError(
-            f"term-offset {params['term-offset']} must be a multiple of {d.FRAME_ALIGNMENT} "
+            f"term-offset {params['term-offset']} must be a multiple of {FRAME_ALIGNMENT} "
             f"between 0 and {limit}"
         )
     endpoint = typed.get("endpoint")
@@ -232,7 +234,7 @@ def parse_flow_control(fc: str) -> FlowControlSpec:
                 raise ChannelUriError(f"group tag {tag} in fc {fc!r} is not an int64")
             spec = spec._replace(group_tag=int(tag))
         if size is not None:
-            if int(size) > d.INT32_MAX:
+            if int(size) > limits.INT32_MAX:
                 raise ChannelUriError(f"group minimum size {size} in fc {fc!r} is too large")
             spec = spec._replace(min_group_size=int(size))
     if name == "tagged" and spec.group_tag is None:

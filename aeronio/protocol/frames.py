@@ -43,7 +43,7 @@ from aeronio._core import (  # the DATA/PAD layout, defined once in cython_core/
     UNFRAGMENTED,
 )
 from aeronio.errors import AeronError
-from aeronio.logbuffer import descriptor as d
+from aeronio.protocol import limits
 
 HDR_TYPE_NAK = 0x02
 HDR_TYPE_SM = 0x03
@@ -161,13 +161,31 @@ def _codec(name: str, fields: tuple, extra: tuple[str, ...] = ()) -> type:
     """The NamedTuple base of a frame's codec, made from its table (`extra`: fields after the
     fixed header, not in the struct, empty by default)."""
     layout = struct.Struct("<" + "".join(code for _, code, _ in fields))
-    base = namedtuple(name, [f for f, _, _ in fields] + list(extra), defaults=(b"",) * len(extra))
+    names = [f for f, _, _ in fields] + list(extra)
+    base = namedtuple(name, names, defaults=(b"",) * len(extra))
+    # `build`, made from the table as namedtuple makes its __new__: keyword-only arguments with
+    # the table's defaults, one tuple made. The frame length defaults to the header's plus the
+    # extra (bytes) fields'.
+    defaults = {f: default for f, _, default in fields} | dict.fromkeys(extra, b"")
+    defaults["frame_length"] = None
+    params = ", ".join(f if defaults[f] is REQUIRED else f"{f}=_d[{f!r}]" for f in names)
+    lines = [f"def build(cls, *, {params}):"]
+    lines += [f"    {f} = bytes({f})" for f in extra]
+    lines += [
+        "    if frame_length is None:",
+        f"        frame_length = {' + '.join([str(layout.size)] + [f'len({f})' for f in extra])}",
+        f"    return _new(cls, ({', '.join(names)},))",
+    ]
+    namespace = {"_d": defaults, "_new": tuple.__new__}
+    exec("\n".join(lines), namespace)  # noqa: S102  (the source is made from the table above)
 
     class Codec(base):
         __slots__ = ()
         STRUCT = layout
         LENGTH = layout.size
         FIELDS = fields
+        build = classmethod(namespace["build"])
+        build.__doc__ = "A frame of this type: the table's defaults with the given fields."
 
         def encode(self) -> bytes:
             return self.STRUCT.pack(*self[: len(fields)])
@@ -176,17 +194,6 @@ def _codec(name: str, fields: tuple, extra: tuple[str, ...] = ()) -> type:
         def decode(cls, buffer: bytes | bytearray | memoryview, offset: int = 0) -> Self:
             _require(buffer, offset, cls.LENGTH, FRAME_TYPE_NAMES[fields[3][2]])
             return cls._make(cls.STRUCT.unpack_from(buffer, offset))
-
-        @classmethod
-        def build(cls, **values: int) -> Self:
-            """A frame of this type: the table's defaults (frame length: the header's) with
-            `values` over them."""
-            missing = [f for f, _, default in fields[1:] if default is REQUIRED and f not in values]
-            if missing:
-                raise TypeError(f"{name}.build needs {', '.join(missing)}")
-            row = {f: default for f, _, default in fields}
-            row["frame_length"] = layout.size
-            return cls(**(row | values))
 
     Codec.__name__ = Codec.__qualname__ = f"{name}Codec"
     return Codec
@@ -224,7 +231,7 @@ class StatusMessage(_codec("StatusMessage", SM_FIELDS, ("feedback",))):
         return bool(self.flags & SM_SETUP_FLAG)
 
     def encode(self) -> bytes:
-        return super().encode() + bytes(self.feedback)
+        return self.STRUCT.pack(*self[:-1]) + bytes(self.feedback)
 
     @classmethod
     def decode(cls, buffer: bytes | bytearray | memoryview, offset: int = 0) -> StatusMessage:
@@ -242,12 +249,6 @@ class StatusMessage(_codec("StatusMessage", SM_FIELDS, ("feedback",))):
                 )
             feedback = bytes(buffer[offset + cls.LENGTH : offset + frame_length])
         return cls(*header, feedback)
-
-    @classmethod
-    def build(cls, *, feedback: bytes = b"", **values: int) -> StatusMessage:
-        feedback = bytes(feedback)
-        header = super().build(feedback=feedback, **values)
-        return header._replace(frame_length=cls.LENGTH + len(feedback))
 
 
 class NakFrame(_codec("NakFrame", NAK_FIELDS)):
@@ -334,8 +335,8 @@ def _check_setup(view: memoryview, offset: int) -> None:
     setup = SetupFrame.decode(view, offset)
     term_length = setup.term_length
     malformed = partial(MalformedFrameError, offset=offset, frame_type=HDR_TYPE_SETUP)
-    d.check_term_length(term_length, "SETUP term_length", malformed)
-    d.check_mtu(setup.mtu, "SETUP mtu", malformed)
+    limits.check_term_length(term_length, "SETUP term_length", malformed)
+    limits.check_mtu(setup.mtu, "SETUP mtu", malformed)
     term_offset = setup.term_offset
     if term_offset % FRAME_ALIGNMENT != 0 or not 0 <= term_offset <= term_length:
         raise MalformedFrameError(

@@ -5,7 +5,8 @@ Rules, by the package a module is in:
   a client reaches its driver only through the control protocol (and the registry of embedded
   drivers in `protocol.embedded`);
 - `aeronio.driver` imports no `client`;
-- `aeronio.protocol` imports no `driver` or `client`;
+- `aeronio.protocol` imports no `driver`, `client`, `logbuffer` or `counters` (it is what
+  everyone builds on: only `_core` and `errors` are below it);
 - `aeronio.logbuffer` and `aeronio.counters` import no `driver` or `client`.
 Only the top-level modules (`aeronio/__init__.py`, `_connect.py`, `cli.py`) know both sides.
 Every import counts: at module level, inside functions and under `TYPE_CHECKING`.
@@ -21,7 +22,7 @@ PACKAGE = Path(__file__).parents[2] / "aeronio"
 CLIENT_MAY_IMPORT = {"client", "protocol", "logbuffer", "counters", "idle", "errors", "_core"}
 FORBIDDEN = {
     "driver": {"client"},
-    "protocol": {"driver", "client"},
+    "protocol": {"driver", "client", "logbuffer", "counters"},
     "logbuffer": {"driver", "client"},
     "counters": {"driver", "client"},
 }

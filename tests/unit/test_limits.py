@@ -1,4 +1,4 @@
-"""Every limit has one validator (aeronio.logbuffer.descriptor) and every entry point uses it:
+"""Every limit has one validator (aeronio.protocol.limits) and every entry point uses it:
 the same bad value is refused with the same message, in the exception type of its kind of
 input (ConfigurationError for options and arguments, ChannelUriError for a channel URI,
 MalformedFrameError for a frame off the wire). The layout itself is defined once, in the
@@ -10,7 +10,7 @@ from aeronio import _core
 from aeronio.driver.context import DriverContext
 from aeronio.errors import ChannelUriError, ConfigurationError
 from aeronio.logbuffer import descriptor as d
-from aeronio.protocol import frames
+from aeronio.protocol import frames, limits
 from aeronio.protocol.channel import ChannelUri
 
 TERM_RULE = "must be a power of two between 65536 and 1073741824"
@@ -62,4 +62,4 @@ def test_a_bad_mtu_is_refused_alike_everywhere(value):
 @pytest.mark.parametrize("value", [True, 2**31, -(2**31) - 1, 1.0, "1"])
 def test_a_bad_int32_is_refused_naming_it(value):
     with pytest.raises(ConfigurationError, match=f"stream_id {value!r} must be a signed 32-bit"):
-        d.check_int32(value, "stream_id")
+        limits.check_int32(value, "stream_id")

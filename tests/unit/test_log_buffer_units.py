@@ -13,8 +13,8 @@ import pytest
 
 from aeronio import ControlledPollAction, _core
 from aeronio.errors import ClaimError, ConfigurationError, MessageTooLargeError
-from aeronio.logbuffer import descriptor
 from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol import limits
 
 HEADER_LENGTH = 32
 TERM_LENGTH = 64 * 1024
@@ -118,7 +118,7 @@ def collect(reader: _core.ImageReader, limit: int = 1000) -> list[tuple[bytes, i
 
 @pytest.mark.parametrize("shift", range(16, 31))
 def test_check_term_length_accepts_the_15_powers_of_two(shift):
-    descriptor.check_term_length(1 << shift)
+    limits.check_term_length(1 << shift)
 
 
 @pytest.mark.parametrize(
@@ -127,7 +127,7 @@ def test_check_term_length_accepts_the_15_powers_of_two(shift):
 )
 def test_check_term_length_rejects_and_names_the_value(term_length):
     with pytest.raises(ConfigurationError) as raised:
-        descriptor.check_term_length(term_length)
+        limits.check_term_length(term_length)
     assert str(term_length) in str(raised.value).split()
 
 
@@ -156,7 +156,7 @@ def test_log_buffers_create_rejects_a_bad_term_length(tmp_path):
     ],
 )
 def test_max_message_length_is_an_eighth_of_the_term_up_to_16_mib(term_length, expected):
-    assert descriptor.max_message_length(term_length) == expected
+    assert limits.max_message_length(term_length) == expected
 
 
 @pytest.mark.parametrize(
