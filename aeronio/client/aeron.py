@@ -17,6 +17,7 @@ import random
 import time
 
 from aeronio import _core
+from aeronio.client.counter import ClientCounter
 from aeronio.client.publication import ExclusivePublication, Publication
 from aeronio.client.subscription import Image, Subscription
 from aeronio.client.transport import EmbeddedTransport, SocketTransport
@@ -38,7 +39,13 @@ from aeronio.protocol.layout import COUNTERS_FILE
 
 DEFAULT_DRIVER_TIMEOUT_S = 10.0
 log = logging.getLogger("aeronio.client")
-_REPLIES = (p.PublicationReady, p.SubscriptionReady, p.OperationSuccess, p.ErrorResponse)
+_REPLIES = (
+    p.PublicationReady,
+    p.SubscriptionReady,
+    p.CounterReady,
+    p.OperationSuccess,
+    p.ErrorResponse,
+)
 
 
 class Aeron:
@@ -223,6 +230,10 @@ class Aeron:
                     self._correlation_id(), self.client_id, response.registration_id
                 )
             )
+        elif isinstance(response, p.CounterReady):
+            self._transport.submit(
+                p.RemoveCounter(self._correlation_id(), self.client_id, command.correlation_id)
+            )
         elif isinstance(response, p.SubscriptionReady) and isinstance(command, p.AddSubscription):
             self._transport.submit(
                 p.RemoveSubscription(self._correlation_id(), self.client_id, command.correlation_id)
@@ -340,6 +351,21 @@ class Aeron:
             self._subscriptions.pop(correlation_id, None)
             raise
         return subscription
+
+    async def add_counter(self, type_id: int, label: str, key: bytes = b"") -> ClientCounter:
+        """A counter in the driver's counters file (shown by `aeronio stat`) that this client
+        owns and writes; it is freed by `close()` or when this client ends."""
+        correlation_id = self._correlation_id()
+        ready = await self._request(
+            p.AddCounter(correlation_id, self.client_id, type_id, bytes(key), label)
+        )
+        return ClientCounter(self.counters, ready.counter_id, correlation_id, self._release_counter)
+
+    async def _release_counter(self, counter: ClientCounter) -> None:
+        if not self.is_closed and not self._lost:
+            await self._request(
+                p.RemoveCounter(self._correlation_id(), self.client_id, counter.registration_id)
+            )
 
     async def _release_subscription(self, subscription: Subscription) -> None:
         self._subscriptions.pop(subscription.registration_id, None)

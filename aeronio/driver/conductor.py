@@ -17,7 +17,12 @@ from collections import deque
 from collections.abc import Callable
 
 from aeronio._core import DataPath
-from aeronio.counters import CountersManager, SystemCounters, allocate_system_counters
+from aeronio.counters import (
+    MAX_KEY_LENGTH,
+    CountersManager,
+    SystemCounters,
+    allocate_system_counters,
+)
 from aeronio.driver.client_proxy import ClientProxy
 from aeronio.driver.context import DriverContext
 from aeronio.driver.driver_publication import DriverPublication, State
@@ -128,6 +133,10 @@ class DriverConductor:
                     self._remove_subscription(command, client)
                 case p.AddDestination() | p.RemoveDestination():
                     self._change_destination(command, client, now_ns)
+                case p.AddCounter():
+                    self._add_counter(command, client, reply)
+                case p.RemoveCounter():
+                    self._remove_counter(command, client, reply)
                 case p.ClientKeepalive():
                     pass
                 case p.ClientClose():
@@ -378,6 +387,24 @@ class DriverConductor:
         for publication in self.publications:
             publication.remove_subscriber(link.registration_id)
 
+    # -- client counters ----------------------------------------------------------------
+
+    def _add_counter(self, command: p.AddCounter, client: ClientSession, reply) -> None:
+        if len(command.key) > MAX_KEY_LENGTH:
+            raise AeronError(f"counter key is {len(command.key)} bytes, over {MAX_KEY_LENGTH}")
+        counter = self.stream_counters.client_counter(
+            command.correlation_id, client.client_id, command.type_id, command.key, command.label
+        )
+        client.counters[command.correlation_id] = counter
+        reply(p.CounterReady(command.correlation_id, counter.id))
+
+    def _remove_counter(self, command: p.RemoveCounter, client: ClientSession, reply) -> None:
+        counter = client.counters.pop(command.registration_id, None)
+        if counter is None:
+            raise AeronError(f"unknown counter registration id {command.registration_id}")
+        self.stream_counters.free(counter)
+        self.proxy.operation_success(reply, command.correlation_id)
+
     def _release_client(self, client: ClientSession) -> None:
         """A client ended (closed, or timed out): its subscriptions end, its publications are
         released (they linger), its heartbeat counter goes."""
@@ -385,7 +412,8 @@ class DriverConductor:
             self.resources.end(link)
         for registration_id in client.publications:
             self._release_publication(registration_id, self._now_ns)
-        self.stream_counters.free(client.heartbeat)
+        self.stream_counters.free(client.heartbeat, *client.counters.values())
+        client.counters.clear()
         if client.timed_out:
             self.system[SystemCounters.CLIENT_TIMEOUTS].increment()
             self._timed_out_clients.add(client.client_id)

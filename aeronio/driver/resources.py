@@ -58,6 +58,7 @@ class ClientSession:
     last_keepalive_ns: int = 0
     publications: list[int] = field(default_factory=list)  # registration ids, one per add
     subscriptions: list[int] = field(default_factory=list)
+    counters: dict[int, Counter] = field(default_factory=dict)  # by registration id
     closed: bool = False
     timed_out: bool = False
 

@@ -65,6 +65,12 @@ class StreamCounters:
         label = f"client-heartbeat: {client_id}"
         return self._allocate(_Spec(label, CLIENT_HEARTBEAT_TYPE_ID, b"", client_id, client_id))[0]
 
+    def client_counter(
+        self, registration_id: int, client_id: int, type_id: int, key: bytes, label: str
+    ) -> Counter:
+        """A counter a client asked for (its type, key and label), owned by that client."""
+        return self._allocate(_Spec(label, type_id, key, registration_id, client_id))[0]
+
     def publication(
         self, registration_id: int, session_id: int, stream_id: int, channel: str, owner_id: int
     ) -> list[Counter]:

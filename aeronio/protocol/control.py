@@ -71,6 +71,22 @@ class RemoveDestination(msgspec.Struct, tag=True, frozen=True):
     channel: str
 
 
+class AddCounter(msgspec.Struct, tag=True, frozen=True):
+    """A counter the client owns (Aeron's ADD_COUNTER): freed when removed or the client ends."""
+
+    correlation_id: I64
+    client_id: I64
+    type_id: I32
+    key: bytes
+    label: str
+
+
+class RemoveCounter(msgspec.Struct, tag=True, frozen=True):
+    correlation_id: I64
+    client_id: I64
+    registration_id: I64
+
+
 class ClientKeepalive(msgspec.Struct, tag=True, frozen=True):
     client_id: I64
 
@@ -126,6 +142,11 @@ class ImageUnavailable(msgspec.Struct, tag=True, frozen=True):
     stream_id: I32
 
 
+class CounterReady(msgspec.Struct, tag=True, frozen=True):
+    correlation_id: I64
+    counter_id: I32
+
+
 class OperationSuccess(msgspec.Struct, tag=True, frozen=True):
     correlation_id: I64
 
@@ -144,6 +165,8 @@ Command = (
     | RemoveSubscription
     | AddDestination
     | RemoveDestination
+    | AddCounter
+    | RemoveCounter
     | ClientKeepalive
     | ClientClose
 )
@@ -154,6 +177,7 @@ Response = (
     | SubscriptionReady
     | ImageReady
     | ImageUnavailable
+    | CounterReady
     | OperationSuccess
     | ErrorResponse
 )
