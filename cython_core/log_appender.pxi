@@ -263,6 +263,65 @@ cdef class LogAppender:
             PyBuffer_Release(&view)
         return result
 
+    # -- block ------------------------------------------------------------------------------
+
+    def try_offer_block(self, object block) -> int:
+        """Append whole frames copied from another log of the same term length and initial term
+        id (an archive's replay): `block` must start at this publication's term offset and end
+        within its term. Each frame gets this publication's session and stream id; the first
+        frame's length is stored last, so readers see the block whole. Returns the new position
+        or a negative result code (exclusive publications only)."""
+        cdef Py_buffer view
+        cdef int32_t term_count, term_id, term_offset, resulting, offset, frame_length
+        cdef int64_t position, raw_offset, result
+        cdef char* term
+        cdef char* frame
+        cdef char* source
+        if not self.exclusive:
+            raise TypeError("offer_block needs an exclusive publication")
+        if self.is_closed:
+            return CLOSED_CODE
+        PyObject_GetBuffer(block, &view, PyBUF_SIMPLE)
+        try:
+            raw_offset = self._begin(&term_count, &term_id, &position)
+            if view.len <= 0 or view.len % FRAME_ALIGNMENT != 0:
+                raise ValueError(f"block length {view.len} must be a positive multiple of {FRAME_ALIGNMENT}")
+            if raw_offset == self.log.term_length:  # the last block filled the term: rotate
+                return self._new_position(term_count, term_id, position, raw_offset, -1)
+            if raw_offset + view.len > self.log.term_length:
+                raise ValueError(f"block of {view.len} bytes at term offset {raw_offset} "
+                                 f"overruns the term of {self.log.term_length}")
+            if aio_get_i32(<char*> view.buf + TERM_OFFSET_FIELD_OFFSET) != raw_offset:
+                raise ValueError(f"block starts at term offset {aio_get_i32(<char*> view.buf + TERM_OFFSET_FIELD_OFFSET)}, "
+                                 f"the publication is at {raw_offset}")
+            source = <char*> view.buf
+            offset = 0
+            while offset < view.len:  # whole frames only, tiling the block
+                frame_length = aio_get_i32(source + offset)
+                if frame_length < HEADER_LENGTH or offset + align_frame(frame_length) > view.len:
+                    raise ValueError(f"frame at block offset {offset} has length {frame_length}: "
+                                     f"not a whole frame within the block of {view.len}")
+                offset += align_frame(frame_length)
+            if position + view.len > aio_load_i64(self._limit):
+                return self._back_pressure_status(position, view.len)
+            term = self.log.term(term_count % PARTITION_COUNT)
+            resulting = self._reserve(term_count, &term_id, <int32_t> view.len, &term_offset)
+            frame = term + term_offset
+            memcpy(frame + 4, source + 4, view.len - 4)
+            offset = 0
+            while offset < view.len:
+                aio_put_i32(frame + offset + SESSION_ID_FIELD_OFFSET, self.session_id)
+                aio_put_i32(frame + offset + STREAM_ID_FIELD_OFFSET, self.stream_id)
+                aio_put_i32(frame + offset + TERM_ID_FIELD_OFFSET, term_id)
+                offset += align_frame(aio_get_i32(source + offset))
+            aio_store_i32(frame, aio_get_i32(source))
+        finally:
+            PyBuffer_Release(&view)
+        result = self._new_position(term_count, term_id, position, raw_offset, resulting)
+        if result > 0:
+            self._wake_readers()
+        return result
+
     # -- claim ------------------------------------------------------------------------------
 
     def try_claim(self, Py_ssize_t length):

@@ -243,3 +243,19 @@ class ExclusivePublication(Publication):
     """A publication with one writer (no CAS on the tail): faster, not thread-safe."""
 
     is_exclusive = True
+
+    def try_offer_block(self, block: Buffer) -> int:
+        """Append whole frames copied from a log of this term length and initial term id (see
+        `offer_block`); returns the new position or a negative result code."""
+        return self._appender.try_offer_block(block)
+
+    async def offer_block(self, block: Buffer, *, timeout: float | None = None) -> int:
+        """Append a block of whole frames from a log of this term length and initial term id,
+        starting at this publication's position and within its term (an archive's replay keeps
+        recorded positions so), waiting while back-pressured; returns the new position."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        attempt = 0
+        while (result := self._appender.try_offer_block(block)) <= 0:
+            await self._wait(result, deadline, attempt)
+            attempt += 1
+        return result

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aeronio import _core
-from aeronio.logbuffer import signals, waker
+from aeronio.logbuffer import descriptor, signals, waker
 
 if TYPE_CHECKING:
     from aeronio.client.aeron import Aeron
@@ -78,6 +78,10 @@ class Image:
     @property
     def initial_term_id(self) -> int:
         return self._reader.log.initial_term_id
+
+    @property
+    def mtu_length(self) -> int:
+        return self.metadata.get_int32(descriptor.LOG_MTU_LENGTH_OFFSET)
 
     @property
     def is_end_of_stream(self) -> bool:
