@@ -1,0 +1,274 @@
+"""`archive.catalog`: the archive's recording descriptors, in the reference 1.15.1 format.
+
+The file
+--------
+- Record 0 (1024 bytes) holds the `CatalogHeader` block (version 0, entry length 1024).
+- Recording `n` is record `n + 1`: a 32-byte `RecordingDescriptorHeader` (descriptor length,
+  valid flag), then the `RecordingDescriptor` body (no message header). Ids are dense from 0;
+  the first record with length 0 ends the catalog.
+- The file is sized for `max_entries` records when created (the reference's default 8192).
+
+Concurrency
+-----------
+One archive writes; any process may read. A new descriptor is written body first and published
+by the ordered store of its length; stop position and timestamp are ordered stores; readers
+load them with acquire loads (`AtomicBuffer`).
+
+Sync levels (`file_sync_level`): 0 leaves writes to the page cache, 1 msyncs the record after
+each change, 2 also fsyncs the file's metadata.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from aeronio._core import AtomicBuffer
+from aeronio.archive import segments
+from aeronio.archive.codecs import (
+    NULL_POSITION,
+    NULL_TIMESTAMP,
+    CatalogHeader,
+    RecordingDescriptor,
+    RecordingDescriptorHeader,
+)
+from aeronio.errors import AeronError
+
+CATALOG_FILE_NAME = "archive.catalog"
+CATALOG_VERSION = 0
+RECORD_LENGTH = 1024
+DESCRIPTOR_HEADER_LENGTH = RecordingDescriptorHeader.BLOCK_LENGTH
+DEFAULT_MAX_ENTRIES = 8192
+VALID, INVALID = 1, 0
+# Field offsets in a record (descriptor header, then the descriptor body).
+_BODY = DESCRIPTOR_HEADER_LENGTH
+_STOP_TIMESTAMP = _BODY + 32
+_START_POSITION = _BODY + 40
+_STOP_POSITION = _BODY + 48
+# The three strings share what is left of a record after the fixed parts and their lengths.
+MAX_STRINGS_LENGTH = RECORD_LENGTH - _BODY - RecordingDescriptor.BLOCK_LENGTH - 3 * 4
+
+
+class CatalogError(AeronError):
+    """A catalog that cannot be opened or changed as asked; the message says why."""
+
+
+class Catalog:
+    """The recording descriptors of one archive directory (`readonly` for tools and readers)."""
+
+    def __init__(
+        self,
+        archive_dir: str | os.PathLike[str],
+        *,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        file_sync_level: int = 0,
+        readonly: bool = False,
+    ):
+        if file_sync_level not in (0, 1, 2):
+            raise CatalogError(f"file_sync_level must be 0, 1 or 2, got {file_sync_level}")
+        self.archive_dir = Path(archive_dir)
+        self.path = self.archive_dir / CATALOG_FILE_NAME
+        self.file_sync_level = file_sync_level
+        self.readonly = readonly
+        if not self.path.exists():
+            if readonly:
+                raise CatalogError(f"no catalog at {self.path}")
+            if max_entries < 1:
+                raise CatalogError(f"max_entries must be positive, got {max_entries}")
+            self.archive_dir.mkdir(parents=True, exist_ok=True)
+            self._create(max_entries)
+        mode = "c" if readonly else "r+"  # "c": never written, so it sees the writer's changes
+        self._map = np.memmap(self.path, dtype=np.uint8, mode=mode)
+        self.buffer = AtomicBuffer(self._map)
+        if len(self._map) < 2 * RECORD_LENGTH:
+            raise CatalogError(f"{self.path}: {len(self._map)} bytes is too short for a catalog")
+        header, _ = CatalogHeader.decode_block(self._map)
+        if header.version != CATALOG_VERSION or header.entry_length != RECORD_LENGTH:
+            raise CatalogError(
+                f"{self.path}: version {header.version}, entry length {header.entry_length} "
+                f"(this archive reads version {CATALOG_VERSION}, entries of {RECORD_LENGTH})"
+            )
+        self.max_entries = len(self._map) // RECORD_LENGTH - 1
+        self.next_recording_id = self._count()
+
+    def _create(self, max_entries: int) -> None:
+        with open(self.path, "wb") as f:
+            f.truncate((max_entries + 1) * RECORD_LENGTH)
+            f.write(CatalogHeader(CATALOG_VERSION, RECORD_LENGTH).encode_block())
+            self._sync_file(f.fileno())
+
+    def _count(self) -> int:
+        count = 0
+        while count < self.max_entries and self._length(count) > 0:
+            count += 1
+        return count
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _offset(self, recording_id: int) -> int:
+        return (recording_id + 1) * RECORD_LENGTH
+
+    def _length(self, recording_id: int) -> int:
+        return self.buffer.get_int32_volatile(self._offset(recording_id))
+
+    def has_recording(self, recording_id: int) -> bool:
+        return 0 <= recording_id < self.max_entries and self._length(recording_id) > 0
+
+    def is_valid(self, recording_id: int) -> bool:
+        return self.has_recording(recording_id) and self._map[self._offset(recording_id) + 4] == 1
+
+    def descriptor(self, recording_id: int) -> RecordingDescriptor:
+        """The recording's descriptor (stop position and timestamp as of now)."""
+        if not self.has_recording(recording_id):
+            raise CatalogError(f"unknown recording id {recording_id}")
+        at = self._offset(recording_id)
+        length = self._length(recording_id)
+        if not RecordingDescriptor.BLOCK_LENGTH <= length <= RECORD_LENGTH - _BODY:
+            raise CatalogError(f"recording {recording_id}: descriptor length {length} is corrupt")
+        body = bytes(self._map[at + _BODY : at + _BODY + length])
+        descriptor, _ = RecordingDescriptor.decode_block(body)
+        return msgspec.structs.replace(
+            descriptor,
+            stop_timestamp=self.buffer.get_int64_volatile(at + _STOP_TIMESTAMP),
+            stop_position=self.buffer.get_int64_volatile(at + _STOP_POSITION),
+        )
+
+    def __iter__(self) -> Iterator[RecordingDescriptor]:
+        """Every valid descriptor, in recording id order."""
+        for recording_id in range(self._count()):
+            if self.is_valid(recording_id):
+                yield self.descriptor(recording_id)
+
+    def __len__(self) -> int:
+        return self._count()
+
+    def stop_position(self, recording_id: int) -> int:
+        if not self.has_recording(recording_id):
+            raise CatalogError(f"unknown recording id {recording_id}")
+        return self.buffer.get_int64_volatile(self._offset(recording_id) + _STOP_POSITION)
+
+    def find_last(self, min_recording_id: int, session_id: int, stream_id: int, channel: str):
+        """The id of the last recording from `min_recording_id` of this session and stream whose
+        original channel contains `channel`, or None (the reference's `findLast`)."""
+        for recording_id in range(self._count() - 1, max(min_recording_id, 0) - 1, -1):
+            if not self.is_valid(recording_id):
+                continue
+            d = self.descriptor(recording_id)
+            if d.session_id == session_id and d.stream_id == stream_id:
+                if channel in d.original_channel:
+                    return recording_id
+        return None
+
+    def layout(self, recording_id: int) -> segments.RecordingLayout:
+        d = self.descriptor(recording_id)
+        return segments.RecordingLayout(
+            recording_id, d.start_position, d.term_buffer_length, d.segment_file_length
+        )
+
+    # -- writing --------------------------------------------------------------------------
+
+    def add_recording(
+        self,
+        *,
+        start_position: int,
+        start_timestamp: int,
+        initial_term_id: int,
+        segment_file_length: int,
+        term_buffer_length: int,
+        mtu_length: int,
+        session_id: int,
+        stream_id: int,
+        stripped_channel: str,
+        original_channel: str,
+        source_identity: str,
+    ) -> int:
+        """Add an active recording (stop position and timestamp unset); returns its id."""
+        self._check_writable()
+        recording_id = self.next_recording_id
+        if recording_id >= self.max_entries:
+            raise CatalogError(f"the catalog is full ({self.max_entries} entries)")
+        strings = [stripped_channel, original_channel, source_identity]
+        if sum(len(s) for s in strings) > MAX_STRINGS_LENGTH:
+            raise CatalogError(
+                f"channel and source identity are longer than {MAX_STRINGS_LENGTH} bytes in all"
+            )
+        body = RecordingDescriptor(
+            0, 0, recording_id, start_timestamp, NULL_TIMESTAMP, start_position, NULL_POSITION,
+            initial_term_id, segment_file_length, term_buffer_length, mtu_length, session_id,
+            stream_id, *strings,
+        ).encode_block()  # fmt: skip
+        at = self._offset(recording_id)
+        self._map[at + _BODY : at + _BODY + len(body)] = np.frombuffer(body, np.uint8)
+        self._map[at + 4] = VALID
+        self.buffer.put_int32_ordered(at, len(body))  # publishes it
+        self.next_recording_id += 1
+        self._sync()
+        return recording_id
+
+    def recording_stopped(self, recording_id: int, stop_position: int, stop_timestamp: int):
+        self._set_stop(recording_id, stop_position, stop_timestamp)
+
+    def extend_recording(self, recording_id: int) -> None:
+        """Mark a stopped recording active again (its stop position unset)."""
+        self._set_stop(recording_id, NULL_POSITION, NULL_TIMESTAMP)
+
+    def _set_stop(self, recording_id: int, stop_position: int, stop_timestamp: int) -> None:
+        self._check_writable()
+        if not self.has_recording(recording_id):
+            raise CatalogError(f"unknown recording id {recording_id}")
+        at = self._offset(recording_id)
+        self.buffer.put_int64_ordered(at + _STOP_TIMESTAMP, stop_timestamp)
+        self.buffer.put_int64_ordered(at + _STOP_POSITION, stop_position)
+        self._sync()
+
+    def invalidate(self, recording_id: int) -> None:
+        """Mark a recording unusable (kept in the file, skipped by listings)."""
+        self._check_writable()
+        self._map[self._offset(recording_id) + 4] = INVALID
+        self._sync()
+
+    def recover(self, now_ms: int) -> list[int]:
+        """Give every recording left active (stop position unset) by an archive that died the
+        stop position of its last whole frame; returns their ids."""
+        fixed = []
+        for recording_id in range(self._count()):
+            if self.is_valid(recording_id) and self.stop_position(recording_id) == NULL_POSITION:
+                stop = segments.recover_stop_position(self.archive_dir, self.layout(recording_id))
+                self.recording_stopped(recording_id, stop, now_ms)
+                fixed.append(recording_id)
+        return fixed
+
+    def _check_writable(self) -> None:
+        if self.readonly:
+            raise CatalogError(f"{self.path} is open read-only")
+
+    def _sync(self) -> None:
+        if self.file_sync_level > 0:
+            self._map.flush()
+            if self.file_sync_level > 1:
+                fd = os.open(self.path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+
+    def _sync_file(self, fd: int) -> None:
+        if self.file_sync_level > 0:
+            os.fsync(fd)
+
+    def close(self) -> None:
+        if self._map is not None:
+            if not self.readonly:
+                self._map.flush()
+            self.buffer = None
+            self._map = None  # the mapping goes with its last reference
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
