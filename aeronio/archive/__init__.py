@@ -1,0 +1,56 @@
+"""The Aeron Archive for Python: records streams into segment files, lists them from a catalog
+and replays them, speaking the reference 1.15.1 archive's control protocol.
+
+    from aeronio import archive
+    async with archive.Archive.launch(aeron, archive_dir="rec") as arch:   # the service
+        async with archive.connect(aeron, **archive.LOCAL) as client:     # AeronArchive
+            await client.start_recording("aeron:ipc", 10)
+
+Reading what was recorded needs no archive process: `Catalog` and `RecordingReader`.
+"""
+
+from aeronio.archive.archive import Archive
+from aeronio.archive.catalog import Catalog, CatalogError
+from aeronio.archive.client import NULL_LENGTH, NULL_POSITION, ArchiveClient, connect
+from aeronio.archive.codecs import (
+    ControlResponseCode,
+    ErrorCode,
+    RecordingDescriptor,
+    RecordingProgress,
+    RecordingStarted,
+    RecordingStopped,
+    SourceLocation,
+)
+from aeronio.archive.context import ArchiveContext
+from aeronio.archive.errors import ArchiveError
+from aeronio.archive.segments import RecordingLayout, RecordingReader
+
+# Channels for a client on the archive's own driver: IPC control and responses.
+LOCAL = {
+    "control_channel": "aeron:ipc",
+    "control_stream_id": 11,
+    "response_channel": "aeron:ipc",
+    "response_stream_id": 21,
+}
+
+__all__ = [
+    "LOCAL",
+    "NULL_LENGTH",
+    "NULL_POSITION",
+    "Archive",
+    "ArchiveClient",
+    "ArchiveContext",
+    "ArchiveError",
+    "Catalog",
+    "CatalogError",
+    "ControlResponseCode",
+    "ErrorCode",
+    "RecordingDescriptor",
+    "RecordingLayout",
+    "RecordingProgress",
+    "RecordingReader",
+    "RecordingStarted",
+    "RecordingStopped",
+    "SourceLocation",
+    "connect",
+]

@@ -1,0 +1,79 @@
+"""Archive: the archive service on this event loop, a client of a media driver.
+
+    async with aeronio.connect() as aeron:
+        async with archive.Archive.launch(aeron, archive_dir="rec") as arch:
+            ...
+
+Its conductor runs as one task; when a duty cycle finds no work it backs off (spin, yield,
+then sleeps of up to a millisecond, the reference archive's BackoffIdleStrategy). A failure in
+a duty cycle is counted and logged, and the next cycle runs: the archive does not die of one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from aeronio.archive.conductor import ArchiveConductor
+from aeronio.archive.context import ArchiveContext
+from aeronio.client.aeron import Aeron
+from aeronio.idle import BackoffIdleStrategy
+
+log = logging.getLogger("aeronio.archive")
+
+
+class Archive:
+    def __init__(self, aeron: Aeron, ctx: ArchiveContext):
+        self.aeron = aeron
+        self.ctx = ctx
+        self.conductor = ArchiveConductor(aeron, ctx)
+        self._task: asyncio.Task | None = None
+        self._idle = BackoffIdleStrategy()
+
+    @classmethod
+    def launch(cls, aeron: Aeron, **options: Any) -> Archive:
+        """An archive on `aeron` (options: `ArchiveContext` fields, e.g. `archive_dir`); start it
+        with `await archive.start()` or `async with`."""
+        return cls(aeron, ArchiveContext(**options))
+
+    @property
+    def catalog(self):
+        return self.conductor.catalog
+
+    async def start(self) -> Archive:
+        await self.conductor.start()
+        self._task = asyncio.create_task(self._run(), name="aeronio-archive")
+        return self
+
+    async def _run(self) -> None:
+        attempt = 0
+        while True:
+            try:
+                work = await self.conductor.do_work()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("archive duty cycle failed")
+                self.conductor.errors.increment()
+                work = 0
+            if work:
+                attempt = 0
+            else:
+                await self._idle.idle(attempt, asyncio.sleep)
+                attempt += 1
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.conductor.close()
+
+    async def __aenter__(self) -> Archive:
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()

@@ -1,0 +1,358 @@
+"""ArchiveClient (the reference's AeronArchive): asks an archive, over Aeron, to record, list,
+replay and truncate; speaks the reference 1.15.1 control protocol, so it works with the Java
+archive as with aeronio's.
+
+    async with archive.connect(aeron) as client:
+        subscription_id = await client.start_recording(channel, stream_id)
+
+One request at a time per client (a lock orders concurrent callers, as the reference's client
+does): the request goes on the control publication, then responses are read until the one with
+its correlation id (responses for other sessions sharing the response stream are skipped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from aeronio.archive import codecs, context
+from aeronio.archive.codecs import ControlResponseCode, SourceLocation
+from aeronio.archive.errors import ArchiveError
+from aeronio.client.aeron import Aeron
+from aeronio.client.publication import Publication
+from aeronio.client.subscription import Subscription
+from aeronio.errors import AeronError
+
+NULL_POSITION = -1
+NULL_LENGTH = -1
+
+
+class ArchiveClient:
+    def __init__(
+        self,
+        aeron: Aeron,
+        publication: Publication,
+        subscription: Subscription,
+        message_timeout_s: float,
+        recording_events_channel: str,
+        recording_events_stream_id: int,
+    ):
+        self.aeron = aeron
+        self.publication = publication
+        self.subscription = subscription
+        self.message_timeout_s = message_timeout_s
+        self.recording_events_channel = recording_events_channel
+        self.recording_events_stream_id = recording_events_stream_id
+        self.control_session_id = -1
+        self._next_correlation_id = random.getrandbits(48)
+        self._lock = asyncio.Lock()
+        self.is_closed = False
+
+    # -- the exchange ---------------------------------------------------------------------
+
+    def _correlation_id(self) -> int:
+        self._next_correlation_id += 1
+        return self._next_correlation_id
+
+    async def _send(self, request: codecs.Message) -> None:
+        if self.is_closed:
+            raise ArchiveError("the archive client is closed")
+        await self.publication.offer(request.encode(), timeout=self.message_timeout_s)
+
+    async def _next(self, correlation_id: int, deadline: float) -> codecs.Message:
+        """The next response for this request (a ControlResponse or a RecordingDescriptor)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise ArchiveError(
+                    f"no response from the archive for correlation id {correlation_id} within "
+                    f"{self.message_timeout_s} s",
+                    correlation_id=correlation_id,
+                )
+            try:
+                message = await asyncio.wait_for(self.subscription.receive(), left)
+            except TimeoutError:
+                continue
+            try:
+                response = codecs.decode(message.data)
+            except codecs.CodecError:
+                continue
+            if getattr(response, "correlation_id", None) != correlation_id:
+                continue
+            if self.control_session_id != -1 and response.control_session_id != (
+                self.control_session_id
+            ):
+                continue
+            return response
+
+    async def _request(self, make: Callable[[int, int], codecs.Message]) -> int:
+        """Send a request; its OK response's relevant id (ArchiveError for an ERROR)."""
+        async with self._lock:
+            correlation_id = self._correlation_id()
+            await self._send(make(self.control_session_id, correlation_id))
+            deadline = asyncio.get_running_loop().time() + self.message_timeout_s
+            response = await self._next(correlation_id, deadline)
+        return _relevant_id(response)
+
+    async def _list(self, make: Callable[[int, int], codecs.Message], count: int) -> list:
+        """Send a listing request; the descriptors until `count` or RECORDING_UNKNOWN."""
+        found: list[codecs.RecordingDescriptor] = []
+        async with self._lock:
+            correlation_id = self._correlation_id()
+            await self._send(make(self.control_session_id, correlation_id))
+            loop = asyncio.get_running_loop()
+            while len(found) < count:
+                deadline = loop.time() + self.message_timeout_s
+                response = await self._next(correlation_id, deadline)
+                if isinstance(response, codecs.RecordingDescriptor):
+                    found.append(response)
+                elif response.code == ControlResponseCode.RECORDING_UNKNOWN:
+                    break
+                else:
+                    _relevant_id(response)
+        return found
+
+    async def _connect(self, response_channel: str, response_stream_id: int) -> None:
+        correlation_id = self._correlation_id()
+        request = codecs.ConnectRequest(correlation_id, response_stream_id, response_channel)
+        await self._send(request)
+        deadline = asyncio.get_running_loop().time() + self.message_timeout_s
+        response = await self._next(correlation_id, deadline)
+        _relevant_id(response)
+        self.control_session_id = response.control_session_id
+
+    # -- recording ------------------------------------------------------------------------
+
+    async def start_recording(
+        self, channel: str, stream_id: int, source_location: SourceLocation = SourceLocation.LOCAL
+    ) -> int:
+        """Record every image of `channel`/`stream_id`; returns the archive's subscription id."""
+        return await self._request(
+            lambda s, c: codecs.StartRecordingRequest(s, c, stream_id, source_location, channel)
+        )
+
+    async def extend_recording(
+        self,
+        recording_id: int,
+        channel: str,
+        stream_id: int,
+        source_location: SourceLocation = SourceLocation.LOCAL,
+    ) -> int:
+        """Record a stream that continues a stopped recording (same initial term id, term length
+        and MTU, joining at its stop position); returns the subscription id."""
+        return await self._request(
+            lambda s, c: codecs.ExtendRecordingRequest(
+                s, c, recording_id, stream_id, source_location, channel
+            )
+        )
+
+    async def stop_recording(self, channel: str, stream_id: int) -> None:
+        await self._request(lambda s, c: codecs.StopRecordingRequest(s, c, stream_id, channel))
+
+    async def stop_recording_subscription(self, subscription_id: int) -> None:
+        await self._request(
+            lambda s, c: codecs.StopRecordingSubscriptionRequest(s, c, subscription_id)
+        )
+
+    async def get_recording_position(self, recording_id: int) -> int:
+        """The recorded position of an active recording, NULL_POSITION (-1) when not active."""
+        return await self._request(lambda s, c: codecs.RecordingPositionRequest(s, c, recording_id))
+
+    async def get_stop_position(self, recording_id: int) -> int:
+        """The stop position (NULL_POSITION while the recording is active)."""
+        return await self._request(lambda s, c: codecs.StopPositionRequest(s, c, recording_id))
+
+    async def truncate_recording(self, recording_id: int, position: int) -> None:
+        await self._request(
+            lambda s, c: codecs.TruncateRecordingRequest(s, c, recording_id, position)
+        )
+
+    # -- catalog --------------------------------------------------------------------------
+
+    async def list_recordings(
+        self, from_recording_id: int = 0, record_count: int = 2**31 - 1
+    ) -> list[codecs.RecordingDescriptor]:
+        return await self._list(
+            lambda s, c: codecs.ListRecordingsRequest(s, c, from_recording_id, record_count),
+            record_count,
+        )
+
+    async def list_recordings_for_uri(
+        self,
+        channel_fragment: str,
+        stream_id: int,
+        from_recording_id: int = 0,
+        record_count: int = 2**31 - 1,
+    ) -> list[codecs.RecordingDescriptor]:
+        """Recordings of `stream_id` whose channel contains `channel_fragment`."""
+        return await self._list(
+            lambda s, c: codecs.ListRecordingsForUriRequest(
+                s, c, from_recording_id, record_count, stream_id, channel_fragment
+            ),
+            record_count,
+        )
+
+    async def list_recording(self, recording_id: int) -> codecs.RecordingDescriptor | None:
+        found = await self._list(lambda s, c: codecs.ListRecordingRequest(s, c, recording_id), 1)
+        return found[0] if found else None
+
+    async def find_last_matching_recording(
+        self, min_recording_id: int, channel_fragment: str, stream_id: int, session_id: int
+    ) -> int:
+        """The last recording id from `min_recording_id` of that stream and session whose
+        channel contains `channel_fragment`, or -1."""
+        return await self._request(
+            lambda s, c: codecs.FindLastMatchingRecordingRequest(
+                s, c, min_recording_id, session_id, stream_id, channel_fragment
+            )
+        )
+
+    # -- replay ---------------------------------------------------------------------------
+
+    async def start_replay(
+        self, recording_id: int, position: int, length: int, channel: str, stream_id: int
+    ) -> int:
+        """Replay `length` bytes (NULL_LENGTH: to the end, following a live recording) from
+        `position` (NULL_POSITION: the start) to `channel`/`stream_id`; returns the replay
+        session id, whose low 32 bits are the replay's session id."""
+        return await self._request(
+            lambda s, c: codecs.ReplayRequest(
+                s, c, recording_id, position, length, stream_id, channel
+            )
+        )
+
+    async def stop_replay(self, replay_session_id: int) -> None:
+        await self._request(lambda s, c: codecs.StopReplayRequest(s, c, replay_session_id))
+
+    async def replay(
+        self, recording_id: int, position: int, length: int, channel: str, stream_id: int
+    ) -> Subscription:
+        """A subscription to `channel`/`stream_id` receiving the replay (its image's session id
+        is the replay session id's low 32 bits)."""
+        subscription = await self.aeron.add_subscription(channel, stream_id)
+        try:
+            await self.start_replay(recording_id, position, length, channel, stream_id)
+        except BaseException:
+            await subscription.close()
+            raise
+        return subscription
+
+    # -- events ---------------------------------------------------------------------------
+
+    async def recording_events(self) -> AsyncIterator[codecs.Message]:
+        """RecordingStarted, RecordingProgress and RecordingStopped events, as they come."""
+        subscription = await self.aeron.add_subscription(
+            self.recording_events_channel, self.recording_events_stream_id
+        )
+        try:
+            async for message in subscription:
+                try:
+                    yield codecs.decode(message.data)
+                except codecs.CodecError:
+                    continue
+        finally:
+            await subscription.close()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        if self.is_closed:
+            return
+        try:
+            if self.control_session_id != -1 and self.publication.is_connected:
+                self.publication.try_offer(
+                    codecs.CloseSessionRequest(self.control_session_id).encode()
+                )
+        finally:
+            self.is_closed = True
+            for resource in (self.publication, self.subscription):
+                try:
+                    await resource.close()
+                except AeronError:
+                    pass
+
+    async def __aenter__(self) -> ArchiveClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+
+def _relevant_id(response: codecs.Message) -> int:
+    if not isinstance(response, codecs.ControlResponse):
+        raise ArchiveError(f"unexpected {type(response).__name__} from the archive")
+    if response.code == ControlResponseCode.OK:
+        return response.relevant_id
+    if response.code == ControlResponseCode.RECORDING_UNKNOWN:
+        raise ArchiveError(
+            f"unknown recording {response.relevant_id}",
+            codecs.ErrorCode.UNKNOWN_RECORDING,
+            response.correlation_id,
+        )
+    raise ArchiveError(response.error_message, response.relevant_id, response.correlation_id)
+
+
+class Connect:
+    """What `connect` returns: await it, or use it with `async with`."""
+
+    def __init__(self, aeron: Aeron, options: dict[str, Any]):
+        self.aeron = aeron
+        self.options = options
+        self._client: ArchiveClient | None = None
+
+    async def _connect(self) -> ArchiveClient:
+        o = self.options
+        aeron = self.aeron
+        publication = await aeron.add_exclusive_publication(
+            o["control_channel"], o["control_stream_id"]
+        )
+        try:
+            subscription = await aeron.add_subscription(
+                o["response_channel"], o["response_stream_id"]
+            )
+        except BaseException:
+            await publication.close()
+            raise
+        client = ArchiveClient(
+            aeron,
+            publication,
+            subscription,
+            o["message_timeout_s"],
+            o["recording_events_channel"],
+            o["recording_events_stream_id"],
+        )
+        try:
+            await client._connect(o["response_channel"], o["response_stream_id"])
+        except BaseException:
+            await client.close()
+            raise
+        self._client = client
+        return client
+
+    def __await__(self):
+        return self._connect().__await__()
+
+    async def __aenter__(self) -> ArchiveClient:
+        return await self._connect()
+
+    async def __aexit__(self, *exc) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+def connect(
+    aeron: Aeron,
+    *,
+    control_channel: str = context.CONTROL_CHANNEL,
+    control_stream_id: int = context.CONTROL_STREAM_ID,
+    response_channel: str = context.CONTROL_RESPONSE_CHANNEL,
+    response_stream_id: int = context.CONTROL_RESPONSE_STREAM_ID,
+    recording_events_channel: str = context.RECORDING_EVENTS_CHANNEL,
+    recording_events_stream_id: int = context.RECORDING_EVENTS_STREAM_ID,
+    message_timeout_s: float = context.MESSAGE_TIMEOUT_NS / 1e9,
+) -> Connect:
+    """Connect to an archive (the reference's default channels unless told otherwise)."""
+    return Connect(aeron, dict(locals()) | {"aeron": aeron})

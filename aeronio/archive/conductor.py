@@ -1,0 +1,574 @@
+"""ArchiveConductor: the archive's one agent. A client of a media driver (never part of it), it
+answers control requests, records images and replays recordings, one duty cycle at a time.
+
+A duty cycle
+------------
+1. Control requests from the control and local control subscriptions, in arrival order. A
+   message that does not decode, an unknown template id or a request for an unknown control
+   session is counted (`errors`) and dropped; a request that cannot be done is answered ERROR
+   with the reference's code and message. Nothing a client sends stops the archive.
+2. Images that arrived on recording subscriptions become recording sessions.
+3. Control sessions flush their responses and listings; recording sessions write; replay
+   sessions send. Sessions that are DONE are closed (a recording's stop position goes to the
+   catalog and a RecordingStopped event out).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import msgspec
+
+from aeronio.archive import codecs, segments
+from aeronio.archive.catalog import Catalog, CatalogError
+from aeronio.archive.codecs import ErrorCode, SourceLocation
+from aeronio.archive.context import MESSAGE_TIMEOUT_NS, ArchiveContext
+from aeronio.archive.control_session import ControlSession
+from aeronio.archive.control_session import State as ControlState
+from aeronio.archive.errors import ArchiveError
+from aeronio.archive.proxies import ControlResponseProxy, RecordingEventsProxy
+from aeronio.archive.recording_session import RecordingSession
+from aeronio.archive.recording_session import State as RecordingState
+from aeronio.archive.recording_writer import RecorderCounters, RecordingWriter
+from aeronio.archive.replay_session import ReplaySession
+from aeronio.archive.replay_session import State as ReplayState
+from aeronio.archive.segments import RecordingReader
+from aeronio.client.aeron import Aeron
+from aeronio.client.subscription import Image, Subscription
+from aeronio.errors import AeronError
+from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT
+from aeronio.protocol.channel import SPY_PREFIX, ChannelUri
+
+# Counter type ids (Aeron's AeronCounters).
+RECORDING_POSITION_TYPE_ID = 100
+ARCHIVE_ERROR_COUNT_TYPE_ID = 101
+RECORDER_MAX_WRITE_TIME_TYPE_ID = 105
+RECORDER_TOTAL_WRITE_BYTES_TYPE_ID = 106
+RECORDER_TOTAL_WRITE_TIME_TYPE_ID = 107
+# A stripped channel keeps what identifies the source (the reference's stripped channel).
+_STRIPPED_KEYS = ("endpoint", "interface", "control", "session-id", "tags")
+NULL_VALUE = -1
+
+
+@dataclass(eq=False)
+class RecordingSubscription:
+    """A subscription the archive records (StartRecording / ExtendRecording)."""
+
+    subscription: Subscription
+    key: tuple[str, int]  # (stripped channel, stream id)
+    original_channel: str
+    extend_recording_id: int | None = None
+    sessions: list[RecordingSession] = field(default_factory=list)
+
+
+def stripped_channel(channel: ChannelUri) -> str:
+    kept = {k: v for k, v in channel.params.items() if k in _STRIPPED_KEYS}
+    return str(ChannelUri(channel.media, kept))
+
+
+class ArchiveConductor:
+    def __init__(self, aeron: Aeron, ctx: ArchiveContext):
+        self.aeron = aeron
+        self.ctx = ctx
+        self.archive_id = aeron.client_id
+        self.catalog = Catalog(
+            ctx.archive_dir,
+            max_entries=ctx.max_catalog_entries,
+            file_sync_level=ctx.catalog_file_sync_level,
+        )
+        self.recovered = self.catalog.recover(_now_ms())
+        self.control_sessions: dict[int, ControlSession] = {}
+        self.recording_subscriptions: dict[int, RecordingSubscription] = {}
+        self.recordings: dict[int, RecordingSession] = {}
+        self.replays: dict[int, ReplaySession] = {}
+        self._new_images: deque[tuple[RecordingSubscription, Image]] = deque()
+        self._next_session_id = 1
+        self._replay_count = 0
+        self.control_subscriptions: list[Subscription] = []
+        self.events = RecordingEventsProxy(None)
+        self.errors = None
+        self.recorder: RecorderCounters | None = None
+
+    async def start(self) -> None:
+        """Open the control subscriptions, the events publication and the counters."""
+        ctx, aeron = self.ctx, self.aeron
+        label = f"archiveId={self.archive_id}"
+        self.errors = await aeron.add_counter(
+            ARCHIVE_ERROR_COUNT_TYPE_ID, f"archive-errors - {label}"
+        )
+        self.recorder = RecorderCounters(
+            await aeron.add_counter(
+                RECORDER_MAX_WRITE_TIME_TYPE_ID, f"archive-recorder max write time in ns - {label}"
+            ),
+            await aeron.add_counter(
+                RECORDER_TOTAL_WRITE_BYTES_TYPE_ID, f"archive-recorder total write bytes - {label}"
+            ),
+            await aeron.add_counter(
+                RECORDER_TOTAL_WRITE_TIME_TYPE_ID,
+                f"archive-recorder total write time in ns - {label}",
+            ),
+        )
+        self.control_subscriptions.append(
+            await aeron.add_subscription(ctx.control_channel, ctx.control_stream_id)
+        )
+        if ctx.local_control_channel:
+            self.control_subscriptions.append(
+                await aeron.add_subscription(ctx.local_control_channel, ctx.local_control_stream_id)
+            )
+        if ctx.recording_events_channel:
+            self.events = RecordingEventsProxy(
+                await aeron.add_publication(
+                    ctx.recording_events_channel, ctx.recording_events_stream_id
+                )
+            )
+
+    # -- duty cycle -----------------------------------------------------------------------
+
+    async def do_work(self) -> int:
+        now_ns = time.monotonic_ns()
+        work = 0
+        requests: list = []
+        for subscription in self.control_subscriptions:
+            for image in subscription.images:
+                image.poll_messages(requests, 64)
+        for message in requests:
+            await self._on_message(message.data, now_ns)
+            work += 1
+        while self._new_images:
+            await self._start_recording_session(*self._new_images.popleft())
+            work += 1
+        for session in list(self.control_sessions.values()):
+            work += session.do_work(now_ns)
+            if session.state is ControlState.DONE:
+                await self._close_control_session(session)
+        for recording in list(self.recordings.values()):
+            work += recording.do_work()
+            if recording.state is RecordingState.DONE:
+                await self._stop_recording_session(recording)
+        for replay in list(self.replays.values()):
+            work += replay.do_work(now_ns)
+            if replay.state is ReplayState.DONE:
+                await self._close_replay(replay)
+        return work
+
+    async def _on_message(self, data: bytes, now_ns: int) -> None:
+        try:
+            request = codecs.decode(data)
+        except codecs.CodecError:
+            self._count_error()
+            return
+        if isinstance(request, codecs.ConnectRequest):
+            await self._on_connect(request, now_ns)
+            return
+        session = self.control_sessions.get(getattr(request, "control_session_id", None))
+        if session is None or not hasattr(request, "correlation_id"):
+            if isinstance(request, codecs.CloseSessionRequest) and session is not None:
+                session.close()
+            else:
+                self._count_error()  # not a request, or for a session this archive has not
+            return
+        try:
+            await self._on_request(request, session)
+        except ArchiveError as e:
+            self._count_error()
+            session.error(request.correlation_id, e.error_code, str(e))
+        except (AeronError, CatalogError, segments.SegmentError, OSError) as e:
+            self._count_error()
+            session.error(request.correlation_id, ErrorCode.GENERIC, f"{type(e).__name__}: {e}")
+
+    def _count_error(self) -> None:
+        if self.errors is not None:
+            self.errors.increment()
+
+    # -- requests -------------------------------------------------------------------------
+
+    async def _on_connect(self, request: codecs.ConnectRequest, now_ns: int) -> None:
+        try:
+            publication = await self.aeron.add_publication(
+                request.response_channel, request.response_stream_id
+            )
+        except AeronError:
+            self._count_error()  # nowhere to answer
+            return
+        session_id = self._next_session_id
+        self._next_session_id += 1
+        self.control_sessions[session_id] = ControlSession(
+            session_id,
+            request.correlation_id,
+            ControlResponseProxy(publication),
+            MESSAGE_TIMEOUT_NS,
+            MESSAGE_TIMEOUT_NS,
+            now_ns,
+        )
+
+    async def _on_request(self, request: codecs.Message, session: ControlSession) -> None:
+        correlation_id = request.correlation_id
+        match request:
+            case codecs.StartRecordingRequest():
+                subscription_id = await self._start_recording(
+                    request.channel, request.stream_id, request.source_location
+                )
+                session.ok(correlation_id, subscription_id)
+            case codecs.ExtendRecordingRequest():
+                subscription_id = await self._start_recording(
+                    request.channel, request.stream_id, request.source_location,
+                    extend=self._extendable(request.recording_id),
+                )  # fmt: skip
+                session.ok(correlation_id, subscription_id)
+            case codecs.StopRecordingRequest():
+                key = (stripped_channel(ChannelUri.parse(request.channel)), request.stream_id)
+                found = [r for r in self.recording_subscriptions.values() if r.key == key]
+                if not found:
+                    raise ArchiveError(
+                        f"no recording found for streamId={request.stream_id} "
+                        f"channel={request.channel}",
+                        ErrorCode.UNKNOWN_SUBSCRIPTION,
+                    )
+                await self._stop_recording(found[0])
+                session.ok(correlation_id)
+            case codecs.StopRecordingSubscriptionRequest():
+                recording = self.recording_subscriptions.get(request.subscription_id)
+                if recording is None:
+                    raise ArchiveError(
+                        f"no recording subscription found for subscriptionId="
+                        f"{request.subscription_id}",
+                        ErrorCode.UNKNOWN_SUBSCRIPTION,
+                    )
+                await self._stop_recording(recording)
+                session.ok(correlation_id)
+            case codecs.ReplayRequest():
+                replay_id = await self._start_replay(request)
+                session.ok(correlation_id, replay_id)
+            case codecs.StopReplayRequest():
+                replay = self.replays.get(request.replay_session_id)
+                if replay is None:
+                    raise ArchiveError(
+                        f"unknown replay session id: {request.replay_session_id}",
+                        ErrorCode.UNKNOWN_REPLAY,
+                    )
+                replay.abort()
+                session.ok(correlation_id)
+            case codecs.ListRecordingsRequest():
+                session.list(
+                    lambda: self._listing(session, request, request.from_recording_id, None)
+                )
+            case codecs.ListRecordingsForUriRequest():
+                session.list(
+                    lambda: self._listing(
+                        session, request, request.from_recording_id,
+                        (request.stream_id, request.channel),
+                    )
+                )  # fmt: skip
+            case codecs.ListRecordingRequest():
+                if self.catalog.is_valid(request.recording_id):
+                    session.proxy.send(self._descriptor(session, request, request.recording_id))
+                else:
+                    session.recording_unknown(correlation_id, request.recording_id)
+            case codecs.RecordingPositionRequest():
+                recording = self.recordings.get(request.recording_id)
+                position = NULL_VALUE if recording is None else recording.recorded_position
+                session.ok(correlation_id, position)
+            case codecs.StopPositionRequest():
+                self._check_recording(request.recording_id)
+                session.ok(correlation_id, self.catalog.stop_position(request.recording_id))
+            case codecs.FindLastMatchingRecordingRequest():
+                found = self.catalog.find_last(
+                    request.min_recording_id, request.session_id, request.stream_id,
+                    request.channel,
+                )  # fmt: skip
+                session.ok(correlation_id, NULL_VALUE if found is None else found)
+            case codecs.TruncateRecordingRequest():
+                self._truncate(request.recording_id, request.position)
+                session.ok(correlation_id)
+            case _:
+                raise ArchiveError(f"{type(request).__name__} is not a control request")
+
+    def _check_recording(self, recording_id: int) -> None:
+        if not self.catalog.is_valid(recording_id):
+            raise ArchiveError(f"unknown recording {recording_id}", ErrorCode.UNKNOWN_RECORDING)
+
+    def _descriptor(self, session, request, recording_id: int) -> codecs.RecordingDescriptor:
+        return msgspec.structs.replace(
+            self.catalog.descriptor(recording_id),
+            control_session_id=session.control_session_id,
+            correlation_id=request.correlation_id,
+        )
+
+    def _listing(
+        self, session, request, from_id: int, match: tuple[int, str] | None
+    ) -> Iterator[codecs.Message]:
+        """Descriptors from `from_id` (those matching stream id and channel, if given) up to
+        the request's count; RECORDING_UNKNOWN with the next id when the catalog runs out."""
+        sent, recording_id = 0, max(from_id, 0)
+        while sent < request.record_count and recording_id < len(self.catalog):
+            if self.catalog.is_valid(recording_id):
+                d = self.catalog.descriptor(recording_id)
+                if match is None or (d.stream_id == match[0] and match[1] in d.original_channel):
+                    yield self._descriptor(session, request, recording_id)
+                    sent += 1
+            recording_id += 1
+        if sent < request.record_count:
+            session.recording_unknown(request.correlation_id, max(recording_id, from_id))
+
+    # -- recording ------------------------------------------------------------------------
+
+    def _extendable(self, recording_id: int) -> int:
+        self._check_recording(recording_id)
+        if recording_id in self.recordings or any(
+            r.extend_recording_id == recording_id for r in self.recording_subscriptions.values()
+        ):
+            raise ArchiveError(
+                f"cannot extend active recording {recording_id}", ErrorCode.ACTIVE_RECORDING
+            )
+        return recording_id
+
+    async def _start_recording(
+        self, channel: str, stream_id: int, source_location: int, extend: int | None = None
+    ) -> int:
+        uri = ChannelUri.parse(channel)
+        if uri.is_spy:
+            raise ArchiveError(f"channel must not be a spy: {channel}")
+        if source_location not in (SourceLocation.LOCAL, SourceLocation.REMOTE):
+            raise ArchiveError(f"unknown source location {source_location}")
+        key = (stripped_channel(uri), stream_id)
+        if any(r.key == key for r in self.recording_subscriptions.values()):
+            raise ArchiveError(
+                f"recording exists for streamId={stream_id} channel={channel}",
+                ErrorCode.ACTIVE_SUBSCRIPTION,
+            )
+        if len(self.recordings) >= self.ctx.max_concurrent_recordings:
+            raise ArchiveError(
+                f"max concurrent recordings reached: {self.ctx.max_concurrent_recordings}",
+                ErrorCode.MAX_RECORDINGS,
+            )
+        spy = source_location == SourceLocation.LOCAL and not uri.is_ipc
+        recording: RecordingSubscription | None = None
+
+        def on_image(image: Image) -> None:
+            if recording is not None:
+                self._new_images.append((recording, image))
+
+        subscription = await self.aeron.add_subscription(
+            f"{SPY_PREFIX}:{uri}" if spy else str(uri), stream_id, available_image=on_image
+        )
+        recording = RecordingSubscription(subscription, key, channel, extend)
+        self.recording_subscriptions[subscription.registration_id] = recording
+        for image in subscription.images:  # any that came before the callback could see them
+            self._new_images.append((recording, image))
+        return subscription.registration_id
+
+    async def _start_recording_session(self, recording: RecordingSubscription, image: Image):
+        if recording.subscription.is_closed or image.is_closed:
+            return
+        if any(s.image is image for s in recording.sessions):
+            return
+        ctx = self.ctx
+        segment_length = max(ctx.segment_file_length, image.term_length)
+        stripped = recording.key[0]
+        try:
+            if recording.extend_recording_id is not None:
+                recording_id = recording.extend_recording_id
+                start = self._check_extension(recording_id, image)
+                self.catalog.extend_recording(recording_id)
+                layout = self.catalog.layout(recording_id)
+            else:
+                start = image.position
+                recording_id = self.catalog.add_recording(
+                    start_position=start,
+                    start_timestamp=_now_ms(),
+                    initial_term_id=image.initial_term_id,
+                    segment_file_length=segment_length,
+                    term_buffer_length=image.term_length,
+                    mtu_length=image.mtu_length,
+                    session_id=image.session_id,
+                    stream_id=image.stream_id,
+                    stripped_channel=stripped,
+                    original_channel=recording.original_channel,
+                    source_identity=image.source_identity,
+                )
+                layout = segments.RecordingLayout(
+                    recording_id, start, image.term_length, segment_length
+                )
+        except (ArchiveError, CatalogError):
+            self._count_error()
+            return
+        key = (
+            recording_id.to_bytes(8, "little", signed=True)
+            + image.session_id.to_bytes(4, "little", signed=True)
+            + len(image.source_identity.encode()).to_bytes(4, "little")
+            + image.source_identity.encode()[:96]
+        )
+        counter = await self.aeron.add_counter(
+            RECORDING_POSITION_TYPE_ID,
+            f"rec-pos: {recording_id} {image.session_id} {image.stream_id} {stripped}",
+            key,
+        )
+        writer = RecordingWriter(ctx.archive_dir, layout, start, ctx.file_sync_level, self.recorder)
+        session = RecordingSession(
+            recording_id, image, writer, counter, self.events, lambda e: self._count_error()
+        )
+        recording.sessions.append(session)
+        self.recordings[recording_id] = session
+        self.events.send(
+            codecs.RecordingStarted(
+                recording_id, start, image.session_id, image.stream_id,
+                recording.original_channel, image.source_identity,
+            )
+        )  # fmt: skip
+
+    def _check_extension(self, recording_id: int, image: Image) -> int:
+        d = self.catalog.descriptor(recording_id)
+        stop = d.stop_position
+        problems = [
+            f"{name} {got} != {want}"
+            for name, got, want in (
+                ("join position", image.position, stop),
+                ("initial term id", image.initial_term_id, d.initial_term_id),
+                ("term length", image.term_length, d.term_buffer_length),
+                ("mtu", image.mtu_length, d.mtu_length),
+                ("stream id", image.stream_id, d.stream_id),
+            )
+            if got != want
+        ]
+        if problems:
+            raise ArchiveError(
+                f"cannot extend recording {recording_id}: " + ", ".join(problems),
+                ErrorCode.INVALID_EXTENSION,
+            )
+        return stop
+
+    async def _stop_recording(self, recording: RecordingSubscription) -> None:
+        """Record what the images hold now, then close the subscription."""
+        self.recording_subscriptions.pop(recording.subscription.registration_id, None)
+        for session in recording.sessions:
+            while session.do_work():
+                pass
+        await recording.subscription.close()
+        for session in recording.sessions:
+            session.abort()
+
+    async def _stop_recording_session(self, session: RecordingSession) -> None:
+        self.recordings.pop(session.recording_id, None)
+        session.writer.close()
+        stop = session.recorded_position
+        self.catalog.recording_stopped(session.recording_id, stop, _now_ms())
+        for recording in self.recording_subscriptions.values():
+            if session in recording.sessions:
+                recording.sessions.remove(session)
+        with contextlib.suppress(AeronError):
+            await session.position.close()
+        self.events.send(
+            codecs.RecordingStopped(session.recording_id, session.start_position, stop)
+        )
+
+    def _truncate(self, recording_id: int, position: int) -> None:
+        self._check_recording(recording_id)
+        if recording_id in self.recordings:
+            raise ArchiveError(
+                f"cannot truncate active recording {recording_id}", ErrorCode.ACTIVE_RECORDING
+            )
+        if any(r.recording_id == recording_id for r in self.replays.values()):
+            raise ArchiveError(f"cannot truncate recording {recording_id} while it is replayed")
+        d = self.catalog.descriptor(recording_id)
+        if not d.start_position <= position <= d.stop_position or position % FRAME_ALIGNMENT:
+            raise ArchiveError(
+                f"invalid truncate position {position}: must be frame aligned within "
+                f"[{d.start_position}, {d.stop_position}]"
+            )
+        segments.truncate(self.ctx.archive_dir, self.catalog.layout(recording_id), position)
+        self.catalog.recording_stopped(recording_id, position, _now_ms())
+
+    # -- replay ---------------------------------------------------------------------------
+
+    async def _start_replay(self, request: codecs.ReplayRequest) -> int:
+        recording_id = request.recording_id
+        self._check_recording(recording_id)
+        if len(self.replays) >= self.ctx.max_concurrent_replays:
+            raise ArchiveError(
+                f"max concurrent replays reached: {self.ctx.max_concurrent_replays}",
+                ErrorCode.MAX_REPLAYS,
+            )
+        d = self.catalog.descriptor(recording_id)
+        live = self.recordings.get(recording_id)
+        stop = live.recorded_position if live is not None else d.stop_position
+        position = d.start_position if request.position == NULL_VALUE else request.position
+        if position < d.start_position or position > stop or position % FRAME_ALIGNMENT:
+            raise ArchiveError(
+                f"requested replay start position {position} must be frame aligned within "
+                f"[{d.start_position}, {stop}] of recording {recording_id}"
+            )
+        length = request.length
+        end = 2**63 - 1 if length < 0 or length >= 2**63 - 1 - position else position + length
+        if live is None:
+            end = min(end, stop)
+        uri = ChannelUri.parse(request.replay_channel)
+        channel = uri.with_params(
+            init_term_id=d.initial_term_id,
+            term_id=_term_id(position, d),
+            term_offset=position & (d.term_buffer_length - 1),
+            term_length=d.term_buffer_length,
+            mtu=d.mtu_length,
+        )
+        publication = await self.aeron.add_exclusive_publication(
+            str(channel), request.replay_stream_id
+        )
+        self._replay_count += 1
+        replay_session_id = (self._replay_count << 32) | (publication.session_id & 0xFFFFFFFF)
+        reader = RecordingReader(
+            self.ctx.archive_dir, self.catalog.layout(recording_id), position, max(stop, position)
+        )
+
+        def live_position() -> int | None:
+            recording = self.recordings.get(recording_id)
+            return None if recording is None else recording.recorded_position
+
+        self.replays[replay_session_id] = ReplaySession(
+            replay_session_id,
+            recording_id,
+            publication,
+            reader,
+            end,
+            live_position,
+            MESSAGE_TIMEOUT_NS,
+            self.ctx.replay_linger_timeout_ns,
+            time.monotonic_ns(),
+        )
+        return replay_session_id
+
+    async def _close_replay(self, replay: ReplaySession) -> None:
+        self.replays.pop(replay.replay_session_id, None)
+        replay.close()
+        with contextlib.suppress(AeronError):
+            await replay.publication.close()
+
+    # -- sessions -------------------------------------------------------------------------
+
+    async def _close_control_session(self, session: ControlSession) -> None:
+        self.control_sessions.pop(session.control_session_id, None)
+        with contextlib.suppress(AeronError):
+            await session.proxy.publication.close()
+
+    async def close(self) -> None:
+        for recording in list(self.recording_subscriptions.values()):
+            await self._stop_recording(recording)
+        for session in list(self.recordings.values()):
+            await self._stop_recording_session(session)
+        for replay in list(self.replays.values()):
+            await self._close_replay(replay)
+        for session in list(self.control_sessions.values()):
+            await self._close_control_session(session)
+        self.catalog.close()
+
+
+def _term_id(position: int, d: codecs.RecordingDescriptor) -> int:
+    """The term id of `position` in a recording (its positions are its stream's)."""
+    term_id = d.initial_term_id + (position // d.term_buffer_length)
+    return (term_id + 2**31) % 2**32 - 2**31
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,110 @@
+"""ControlSession: one client of the archive, from its ConnectRequest to its close.
+
+States
+------
+- CONNECTING: the response publication is made; when it has a subscriber the session answers
+  the ConnectRequest (OK, relevant id = the control session id) and is ACTIVE. No subscriber
+  within the connect timeout: DONE.
+- ACTIVE: requests are answered in order on the response publication (`ControlResponseProxy`
+  keeps what it cannot take yet). A response publication that loses its subscriber for the
+  message timeout, or a CloseSessionRequest, ends it: DONE.
+
+Listings (`list_recordings*`) are answered a batch of descriptors per duty cycle, as the
+reference does, so a long listing never stalls the archive.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Callable, Iterator
+
+from aeronio.archive import codecs
+from aeronio.archive.proxies import ControlResponseProxy
+
+LISTING_BATCH = 16  # descriptors sent per duty cycle per listing
+
+
+class State(enum.Enum):
+    CONNECTING = 1
+    ACTIVE = 2
+    DONE = 3
+
+
+class ControlSession:
+    def __init__(
+        self,
+        control_session_id: int,
+        connect_correlation_id: int,
+        proxy: ControlResponseProxy,
+        connect_timeout_ns: int,
+        message_timeout_ns: int,
+        now_ns: int,
+    ):
+        self.control_session_id = control_session_id
+        self.connect_correlation_id = connect_correlation_id
+        self.proxy = proxy
+        self.message_timeout_ns = message_timeout_ns
+        self.state = State.CONNECTING
+        self._deadline_ns = now_ns + connect_timeout_ns
+        self._listings: deque[Iterator[codecs.Message]] = deque()
+
+    def do_work(self, now_ns: int) -> int:
+        publication = self.proxy.publication
+        if self.state is State.CONNECTING:
+            if publication.is_connected:
+                self.state = State.ACTIVE
+                self.ok(self.connect_correlation_id, self.control_session_id)
+                return 1
+            if now_ns > self._deadline_ns:
+                self.state = State.DONE
+            return 0
+        if self.state is not State.ACTIVE:
+            return 0
+        if publication.is_connected:
+            self._deadline_ns = now_ns + self.message_timeout_ns
+        elif now_ns > self._deadline_ns:
+            self.state = State.DONE
+            return 0
+        work = self.proxy.flush()
+        if self._listings and not self.proxy.pending:
+            listing = self._listings[0]
+            for _ in range(LISTING_BATCH):
+                message = next(listing, None)
+                if message is None:
+                    self._listings.popleft()
+                    break
+                self.proxy.send(message)
+                work += 1
+        return work
+
+    # -- responses ------------------------------------------------------------------------
+
+    def ok(self, correlation_id: int, relevant_id: int = 0) -> None:
+        self.proxy.response(
+            self.control_session_id, correlation_id, relevant_id, codecs.ControlResponseCode.OK
+        )
+
+    def error(self, correlation_id: int, error_code: int, message: str) -> None:
+        self.proxy.response(
+            self.control_session_id,
+            correlation_id,
+            error_code,
+            codecs.ControlResponseCode.ERROR,
+            message,
+        )
+
+    def recording_unknown(self, correlation_id: int, recording_id: int) -> None:
+        self.proxy.response(
+            self.control_session_id,
+            correlation_id,
+            recording_id,
+            codecs.ControlResponseCode.RECORDING_UNKNOWN,
+        )
+
+    def list(self, messages: Callable[[], Iterator[codecs.Message]]) -> None:
+        """Answer a listing over the next duty cycles (descriptors, maybe RECORDING_UNKNOWN)."""
+        self._listings.append(messages())
+
+    def close(self) -> None:
+        self.state = State.DONE

@@ -1,0 +1,73 @@
+"""RecordingSession: one image recorded into one recording, until the image goes or the
+recording is stopped.
+
+Each duty cycle polls the image for a block (whole frames of one term, at most
+`MAX_BLOCK_LENGTH`), writes it (`RecordingWriter`), then moves `rec-pos` and sends a progress
+event: `rec-pos` never passes what is written. A write that fails (a full disk) stops the
+recording at the last whole block written and counts the error.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+from aeronio.archive import codecs
+from aeronio.archive.context import MAX_BLOCK_LENGTH
+from aeronio.archive.proxies import RecordingEventsProxy
+from aeronio.archive.recording_writer import RecordingWriter
+from aeronio.client.counter import ClientCounter
+from aeronio.client.subscription import Image
+
+
+class State(enum.Enum):
+    RECORDING = 1
+    DONE = 2
+
+
+class RecordingSession:
+    def __init__(
+        self,
+        recording_id: int,
+        image: Image,
+        writer: RecordingWriter,
+        position: ClientCounter,
+        events: RecordingEventsProxy,
+        on_error: Callable[[BaseException], None],
+    ):
+        self.recording_id = recording_id
+        self.image = image
+        self.writer = writer
+        self.position = position
+        self.events = events
+        self.on_error = on_error
+        self.start_position = writer.position
+        self.state = State.RECORDING
+        self.error: BaseException | None = None
+        position.set(writer.position)
+
+    @property
+    def recorded_position(self) -> int:
+        return self.writer.position
+
+    def do_work(self) -> int:
+        if self.state is not State.RECORDING:
+            return 0
+        try:
+            work = self.image.block_poll(self._on_block, MAX_BLOCK_LENGTH)
+        except OSError as e:  # a full disk: what was written stays, the recording stops
+            self.error = e
+            self.on_error(e)
+            self.state = State.DONE
+            return 1
+        if work == 0 and (self.image.is_closed or self.image.is_end_of_stream):
+            self.state = State.DONE
+        return work
+
+    def _on_block(self, block: memoryview, session_id: int, term_id: int) -> None:
+        position = self.writer.write(block)
+        self.position.set(position)
+        self.events.send(codecs.RecordingProgress(self.recording_id, self.start_position, position))
+
+    def abort(self) -> None:
+        self.state = State.DONE

@@ -1,0 +1,106 @@
+"""ReplaySession: a recording, from a position, published again on an exclusive publication made
+with the recording's initial term id, term length and MTU and positioned at the replay position,
+so replayed positions equal recorded positions.
+
+States
+------
+- CONNECTING: until the replay publication has a subscriber (or the connect timeout: DONE).
+- REPLAYING: each duty cycle reads a block (whole frames of one term, no longer than the
+  publication's window) from the segments and offers it whole (`try_offer_block`). The
+  limit is the replay's end, or, for a recording still being written, its `rec-pos` (a replay
+  with length -1 follows a live recording until it stops). The subscriber going away ends it.
+- LINGER: all is sent; the publication stays until its subscriber has it (or the linger
+  timeout), then DONE.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+from aeronio.archive.context import MAX_BLOCK_LENGTH
+from aeronio.archive.segments import RecordingReader
+from aeronio.client.publication import ExclusivePublication
+
+
+class State(enum.Enum):
+    CONNECTING = 1
+    REPLAYING = 2
+    LINGER = 3
+    DONE = 4
+
+
+class ReplaySession:
+    def __init__(
+        self,
+        replay_session_id: int,
+        recording_id: int,
+        publication: ExclusivePublication,
+        reader: RecordingReader,
+        end_position: int,
+        live_position: Callable[[], int | None],
+        connect_timeout_ns: int,
+        linger_timeout_ns: int,
+        now_ns: int,
+    ):
+        self.replay_session_id = replay_session_id
+        self.recording_id = recording_id
+        self.publication = publication
+        self.reader = reader
+        self.end_position = end_position  # where the replay stops (may be past rec-pos)
+        self.live_position = live_position  # rec-pos while recording, None once stopped
+        self.connect_timeout_ns = connect_timeout_ns
+        self.linger_timeout_ns = linger_timeout_ns
+        self.state = State.CONNECTING
+        self._deadline_ns = now_ns + connect_timeout_ns
+        self.reason = ""
+
+    def do_work(self, now_ns: int) -> int:
+        match self.state:
+            case State.CONNECTING:
+                if self.publication.is_connected:
+                    self.state = State.REPLAYING
+                    return 1
+                if now_ns > self._deadline_ns:
+                    self._done("no subscriber connected to the replay")
+                return 0
+            case State.REPLAYING:
+                return self._replay(now_ns)
+            case State.LINGER:
+                drained = self.publication.position_limit >= self.publication.position
+                if now_ns > self._deadline_ns or not self.publication.is_connected or drained:
+                    self._done("replayed")
+                return 0
+        return 0
+
+    def _replay(self, now_ns: int) -> int:
+        if not self.publication.is_connected:
+            self._done("the replay's subscriber went away")
+            return 0
+        live = self.live_position()
+        limit = self.end_position if live is None else min(self.end_position, live)
+        if self.reader.position >= limit:
+            if live is None or self.reader.position >= self.end_position:
+                self.state = State.LINGER
+                self._deadline_ns = now_ns + self.linger_timeout_ns
+            return 0
+        publication = self.publication
+        window = publication.position_limit - publication.position
+        block = self.reader.peek(min(MAX_BLOCK_LENGTH, window), limit)
+        if block is None:
+            return 0
+        if self.publication.try_offer_block(block.data) > 0:
+            self.reader.advance(block)
+            return 1
+        return 0
+
+    def _done(self, reason: str) -> None:
+        self.state = State.DONE
+        self.reason = reason
+
+    def abort(self, reason: str = "stopped") -> None:
+        if self.state is not State.DONE:
+            self._done(reason)
+
+    def close(self) -> None:
+        self.reader.close()
