@@ -1,6 +1,7 @@
 """The `aeronio` command: `driver` (a standalone media driver), `stat` (a driver's counters),
-`errors` (its distinct-error log), `demo` (IPC publisher and subscriber on an embedded driver)
-and `logdump FILE` (a log buffer's metadata and frames)."""
+`errors` (its distinct-error log), `demo` (IPC publisher and subscriber on an embedded driver),
+`archive ...` (run or inspect an archive) and `logdump FILE` (a log buffer's metadata and
+frames)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 import aeronio
+from aeronio.archive import tool as archive_tool
 from aeronio.counters import CountersFileError, CountersReader
 from aeronio.driver.context import (
     DriverContext,
@@ -243,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--count", type=int, default=1_000_000, help="messages to send")
     demo.add_argument("--size", type=int, default=32, help="message size in bytes (>= 8)")
     demo.add_argument("--stream-id", type=int, default=1001)
+    archive_tool.add_commands(commands)
     logdump = commands.add_parser("logdump", help="print a log buffer's metadata and frames")
     logdump.add_argument("file")
     logdump.add_argument("--max-frames", type=int, default=100, help="frames shown per term")
@@ -258,6 +261,11 @@ def main(argv: list[str] | None = None) -> int:
             return run_stat(driver_dir(args.dir), args.filter, args.watch, args.iterations)
         if args.command == "errors":
             return run_errors(driver_dir(args.dir))
+        if args.command == "archive":
+            return archive_tool.run(args)
+    except archive_tool.ToolError as e:
+        print(f"aeronio archive {args.action}: {e}", file=sys.stderr)
+        return 1
     except CommandError as e:
         print(f"aeronio {args.command}: {e}", file=sys.stderr)
         return e.status

@@ -10,7 +10,8 @@ The file
 
 Concurrency
 -----------
-One archive writes; any process may read. A new descriptor is written body first and published
+One archive writes (it holds an exclusive `flock` on the file, as does `aeronio archive verify`);
+any process may read. A new descriptor is written body first and published
 by the ordered store of its length; stop position and timestamp are ordered stores; readers
 load them with acquire loads (`AtomicBuffer`).
 
@@ -20,6 +21,7 @@ each change, 2 also fsyncs the file's metadata.
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,6 +59,17 @@ class CatalogError(AeronError):
     """A catalog that cannot be opened or changed as asked; the message says why."""
 
 
+def _lock(path: Path) -> int:
+    """Hold an exclusive lock on the catalog for as long as the fd is open: one writer."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise CatalogError(f"{path} is in use by a running archive") from None
+    return fd
+
+
 class Catalog:
     """The recording descriptors of one archive directory (`readonly` for tools and readers)."""
 
@@ -67,6 +80,7 @@ class Catalog:
         max_entries: int = DEFAULT_MAX_ENTRIES,
         file_sync_level: int = 0,
         readonly: bool = False,
+        lock: bool = False,
     ):
         if file_sync_level not in (0, 1, 2):
             raise CatalogError(f"file_sync_level must be 0, 1 or 2, got {file_sync_level}")
@@ -81,6 +95,7 @@ class Catalog:
                 raise CatalogError(f"max_entries must be positive, got {max_entries}")
             self.archive_dir.mkdir(parents=True, exist_ok=True)
             self._create(max_entries)
+        self._lock_fd = _lock(self.path) if lock else -1
         mode = "c" if readonly else "r+"  # "c": never written, so it sees the writer's changes
         self._map = np.memmap(self.path, dtype=np.uint8, mode=mode)
         self.buffer = AtomicBuffer(self._map)
@@ -261,6 +276,9 @@ class Catalog:
             os.fsync(fd)
 
     def close(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # releases the lock
+            self._lock_fd = -1
         if self._map is not None:
             if not self.readonly:
                 self._map.flush()

@@ -79,6 +79,7 @@ class ArchiveConductor:
             ctx.archive_dir,
             max_entries=ctx.max_catalog_entries,
             file_sync_level=ctx.catalog_file_sync_level,
+            lock=True,
         )
         self.recovered = self.catalog.recover(_now_ms())
         self.control_sessions: dict[int, ControlSession] = {}

@@ -263,3 +263,27 @@ def truncate(archive_dir: str | os.PathLike[str], layout: RecordingLayout, posit
                 if size > offset:
                     f.seek(offset)
                     f.write(bytes(size - offset))
+
+
+def check_recording(
+    archive_dir: str | os.PathLike[str], layout: RecordingLayout, stop_position: int
+) -> str | None:
+    """What is wrong with a stopped recording's segment files (a missing segment, or whole
+    frames that do not reach the stop position), or None."""
+    if stop_position < layout.start_position:
+        return f"stop position {stop_position} is before the start {layout.start_position}"
+    if stop_position == layout.start_position:
+        return None
+    last = layout.segment_index(stop_position - 1)
+    present = set(segment_indices(archive_dir, layout.recording_id))
+    missing = [i for i in range(last + 1) if i not in present]
+    if missing:
+        return f"segment files missing: {', '.join(layout.file_name(i) for i in missing)}"
+    first = layout.segment_offset(layout.start_position) if last == 0 else 0
+    with open(Path(archive_dir, layout.file_name(last)), "rb") as f:
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            end = scan_frames(mapped, first, min(len(mapped), layout.segment_length))
+    reached = layout.segment_base_position(last) + end
+    if reached < stop_position:
+        return f"whole frames end at {reached}, before the stop position {stop_position}"
+    return None

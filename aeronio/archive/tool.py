@@ -1,0 +1,183 @@
+"""`aeronio archive ...`: run an archive (`serve`) and read an archive directory with no archive
+running (`list`, `describe`, `verify`, `dump`), as the reference's ArchivingMediaDriver,
+CatalogTool and SegmentInspector do."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from aeronio.archive import segments
+from aeronio.archive.catalog import Catalog, CatalogError
+from aeronio.archive.context import ArchiveContext
+from aeronio.errors import AeronError, ConfigurationError
+
+_SERVE_OPTIONS = (
+    "control_channel",
+    "control_stream_id",
+    "local_control_channel",
+    "local_control_stream_id",
+    "recording_events_channel",
+    "recording_events_stream_id",
+    "segment_file_length",
+    "file_sync_level",
+    "catalog_file_sync_level",
+    "max_catalog_entries",
+)
+
+
+class ToolError(Exception):
+    """A failure reported as one line on stderr."""
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    archive = commands.add_parser("archive", help="run or inspect an archive")
+    actions = archive.add_subparsers(dest="action", required=True)
+    serve = actions.add_parser("serve", help="run an archive (and a driver) until SIGINT/SIGTERM")
+    serve.add_argument("--dir", required=True, help="archive directory")
+    serve.add_argument("--driver-dir", help="a running driver's directory (default: embedded)")
+    for name in _SERVE_OPTIONS:
+        kind = str if "channel" in name and "stream" not in name else int
+        serve.add_argument("--" + name.replace("_", "-"), dest=name, type=kind)
+    for action, text in (
+        ("list", "print every recording descriptor"),
+        ("verify", "recover recordings left active by a dead archive, check segment files"),
+    ):
+        parser = actions.add_parser(action, help=text)
+        parser.add_argument("--dir", required=True, help="archive directory")
+    describe = actions.add_parser("describe", help="one recording and its segment files")
+    describe.add_argument("--dir", required=True, help="archive directory")
+    describe.add_argument("recording_id", type=int)
+    dump = actions.add_parser(
+        "dump", help="the frames of a recording's segment, like SegmentInspector"
+    )
+    dump.add_argument("--dir", required=True, help="archive directory")
+    dump.add_argument("recording_id", type=int)
+    dump.add_argument("--segment", type=int, default=0, help="segment index (default 0)")
+    dump.add_argument("--max-frames", type=int, default=100)
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    try:
+        if args.action == "serve":
+            return _serve(args)
+        if not Path(args.dir).is_dir():
+            raise ToolError(f"no archive directory {args.dir}")
+        if args.action == "verify":
+            return _verify(args.dir, out)
+        with Catalog(args.dir, readonly=True) as catalog:
+            if args.action == "list":
+                for descriptor in catalog:
+                    print(_describe(descriptor), file=out)
+            elif args.action == "describe":
+                _describe_one(catalog, args.recording_id, out)
+            elif args.action == "dump":
+                _dump(catalog, args.recording_id, args.segment, args.max_frames, out)
+    except (CatalogError, segments.SegmentError, ConfigurationError, OSError) as e:
+        raise ToolError(str(e)) from None
+    return 0
+
+
+def _describe(d) -> str:
+    return (
+        f"recordingId={d.recording_id} startPosition={d.start_position} "
+        f"stopPosition={d.stop_position} startTimestamp={d.start_timestamp} "
+        f"stopTimestamp={d.stop_timestamp} initialTermId={d.initial_term_id} "
+        f"segmentFileLength={d.segment_file_length} termBufferLength={d.term_buffer_length} "
+        f"mtuLength={d.mtu_length} sessionId={d.session_id} streamId={d.stream_id} "
+        f"strippedChannel={d.stripped_channel} originalChannel={d.original_channel} "
+        f"sourceIdentity={d.source_identity}"
+    )
+
+
+def _describe_one(catalog: Catalog, recording_id: int, out: TextIO) -> None:
+    print(_describe(catalog.descriptor(recording_id)), file=out)
+    layout = catalog.layout(recording_id)
+    for index in segments.segment_indices(catalog.archive_dir, recording_id):
+        path = catalog.archive_dir / layout.file_name(index)
+        print(
+            f"  {path.name}: positions [{layout.segment_base_position(index)}, "
+            f"{layout.segment_base_position(index + 1)}), {path.stat().st_size} bytes",
+            file=out,
+        )
+
+
+def _dump(catalog: Catalog, recording_id: int, index: int, max_frames: int, out: TextIO):
+    layout = catalog.layout(recording_id)
+    path = catalog.archive_dir / layout.file_name(index)
+    start = layout.segment_offset(layout.start_position) if index == 0 else 0
+    print(f"{path} from segment offset {start}:", file=out)
+    for count, frame in enumerate(segments.iter_frame_headers(path, start)):
+        if count == max_frames:
+            print("...", file=out)
+            break
+        print(
+            f"  offset={frame.segment_offset} frameLength={frame.frame_length} "
+            f"type={frame.type} flags=0x{frame.flags:02x} termOffset={frame.term_offset} "
+            f"sessionId={frame.session_id} streamId={frame.stream_id} termId={frame.term_id}",
+            file=out,
+        )
+
+
+def _verify(archive_dir: str, out: TextIO) -> int:
+    """Recover active recordings (needs the catalog unlocked: no archive running), then check
+    each recording's segments; returns 1 if any recording is faulty."""
+    with Catalog(archive_dir, lock=True) as catalog:
+        for recording_id in catalog.recover(_now_ms()):
+            stop = catalog.stop_position(recording_id)
+            print(f"recordingId={recording_id} recovered: stopPosition={stop}", file=out)
+        faulty = 0
+        for recording_id in range(len(catalog)):
+            if not catalog.is_valid(recording_id):
+                continue
+            problem = segments.check_recording(
+                archive_dir, catalog.layout(recording_id), catalog.stop_position(recording_id)
+            )
+            print(f"recordingId={recording_id} {problem or 'OK'}", file=out)
+            faulty += problem is not None
+    return 1 if faulty else 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    options = {n: getattr(args, n) for n in _SERVE_OPTIONS if getattr(args, n) is not None}
+    try:
+        ctx = ArchiveContext(archive_dir=args.dir, **options)
+    except ConfigurationError as e:
+        raise ToolError(str(e)) from None
+    try:
+        asyncio.run(_serve_until_signal(ctx, args.driver_dir))
+    except KeyboardInterrupt:
+        pass
+    except (AeronError, CatalogError) as e:
+        raise ToolError(str(e)) from None
+    return 0
+
+
+async def _serve_until_signal(ctx: ArchiveContext, driver_dir: str | None) -> None:
+    import aeronio
+    from aeronio.archive.archive import Archive
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    async with aeronio.connect(driver_dir) as aeron:
+        async with Archive(aeron, ctx):
+            print(
+                f"aeronio archive pid {os.getpid()} on {ctx.archive_dir} "
+                f"(driver {aeron.driver_dir}, control {ctx.control_channel} "
+                f"stream {ctx.control_stream_id})",
+                flush=True,
+            )
+            await stop.wait()
+    print("aeronio archive stopped", file=sys.stderr, flush=True)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
