@@ -227,8 +227,17 @@ class Catalog:
     def recording_stopped(self, recording_id: int, stop_position: int, stop_timestamp: int):
         self._set_stop(recording_id, stop_position, stop_timestamp)
 
-    def extend_recording(self, recording_id: int) -> None:
-        """Mark a stopped recording active again (its stop position unset)."""
+    def extend_recording(
+        self, recording_id: int, control_session_id: int = 0, correlation_id: int = 0
+    ) -> None:
+        """Mark a stopped recording active again (its stop position unset), noting the request
+        that extends it as the reference does."""
+        self._check_writable()
+        if not self.has_recording(recording_id):
+            raise CatalogError(f"unknown recording id {recording_id}")
+        at = self._offset(recording_id) + _BODY
+        self.buffer.put_int64_ordered(at, control_session_id)
+        self.buffer.put_int64_ordered(at + 8, correlation_id)
         self._set_stop(recording_id, NULL_POSITION, NULL_TIMESTAMP)
 
     def _set_stop(self, recording_id: int, stop_position: int, stop_timestamp: int) -> None:

@@ -16,6 +16,7 @@ A duty cycle
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -43,6 +44,8 @@ from aeronio.errors import AeronError
 from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT
 from aeronio.protocol.channel import SPY_PREFIX, ChannelUri
 
+log = logging.getLogger("aeronio.archive")
+
 # Counter type ids (Aeron's AeronCounters).
 RECORDING_POSITION_TYPE_ID = 100
 ARCHIVE_ERROR_COUNT_TYPE_ID = 101
@@ -61,7 +64,7 @@ class RecordingSubscription:
     subscription: Subscription
     key: tuple[str, int]  # (stripped channel, stream id)
     original_channel: str
-    extend_recording_id: int | None = None
+    extend: tuple[int, int, int] | None = None  # recording id, control session, correlation
     sessions: list[RecordingSession] = field(default_factory=list)
 
 
@@ -215,9 +218,10 @@ class ArchiveConductor:
                 )
                 session.ok(correlation_id, subscription_id)
             case codecs.ExtendRecordingRequest():
+                self._extendable(request.recording_id)
                 subscription_id = await self._start_recording(
                     request.channel, request.stream_id, request.source_location,
-                    extend=self._extendable(request.recording_id),
+                    extend=(request.recording_id, session.control_session_id, correlation_id),
                 )  # fmt: skip
                 session.ok(correlation_id, subscription_id)
             case codecs.StopRecordingRequest():
@@ -235,8 +239,7 @@ class ArchiveConductor:
                 recording = self.recording_subscriptions.get(request.subscription_id)
                 if recording is None:
                     raise ArchiveError(
-                        f"no recording subscription found for subscriptionId="
-                        f"{request.subscription_id}",
+                        f"no recording subscription found for {request.subscription_id}",
                         ErrorCode.UNKNOWN_SUBSCRIPTION,
                     )
                 await self._stop_recording(recording)
@@ -248,7 +251,7 @@ class ArchiveConductor:
                 replay = self.replays.get(request.replay_session_id)
                 if replay is None:
                     raise ArchiveError(
-                        f"unknown replay session id: {request.replay_session_id}",
+                        f"replay session not known for {request.replay_session_id}",
                         ErrorCode.UNKNOWN_REPLAY,
                     )
                 replay.abort()
@@ -277,6 +280,11 @@ class ArchiveConductor:
                 self._check_recording(request.recording_id)
                 session.ok(correlation_id, self.catalog.stop_position(request.recording_id))
             case codecs.FindLastMatchingRecordingRequest():
+                if not 0 <= request.min_recording_id < len(self.catalog):
+                    raise ArchiveError(
+                        f"min recording id outside valid range: {request.min_recording_id}",
+                        ErrorCode.UNKNOWN_RECORDING,
+                    )
                 found = self.catalog.find_last(
                     request.min_recording_id, request.session_id, request.stream_id,
                     request.channel,
@@ -288,9 +296,9 @@ class ArchiveConductor:
             case _:
                 raise ArchiveError(f"{type(request).__name__} is not a control request")
 
-    def _check_recording(self, recording_id: int) -> None:
+    def _check_recording(self, recording_id: int, text: str = "unknown recording") -> None:
         if not self.catalog.is_valid(recording_id):
-            raise ArchiveError(f"unknown recording {recording_id}", ErrorCode.UNKNOWN_RECORDING)
+            raise ArchiveError(f"{text} {recording_id}", ErrorCode.UNKNOWN_RECORDING)
 
     def _descriptor(self, session, request, recording_id: int) -> codecs.RecordingDescriptor:
         return msgspec.structs.replace(
@@ -304,8 +312,8 @@ class ArchiveConductor:
     ) -> Iterator[codecs.Message]:
         """Descriptors from `from_id` (those matching stream id and channel, if given) up to
         the request's count; RECORDING_UNKNOWN with the next id when the catalog runs out."""
-        sent, recording_id = 0, max(from_id, 0)
-        while sent < request.record_count and recording_id < len(self.catalog):
+        sent, recording_id = 0, from_id
+        while sent < request.record_count and 0 <= recording_id < len(self.catalog):
             if self.catalog.is_valid(recording_id):
                 d = self.catalog.descriptor(recording_id)
                 if match is None or (d.stream_id == match[0] and match[1] in d.original_channel):
@@ -313,22 +321,26 @@ class ArchiveConductor:
                     sent += 1
             recording_id += 1
         if sent < request.record_count:
-            session.recording_unknown(request.correlation_id, max(recording_id, from_id))
+            session.recording_unknown(request.correlation_id, recording_id)
 
     # -- recording ------------------------------------------------------------------------
 
-    def _extendable(self, recording_id: int) -> int:
-        self._check_recording(recording_id)
+    def _extendable(self, recording_id: int) -> None:
+        self._check_recording(recording_id, "unknown recording id")
         if recording_id in self.recordings or any(
-            r.extend_recording_id == recording_id for r in self.recording_subscriptions.values()
+            r.extend is not None and r.extend[0] == recording_id
+            for r in self.recording_subscriptions.values()
         ):
             raise ArchiveError(
-                f"cannot extend active recording {recording_id}", ErrorCode.ACTIVE_RECORDING
+                f"cannot extend active recording for {recording_id}", ErrorCode.ACTIVE_RECORDING
             )
-        return recording_id
 
     async def _start_recording(
-        self, channel: str, stream_id: int, source_location: int, extend: int | None = None
+        self,
+        channel: str,
+        stream_id: int,
+        source_location: int,
+        extend: tuple[int, int, int] | None = None,
     ) -> int:
         uri = ChannelUri.parse(channel)
         if uri.is_spy:
@@ -371,10 +383,10 @@ class ArchiveConductor:
         segment_length = max(ctx.segment_file_length, image.term_length)
         stripped = recording.key[0]
         try:
-            if recording.extend_recording_id is not None:
-                recording_id = recording.extend_recording_id
+            if recording.extend is not None:
+                recording_id, control_session_id, correlation_id = recording.extend
                 start = self._check_extension(recording_id, image)
-                self.catalog.extend_recording(recording_id)
+                self.catalog.extend_recording(recording_id, control_session_id, correlation_id)
                 layout = self.catalog.layout(recording_id)
             else:
                 start = image.position
@@ -394,8 +406,12 @@ class ArchiveConductor:
                 layout = segments.RecordingLayout(
                     recording_id, start, image.term_length, segment_length
                 )
-        except (ArchiveError, CatalogError):
+        except (ArchiveError, CatalogError) as e:
+            # an image this archive cannot record: the subscription goes, so that its
+            # publication is not held back by a subscriber that never reads
             self._count_error()
+            log.warning("not recording %r: %s", image, e)
+            await self._stop_recording(recording)
             return
         key = (
             recording_id.to_bytes(8, "little", signed=True)
@@ -469,17 +485,15 @@ class ArchiveConductor:
     def _truncate(self, recording_id: int, position: int) -> None:
         self._check_recording(recording_id)
         if recording_id in self.recordings:
-            raise ArchiveError(
-                f"cannot truncate active recording {recording_id}", ErrorCode.ACTIVE_RECORDING
-            )
+            raise ArchiveError("cannot truncate active recording", ErrorCode.ACTIVE_RECORDING)
         if any(r.recording_id == recording_id for r in self.replays.values()):
-            raise ArchiveError(f"cannot truncate recording {recording_id} while it is replayed")
+            raise ArchiveError(
+                f"cannot truncate recording with active replay {recording_id}",
+                ErrorCode.ACTIVE_RECORDING,
+            )
         d = self.catalog.descriptor(recording_id)
         if not d.start_position <= position <= d.stop_position or position % FRAME_ALIGNMENT:
-            raise ArchiveError(
-                f"invalid truncate position {position}: must be frame aligned within "
-                f"[{d.start_position}, {d.stop_position}]"
-            )
+            raise ArchiveError(f"invalid position {position}")
         segments.truncate(self.ctx.archive_dir, self.catalog.layout(recording_id), position)
         self.catalog.recording_stopped(recording_id, position, _now_ms())
 
@@ -487,7 +501,7 @@ class ArchiveConductor:
 
     async def _start_replay(self, request: codecs.ReplayRequest) -> int:
         recording_id = request.recording_id
-        self._check_recording(recording_id)
+        self._check_recording(recording_id, "unknown recording id")
         if len(self.replays) >= self.ctx.max_concurrent_replays:
             raise ArchiveError(
                 f"max concurrent replays reached: {self.ctx.max_concurrent_replays}",
@@ -497,11 +511,7 @@ class ArchiveConductor:
         live = self.recordings.get(recording_id)
         stop = live.recorded_position if live is not None else d.stop_position
         position = d.start_position if request.position == NULL_VALUE else request.position
-        if position < d.start_position or position > stop or position % FRAME_ALIGNMENT:
-            raise ArchiveError(
-                f"requested replay start position {position} must be frame aligned within "
-                f"[{d.start_position}, {stop}] of recording {recording_id}"
-            )
+        _check_replay_position(recording_id, position, d.start_position, stop, live is not None)
         length = request.length
         end = 2**63 - 1 if length < 0 or length >= 2**63 - 1 - position else position + length
         if live is None:
@@ -523,9 +533,11 @@ class ArchiveConductor:
             self.ctx.archive_dir, self.catalog.layout(recording_id), position, max(stop, position)
         )
 
-        def live_position() -> int | None:
+        def recorded() -> tuple[int, bool]:
             recording = self.recordings.get(recording_id)
-            return None if recording is None else recording.recorded_position
+            if recording is None:
+                return self.catalog.stop_position(recording_id), False
+            return recording.recorded_position, True
 
         self.replays[replay_session_id] = ReplaySession(
             replay_session_id,
@@ -533,7 +545,7 @@ class ArchiveConductor:
             publication,
             reader,
             end,
-            live_position,
+            recorded,
             MESSAGE_TIMEOUT_NS,
             self.ctx.replay_linger_timeout_ns,
             time.monotonic_ns(),
@@ -563,6 +575,26 @@ class ArchiveConductor:
         for session in list(self.control_sessions.values()):
             await self._close_control_session(session)
         self.catalog.close()
+
+
+def _check_replay_position(
+    recording_id: int, position: int, start: int, stop: int, live: bool
+) -> None:
+    """The reference's checks of a replay's start position, with its messages."""
+    what = f"requested replay start position {position}"
+    if position % FRAME_ALIGNMENT:
+        problem = f"{what} is not a multiple of FRAME_ALIGNMENT ({FRAME_ALIGNMENT})"
+    elif position < start:
+        problem = f"{what} is less than recording start position {start}"
+    elif position > stop and live:
+        raise ArchiveError(
+            f"replay recording {recording_id} - {position} after current position of {stop}"
+        )
+    elif position > stop:
+        problem = f"{what} must be less than highest recorded position {stop}"
+    else:
+        return
+    raise ArchiveError(f"{problem} for recording {recording_id}")
 
 
 def _term_id(position: int, d: codecs.RecordingDescriptor) -> int:

@@ -38,7 +38,7 @@ class ReplaySession:
         publication: ExclusivePublication,
         reader: RecordingReader,
         end_position: int,
-        live_position: Callable[[], int | None],
+        recorded: Callable[[], tuple[int, bool]],
         connect_timeout_ns: int,
         linger_timeout_ns: int,
         now_ns: int,
@@ -48,7 +48,7 @@ class ReplaySession:
         self.publication = publication
         self.reader = reader
         self.end_position = end_position  # where the replay stops (may be past rec-pos)
-        self.live_position = live_position  # rec-pos while recording, None once stopped
+        self.recorded = recorded  # (recorded position, whether still recording)
         self.connect_timeout_ns = connect_timeout_ns
         self.linger_timeout_ns = linger_timeout_ns
         self.state = State.CONNECTING
@@ -77,10 +77,10 @@ class ReplaySession:
         if not self.publication.is_connected:
             self._done("the replay's subscriber went away")
             return 0
-        live = self.live_position()
-        limit = self.end_position if live is None else min(self.end_position, live)
+        recorded, active = self.recorded()
+        limit = min(self.end_position, recorded)
         if self.reader.position >= limit:
-            if live is None or self.reader.position >= self.end_position:
+            if not active or self.reader.position >= self.end_position:
                 self.state = State.LINGER
                 self._deadline_ns = now_ns + self.linger_timeout_ns
             return 0

@@ -1,0 +1,532 @@
+"""The archive on an embedded driver: recording, catalog, replay, extension, truncation and
+errors, with real files and real publications (IPC, and UDP on loopback)."""
+
+import asyncio
+import os
+import random
+import socket
+from pathlib import Path
+
+import pytest
+
+import aeronio
+from aeronio import archive
+from aeronio.archive import codecs, segments
+from aeronio.archive.codecs import ErrorCode
+from aeronio.archive.conductor import RECORDING_POSITION_TYPE_ID
+
+TERM = 64 * 1024
+SEGMENT = 128 * 1024
+STREAM = 1001
+IPC = f"aeron:ipc?term-length={TERM}"
+ARCHIVE_CHANNELS = {
+    "control_channel": "aeron:ipc",
+    "recording_events_channel": "aeron:ipc",
+    "recording_events_stream_id": 30,
+}
+CLIENT_CHANNELS = archive.LOCAL | {
+    "recording_events_channel": "aeron:ipc",
+    "recording_events_stream_id": 30,
+}
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+async def aeron():
+    async with aeronio.connect(publication_linger_ns=10_000_000) as client:
+        yield client
+
+
+@pytest.fixture
+async def arch(aeron, tmp_path):
+    async with archive.Archive.launch(
+        aeron, archive_dir=tmp_path / "archive", segment_file_length=SEGMENT, **ARCHIVE_CHANNELS
+    ) as service:
+        yield service
+
+
+@pytest.fixture
+async def client(aeron, arch):
+    async with archive.connect(aeron, **CLIENT_CHANNELS) as archive_client:
+        yield archive_client
+
+
+def messages(count: int, seed: int = 1) -> list[bytes]:
+    """Varied sizes: small ones, and some over the MTU (fragmented) so terms end in PADs."""
+    rng = random.Random(seed)
+    return [
+        i.to_bytes(4, "little") + rng.randbytes(rng.choice([28, 100, 500, 3000]))
+        for i in range(count)
+    ]
+
+
+async def wait_recorded(client, recording_id: int, position: int) -> None:
+    async with asyncio.timeout(10):
+        while await client.get_recording_position(recording_id) < position:
+            await asyncio.sleep(0.005)
+
+
+class Terms:
+    """What a stream's terms hold, block by block as a subscriber sees them (PADs included)."""
+
+    def __init__(self, subscription):
+        self.subscription = subscription
+        self.data = bytearray()
+        self.start: int | None = None
+
+    def poll(self) -> int:
+        def on_block(block, session_id, term_id):
+            if self.start is None:
+                self.start = self.subscription.images[0].position
+            self.data += block
+
+        return self.subscription.block_poll(on_block, 1 << 20)
+
+
+async def publish(publication, payloads, terms: Terms | None = None) -> int:
+    async with asyncio.timeout(20):
+        for payload in payloads:
+            await publication.offer(payload)
+            if terms is not None:
+                terms.poll()
+        while terms is not None and (
+            terms.start is None or terms.start + len(terms.data) < publication.position
+        ):
+            terms.poll()
+            await asyncio.sleep(0)
+    return publication.position
+
+
+def segment_bytes(archive_dir: Path, layout: segments.RecordingLayout, start: int, stop: int):
+    """The recording's bytes [start, stop) read straight from its segment files."""
+    out = bytearray()
+    position = start
+    while position < stop:
+        index = layout.segment_index(position)
+        offset = layout.segment_offset(position)
+        length = min(stop - position, layout.segment_length - offset)
+        with open(Path(archive_dir) / layout.file_name(index), "rb") as f:
+            f.seek(offset)
+            out += f.read(length)
+        position += length
+    return bytes(out)
+
+
+async def replay_all(client, recording_id, position, length, count, stream_id=2002):
+    subscription = await client.replay(recording_id, position, length, "aeron:ipc", stream_id)
+    got = []
+    try:
+        async with asyncio.timeout(10):
+            async for message in subscription:
+                got.append((message.data, message.position))
+                if len(got) == count:
+                    break
+    finally:
+        await subscription.close()
+    return got
+
+
+def expected_positions(payloads, terms: Terms) -> list[tuple[bytes, int]]:
+    """(payload, position after it) of every message in the recorded terms."""
+    out, i, offset, data = [], 0, 0, terms.data
+    while offset < len(data):
+        length = int.from_bytes(data[offset : offset + 4], "little")
+        flags, kind = data[offset + 5], int.from_bytes(data[offset + 6 : offset + 8], "little")
+        aligned = (length + 31) & ~31
+        if kind == 1 and flags & 0x40:  # the end of a message
+            out.append((payloads[i], terms.start + offset + aligned))
+            i += 1
+        offset += aligned
+    return out
+
+
+# -- recording ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("media", ["ipc", "udp"])
+async def test_segments_are_the_terms_byte_for_byte(aeron, arch, client, media):
+    if media == "ipc":
+        channel, source = IPC, archive.SourceLocation.LOCAL
+    else:
+        channel = f"aeron:udp?endpoint=localhost:{free_udp_port()}|term-length={TERM}"
+        source = archive.SourceLocation.REMOTE
+    await client.start_recording(channel, STREAM, source)
+    terms = Terms(await aeron.add_subscription(channel, STREAM))
+    publication = await aeron.add_exclusive_publication(channel, STREAM)
+    payloads = messages(1500)
+    end = await publish(publication, payloads, terms)
+    assert end > 4 * SEGMENT  # several terms and segments
+    recording_id = await client.find_last_matching_recording(
+        0, channel.split("?")[0], STREAM, publication.session_id
+    )
+    assert recording_id == 0
+    await wait_recorded(client, recording_id, end)
+    await client.stop_recording(channel, STREAM)
+    assert await client.get_stop_position(recording_id) == end
+    descriptor = arch.catalog.descriptor(recording_id)
+    assert (descriptor.start_position, descriptor.stop_position) == (0, end)
+    assert descriptor.term_buffer_length == TERM and descriptor.segment_file_length == SEGMENT
+    assert descriptor.initial_term_id == publication.initial_term_id
+    assert descriptor.session_id == publication.session_id
+    recorded = segment_bytes(arch.ctx.archive_dir, arch.catalog.layout(0), 0, end)
+    assert terms.start == 0 and len(terms.data) == end
+    assert recorded == bytes(terms.data)  # PADs and all
+    files = {p.name for p in Path(arch.ctx.archive_dir).glob("0-*.rec")}
+    assert files == {f"0-{i}.rec" for i in range((end + SEGMENT - 1) // SEGMENT)}
+    assert all((Path(arch.ctx.archive_dir) / name).stat().st_size == SEGMENT for name in files)
+
+
+async def test_a_recording_that_starts_mid_log(aeron, arch, client):
+    publication = await aeron.add_exclusive_publication(IPC, STREAM)
+    early = Terms(await aeron.add_subscription(IPC, STREAM))
+    await publish(publication, messages(300, seed=2), early)  # some terms before the recording
+    await early.subscription.close()
+    await client.start_recording(IPC, STREAM)
+    terms = Terms(await aeron.add_subscription(IPC, STREAM))
+    async with asyncio.timeout(10):
+        while not arch.conductor.recordings:
+            await asyncio.sleep(0.005)
+    start = arch.catalog.descriptor(0).start_position
+    assert start == publication.position and start % TERM != 0
+    payloads = messages(400, seed=3)
+    end = await publish(publication, payloads, terms)
+    await wait_recorded(client, 0, end)
+    await client.stop_recording(IPC, STREAM)
+    layout = arch.catalog.layout(0)
+    assert layout.base_position == start - start % TERM
+    with open(Path(arch.ctx.archive_dir) / "0-0.rec", "rb") as f:
+        head = f.read(layout.segment_offset(start))
+    assert head == bytes(len(head))  # nothing before the start position
+    assert segment_bytes(arch.ctx.archive_dir, layout, start, end) == bytes(
+        terms.data[start - terms.start :]
+    )
+    got = await replay_all(client, 0, start, end - start, len(payloads))
+    assert [data for data, _ in got] == payloads
+    assert got[-1][1] == end
+
+
+async def test_rec_pos_and_recorder_counters(aeron, arch, client):
+    await client.start_recording(IPC, STREAM)
+    publication = await aeron.add_exclusive_publication(IPC, STREAM)
+    end = await publish(publication, messages(200))
+    await wait_recorded(client, 0, end)
+    labels = {info.label: info for info in aeron.counters.for_each()}
+    rec_pos = [info for label, info in labels.items() if label.startswith("rec-pos: 0 ")]
+    assert len(rec_pos) == 1
+    assert rec_pos[0].type_id == RECORDING_POSITION_TYPE_ID
+    assert rec_pos[0].label == f"rec-pos: 0 {publication.session_id} {STREAM} aeron:ipc"
+    assert aeron.counters.get_counter_value(rec_pos[0].id) == end
+    archive_id = aeron.client_id
+    total = labels[f"archive-recorder total write bytes - archiveId={archive_id}"]
+    assert aeron.counters.get_counter_value(total.id) == end
+    for name in ("max write time in ns", "total write time in ns"):
+        info = labels[f"archive-recorder {name} - archiveId={archive_id}"]
+        assert aeron.counters.get_counter_value(info.id) > 0
+    await client.stop_recording(IPC, STREAM)
+    async with asyncio.timeout(5):
+        while any(i.label.startswith("rec-pos: 0 ") for i in aeron.counters.for_each()):
+            await asyncio.sleep(0.005)
+
+
+async def test_recording_events(aeron, arch, client):
+    events = client.recording_events()
+    first = asyncio.ensure_future(events.__anext__())
+    await asyncio.sleep(0.05)  # the events subscription is in place
+    await client.start_recording(IPC, STREAM)
+    publication = await aeron.add_exclusive_publication(IPC, STREAM)
+    end = await publish(publication, messages(50))
+    await wait_recorded(client, 0, end)
+    await client.stop_recording(IPC, STREAM)
+    seen = [await asyncio.wait_for(first, 5)]
+    async with asyncio.timeout(5):
+        while not isinstance(seen[-1], archive.RecordingStopped):
+            seen.append(await events.__anext__())
+    await events.aclose()
+    assert seen[0] == archive.RecordingStarted(
+        0, 0, publication.session_id, STREAM, IPC, "aeron:ipc"
+    )
+    progress = [e for e in seen if isinstance(e, archive.RecordingProgress)]
+    assert progress and progress[-1] == archive.RecordingProgress(0, 0, end)
+    assert [p.position for p in progress] == sorted(p.position for p in progress)
+    assert seen[-1] == archive.RecordingStopped(0, 0, end)
+
+
+# -- catalog --------------------------------------------------------------------------------
+
+
+async def test_listings(aeron, arch, client):
+    channels = [f"aeron:ipc?term-length={TERM}|tags={i}" for i in range(3)]
+    publications = []
+    for i, channel in enumerate(channels):
+        await client.start_recording(channel, STREAM + i)
+        publications.append(await aeron.add_exclusive_publication(channel, STREAM + i))
+        await publish(publications[-1], messages(10))
+        await wait_recorded(client, i, publications[-1].position)
+    listed = await client.list_recordings()
+    assert [d.recording_id for d in listed] == [0, 1, 2]
+    assert [d.original_channel for d in listed] == channels
+    assert [d.stop_position for d in listed] == [-1, -1, -1]  # still recording
+    assert all(d.control_session_id == client.control_session_id for d in listed)
+    assert [d.recording_id for d in await client.list_recordings(1, 1)] == [1]
+    assert await client.list_recordings(5) == []
+    for_uri = await client.list_recordings_for_uri("tags=2", STREAM + 2)
+    assert [d.recording_id for d in for_uri] == [2]
+    assert await client.list_recordings_for_uri("tags=2", STREAM) == []
+    one = await client.list_recording(1)
+    assert one.recording_id == 1 and one.stream_id == STREAM + 1
+    assert await client.list_recording(999) is None
+    assert await client.find_last_matching_recording(0, "tags=1", STREAM + 1, 0) == -1
+    assert (
+        await client.find_last_matching_recording(
+            0, "tags=1", STREAM + 1, publications[1].session_id
+        )
+        == 1
+    )
+    for i, channel in enumerate(channels):
+        await client.stop_recording(channel, STREAM + i)
+    stops = [d.stop_position for d in await client.list_recordings()]
+    assert stops == [p.position for p in publications]
+
+
+# -- replay ---------------------------------------------------------------------------------
+
+
+async def test_replay_from_any_frame_yields_the_recorded_suffix(aeron, arch, client):
+    await client.start_recording(IPC, STREAM)
+    terms = Terms(await aeron.add_subscription(IPC, STREAM))
+    publication = await aeron.add_exclusive_publication(IPC, STREAM)
+    payloads = messages(800, seed=5)
+    end = await publish(publication, payloads, terms)
+    await wait_recorded(client, 0, end)
+    await client.stop_recording(IPC, STREAM)
+    expected = expected_positions(payloads, terms)
+    # message starts are frame aligned positions: replay from a few of them, to the end and
+    # bounded, and check every message and its position
+    rng = random.Random(7)
+    starts = [0] + [expected[i][1] for i in sorted(rng.sample(range(len(expected) - 1), 4))]
+    for n, start in enumerate(starts):
+        suffix = [e for e in expected if e[1] > start]
+        got = await replay_all(client, 0, start, -1, len(suffix), stream_id=3000 + n)
+        assert got == suffix
+    start, stop = expected[10][1], expected[20][1]
+    got = await replay_all(client, 0, start, stop - start, 10, stream_id=3100)
+    assert got == expected[11:21]
+
+
+async def test_a_replay_of_a_live_recording_follows_it(aeron, arch, client):
+    await client.start_recording(IPC, STREAM)
+    publication = await aeron.add_exclusive_publication(IPC, STREAM)
+    payloads = messages(600, seed=9)
+    await publish(publication, payloads[:200])
+    await wait_recorded(client, 0, publication.position)
+    subscription = await client.replay(0, 0, archive.NULL_LENGTH, "aeron:ipc", 2002)
+    got = []
+    async with asyncio.timeout(10):
+        async for message in subscription:
+            got.append(message.data)
+            if len(got) == 200:
+                break
+        await publish(publication, payloads[200:])  # the recording goes on, the replay follows
+        async for message in subscription:
+            got.append(message.data)
+            if len(got) == len(payloads):
+                break
+    assert got == payloads
+    await client.stop_recording(IPC, STREAM)
+    async with asyncio.timeout(10):  # the recording stopped: the replay ends
+        while arch.conductor.replays:
+            await asyncio.sleep(0.01)
+    await subscription.close()
+
+
+async def test_stop_replay_and_a_replay_whose_subscriber_goes(aeron, arch, client):
+    await client.start_recording(IPC, STREAM)
+    publication = await aeron.add_exclusive_publication(IPC, STREAM)
+    await publish(publication, messages(100))
+    await wait_recorded(client, 0, publication.position)
+    replay_id = await client.start_replay(0, 0, archive.NULL_LENGTH, "aeron:ipc", 2002)
+    assert replay_id in arch.conductor.replays
+    await client.stop_replay(replay_id)
+    async with asyncio.timeout(5):
+        while arch.conductor.replays:
+            await asyncio.sleep(0.005)
+    subscription = await client.replay(0, 0, archive.NULL_LENGTH, "aeron:ipc", 2003)
+    async with asyncio.timeout(5):
+        await subscription.receive()
+    await subscription.close()
+    async with asyncio.timeout(10):
+        while arch.conductor.replays:
+            await asyncio.sleep(0.01)
+    with pytest.raises(archive.ArchiveError, match=f"replay session not known for {replay_id}"):
+        await client.stop_replay(replay_id)
+
+
+# -- extension and truncation ---------------------------------------------------------------
+
+
+async def test_extend_then_truncate(aeron, arch, client):
+    await client.start_recording(IPC, STREAM)
+    first = await aeron.add_exclusive_publication(IPC, STREAM)
+    payloads = messages(300, seed=11)
+    await publish(first, payloads[:150])
+    await wait_recorded(client, 0, first.position)
+    await client.stop_recording(IPC, STREAM)
+    await first.close()
+    d = arch.catalog.descriptor(0)
+    stop = d.stop_position
+    channel = (
+        f"{IPC}|init-term-id={d.initial_term_id}|term-id={d.initial_term_id + stop // TERM}"
+        f"|term-offset={stop % TERM}|mtu={d.mtu_length}"
+    )
+    await client.extend_recording(0, channel, STREAM)
+    second = await aeron.add_exclusive_publication(channel, STREAM)
+    assert second.position == stop
+    end = await publish(second, payloads[150:])
+    await wait_recorded(client, 0, end)
+    await client.stop_recording(channel, STREAM)
+    assert await client.get_stop_position(0) == end
+    got = await replay_all(client, 0, 0, -1, len(payloads))
+    assert [data for data, _ in got] == payloads
+    # truncate at the 100th message's end: the first 100 messages remain
+    cut = got[99][1]
+    await client.truncate_recording(0, cut)
+    assert await client.get_stop_position(0) == cut
+    again = await replay_all(client, 0, 0, -1, 100, stream_id=2003)
+    assert again == got[:100]
+    layout = arch.catalog.layout(0)
+    assert segments.recover_stop_position(arch.ctx.archive_dir, layout) == cut
+    assert sorted(segments.segment_indices(arch.ctx.archive_dir, 0)) == list(
+        range(layout.segment_index(cut) + 1)
+    )
+
+
+async def test_an_extension_that_does_not_continue_the_recording_is_refused(aeron, arch, client):
+    await client.start_recording(IPC, STREAM)
+    first = await aeron.add_exclusive_publication(IPC, STREAM)
+    await publish(first, messages(10))
+    await wait_recorded(client, 0, first.position)
+    await client.stop_recording(IPC, STREAM)
+    await first.close()
+    stop = await client.get_stop_position(0)
+    await client.extend_recording(0, IPC, STREAM)
+    second = await aeron.add_exclusive_publication(IPC, STREAM)  # a new stream: position 0
+    async with asyncio.timeout(5):
+        while arch.conductor.errors.get() == 0 or arch.conductor.recording_subscriptions:
+            await asyncio.sleep(0.005)
+    assert 0 not in arch.conductor.recordings
+    assert arch.catalog.descriptor(0).stop_position == stop  # untouched
+    async with asyncio.timeout(5):  # the refused recording's subscription is gone
+        while second.is_connected:
+            await asyncio.sleep(0.005)
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+async def test_errors_are_the_references(aeron, arch, client):
+    async def error_of(call) -> archive.ArchiveError:
+        with pytest.raises(archive.ArchiveError) as caught:
+            await call
+        return caught.value
+
+    e = await error_of(client.get_stop_position(999))
+    assert (str(e), e.error_code) == ("unknown recording 999", ErrorCode.UNKNOWN_RECORDING)
+    e = await error_of(client.start_replay(999, 0, 100, "aeron:ipc", 2002))
+    assert (str(e), e.error_code) == ("unknown recording id 999", ErrorCode.UNKNOWN_RECORDING)
+    e = await error_of(client.stop_recording(IPC, STREAM))
+    assert str(e) == f"no recording found for streamId={STREAM} channel={IPC}"
+    assert e.error_code == ErrorCode.UNKNOWN_SUBSCRIPTION
+    subscription_id = await client.start_recording(IPC, STREAM)
+    e = await error_of(client.start_recording(IPC, STREAM))
+    assert e.error_code == ErrorCode.ACTIVE_SUBSCRIPTION
+    publication = await aeron.add_exclusive_publication(IPC, STREAM)
+    end = await publish(publication, messages(20))
+    await wait_recorded(client, 0, end)
+    e = await error_of(client.truncate_recording(0, 0))
+    assert (str(e), e.error_code) == (
+        "cannot truncate active recording",
+        ErrorCode.ACTIVE_RECORDING,
+    )
+    e = await error_of(client.extend_recording(0, IPC, STREAM + 1))
+    assert e.error_code == ErrorCode.ACTIVE_RECORDING
+    await client.stop_recording_subscription(subscription_id)
+    e = await error_of(client.stop_recording_subscription(subscription_id))
+    assert e.error_code == ErrorCode.UNKNOWN_SUBSCRIPTION
+    e = await error_of(client.start_replay(0, end + 32, 100, "aeron:ipc", 2002))
+    assert str(e) == (
+        f"requested replay start position {end + 32} must be less than highest recorded "
+        f"position {end} for recording 0"
+    )
+    assert e.error_code == ErrorCode.GENERIC
+    e = await error_of(client.start_replay(0, 16, 100, "aeron:ipc", 2002))
+    assert str(e) == (
+        "requested replay start position 16 is not a multiple of FRAME_ALIGNMENT (32) "
+        "for recording 0"
+    )
+    e = await error_of(client.truncate_recording(0, end + 32))
+    assert str(e) == f"invalid position {end + 32}"
+    e = await error_of(client.start_recording("aeron:bogus", STREAM))
+    assert e.error_code == ErrorCode.GENERIC and "aeron:bogus" in str(e)
+    assert await client.get_recording_position(0) == -1  # not active
+    assert arch.catalog.descriptor(0).stop_position == end  # nothing above changed it
+
+
+async def test_malformed_control_messages_are_counted_and_dropped(aeron, arch, client):
+    control = await aeron.add_exclusive_publication("aeron:ipc", 11)
+    async with asyncio.timeout(5):
+        while not control.is_connected:
+            await asyncio.sleep(0.005)
+    session = client.control_session_id
+    bad = [
+        b"",
+        b"\x01\x02\x03",
+        b"\x08\x00\x63\x00\x65\x00\x00\x00" + bytes(8),  # unknown template id
+        b"\x08\x00\x03\x00\x66\x00\x00\x00" + bytes(8),  # another schema
+        codecs.ConnectRequest(1, 2, "aeron:ipc").encode()[:-3],  # var data cut short
+        codecs.StartRecordingRequest(session, 5, 1, 0, "").encode()[:-4]
+        + (2**31).to_bytes(4, "little"),  # absurd length
+        codecs.StopPositionRequest(session + 1000, 6, 0).encode(),  # no such session
+        codecs.RecordingProgress(0, 0, 0).encode(),  # not a request
+        os.urandom(200),
+    ]
+    for data in bad:
+        if data:
+            await control.offer(data)
+    catalog_before = (Path(arch.ctx.archive_dir) / "archive.catalog").read_bytes()
+    async with asyncio.timeout(5):
+        while arch.conductor.errors.get() < len(bad) - 1:
+            await asyncio.sleep(0.005)
+    assert arch.conductor.errors.get() == len(bad) - 1
+    assert await client.list_recordings() == []  # still answering
+    assert (Path(arch.ctx.archive_dir) / "archive.catalog").read_bytes() == catalog_before
+    await client.start_recording(IPC, STREAM)  # and still recording
+    publication = await aeron.add_exclusive_publication(IPC, STREAM)
+    await publish(publication, messages(5))
+    await wait_recorded(client, 0, publication.position)
+
+
+async def test_the_archive_recovers_what_a_dead_archive_left(aeron, tmp_path):
+    """A recording the catalog still shows as active (its archive died) gets the stop position
+    of its last whole frame when the archive starts again; a torn block is not exposed."""
+    options = dict(archive_dir=tmp_path / "a", segment_file_length=SEGMENT, **ARCHIVE_CHANNELS)
+    async with archive.Archive.launch(aeron, **options) as arch:
+        async with archive.connect(aeron, **CLIENT_CHANNELS) as client:
+            await client.start_recording(IPC, STREAM)
+            publication = await aeron.add_exclusive_publication(IPC, STREAM)
+            end = await publish(publication, messages(200))
+            await wait_recorded(client, 0, end)
+            await client.stop_recording(IPC, STREAM)
+        layout = arch.catalog.layout(0)
+        arch.catalog.extend_recording(0)  # as if the archive had died while recording
+    # a torn block: its frames' bodies written, its first length word not (written last)
+    with open(tmp_path / "a" / layout.file_name(layout.segment_index(end)), "r+b") as f:
+        f.seek(layout.segment_offset(end) + 4)
+        f.write(b"\x01" * 60)
+    async with archive.Archive.launch(aeron, **options) as arch:
+        assert arch.conductor.recovered == [0]
+        assert arch.catalog.descriptor(0).stop_position == end
