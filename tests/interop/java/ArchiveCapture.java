@@ -3,7 +3,10 @@
 // every control request (spied on the client's control publication), every control response and
 // every recording event as one hex line each, then what each call returned.
 //
-//   ArchiveCapture <aeron dir> <archive dir or "-" for an archive already running>
+//   ArchiveCapture <aeron dir> <archive dir or "-" for an archive already running> [messages]
+//
+// It publishes `messages` (default 3) messages of 100 bytes (the message's index as a
+// little-endian int, then zeros); the output with the default is the same as without the argument.
 import io.aeron.*;
 import io.aeron.archive.*;
 import io.aeron.archive.client.*;
@@ -37,6 +40,7 @@ public class ArchiveCapture {
 
     public static void main(String[] args) throws Exception {
         String aeronDir = args[0];
+        int messages = args.length > 2 ? Integer.parseInt(args[2]) : 3;
         ArchivingMediaDriver archiving = null;
         MediaDriver driver = null;
         MediaDriver.Context dctx = new MediaDriver.Context().aeronDirectoryName(aeronDir)
@@ -61,7 +65,7 @@ public class ArchiveCapture {
         Publication publication = aeron.addExclusivePublication(channel + "|term-length=64k", 1001);
         while (!publication.isConnected()) Thread.sleep(1);
         UnsafeBuffer message = new UnsafeBuffer(new byte[100]);
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < messages; i++) {
             message.putInt(0, i);
             while (publication.offer(message) < 0) Thread.sleep(1);
         }
@@ -84,7 +88,7 @@ public class ArchiveCapture {
         say("listRecording(999) " + archive.listRecording(999, consumer));
         Subscription replay = archive.replay(recordingId, 0, end, "aeron:udp?endpoint=localhost:40124", 1002);
         int[] count = {0};
-        while (count[0] < 3) replay.poll((b, o, l, h) -> { count[0]++; }, 10);
+        while (count[0] < messages) replay.poll((b, o, l, h) -> { count[0]++; }, 10);
         say("replay " + count[0]);
         replay.close();
         archive.stopRecording(channel, 1001);
