@@ -180,6 +180,19 @@ class UdpMedia:
             self._close_receive_endpoint(endpoint)
             del self.receive_endpoints[endpoint.key]
 
+    def add_destination(self, link: SubscriptionLink, destination: ChannelUri) -> None:
+        """A multi-destination subscription also receives on `destination`'s endpoint."""
+        endpoint = self.receive_endpoints[_receive_endpoint_key(link)]
+        self.services.watch(endpoint.add_destination(destination).fd)
+
+    def remove_destination(self, link: SubscriptionLink, destination: ChannelUri) -> None:
+        """Close a multi-destination subscription's socket on `destination`'s endpoint; its
+        images go on with the other destinations."""
+        endpoint = self.receive_endpoints[_receive_endpoint_key(link)]
+        removed = endpoint.remove_destination(destination)
+        self.services.unwatch(removed.fd)
+        removed.close()
+
     def _close_receive_endpoint(self, endpoint: ReceiveChannelEndpoint) -> None:
         for destination in endpoint.destinations.values():
             self.services.unwatch(destination.fd)
