@@ -163,12 +163,19 @@ class Aeron:
         self._next_correlation += 1
         return self._next_correlation
 
-    async def _destination(self, publication, channel: str, add: bool) -> None:
-        if publication.is_closed:
-            raise AeronError("the publication is closed")
-        kind = p.AddDestination if add else p.RemoveDestination
+    async def _destination(
+        self, owner: Publication | Subscription, channel: str, add: bool
+    ) -> None:
+        """Add or remove a destination of a publication (multi-destination-cast) or of a
+        subscription (multi-destination)."""
+        if isinstance(owner, Subscription):
+            what, kind = "subscription", p.AddRcvDestination if add else p.RemoveRcvDestination
+        else:
+            what, kind = "publication", p.AddDestination if add else p.RemoveDestination
+        if owner.is_closed:
+            raise AeronError(f"the {what} is closed")
         await self._request(
-            kind(self._correlation_id(), self.client_id, publication.registration_id, channel)
+            kind(self._correlation_id(), self.client_id, owner.registration_id, channel)
         )
 
     async def _request(self, command: p.Command) -> p.Response:

@@ -241,6 +241,19 @@ class Subscription:
             for registration in registrations:
                 registration.cancel()
 
+    # -- multi-destination subscription -------------------------------------------------
+
+    async def add_destination(self, endpoint_channel: str) -> None:
+        """Also receive on `aeron:udp?endpoint=host:port` (a subscription on
+        `aeron:udp?control-mode=manual` only): datagrams of every destination feed the same
+        images. ChannelUriError/DriverError when refused."""
+        await self._client._destination(self, endpoint_channel, add=True)
+
+    async def remove_destination(self, endpoint_channel: str) -> None:
+        """Stop receiving on a destination `add_destination` added (its socket is closed; the
+        images go on with the other destinations)."""
+        await self._client._destination(self, endpoint_channel, add=False)
+
     # -- lifecycle ----------------------------------------------------------------------
 
     async def close(self) -> None:

@@ -2,16 +2,19 @@
 
 A SendChannelEndpoint (one per publication channel endpoint) sends its publications' datagrams to
 the endpoint and receives their status messages, NAKs and RTT measurements. A
-ReceiveChannelEndpoint (one per subscribed endpoint) is bound to the endpoint; what arrives goes to
-its DataDispatcher (data packets through the C router, from the driver's DataPath), and it sends
-the images' control frames back to each sender. Both drain their socket with recvmmsg in one
-call.
+ReceiveChannelEndpoint (one per subscribed endpoint, and one per multi-destination subscription)
+receives on its destinations' sockets (ReceiveDestination: the endpoint, or each endpoint added
+to a multi-destination subscription); what arrives goes to its DataDispatcher (data packets
+through the C router, from the driver's DataPath), and it sends the images' control frames back
+to each sender. Every socket is drained with recvmmsg in one call.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
+from collections.abc import Callable
+from typing import NamedTuple
 
 from aeronio._core import DatagramReceiver, DatagramSender
 from aeronio.counters import SystemCounters
@@ -277,40 +280,152 @@ class SendChannelEndpoint(_Endpoint):
         self.sender.send(datagrams)
 
 
-class ReceiveChannelEndpoint(_Endpoint):
-    """The socket the images of one endpoint arrive on. Unicast: status messages and NAKs go
-    back to each image's source, or with a control address (dynamic multi-destination-cast) to
-    it, where a setup-eliciting status message also asks, while there is no image, to be made
-    a destination. Multicast: bound to the port, a member of the data group and of the control
-    group (to hear other receivers' NAKs), sending control frames to the control group."""
+class ReceiveDestination(_Endpoint):
+    """One socket images arrive on. Unicast: bound to the endpoint; status messages and NAKs go
+    back to each sender, or with a control address (dynamic multi-destination-cast) to it.
+    Multicast: bound to the port, a member of the data group and of the control group (to hear
+    other receivers' NAKs), sending control frames to the control group."""
 
-    def __init__(self, channel: ChannelUri, dispatcher_factory, offload: bool = True):
-        self.key = channel.endpoint
+    def __init__(self, channel: ChannelUri, short_sends: Position, offload: bool = True):
         self.address = resolve(channel.endpoint)
         self.multicast = channel.is_multicast
+        self.dynamic = channel.control is not None  # asks the control address to add it
         if self.multicast:
             self.control: Address | None = resolve(channel.multicast_control)
             groups = (self.address[0], self.control[0])
             sock = _udp_socket(channel, ("0.0.0.0", self.address[1]), groups, _interface(channel))
         else:
-            self.control = resolve(channel.control) if channel.control else None
+            self.control = resolve(channel.control) if self.dynamic else None
             sock = _udp_socket(channel, self.address)
         super().__init__(sock, DatagramReceiver(64, 65536))
         if offload:
             _enable_gro(self.socket)
-        self.dispatcher: DataDispatcher = dispatcher_factory(self)
+        self._short_sends = short_sends
+
+    def send_control(self, frame: bytes, sender: Address) -> None:
+        """Send a status message or NAK to a sender (or to the control address or group, where
+        the channel has one)."""
+        try:
+            self.socket.sendto(frame, self.control or sender)
+        except OSError:
+            self._short_sends.increment()
+
+
+class Connection(NamedTuple):
+    """A sender heard on a destination (the source of a datagram, as the DataDispatcher sees
+    it): the destination's address, whose socket answers it, and the sender's."""
+
+    destination: Address
+    sender: Address
+
+
+ImageKey = tuple[int, int]  # session id, stream id
+
+
+class ReceiveChannelEndpoint:
+    """The images of one subscription channel: its DataDispatcher (one image per session and
+    stream) and the destinations that feed it, each a socket of its own: the channel's
+    endpoint, or for a multi-destination subscription (`control-mode=manual`, no endpoint) the
+    endpoints added to it. Data packets of every destination go to the same images (a frame an
+    image has already is ignored). A SETUP or heartbeat heard on a destination makes its sender
+    a connection of the image: status messages and NAKs go to every connection until its
+    destination is removed, and the image's stream ends once every connection ended it. A
+    destination with a control address (dynamic multi-destination-cast) on which no image has
+    a connection asks it to add the destination (an SM of session 0, stream 0, eliciting a
+    SETUP)."""
+
+    def __init__(
+        self,
+        channel: ChannelUri,
+        key: str,
+        dispatcher_factory: Callable[[ReceiveChannelEndpoint], DataDispatcher],
+        system: dict[SystemCounters, Position],
+        offload: bool = True,
+    ):
+        self.key = key
+        self.multicast = channel.is_multicast
+        self.destinations: dict[Address, ReceiveDestination] = {}
+        self.connections: dict[ImageKey, dict[Address, Address]] = {}  # destination -> sender
+        self._ended: dict[ImageKey, set[Address]] = {}  # destinations whose sender sent EOS
+        self._short_sends = system[SystemCounters.SHORT_SENDS]
+        self._offload = offload
+        self.dispatcher = dispatcher_factory(self)
+        if channel.endpoint is not None:
+            self.add_destination(channel)
+
+    def add_destination(self, channel: ChannelUri) -> ReceiveDestination:
+        """A socket bound to `channel`'s endpoint, feeding this endpoint's images."""
+        if resolve(channel.endpoint) in self.destinations:
+            raise AeronError(f"{channel.endpoint} is already a destination of this subscription")
+        destination = ReceiveDestination(channel, self._short_sends, self._offload)
+        self.destinations[destination.address] = destination
+        return destination
+
+    def remove_destination(self, channel: ChannelUri) -> ReceiveDestination:
+        """Take the destination of `channel`'s endpoint and its connections out (the caller
+        closes it)."""
+        address = resolve(channel.endpoint)
+        destination = self.destinations.pop(address, None)
+        if destination is None:
+            raise AeronError(f"{channel.endpoint} is not a destination of this subscription")
+        for senders in self.connections.values():
+            senders.pop(address, None)
+        for ended in self._ended.values():
+            ended.discard(address)
+        return destination
+
+    def close(self) -> None:
+        for destination in self.destinations.values():
+            destination.close()
+
+    # -- datagrams and connections ------------------------------------------------------
+
+    def on_slow_datagrams(
+        self, destination: ReceiveDestination, datagrams: list, now_ns: int
+    ) -> None:
+        """What the router left of `destination`'s receive, for the dispatcher: (datagram,
+        sender address) pairs."""
+        self.dispatcher.on_slow_datagrams(
+            [(datagram, Connection(destination.address, sender)) for datagram, sender in datagrams],
+            now_ns,
+        )
+
+    def connect(self, image: ImageKey, connection: Connection) -> bool:
+        """A SETUP or heartbeat of `image` heard on a destination: True if the image had no
+        connection there yet (its sender is one now)."""
+        senders = self.connections.setdefault(image, {})
+        if connection.destination in senders:
+            return False
+        senders[connection.destination] = connection.sender
+        return True
+
+    def end_of_stream(self, image: ImageKey, connection: Connection) -> bool:
+        """`connection` ended its stream (an EOS heartbeat): True once every connection of
+        `image` did (the others go on otherwise: a replay ends while live goes on)."""
+        ended = self._ended.setdefault(image, set())
+        ended.add(connection.destination)
+        return ended >= self.connections.get(image, {}).keys()
+
+    def remove_image(self, session_id: int, stream_id: int) -> None:
+        self.dispatcher.remove_image(session_id, stream_id)
+        self.connections.pop((session_id, stream_id), None)
+        self._ended.pop((session_id, stream_id), None)
+
+    def send_control(self, frame: bytes, connection: Connection) -> None:
+        """Send a control frame to one sender (the dispatcher's setup-eliciting SMs)."""
+        self.destinations[connection.destination].send_control(frame, connection.sender)
+
+    def send_to_connections(self, image: ImageKey, frame: bytes) -> None:
+        """Send an image's status message or NAK to each of its connections."""
+        for destination, sender in self.connections.get(image, {}).items():
+            self.destinations[destination].send_control(frame, sender)
 
     def on_timer(self, now_ns: int) -> None:
-        """Dynamic multi-destination-cast: with no image yet, ask the publication's control
-        address to add this endpoint (an SM of session 0, stream 0, eliciting a SETUP)."""
-        if self.control is None or self.multicast or self.dispatcher.images:
-            return
-        self.dispatcher.elicit_setup((0, 0), self.control, now_ns)
-
-    def send_control(self, frame: bytes, destination: Address) -> None:
-        """Send a status message or NAK to an image's source (or to the control address or
-        group, where the channel has one)."""
-        try:
-            self.socket.sendto(frame, self.control or destination)
-        except OSError:
-            self.dispatcher.system[SystemCounters.SHORT_SENDS].increment()
+        """Dynamic multi-destination-cast: each destination with a control address on which no
+        image has a connection asks to be added."""
+        for destination in self.destinations.values():
+            if destination.dynamic and not any(
+                destination.address in senders for senders in self.connections.values()
+            ):
+                connection = Connection(destination.address, destination.control)
+                self.dispatcher.elicit_setup((0, 0), connection, now_ns)

@@ -137,6 +137,8 @@ class DriverConductor:
                     self._add_counter(command, client, reply)
                 case p.RemoveCounter():
                     self._remove_counter(command, client, reply)
+                case p.AddRcvDestination() | p.RemoveRcvDestination():
+                    self._change_rcv_destination(command, client)
                 case p.ClientKeepalive():
                     pass
                 case p.ClientClose():
@@ -318,11 +320,7 @@ class DriverConductor:
         )
         if publication is None or command.registration_id not in client.publications:
             raise AeronError(f"no publication {command.registration_id} of this client")
-        destination = ChannelUri.parse(command.channel)
-        if not destination.is_udp or destination.endpoint is None or destination.is_spy:
-            raise ChannelUriError(
-                f"destination {command.channel!r} must be aeron:udp?endpoint=host:port"
-            )
+        destination = _destination_channel(command.channel)
         if not isinstance(publication, NetworkPublication):
             raise AeronError(f"publication {command.registration_id} is not on a udp channel")
         if isinstance(command, p.AddDestination):
@@ -332,6 +330,27 @@ class DriverConductor:
         self.proxy.operation_success(client.send, command.correlation_id)
 
     # -- subscriptions ------------------------------------------------------------------
+
+    def _change_rcv_destination(
+        self, command: p.AddRcvDestination | p.RemoveRcvDestination, client: ClientSession
+    ) -> None:
+        if command.registration_id not in client.subscriptions:
+            raise AeronError(f"no subscription {command.registration_id} of this client")
+        (link,) = [
+            s for s in self.resources.subscriptions if s.registration_id == command.registration_id
+        ]
+        if link.reads_logs or not link.channel.is_multi_destination:
+            raise AeronError(
+                "destinations are only for subscriptions with control-mode=manual "
+                f"(aeron:udp?control-mode=manual), not for one on {link.channel}"
+            )
+        destination = _destination_channel(command.channel)
+        _check_subscription_channel(destination)
+        if isinstance(command, p.AddRcvDestination):
+            self.udp.add_destination(link, destination)
+        else:
+            self.udp.remove_destination(link, destination)
+        self.proxy.operation_success(client.send, command.correlation_id)
 
     def _add_subscription(self, command: p.AddSubscription, client: ClientSession) -> None:
         channel = ChannelUri.parse(command.channel)
@@ -536,10 +555,28 @@ def _check_publication_channel(channel: ChannelUri) -> None:
 
 
 def _check_subscription_channel(channel: ChannelUri) -> None:
-    if channel.is_udp and not channel.is_spy and channel.endpoint is None:
-        raise ChannelUriError(f"{channel}: a udp subscription needs an endpoint to receive on")
+    receives = channel.is_udp and not channel.is_spy
+    if receives and channel.control_mode == "manual":
+        if channel.endpoint is not None or channel.control is not None:
+            raise ChannelUriError(
+                f"{channel}: a multi-destination subscription (control-mode=manual) takes no "
+                "endpoint or control address: its endpoints are added with add_destination"
+            )
+    elif receives and channel.endpoint is None:
+        raise ChannelUriError(
+            f"{channel}: a udp subscription needs an endpoint to receive on "
+            "(or control-mode=manual, for a multi-destination subscription)"
+        )
     if channel.is_udp and channel.is_multicast and channel.control is not None:
         raise ChannelUriError(f"{channel}: a multicast subscription takes no control address")
+
+
+def _destination_channel(text: str) -> ChannelUri:
+    """The channel of a destination added to or removed from a publication or subscription."""
+    destination = ChannelUri.parse(text)
+    if not destination.is_udp or destination.endpoint is None or destination.is_spy:
+        raise ChannelUriError(f"destination {text!r} must be aeron:udp?endpoint=host:port")
+    return destination
 
 
 def _reads(link: SubscriptionLink, publication: DriverPublication) -> bool:

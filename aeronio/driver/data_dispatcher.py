@@ -2,18 +2,20 @@
 
 A data packet (DATA frames, or a PAD) for a session that has an image goes, whole, to that
 image's rebuilder; the Cython ImageRouter (`router`, run by the driver's DataPath on what the
-endpoint's socket received) does this without Python work per datagram. The rest is decided
-here: a heartbeat moves its image's high-water mark; a SETUP for a subscribed stream
-asks `on_setup` for a new image; DATA for a subscribed stream with no image yet gets a
-setup-eliciting status message back (at most one per session every 100 ms), unless the session's
-image just ended (a cool-down). Anything malformed
-is counted as an invalid packet and dropped — nothing a datagram holds can raise out of
-`on_slow_datagrams`.
+endpoint's sockets received) does this without Python work per datagram. The rest is decided
+here: a heartbeat moves its image's high-water mark; a SETUP for a subscribed stream asks
+`on_setup` for a new image; a SETUP or heartbeat tells `connections` which source it came from
+(the image sends its control frames to every source it heard, and its stream ends once each
+of them ended it); DATA for a subscribed stream with no
+image yet gets a setup-eliciting status message back (at most one per session and source every
+100 ms), unless the session's image just ended (a cool-down). Anything malformed is counted as
+an invalid packet and dropped — nothing a datagram holds can raise out of `on_slow_datagrams`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from typing import Protocol
 
 from aeronio._core import ImageRouter
 from aeronio.counters import SystemCounters
@@ -21,6 +23,7 @@ from aeronio.driver.receiver_state import ReceiverStateMachine
 from aeronio.driver.sender_state import Position
 from aeronio.errors import AeronError
 from aeronio.protocol.frames import (
+    EOS_FLAG,
     HDR_TYPE_DATA,
     HDR_TYPE_NAK,
     HDR_TYPE_PAD,
@@ -36,9 +39,21 @@ from aeronio.protocol.frames import (
 
 ELICIT_INTERVAL_NS = 100_000_000
 
-Source = tuple[str, int]
+Source = Hashable  # where a datagram came from, as `send_control` answers it (a Connection)
 OnSetup = Callable[[SetupFrame, Source, int], ReceiverStateMachine | None]
 SendControl = Callable[[bytes, Source], None]
+
+
+class Connections(Protocol):
+    """The sources each image heard (the driver's ReceiveChannelEndpoint)."""
+
+    def connect(self, image: tuple[int, int], source: Source) -> bool:
+        """A SETUP or heartbeat of `image` from `source`: True if the source is new to it."""
+        ...
+
+    def end_of_stream(self, image: tuple[int, int], source: Source) -> bool:
+        """`source` ended its stream: True once every source of `image` did."""
+        ...
 
 
 class DataDispatcher:
@@ -49,17 +64,21 @@ class DataDispatcher:
         on_setup: OnSetup,
         send_control: SendControl,
         hears_naks: bool = False,
+        connections: Connections | None = None,
     ):
         """`hears_naks`: the endpoint is a multicast group member that hears the other
-        receivers' NAKs (they suppress the images' own)."""
+        receivers' NAKs (they suppress the images' own). `connections`: the sources each image
+        heard; one new to an image gets a status message at once, and an end of stream counts
+        only once every source of the image sent one (without `connections`, at once)."""
         self.receiver_id = receiver_id
         self.hears_naks = hears_naks
         self.system = system
         self.on_setup = on_setup
         self.send_control = send_control
+        self.connections = connections
         self.images: dict[tuple[int, int], ReceiverStateMachine] = {}
         self.streams: dict[int, int] = {}
-        self._elicited: dict[tuple[int, int], int] = {}
+        self._elicited: dict[tuple[tuple[int, int], Source], int] = {}
         self._cooling: dict[tuple[int, int], int] = {}
         self.router = ImageRouter(
             system[SystemCounters.BYTES_RECEIVED], system[SystemCounters.INVALID_PACKETS]
@@ -124,30 +143,47 @@ class DataDispatcher:
                 self.elicit_setup(key, source, now_ns)
         elif ref.is_heartbeat:
             self.system[SystemCounters.HEARTBEATS_RECEIVED].increment()
-            image.on_heartbeat(header.term_id, header.term_offset, header.flags, now_ns)
+            self._connect(key, image, source, now_ns)
+            flags = header.flags
+            if (
+                flags & EOS_FLAG
+                and self.connections is not None
+                and not self.connections.end_of_stream(key, source)
+            ):
+                flags &= ~EOS_FLAG  # the image's other sources go on
+            image.on_heartbeat(header.term_id, header.term_offset, flags, now_ns)
 
     def _on_setup(self, setup: SetupFrame, source: Source, now_ns: int) -> None:
         key = (setup.session_id, setup.stream_id)
-        if (
-            setup.stream_id in self.streams
-            and key not in self.images
-            and not self._is_cooling(key, now_ns)
-        ):
+        if setup.stream_id not in self.streams or self._is_cooling(key, now_ns):
+            return
+        image = self.images.get(key)
+        if image is None:
             try:
                 image = self.on_setup(setup, source, now_ns)
             except (AeronError, ValueError):  # a SETUP no log can be made for
                 self.system[SystemCounters.INVALID_PACKETS].increment()
                 return
-            if image is not None:
-                self.images[key] = image
-                self.router.add(image.rebuilder)
+            if image is None:
+                return
+            self.images[key] = image
+            self.router.add(image.rebuilder)
+        self._connect(key, image, source, now_ns)
+
+    def _connect(
+        self, key: tuple[int, int], image: ReceiverStateMachine, source: Source, now_ns: int
+    ) -> None:
+        """A SETUP or heartbeat of `image` from `source`: a sender new to it gets a status
+        message at once."""
+        if self.connections is not None and self.connections.connect(key, source):
+            image.status_message_due(now_ns)
 
     def elicit_setup(self, key: tuple[int, int], source: Source, now_ns: int) -> None:
-        """Ask `source` for a SETUP of session and stream `key` (at most every 100 ms)."""
-        last = self._elicited.get(key)
+        """Ask `source` for a SETUP of session and stream `key` (at most every 100 ms each)."""
+        last = self._elicited.get((key, source))
         if last is not None and now_ns - last < ELICIT_INTERVAL_NS:
             return
-        self._elicited[key] = now_ns
+        self._elicited[(key, source)] = now_ns
         self.system[SystemCounters.STATUS_MESSAGES_SENT].increment()
         self.send_control(
             status_message(

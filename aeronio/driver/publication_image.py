@@ -1,8 +1,8 @@
 """The driver's side of a network image (Aeron's PublicationImage): the log a session is rebuilt
-into, its receiver (the ReceiverStateMachine and the ReceiveChannelEndpoint it came in on), its
-rcv-hwm and rcv-pos counters and the subscribers that read it. It ends when its stream ends or
-goes silent (then its session is ignored for a while), or with its endpoint (the registry ends
-it then)."""
+into, its receiver (the ReceiverStateMachine and the ReceiveChannelEndpoint it came in on, which
+sends its control frames to every sender it heard), its rcv-hwm and rcv-pos counters and the
+subscribers that read it. It ends when its stream ends or goes silent (then its session is
+ignored for a while), or with its endpoint (the registry ends it then)."""
 
 from __future__ import annotations
 
@@ -87,8 +87,12 @@ class PublicationImage:
     def has_reached_end_of_life(self) -> bool:
         return self._ended
 
+    def send_control(self, frame: bytes) -> None:
+        """A status message or NAK, to every sender the image heard."""
+        self.endpoint.send_to_connections((self.session_id, self.stream_id), frame)
+
     def close(self) -> None:
-        self.endpoint.dispatcher.remove_image(self.session_id, self.stream_id)
+        self.endpoint.remove_image(self.session_id, self.stream_id)
         for sub in self.subscribers:
             self._proxy.image_unavailable(self, sub)
             self._stream_counters.free(sub.counter)

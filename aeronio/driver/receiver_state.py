@@ -125,6 +125,10 @@ class ReceiverStateMachine:
                 self.end_of_stream_position = position
                 self.log.mapped.set_end_of_stream_position(position)
 
+    def status_message_due(self, now_ns: int) -> None:
+        """Send a status message at the next duty cycle (a sender newly heard waits for one)."""
+        self._time_of_last_sm_ns = now_ns - SM_TIMEOUT_NS
+
     # -- duty cycle -------------------------------------------------------------------
 
     def do_work(self, now_ns: int) -> list[bytes]:

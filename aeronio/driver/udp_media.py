@@ -3,10 +3,12 @@ shared threading mode, conductor, sender and receiver on one agent).
 
 Publications on `aeron:udp` channels get a sender (a SenderStateMachine) and a
 SendChannelEndpoint (the socket, shared per endpoint). Subscriptions on `aeron:udp` channels get
-a ReceiveChannelEndpoint bound to the endpoint (shared per endpoint); each session that announces
-itself with a SETUP becomes a PublicationImage with its own log, linked to every subscription of
-that stream on the endpoint. What it needs of the driver is passed in (`UdpServices`); the
-publications and images themselves are held by the driver's resource registry.
+a ReceiveChannelEndpoint bound to the endpoint (shared per endpoint; a multi-destination
+subscription, `control-mode=manual`, has one of its own, receiving on the destinations added to
+it); each session that announces itself with a SETUP becomes a PublicationImage with its own
+log, linked to every subscription of that stream on the endpoint. What it needs of the driver is
+passed in (`UdpServices`); the publications and images themselves are held by the driver's
+resource registry.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from aeronio._core import DataPath
 from aeronio.counters import CountersFullError
 from aeronio.driver.channel_endpoints import (
+    Connection,
     ReceiveChannelEndpoint,
     SendChannelEndpoint,
     send_endpoint_key,
@@ -146,20 +149,26 @@ class UdpMedia:
     # -- subscriptions ----------------------------------------------------------------
 
     def add_subscription(self, link: SubscriptionLink) -> None:
-        endpoint = self.receive_endpoints.get(link.channel.endpoint)
+        key = _receive_endpoint_key(link)
+        endpoint = self.receive_endpoints.get(key)
         if endpoint is None:
             endpoint = ReceiveChannelEndpoint(
-                link.channel, self._dispatcher_for, self.services.ctx.udp_offload
+                link.channel,
+                key,
+                self._dispatcher_for,
+                self.services.system,
+                self.services.ctx.udp_offload,
             )
-            self.receive_endpoints[endpoint.key] = endpoint
-            self.services.watch(endpoint.socket.fileno())
+            self.receive_endpoints[key] = endpoint
+            for destination in endpoint.destinations.values():
+                self.services.watch(destination.fd)
         endpoint.dispatcher.add_subscription(link.stream_id)
         for image in self.resources.images:
             if image.endpoint is endpoint and image.stream_id == link.stream_id:
                 self._link(image, link)
 
     def remove_subscription(self, link: SubscriptionLink) -> None:
-        endpoint = self.receive_endpoints.get(link.channel.endpoint)
+        endpoint = self.receive_endpoints.get(_receive_endpoint_key(link))
         if endpoint is None:
             return
         endpoint.dispatcher.remove_subscription(link.stream_id)
@@ -168,9 +177,26 @@ class UdpMedia:
         if not endpoint.dispatcher.streams:
             for image in [i for i in self.resources.images if i.endpoint is endpoint]:
                 self.resources.end(image)
-            self.services.unwatch(endpoint.socket.fileno())
-            endpoint.close()
+            self._close_receive_endpoint(endpoint)
             del self.receive_endpoints[endpoint.key]
+
+    def add_destination(self, link: SubscriptionLink, destination: ChannelUri) -> None:
+        """A multi-destination subscription also receives on `destination`'s endpoint."""
+        endpoint = self.receive_endpoints[_receive_endpoint_key(link)]
+        self.services.watch(endpoint.add_destination(destination).fd)
+
+    def remove_destination(self, link: SubscriptionLink, destination: ChannelUri) -> None:
+        """Close a multi-destination subscription's socket on `destination`'s endpoint; its
+        images go on with the other destinations."""
+        endpoint = self.receive_endpoints[_receive_endpoint_key(link)]
+        removed = endpoint.remove_destination(destination)
+        self.services.unwatch(removed.fd)
+        removed.close()
+
+    def _close_receive_endpoint(self, endpoint: ReceiveChannelEndpoint) -> None:
+        for destination in endpoint.destinations.values():
+            self.services.unwatch(destination.fd)
+        endpoint.close()
 
     def _dispatcher_for(self, endpoint: ReceiveChannelEndpoint) -> DataDispatcher:
         return DataDispatcher(
@@ -179,6 +205,7 @@ class UdpMedia:
             lambda setup, source, now_ns: self._new_image(endpoint, setup, source, now_ns),
             endpoint.send_control,
             hears_naks=endpoint.multicast,
+            connections=endpoint,
         )
 
     def _links_on(self, endpoint: ReceiveChannelEndpoint, stream_id: int):
@@ -186,7 +213,7 @@ class UdpMedia:
             link
             for link in self.resources.subscriptions
             if not link.reads_logs
-            and link.channel.endpoint == endpoint.key
+            and _receive_endpoint_key(link) == endpoint.key
             and link.stream_id == stream_id
         ]
 
@@ -194,7 +221,7 @@ class UdpMedia:
         self,
         endpoint: ReceiveChannelEndpoint,
         setup: SetupFrame,
-        source: tuple[str, int],
+        source: Connection,
         now_ns: int,
     ) -> ReceiverStateMachine | None:
         """The image of a new session: its log, positions and links to the subscriptions. A
@@ -255,7 +282,7 @@ class UdpMedia:
             registration_id=registration_id,
             receiver=receiver,
             endpoint=endpoint,
-            source=source,
+            source=source.sender,
             log_file=log_file,
             counters=counters,
             stream_counters=services.counters,
@@ -314,8 +341,9 @@ class UdpMedia:
         return {
             "control_fds": [endpoint.fd for endpoint in self.send_endpoints.values()],
             "receivers": [
-                (endpoint.fd, endpoint.receiver, endpoint.dispatcher.router)
+                (destination.fd, destination.receiver, endpoint.dispatcher.router)
                 for endpoint in self.receive_endpoints.values()
+                for destination in endpoint.destinations.values()
             ],
             "senders": [(pub.sender.data_sender, pub.endpoint.sender) for pub in publications],
             "counters": [
@@ -341,15 +369,16 @@ class UdpMedia:
                 publication.endpoint.send(datagrams)
                 sent += len(datagrams)
         for endpoint in self.receive_endpoints.values():
-            rest = data_path.slow_datagrams(endpoint.receiver)
-            if rest:
-                endpoint.dispatcher.on_slow_datagrams(rest, now_ns)
-                work += len(rest)
+            for destination in endpoint.destinations.values():
+                rest = data_path.slow_datagrams(destination.receiver)
+                if rest:
+                    endpoint.on_slow_datagrams(destination, rest, now_ns)
+                    work += len(rest)
         for image in self.resources.images:
             receiver = image.receiver
             rebuilt = receiver.rebuild_position.get()
             for frame in receiver.do_work(now_ns):
-                image.endpoint.send_control(frame, image.source)
+                image.send_control(frame)
             if receiver.rebuild_position.get() != rebuilt:
                 image.wake_subscribers()
                 work += 1
@@ -368,11 +397,19 @@ class UdpMedia:
     def close(self) -> None:
         for image in list(self.resources.images):
             self.resources.end(image)
-        for endpoint in list(self.send_endpoints.values()) + list(self.receive_endpoints.values()):
+        for endpoint in self.send_endpoints.values():
             self.services.unwatch(endpoint.socket.fileno())
             endpoint.close()
+        for receive_endpoint in self.receive_endpoints.values():
+            self._close_receive_endpoint(receive_endpoint)
         self.send_endpoints.clear()
         self.receive_endpoints.clear()
+
+
+def _receive_endpoint_key(link: SubscriptionLink) -> str:
+    """Subscriptions share a receive endpoint by its endpoint; a multi-destination subscription
+    has its own (its destinations are its own)."""
+    return link.channel.endpoint or f"mds:{link.registration_id}"
 
 
 def _unlink(path: str) -> None:

@@ -383,7 +383,9 @@ class ChannelUri:
 
     @property
     def is_multi_destination(self) -> bool:
-        """A multi-destination-cast publication channel: a control address, no endpoint."""
+        """No endpoint, but a control address or control-mode=manual: a multi-destination-cast
+        publication's channel, or (control-mode=manual alone) a multi-destination
+        subscription's."""
         return (
             self.is_udp
             and self.endpoint is None

@@ -18,7 +18,7 @@ import msgspec
 I32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: AddRcvDestination, RemoveRcvDestination
 MAX_FRAME_LENGTH = 1024 * 1024
 
 
@@ -85,6 +85,23 @@ class RemoveCounter(msgspec.Struct, tag=True, frozen=True):
     correlation_id: I64
     client_id: I64
     registration_id: I64
+
+
+class AddRcvDestination(msgspec.Struct, tag=True, frozen=True):
+    """Receive a multi-destination subscription's images on one more endpoint too (Aeron's
+    ADD_RCV_DESTINATION); `registration_id` is the subscription's."""
+
+    correlation_id: I64
+    client_id: I64
+    registration_id: I64
+    channel: str
+
+
+class RemoveRcvDestination(msgspec.Struct, tag=True, frozen=True):
+    correlation_id: I64
+    client_id: I64
+    registration_id: I64
+    channel: str
 
 
 class ClientKeepalive(msgspec.Struct, tag=True, frozen=True):
@@ -167,6 +184,8 @@ Command = (
     | RemoveDestination
     | AddCounter
     | RemoveCounter
+    | AddRcvDestination
+    | RemoveRcvDestination
     | ClientKeepalive
     | ClientClose
 )

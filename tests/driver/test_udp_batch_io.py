@@ -689,7 +689,8 @@ async def test_driver_delivers_with_and_without_udp_offload(offload):
         (send_endpoint,) = a._owned_driver.conductor.udp.send_endpoints.values()
         assert send_endpoint.sender.gso is (offload and kernel_refuses(UDP_SEGMENT, 0) is None)
         (receive_endpoint,) = b._owned_driver.conductor.udp.receive_endpoints.values()
-        gro = receive_endpoint.socket.getsockopt(SOL_UDP, UDP_GRO)
+        (destination,) = receive_endpoint.destinations.values()
+        gro = destination.socket.getsockopt(SOL_UDP, UDP_GRO)
         assert gro == (offload and kernel_refuses(UDP_GRO, 1) is None)
         sizes = [4, 100, 1376, 1377, 4000, 8000, 37]
         expected = [payload(i, sizes[i % len(sizes)]) for i in range(2500)]
