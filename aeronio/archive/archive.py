@@ -31,6 +31,7 @@ class Archive:
         self.conductor = ArchiveConductor(aeron, ctx)
         self._task: asyncio.Task | None = None
         self._idle = BackoffIdleStrategy()
+        self._closing = False
 
     @classmethod
     def launch(cls, aeron: Aeron, **options: Any) -> Archive:
@@ -49,7 +50,7 @@ class Archive:
 
     async def _run(self) -> None:
         attempt = 0
-        while True:
+        while not self._closing:
             try:
                 work = await self.conductor.do_work()
             except asyncio.CancelledError:
@@ -65,6 +66,9 @@ class Archive:
                 attempt += 1
 
     async def close(self) -> None:
+        # the flag ends the loop even should a cancellation be swallowed on its way (Python
+        # 3.11's wait_for can swallow one that races with its result)
+        self._closing = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -13,17 +13,23 @@ its correlation id (responses for other sessions sharing the response stream are
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from aeronio._core import Message
 from aeronio.archive import codecs, context
 from aeronio.archive.codecs import ControlResponseCode, SourceLocation
 from aeronio.archive.errors import ArchiveError
+from aeronio.archive.replay_merge import Action as MergeAction
+from aeronio.archive.replay_merge import ReplayMerge
+from aeronio.archive.replay_merge import State as MergeState
 from aeronio.client.aeron import Aeron
 from aeronio.client.publication import Publication
 from aeronio.client.subscription import Subscription
 from aeronio.errors import AeronError
+from aeronio.protocol.channel import ChannelUri
 
 NULL_POSITION = -1
 NULL_LENGTH = -1
@@ -239,6 +245,78 @@ class ArchiveClient:
             await subscription.close()
             raise
         return subscription
+
+    async def replay_merge(
+        self,
+        recording_id: int,
+        stream_id: int,
+        replay_destination: str,
+        live_destination: str,
+        *,
+        position: int = NULL_POSITION,
+        subscription_channel: str = "aeron:udp?control-mode=manual",
+        poll_interval_s: float = 0.005,
+    ) -> AsyncIterator[Message]:
+        """Every message of a live stream from `position` (NULL_POSITION: the recording's
+        start), first from its recording, then from the live stream: replayed to
+        `replay_destination` (`aeron:udp?endpoint=host:port`), joined on `live_destination`
+        once caught up (see `replay_merge.ReplayMerge`). Closing the iterator stops the replay
+        and closes the subscription."""
+        descriptor = await self.list_recording(recording_id)
+        if descriptor is None:
+            raise ArchiveError(
+                f"unknown recording id {recording_id}", codecs.ErrorCode.UNKNOWN_RECORDING
+            )
+        replay_channel = str(
+            ChannelUri.parse(replay_destination).with_params(session_id=descriptor.session_id)
+        )
+        subscription = await self.aeron.add_subscription(subscription_channel, stream_id)
+        merge = ReplayMerge(descriptor.term_buffer_length)
+        replay_session_id = None
+        loop = asyncio.get_running_loop()
+        try:
+            await subscription.add_destination(replay_destination)
+            replay_session_id = await self.start_replay(
+                recording_id, position, NULL_LENGTH, replay_channel, stream_id
+            )
+            next_check = 0.0
+            while True:
+                messages: list[Message] = []
+                for image in subscription.images:
+                    image.poll_messages(messages, 256)
+                for message in messages:
+                    yield message
+                if merge.state is not MergeState.MERGED and loop.time() >= next_check:
+                    next_check = loop.time() + poll_interval_s
+                    await self._merge_step(merge, subscription, recording_id, live_destination)
+                    if merge.state is MergeState.MERGED and replay_session_id is not None:
+                        await self.stop_replay(replay_session_id)
+                        replay_session_id = None
+                        await subscription.remove_destination(replay_destination)
+                if not messages:
+                    await asyncio.sleep(0.0005)
+        finally:
+            if replay_session_id is not None and not self.is_closed:
+                with contextlib.suppress(AeronError):
+                    await self.stop_replay(replay_session_id)
+            await subscription.close()
+
+    async def _merge_step(self, merge: ReplayMerge, subscription, recording_id, live) -> None:
+        images = subscription.images
+        recorded = await self._recorded_position(recording_id)
+        action = merge.step(images[0].position if images else None, recorded)
+        if action is MergeAction.ADD_LIVE:
+            await subscription.add_destination(live)
+            merge.on_live_added(await self._recorded_position(recording_id))
+        elif action is MergeAction.STOP_REPLAY:
+            merge.on_replay_stopped()
+
+    async def _recorded_position(self, recording_id: int) -> int:
+        """The recording's position, live or stopped."""
+        position = await self.get_recording_position(recording_id)
+        if position == NULL_POSITION:
+            position = await self.get_stop_position(recording_id)
+        return position
 
     # -- events ---------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from aeronio import archive
 from aeronio.archive import codecs, segments
 from aeronio.archive.codecs import ErrorCode
 from aeronio.archive.conductor import RECORDING_POSITION_TYPE_ID
+from aeronio.counters import MDC_DESTINATIONS_TYPE_ID
 
 TERM = 64 * 1024
 SEGMENT = 128 * 1024
@@ -530,3 +531,77 @@ async def test_the_archive_recovers_what_a_dead_archive_left(aeron, tmp_path):
     async with archive.Archive.launch(aeron, **options) as arch:
         assert arch.conductor.recovered == [0]
         assert arch.catalog.descriptor(0).stop_position == end
+
+
+# -- replay-merge ---------------------------------------------------------------------------
+
+
+async def test_replay_merge_joins_the_live_stream_without_gap_or_duplicate(tmp_path):
+    """A live stream (dynamic multi-destination-cast) recorded by an archive on another driver;
+    a late joiner on a third driver replays it from the start and merges into the live stream
+    while it goes on: every message once, in order, at the live positions, on one image."""
+    host = "127.0.0.1"
+    control, recording_port, replay_port, live_port = (free_udp_port() for _ in range(4))
+    live_channel = f"aeron:udp?control={host}:{control}|control-mode=dynamic|term-length={TERM}"
+    payloads = messages(3000, seed=21)
+    async with (
+        aeronio.connect() as live_side,
+        aeronio.connect() as archive_side,
+        aeronio.connect() as joiner,
+    ):
+        async with archive.Archive.launch(
+            archive_side, archive_dir=tmp_path / "a", segment_file_length=SEGMENT,
+            control_channel=f"aeron:udp?endpoint={host}:{free_udp_port()}",
+            recording_events_channel="aeron:ipc",
+        ) as arch:  # fmt: skip
+            control_channel = arch.ctx.control_channel
+            async with archive.connect(
+                joiner, control_channel=control_channel,
+                response_channel=f"aeron:udp?endpoint={host}:{free_udp_port()}",
+            ) as client:  # fmt: skip
+                recording_channel = (
+                    f"aeron:udp?endpoint={host}:{recording_port}|control={host}:{control}"
+                )
+                await client.start_recording(
+                    recording_channel, STREAM, archive.SourceLocation.REMOTE
+                )
+                live = await live_side.add_exclusive_publication(live_channel, STREAM)
+                positions = []
+
+                async def produce():
+                    for i, payload in enumerate(payloads):
+                        positions.append(await live.offer(payload))
+                        if i % 5 == 0:
+                            await asyncio.sleep(0.001)  # a steady stream, not a burst
+
+                producer = asyncio.create_task(produce())
+                async with asyncio.timeout(30):
+                    while len(positions) < 1000:
+                        await asyncio.sleep(0.01)
+                got = []
+                merge = client.replay_merge(
+                    0, STREAM, f"aeron:udp?endpoint={host}:{replay_port}",
+                    f"aeron:udp?endpoint={host}:{live_port}|control={host}:{control}",
+                )  # fmt: skip
+                async with asyncio.timeout(60):
+                    async for message in merge:
+                        got.append((message.data, message.position))
+                        if len(got) == len(payloads) - 500:
+                            break
+                    assert not arch.conductor.replays  # merged while the stream goes on
+                    assert not producer.done()
+                    async for message in merge:
+                        got.append((message.data, message.position))
+                        if len(got) == len(payloads):
+                            break
+                # the live publication sends to two destinations, the archive's and the joiner's
+                destinations = [
+                    live_side.counters.get_counter_value(info.id)
+                    for info in live_side.counters.for_each()
+                    if info.type_id == MDC_DESTINATIONS_TYPE_ID
+                ]
+                assert destinations == [2]
+                await merge.aclose()
+                await producer
+                assert [data for data, _ in got] == payloads
+                assert [p for _, p in got] == positions
