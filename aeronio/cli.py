@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "errors":
             return run_errors(driver_dir(args.dir))
         if args.command == "archive":
-            return archive_tool.run(args)
+            return archive_tool.run(args, aeronio.connect)
     except archive_tool.ToolError as e:
         print(f"aeronio archive {args.action}: {e}", file=sys.stderr)
         return 1

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -63,10 +64,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     dump.add_argument("--max-frames", type=int, default=100)
 
 
-def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def run(args: argparse.Namespace, connect: Callable, out: TextIO = sys.stdout) -> int:
+    """Run an `archive` action; `serve` attaches to a driver with `connect(driver_dir)` (the
+    top level's `aeronio.connect`, which launches an embedded driver when the dir is None)."""
     try:
         if args.action == "serve":
-            return _serve(args)
+            return _serve(args, connect)
         if not Path(args.dir).is_dir():
             raise ToolError(f"no archive directory {args.dir}")
         if args.action == "verify":
@@ -144,14 +147,14 @@ def _verify(archive_dir: str, out: TextIO) -> int:
     return 1 if faulty else 0
 
 
-def _serve(args: argparse.Namespace) -> int:
+def _serve(args: argparse.Namespace, connect: Callable) -> int:
     options = {n: getattr(args, n) for n in _SERVE_OPTIONS if getattr(args, n) is not None}
     try:
         ctx = ArchiveContext(archive_dir=args.dir, **options)
     except ConfigurationError as e:
         raise ToolError(str(e)) from None
     try:
-        asyncio.run(_serve_until_signal(ctx, args.driver_dir))
+        asyncio.run(_serve_until_signal(ctx, connect(args.driver_dir)))
     except KeyboardInterrupt:
         pass
     except (AeronError, CatalogError) as e:
@@ -159,15 +162,14 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve_until_signal(ctx: ArchiveContext, driver_dir: str | None) -> None:
-    import aeronio
-    from aeronio.archive.archive import Archive
+async def _serve_until_signal(ctx: ArchiveContext, connection) -> None:
+    from aeronio.archive.archive import Archive  # the service: imported only when run
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    async with aeronio.connect(driver_dir) as aeron:
+    async with connection as aeron:
         async with Archive(aeron, ctx):
             print(
                 f"aeronio archive pid {os.getpid()} on {ctx.archive_dir} "

@@ -7,7 +7,9 @@ Rules, by the package a module is in:
 - `aeronio.driver` imports no `client`;
 - `aeronio.protocol` imports no `driver`, `client`, `logbuffer` or `counters` (it is what
   everyone builds on: only `_core` and `errors` are below it);
-- `aeronio.logbuffer` and `aeronio.counters` import no `driver` or `client`.
+- `aeronio.logbuffer` and `aeronio.counters` import no `driver` or `client`;
+- `aeronio.archive` is a client of a driver, never part of one: it imports no `driver` (nor
+  the top-level `aeronio`, which launches drivers), and nothing below it imports `archive`.
 Only the top-level modules (`aeronio/__init__.py`, `_connect.py`, `cli.py`) know both sides.
 Every import counts: at module level, inside functions and under `TYPE_CHECKING`.
 """
@@ -21,10 +23,11 @@ PACKAGE = Path(__file__).parents[2] / "aeronio"
 
 CLIENT_MAY_IMPORT = {"client", "protocol", "logbuffer", "counters", "idle", "errors", "_core"}
 FORBIDDEN = {
-    "driver": {"client"},
-    "protocol": {"driver", "client", "logbuffer", "counters"},
-    "logbuffer": {"driver", "client"},
-    "counters": {"driver", "client"},
+    "driver": {"client", "archive"},
+    "protocol": {"driver", "client", "logbuffer", "counters", "archive"},
+    "logbuffer": {"driver", "client", "archive"},
+    "counters": {"driver", "client", "archive"},
+    "archive": {"driver", ""},  # "": the top-level package
 }
 
 
@@ -46,9 +49,15 @@ def imported_modules(tree: ast.Module, module: str, is_package: bool) -> list[tu
 
 
 def layer_of(name: str) -> str | None:
-    """The layer of an `aeronio...` module name (its first component under aeronio)."""
+    """The layer of an `aeronio...` module name (its first component under aeronio; "" for
+    the top-level package itself)."""
     parts = name.split(".")
-    return parts[1] if parts[0] == "aeronio" and len(parts) > 1 else None
+    if parts[0] != "aeronio":
+        return None
+    return parts[1] if len(parts) > 1 and parts[1] not in _TOP_LEVEL else ""
+
+
+_TOP_LEVEL = {"connect", "MediaDriver", "_connect", "cli"}  # names of the top-level package
 
 
 def violations(package: Path) -> list[str]:
@@ -78,7 +87,7 @@ def test_no_module_imports_across_a_forbidden_edge():
 
 def test_the_checker_finds_forbidden_edges(tmp_path):
     package = tmp_path / "aeronio"
-    for layer in ("client", "driver", "protocol", "logbuffer", "counters"):
+    for layer in ("client", "driver", "protocol", "logbuffer", "counters", "archive"):
         (package / layer).mkdir(parents=True)
         (package / layer / "__init__.py").write_text("")
     (package / "__init__.py").write_text("from aeronio.driver import conductor\n")  # allowed
@@ -94,11 +103,19 @@ def test_the_checker_finds_forbidden_edges(tmp_path):
     (package / "driver" / "conductor.py").write_text("from aeronio.client.aeron import Aeron\n")
     (package / "logbuffer" / "log_buffers.py").write_text("from . import descriptor\n")
     (package / "counters" / "__init__.py").write_text("from aeronio import driver\n")
+    (package / "archive" / "tool.py").write_text(
+        "import aeronio\nfrom aeronio.client.aeron import Aeron\n"
+        "from aeronio.driver import media_driver\n"
+    )
+    (package / "driver" / "agent.py").write_text("from aeronio.archive import catalog\n")
     assert violations(package) == [
+        "aeronio/archive/tool.py:1: archive -> aeronio",
+        "aeronio/archive/tool.py:3: archive -> aeronio.driver.media_driver",
         "aeronio/client/aeron.py:2: client -> aeronio.driver.conductor.COUNTERS_FILE",
         "aeronio/client/aeron.py:4: client -> aeronio.driver.media_driver",
         "aeronio/client/aeron.py:5: client -> aeronio.cli",
         "aeronio/counters/__init__.py:1: counters -> aeronio.driver",
+        "aeronio/driver/agent.py:1: driver -> aeronio.archive.catalog",
         "aeronio/driver/conductor.py:1: driver -> aeronio.client.aeron.Aeron",
         "aeronio/protocol/channel.py:3: protocol -> aeronio.client.x",
     ]
