@@ -473,9 +473,13 @@ class ArchiveConductor:
         session.writer.close()
         stop = session.recorded_position
         self.catalog.recording_stopped(session.recording_id, stop, _now_ms())
-        for recording in self.recording_subscriptions.values():
+        for recording in list(self.recording_subscriptions.values()):
             if session in recording.sessions:
                 recording.sessions.remove(session)
+                if session.error is not None:
+                    # a failed write (a full disk) ended it: the subscription goes too, so
+                    # that an image no one reads does not hold its publication back
+                    await self._stop_recording(recording)
         with contextlib.suppress(AeronError):
             await session.position.close()
         self.events.send(
