@@ -93,3 +93,32 @@ def scan_datagrams(object term, int32_t term_offset, int32_t max_length, int32_t
         offset += available + padding
         count += 1
     return covered, count
+
+
+def scan_whole_frames(object buffer, Py_ssize_t start, Py_ssize_t end) -> int:
+    """The offset after the last whole frame from `start` (a frame boundary) in a recorded
+    segment (any buffer, read-only too): stops at a length word below a header's (zero: not
+    written yet), at a frame that does not fit before `end`, or at `end`. PAD frames are whole
+    frames like any other."""
+    cdef Py_buffer view
+    cdef Py_ssize_t offset = start
+    cdef int32_t length
+    cdef Py_ssize_t aligned
+    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
+    try:
+        if end > view.len:
+            end = view.len
+        if start < 0:
+            raise ValueError(f"start {start} is negative")
+        with nogil:
+            while offset + HEADER_LENGTH <= end:
+                length = aio_get_i32(<const char*> view.buf + offset)
+                if length < HEADER_LENGTH:
+                    break
+                aligned = align_frame(length)
+                if offset + aligned > end:
+                    break
+                offset += aligned
+    finally:
+        PyBuffer_Release(&view)
+    return offset

@@ -2,8 +2,8 @@
 and replays them, speaking the reference 1.15.1 archive's control protocol.
 
     from aeronio import archive
-    async with archive.Archive.launch(aeron, archive_dir="rec") as arch:   # the service
-        async with archive.connect(aeron, **archive.LOCAL) as client:     # AeronArchive
+    async with archive.Archive.launch(aeron, archive_dir="rec", **archive.LOCAL_ARCHIVE):
+        async with archive.connect(aeron, **archive.LOCAL) as client:
             await client.start_recording("aeron:ipc", 10)
 
 Reading what was recorded needs no archive process: `Catalog` and `RecordingReader`.
@@ -25,16 +25,20 @@ from aeronio.archive.context import ArchiveContext
 from aeronio.archive.errors import ArchiveError
 from aeronio.archive.segments import RecordingLayout, RecordingReader
 
-# Channels for a client on the archive's own driver: IPC control and responses.
+# An archive and its clients on one driver, over IPC only (no UDP port taken): the archive's
+# options (`Archive.launch(aeron, **LOCAL_ARCHIVE, ...)`) and its clients' (`connect`).
+LOCAL_ARCHIVE = {"control_channel": "aeron:ipc", "recording_events_channel": "aeron:ipc"}
 LOCAL = {
     "control_channel": "aeron:ipc",
     "control_stream_id": 11,
     "response_channel": "aeron:ipc",
     "response_stream_id": 21,
+    "recording_events_channel": "aeron:ipc",
 }
 
 __all__ = [
     "LOCAL",
+    "LOCAL_ARCHIVE",
     "NULL_LENGTH",
     "NULL_POSITION",
     "Archive",

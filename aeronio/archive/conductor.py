@@ -8,9 +8,10 @@ A duty cycle
    session is counted (`errors`) and dropped; a request that cannot be done is answered ERROR
    with the reference's code and message. Nothing a client sends stops the archive.
 2. Images that arrived on recording subscriptions become recording sessions.
-3. Control sessions flush their responses and listings; recording sessions write; replay
-   sessions send. Sessions that are DONE are closed (a recording's stop position goes to the
-   catalog and a RecordingStopped event out).
+3. Control sessions flush their responses and listings; replay sessions send. Sessions that
+   are DONE are closed (a recording's stop position goes to the catalog and a
+   RecordingStopped event out). Recording sessions write on the recorder's thread
+   (`recorder.py`), so that disk writes overlap the event loop's work.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from aeronio.archive.control_session import ControlSession
 from aeronio.archive.control_session import State as ControlState
 from aeronio.archive.errors import ArchiveError
 from aeronio.archive.proxies import ControlResponseProxy, RecordingEventsProxy
+from aeronio.archive.recorder import Recorder
 from aeronio.archive.recording_session import RecordingSession
 from aeronio.archive.recording_session import State as RecordingState
 from aeronio.archive.recording_writer import RecorderCounters, RecordingWriter
@@ -95,7 +97,8 @@ class ArchiveConductor:
         self.control_subscriptions: list[Subscription] = []
         self.events = RecordingEventsProxy(None)
         self.errors = None
-        self.recorder: RecorderCounters | None = None
+        self.recorder_counters: RecorderCounters | None = None
+        self.recorder = Recorder()
 
     async def start(self) -> None:
         """Open the control subscriptions, the events publication and the counters."""
@@ -104,7 +107,7 @@ class ArchiveConductor:
         self.errors = await aeron.add_counter(
             ARCHIVE_ERROR_COUNT_TYPE_ID, f"archive-errors - {label}"
         )
-        self.recorder = RecorderCounters(
+        self.recorder_counters = RecorderCounters(
             await aeron.add_counter(
                 RECORDER_MAX_WRITE_TIME_TYPE_ID, f"archive-recorder max write time in ns - {label}"
             ),
@@ -129,6 +132,7 @@ class ArchiveConductor:
                     ctx.recording_events_channel, ctx.recording_events_stream_id
                 )
             )
+        self.recorder.start()
 
     # -- duty cycle -----------------------------------------------------------------------
 
@@ -149,10 +153,10 @@ class ArchiveConductor:
             work += session.do_work(now_ns)
             if session.state is ControlState.DONE:
                 await self._close_control_session(session)
-        for recording in list(self.recordings.values()):
-            work += recording.do_work()
+        for recording in list(self.recordings.values()):  # recorded on the recorder's thread
             if recording.state is RecordingState.DONE:
                 await self._stop_recording_session(recording)
+                work += 1
         for replay in list(self.replays.values()):
             work += replay.do_work(now_ns)
             if replay.state is ReplayState.DONE:
@@ -348,6 +352,10 @@ class ArchiveConductor:
         if source_location not in (SourceLocation.LOCAL, SourceLocation.REMOTE):
             raise ArchiveError(f"unknown source location {source_location}")
         key = (stripped_channel(uri), stream_id)
+        if key in self._control_keys():
+            raise ArchiveError(
+                f"streamId={stream_id} channel={channel} is this archive's own control stream"
+            )
         if any(r.key == key for r in self.recording_subscriptions.values()):
             raise ArchiveError(
                 f"recording exists for streamId={stream_id} channel={channel}",
@@ -373,6 +381,13 @@ class ArchiveConductor:
         for image in subscription.images:  # any that came before the callback could see them
             self._new_images.append((recording, image))
         return subscription.registration_id
+
+    def _control_keys(self) -> set[tuple[str, int]]:
+        ctx = self.ctx
+        pairs = [(ctx.control_channel, ctx.control_stream_id)]
+        if ctx.local_control_channel:
+            pairs.append((ctx.local_control_channel, ctx.local_control_stream_id))
+        return {(stripped_channel(ChannelUri.parse(c)), s) for c, s in pairs}
 
     async def _start_recording_session(self, recording: RecordingSubscription, image: Image):
         if recording.subscription.is_closed or image.is_closed:
@@ -424,12 +439,15 @@ class ArchiveConductor:
             f"rec-pos: {recording_id} {image.session_id} {image.stream_id} {stripped}",
             key,
         )
-        writer = RecordingWriter(ctx.archive_dir, layout, start, ctx.file_sync_level, self.recorder)
+        writer = RecordingWriter(
+            ctx.archive_dir, layout, start, ctx.file_sync_level, self.recorder_counters
+        )
         session = RecordingSession(
             recording_id, image, writer, counter, self.events, lambda e: self._count_error()
         )
         recording.sessions.append(session)
         self.recordings[recording_id] = session
+        self.recorder.add(session)
         self.events.send(
             codecs.RecordingStarted(
                 recording_id, start, image.session_id, image.stream_id,
@@ -459,18 +477,22 @@ class ArchiveConductor:
         return stop
 
     async def _stop_recording(self, recording: RecordingSubscription) -> None:
-        """Record what the images hold now, then close the subscription."""
+        """Record what the images hold now (taking each session from the recorder's thread),
+        then close the subscription."""
         self.recording_subscriptions.pop(recording.subscription.registration_id, None)
         for session in recording.sessions:
-            while session.do_work():
-                pass
+            self.recorder.remove(session)
+            with session.lock:
+                while session.do_work():
+                    pass
+                session.abort()  # DONE: nothing polls its image again
         await recording.subscription.close()
-        for session in recording.sessions:
-            session.abort()
 
     async def _stop_recording_session(self, session: RecordingSession) -> None:
         self.recordings.pop(session.recording_id, None)
-        session.writer.close()
+        self.recorder.remove(session)
+        with session.lock:  # DONE: the recorder's thread is past it
+            session.writer.close()
         stop = session.recorded_position
         self.catalog.recording_stopped(session.recording_id, stop, _now_ms())
         for recording in list(self.recording_subscriptions.values()):
@@ -570,6 +592,7 @@ class ArchiveConductor:
             await session.proxy.publication.close()
 
     async def close(self) -> None:
+        self.recorder.close()
         for recording in list(self.recording_subscriptions.values()):
             await self._stop_recording(recording)
         for session in list(self.recordings.values()):

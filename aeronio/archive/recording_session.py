@@ -1,15 +1,17 @@
 """RecordingSession: one image recorded into one recording, until the image goes or the
 recording is stopped.
 
-Each duty cycle polls the image for a block (whole frames of one term, at most
-`MAX_BLOCK_LENGTH`), writes it (`RecordingWriter`), then moves `rec-pos` and sends a progress
-event: `rec-pos` never passes what is written. A write that fails (a full disk) stops the
-recording at the last whole block written and counts the error.
+Each duty cycle (on the recorder's thread, see `recorder.py`) polls the image for a block
+(whole frames of one term, at most `MAX_BLOCK_LENGTH`), writes it (`RecordingWriter`), then
+moves `rec-pos` and sends a progress event: `rec-pos` never passes what is written. A write
+that fails (a full disk) stops the recording at the last whole block written and counts the
+error.
 """
 
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Callable
 
 from aeronio.archive import codecs
@@ -44,6 +46,7 @@ class RecordingSession:
         self.start_position = writer.position
         self.state = State.RECORDING
         self.error: BaseException | None = None
+        self.lock = threading.Lock()  # held by whoever polls it (see recorder.py)
         position.set(writer.position)
 
     @property

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from aeronio.archive.context import MAX_BLOCK_LENGTH
 from aeronio.archive.segments import RecordingReader
-from aeronio.client.publication import ExclusivePublication
+from aeronio.client.publication import ADMIN_ACTION, ExclusivePublication
 
 
 class State(enum.Enum):
@@ -89,7 +89,10 @@ class ReplaySession:
         block = self.reader.peek(min(MAX_BLOCK_LENGTH, window), limit)
         if block is None:
             return 0
-        if self.publication.try_offer_block(block.data) > 0:
+        result = self.publication.try_offer_block(block.data)
+        if result == ADMIN_ACTION:  # the term rotated: the block goes into the next one
+            result = self.publication.try_offer_block(block.data)
+        if result > 0:
             self.reader.advance(block)
             return 1
         return 0

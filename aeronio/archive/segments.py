@@ -24,7 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT, HEADER_LENGTH, align
+from aeronio._core import scan_whole_frames
+from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT, align
 
 SEGMENT_SUFFIX = ".rec"
 _FRAME = struct.Struct("<iBBHiiiiq")  # the DATA/PAD header, for dumps and checks
@@ -91,20 +92,11 @@ def segment_indices(archive_dir: str | os.PathLike[str], recording_id: int) -> l
     return sorted(found)
 
 
-def scan_frames(segment: bytes | memoryview | mmap.mmap, start: int = 0, end: int | None = None):
+def scan_frames(segment, start: int = 0, end: int | None = None) -> int:
     """The offset after the last whole frame from `start` (a frame boundary): stops at a zero
-    length, at a length that does not fit before `end`, or at `end`."""
-    end = len(segment) if end is None else end
-    offset = start
-    while offset + HEADER_LENGTH <= end:
-        (length,) = struct.unpack_from("<i", segment, offset)
-        if length <= 0:
-            break
-        aligned = align(length, FRAME_ALIGNMENT)
-        if length < HEADER_LENGTH or offset + aligned > end:
-            break
-        offset += aligned
-    return offset
+    length, at a length that does not fit before `end`, or at `end` (in C: a replay scans
+    every frame it sends)."""
+    return scan_whole_frames(segment, start, len(segment) if end is None else end)
 
 
 def recover_stop_position(archive_dir: str | os.PathLike[str], layout: RecordingLayout) -> int:

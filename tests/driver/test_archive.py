@@ -20,15 +20,6 @@ TERM = 64 * 1024
 SEGMENT = 128 * 1024
 STREAM = 1001
 IPC = f"aeron:ipc?term-length={TERM}"
-ARCHIVE_CHANNELS = {
-    "control_channel": "aeron:ipc",
-    "recording_events_channel": "aeron:ipc",
-    "recording_events_stream_id": 30,
-}
-CLIENT_CHANNELS = archive.LOCAL | {
-    "recording_events_channel": "aeron:ipc",
-    "recording_events_stream_id": 30,
-}
 
 
 def free_udp_port() -> int:
@@ -46,14 +37,17 @@ async def aeron():
 @pytest.fixture
 async def arch(aeron, tmp_path):
     async with archive.Archive.launch(
-        aeron, archive_dir=tmp_path / "archive", segment_file_length=SEGMENT, **ARCHIVE_CHANNELS
+        aeron,
+        archive_dir=tmp_path / "archive",
+        segment_file_length=SEGMENT,
+        **archive.LOCAL_ARCHIVE,
     ) as service:
         yield service
 
 
 @pytest.fixture
 async def client(aeron, arch):
-    async with archive.connect(aeron, **CLIENT_CHANNELS) as archive_client:
+    async with archive.connect(aeron, **archive.LOCAL) as archive_client:
         yield archive_client
 
 
@@ -471,6 +465,8 @@ async def test_errors_are_the_references(aeron, arch, client):
     )
     e = await error_of(client.truncate_recording(0, end + 32))
     assert str(e) == f"invalid position {end + 32}"
+    e = await error_of(client.start_recording("aeron:ipc", 11))
+    assert str(e) == "streamId=11 channel=aeron:ipc is this archive's own control stream"
     e = await error_of(client.start_recording("aeron:bogus", STREAM))
     assert e.error_code == ErrorCode.GENERIC and "aeron:bogus" in str(e)
     assert await client.get_recording_position(0) == -1  # not active
@@ -514,9 +510,9 @@ async def test_malformed_control_messages_are_counted_and_dropped(aeron, arch, c
 async def test_the_archive_recovers_what_a_dead_archive_left(aeron, tmp_path):
     """A recording the catalog still shows as active (its archive died) gets the stop position
     of its last whole frame when the archive starts again; a torn block is not exposed."""
-    options = dict(archive_dir=tmp_path / "a", segment_file_length=SEGMENT, **ARCHIVE_CHANNELS)
+    options = dict(archive_dir=tmp_path / "a", segment_file_length=SEGMENT, **archive.LOCAL_ARCHIVE)
     async with archive.Archive.launch(aeron, **options) as arch:
-        async with archive.connect(aeron, **CLIENT_CHANNELS) as client:
+        async with archive.connect(aeron, **archive.LOCAL) as client:
             await client.start_recording(IPC, STREAM)
             publication = await aeron.add_exclusive_publication(IPC, STREAM)
             end = await publish(publication, messages(200))

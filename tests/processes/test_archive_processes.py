@@ -34,8 +34,7 @@ TERM = 64 * 1024
 SEGMENT = 128 * 1024
 STREAM = 1001
 CHANNEL = f"aeron:ipc?term-length={TERM}"
-EVENTS = {"recording_events_channel": "aeron:ipc", "recording_events_stream_id": 30}
-CLIENT = archive.LOCAL | EVENTS
+CLIENT = archive.LOCAL
 # A SIGKILLed archive's subscriptions hold the publisher back until the driver times its client
 # out; a closed publication is gone soon after it drained.
 DRIVER_OPTIONS = (
@@ -63,8 +62,7 @@ async def start_archive(
         sys.executable, "-m", "aeronio.cli", "archive", "serve",
         "--dir", str(archive_dir), "--driver-dir", driver_dir,
         "--control-channel", "aeron:ipc",
-        "--recording-events-channel", EVENTS["recording_events_channel"],
-        "--recording-events-stream-id", str(EVENTS["recording_events_stream_id"]),
+        "--recording-events-channel", "aeron:ipc",
         *options,
     ]  # fmt: skip
     child = procs.spawn(args, name)

@@ -75,8 +75,7 @@ async def joiner(
         async with archive.Archive.launch(
             aeron,
             archive_dir=tempfile.mkdtemp(prefix="aeronio-archive-"),
-            control_channel="aeron:ipc",
-            recording_events_channel="aeron:ipc",
+            **archive.LOCAL_ARCHIVE,
         ) as arch:
             async with archive.connect(aeron, **archive.LOCAL) as client:
                 await client.start_recording(
