@@ -4,7 +4,8 @@ Hypothesis runs without timing checks: a per-example deadline or the slow-genera
 would turn a hiccup of a shared machine into a failure; the tests assert behaviour, never time.
 
 Markers by folder: every test under `netns/` is `netns` (root, `ip`, `nft`), every test under
-`interop/` is `java` (Java 17 and the reference Aeron runner); tests elsewhere that need them, and
+`interop/` is `java` (Java 17 and the reference Aeron runner), every test under `spark/` is
+`spark` (a local SparkSession: the spark extra and Java 17); tests elsewhere that need them, and
 the `slow` ones, are marked in their modules. The fast loop:
 `python -m pytest -q -m "not slow and not netns and not java"`.
 """
@@ -17,7 +18,11 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("aeronio", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("aeronio")
 
-FOLDER_MARKERS = {"netns": pytest.mark.netns, "interop": pytest.mark.java}
+FOLDER_MARKERS = {
+    "netns": pytest.mark.netns,
+    "interop": pytest.mark.java,
+    "spark": pytest.mark.spark,
+}
 TESTS = Path(__file__).parent
 
 
