@@ -1,0 +1,254 @@
+"""Frames and messages of recorded terms, found with numpy rather than a Python loop per frame.
+
+A recording's bytes are its stream's terms verbatim: DATA and PAD frames, each a 32-byte header
+(frame length i32, version u8, flags u8, type u16, term offset i32, session id i32, stream id
+i32, term id i32, reserved value i64) and its payload, aligned to 32 bytes. The frames of a
+region chain from a frame boundary by their lengths; a sequential reader stops at the first zero
+length (the archive writes a block's first length word last, so what is behind it is not there
+yet).
+
+Finding the chain without a loop per frame: every 32-byte slot that *could* be a frame header
+(length plausible, and its term offset and term id fields equal to those of the slot's own
+position) is a candidate. Every real header is one; a payload slot almost never is. Candidates
+whose `next = slot + aligned length` is the next candidate form verified runs; where a run
+breaks, the walk jumps to the break's `next` (skipping candidates inside a payload) or, when
+that slot is no candidate, ends there. The result is exactly the frames a sequential walk that
+checks each header the same way would find, in a handful of vectorised passes.
+
+Messages: a DATA frame with the BEGIN flag (0x80) starts one, a frame with the END flag (0x40)
+ends it (0xC0: both, an unfragmented message); fragments of one message are contiguous frames of
+one term. Leading fragments without their BEGIN (a region that starts mid-message) and a
+trailing message without its END are not messages.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+import numpy as np
+
+HEADER_LENGTH = 32
+TYPE_PAD, TYPE_DATA = 0, 1
+BEGIN_FLAG, END_FLAG = 0x80, 0x40
+# Words (int32) of a header: length, version|flags<<8|type<<16, term offset, session id,
+# stream id, term id, reserved value (two words).
+_LENGTH, _VFT, _TERM_OFFSET, _TERM_ID = 0, 1, 2, 5
+_HEADER = struct.Struct("<iBBHiiiiq")
+
+
+class Frames(NamedTuple):
+    """Whole frames of a buffer region, in order."""
+
+    offset: np.ndarray  # int64: each frame's offset in the buffer
+    length: np.ndarray  # int32: frame length (header included, not aligned)
+    flags: np.ndarray  # uint8
+    type: np.ndarray  # uint16
+    reserved_value: np.ndarray  # int64
+    end: int  # the offset after the last whole frame (the region's start when there is none)
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+
+class Messages(NamedTuple):
+    """Whole messages of a region: the indices of their first and last frames in `Frames`."""
+
+    first: np.ndarray  # int64 frame index of each message's BEGIN frame
+    last: np.ndarray  # int64 frame index of its END frame
+    offset: np.ndarray  # int64 buffer offset of its first frame (its position - the region's)
+    length: np.ndarray  # int32 payload length (fragments reassembled)
+    reserved_value: np.ndarray  # int64: the last fragment's, as a subscriber's header shows it
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+    def take(self, keep: np.ndarray) -> Messages:
+        return Messages(*(field[keep] for field in self))
+
+
+def _empty_frames(end: int) -> Frames:
+    return Frames(
+        np.empty(0, np.int64),
+        np.empty(0, np.int32),
+        np.empty(0, np.uint8),
+        np.empty(0, np.uint16),
+        np.empty(0, np.int64),
+        end,
+    )
+
+
+def expected_fields(position: int, count: int, term_length: int, initial_term_id: int):
+    """(term offset, term id) that headers at `count` consecutive slots from `position` hold."""
+    positions = position + np.arange(count, dtype=np.int64) * HEADER_LENGTH
+    shift = term_length.bit_length() - 1
+    term_offset = (positions & (term_length - 1)).astype(np.int32)
+    term_id = (initial_term_id + (positions >> shift)).astype(np.int64)
+    term_id = ((term_id + 2**31) % 2**32 - 2**31).astype(np.int32)  # int32 wrap, as Aeron's
+    return term_offset, term_id
+
+
+def header_ok(
+    buffer: np.ndarray, offset: int, position: int, term_length: int, initial_term_id: int
+) -> bool:
+    """Whether a frame header for `position` sits at `offset` (a quick check of one slot)."""
+    if offset < 0 or offset + HEADER_LENGTH > len(buffer):
+        return False
+    length, _, _, _, term_offset, _, _, term_id, _ = _HEADER.unpack_from(buffer, offset)
+    expected_offset = position & (term_length - 1)
+    expected_id = (initial_term_id + (position >> (term_length.bit_length() - 1)) + 2**31) % (
+        2**32
+    ) - 2**31
+    return (
+        HEADER_LENGTH <= length <= term_length - expected_offset
+        and term_offset == expected_offset
+        and term_id == expected_id
+    )
+
+
+def scan(
+    buffer: np.ndarray,
+    position: int,
+    term_length: int,
+    initial_term_id: int,
+    start: int = 0,
+    end: int | None = None,
+) -> Frames:
+    """The whole frames of `buffer[start:end]`, chained from `start` (a frame boundary whose
+    stream position is `position`), as a sequential reader finds them: it stops at a slot that
+    is no plausible header (a zero length: nothing written there yet) or at a frame that does
+    not fit before `end`. `buffer` is a uint8 array; `start` and `end` are multiples of 32."""
+    end = len(buffer) if end is None else end
+    count = (end - start) // HEADER_LENGTH
+    if count <= 0:
+        return _empty_frames(start)
+    region = buffer[start : start + count * HEADER_LENGTH]
+    words = region.view(np.int32).reshape(count, 8)
+    length = words[:, _LENGTH]
+    term_offset, term_id = expected_fields(position, count, term_length, initial_term_id)
+    candidate = (
+        (length >= HEADER_LENGTH)
+        & (length <= term_length - term_offset)
+        & (words[:, _TERM_OFFSET] == term_offset)
+        & (words[:, _TERM_ID] == term_id)
+    )
+    slots = np.flatnonzero(candidate)
+    if len(slots) == 0 or slots[0] != 0:
+        return _empty_frames(start)
+    following = slots + ((length[slots].astype(np.int64) + 31) >> 5)  # in slots
+    breaks = np.flatnonzero(following[:-1] != slots[1:])
+    runs = []
+    i = 0
+    while True:
+        b = np.searchsorted(breaks, i)
+        k = int(breaks[b]) if b < len(breaks) else len(slots) - 1
+        runs.append((i, k + 1))
+        target = following[k]
+        if target >= count:
+            break
+        m = int(np.searchsorted(slots, target))
+        if m < len(slots) and slots[m] == target:
+            i = m  # candidates inside frame k's payload are skipped
+        else:
+            break  # no header where the chain goes next: the frames end there
+    chain = (
+        slots[runs[0][0] : runs[0][1]]
+        if len(runs) == 1
+        else np.concatenate([slots[a:b] for a, b in runs])
+    )
+    chain_following = (
+        following[runs[0][0] : runs[0][1]]
+        if len(runs) == 1
+        else np.concatenate([following[a:b] for a, b in runs])
+    )
+    fits = int(np.searchsorted(chain_following, count, side="right"))  # following ascends
+    chain = chain[:fits]
+    if fits == 0:
+        return _empty_frames(start)
+    vft = words[chain, _VFT].view(np.uint32)
+    reserved = region.view(np.int64).reshape(count, 4)[chain, 3]
+    return Frames(
+        start + chain.astype(np.int64) * HEADER_LENGTH,
+        length[chain].copy(),
+        ((vft >> 8) & 0xFF).astype(np.uint8),
+        (vft >> 16).astype(np.uint16),
+        reserved.copy(),
+        start + int(chain_following[fits - 1]) * HEADER_LENGTH,
+    )
+
+
+def boundaries(frames: Frames, start: int) -> np.ndarray:
+    """Buffer offsets where no message is in progress, ascending: `start` (a boundary itself),
+    the start of each BEGIN frame, the end of each END frame and of each PAD."""
+    if len(frames) == 0:
+        return np.array([start], np.int64)
+    data = frames.type == TYPE_DATA
+    ends = frames.offset + ((frames.length.astype(np.int64) + 31) & ~31)
+    before = frames.offset[data & ((frames.flags & BEGIN_FLAG) != 0)]
+    after = ends[(frames.type == TYPE_PAD) | (data & ((frames.flags & END_FLAG) != 0))]
+    return np.unique(np.concatenate([[start], before, after]))
+
+
+def assemble(frames: Frames) -> Messages:
+    """The whole messages of the frames: BEGIN to END, contiguous DATA frames."""
+    n = len(frames)
+    if n == 0:
+        e = np.empty(0, np.int64)
+        return Messages(e, e, e, np.empty(0, np.int32), e)
+    index = np.arange(n, dtype=np.int64)
+    data = frames.type == TYPE_DATA
+    is_begin = data & ((frames.flags & BEGIN_FLAG) != 0)
+    is_end = data & ((frames.flags & END_FLAG) != 0)
+    last_begin = np.maximum.accumulate(np.where(is_begin, index, -1))
+    ends = np.flatnonzero(is_end)
+    firsts = last_begin[ends]
+    previous_end = np.concatenate([[-1], ends[:-1]])
+    not_data = np.cumsum(~data)  # frames that are not DATA, up to each index
+    ok = (firsts >= 0) & (firsts > previous_end) & (not_data[ends] == not_data[firsts])
+    firsts, ends = firsts[ok], ends[ok]
+    payload = frames.length.astype(np.int64) - HEADER_LENGTH
+    if np.array_equal(firsts, ends):
+        length = payload[ends]
+    else:
+        total = np.cumsum(payload)
+        length = total[ends] - total[firsts] + payload[firsts]
+    return Messages(
+        firsts,
+        ends,
+        frames.offset[firsts],
+        length.astype(np.int32),
+        frames.reserved_value[ends],
+    )
+
+
+def payload_spans(frames: Frames, messages: Messages):
+    """(starts, ends, counts): buffer spans of the payload of every frame of the messages, in
+    order, and how many frames each message has."""
+    counts = messages.last - messages.first + 1
+    if np.all(counts == 1):
+        idx = messages.first
+    else:
+        total = int(counts.sum())
+        starts_at = np.cumsum(counts) - counts
+        idx = np.repeat(messages.first - starts_at, counts) + np.arange(total, dtype=np.int64)
+    starts = frames.offset[idx] + HEADER_LENGTH
+    return starts, frames.offset[idx] + frames.length[idx], counts
+
+
+def walk(
+    buffer, position: int, term_length: int, initial_term_id: int, start: int = 0, end=None
+) -> list[tuple[int, int, int, int, int]]:
+    """The sequential reference of `scan` (for tests and tools): (offset, length, flags, type,
+    reserved value) of each whole frame, one header at a time."""
+    end = len(buffer) if end is None else end
+    out, offset = [], start
+    while offset + HEADER_LENGTH <= end:
+        if not header_ok(buffer, offset, position + offset - start, term_length, initial_term_id):
+            break
+        length, _, flags, kind, *_, reserved = _HEADER.unpack_from(buffer, offset)
+        aligned = (length + 31) & ~31
+        if offset + aligned > end:
+            break
+        out.append((offset, length, flags, kind, reserved))
+        offset += aligned
+    return out
