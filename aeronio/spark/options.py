@@ -1,0 +1,234 @@
+"""The source's and the sink's options: parsed and checked on the Spark driver, so that a typo
+fails the query before any task runs, naming the option."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from aeronio.errors import ChannelUriError
+from aeronio.protocol.channel import ChannelUri
+from aeronio.spark.recordings import Selection, SourceError
+
+LAYOUTS = ("raw", "fixed", "msgpack", "json")
+EARLIEST, LATEST = -2, -1  # in starting_positions JSON, as Kafka's
+
+# option -> what it is, for the error that lists the known ones
+COMMON_READ = {
+    "archive": "the archive directory (or .load(DIR))",
+    "path": "the archive directory, as .load(DIR) gives it",
+    "recording_ids": "comma-separated recording ids",
+    "channel": "a substring of the recordings' original channel",
+    "stream_id": "the recordings' stream id",
+    "layout": "raw (default), fixed, msgpack or json",
+    "metadata_columns": "with a decoding layout: schema columns filled from the message",
+    "driver_dir": "the archive's driver directory: active recordings end at rec-pos",
+    "fail_on_data_loss": "true (default) or false",
+    "max_partition_bytes": "split a segment into partitions of whole terms of at most this",
+}
+BATCH_READ = COMMON_READ | {
+    "start_position": "read messages from this position",
+    "end_position": "read messages starting before this position",
+}
+STREAM_READ = COMMON_READ | {
+    "starting_positions": 'earliest (default), latest or JSON {"<recording id>": position}',
+    "max_bytes_per_trigger": "at most about this many bytes per micro-batch",
+}
+WRITE = {
+    "channel": "the channel to publish on",
+    "stream_id": "the stream id to publish on",
+    "driver_dir": "a running media driver's directory (else an embedded driver per task)",
+    "timeout": "seconds an offer may wait (not connected, back-pressured); default 60",
+}
+# Options Spark itself adds to a streaming sink's.
+SPARK_SINK_OPTIONS = {"checkpointlocation", "path", "queryname"}
+
+
+def check_names(options: Mapping[str, str], known: Mapping[str, str], what: str) -> None:
+    unknown = sorted(set(k.lower() for k in options) - set(known))
+    if unknown:
+        listed = ", ".join(sorted(known))
+        raise SourceError(
+            f"unknown option(s) for {what}: {', '.join(unknown)} (the options are: {listed})"
+        )
+
+
+def _int(options: Mapping[str, str], name: str, low: int | None = None) -> int | None:
+    value = options.get(name)
+    if value is None:
+        return None
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise SourceError(f"option {name}: {value!r} is not an integer") from None
+    if low is not None and number < low:
+        raise SourceError(f"option {name}: {number} must be at least {low}")
+    return number
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)i?b?\s*$", re.IGNORECASE)
+
+
+def _size(options: Mapping[str, str], name: str) -> int | None:
+    value = options.get(name)
+    if value is None:
+        return None
+    m = _SIZE.match(str(value))
+    if not m:
+        raise SourceError(f"option {name}: {value!r} is not a size (bytes, or with k, m or g)")
+    number = int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
+    if number <= 0:
+        raise SourceError(f"option {name}: {value!r} must be positive")
+    return number
+
+
+def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    value = options.get(name)
+    if value is None:
+        return default
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise SourceError(f"option {name}: {value!r} is not true or false")
+
+
+class ReadOptions(NamedTuple):
+    archive: str
+    selection: Selection
+    layout: str
+    metadata_columns: tuple[str, ...]
+    driver_dir: str | None
+    fail_on_data_loss: bool
+    max_partition_bytes: int | None
+    start_position: int | None = None
+    end_position: int | None = None
+    starting_positions: str | dict[int, int] = "earliest"
+    max_bytes_per_trigger: int | None = None
+
+
+def read_options(options: Mapping[str, str], streaming: bool | None) -> ReadOptions:
+    """Parse a reader's options; `streaming` None checks names against both kinds."""
+    if streaming is None:
+        check_names(options, BATCH_READ | STREAM_READ, "reading")
+    else:
+        known, other = (STREAM_READ, BATCH_READ) if streaming else (BATCH_READ, STREAM_READ)
+        kind, other_kind = ("a streaming", "a batch") if streaming else ("a batch", "a streaming")
+        misplaced = sorted(k for k in options if k not in known and k in other)
+        if misplaced:
+            raise SourceError(
+                f"option(s) {', '.join(misplaced)} are for {other_kind} read, not {kind} read"
+            )
+        check_names(options, known, f"{kind} read")
+    archive = options.get("archive") or options.get("path")
+    if not archive:
+        raise SourceError('option archive is required: .option("archive", DIR) or .load(DIR)')
+    if options.get("archive") and options.get("path") and options["archive"] != options["path"]:
+        raise SourceError(
+            f"two archives given: option archive {options['archive']!r} and path "
+            f"{options['path']!r}"
+        )
+    ids = options.get("recording_ids")
+    recording_ids = None
+    if ids is not None:
+        try:
+            recording_ids = frozenset(int(i) for i in str(ids).split(",") if i.strip())
+        except ValueError:
+            raise SourceError(
+                f"option recording_ids: {ids!r} is not a comma-separated list of ids"
+            ) from None
+        if not recording_ids:
+            raise SourceError("option recording_ids is empty")
+    channel = options.get("channel")
+    selection = Selection(recording_ids, channel or None, _int(options, "stream_id"))
+    layout = str(options.get("layout", "raw")).strip().lower()
+    if layout not in LAYOUTS:
+        raise SourceError(f"option layout: {layout!r} is not one of {', '.join(LAYOUTS)}")
+    metadata = tuple(
+        c.strip() for c in str(options.get("metadata_columns", "")).split(",") if c.strip()
+    )
+    if metadata and layout == "raw":
+        raise SourceError("option metadata_columns is for the fixed, msgpack and json layouts")
+    start = _int(options, "start_position", 0)
+    end = _int(options, "end_position", 0)
+    if start is not None and end is not None and end < start:
+        raise SourceError(f"option end_position {end} is before start_position {start}")
+    return ReadOptions(
+        archive=str(archive),
+        selection=selection,
+        layout=layout,
+        metadata_columns=metadata,
+        driver_dir=options.get("driver_dir") or None,
+        fail_on_data_loss=_bool(options, "fail_on_data_loss", True),
+        max_partition_bytes=_size(options, "max_partition_bytes"),
+        start_position=start,
+        end_position=end,
+        starting_positions=_starting_positions(options.get("starting_positions")),
+        max_bytes_per_trigger=_size(options, "max_bytes_per_trigger"),
+    )
+
+
+def _starting_positions(value: str | None) -> str | dict[int, int]:
+    if value is None:
+        return "earliest"
+    text = str(value).strip()
+    if text.lower() in ("earliest", "latest"):
+        return text.lower()
+    try:
+        parsed = json.loads(text)
+        if not isinstance(parsed, dict):
+            raise ValueError
+        out = {int(k): int(v) for k, v in parsed.items()}
+    except (ValueError, TypeError):
+        raise SourceError(
+            f"option starting_positions: {value!r} is not earliest, latest or a JSON object "
+            '{"<recording id>": <position, -2 earliest, -1 latest>}'
+        ) from None
+    for rid, position in out.items():
+        if position < EARLIEST:
+            raise SourceError(
+                f"option starting_positions: recording {rid}: position {position} is negative "
+                "(-2 is earliest, -1 latest)"
+            )
+    return out
+
+
+class WriteOptions(NamedTuple):
+    channel: str
+    stream_id: int
+    driver_dir: str | None
+    timeout: float
+
+
+def write_options(options: Mapping[str, str], streaming: bool) -> WriteOptions:
+    names = {k: v for k, v in options.items() if not (streaming and k in SPARK_SINK_OPTIONS)}
+    check_names(names, WRITE, "writing")
+    channel = options.get("channel")
+    if not channel:
+        raise SourceError('option channel is required: .option("channel", "aeron:udp?...")')
+    stream_id = _int(options, "stream_id")
+    if stream_id is None:
+        raise SourceError('option stream_id is required: .option("stream_id", 10)')
+    if not -(2**31) <= stream_id < 2**31:
+        raise SourceError(f"option stream_id: {stream_id} does not fit 32 bits")
+    try:
+        uri = ChannelUri.parse(str(channel))
+    except ChannelUriError as e:
+        raise SourceError(f"option channel: {e}") from None
+    driver_dir = options.get("driver_dir") or None
+    if driver_dir is None and uri.media == "ipc":
+        raise SourceError(
+            f"channel {channel!r} needs option driver_dir: an IPC publication on an embedded "
+            "driver per task would have no subscriber"
+        )
+    raw = options.get("timeout", "60")
+    try:
+        timeout = float(raw)
+    except ValueError:
+        raise SourceError(f"option timeout: {raw!r} is not a number of seconds") from None
+    if timeout <= 0:
+        raise SourceError(f"option timeout: {timeout} must be positive")
+    return WriteOptions(str(channel), stream_id, driver_dir, timeout)

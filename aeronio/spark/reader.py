@@ -1,0 +1,213 @@
+"""Planning partitions of recordings and reading them (no Spark here: plain functions that the
+DataSource classes call, and tests can call directly).
+
+A partition reads one recording's messages that *start* in [emit_from, emit_to): it scans from a
+frame boundary at or before emit_from and reads on, up to read_limit, to finish a message that
+starts before emit_to. Partitions end at term boundaries (messages never cross a term) or at
+message boundaries found by a scan, so a message is never split between two partitions and
+belongs to the one where it starts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from aeronio.spark import frames as fr
+from aeronio.spark import recordings as recs
+from aeronio.spark.recordings import DataLossError, Recording
+
+log = logging.getLogger("aeronio.spark")
+
+CHUNK_BYTES = 8 << 20  # bytes of whole terms read and decoded at a time (one Arrow batch)
+
+
+class Part(NamedTuple):
+    recording: Recording
+    scan_from: int  # a frame boundary at or before emit_from (checked; else the term's start)
+    emit_from: int
+    emit_to: int
+    read_limit: int  # whole frames are recorded up to here
+
+
+def split(
+    r: Recording,
+    start: int,
+    stop: int,
+    read_limit: int,
+    max_bytes: int | None,
+    trusted: bool = False,
+) -> list[Part]:
+    """Parts of [start, stop): one per segment, or per run of whole terms of at most
+    `max_bytes` (at least a term), each reading to the end of its last term (or read_limit).
+    The first scans from `start` when it is `trusted` to be a frame boundary, else from the
+    start of its term."""
+    if stop <= start:
+        return []
+    step = r.segment_length
+    if max_bytes is not None:
+        step = min(step, max(r.term_length, max_bytes - max_bytes % r.term_length))
+    base = r.layout.base_position
+    parts, low = [], start
+    while low < stop:
+        high = min(stop, base + ((low - base) // step + 1) * step)
+        limit = min(read_limit, r.term_end(high - 1))
+        first = low if trusted or low != start else r.known_boundary(low)
+        parts.append(Part(r, first, low, high, limit))
+        low = high
+    return parts
+
+
+def read_part(
+    archive_dir: Path,
+    part: Part,
+    decoder,
+    fail_on_data_loss: bool = True,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> Iterator:
+    """Record batches of the part's messages (`decoder.batch` builds each)."""
+    r = part.recording
+    position = part.scan_from
+    if position > part.emit_from or position & 31:
+        position = r.known_boundary(part.emit_from)
+    if position != r.known_boundary(position) and not recs.is_frame_at(archive_dir, r, position):
+        position = r.known_boundary(position)  # not a frame boundary: scan from the term's start
+    while position < part.read_limit and position < part.emit_to:
+        end = min(
+            part.read_limit,
+            r.segment_end(position),
+            max(r.term_end(position), r.term_base(position + chunk_bytes)),
+        )
+        try:
+            buffer = recs.read_bytes(archive_dir, r, position, end, partial=True)
+        except DataLossError as e:
+            if fail_on_data_loss:
+                raise
+            log.warning("%s; skipping the rest of this partition", e)
+            return
+        frames = fr.scan(buffer, position, r.term_length, r.initial_term_id)
+        messages = fr.assemble(frames)
+        at = messages.offset + position
+        keep = (at >= part.emit_from) & (at < part.emit_to)
+        if not keep.all():
+            messages = messages.take(keep)
+        short = frames.end < end - position
+        if short:
+            path = r.segment_path(archive_dir, position)
+            if len(buffer) < end - position:
+                why = f"segment file {path} is cut short ({len(buffer)} of {end - position} bytes)"
+            else:
+                why = f"no whole frame at position {position + frames.end} of {path}"
+            problem = (
+                f"recording {r.recording_id}: {why}, though the query reads to "
+                f"{part.read_limit}: the recording was truncated under the query, or the "
+                "segment is damaged"
+            )
+            if fail_on_data_loss:
+                raise DataLossError(f"{problem} (option fail_on_data_loss false skips it)")
+        if len(messages):
+            yield decoder.batch(r, buffer, position, frames, messages)
+        if short:
+            log.warning("%s; skipping the rest of this partition", problem)
+            return
+        position = end
+
+
+# -- batch planning ---------------------------------------------------------------------------
+
+
+class Bounds(NamedTuple):
+    """What the options and pushed filters leave of each recording's positions (message
+    starts in [low, high)) and which recordings."""
+
+    low: int = 0
+    high: int = 2**63 - 1
+    recording_ids: frozenset[int] | None = None
+    session_ids: frozenset[int] | None = None
+    stream_ids: frozenset[int] | None = None
+    channels: tuple = ()  # (kind, text): "equal", "contains", "starts", "ends"
+    nothing: bool = False
+
+    def admits(self, r: Recording) -> bool:
+        if self.nothing:
+            return False
+        if self.recording_ids is not None and r.recording_id not in self.recording_ids:
+            return False
+        if self.session_ids is not None and r.session_id not in self.session_ids:
+            return False
+        if self.stream_ids is not None and r.stream_id not in self.stream_ids:
+            return False
+        for kind, text in self.channels:
+            c = r.channel
+            if not {
+                "equal": c == text,
+                "contains": text in c,
+                "starts": c.startswith(text),
+                "ends": c.endswith(text),
+            }[kind]:
+                return False
+        return True
+
+
+def readable_end(
+    archive_dir: Path, r: Recording, positions: dict[int, int] | None, hint: int | None = None
+) -> int:
+    """Where whole frames end: the stop position, the rec-pos counter, or a scan."""
+    if not r.active:
+        return r.stop_position
+    if positions is not None and r.recording_id in positions:
+        return max(positions[r.recording_id], r.start_position)
+    return recs.written_end(archive_dir, r, hint)
+
+
+def plan_batch(
+    archive_dir: Path,
+    recordings: list[Recording],
+    bounds: Bounds,
+    positions: dict[int, int] | None,
+    max_partition_bytes: int | None,
+) -> list[Part]:
+    parts = []
+    for r in recordings:
+        if not bounds.admits(r):
+            continue
+        low = max(bounds.low, r.start_position)
+        end = readable_end(archive_dir, r, positions)
+        high = min(bounds.high, end)
+        parts += split(r, low, high, end, max_partition_bytes)
+    return parts
+
+
+# -- stream planning --------------------------------------------------------------------------
+
+
+def allot(backlogs: dict[int, int], budget: int | None) -> dict[int, int]:
+    """Split a byte budget over recordings in proportion to their backlog (all of each when
+    there is no budget or enough of it)."""
+    total = sum(backlogs.values())
+    if budget is None or total <= budget:
+        return dict(backlogs)
+    return {rid: backlog * budget // total for rid, backlog in backlogs.items()}
+
+
+def advance(archive_dir: Path, r: Recording, position: int, end: int, allotment: int) -> int:
+    """The next offset of a recording read from `position` with whole frames to `end`: the last
+    message boundary within the allotment, or the end of the first message when not even that
+    fits (a trigger always moves on while there is a whole message)."""
+    if end <= position:
+        return position
+    target = min(end, position + allotment)
+    found = recs.last_boundary(archive_dir, r, position, target)
+    if found > position:
+        return found
+    return recs.first_boundary_after(archive_dir, r, position, end)
+
+
+def as_offset(positions: dict[int, int]) -> dict[str, int]:
+    return {str(rid): int(p) for rid, p in sorted(positions.items())}
+
+
+def from_offset(offset: dict | None) -> dict[int, int]:
+    return {int(k): int(v) for k, v in (offset or {}).items()}

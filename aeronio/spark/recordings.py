@@ -1,0 +1,316 @@
+"""What the Spark source knows of an archive: its recordings (from the catalog), how far each is
+readable, where messages begin and end, and reading a recording's bytes for a partition.
+
+Readable end
+------------
+A stopped recording is readable to its stop position. An active one (stop position -1) is
+readable to its `rec-pos` counter when the archive's driver directory is given, else to the end
+of the last whole frame in its segment files: segments fill in order (a new one is opened only
+when the one before is full), so only the last segment's last started term is scanned.
+
+Message boundaries
+------------------
+Messages never cross a term, so every term start (and the recording's start) is a message
+boundary; any other boundary is found by scanning frames from one of those.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from aeronio.archive.catalog import CATALOG_FILE_NAME, Catalog, CatalogError
+from aeronio.archive.segments import RecordingLayout, segment_file_name
+from aeronio.errors import AeronError
+from aeronio.spark import frames as fr
+
+RECORDING_POSITION_TYPE_ID = 100  # the archive's rec-pos counter (archive.conductor)
+COUNTERS_FILE = "counters.dat"
+
+
+class SourceError(AeronError, ValueError):
+    """A bad option, a missing or corrupt archive, or a message that cannot be decoded; the
+    message names what is wrong."""
+
+
+class DataLossError(SourceError):
+    """Recorded bytes a query needs are gone (a recording truncated or deleted under it, a
+    segment file missing or cut short)."""
+
+
+class Recording(NamedTuple):
+    """A recording's descriptor, as much of it as reading needs (picklable, sent to tasks)."""
+
+    recording_id: int
+    session_id: int
+    stream_id: int
+    channel: str
+    start_position: int
+    stop_position: int  # -1 while recording
+    initial_term_id: int
+    term_length: int
+    segment_length: int
+    mtu: int
+
+    @property
+    def active(self) -> bool:
+        return self.stop_position < 0
+
+    @property
+    def layout(self) -> RecordingLayout:
+        return RecordingLayout(
+            self.recording_id, self.start_position, self.term_length, self.segment_length
+        )
+
+    def term_base(self, position: int) -> int:
+        return position - (position & (self.term_length - 1))
+
+    def term_end(self, position: int) -> int:
+        """The end of the term holding `position`."""
+        return self.term_base(position) + self.term_length
+
+    def known_boundary(self, position: int) -> int:
+        """The nearest message boundary at or before `position` known without a scan."""
+        return max(self.term_base(position), self.start_position)
+
+    def segment_end(self, position: int) -> int:
+        layout = self.layout
+        return layout.segment_base_position(layout.segment_index(position) + 1)
+
+    def segment_path(self, archive_dir: Path, position: int) -> Path:
+        return archive_dir / segment_file_name(
+            self.recording_id, self.layout.segment_index(position)
+        )
+
+
+def open_catalog(archive_dir: str | os.PathLike[str]) -> Catalog:
+    path = Path(archive_dir)
+    if not path.is_dir():
+        raise SourceError(f"archive directory {str(path)!r} does not exist")
+    if not (path / CATALOG_FILE_NAME).exists():
+        raise SourceError(f"no archive catalog in {str(path)!r} ({CATALOG_FILE_NAME} missing)")
+    try:
+        return Catalog(path, readonly=True)
+    except (CatalogError, ValueError, OSError) as e:
+        raise SourceError(f"archive catalog in {str(path)!r} cannot be read: {e}") from None
+
+
+def recording(catalog: Catalog, recording_id: int) -> Recording:
+    try:
+        d = catalog.descriptor(recording_id)
+    except CatalogError as e:
+        raise SourceError(f"{catalog.path}: {e}") from None
+    except Exception as e:  # a body that does not decode
+        raise SourceError(
+            f"{catalog.path}: recording {recording_id} has a corrupt descriptor: {e}"
+        ) from None
+    term = d.term_buffer_length
+    if term < 64 * 1024 or term & (term - 1) or d.segment_file_length % term:
+        raise SourceError(
+            f"{catalog.path}: recording {recording_id} has a corrupt descriptor: term length "
+            f"{term}, segment file length {d.segment_file_length}"
+        )
+    if d.start_position < 0 or d.start_position & 31:
+        raise SourceError(
+            f"{catalog.path}: recording {recording_id} has a corrupt descriptor: start "
+            f"position {d.start_position}"
+        )
+    return Recording(
+        d.recording_id, d.session_id, d.stream_id, d.original_channel, d.start_position,
+        d.stop_position, d.initial_term_id, term, d.segment_file_length, d.mtu_length,
+    )  # fmt: skip
+
+
+def recordings(catalog: Catalog) -> list[Recording]:
+    """Every valid recording, in id order."""
+    out = []
+    for recording_id in range(len(catalog)):
+        if catalog.is_valid(recording_id):
+            out.append(recording(catalog, recording_id))
+    return out
+
+
+class Selection(NamedTuple):
+    """Which recordings a query reads (the options recording_ids, channel, stream_id)."""
+
+    recording_ids: frozenset[int] | None = None
+    channel: str | None = None
+    stream_id: int | None = None
+
+    def __call__(self, r: Recording) -> bool:
+        return (
+            (self.recording_ids is None or r.recording_id in self.recording_ids)
+            and (self.channel is None or self.channel in r.channel)
+            and (self.stream_id is None or r.stream_id == self.stream_id)
+        )
+
+
+# -- reading bytes ----------------------------------------------------------------------------
+
+
+def read_bytes(
+    archive_dir: Path, r: Recording, position: int, end: int, partial: bool = False
+) -> np.ndarray:
+    """The recording's bytes [position, end) (one segment), copied from its segment file;
+    DataLossError when the file is missing or, unless `partial` (then what there is, in whole
+    32-byte slots, is returned), shorter."""
+    path = r.segment_path(archive_dir, position)
+    offset = r.layout.segment_offset(position)
+    length = end - position
+    out = np.empty(length, np.uint8)
+    try:
+        with open(path, "rb", buffering=0) as f:
+            f.seek(offset)
+            got = 0
+            while got < length:
+                n = f.readinto(memoryview(out)[got:])
+                if not n:
+                    break
+                got += n
+    except FileNotFoundError:
+        raise DataLossError(
+            f"recording {r.recording_id}: segment file {path} is missing (positions "
+            f"{position}..{end} are gone)"
+        ) from None
+    if got != length:
+        if partial:
+            return out[: got & ~31]
+        raise DataLossError(
+            f"recording {r.recording_id}: segment file {path} is cut short: {offset + got} "
+            f"bytes, positions up to {end} need {offset + length}"
+        )
+    return out
+
+
+def scan_range(
+    archive_dir: Path, r: Recording, start: int, end: int
+) -> tuple[np.ndarray, fr.Frames]:
+    """The bytes [start, end) (within a segment, `start` a frame boundary) and their frames."""
+    buffer = read_bytes(archive_dir, r, start, end)
+    return buffer, fr.scan(buffer, start, r.term_length, r.initial_term_id)
+
+
+def is_frame_at(archive_dir: Path, r: Recording, position: int) -> bool:
+    """Whether a frame header for `position` is recorded there."""
+    try:
+        buffer = read_bytes(archive_dir, r, position, position + fr.HEADER_LENGTH)
+    except DataLossError:
+        return False
+    return fr.header_ok(buffer, 0, position, r.term_length, r.initial_term_id)
+
+
+# -- how far a recording is readable ----------------------------------------------------------
+
+
+class RecordingPositions:
+    """The archive's `rec-pos` counters in a driver's counters file: recording id -> the
+    position recorded so far (active recordings only)."""
+
+    def __init__(self, driver_dir: str | os.PathLike[str]):
+        from aeronio.counters import CountersFileError, CountersReader
+
+        path = Path(driver_dir) / COUNTERS_FILE
+        try:
+            self.reader = CountersReader.open(path)
+        except FileNotFoundError:
+            raise SourceError(
+                f"driver_dir {str(driver_dir)!r} has no media driver counters ({COUNTERS_FILE} "
+                "missing)"
+            ) from None
+        except (CountersFileError, OSError, ValueError) as e:
+            raise SourceError(f"driver_dir {str(driver_dir)!r}: {e}") from None
+
+    def snapshot(self) -> dict[int, int]:
+        out = {}
+        for info in self.reader.for_each():
+            if info.type_id == RECORDING_POSITION_TYPE_ID:
+                out[int.from_bytes(info.key[:8], "little", signed=True)] = info.value
+        return out
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def written_end(archive_dir: Path, r: Recording, hint: int | None = None) -> int:
+    """The end of the last whole frame of an active recording, from its segment files: the
+    last segment present from `hint`'s on, its last started term scanned."""
+    layout = r.layout
+    index = layout.segment_index(max(hint or 0, r.start_position))
+    while (archive_dir / segment_file_name(r.recording_id, index + 1)).exists():
+        index += 1
+    base = layout.segment_base_position(index)
+    path = archive_dir / segment_file_name(r.recording_id, index)
+    first = max(base, r.start_position)
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return first
+            with contextlib.closing(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)) as m:
+                words = np.frombuffer(m, np.int32)
+                terms = min(size, r.segment_length) // r.term_length
+                starts = [
+                    max(base + t * r.term_length, r.start_position)
+                    for t in range(terms)
+                    if base + (t + 1) * r.term_length > r.start_position
+                ]
+                firsts = np.array([(p - base) // 4 for p in starts], np.int64)
+                started = np.flatnonzero(words[firsts] != 0)
+                del words
+                if len(started) == 0:
+                    return first
+                term_start = starts[int(started[-1])]
+                term_stop = min(r.term_end(term_start), base + min(size, r.segment_length))
+                lo, hi = term_start - base, term_stop - base
+                buffer = np.frombuffer(m, np.uint8, hi - lo, lo).copy()
+    except FileNotFoundError:
+        return first  # not yet made (or removed): nothing beyond its base
+    frames = fr.scan(buffer, term_start, r.term_length, r.initial_term_id)
+    return term_start + frames.end
+
+
+def last_boundary(archive_dir: Path, r: Recording, low: int, target: int) -> int:
+    """The greatest message boundary in [low, target] (`low` a boundary, bytes up to `target`
+    whole frames); `low` when there is none past it."""
+    if target <= low:
+        return low
+    if target == r.term_base(target) and target >= r.start_position:
+        return target
+    start = r.known_boundary(target)
+    if start <= low:
+        start = low if is_message_start(archive_dir, r, low) else r.known_boundary(low)
+    _, frames = scan_range(archive_dir, r, start, target)
+    found = fr.boundaries(frames, 0) + start
+    found = found[(found >= low) & (found <= target)]
+    return int(found[-1]) if len(found) else low
+
+
+def first_boundary_after(archive_dir: Path, r: Recording, low: int, limit: int) -> int:
+    """The first message boundary after `low` (a frame boundary) up to `limit` (the end of the
+    first whole message or PAD from there), or `low` when none ends before `limit`."""
+    end = min(limit, r.term_end(low))
+    if end <= low:
+        return low
+    _, frames = scan_range(archive_dir, r, low, end)
+    found = fr.boundaries(frames, 0) + low
+    found = found[found > low]
+    return int(found[0]) if len(found) else low
+
+
+def is_message_start(archive_dir: Path, r: Recording, position: int) -> bool:
+    """Whether `position` is a known boundary or a BEGIN or PAD frame is recorded there."""
+    if position == r.known_boundary(position):
+        return True
+    try:
+        buffer = read_bytes(archive_dir, r, position, position + fr.HEADER_LENGTH)
+    except DataLossError:
+        return False
+    if not fr.header_ok(buffer, 0, position, r.term_length, r.initial_term_id):
+        return False
+    flags, kind = int(buffer[5]), int(buffer[6]) | int(buffer[7]) << 8
+    return kind == fr.TYPE_PAD or (kind == fr.TYPE_DATA and bool(flags & fr.BEGIN_FLAG))

@@ -1,0 +1,380 @@
+"""The "aeronio" Python data source: batch and streaming reads of an archive's recordings, and
+a sink that publishes rows (see docs/spark.md)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    StringContains,
+    StringEndsWith,
+    StringStartsWith,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxBytes,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from aeronio.spark import reader as rd
+from aeronio.spark import recordings as recs
+from aeronio.spark.decode import METADATA, Decoder, raw_schema
+from aeronio.spark.options import EARLIEST, LATEST, ReadOptions, read_options, write_options
+from aeronio.spark.recordings import DataLossError, Recording, SourceError
+
+log = logging.getLogger("aeronio.spark")
+
+
+class AeronioPartition(InputPartition):
+    """One `reader.Part`."""
+
+    def __init__(self, part: rd.Part):
+        super().__init__(part)
+
+    def __repr__(self) -> str:
+        p = self.value
+        return (
+            f"AeronioPartition(recording {p.recording.recording_id}, "
+            f"positions {p.emit_from}..{p.emit_to})"
+        )
+
+
+class _Reading:
+    """What batch and stream readers share: options, the decoder, and the archive."""
+
+    def __init__(self, options: ReadOptions, decoder: Decoder):
+        self.options = options
+        self.decoder = decoder
+        self.archive_dir = Path(options.archive)
+        self._catalog = None
+        self._positions = None
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_catalog"] = None  # reopened where needed (planning only)
+        state["_positions"] = None
+        return state
+
+    @property
+    def catalog(self):
+        if self._catalog is None:
+            self._catalog = recs.open_catalog(self.archive_dir)
+        return self._catalog
+
+    def recordings(self) -> list[Recording]:
+        return [r for r in recs.recordings(self.catalog) if self.options.selection(r)]
+
+    def rec_positions(self) -> dict[int, int] | None:
+        if self.options.driver_dir is None:
+            return None
+        if self._positions is None:
+            self._positions = recs.RecordingPositions(self.options.driver_dir)
+        return self._positions.snapshot()
+
+    def read(self, partition: AeronioPartition):
+        if partition.value is None:  # Spark's stand-in when there is nothing to read
+            return iter(())
+        return rd.read_part(
+            self.archive_dir, partition.value, self.decoder, self.options.fail_on_data_loss
+        )
+
+    def close(self) -> None:
+        if self._catalog is not None:
+            self._catalog.close()
+            self._catalog = None
+        if self._positions is not None:
+            self._positions.close()
+            self._positions = None
+
+
+class BatchReader(_Reading, DataSourceReader):
+    def __init__(self, options: ReadOptions, decoder: Decoder):
+        super().__init__(options, decoder)
+        self.bounds = rd.Bounds(
+            low=options.start_position or 0,
+            high=options.end_position if options.end_position is not None else 2**63 - 1,
+        )
+
+    def partitions(self):
+        try:
+            parts = rd.plan_batch(
+                self.archive_dir,
+                self.recordings(),
+                self.bounds,
+                self.rec_positions(),
+                self.options.max_partition_bytes,
+            )
+        finally:
+            self.close()
+        return [AeronioPartition(p) for p in parts]
+
+
+_RANGE = (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
+
+
+class FilteringBatchReader(BatchReader):
+    """A batch reader that takes filters on recording_id, session_id, stream_id, channel and
+    position (applied exactly: Spark need not check them again)."""
+
+    def pushFilters(self, filters):
+        columns = {
+            name
+            for name in self.decoder.names
+            if name in METADATA and name in self.decoder.metadata
+        }
+        for f in filters:
+            if not self._push(f, columns):
+                yield f
+
+    def _push(self, f, columns: set[str]) -> bool:
+        if len(f.attribute) != 1 or f.attribute[0] not in columns:
+            return False
+        name, b = f.attribute[0], self.bounds
+        if isinstance(f, IsNotNull):
+            return True  # never null
+        if isinstance(f, IsNull):
+            self.bounds = b._replace(nothing=True)
+            return True
+        if name == "channel":
+            value = getattr(f, "value", None)
+            if not isinstance(value, str):
+                return False
+            kind = {
+                EqualTo: "equal",
+                StringContains: "contains",
+                StringStartsWith: "starts",
+                StringEndsWith: "ends",
+            }.get(type(f))
+            if kind is None:
+                return False
+            self.bounds = b._replace(channels=b.channels + ((kind, value),))
+            return True
+        values = f.value if isinstance(f, In) else (getattr(f, "value", None),)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            return False
+        if name == "position":
+            low, high = b.low, b.high
+            if isinstance(f, EqualTo):
+                low, high = max(low, f.value), min(high, f.value + 1)
+            elif isinstance(f, GreaterThan):
+                low = max(low, f.value + 1)
+            elif isinstance(f, GreaterThanOrEqual):
+                low = max(low, f.value)
+            elif isinstance(f, LessThan):
+                high = min(high, f.value)
+            elif isinstance(f, LessThanOrEqual):
+                high = min(high, f.value + 1)
+            else:
+                return False
+            self.bounds = b._replace(low=max(low, 0), high=high, nothing=b.nothing or high <= low)
+            return True
+        field = {
+            "recording_id": "recording_ids",
+            "session_id": "session_ids",
+            "stream_id": "stream_ids",
+        }.get(name)
+        if field is None:
+            return False
+        if isinstance(f, (EqualTo, In)):
+            admitted = frozenset(values)
+        elif isinstance(f, _RANGE) and name == "recording_id":
+            known = {r.recording_id for r in self.recordings()}
+            test = {
+                GreaterThan: lambda v: v > f.value,
+                GreaterThanOrEqual: lambda v: v >= f.value,
+                LessThan: lambda v: v < f.value,
+                LessThanOrEqual: lambda v: v <= f.value,
+            }[type(f)]
+            admitted = frozenset(v for v in known if test(v))
+        else:
+            return False
+        current = getattr(b, field)
+        self.bounds = b._replace(**{field: admitted if current is None else current & admitted})
+        return True
+
+
+class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets are {recording id: position}: every message that starts before the position has
+    been read. Each trigger re-reads the catalog (new matching recordings start from their
+    first message) and moves each recording to its last message boundary that is recorded."""
+
+    def __init__(self, options: ReadOptions, decoder: Decoder):
+        super().__init__(options, decoder)
+        self._target: dict[int, int] | None = None
+
+    # -- offsets -------------------------------------------------------------------------
+
+    def _latest(self, r: Recording, positions) -> int:
+        """The recording's last message boundary that is recorded (a stopped one's end)."""
+        end = rd.readable_end(self.archive_dir, r, positions)
+        if not r.active:
+            return end
+        return recs.last_boundary(self.archive_dir, r, r.known_boundary(end), end)
+
+    def initialOffset(self) -> dict:
+        start = self.options.starting_positions
+        found = {r.recording_id: r for r in self.recordings()}
+        positions = self.rec_positions()
+        out = {}
+        if isinstance(start, dict):
+            for rid in start:
+                if rid not in found:
+                    raise SourceError(
+                        f"option starting_positions: recording {rid} is not in the archive's "
+                        "catalog, or the options leave it out"
+                    )
+        for rid, r in found.items():
+            wanted = start.get(rid, EARLIEST) if isinstance(start, dict) else start
+            if wanted in ("earliest", EARLIEST):
+                out[rid] = r.start_position
+            elif wanted in ("latest", LATEST):
+                out[rid] = self._latest(r, positions)
+            else:
+                if wanted < r.start_position:
+                    raise SourceError(
+                        f"option starting_positions: recording {rid} starts at "
+                        f"{r.start_position}, after {wanted}"
+                    )
+                out[rid] = wanted
+        return rd.as_offset(out)
+
+    def getDefaultReadLimit(self):
+        if self.options.max_bytes_per_trigger is None:
+            return ReadAllAvailable()
+        return ReadMaxBytes(self.options.max_bytes_per_trigger)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        positions = self.rec_positions()
+        self._target = {r.recording_id: self._latest(r, positions) for r in self.recordings()}
+
+    def _lost(self, message: str) -> None:
+        if self.options.fail_on_data_loss:
+            raise DataLossError(f"{message} (option fail_on_data_loss false skips it)")
+        log.warning("%s; skipping it", message)
+
+    def latestOffset(self, start: dict, limit=None) -> dict:
+        current = rd.from_offset(start)
+        found = {r.recording_id: r for r in self.recordings()}
+        positions = self.rec_positions()
+        target = self._target
+        reading: dict[int, tuple[Recording, int, int]] = {}  # rid -> (r, from, readable end)
+        out: dict[int, int] = {}
+        for rid, position in current.items():
+            r = found.get(rid)
+            if r is None:
+                if self.catalog.is_valid(rid):
+                    out[rid] = position  # left out by the options now: no longer read
+                    continue
+                self._lost(f"recording {rid} is no longer in the archive's catalog")
+                continue
+            if position < r.start_position:
+                self._lost(
+                    f"recording {rid} now starts at {r.start_position}, after the query's "
+                    f"position {position}"
+                )
+                position = r.start_position
+            if not r.active and r.stop_position < position:
+                self._lost(
+                    f"recording {rid} was truncated to {r.stop_position}, before the query's "
+                    f"position {position}"
+                )
+                out[rid] = r.stop_position
+                continue
+            reading[rid] = (r, position, 0)
+        for rid, r in found.items():
+            if rid not in current and (target is None or rid in target):
+                reading[rid] = (r, r.start_position, 0)  # a new recording: from its start
+        backlog = {}
+        for rid, (r, position, _) in reading.items():
+            end = rd.readable_end(self.archive_dir, r, positions, position)
+            if target is not None:
+                end = min(end, target.get(rid, position))
+            reading[rid] = (r, position, max(end, position))
+            backlog[rid] = max(0, end - position)
+        budget = limit.max_bytes if isinstance(limit, ReadMaxBytes) else None
+        allotted = rd.allot(backlog, budget)
+        for rid, (r, position, end) in reading.items():
+            out[rid] = rd.advance(self.archive_dir, r, position, end, allotted[rid])
+        return rd.as_offset(out)
+
+    def partitions(self, start: dict, end: dict):
+        begin, finish = rd.from_offset(start), rd.from_offset(end)
+        found = {r.recording_id: r for r in self.recordings()}
+        parts = []
+        for rid, stop in finish.items():
+            r = found.get(rid)
+            if r is None:
+                continue
+            low = begin.get(rid, r.start_position)
+            parts += rd.split(r, low, stop, stop, self.options.max_partition_bytes, trusted=True)
+        return [AeronioPartition(p) for p in parts]
+
+    def commit(self, end: dict) -> None:
+        pass
+
+    def stop(self) -> None:
+        self.close()
+
+
+class AeronioDataSource(DataSource):
+    """`spark.read.format("aeronio")`, `spark.readStream...`, `df.write...`,
+    `df.writeStream...`: register with `aeronio.spark.register(spark)`."""
+
+    filter_pushdown = True
+
+    @classmethod
+    def name(cls) -> str:
+        return "aeronio"
+
+    def schema(self):
+        options = read_options(self.options, None)
+        if options.layout != "raw":
+            raise SourceError(
+                f'layout {options.layout} needs a schema: .schema("ts long, price double")'
+            )
+        return raw_schema()
+
+    def _decoder(self, schema: StructType, options: ReadOptions) -> Decoder:
+        return Decoder(schema, options.layout, options.metadata_columns)
+
+    def reader(self, schema: StructType):
+        options = read_options(self.options, streaming=False)
+        recs.open_catalog(options.archive).close()  # fails here, on the driver
+        kind = FilteringBatchReader if self.filter_pushdown else BatchReader
+        return kind(options, self._decoder(schema, options))
+
+    def streamReader(self, schema: StructType):
+        options = read_options(self.options, streaming=True)
+        recs.open_catalog(options.archive).close()
+        return StreamReader(options, self._decoder(schema, options))
+
+    def writer(self, schema: StructType, overwrite: bool):
+        from aeronio.spark.sink import BatchWriter
+
+        return BatchWriter(write_options(self.options, streaming=False), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        from aeronio.spark.sink import StreamWriter
+
+        return StreamWriter(write_options(self.options, streaming=True), schema)
+
+
+class AeronioDataSourceNoPushdown(AeronioDataSource):
+    """The same source without filter pushdown (for sessions that keep
+    spark.sql.python.filterPushdown.enabled false)."""
+
+    filter_pushdown = False

@@ -1,0 +1,170 @@
+"""Fixtures for the Spark tests: one local SparkSession per module, and a media driver with an
+archive on an event loop in a thread of the test process (Spark's Python workers, other
+processes, read the archive's files and attach to the driver's directory)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import threading
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+import aeronio
+from aeronio import archive
+
+TERM = 64 * 1024
+SEGMENT = 128 * 1024  # two terms: recordings span many segment files
+EVENTS = {"recording_events_channel": "aeron:ipc", "recording_events_stream_id": 30}
+
+
+def _spark_or_skip():
+    pytest.importorskip("pyarrow", reason='needs pyarrow: pip install -e ".[spark]"')
+    pytest.importorskip("pyspark.sql.datasource", reason='needs PySpark: pip install -e ".[spark]"')
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("needs Java 17 for Spark: apt-get install openjdk-17-jdk-headless")
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """A local SparkSession for the module, with the aeronio format registered."""
+    _spark_or_skip()
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import aeronio.spark
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("aeronio-tests")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .config("spark.python.worker.faulthandler.enabled", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    aeronio.spark.register(session)
+    yield session
+    session.stop()
+
+
+class Recorded(NamedTuple):
+    recording_id: int
+    session_id: int
+    stream_id: int
+    channel: str
+    rows: list[tuple[int, int, bytes]]  # (position of the message, reserved value, payload)
+    end: int
+
+
+def frames_length(length: int, mtu: int) -> int:
+    """Bytes of the frames of a message of `length` bytes (fragmented over `mtu`)."""
+    payload = mtu - 32
+    if length <= payload:
+        return (32 + length + 31) & ~31
+    full, rest = divmod(length, payload)
+    return full * mtu + ((32 + rest + 31) & ~31 if rest else 0)
+
+
+class Host:
+    """A driver and an archive on a loop in a thread; `run` runs a coroutine there."""
+
+    def __init__(self, archive_dir: Path, segment_length: int = SEGMENT):
+        self.archive_dir = Path(archive_dir)
+        self.segment_length = segment_length
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.publications: dict[int, object] = {}
+        self.run(self._start())
+
+    def run(self, coro, timeout: float = 60):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    async def _start(self) -> None:
+        self.aeron = await aeronio.connect(publication_linger_ns=10_000_000)
+        self.archive = archive.Archive.launch(
+            self.aeron, archive_dir=self.archive_dir, segment_file_length=self.segment_length,
+            control_channel="aeron:ipc", **EVENTS,
+        )  # fmt: skip
+        await self.archive.start()
+        self.client = await archive.connect(self.aeron, **(archive.LOCAL | EVENTS))
+
+    @property
+    def driver_dir(self) -> str:
+        return self.aeron.driver_dir
+
+    async def start(self, channel: str, stream_id: int):
+        """Start recording, and an exclusive publication; returns (recording id, publication)."""
+        await self.client.start_recording(channel, stream_id)
+        publication = await self.aeron.add_exclusive_publication(channel, stream_id)
+        async with asyncio.timeout(10):
+            while True:
+                rid = await self.client.find_last_matching_recording(
+                    0, channel.split("?")[0], stream_id, publication.session_id
+                )
+                if rid >= 0:
+                    break
+                await asyncio.sleep(0.005)
+        self.publications[rid] = publication
+        return rid, publication
+
+    async def publish(self, rid: int, payloads, reserved: int = 0) -> list[tuple[int, int, bytes]]:
+        """Offer the payloads, wait until they are recorded; returns their rows."""
+        publication = self.publications[rid]
+        mtu = self.archive.catalog.descriptor(rid).mtu_length
+        rows = []
+        for payload in payloads:
+            end = await publication.offer(payload)
+            rows.append((end - frames_length(len(payload), mtu), reserved, bytes(payload)))
+        await self.wait_recorded(rid, publication.position)
+        return rows
+
+    async def wait_recorded(self, rid: int, position: int) -> None:
+        async with asyncio.timeout(20):
+            while await self.client.get_recording_position(rid) < position:
+                await asyncio.sleep(0.002)
+
+    async def stop(self, rid: int, channel: str, stream_id: int) -> None:
+        await self.client.stop_recording(channel, stream_id)
+        publication = self.publications.pop(rid)
+        await publication.close()
+
+    async def record(self, channel: str, stream_id: int, payloads, stop: bool = True) -> Recorded:
+        rid, publication = await self.start(channel, stream_id)
+        rows = await self.publish(rid, payloads)
+        end = publication.position
+        if stop:
+            await self.stop(rid, channel, stream_id)
+        return Recorded(rid, publication.session_id, stream_id, channel, rows, end)
+
+    def close(self) -> None:
+        async def _close():
+            for publication in self.publications.values():
+                await publication.close()
+            await self.client.close()
+            await self.archive.close()
+            await self.aeron.close()
+
+        self.run(_close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+def rows_of(recorded: Recorded) -> list[tuple]:
+    """The rows the raw layout gives for a recording, in position order."""
+    r = recorded
+    return [
+        (r.recording_id, r.session_id, r.stream_id, r.channel, p, len(d), rv, d)
+        for p, rv, d in r.rows
+    ]
