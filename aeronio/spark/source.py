@@ -299,8 +299,15 @@ class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow
             if rid not in current and (target is None or rid in target):
                 reading[rid] = (r, r.start_position, 0)  # a new recording: from its start
         backlog = {}
-        for rid, (r, position, _) in reading.items():
+        for rid, (r, position, _) in list(reading.items()):
             end = rd.readable_end(self.archive_dir, r, positions, position)
+            if end < position:  # recorded bytes went back: truncated, then extended again
+                self._lost(
+                    f"recording {rid} is recorded to {end}, before the query's position "
+                    f"{position}: it was truncated and extended under the query (what was "
+                    "recorded again below the query's position is skipped)"
+                )
+                position = recs.last_boundary(self.archive_dir, r, r.known_boundary(end), end)
             if target is not None:
                 end = min(end, target.get(rid, position))
             reading[rid] = (r, position, max(end, position))
@@ -365,6 +372,10 @@ class AeronioDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool):
         from aeronio.spark.sink import BatchWriter
 
+        if overwrite:
+            raise SourceError(
+                "a stream has nothing to overwrite: use mode append (every row is published)"
+            )
         return BatchWriter(write_options(self.options, streaming=False), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool):

@@ -106,6 +106,11 @@ class Host:
     async def start(self, channel: str, stream_id: int):
         """Start recording, and an exclusive publication; returns (recording id, publication)."""
         await self.client.start_recording(channel, stream_id)
+        return await self.add_publisher(channel, stream_id)
+
+    async def add_publisher(self, channel: str, stream_id: int):
+        """An exclusive publication on a stream being recorded (a new session: a new
+        recording); returns (recording id, publication)."""
         publication = await self.aeron.add_exclusive_publication(channel, stream_id)
         async with asyncio.timeout(10):
             while True:

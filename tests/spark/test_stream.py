@@ -1,0 +1,274 @@
+"""Streaming reads through Spark: Trigger.AvailableNow in batches of max_bytes_per_trigger, a
+processing-time query following live recordings (and new ones), restarts from a checkpoint,
+starting positions, and recordings truncated under a running query."""
+
+import asyncio
+import json
+import random
+import threading
+import time
+
+import pytest
+
+from tests.spark.conftest import TERM, Host, rows_of
+
+pytestmark = pytest.mark.slow
+
+IPC = f"aeron:ipc?term-length={TERM}"
+
+
+def varied(count: int, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    return [
+        seed.to_bytes(2, "little")
+        + i.to_bytes(4, "little")
+        + rng.randbytes(rng.choice([0, 28, 100, 500, 1400, 3000]))
+        for i in range(count)
+    ]
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    h = Host(tmp_path_factory.mktemp("stream") / "archive")
+    yield h
+    h.close()
+
+
+def stream(spark, host, **options):
+    reader = spark.readStream.format("aeronio").option("archive", str(host.archive_dir))
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    return reader.load()
+
+
+class Collected:
+    """A foreachBatch sink that keeps every row (and the batches' sizes) in this process."""
+
+    def __init__(self):
+        self.rows: list[tuple] = []
+        self.batches: list[int] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, df, batch_id):
+        got = [tuple(r) for r in df.collect()]
+        with self.lock:
+            self.rows += got
+            self.batches.append(len(got))
+
+    def wait_for(self, count: int, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.rows) < count and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(self.rows) >= count, f"{len(self.rows)} rows of {count} after {timeout} s"
+
+    def sorted(self) -> list[tuple]:
+        return sorted(self.rows)
+
+
+def start(df, sink, checkpoint, trigger):
+    writer = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+    return writer.trigger(**trigger).start()
+
+
+def available_now(df, sink, checkpoint):
+    query = start(df, sink, checkpoint, {"availableNow": True})
+    query.awaitTermination(120)
+    assert query.exception() is None
+    return query
+
+
+def offsets(query, key: str) -> list[dict]:
+    out = []
+    for p in query.recentProgress:
+        for source in p["sources"]:
+            value = source[key]
+            out.append(json.loads(value) if isinstance(value, str) else value)
+    return out
+
+
+def last_end(query) -> dict:
+    ends = offsets(query, "endOffset")
+    return ends[-1] if ends else {}
+
+
+def test_available_now_reads_everything_in_batches_of_max_bytes(spark, host, tmp_path):
+    a = host.run(host.record(f"{IPC}|alias=s1", 201, varied(800, 1)))
+    sink = Collected()
+    df = stream(spark, host, stream_id=201, max_bytes_per_trigger="128k")
+    query = available_now(df, sink, tmp_path / "ck")
+    assert sink.sorted() == rows_of(a)
+    assert len([n for n in sink.batches if n]) >= a.end // (128 * 1024)
+    rid = str(a.recording_id)
+    for begin, end in zip(offsets(query, "startOffset"), offsets(query, "endOffset"), strict=True):
+        if begin and end[rid] > begin[rid] and end[rid] < a.end:
+            assert end[rid] - begin[rid] <= 128 * 1024
+    assert offsets(query, "endOffset")[-1] == {rid: a.end}
+
+
+def test_a_processing_time_query_follows_live_recordings(spark, host, tmp_path):
+    channel = f"{IPC}|alias=live"
+    rid, _ = host.run(host.start(channel, 202))
+    first = host.run(host.publish(rid, varied(100, 2)))
+    sink = Collected()
+    query = start(
+        stream(spark, host, stream_id=202),
+        sink,
+        tmp_path / "ck",
+        {"processingTime": "300 milliseconds"},
+    )
+
+    async def keep_publishing():
+        more = {rid: []}
+        for i in range(8):
+            more[rid] += await host.publish(rid, varied(40, 10 + i))
+            if i == 3:  # a second publisher: a new recording, found by the running query
+                second, _ = await host.add_publisher(channel, 202)
+                more[second] = []
+            if i > 3:
+                more[second] += await host.publish(second, varied(30, 20 + i))
+            await asyncio.sleep(0.3)
+        return more
+
+    try:
+        sink.wait_for(len(first))  # the query runs
+        more = host.run(keep_publishing())
+        session = {r: host.publications[r].session_id for r in more}
+        expected = sorted(
+            (r, session[r], 202, channel, p, len(d), rv, d)
+            for r, rows in ((rid, first + more[rid]), *((r, more[r]) for r in more if r != rid))
+            for p, rv, d in rows
+        )
+        sink.wait_for(len(expected))
+        time.sleep(0.5)  # and nothing more comes
+        assert query.exception() is None
+        assert sink.sorted() == expected  # no duplicate, no gap
+        assert len([n for n in sink.batches if n]) > 3  # it kept up
+    finally:
+        query.stop()
+        host.run(host.client.stop_recording(channel, 202))
+
+
+def test_a_restarted_query_continues_from_its_checkpoint(spark, host, tmp_path):
+    channel = f"{IPC}|alias=restart"
+    rid, publication = host.run(host.start(channel, 203))
+    published = host.run(host.publish(rid, varied(400, 3)))
+    checkpoint, out = tmp_path / "ck", str(tmp_path / "out")
+
+    def query(trigger):
+        df = stream(spark, host, stream_id=203, max_bytes_per_trigger="64k")
+        writer = df.writeStream.format("parquet").option("path", out)
+        return writer.option("checkpointLocation", str(checkpoint)).trigger(**trigger).start()
+
+    def written():
+        return sorted(tuple(r) for r in spark.read.parquet(out).collect())
+
+    first = query({"availableNow": True})
+    first.awaitTermination(120)
+    assert len(written()) == len(published)
+    published += host.run(host.publish(rid, varied(300, 4)))  # while no query runs
+    second = query({"processingTime": "200 milliseconds"})
+    published += host.run(host.publish(rid, varied(300, 5)))  # while it runs
+    deadline = time.monotonic() + 60
+    while len(written()) < len(published) // 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    second.stop()  # part way
+    published += host.run(host.publish(rid, varied(100, 6)))
+    host.run(host.stop(rid, channel, 203))
+    third = query({"availableNow": True})
+    third.awaitTermination(120)
+    assert third.exception() is None
+    session = publication.session_id
+    assert written() == sorted(
+        (rid, session, 203, channel, p, len(d), rv, d) for p, rv, d in published
+    )
+
+
+def test_starting_positions(spark, host, tmp_path):
+    channel = f"{IPC}|alias=start"
+    a = host.run(host.record(channel, 204, varied(200, 7), stop=False))
+    rid = a.recording_id
+    df = stream(spark, host, stream_id=204, starting_positions="latest")
+    sink = Collected()
+    available_now(df, sink, tmp_path / "latest")
+    assert sink.rows == []
+    more = host.run(host.publish(rid, varied(50, 8)))
+    host.run(host.stop(rid, channel, 204))
+    available_now(df, sink, tmp_path / "latest")  # the same checkpoint: what came since
+    expected = rows_of(a._replace(rows=a.rows + more))
+    assert sink.sorted() == expected[200:]
+    # from a message's position, or from inside one (then from the next message)
+    for position, first in ((a.rows[120][0], 120), (a.rows[120][0] + 32, 121)):
+        sink = Collected()
+        df = stream(spark, host, stream_id=204, starting_positions=json.dumps({rid: position}))
+        available_now(df, sink, tmp_path / f"json{position}")
+        assert sink.sorted() == expected[first:]
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_a_recording_truncated_under_a_running_query(spark, host, tmp_path, fail):
+    stream_id = 205 if fail else 206
+    channel = f"{IPC}|alias=t{stream_id}"
+    a = host.run(host.record(channel, stream_id, varied(300, 9)))
+    sink = Collected()
+    df = stream(spark, host, stream_id=stream_id, fail_on_data_loss=str(fail).lower())
+    query = start(df, sink, tmp_path / "ck", {"processingTime": "200 milliseconds"})
+    try:
+        sink.wait_for(300)
+        cut = a.rows[150][0]
+        host.run(host.client.truncate_recording(a.recording_id, cut))
+        if fail:
+            with pytest.raises(
+                Exception, match=f"recording {a.recording_id} was truncated to {cut}"
+            ):
+                query.awaitTermination(30)
+            return
+        rid = str(a.recording_id)
+        deadline = time.monotonic() + 30  # the query has seen it, and goes on from the cut
+        while last_end(query).get(rid) != cut and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert last_end(query)[rid] == cut
+        extended = host.run(extend(host, a.recording_id, channel, stream_id, cut, varied(60, 10)))
+        sink.wait_for(360)
+        time.sleep(0.5)
+        assert query.exception() is None
+        # all that was read before, and the new messages from the cut on
+        assert sink.sorted() == sorted(
+            rows_of(a)
+            + [
+                (a.recording_id, a.session_id, stream_id, channel, p, len(d), rv, d)
+                for p, rv, d in extended
+            ]
+        )
+        assert extended[0][0] == cut
+    finally:
+        query.stop()
+
+
+async def extend(host: Host, rid: int, channel: str, stream_id: int, stop: int, payloads):
+    """Extend a stopped recording from its stop position with a new publication."""
+    d = host.archive.catalog.descriptor(rid)
+    params = (
+        f"|init-term-id={d.initial_term_id}|term-id={d.initial_term_id + stop // TERM}"
+        f"|term-offset={stop % TERM}|mtu={d.mtu_length}"
+    )
+    await host.client.extend_recording(rid, channel + params, stream_id)
+    publication = await host.aeron.add_exclusive_publication(channel + params, stream_id)
+    host.publications[rid] = publication
+    rows = await host.publish(rid, payloads)
+    await host.stop(rid, channel + params, stream_id)
+    return rows
+
+
+def test_bad_stream_options(spark, host, tmp_path):
+    a = host.run(host.record(f"{IPC}|alias=bad", 207, varied(5, 11)))
+    cases = [
+        ({"start_position": 0}, "start_position are for a batch read"),
+        ({"starting_positions": "soonest"}, "is not earliest, latest or a JSON object"),
+        ({"starting_positions": '{"999": 0}'}, "recording 999 is not in the archive's catalog"),
+        ({"max_bytes_per_trigger": "lots"}, "option max_bytes_per_trigger: 'lots' is not a size"),
+    ]
+    for i, (options, message) in enumerate(cases):
+        with pytest.raises(Exception, match=message):
+            df = stream(spark, host, recording_ids=a.recording_id, **options)
+            query = start(df, Collected(), tmp_path / f"ck{i}", {"availableNow": True})
+            query.awaitTermination(60)
