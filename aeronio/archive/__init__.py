@@ -4,7 +4,7 @@ and replays them, speaking the reference 1.15.1 archive's control protocol.
     from aeronio import archive
     async with archive.Archive.launch(aeron, archive_dir="rec", **archive.LOCAL_ARCHIVE):
         async with archive.connect(aeron, **archive.LOCAL) as client:
-            await client.start_recording("aeron:ipc", 10)
+            await client.start_recording("aeron:ipc", 1001)
 
 Reading what was recorded needs no archive process: `Catalog` and `RecordingReader`.
 """
