@@ -152,14 +152,19 @@ class Bounds(NamedTuple):
 
 
 def readable_end(
-    archive_dir: Path, r: Recording, positions: dict[int, int] | None, hint: int | None = None
+    archive_dir: Path,
+    r: Recording,
+    positions: dict[int, int] | None,
+    hint: int | None = None,
+    known_end: int | None = None,
 ) -> int:
-    """Where whole frames end: the stop position, the rec-pos counter, or a scan."""
+    """Where whole frames end: the stop position, the rec-pos counter, or a scan (from
+    `known_end`, a readable end found before, when that helps)."""
     if not r.active:
         return r.stop_position
     if positions is not None and r.recording_id in positions:
         return max(positions[r.recording_id], r.start_position)
-    return recs.written_end(archive_dir, r, hint)
+    return recs.written_end(archive_dir, r, hint, known_end)
 
 
 def plan_batch(

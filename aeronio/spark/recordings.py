@@ -236,9 +236,12 @@ class RecordingPositions:
         self.reader.close()
 
 
-def written_end(archive_dir: Path, r: Recording, hint: int | None = None) -> int:
+def written_end(
+    archive_dir: Path, r: Recording, hint: int | None = None, known_end: int | None = None
+) -> int:
     """The end of the last whole frame of an active recording, from its segment files: the
-    last segment present from `hint`'s on, its last started term scanned."""
+    last segment present from `hint`'s on, its last started term scanned (from `known_end`,
+    where whole frames were found to end before, when that is in the term)."""
     layout = r.layout
     index = layout.segment_index(max(hint or 0, r.start_position))
     while (archive_dir / segment_file_name(r.recording_id, index + 1)).exists():
@@ -266,6 +269,8 @@ def written_end(archive_dir: Path, r: Recording, hint: int | None = None) -> int
                     return first
                 term_start = starts[int(started[-1])]
                 term_stop = min(r.term_end(term_start), base + min(size, r.segment_length))
+                if known_end is not None and term_start <= known_end <= term_stop:
+                    term_start = known_end
                 lo, hi = term_start - base, term_stop - base
                 buffer = np.frombuffer(m, np.uint8, hi - lo, lo).copy()
     except FileNotFoundError:

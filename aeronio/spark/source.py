@@ -215,6 +215,7 @@ class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow
     def __init__(self, options: ReadOptions, decoder: Decoder):
         super().__init__(options, decoder)
         self._target: dict[int, int] | None = None
+        self._ends: dict[int, int] = {}  # readable ends found (frame boundaries), per recording
 
     # -- offsets -------------------------------------------------------------------------
 
@@ -300,7 +301,10 @@ class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow
                 reading[rid] = (r, r.start_position, 0)  # a new recording: from its start
         backlog = {}
         for rid, (r, position, _) in list(reading.items()):
-            end = rd.readable_end(self.archive_dir, r, positions, position)
+            known = self._ends.pop(rid, None)
+            end = rd.readable_end(self.archive_dir, r, positions, position, known)
+            if r.active:  # (a stopped one may be cut, then extended: found again from scratch)
+                self._ends[rid] = end
             if end < position:  # recorded bytes went back: truncated, then extended again
                 self._lost(
                     f"recording {rid} is recorded to {end}, before the query's position "
