@@ -245,10 +245,11 @@ class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow
             elif wanted in ("latest", LATEST):
                 out[rid] = self._latest(r, positions)
             else:
-                if wanted < r.start_position:
+                end = rd.readable_end(self.archive_dir, r, positions)
+                if not r.start_position <= wanted <= end:
                     raise SourceError(
-                        f"option starting_positions: recording {rid} starts at "
-                        f"{r.start_position}, after {wanted}"
+                        f"option starting_positions: recording {rid} holds positions "
+                        f"{r.start_position} to {end}, not {wanted}"
                     )
                 out[rid] = wanted
         return rd.as_offset(out)

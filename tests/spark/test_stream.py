@@ -265,6 +265,10 @@ def test_bad_stream_options(spark, host, tmp_path):
         ({"start_position": 0}, "start_position are for a batch read"),
         ({"starting_positions": "soonest"}, "is not earliest, latest or a JSON object"),
         ({"starting_positions": '{"999": 0}'}, "recording 999 is not in the archive's catalog"),
+        (
+            {"starting_positions": json.dumps({a.recording_id: a.end + 32})},
+            f"recording {a.recording_id} holds positions 0 to {a.end}, not {a.end + 32}",
+        ),
         ({"max_bytes_per_trigger": "lots"}, "option max_bytes_per_trigger: 'lots' is not a size"),
     ]
     for i, (options, message) in enumerate(cases):
