@@ -106,12 +106,13 @@ def test_available_now_reads_everything_in_batches_of_max_bytes(spark, host, tmp
 
 
 def test_a_processing_time_query_follows_live_recordings(spark, host, tmp_path):
+    """Active recordings read to their rec-pos counters (driver_dir) while publishers go on."""
     channel = f"{IPC}|alias=live"
     rid, _ = host.run(host.start(channel, 202))
     first = host.run(host.publish(rid, varied(100, 2)))
     sink = Collected()
     query = start(
-        stream(spark, host, stream_id=202),
+        stream(spark, host, stream_id=202, driver_dir=host.driver_dir),  # rec-pos
         sink,
         tmp_path / "ck",
         {"processingTime": "300 milliseconds"},
