@@ -25,12 +25,11 @@ from typing import NamedTuple
 import numpy as np
 
 from aeronio.archive.catalog import CATALOG_FILE_NAME, Catalog, CatalogError
+from aeronio.archive.conductor import RECORDING_POSITION_TYPE_ID
 from aeronio.archive.segments import RecordingLayout, segment_file_name
 from aeronio.errors import AeronError
+from aeronio.protocol.layout import COUNTERS_FILE
 from aeronio.spark import frames as fr
-
-RECORDING_POSITION_TYPE_ID = 100  # the archive's rec-pos counter (archive.conductor)
-COUNTERS_FILE = "counters.dat"
 
 
 class SourceError(AeronError, ValueError):
