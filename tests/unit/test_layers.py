@@ -9,7 +9,8 @@ Rules, by the package a module is in:
   everyone builds on: only `_core` and `errors` are below it);
 - `aeronio.logbuffer` and `aeronio.counters` import no `driver` or `client`;
 - `aeronio.archive` is a client of a driver, never part of one: it imports no `driver` (nor
-  the top-level `aeronio`, which launches drivers), and nothing below it imports `archive`.
+  the top-level `aeronio`, which launches drivers), and nothing below it imports `archive`;
+- `aeronio.spark` is on top (it may launch drivers for its tasks); nothing else imports it.
 Only the top-level modules (`aeronio/__init__.py`, `_connect.py`, `cli.py`) know both sides.
 Every import counts: at module level, inside functions and under `TYPE_CHECKING`.
 """
@@ -23,11 +24,11 @@ PACKAGE = Path(__file__).parents[2] / "aeronio"
 
 CLIENT_MAY_IMPORT = {"client", "protocol", "logbuffer", "counters", "idle", "errors", "_core"}
 FORBIDDEN = {
-    "driver": {"client", "archive"},
-    "protocol": {"driver", "client", "logbuffer", "counters", "archive"},
-    "logbuffer": {"driver", "client", "archive"},
-    "counters": {"driver", "client", "archive"},
-    "archive": {"driver", ""},  # "": the top-level package
+    "driver": {"client", "archive", "spark"},
+    "protocol": {"driver", "client", "logbuffer", "counters", "archive", "spark"},
+    "logbuffer": {"driver", "client", "archive", "spark"},
+    "counters": {"driver", "client", "archive", "spark"},
+    "archive": {"driver", "", "spark"},  # "": the top-level package
 }
 
 
