@@ -8,9 +8,11 @@ import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from aeronio.archive.context import CONTROL_STREAM_ID
 from aeronio.errors import ChannelUriError
 from aeronio.protocol.channel import ChannelUri
 from aeronio.spark.recordings import Selection, SourceError
+from aeronio.spark.remote import Remote
 
 LAYOUTS = ("raw", "fixed", "msgpack", "json")
 EARLIEST, LATEST = -2, -1  # in starting_positions JSON, as Kafka's
@@ -31,6 +33,9 @@ COMMON_READ = {
 BATCH_READ = COMMON_READ | {
     "start_position": "read messages from this position",
     "end_position": "read messages starting before this position",
+    "archive_control": "a remote archive's control channel (aeron:udp?endpoint=host:port)",
+    "archive_control_stream_id": "the remote archive's control stream id (default 10)",
+    "archive_timeout": "seconds a remote archive may take to answer or replay (default 10)",
 }
 STREAM_READ = COMMON_READ | {
     "starting_positions": 'earliest (default), latest or JSON {"<recording id>": position}',
@@ -108,6 +113,7 @@ class ReadOptions(NamedTuple):
     end_position: int | None = None
     starting_positions: str | dict[int, int] = "earliest"
     max_bytes_per_trigger: int | None = None
+    remote: Remote | None = None  # option archive_control: read by replay, not from files
 
 
 def read_options(options: Mapping[str, str], streaming: bool | None) -> ReadOptions:
@@ -124,8 +130,12 @@ def read_options(options: Mapping[str, str], streaming: bool | None) -> ReadOpti
             )
         check_names(options, known, f"{kind} read")
     archive = options.get("archive") or options.get("path")
-    if not archive:
-        raise SourceError('option archive is required: .option("archive", DIR) or .load(DIR)')
+    remote = _remote(options, archive)
+    if not archive and remote is None:
+        raise SourceError(
+            'option archive is required: .option("archive", DIR) or .load(DIR) (or '
+            "archive_control, a remote archive's control channel)"
+        )
     if options.get("archive") and options.get("path") and options["archive"] != options["path"]:
         raise SourceError(
             f"two archives given: option archive {options['archive']!r} and path "
@@ -157,7 +167,7 @@ def read_options(options: Mapping[str, str], streaming: bool | None) -> ReadOpti
     if start is not None and end is not None and end < start:
         raise SourceError(f"option end_position {end} is before start_position {start}")
     return ReadOptions(
-        archive=str(archive),
+        archive=str(archive or ""),
         selection=selection,
         layout=layout,
         metadata_columns=metadata,
@@ -168,7 +178,50 @@ def read_options(options: Mapping[str, str], streaming: bool | None) -> ReadOpti
         end_position=end,
         starting_positions=_starting_positions(options.get("starting_positions")),
         max_bytes_per_trigger=_size(options, "max_bytes_per_trigger"),
+        remote=remote,
     )
+
+
+def _remote(options: Mapping[str, str], archive: str | None) -> Remote | None:
+    """A remote archive (option archive_control), checked: a UDP channel with an endpoint."""
+    control = options.get("archive_control")
+    if not control:
+        for name in ("archive_control_stream_id", "archive_timeout"):
+            if options.get(name) is not None:
+                raise SourceError(f"option {name} is for a remote archive (archive_control)")
+        return None
+    if archive:
+        raise SourceError(
+            f"option archive_control {control!r} names a remote archive, and {archive!r} a "
+            "directory: give one of them"
+        )
+    if options.get("driver_dir"):
+        raise SourceError(
+            "option driver_dir is for an archive directory: a remote archive tells how far its "
+            "active recordings are recorded"
+        )
+    try:
+        uri = ChannelUri.parse(str(control))
+    except ChannelUriError as e:
+        raise SourceError(f"option archive_control: {e}") from None
+    if uri.media != "udp" or not uri.params.get("endpoint"):
+        raise SourceError(
+            f"option archive_control: {control!r} is not a UDP channel with an endpoint "
+            "(aeron:udp?endpoint=host:port)"
+        )
+    stream_id = _int(options, "archive_control_stream_id")
+    if stream_id is None:
+        stream_id = CONTROL_STREAM_ID
+    if not -(2**31) <= stream_id < 2**31:
+        raise SourceError(f"option archive_control_stream_id: {stream_id} does not fit 32 bits")
+    raw = options.get("archive_timeout", "10")
+    try:
+        timeout = float(raw)
+    except ValueError:
+        raise SourceError(f"option archive_timeout: {raw!r} is not a number of seconds") from None
+    if not timeout > 0:
+        raise SourceError(f"option archive_timeout: {raw!r} must be positive")
+    return Remote(str(control), stream_id, timeout)
 
 
 def _starting_positions(value: str | None) -> str | dict[int, int]:

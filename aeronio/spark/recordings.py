@@ -108,15 +108,21 @@ def recording(catalog: Catalog, recording_id: int) -> Recording:
         raise SourceError(
             f"{catalog.path}: recording {recording_id} has a corrupt descriptor: {e}"
         ) from None
+    return from_descriptor(d, str(catalog.path))
+
+
+def from_descriptor(d, where: str) -> Recording:
+    """The Recording of a RecordingDescriptor (from a catalog, or a remote archive's listing:
+    `where` names it in errors), checked."""
     term = d.term_buffer_length
     if term < 64 * 1024 or term & (term - 1) or d.segment_file_length % term:
         raise SourceError(
-            f"{catalog.path}: recording {recording_id} has a corrupt descriptor: term length "
+            f"{where}: recording {d.recording_id} has a corrupt descriptor: term length "
             f"{term}, segment file length {d.segment_file_length}"
         )
     if d.start_position < 0 or d.start_position & 31:
         raise SourceError(
-            f"{catalog.path}: recording {recording_id} has a corrupt descriptor: start "
+            f"{where}: recording {d.recording_id} has a corrupt descriptor: start "
             f"position {d.start_position}"
         )
     return Recording(

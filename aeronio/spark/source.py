@@ -32,6 +32,7 @@ from pyspark.sql.types import StructType
 
 from aeronio.spark import reader as rd
 from aeronio.spark import recordings as recs
+from aeronio.spark import remote
 from aeronio.spark.decode import METADATA, Decoder, raw_schema
 from aeronio.spark.options import EARLIEST, LATEST, ReadOptions, read_options, write_options
 from aeronio.spark.recordings import DataLossError, Recording, SourceError
@@ -62,12 +63,19 @@ class _Reading:
         self.archive_dir = Path(options.archive)
         self._catalog = None
         self._positions = None
+        self._listing = None  # a remote archive's: (recordings, positions of active ones)
 
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_catalog"] = None  # reopened where needed (planning only)
         state["_positions"] = None
+        state["_listing"] = None
         return state
+
+    def _remote_listing(self):
+        if self._listing is None:
+            self._listing = remote.list_recordings(self.options.remote, self.options.selection)
+        return self._listing
 
     @property
     def catalog(self):
@@ -76,9 +84,13 @@ class _Reading:
         return self._catalog
 
     def recordings(self) -> list[Recording]:
+        if self.options.remote is not None:
+            return self._remote_listing()[0]
         return [r for r in recs.recordings(self.catalog) if self.options.selection(r)]
 
     def rec_positions(self) -> dict[int, int] | None:
+        if self.options.remote is not None:
+            return self._remote_listing()[1]
         if self.options.driver_dir is None:
             return None
         if self._positions is None:
@@ -88,6 +100,10 @@ class _Reading:
     def read(self, partition: AeronioPartition):
         if partition.value is None:  # Spark's stand-in when there is nothing to read
             return iter(())
+        if self.options.remote is not None:
+            return remote.read_part(
+                self.options.remote, partition.value, self.decoder, self.options.fail_on_data_loss
+            )
         return rd.read_part(
             self.archive_dir, partition.value, self.decoder, self.options.fail_on_data_loss
         )
@@ -99,6 +115,7 @@ class _Reading:
         if self._positions is not None:
             self._positions.close()
             self._positions = None
+        self._listing = None
 
 
 class BatchReader(_Reading, DataSourceReader):
@@ -365,9 +382,13 @@ class AeronioDataSource(DataSource):
 
     def reader(self, schema: StructType):
         options = read_options(self.options, streaming=False)
-        recs.open_catalog(options.archive).close()  # fails here, on the driver
+        if options.remote is None:
+            recs.open_catalog(options.archive).close()  # fails here, on the driver
         kind = FilteringBatchReader if self.filter_pushdown else BatchReader
-        return kind(options, self._decoder(schema, options))
+        reader = kind(options, self._decoder(schema, options))
+        if options.remote is not None:
+            reader.recordings()  # connects and lists here, on the driver
+        return reader
 
     def streamReader(self, schema: StructType):
         options = read_options(self.options, streaming=True)
