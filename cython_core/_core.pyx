@@ -1,11 +1,21 @@
 # cython: language_level=3
 """aeronio's Cython core: atomics on mapped memory, the log appender, readers and scanners."""
 
+cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF
 from atomics cimport *
+
+cdef extern from "aeronio_cpython.h":
+    # See aeronio_cpython.h: reused fragment views and completed awaitables.
+    bint aio_rewrap_view(PyObject* view, char* buf, Py_ssize_t length) noexcept
+    Py_ssize_t aio_refcount(PyObject* object) noexcept
+    ctypedef PyObject* (*aio_value_getter)(PyObject*) noexcept
+    void aio_make_completed_type(PyTypeObject* type, aio_value_getter getter) noexcept
 
 from asyncio import _get_running_loop
 
@@ -25,6 +35,7 @@ include "udp_channel.pxi"
 include "publication_image.pxi"
 include "publication_sender.pxi"
 include "data_path.pxi"
+include "awaitables.pxi"
 
 # Constants for Python code (the layout constants of frame.pxi are exported by its cpdef enum).
 LOG_WAKE_SPACE_BIT = WAKE_SPACE_BIT

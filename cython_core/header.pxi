@@ -87,19 +87,36 @@ cdef class Header:
                 f"type={self.type}, position={self.position})")
 
 
-cdef class Message:
-    """A whole (reassembled) message yielded by `async for`: its bytes and its last fragment's header."""
+@cython.no_gc
+cdef class Message(Header):
+    """A whole (reassembled) message yielded by `async for`: its data and, being a Header, the
+    header of its last fragment (`message.header` is the message itself; `position` is the
+    stream position just after it).
 
-    cdef readonly bytes data
-    cdef readonly Header header
+    `data` is bytes, except from `subscription.messages(copy=False)`, where it is a read-only
+    memoryview into the log that is valid until the iterator's next step."""
 
-    def __init__(self, bytes data, Header header):
+    cdef readonly object data
+
+    def __init__(self, object data, Header header):
         self.data = data
-        self.header = header
+        self._wrap(header._bytes)
+        self.initial_term_id = header.initial_term_id
+        self._shift = header._shift
 
     @property
-    def position(self) -> int:
-        return self.header.position
+    def header(self) -> Header:
+        return self
 
     def __repr__(self):
-        return f"Message({len(self.data)} bytes, session_id={self.header.session_id}, position={self.header.position})"
+        return f"Message({len(self.data)} bytes, session_id={self.session_id}, position={self.position})"
+
+
+cdef inline Message new_message(object data, const char* frame, int32_t initial_term_id, int shift):
+    """A Message of `data` whose header is the frame header at `frame`."""
+    cdef Message message = Message.__new__(Message)
+    message.data = data
+    message._wrap(frame)
+    message.initial_term_id = initial_term_id
+    message._shift = shift
+    return message

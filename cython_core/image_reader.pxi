@@ -1,11 +1,13 @@
 # ImageReader: consumes one image (one publication session's log) and advances its subscriber
 # position (Aeron's Image with TermReader). Handlers get memoryviews into the term that are valid
-# only during the call. An exception from a handler propagates after the position has moved past
-# the fragment that raised it.
+# only during the call (the reader points the same view at the next fragment when the handler
+# kept no reference to it: see aeronio_cpython.h). An exception from a handler propagates after
+# the position has moved past the fragment that raised it.
 
 import numpy as _np
 
 cdef enum:
+    LENT_PUBLISH_BYTES = 16384  # see ImageReader._view_message
     ACTION_ABORT = 1
     ACTION_BREAK = 2
     ACTION_COMMIT = 3
@@ -66,10 +68,12 @@ cdef class ImageReader:
     cdef readonly Header header
     cdef object _view
     cdef object _array
+    cdef object _fragment
     cdef readonly Doorbell consumed_doorbell
     cdef bytearray _assembly
     cdef bint _assembling
     cdef int64_t _next_fragment_position
+    cdef int64_t _lent_end  # the end of a message lent out in place, consumed at the next read
     cdef object _batch_offsets
     cdef object _batch_lengths
     cdef object _batch_flags
@@ -127,6 +131,13 @@ cdef class ImageReader:
                 pass
         self.log.wake_conductor_after_consume()
 
+    cdef inline object _fragment_view(self, char* payload, Py_ssize_t start, Py_ssize_t length):
+        """A view of `length` bytes at `payload` (offset `start` in the log): the last one handed
+        out, re-pointed, unless someone else holds it."""
+        if self._fragment is None or not aio_rewrap_view(<PyObject*> self._fragment, payload, length):
+            self._fragment = self._view[start:start + length]
+        return self._fragment
+
     cdef inline int32_t _check_frame(self, int32_t offset, int32_t frame_length) except -1:
         if frame_length < HEADER_LENGTH or frame_length > self.log.term_length - offset:
             raise AeronError(
@@ -139,6 +150,7 @@ cdef class ImageReader:
 
     def poll(self, object handler, int fragment_limit) -> int:
         """Deliver up to fragment_limit fragments as handler(buffer, header); returns the count."""
+        self._settle()
         if self._closed:
             return 0
         cdef int64_t position = aio_load_i64(self._position)
@@ -150,7 +162,6 @@ cdef class ImageReader:
         cdef int32_t offset = term_offset, frame_offset, frame_length
         cdef int fragments = 0
         cdef Header header = self.header
-        cdef object view = self._view
         try:
             while fragments < fragment_limit and offset < term_length:
                 frame_length = aio_load_i32(term + offset)
@@ -162,7 +173,9 @@ cdef class ImageReader:
                     continue
                 fragments += 1
                 header._wrap(term + frame_offset)
-                handler(view[base + frame_offset + HEADER_LENGTH:base + frame_offset + frame_length], header)
+                handler(self._fragment_view(term + frame_offset + HEADER_LENGTH,
+                                            base + frame_offset + HEADER_LENGTH,
+                                            frame_length - HEADER_LENGTH), header)
         finally:
             if offset > term_offset:
                 self._advance(position + (offset - term_offset))
@@ -170,6 +183,7 @@ cdef class ImageReader:
 
     def controlled_poll(self, object handler, int fragment_limit) -> int:
         """Like poll, with the handler returning CONTINUE, BREAK, ABORT or COMMIT (None = CONTINUE)."""
+        self._settle()
         if self._closed:
             return 0
         cdef int64_t position = aio_load_i64(self._position)
@@ -193,7 +207,9 @@ cdef class ImageReader:
                 if is_padding(term + frame_offset):
                     continue
                 header._wrap(term + frame_offset)
-                result = handler(self._view[base + frame_offset + HEADER_LENGTH:base + frame_offset + frame_length], header)
+                result = handler(self._fragment_view(term + frame_offset + HEADER_LENGTH,
+                                                     base + frame_offset + HEADER_LENGTH,
+                                                     frame_length - HEADER_LENGTH), header)
                 action = ACTION_CONTINUE if result is None else int(result)
                 if action == ACTION_ABORT:
                     offset -= aligned
@@ -215,6 +231,7 @@ cdef class ImageReader:
     def block_poll(self, object handler, int block_length_limit) -> int:
         """Deliver whole frames (up to block_length_limit bytes, one term at most) as
         handler(block, session_id, term_id); returns the bytes consumed."""
+        self._settle()
         if self._closed:
             return 0
         cdef int64_t position = aio_load_i64(self._position)
@@ -239,6 +256,7 @@ cdef class ImageReader:
     def batch_poll(self, object handler, int fragment_limit) -> int:
         """Deliver up to fragment_limit fragments of one term as one FragmentBatch to handler(batch);
         returns the count."""
+        self._settle()
         cdef int64_t position = aio_load_i64(self._position)
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
@@ -300,6 +318,7 @@ cdef class ImageReader:
 
     def poll_messages(self, list out, int fragment_limit) -> int:
         """Append whole messages (copied, fragments reassembled) to `out`; returns fragments read."""
+        self._settle()
         if self._closed:
             return 0
         cdef int64_t position = aio_load_i64(self._position)
@@ -310,8 +329,9 @@ cdef class ImageReader:
         cdef int32_t offset = term_offset, frame_offset, frame_length
         cdef int fragments = 0
         cdef uint8_t flags
-        cdef Header header
         cdef char* payload
+        cdef int32_t initial_term_id = self.log.initial_term_id
+        cdef int shift = self.log.position_bits_to_shift
         while fragments < fragment_limit and offset < term_length:
             frame_length = aio_load_i32(term + offset)
             if frame_length <= 0:
@@ -324,11 +344,8 @@ cdef class ImageReader:
             payload = term + frame_offset + HEADER_LENGTH
             flags = <uint8_t> term[frame_offset + FLAGS_FIELD_OFFSET]
             if (flags & UNFRAGMENTED) == UNFRAGMENTED:
-                header = Header.__new__(Header)
-                header._wrap(term + frame_offset)
-                header.initial_term_id = self.log.initial_term_id
-                header._shift = self.log.position_bits_to_shift
-                out.append(Message(PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH), header))
+                out.append(new_message(PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH),
+                                       term + frame_offset, initial_term_id, shift))
             elif flags & BEGIN_FRAG_FLAG:
                 del self._assembly[:]
                 self._assembly += PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH)
@@ -340,16 +357,119 @@ cdef class ImageReader:
                 self._assembly += PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH)
                 self._next_fragment_position = position + (offset - term_offset)
                 if flags & END_FRAG_FLAG:
-                    header = Header.__new__(Header)
-                    header._wrap(term + frame_offset)
-                    header.initial_term_id = self.log.initial_term_id
-                    header._shift = self.log.position_bits_to_shift
-                    out.append(Message(bytes(self._assembly), header))
+                    out.append(new_message(bytes(self._assembly), term + frame_offset,
+                                           initial_term_id, shift))
                     del self._assembly[:]
                     self._assembling = False
         if offset > term_offset:
             self._advance(position + (offset - term_offset))
         return fragments
+
+    # -- one message at a time, consumed at the next step (subscription.messages(copy=False)) --
+
+    cdef bint _view_message(self, Message out) except -1:
+        """Lend `out` the next whole message: `out.data` is a view into the log (re-pointed when
+        only `out` holds it) or, for a fragmented message, its bytes reassembled. The message
+        lent before is consumed now; this one at the next call or the next read of this image of
+        any kind. Padding, and fragments of a message whose beginning is not in the log (a join
+        or an unreliable gap), are consumed on the way. False when no whole message is there.
+
+        The subscriber position is stored once LENT_PUBLISH_BYTES have been consumed, or when
+        no message is found (the caller may park): not per message."""
+        if self._closed:
+            return False
+        cdef int64_t published = aio_load_i64(self._position)
+        cdef int64_t position = self._lent_end if self._lent_end > published else published
+        cdef int32_t term_length = self.log.term_length
+        cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
+        cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
+        cdef char* term = self.log.term(index)
+        cdef Py_ssize_t base = index * <Py_ssize_t> term_length
+        cdef int32_t offset = term_offset, begin = term_offset, frame_length, last
+        cdef uint8_t flags
+        while offset < term_length:
+            frame_length = aio_load_i32(term + offset)
+            if frame_length <= 0:
+                break
+            begin = offset
+            offset += self._check_frame(offset, frame_length)
+            flags = <uint8_t> term[begin + FLAGS_FIELD_OFFSET]
+            if is_padding(term + begin) or not (flags & BEGIN_FRAG_FLAG):
+                begin = offset
+                continue
+            if flags & END_FRAG_FLAG:
+                if out.data is None or type(out.data) is not memoryview or not aio_rewrap_view(
+                        <PyObject*> out.data, term + begin + HEADER_LENGTH, frame_length - HEADER_LENGTH):
+                    out.data = self._view[base + begin + HEADER_LENGTH:base + begin + frame_length]
+                last = begin
+                break
+            last = self._find_last_fragment(term, offset)
+            if last == -1:  # the rest of the message is not there yet
+                offset = begin
+                break
+            if last < -1:  # broken off (unreliable gap): drop it, go on from where it broke
+                offset = -last - 2
+                begin = offset
+                continue
+            out.data = self._reassemble(term, begin, last)
+            offset = last + align_frame(aio_load_i32(term + last))
+            break
+        position += begin - term_offset  # where the message starts: all before it is consumed
+        if offset == begin:
+            self._lent_end = 0
+            if position > published:
+                self._advance(position)
+            return False
+        if position - published >= min(LENT_PUBLISH_BYTES, term_length >> 3):
+            self._advance(position)
+        out._wrap(term + last)
+        out.initial_term_id = self.log.initial_term_id
+        out._shift = self.log.position_bits_to_shift
+        self._lent_end = position + (offset - begin)
+        return True
+
+    cdef int32_t _find_last_fragment(self, char* term, int32_t offset) except? -1:
+        """The offset of the END fragment of the message whose BEGIN ends at `offset`; -1 while a
+        fragment is missing, or -(o + 2) when the frame at `o` breaks the message off."""
+        cdef int32_t frame_length
+        cdef uint8_t flags
+        while offset < self.log.term_length:
+            frame_length = aio_load_i32(term + offset)
+            if frame_length <= 0:
+                return -1
+            flags = <uint8_t> term[offset + FLAGS_FIELD_OFFSET]
+            if is_padding(term + offset) or flags & BEGIN_FRAG_FLAG:
+                return -(offset + 2)
+            if flags & END_FRAG_FLAG:
+                return offset
+            offset += self._check_frame(offset, frame_length)
+        return -1
+
+    cdef bytes _reassemble(self, char* term, int32_t begin, int32_t last):
+        """The payloads of the fragments from `begin` to `last` (checked by _find_last_fragment),
+        as one bytes object."""
+        cdef Py_ssize_t length = 0
+        cdef int32_t offset = begin, frame_length
+        while offset <= last:
+            frame_length = aio_load_i32(term + offset)
+            length += frame_length - HEADER_LENGTH
+            offset += align_frame(frame_length)
+        cdef bytes data = PyBytes_FromStringAndSize(NULL, length)
+        cdef char* out = data
+        offset = begin
+        while offset <= last:
+            frame_length = aio_load_i32(term + offset)
+            memcpy(out, term + offset + HEADER_LENGTH, frame_length - HEADER_LENGTH)
+            out += frame_length - HEADER_LENGTH
+            offset += align_frame(frame_length)
+        return data
+
+    cdef inline void _settle(self) noexcept:
+        """Consume the message lent out by _view_message, if any (unless closed)."""
+        if self._lent_end:
+            if not self._closed and self._lent_end > aio_load_i64(self._position):
+                self._advance(self._lent_end)
+            self._lent_end = 0
 
 
 cdef class FragmentAssembler:

@@ -1,0 +1,92 @@
+/* The two CPython-specific shortcuts of the per-message paths, kept in one place.
+ *
+ * Reused fragment views
+ *   A poll handler gets a memoryview of each fragment. Slicing a new one per fragment costs more
+ *   than the rest of the poll, so the reader keeps one and, when nothing but the reader holds it
+ *   (reference count 1, no exports, no weak references, not released), points it at the next
+ *   fragment. A view the handler kept is never touched: the reader slices a new one. The view
+ *   stays a slice of the whole log's memoryview, so it keeps the mapping alive either way. This
+ *   is the reuse CPython's own zip() and dict iterators make of their result tuples; it reads
+ *   PyMemoryViewObject's fields, so it is compiled only where their layout is known (CPython
+ *   3.11 to 3.14 with the GIL) and slices every time elsewhere.
+ *
+ * Completed awaitables
+ *   `await x` on an object whose am_send slot returns PYGEN_RETURN completes without suspending
+ *   the task and without an exception (CPython 3.10 and 3.11 ask am_send). Later versions call
+ *   tp_iternext instead, which reports the value as StopIteration(value): correct, slower.
+ */
+#ifndef AERONIO_CPYTHON_H
+#define AERONIO_CPYTHON_H
+
+#include <Python.h>
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030F0000 && !defined(Py_GIL_DISABLED) \
+    && !defined(PYPY_VERSION)
+#define AIO_CAN_REWRAP_VIEWS 1
+#else
+#define AIO_CAN_REWRAP_VIEWS 0
+#endif
+
+/* Point `view` (a 1-D byte memoryview over the log) at [buf, buf + len) if only its owner holds
+ * it; returns 1 if it did, 0 if the caller must make a new view. */
+static inline int aio_rewrap_view(PyObject *view, char *buf, Py_ssize_t len) {
+#if AIO_CAN_REWRAP_VIEWS
+    PyMemoryViewObject *mv = (PyMemoryViewObject *)view;
+    if (Py_REFCNT(view) != 1 || mv->exports != 0 || mv->weakreflist != NULL
+        || (mv->flags & _Py_MEMORYVIEW_RELEASED) || mv->view.ndim != 1) {
+        return 0;
+    }
+    mv->view.buf = buf;
+    mv->view.len = len;
+    mv->view.shape[0] = len;
+    mv->hash = -1;
+    return 1;
+#else
+    (void)view; (void)buf; (void)len;
+    return 0;
+#endif
+}
+
+/* A reference count read through a borrowed pointer (Cython may hold temporaries otherwise). */
+static inline Py_ssize_t aio_refcount(PyObject *object) { return Py_REFCNT(object); }
+
+/* The value a completed awaitable returns (defined by the Cython type that uses these slots). */
+typedef PyObject *(*aio_value_getter)(PyObject *self);
+static aio_value_getter aio_completed_value;
+
+#if PY_VERSION_HEX >= 0x030A0000
+static PySendResult aio_completed_send(PyObject *self, PyObject *arg, PyObject **result) {
+    (void)arg;
+    *result = aio_completed_value(self); /* a new reference */
+    return PYGEN_RETURN;
+}
+#endif
+
+static PyObject *aio_completed_next(PyObject *self) {
+    PyObject *value = aio_completed_value(self);
+    if (PyTuple_Check(value) || PyExceptionInstance_Check(value)) {
+        PyObject *wrapped = PyObject_CallOneArg(PyExc_StopIteration, value);
+        Py_DECREF(value);
+        if (wrapped != NULL) {
+            PyErr_SetObject(PyExc_StopIteration, wrapped);
+            Py_DECREF(wrapped);
+        }
+    } else {
+        PyErr_SetObject(PyExc_StopIteration, value);
+        Py_DECREF(value);
+    }
+    return NULL;
+}
+
+/* Give a type (with __await__ and __next__ already defined) the completed-awaitable slots. */
+static inline void aio_make_completed_type(PyTypeObject *type, aio_value_getter getter) {
+    aio_completed_value = getter;
+    type->tp_iternext = aio_completed_next;
+#if PY_VERSION_HEX >= 0x030A0000
+    if (type->tp_as_async != NULL) {
+        type->tp_as_async->am_send = aio_completed_send;
+    }
+#endif
+}
+
+#endif
