@@ -3,7 +3,8 @@
 `try_offer` returns at once with a position or one of Aeron's result codes; `await offer` waits
 through back-pressure, admin actions and (until connected) NOT_CONNECTED without blocking the
 loop. An append is one synchronous step, so cancelling an `await offer` never leaves a partial
-frame in the log.
+frame in the log. The per-message methods (`try_offer`, `try_claim`, `try_offer_batch`, `offer`)
+are the compiled core's `PublicationBase`; this module adds the waiting and the lifecycle.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ MAX_POSITION_EXCEEDED: int = _core.MAX_POSITION_EXCEEDED
 Buffer = bytes | bytearray | memoryview | Any
 
 
-class Publication:
+class Publication(_core.PublicationBase):
     """A concurrent publication: safe to offer from many threads and processes at once."""
 
     is_exclusive = False
@@ -56,10 +57,6 @@ class Publication:
         self._signals = log_signals
         self._metadata = metadata
         self._released = False
-        # Hot paths go straight to the Cython appender.
-        self.try_offer = appender.try_offer
-        self.try_claim = appender.try_claim
-        self.try_offer_batch = appender.offer_batch
 
     # -- properties ---------------------------------------------------------------------
 
@@ -98,22 +95,10 @@ class Publication:
 
     # -- awaitable offers ---------------------------------------------------------------
 
-    async def offer(
-        self,
-        buffer: Buffer,
-        offset: int = 0,
-        length: int | None = None,
-        *,
-        timeout: float | None = None,
+    async def _offer_slowly(
+        self, buffer: Buffer, offset: int, length: int | None, timeout: float | None, result: int
     ) -> int:
-        """Append a message, waiting while back-pressured or not connected; returns its position.
-
-        Raises PublicationClosedError, MessageTooLargeError, MaxPositionExceededError or
-        TimeoutError (after `timeout` seconds).
-        """
-        result = self.try_offer(buffer, offset, length)
-        if result > 0:
-            return result
+        """offer() after its first attempt was refused with `result`: wait and try again."""
         deadline = None if timeout is None else time.monotonic() + timeout
         attempt = 0
         while True:

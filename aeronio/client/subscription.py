@@ -1,14 +1,16 @@
 """Subscriptions and images: one Image per publication session on the subscribed stream.
 
 Poll paths (`poll`, `controlled_poll`, `block_poll`, `batch_poll`) hand handlers views into the
-log, valid during the call. `async for message in subscription` yields whole, copied messages.
+log, valid during the call. `async for message in subscription` yields whole, copied messages;
+`subscription.messages(copy=False)` yields them in place, `subscription.batches()` as lists. The
+iterators are the compiled core's `SubscriptionBase` (no coroutine per message while messages
+are there); this module adds the waiting, the images and the lifecycle.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -103,7 +105,7 @@ class Image:
         )
 
 
-class Subscription:
+class Subscription(_core.SubscriptionBase):
     """Receives the messages of every publication session on a channel and stream."""
 
     def __init__(
@@ -121,9 +123,7 @@ class Subscription:
         self.registration_id = registration_id
         self.available_image = available_image
         self.unavailable_image = unavailable_image
-        self._images: list[Image] = []
         self._round_robin = 0
-        self._pending: deque[Message] = deque()
         self._changed = _core.Doorbell()  # rung when images come or go, or the driver is lost
         self.is_closed = False
 
@@ -145,7 +145,7 @@ class Subscription:
     # -- image lifecycle (called by the client conductor) -------------------------------
 
     def _add_image(self, image: Image) -> None:
-        self._images.append(image)
+        self._set_images([*self._images, image])
         self._changed.ring()
         _call_back(self.available_image, image)
 
@@ -153,7 +153,7 @@ class Subscription:
         image = next((i for i in self._images if i.correlation_id == correlation_id), None)
         if image is None:
             return
-        self._images.remove(image)
+        self._set_images([i for i in self._images if i is not image])
         image._close()
         self._changed.ring()
         _call_back(self.unavailable_image, image)
@@ -198,35 +198,32 @@ class Subscription:
         """Deliver whole-frame blocks as handler(block, session_id, term_id); returns bytes."""
         return sum(image.block_poll(handler, block_length_limit) for image in self._images)
 
-    # -- async iteration ----------------------------------------------------------------
+    # -- async iteration: the waits behind SubscriptionBase's iterators ------------------
 
-    def __aiter__(self) -> Subscription:
-        return self
+    async def _next_slowly(self) -> Message:
+        await self._wait(self._has_pending)
+        return self._take_one()
 
-    async def __anext__(self) -> Message:
-        pending = self._pending
+    async def _batch_slowly(self, batches: _core.MessageBatches) -> list[Message]:
+        await self._wait(batches.ready)
+        return self._take_all()
+
+    async def _view_slowly(self, views: _core.MessageViews) -> Message:
+        await self._wait(views.ready)
+        return views.take()
+
+    async def _wait(self, ready: Callable[[], bool]) -> None:
+        """Idle through the client's idle strategy until `ready()`; StopAsyncIteration once the
+        subscription is closed."""
         attempt = 0
-        while not pending:
+        while not ready():
             if self.is_closed:
                 raise StopAsyncIteration
-            if not self._fill():
-                self._client.check_alive()
-                await self._client.idle_strategy.idle(attempt, self._park)
-                attempt += 1
-        return pending.popleft()
+            self._client.check_alive()
+            await self._client.idle_strategy.idle(attempt, lambda t: self._park(t, ready))
+            attempt += 1
 
-    def _fill(self, fragment_limit: int = 1024) -> int:
-        out: list[Message] = []
-        for image in self._images:
-            image.poll_messages(out, fragment_limit)
-        self._pending.extend(out)
-        return len(out)
-
-    async def receive(self) -> Message:
-        """The next whole message (waits for one)."""
-        return await self.__anext__()
-
-    async def _park(self, timeout: float) -> None:
+    async def _park(self, timeout: float, ready: Callable[[], bool]) -> None:
         """Park until a writer (in any process) appends to one of the images, an image comes or
         goes, or `timeout` passes."""
         images = self._images
@@ -235,7 +232,7 @@ class Subscription:
             await signals.park(
                 [image.signals.data for image in images] + [self._changed],
                 timeout,
-                lambda: not self._fill(),
+                lambda: not ready(),
             )
         finally:
             for registration in registrations:
@@ -263,7 +260,7 @@ class Subscription:
         self._changed.ring()
         for image in self._images:
             image._close()
-        self._images = []
+        self._set_images([])
         await self._client._release_subscription(self)
 
     async def __aenter__(self) -> Subscription:

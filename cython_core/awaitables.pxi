@@ -1,0 +1,308 @@
+# The awaitable API's fast paths: `await publication.offer(...)` and `async for message in
+# subscription` cost no coroutine, future or task per message when space or data is there.
+#
+# Rules
+# - `offer` and `__anext__` do their work when called. If it succeeded they return a Completed:
+#   `await` on it returns the result without suspending the task (see aeronio_cpython.h).
+# - Otherwise they return the Python class's coroutine (`_offer_slowly`, `_next_slowly`, ...),
+#   which idles through the client's idle strategy and tries again: back-pressure still awaits,
+#   and cancelling it leaves nothing behind.
+# - A Completed is also a collections.abc.Coroutine (send/throw/close), so create_task,
+#   wait_for, gather and anyio take it wherever they take the coroutine it stands for.
+
+import collections.abc as _abc
+
+
+@cython.final
+@cython.freelist(64)
+@cython.no_gc  # short-lived, and its value never refers back to it
+cdef class Completed:
+    """An awaitable whose result is already there."""
+
+    cdef object value
+
+    def __await__(self):
+        return self
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):  # replaced by aio_completed_next (no traceback entry)
+        raise StopIteration(self.value)
+
+    def send(self, object value):
+        return self.__next__()
+
+    def throw(self, object typ, object val=None, object tb=None):
+        if val is None:
+            raise typ
+        raise val
+
+    def close(self) -> None:
+        pass
+
+
+cdef PyObject* _completed_value(PyObject* completed) noexcept:
+    cdef object value = (<Completed> completed).value
+    Py_INCREF(value)
+    return <PyObject*> value
+
+
+aio_make_completed_type(<PyTypeObject*> Completed, _completed_value)
+_abc.Coroutine.register(Completed)
+
+
+cdef inline Completed completed(object value):
+    cdef Completed done = Completed.__new__(Completed)
+    done.value = value
+    return done
+
+
+# The per-message paths reuse one Completed each: when only its holder still refers to it, the
+# `await` that took the last one has finished with it.
+
+
+cdef class PublicationBase:
+    """The per-message methods of Publication (aeronio.client.publication), in C."""
+
+    cdef public LogAppender _appender
+    cdef Completed _done
+
+    @cython.binding(False)
+    def try_offer(self, object buffer, Py_ssize_t offset=0, object length=None) -> int:
+        """Append a message (bytes-like; `length` bytes from `offset`, default the rest) without
+        waiting: its new position, or NOT_CONNECTED, BACK_PRESSURED, ADMIN_ACTION, CLOSED or
+        MAX_POSITION_EXCEEDED. MessageTooLargeError above max_message_length."""
+        return self._appender.try_offer(buffer, offset, length)
+
+    @cython.binding(False)
+    def try_claim(self, Py_ssize_t length):
+        """Reserve `length` bytes (at most max_payload_length) to write in place: a BufferClaim
+        to commit() or abort(), or a result code as try_offer's."""
+        return self._appender.try_claim(length)
+
+    @cython.binding(False)
+    def try_offer_batch(self, object messages, Py_ssize_t start=0) -> int:
+        """Append messages[start:] (a sequence of buffers or a 2-D uint8 array of records) as far
+        as the window allows: how many were appended, or a result code when none was."""
+        return self._appender.offer_batch(messages, start)
+
+    @cython.binding(False)
+    def offer(self, object buffer, Py_ssize_t offset=0, object length=None, *, object timeout=None):
+        """Append a message, waiting while back-pressured or not connected; awaitable, its
+        result the message's position. The first attempt is made when called; only a refused
+        one waits. Raises PublicationClosedError, MessageTooLargeError,
+        MaxPositionExceededError or TimeoutError (after `timeout` seconds)."""
+        cdef int64_t result = self._appender.try_offer(buffer, offset, length)
+        if result > 0:
+            if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
+                self._done = Completed.__new__(Completed)
+            self._done.value = result
+            return self._done
+        return self._offer_slowly(buffer, offset, length, timeout, result)
+
+
+cdef class SubscriptionBase:
+    """The message iterators of Subscription (aeronio.client.subscription), in C.
+
+    Whole messages are polled from the images a batch at a time into `_pending` and handed out
+    one by one; the images are polled in turn, starting one further each time."""
+
+    cdef readonly list _images  # Image objects, set by _set_images
+    cdef list _readers  # their ImageReaders
+    cdef public bint is_closed
+    cdef list _pending
+    cdef Py_ssize_t _next
+    cdef Py_ssize_t _fill_start
+    cdef int _fragment_limit
+    cdef MessageIterator _messages
+
+    def __cinit__(self, *args, **kwargs):
+        self._images = []
+        self._readers = []
+        self._pending = []
+        self._fragment_limit = 1024
+        self._messages = MessageIterator(self)
+
+    def __aiter__(self):
+        """`async for message in subscription`: whole messages, copied (Message, data bytes)."""
+        return self._messages
+
+    def __anext__(self):
+        return self._messages.__anext__()
+
+    def receive(self):
+        """The next whole message (awaitable; waits for one)."""
+        return self._messages.__anext__()
+
+    def messages(self, *, bint copy=True):
+        """`async for message in subscription.messages(copy=False)`: the same messages without
+        copying. `message.data` is a read-only memoryview into the log, valid until the next
+        step: the message is consumed at the next read of its image (this iterator's next step,
+        or any other read of the subscription after a loop left with break). A view still held
+        at the iterator's next step is released (using it raises ValueError); buffers made from
+        it (numpy arrays, slices) are not tracked and must be copied to be kept. The Message object is reused: its fields and data change at
+        each step. Fragmented messages are reassembled into bytes. With copy=True: the
+        subscription itself."""
+        if copy:
+            return self
+        return MessageViews(self)
+
+    def batches(self, int fragment_limit=1024):
+        """`async for batch in subscription.batches()`: lists of whole, copied messages, as many
+        as one poll of up to `fragment_limit` fragments found."""
+        if fragment_limit <= 0:
+            raise ValueError(f"fragment_limit {fragment_limit} must be positive")
+        return MessageBatches(self, fragment_limit)
+
+    def _set_images(self, list images) -> None:
+        """The images to read (a new list whenever they change)."""
+        self._images = images
+        self._readers = [image._reader for image in images]
+
+    def _has_pending(self) -> bool:
+        return self._ready()
+
+    cdef inline bint _ready(self) except -1:
+        """Whether a message is ready to be taken (polling the images when none is left)."""
+        if self._next < len(self._pending):
+            return True
+        return self._fill(self._fragment_limit) > 0
+
+    cdef object _take(self):
+        message = self._pending[self._next]
+        self._next += 1
+        return message
+
+    def _take_one(self) -> Message:
+        return self._take()
+
+    def _take_all(self) -> list:
+        batch = self._pending[self._next:] if self._next else self._pending
+        self._pending = []
+        self._next = 0
+        return batch
+
+    cdef Py_ssize_t _fill(self, int fragment_limit) except -1:
+        """Poll whole messages from the images (after every pending one was taken)."""
+        cdef list readers = self._readers
+        cdef Py_ssize_t count = len(readers), i, start
+        cdef int fragments = 0
+        if self._next < len(self._pending):
+            return len(self._pending) - self._next
+        if self._next:
+            self._pending = []
+            self._next = 0
+        if count == 1:
+            (<ImageReader> readers[0]).poll_messages(self._pending, fragment_limit)
+        elif count:
+            start = self._fill_start = (self._fill_start + 1) % count
+            for i in range(count):
+                fragments += (<ImageReader> readers[(start + i) % count]).poll_messages(
+                    self._pending, fragment_limit - fragments)
+                if fragments >= fragment_limit:
+                    break
+        return len(self._pending)
+
+
+@cython.final
+cdef class MessageIterator:
+    """`async for message in subscription` (a C type of its own: the iterator's slots are called
+    directly, where a Python subclass's would be looked up by name)."""
+
+    cdef SubscriptionBase _subscription
+    cdef Completed _done
+
+    def __cinit__(self, SubscriptionBase subscription):
+        self._subscription = subscription
+
+    def __aiter__(self):
+        return self
+
+    def __anext__(self):
+        if self._subscription._ready():
+            if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
+                self._done = Completed.__new__(Completed)
+            self._done.value = self._subscription._take()
+            return self._done
+        return self._subscription._next_slowly()
+
+
+@cython.final
+cdef class MessageBatches:
+    """subscription.batches(): each step a list of the messages one poll found."""
+
+    cdef SubscriptionBase _subscription
+    cdef int _fragment_limit
+
+    def __cinit__(self, SubscriptionBase subscription, int fragment_limit):
+        self._subscription = subscription
+        self._fragment_limit = fragment_limit
+
+    def __aiter__(self):
+        return self
+
+    def __anext__(self):
+        if self.ready():
+            return completed(self._subscription._take_all())
+        return self._subscription._batch_slowly(self)
+
+    cpdef bint ready(self) except -1:
+        return self._subscription._fill(self._fragment_limit) > 0
+
+
+@cython.final
+cdef class MessageViews:
+    """subscription.messages(copy=False): one message at a time, read in place, consumed at the
+    next step (see SubscriptionBase.messages)."""
+
+    cdef SubscriptionBase _subscription
+    cdef Message _message
+    cdef bint _ready
+    cdef Py_ssize_t _image
+
+    def __cinit__(self, SubscriptionBase subscription):
+        self._subscription = subscription
+        self._message = Message.__new__(Message)
+
+    def __aiter__(self):
+        return self
+
+    def __anext__(self):
+        if self.ready():
+            self._ready = False
+            return completed(self._message)
+        return self._subscription._view_slowly(self)
+
+    def take(self) -> Message:
+        self._ready = False
+        return self._message
+
+    cpdef bint ready(self) except -1:
+        """Let go of the message handed out last and look for the next (its image consumes the
+        last one as it reads); idempotent until taken."""
+        if self._ready:
+            return True
+        self._let_go()
+        cdef list readers = self._subscription._readers
+        cdef Py_ssize_t count = len(readers), i
+        cdef ImageReader reader
+        for i in range(count):
+            reader = <ImageReader> readers[(self._image + i) % count]
+            if reader._view_message(self._message):
+                self._image = (self._image + i) % count
+                self._ready = True
+                return True
+        return False
+
+    cdef void _let_go(self) except *:
+        """Invalidate a view of the message just consumed that the user kept: it is released
+        (the next message gets a new one)."""
+        cdef object view
+        if type(self._message.data) is memoryview and aio_refcount(<PyObject*> self._message.data) > 1:
+            view = self._message.data
+            self._message.data = None
+            try:
+                view.release()
+            except BufferError:
+                pass  # exported further (numpy, a slice): documented as not tracked
