@@ -145,6 +145,39 @@ def test_publisher_and_subscriber_processes_share_one_log_and_get_every_message(
         assert child.wait(20) == 0, child.describe()
 
 
+@pytest.mark.parametrize("form", ["copy", "views", "batches"])
+def test_each_async_for_form_gets_every_message_across_processes(procs, form):
+    """`async for` over the subscription, over messages(copy=False) (read in place, consumed at
+    the next step) and over batches(): every message of two publisher processes, fragmented
+    ones included, in order, byte for byte, through the back-pressure of a 64 KiB term."""
+    dir = procs.new_dir()
+    procs.driver(dir, *TERM_64K)
+    stream, count = 1002, 3_000
+    expected = {"0": count, str(EXCLUSIVE_ID): count}
+    (subscriber,) = checking_subscribers(
+        procs, 1, f"subscriber-{form}", dir=dir, stream=stream, expected=expected, form=form
+    )
+    publishers = [
+        procs.role("publisher", "publisher", stdin=True, dir=dir, stream=stream, pub_id=0,
+                   count=count),
+        procs.role("publisher", "exclusive-publisher", stdin=True, dir=dir, stream=stream,
+                   pub_id=EXCLUSIVE_ID, count=count, exclusive=True),
+    ]  # fmt: skip
+    for publisher in publishers:
+        publisher.expect_json("session", 20)
+    for publisher in publishers:
+        publisher.send("go")
+    for publisher in publishers:
+        publisher.expect_json("done", 60)
+    result = subscriber.expect_json("result", 70)
+    assert result["errors"] == [], result
+    assert result["counts"] == expected
+    assert result["received"] == 2 * count
+    assert result["longest"] > IPC_MAX_PAYLOAD  # fragmented messages were reassembled
+    for child in [*publishers, subscriber]:
+        assert child.wait(20) == 0, child.describe()
+
+
 @pytest.mark.slow
 def test_udp_between_two_standalone_drivers_with_clients_in_other_processes(procs):
     """Two publisher processes on one driver share a network publication (one session); two

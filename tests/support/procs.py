@@ -239,10 +239,17 @@ async def role_publisher(
 
 
 async def role_checking_subscriber(
-    dir: str, stream: int, expected: dict[str, int], timeout: float = 60.0, channel: str = IPC
+    dir: str,
+    stream: int,
+    expected: dict[str, int],
+    timeout: float = 60.0,
+    channel: str = IPC,
+    form: str = "copy",
 ) -> None:
     """Subscribe, say "ready", receive with `async for` until every publisher's count arrived,
-    checking order, content and sessions; report the findings as JSON."""
+    checking order, content and sessions; report the findings as JSON. `form`: "copy" (`async
+    for message in subscription`), "views" (`subscription.messages(copy=False)`, checked in
+    place) or "batches" (`subscription.batches()`)."""
     import aeronio
 
     expected_counts = {int(k): v for k, v in expected.items()}
@@ -260,9 +267,18 @@ async def role_checking_subscriber(
         )
         say("ready")
 
+        async def each_message():
+            if form == "batches":
+                async for batch in subscription.batches():
+                    for message in batch:
+                        yield message
+            else:
+                async for message in subscription.messages(copy=form != "views"):
+                    yield message
+
         async def receive_all() -> None:
             nonlocal received, longest
-            async for message in subscription:
+            async for message in each_message():
                 received += 1
                 data = message.data
                 longest = max(longest, len(data))

@@ -1,0 +1,288 @@
+"""The fast paths of the awaitable API (cython_core/awaitables.pxi): `await offer` and `async for`
+complete without suspending when space or data is there, fall back to waiting when not, and keep
+every rule of the slow path; the in-place forms (poll's fragment views, messages(copy=False))
+keep their lifetime rules."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import struct
+
+import numpy as np
+import pytest
+
+import aeronio
+from aeronio import _core
+from tests.driver.test_async_api import TERM_64K, fill_window, image_of, wait_until
+
+
+@pytest.fixture
+async def aeron():
+    async with aeronio.connect() as client:
+        yield client
+
+
+async def connected_pair(aeron, stream: int, channel: str = TERM_64K):
+    sub = await aeron.add_subscription("aeron:ipc", stream)
+    pub = await aeron.add_publication(channel, stream)
+    image = await image_of(sub)
+    return pub, sub, image
+
+
+async def others_ran_during(coroutine) -> tuple[object, int]:
+    """(the result of awaiting `coroutine`, how many times another task ran meanwhile)."""
+    steps = 0
+    stop = False
+
+    async def other():
+        nonlocal steps
+        while not stop:
+            steps += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(other())
+    await asyncio.sleep(0)
+    steps = 0
+    try:
+        result = await coroutine
+    finally:
+        stop = True
+        await task
+    return result, steps
+
+
+# -- await offer ----------------------------------------------------------------------------
+
+
+async def test_offer_with_space_completes_without_suspending(aeron):
+    pub, sub, _ = await connected_pair(aeron, 1)
+    awaitable = pub.offer(b"now")
+    assert not inspect.iscoroutine(awaitable)  # no coroutine object on the fast path
+    assert asyncio.iscoroutine(awaitable)  # ...yet create_task and friends take it
+    assert pub.position == 64  # the attempt was made when called
+
+    async def offers():
+        return [await pub.offer(b"x" * 10) for _ in range(100)]
+
+    positions, others = await others_ran_during(offers())
+    assert positions == [64 + 64 * (i + 1) for i in range(100)]
+    assert others == 0  # never suspended
+    assert await awaitable == 64
+    assert await asyncio.create_task(pub.offer(b"task")) == 64 * 102
+    assert await asyncio.wait_for(pub.offer(b"wait_for"), 1) == 64 * 103
+    assert len([m async for m in _take(sub, 103)]) == 103
+
+
+async def _take(sub, n: int):
+    count = 0
+    async for message in sub:
+        yield message
+        count += 1
+        if count == n:
+            return
+
+
+async def test_back_pressured_offer_waits_and_cancels_cleanly(aeron):
+    pub, sub, image = await connected_pair(aeron, 2)
+    appender_waiters = pub._appender.consumed_doorbell.waiters
+    sent = await fill_window(pub, b"m" * 100)
+    position = pub.position
+    awaitable = pub.offer(b"late")
+    assert inspect.iscoroutine(awaitable)  # refused: the waiting coroutine
+    task = asyncio.create_task(awaitable)
+    await asyncio.sleep(0.05)
+    assert not task.done()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert pub.position == position  # nothing appended, nothing half-written
+
+    consumed = [m.data async for m in _take(sub, sent)]
+    assert consumed == [b"m" * 100] * sent
+    assert await asyncio.wait_for(pub.offer(b"after"), 5) == position + 64
+    assert (await sub.receive()).data == b"after"
+    await wait_until(lambda: pub._appender.consumed_doorbell.waiters == appender_waiters)
+    assert image.signals.data.waiters == 0
+
+
+async def test_a_kept_awaitable_is_never_reused(aeron):
+    pub, sub, _ = await connected_pair(aeron, 3)
+    first = pub.offer(b"one")
+    second = pub.offer(b"two")  # `first` is still held: a new one
+    assert first is not second
+    assert (await first, await second) == (64, 128)
+    a, b = sub.receive(), sub.receive()
+    assert a is not b
+    assert ((await a).data, (await b).data) == (b"one", b"two")
+
+
+# -- async for ------------------------------------------------------------------------------
+
+
+async def test_async_for_completes_without_suspending_while_messages_are_there(aeron):
+    pub, sub, _ = await connected_pair(aeron, 4)
+    for i in range(300):
+        assert pub.try_offer(struct.pack("<I", i)) > 0
+
+    async def read_all():
+        return [struct.unpack("<I", m.data)[0] async for m in _take(sub, 300)]
+
+    got, others = await others_ran_during(read_all())
+    assert got == list(range(300))
+    assert others == 0
+    waiting = sub.__aiter__().__anext__()
+    assert inspect.iscoroutine(waiting)  # nothing there: it waits
+    waiting.close()
+    pub.try_offer(b"x")
+    assert not inspect.iscoroutine(sub.__aiter__().__anext__())
+
+
+async def test_message_is_its_last_fragments_header(aeron):
+    pub, sub, _ = await connected_pair(aeron, 5)
+    payload = bytes(range(256)) * 20  # five fragments at the default mtu
+    end = await pub.offer(payload)
+    message = await sub.receive()
+    assert isinstance(message, _core.Header)
+    assert message.header is message
+    assert message.data == payload
+    assert message.position == end
+    assert message.session_id == pub.session_id and message.stream_id == 5
+    assert message.flags & 0x40  # the END fragment's header
+    copied = message.copy()
+    assert type(copied) is _core.Header and copied.to_bytes() == message.to_bytes()
+
+
+async def test_batches_yield_what_one_poll_found(aeron):
+    pub, sub, _ = await connected_pair(aeron, 6)
+    for i in range(10):
+        pub.try_offer(struct.pack("<I", i))
+    iterator = sub.batches(fragment_limit=4)
+    batches = [await anext(iterator) for _ in range(3)]
+    assert [[struct.unpack("<I", m.data)[0] for m in b] for b in batches] == [
+        [0, 1, 2, 3],
+        [4, 5, 6, 7],
+        [8, 9],
+    ]
+    waiting = asyncio.create_task(anext(iterator))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    pub.try_offer(b"late")
+    assert [m.data for m in await asyncio.wait_for(waiting, 5)] == [b"late"]
+    with pytest.raises(ValueError, match="fragment_limit"):
+        sub.batches(fragment_limit=0)
+
+
+async def test_closing_the_subscription_ends_every_form(aeron):
+    _, sub, _ = await connected_pair(aeron, 7)
+    loops = [sub, sub.messages(copy=False), sub.batches()]
+
+    async def run(loop):
+        return [m async for m in loop]
+
+    tasks = [asyncio.create_task(run(loop)) for loop in loops]
+    await asyncio.sleep(0.02)
+    await sub.close()
+    assert await asyncio.wait_for(asyncio.gather(*tasks), 5) == [[], [], []]
+
+
+# -- messages(copy=False): in place, consumed at the next step ------------------------------
+
+
+async def test_views_are_the_messages_in_place_consumed_at_the_next_step(aeron):
+    pub, sub, image = await connected_pair(aeron, 8)
+    starts = [pub.position]
+    for i in range(3):
+        starts.append(await pub.offer(struct.pack("<I", i) * 8))
+    views = sub.messages(copy=False)
+    first = await anext(views)
+    assert type(first.data) is memoryview and first.data.readonly
+    assert first.data == struct.pack("<I", 0) * 8
+    assert image.position == starts[0]  # lent, not consumed: the publisher cannot reuse it
+    second = await anext(views)
+    assert second is first  # the message object is reused (documented)
+    assert second.data == struct.pack("<I", 1) * 8
+    assert image.position <= starts[1]
+    kept = second.data
+    third = await anext(views)
+    with pytest.raises(ValueError, match="released"):
+        kept.tobytes()  # a view kept past its step raises, never shows other bytes
+    assert third.data == struct.pack("<I", 2) * 8
+    # Leaving the loop: any other read of the subscription consumes the lent message first.
+    pub.try_offer(b"after")
+    assert (await sub.receive()).data == b"after"
+    assert image.position == pub.position
+
+
+async def test_views_follow_the_log_through_rotations_and_back_pressure(aeron):
+    """A 64 KiB term, 5000 messages of 96..1500 bytes from a task that awaits space while the
+    consumer reads in place: every message, in order, byte for byte (fragments reassembled)."""
+    pub, sub, image = await connected_pair(aeron, 9)
+    rng = np.random.default_rng(7)
+    sizes = rng.integers(96, 1500, 5000)
+    blob = rng.integers(0, 256, 4000, dtype=np.uint8).tobytes()
+
+    def message(i: int) -> bytes:
+        return struct.pack("<I", i) + blob[i % 997 : i % 997 + int(sizes[i]) - 4]
+
+    async def publish():
+        for i in range(len(sizes)):
+            await pub.offer(message(i))
+
+    task = asyncio.create_task(publish())
+    count = 0
+    kinds = set()
+    async with asyncio.timeout(30):
+        async for m in sub.messages(copy=False):
+            assert m.data == message(count), count
+            kinds.add(type(m.data))
+            count += 1
+            if count == len(sizes):
+                break
+    await task
+    assert kinds == {memoryview, bytes}  # in place, and reassembled fragmented messages
+    assert image.position < pub.position  # the last one is still lent...
+    assert sub.poll(lambda buffer, header: None, 10) == 0  # ...until the next read: no repeat
+    assert image.position == pub.position
+
+
+async def test_a_view_exported_further_is_documented_as_untracked(aeron):
+    pub, sub, _ = await connected_pair(aeron, 10)
+    pub.try_offer(b"A" * 64)
+    pub.try_offer(b"B" * 64)
+    views = sub.messages(copy=False)
+    message = await anext(views)
+    array = np.frombuffer(message.data, dtype=np.uint8)  # an export: cannot be released
+    await anext(views)  # still steps (the docstring says such exports are not tracked)
+    assert array.shape == (64,)
+
+
+# -- poll's reused fragment view ------------------------------------------------------------
+
+
+async def test_poll_reuses_the_fragment_view_only_when_nobody_kept_it(aeron):
+    pub, sub, _ = await connected_pair(aeron, 11)
+    for i in range(4):
+        pub.try_offer(bytes([i]) * 40)
+    ids, kept = [], []
+
+    def handler(buffer, header):
+        ids.append(id(buffer))
+        if len(ids) == 2:  # keep the second one
+            kept.append(buffer)
+
+    assert sub.poll(handler, 10) == 4
+    assert ids[0] == ids[1]  # re-pointed: the handler kept nothing
+    assert ids[2] != ids[1]  # the second was kept: a new view from then on
+    assert bytes(kept[0]) == bytes([1]) * 40  # and it still shows its own fragment
+    assert len(kept[0]) == 40
+
+
+async def test_help_lists_the_per_message_methods():
+    text = inspect.getdoc(aeronio.Publication.try_offer) or ""
+    assert "without" in text
+    names = {name for name, _ in inspect.getmembers(aeronio.Publication)}
+    assert {"try_offer", "try_claim", "try_offer_batch", "offer"} <= names
+    assert {"receive", "messages", "batches"} <= {
+        name for name, _ in inspect.getmembers(aeronio.Subscription)
+    }
