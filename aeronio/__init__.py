@@ -1,5 +1,17 @@
 """aeronio: Aeron's log buffers, media driver and protocol for Python, with an asyncio API."""
 
+import importlib
+
+try:  # the compiled core first: say how to build it if it is missing
+    importlib.import_module("aeronio._core")
+except ModuleNotFoundError as error:
+    if error.name != "aeronio._core":
+        raise
+    raise ImportError(
+        "aeronio's compiled core (aeronio._core) is not built: install the package with "
+        "`pip install .` (or `pip install -e .` in a checkout), or build it in place with "
+        "`python setup.py build_ext --inplace` (needs Cython and a C compiler)"
+    ) from None
 from aeronio._connect import connect
 from aeronio._core import BufferClaim, FragmentAssembler, FragmentBatch, Header, Message
 from aeronio.client.aeron import Aeron
@@ -27,6 +39,7 @@ from aeronio.errors import (
     MaxPositionExceededError,
     MessageTooLargeError,
     PublicationClosedError,
+    SubscriptionClosedError,
 )
 from aeronio.idle import (
     BackoffIdleStrategy,
@@ -67,6 +80,7 @@ __all__ = [
     "NotifyingIdleStrategy",
     "Publication",
     "PublicationClosedError",
+    "SubscriptionClosedError",
     "Subscription",
     "YieldingIdleStrategy",
     "connect",

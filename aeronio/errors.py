@@ -28,6 +28,10 @@ class PublicationClosedError(AeronError):
     """An offer on a closed publication."""
 
 
+class SubscriptionClosedError(AeronError):
+    """The subscription was closed while waiting on it."""
+
+
 class MaxPositionExceededError(AeronError):
     """The publication reached the end of its positions (term length x 2^31)."""
 

@@ -180,7 +180,10 @@ cdef class LogAppender:
             return CLOSED_CODE
         if length > self.max_message_length:
             raise MessageTooLargeError(
-                f"message length {length} exceeds max_message_length {self.max_message_length}")
+                f"message length {length} exceeds max_message_length {self.max_message_length} "
+                f"(an eighth of the term length {self.log.term_length}, at most 16 MiB): raise "
+                f"the term length, `term-length=` on the channel or the driver's "
+                f"ipc_term_length / term_buffer_length")
         raw_offset = self._begin(&term_count, &term_id, &position)
         if raw_offset < 0:
             return ADMIN_ACTION_CODE
@@ -394,7 +397,9 @@ cdef class LogAppender:
             return 0
         if size > self.max_payload_length:
             raise MessageTooLargeError(
-                f"record size {size} exceeds max_payload_length {self.max_payload_length}")
+                f"record size {size} exceeds max_payload_length {self.max_payload_length} (the "
+                f"mtu less the 32-byte header): raise `mtu=` on the channel, or offer larger "
+                f"messages one by one (they are fragmented)")
         frame_length = <int32_t> size + HEADER_LENGTH
         aligned = align_frame(frame_length)
         raw_offset = self._begin(&term_count, &term_id, &position)

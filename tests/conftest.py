@@ -8,11 +8,16 @@ Markers by folder: every test under `netns/` is `netns` (root, `ip`, `nft`), eve
 `spark` (a local SparkSession: the spark extra and Java 17); tests elsewhere that need them, and
 the `slow` ones, are marked in their modules. The fast loop:
 `python -m pytest -q -m "not slow and not netns and not java"`.
+
+Event loops: every async test runs on asyncio's own loop and on uvloop (uvicorn's default), ids
+`[asyncio]` and `[uvloop]`, except under `interop/`, `netns/` and `spark/` (asyncio only).
 """
 
+import asyncio
 from pathlib import Path
 
 import pytest
+import uvloop
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("aeronio", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -31,3 +36,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folder = item.path.relative_to(TESTS).parts[0]
         if folder in FOLDER_MARKERS:
             item.add_marker(FOLDER_MARKERS[folder])
+
+
+ASYNCIO_ONLY = {"interop", "netns", "spark"}
+
+
+def pytest_asyncio_loop_factories(config, item):
+    """The event loops an async test runs on (pytest-asyncio's hook)."""
+    if item.path.relative_to(TESTS).parts[0] in ASYNCIO_ONLY:
+        return {"asyncio": asyncio.new_event_loop}
+    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aeronio import _core
@@ -169,9 +169,13 @@ class Publication(_core.PublicationBase):
                 f"limit {self.position_limit}"
             )
         self._client.check_alive()
-        await self._client.idle_strategy.idle(attempt, lambda t: self._park(t, deadline))
+        await self._client.idle_strategy.idle(
+            attempt, lambda t: self._park(t, deadline, self._no_space)
+        )
 
-    async def _park(self, timeout: float, deadline: float | None) -> None:
+    async def _park(
+        self, timeout: float, deadline: float | None, still_waiting: Callable[[], bool]
+    ) -> None:
         """Park until the conductor moves the limit (woken in this process by a doorbell, from
         another by a datagram), the driver is lost, or `timeout` passes."""
         if deadline is not None:
@@ -180,13 +184,37 @@ class Publication(_core.PublicationBase):
         consumed.add_waiter()  # readers here ring the conductor while we wait
         registration = waker.register_space_waiter(self._metadata)
         try:
-            await signals.park([self._signals.limit], timeout, self._no_space)
+            await signals.park([self._signals.limit], timeout, still_waiting)
         finally:
             registration.cancel()
             consumed.remove_waiter()
 
     def _no_space(self) -> bool:
         return self.position_limit <= self.position and not self._appender.is_closed
+
+    def _not_connected(self) -> bool:
+        return not self.is_connected and not self._appender.is_closed
+
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        """Wait until a subscriber is connected (is_connected). TimeoutError after `timeout`
+        seconds; PublicationClosedError if the publication is closed meanwhile."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        attempt = 0
+        while self._not_connected():
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"publication {self.registration_id} on {self.channel} not connected "
+                    f"within {timeout} s"
+                )
+            self._client.check_alive()
+            await self._client.idle_strategy.idle(
+                attempt, lambda t: self._park(t, deadline, self._not_connected)
+            )
+            attempt += 1
+        if self.is_closed:
+            raise PublicationClosedError(
+                f"publication {self.registration_id} on {self.channel} is closed"
+            )
 
     # -- multi-destination-cast ---------------------------------------------------------
 

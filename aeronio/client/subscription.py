@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aeronio import _core
+from aeronio.errors import SubscriptionClosedError
 from aeronio.logbuffer import descriptor, signals, waker
 
 if TYPE_CHECKING:
@@ -237,6 +239,26 @@ class Subscription(_core.SubscriptionBase):
         finally:
             for registration in registrations:
                 registration.cancel()
+
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        """Wait until the subscription has an image (a publication is connected to it).
+        TimeoutError after `timeout` seconds; SubscriptionClosedError if it is closed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._images:
+            if self.is_closed:
+                raise SubscriptionClosedError(
+                    f"subscription {self.registration_id} on {self.channel} is closed"
+                )
+            left = 1.0 if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(
+                    f"subscription {self.registration_id} on {self.channel} has no image "
+                    f"after {timeout} s"
+                )
+            self._client.check_alive()
+            await signals.park(
+                [self._changed], min(left, 1.0), lambda: not self._images and not self.is_closed
+            )
 
     # -- multi-destination subscription -------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 from collections.abc import Callable
 
 from aeronio.errors import DriverError, DriverNotFoundError, DriverTimeoutError
@@ -59,10 +60,18 @@ class SocketTransport:
         on_lost: OnLost,
         timeout_s: float,
     ) -> SocketTransport:
+        # The socket is connected here: uvloop (libuv) cannot connect to an abstract address.
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
         try:
-            reader, writer = await asyncio.open_unix_connection(control_address(dir))
+            await asyncio.get_running_loop().sock_connect(sock, control_address(dir))
         except (FileNotFoundError, ConnectionRefusedError) as e:
+            sock.close()
             raise DriverNotFoundError(f"no media driver runs on dir {dir} ({e.strerror})") from None
+        except BaseException:
+            sock.close()
+            raise
+        reader, writer = await asyncio.open_unix_connection(sock=sock)
         writer.write(p.frame(p.ClientHello(p.PROTOCOL_VERSION, client_id, os.getpid())))
         try:
             data = await asyncio.wait_for(p.read_frame(reader), timeout_s)

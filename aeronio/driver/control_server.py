@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Callable
 
 import msgspec
@@ -36,7 +37,16 @@ class ControlServer:
         self._connections: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_unix_server(self._serve, self.path)
+        # The listening socket is made here: uvloop (libuv) cannot bind an abstract address.
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(self.path)
+            sock.listen(128)
+            sock.setblocking(False)
+            self._server = await asyncio.start_unix_server(self._serve, sock=sock)
+        except BaseException:
+            sock.close()
+            raise
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._connections.add(writer)
