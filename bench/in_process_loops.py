@@ -2,6 +2,7 @@
 pyzmq's, timed; each checks that exactly N messages (and the right bytes) arrived."""
 
 import asyncio
+import functools
 import os
 import threading
 import time
@@ -178,8 +179,10 @@ async def run_threads(pub, sub, size: int, n: int, setup: AeronSetup) -> float:
     return elapsed
 
 
-async def run_async_api(pub, sub, size: int, n: int, setup: AeronSetup) -> float:
-    """(b): `await pub.offer(msg)` in a producer task, `async for` in the consumer."""
+async def run_async_api(pub, sub, size: int, n: int, setup: AeronSetup, form: str = "") -> float:
+    """(b): `await pub.offer(msg)` in a producer task, `async for` in the consumer - over the
+    subscription (copied messages), `sub.messages(copy=False)` (form "views": in place) or
+    `sub.batches()` (form "batches": lists)."""
     msg = make_message(size, 0x3C)
     last = last_message(size)
 
@@ -195,18 +198,27 @@ async def run_async_api(pub, sub, size: int, n: int, setup: AeronSetup) -> float
     t0 = time.perf_counter()
     task = asyncio.get_running_loop().create_task(producer())
     try:
-        async for message in sub:
-            count += 1
-            nbytes += len(message.data)
-            if count == n:
-                final = message.data
-                break
+        if form == "batches":
+            async for batch in sub.batches():
+                for message in batch:
+                    nbytes += len(message.data)
+                count += len(batch)
+                if count >= n:
+                    final = batch[-1].data
+                    break
+        else:
+            async for message in sub.messages(copy=form != "views"):
+                count += 1
+                nbytes += len(message.data)
+                if count == n:
+                    final = bytes(message.data)
+                    break
         await task
     finally:
         if not task.done():
             task.cancel()
     elapsed = time.perf_counter() - t0
-    check_delivered("(b)", n, size, count, nbytes)
+    check_delivered(f"(b{form and ' ' + form})", n, size, count, nbytes)
     check(final == last, "(b) the last message received differs from the last one sent")
     return elapsed
 
@@ -265,6 +277,8 @@ AERONIO_RUNS: dict[str, Callable] = {
     "a": run_offer_poll,
     "a2": run_threads,
     "b": run_async_api,
+    "bv": functools.partial(run_async_api, form="views"),
+    "bb": functools.partial(run_async_api, form="batches"),
     "c": run_batch,
 }
 
@@ -299,16 +313,20 @@ class NotApplicable(Exception):
 _zmq_runs = 0
 
 
-def zmq_run(size: int, n: int, copy: bool, timeout: float) -> float:
-    """(d)/(d2): PUSH in a thread sends N messages, PULL in this thread receives them."""
+def _inproc_address() -> str:
     global _zmq_runs
     _zmq_runs += 1
-    address = f"inproc://bench-{os.getpid()}-{_zmq_runs}"
+    return f"inproc://bench-{os.getpid()}-{_zmq_runs}"
+
+
+def zmq_run(size: int, n: int, copy: bool, timeout: float) -> float:
+    """(d)/(d2): PUSH in a thread sends N bytes messages, PULL in this thread receives them
+    (default high-water marks, no receive timeout: a watchdog ends a stalled run)."""
+    address = _inproc_address()
     msg = make_message(size, 0x99)
     last = last_message(size)
     ctx = zmq.Context()
     pull = ctx.socket(zmq.PULL)
-    pull.setsockopt(zmq.RCVTIMEO, int(timeout * 1000))
     pull.bind(address)
     ready, go = threading.Event(), threading.Event()
     errors: list[BaseException] = []
@@ -330,6 +348,7 @@ def zmq_run(size: int, n: int, copy: bool, timeout: float) -> float:
 
     thread = threading.Thread(target=sender, name="bench-zmq-push", daemon=True)
     thread.start()
+    watchdog = _Watchdog(ctx, address, timeout)
     try:
         check(ready.wait(10.0), "pyzmq sender did not connect")
         recv = pull.recv
@@ -338,14 +357,12 @@ def zmq_run(size: int, n: int, copy: bool, timeout: float) -> float:
         data = b""
         t0 = time.perf_counter()
         go.set()
-        try:
-            for _ in range(n):
-                data = recv(copy=copy)
-                count += 1
-                nbytes += len(data)
-        except zmq.Again:
-            raise BenchError(f"pyzmq stalled at {count}/{n} messages") from None
+        for _ in range(n):
+            data = recv(copy=copy)
+            count += 1
+            nbytes += len(data)
         elapsed = time.perf_counter() - t0
+        watchdog.check(count, n)
         thread.join(10.0)
         if errors:
             raise errors[0]
@@ -354,7 +371,80 @@ def zmq_run(size: int, n: int, copy: bool, timeout: float) -> float:
         check(final == last, "pyzmq: the last message received differs from the last one sent")
         return elapsed
     finally:
+        watchdog.cancel()
         go.set()
         thread.join(10.0)
         pull.close(linger=0)
         ctx.term()
+
+
+def zmq_burst_run(size: int, n: int, burst: int, timeout: float) -> float:
+    """(d1): one thread, PUSH and PULL over inproc://: send `burst` bytes messages, receive
+    them, again until N - the one-thread pattern of (a)."""
+    address = _inproc_address()
+    msg = make_message(size, 0x77)
+    last = last_message(size)
+    ctx = zmq.Context()
+    pull = ctx.socket(zmq.PULL)
+    pull.bind(address)
+    push = ctx.socket(zmq.PUSH)
+    push.connect(address)
+    send, recv = push.send, pull.recv
+    count = 0
+    nbytes = 0
+    data = b""
+    try:
+        t0 = time.perf_counter()
+        while count < n:
+            k = min(burst, n - count)
+            for _ in range(k - 1):
+                send(msg)
+            send(last if count + k == n else msg)
+            for _ in range(k):
+                data = recv()
+                nbytes += len(data)
+            count += k
+        elapsed = time.perf_counter() - t0
+        check_delivered("pyzmq (one thread)", n, size, count, nbytes)
+        check(data == last, "pyzmq: the last message received differs from the last one sent")
+        check(elapsed < timeout, f"pyzmq (one thread) took {elapsed:.1f} s")
+        return elapsed
+    finally:
+        push.close(linger=0)
+        pull.close(linger=0)
+        ctx.term()
+
+
+class _Watchdog:
+    """Ends a stalled receive loop: after `timeout` s it feeds the PULL socket empty messages
+    until cancelled, so the loop runs out; check() then fails the run."""
+
+    def __init__(self, ctx: zmq.Context, address: str, timeout: float):
+        self.fired = False
+        self._done = threading.Event()
+        self._ctx, self._address = ctx, address
+        self._thread = threading.Thread(target=self._run, args=(timeout,), daemon=True)
+        self._thread.start()
+
+    def _run(self, timeout: float) -> None:
+        if self._done.wait(timeout):
+            return
+        self.fired = True
+        sock = self._ctx.socket(zmq.PUSH)
+        sock.connect(self._address)
+        try:
+            while not self._done.is_set():
+                try:
+                    sock.send(b"", zmq.NOBLOCK)
+                except zmq.Again:
+                    time.sleep(0.001)
+        finally:
+            sock.close(linger=0)
+
+    def check(self, count: int, n: int) -> None:
+        if self.fired:
+            raise BenchError(f"pyzmq stalled (no message for {count}/{n} within the timeout)")
+
+    def cancel(self) -> None:
+        self._done.set()
+        self._thread.join(10.0)

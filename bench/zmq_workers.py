@@ -23,19 +23,21 @@ from aeron_workers import (
     emit,
     received_result,
 )
-from basics import BenchError, check
+from basics import check
 
 # -- pyzmq (spec["address"]: ipc://... or tcp://...) ----------------------------------------
 
 
+# pyzmq at its best ordinary settings: bytes messages, default high-water marks, no receive
+# timeout (a stalled run is stopped by the parent, which waits for the result with a limit).
+
+
 @contextlib.contextmanager
-def zmq_socket(spec: dict, kind: int, bind: bool, recv_timeout: bool = True):
-    """A socket of `kind` bound or connected to spec["address"] (READY said once it is), with
-    a receive timeout of spec["timeout"]; closed, and its context terminated, on the way out."""
+def zmq_socket(spec: dict, kind: int, bind: bool):
+    """A socket of `kind` bound or connected to spec["address"] (READY said once it is); closed,
+    and its context terminated, on the way out."""
     ctx = zmq.Context()
     sock = ctx.socket(kind)
-    if recv_timeout:
-        sock.setsockopt(zmq.RCVTIMEO, int(spec["timeout"] * 1000))
     try:
         if bind:
             sock.bind(spec["address"])
@@ -48,18 +50,22 @@ def zmq_socket(spec: dict, kind: int, bind: bool, recv_timeout: bool = True):
         ctx.term()
 
 
+def numbered_messages(size: int, start: int, stop: int) -> list[bytes]:
+    """bytes messages of `size` carrying their numbers start..stop-1, made before timing."""
+    pad = bytes(size - SEQ.size)
+    pack = SEQ.pack
+    return [pack(i) + pad for i in range(start, stop)]
+
+
 def zmq_push(spec: dict, released: Released) -> dict:
     size, warmup, total = spec["size"], spec["warmup"], spec["warmup"] + spec["count"]
-    with zmq_socket(spec, zmq.PUSH, bind=False, recv_timeout=False) as push:
-        msg = bytearray(size)
-        stamp = SEQ.pack_into
+    first, timed = numbered_messages(size, 0, warmup), numbered_messages(size, warmup, total)
+    with zmq_socket(spec, zmq.PUSH, bind=False) as push:
         send = push.send
-        for i in range(warmup):
-            stamp(msg, 0, i)
+        for msg in first:
             send(msg)
         t0, cpu0 = time.perf_counter(), time.process_time()
-        for i in range(warmup, total):
-            stamp(msg, 0, i)
+        for msg in timed:
             send(msg)
         t1, cpu1 = time.perf_counter(), time.process_time()
         emit("SENT")
@@ -75,49 +81,40 @@ def zmq_pull(spec: dict, released: Released) -> dict:
         window = Window()
         errors = 0
         data = b""
-        i = 0
-        try:
-            for i in range(warmup):
-                data = recv()
-                if unpack(data)[0] != i:
-                    errors += 1
-            window.start()
-            for i in range(warmup, total):
-                data = recv()
-                if unpack(data)[0] != i:
-                    errors += 1
-            window.stop()
-        except zmq.Again:
-            raise BenchError(f"pyzmq PULL stalled at {i}/{total}") from None
+        for i in range(warmup):
+            data = recv()
+            if unpack(data)[0] != i:
+                errors += 1
+        window.start()
+        for i in range(warmup, total):
+            data = recv()
+            if unpack(data)[0] != i:
+                errors += 1
+        window.stop()
         bad = f"{errors} messages out of sequence" if errors else None
         return received_result(spec, Received(total, bad, len(data)), window)
 
 
 def zmq_ping(spec: dict, released: Released) -> dict:
     size, warmup, total = spec["size"], spec["warmup"], spec["warmup"] + spec["count"]
+    messages = numbered_messages(size, 0, total)
     with zmq_socket(spec, zmq.PAIR, bind=False) as sock:
-        msg = bytearray(size)
-        stamp, unpack = SEQ.pack_into, SEQ.unpack_from
+        unpack = SEQ.unpack_from
         send, recv = sock.send, sock.recv
         clock = time.perf_counter_ns
         rtts: list[int] = []
         append = rtts.append
         window = Window()
         window.start()
-        i = 0
-        try:
-            for i in range(total):
-                stamp(msg, 0, i)
-                t0 = clock()
-                send(msg)
-                data = recv()
-                t1 = clock()
-                seq = unpack(data)[0]
-                check(seq == i, f"pong {seq} answered ping {i}")
-                if i >= warmup:
-                    append(t1 - t0)
-        except zmq.Again:
-            raise BenchError(f"pyzmq ping stalled at round trip {i}") from None
+        for i, msg in enumerate(messages):
+            t0 = clock()
+            send(msg)
+            data = recv()
+            t1 = clock()
+            seq = unpack(data)[0]
+            check(seq == i, f"pong {seq} answered ping {i}")
+            if i >= warmup:
+                append(t1 - t0)
         window.stop()
         return {**rtt_stats(rtts), **window.result()}
 
@@ -128,12 +125,9 @@ def zmq_pong(spec: dict, released: Released) -> dict:
         send, recv = sock.send, sock.recv
         cpu0 = time.process_time()
         count = 0
-        try:
-            while count < total:
-                send(recv())
-                count += 1
-        except zmq.Again:
-            raise BenchError(f"pyzmq pong stalled at {count}/{total}") from None
+        while count < total:
+            send(recv())
+            count += 1
         cpu = time.process_time() - cpu0
         released.wait_blocking(spec["timeout"] + spec.get("grace", 0.0))
         return {"count": count, "cpu_s": cpu}
