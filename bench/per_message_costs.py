@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Where the time per message goes, in one process: each step of the API timed on its own.
 
-The log is filled with N 32-byte messages (an embedded driver, aeron:ipc, 64 MiB terms), then
-drained by one form of reading; each figure is the median over --repeats of (elapsed / N), in
-nanoseconds per message, including the Python loop around the call:
+The log is filled with N messages of --size bytes (default 32; an embedded driver, aeron:ipc,
+64 MiB terms), then drained by one form of reading; each figure is the median over --repeats
+of (elapsed / N), in nanoseconds per message, including the Python loop around the call:
 
   try_offer          `try_offer(msg)` in a for loop
   await offer        `await pub.offer(msg)` in a for loop (space always there)
@@ -30,11 +30,10 @@ from basics import run_main
 
 import aeronio
 
-SIZE = 32
 BURST = 256
 
 
-async def measure(n: int, repeats: int) -> dict[str, list[float]]:
+async def measure(n: int, repeats: int, size: int) -> dict[str, list[float]]:
     results: dict[str, list[float]] = {}
 
     def add(name: str, seconds: float) -> None:
@@ -46,7 +45,7 @@ async def measure(n: int, repeats: int) -> dict[str, list[float]]:
         while not sub.images:
             await asyncio.sleep(0.001)
         image = sub.images[0]
-        msg = bytes(SIZE)
+        msg = bytes(size)
         try_offer = pub.try_offer
 
         async def fill() -> float:
@@ -134,14 +133,14 @@ async def measure(n: int, repeats: int) -> dict[str, list[float]]:
     return results
 
 
-def zmq_costs(n: int, repeats: int) -> list[float]:
+def zmq_costs(n: int, repeats: int, size: int) -> list[float]:
     ctx = zmq.Context()
     pull = ctx.socket(zmq.PULL)
     pull.bind("inproc://per-message")
     push = ctx.socket(zmq.PUSH)
     push.connect("inproc://per-message")
     send, recv = push.send, pull.recv
-    msg = bytes(SIZE)
+    msg = bytes(size)
     times = []
     try:
         for _ in range(repeats):
@@ -163,10 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=200_000, help="messages per measurement")
     parser.add_argument("--repeats", type=int, default=5, help="median of this many")
+    parser.add_argument("--size", type=int, default=32, help="message size in bytes")
     args = parser.parse_args(argv)
-    results = asyncio.run(measure(args.count, args.repeats))
-    results["pyzmq send+recv"] = zmq_costs(args.count, args.repeats)
-    print(f"ns per {SIZE}-byte message, median of {args.repeats} x {args.count:,} (min..max)")
+    results = asyncio.run(measure(args.count, args.repeats, args.size))
+    results["pyzmq send+recv"] = zmq_costs(args.count, args.repeats, args.size)
+    print(f"ns per {args.size}-byte message, median of {args.repeats} x {args.count:,} (min..max)")
     for name, values in results.items():
         print(
             f"  {name:18s} {statistics.median(values):7.1f}   "
