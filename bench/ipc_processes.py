@@ -256,6 +256,10 @@ def targets(tput: list[TputCell], rtt: list[RttCell]) -> list[str]:
     rate = functools.partial(tput_rate, tput)
     return [
         ratio_target("32 B try_offer/poll >= 3x pyzmq", rate("a"), rate("z"), 3),
+        ratio_target(
+            "32 B await offer/async for >= 0.8x try_offer/poll", rate("b"), rate("a"), 0.8
+        ),
+        ratio_target("32 B await offer/async for >= 2x pyzmq", rate("b"), rate("z"), 2),
         ratio_target("32 B batch path >= Aeron Java IPC rate", rate("c"), rate("j"), 1),
         *rtt_targets(rtt, 10, "pyzmq"),
     ]

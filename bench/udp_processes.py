@@ -384,7 +384,13 @@ def targets(tput: list[TputCell], rtt: list[RttCell]) -> list[str]:
             rate("a", "default"),
             rate("z"),
             2,
-        )
+        ),
+        ratio_target(
+            "32 B aeronio (b) await offer/async for >= 0.8x (a) (default window)",
+            rate("b", "default"),
+            rate("a", "default"),
+            0.8,
+        ),
     ]
     for window in dict.fromkeys(c.window for c in tput if c.mode == "j"):
         j = rate("j", window)
