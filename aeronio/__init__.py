@@ -14,6 +14,7 @@ except ModuleNotFoundError as error:
     ) from None
 from aeronio._connect import connect
 from aeronio._core import BufferClaim, FragmentAssembler, FragmentBatch, Header, Message
+from aeronio._run import run
 from aeronio.client.aeron import Aeron
 from aeronio.client.publication import (
     ADMIN_ACTION,
@@ -84,5 +85,6 @@ __all__ = [
     "Subscription",
     "YieldingIdleStrategy",
     "connect",
+    "run",
 ]
 __version__ = "0.1.0"

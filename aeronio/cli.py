@@ -1,7 +1,7 @@
 """The `aeronio` command: `driver` (a standalone media driver), `stat` (a driver's counters),
 `errors` (its distinct-error log), `demo` (IPC publisher and subscriber on an embedded driver),
-`archive ...` (run or inspect an archive) and `logdump FILE` (a log buffer's metadata and
-frames)."""
+`archive ...` (run or inspect an archive), `clean` (remove what dead drivers left) and
+`logdump FILE` (a log buffer's metadata and frames)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from aeronio.driver.context import (
     option_names,
     parse_option_value,
 )
+from aeronio.driver.directories import YOUNG_S, default_base, remove_dead_driver_dirs
 from aeronio.driver.error_log import ErrorLogError, load_error_log
 from aeronio.errors import AeronError, ConfigurationError
 from aeronio.logbuffer.log_buffers import LogBuffers
@@ -187,6 +188,21 @@ def run_errors(dir: str, out: TextIO | None = None) -> int:
     return 0
 
 
+def run_clean(base: str | None, out: TextIO | None = None) -> int:
+    """Remove the directories dead drivers left (aeronio.driver.directories) and say so."""
+    out = out or sys.stdout
+    found = remove_dead_driver_dirs(base)
+    for path, size in found.removed:
+        print(f"removed {path} ({size / 1e6:.1f} MB): its driver is gone", file=out)
+    for path, pid in found.live:
+        print(f"kept {path}: its driver (pid {pid}) is running", file=out)
+    for path in found.young:
+        print(f"kept {path}: made less than {YOUNG_S:g} s ago", file=out)
+    if not found.removed:
+        print(f"nothing to remove under {base or default_base()}", file=out)
+    return 0
+
+
 def _add_driver_options(parser: argparse.ArgumentParser) -> None:
     """One --kebab-case option per DriverContext field, plus --config FILE."""
     parser.add_argument("--config", metavar="FILE", help="TOML or JSON file of driver options")
@@ -246,6 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--size", type=int, default=32, help="message size in bytes (>= 8)")
     demo.add_argument("--stream-id", type=int, default=1001)
     archive_tool.add_commands(commands)
+    clean = commands.add_parser(
+        "clean", help="remove the directories of dead drivers (those whose lock is free)"
+    )
+    clean.add_argument("--base", help="where embedded drivers make them (default: /dev/shm)")
     logdump = commands.add_parser("logdump", help="print a log buffer's metadata and frames")
     logdump.add_argument("file")
     logdump.add_argument("--max-frames", type=int, default=100, help="frames shown per term")
@@ -261,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_stat(driver_dir(args.dir), args.filter, args.watch, args.iterations)
         if args.command == "errors":
             return run_errors(driver_dir(args.dir))
+        if args.command == "clean":
+            return run_clean(args.base)
         if args.command == "archive":
             return archive_tool.run(args, aeronio.connect)
     except archive_tool.ToolError as e:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import tomllib
 import uuid
 from collections.abc import Mapping
@@ -18,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from aeronio.driver.directories import PREFIX, default_base
 from aeronio.errors import ConfigurationError
 from aeronio.protocol import limits
 from aeronio.protocol.channel import parse_duration_ns, parse_size
@@ -33,8 +33,7 @@ _FALSE = ("false", "0", "no")
 
 def default_dir() -> str:
     """A fresh driver directory under /dev/shm (or the temp dir where /dev/shm is missing)."""
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-    return os.path.join(base, f"aeronio-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    return os.path.join(default_base(), f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
 class DriverContext(msgspec.Struct, kw_only=True):

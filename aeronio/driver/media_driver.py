@@ -4,7 +4,8 @@ Embedded (`MediaDriver.launch` on the application's loop) or standalone (`aeroni
 driver is the same: a conductor agent, a control socket for clients in other processes, and a
 waker so that parked clients and the conductor wake each other across processes. One driver
 owns a directory: a second refuses to start while the first is alive, and takes over a dead
-one's directory.
+one's directory. Every driver, when it starts, removes the directories that dead embedded
+drivers left under /dev/shm (aeronio.driver.directories).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from aeronio.driver.agent import AgentRunner
 from aeronio.driver.conductor import DriverConductor
 from aeronio.driver.context import DriverContext
 from aeronio.driver.control_server import ControlServer
+from aeronio.driver.directories import remove_dead_driver_dirs
 from aeronio.errors import ConfigurationError, DriverError
 from aeronio.logbuffer import waker
 from aeronio.protocol import control as p
@@ -58,6 +60,7 @@ class MediaDriver:
     async def start(self) -> MediaDriver:
         path = os.path.abspath(self.ctx.dir)
         self.ctx.dir = path
+        remove_dead_driver_dirs()  # what drivers killed before they could clean up left
         self._lock_fd = _claim_dir(path)
         try:
             await self._start(path)
