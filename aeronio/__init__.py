@@ -1,6 +1,12 @@
 """aeronio: Aeron's log buffers, media driver and protocol for Python, with an asyncio API."""
 
 import importlib
+import importlib.metadata
+
+try:
+    __version__ = importlib.metadata.version("aeronio")
+except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 try:  # the compiled core first: say how to build it if it is missing
     importlib.import_module("aeronio._core")

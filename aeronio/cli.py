@@ -241,7 +241,10 @@ def run_driver(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a command; its mistakes are one line on stderr (a traceback only with --debug)."""
     parser = argparse.ArgumentParser(prog="aeronio", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"aeronio {aeronio.__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of failures")
     commands = parser.add_subparsers(dest="command", required=True)
     driver = commands.add_parser(
         "driver",
@@ -271,36 +274,60 @@ def main(argv: list[str] | None = None) -> int:
     logdump.add_argument("--max-frames", type=int, default=100, help="frames shown per term")
     args = parser.parse_args(argv)
     try:
-        if args.command == "driver":
-            return run_driver(args)
-        if args.command == "stat":
-            if args.watch is not None and args.watch <= 0:
-                stat.error("--watch must be a positive number of seconds")
-            if args.iterations is not None and (args.watch is None or args.iterations < 1):
-                stat.error("--iterations needs --watch and must be at least 1")
-            return run_stat(driver_dir(args.dir), args.filter, args.watch, args.iterations)
-        if args.command == "errors":
-            return run_errors(driver_dir(args.dir))
-        if args.command == "clean":
-            return run_clean(args.base)
-        if args.command == "archive":
-            return archive_tool.run(args, aeronio.connect)
+        return _run_command(args, parser, stat)
+    except BrokenPipeError:  # `aeronio stat | head`: the reader left; leave quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except archive_tool.ToolError as e:
         print(f"aeronio archive {args.action}: {e}", file=sys.stderr)
         return 1
     except CommandError as e:
         print(f"aeronio {args.command}: {e}", file=sys.stderr)
         return e.status
+    except Exception as e:
+        if args.debug:
+            raise
+        print(f"aeronio {args.command}: {type(e).__name__}: {e} (--debug shows where)",
+              file=sys.stderr)  # fmt: skip
+        return 1
+
+
+def _run_command(args: argparse.Namespace, parser, stat) -> int:
+    if args.command == "driver":
+        return run_driver(args)
+    if args.command == "stat":
+        if args.watch is not None and args.watch <= 0:
+            stat.error("--watch must be a positive number of seconds")
+        if args.iterations is not None and (args.watch is None or args.iterations < 1):
+            stat.error("--iterations needs --watch and must be at least 1")
+        return run_stat(driver_dir(args.dir), args.filter, args.watch, args.iterations)
+    if args.command == "errors":
+        return run_errors(driver_dir(args.dir))
+    if args.command == "clean":
+        return run_clean(args.base)
+    if args.command == "archive":
+        return archive_tool.run(args, aeronio.connect)
     if args.command == "demo":
         if args.size < 8 or args.count < 1:
             parser.error("--size must be at least 8 and --count at least 1")
         asyncio.run(run_demo(args.count, args.size, args.stream_id))
     elif args.command == "logdump":
-        log = LogBuffers.open(args.file)
-        try:
-            dump_log(log, args.max_frames, sys.stdout)
-        finally:
-            log.close()
+        return run_logdump(args.file, args.max_frames)
+    return 0
+
+
+def run_logdump(path: str, max_frames: int, out: TextIO | None = None) -> int:
+    """Print a log buffer's metadata and frames, like Aeron's LogInspector."""
+    try:
+        log = LogBuffers.open(path)
+    except FileNotFoundError:
+        raise CommandError(f"no such file {path}") from None
+    except (OSError, ValueError) as e:
+        raise CommandError(f"{path} is not a log buffer: {e}") from None
+    try:
+        dump_log(log, max_frames, out or sys.stdout)
+    finally:
+        log.close()
     return 0
 
 

@@ -11,6 +11,7 @@ drivers left under /dev/shm (aeronio.driver.directories).
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import os
 import shutil
@@ -94,7 +95,15 @@ class MediaDriver:
         self._server = ControlServer(
             control_address(path), self.submit, self.hello, self._on_bad_control_input
         )
-        await self._server.start()
+        try:
+            await self._server.start()
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                raise
+            raise DriverError(
+                f"another media driver still serves {path} although its files were deleted "
+                "(its control socket is in use): stop that driver, or use another dir"
+            ) from None
 
     def hello(self) -> p.DriverHello:
         return p.DriverHello(

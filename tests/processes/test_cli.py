@@ -67,3 +67,79 @@ def test_logdump_prints_metadata_and_frames(tmp_path):
     assert "@0: DATA length 37 flags 0xc0 term offset 0 session 42 stream 9 term id -7" in out
     assert "@64: DATA length 1408 flags 0x80 term offset 64" in out
     assert "@1472: DATA length 656 flags 0x40 term offset 1472" in out
+
+
+# -- mistakes answered in one line ------------------------------------------------------------
+
+
+def fails(*args: str) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "aeronio.cli", *args], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1, result
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    return result
+
+
+def test_version():
+    import importlib.metadata
+
+    assert run("--version").strip() == f"aeronio {importlib.metadata.version('aeronio')}"
+
+
+def test_logdump_of_a_missing_file_or_not_a_log(tmp_path):
+    assert fails("logdump", str(tmp_path / "missing")).stderr.startswith(
+        f"aeronio logdump: no such file {tmp_path / 'missing'}"
+    )
+    (tmp_path / "text").write_text("not a log\n")
+    assert "is not a log buffer" in fails("logdump", str(tmp_path / "text")).stderr
+    assert "is not a log buffer" in fails("logdump", str(tmp_path)).stderr  # a directory
+
+
+def test_unexpected_failures_are_one_line_unless_debug(tmp_path, monkeypatch, capsys):
+    import pytest
+
+    from aeronio import cli
+
+    def broken(*args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "run_clean", broken)
+    assert cli.main(["clean", "--base", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err == "aeronio clean: RuntimeError: boom (--debug shows where)\n"
+    with pytest.raises(RuntimeError, match="boom"):
+        cli.main(["--debug", "clean", "--base", str(tmp_path)])
+
+
+def test_stat_into_a_closed_pipe_and_a_dir_deleted_under_a_live_driver(tmp_path):
+    dir = str(tmp_path / "drv")
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "aeronio.cli", "driver", "--dir", dir],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert "aeronio driver pid" in driver.stdout.readline()
+        piped = subprocess.run(
+            f"{sys.executable} -m aeronio.cli stat --dir {dir} | head -1; exit ${{PIPESTATUS[0]}}",
+            shell=True,
+            executable="/bin/bash",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert piped.returncode == 0 and piped.stderr == "", piped
+        assert piped.stdout.count("\n") == 1
+
+        import shutil
+
+        shutil.rmtree(dir)  # the live driver's files, deleted under it
+        second = fails("driver", "--dir", dir)
+        assert "another media driver still serves" in second.stderr
+        assert "stop that driver, or use another dir" in second.stderr
+    finally:
+        driver.terminate()
+        driver.wait(20)
