@@ -46,6 +46,7 @@ from aeronio.errors import (
     MaxPositionExceededError,
     MessageTooLargeError,
     PublicationClosedError,
+    StorageSpaceError,
     SubscriptionClosedError,
 )
 from aeronio.idle import (
@@ -87,6 +88,7 @@ __all__ = [
     "NotifyingIdleStrategy",
     "Publication",
     "PublicationClosedError",
+    "StorageSpaceError",
     "SubscriptionClosedError",
     "Subscription",
     "YieldingIdleStrategy",

@@ -28,6 +28,10 @@ class PublicationClosedError(AeronError):
     """An offer on a closed publication."""
 
 
+class StorageSpaceError(AeronError):
+    """The driver refused a new log: not enough storage (or, on a tmpfs, memory) for it."""
+
+
 class SubscriptionClosedError(AeronError):
     """The subscription was closed while waiting on it."""
 

@@ -28,6 +28,7 @@ from aeronio.errors import (
     ClientTimeoutError,
     DriverError,
     DriverTimeoutError,
+    StorageSpaceError,
 )
 from aeronio.idle import DEFAULT_IDLE_STRATEGY, IdleStrategy
 from aeronio.logbuffer import signals, waker
@@ -199,6 +200,8 @@ class Aeron:
         if isinstance(response, p.ErrorResponse):
             if response.code == p.INVALID_CHANNEL:
                 raise ChannelUriError(response.message)
+            if response.code == p.STORAGE_SPACE:
+                raise StorageSpaceError(response.message)
             raise DriverError(response.message, response.code)
         return response
 

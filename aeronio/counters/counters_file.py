@@ -535,6 +535,7 @@ class SystemCounters(IntEnum):
     LOSS_GAP_FILLS = 23, "Loss gap fills"
     CLIENT_TIMEOUTS = 24, "Client liveness timeouts"
     NAKS_SUPPRESSED = 25, "NAKs suppressed (another receiver NAKed the same gap)"
+    LOW_STORAGE_WARNINGS = 26, "Logs made with storage below the low-storage threshold"
 
 
 def allocate_system_counters(manager: CountersManager) -> dict[SystemCounters, Counter]:

@@ -23,6 +23,7 @@ from aeronio.counters import (
     SystemCounters,
     allocate_system_counters,
 )
+from aeronio.driver import storage
 from aeronio.driver.client_proxy import ClientProxy
 from aeronio.driver.context import DriverContext
 from aeronio.driver.driver_publication import DriverPublication, State
@@ -37,7 +38,8 @@ from aeronio.driver.resources import (
 )
 from aeronio.driver.stream_counters import StreamCounters, position_key
 from aeronio.driver.udp_media import UdpMedia, UdpServices
-from aeronio.errors import AeronError, ChannelUriError
+from aeronio.errors import AeronError, ChannelUriError, StorageSpaceError
+from aeronio.logbuffer.descriptor import compute_log_length
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol import control as p
 from aeronio.protocol import layout, limits
@@ -91,6 +93,7 @@ class DriverConductor:
                 wake_id,
                 watch,
                 unwatch,
+                self.check_storage,
             )
         )
         self._data_path = self._new_data_path()
@@ -146,6 +149,8 @@ class DriverConductor:
                     self.resources.end(client)
         except ChannelUriError as e:
             self._error(reply, correlation_id, p.INVALID_CHANNEL, str(e))
+        except StorageSpaceError as e:
+            self._error(reply, correlation_id, p.STORAGE_SPACE, str(e))
         except AeronError as e:
             self._error(reply, correlation_id, p.GENERIC_ERROR, str(e))
         except Exception as e:  # a bug or a resource problem: refuse this command, keep running
@@ -168,6 +173,16 @@ class DriverConductor:
     def _error(self, reply, correlation_id: int, code: int, message: str) -> None:
         self.record_error(message)
         self.proxy.error(reply, correlation_id, code, message)
+
+    def check_storage(self, log_file: str, term_length: int) -> None:
+        """StorageSpaceError if a log of `term_length` cannot be made as `log_file` (unless the
+        checks are off); a low-storage warning is counted (driver/storage.py)."""
+        ctx = self.ctx
+        if ctx.perform_storage_checks:
+            length = compute_log_length(term_length, limits.PAGE_MIN_SIZE)
+            directory = os.path.dirname(log_file)
+            if storage.check(ctx.dir, directory, length, ctx.low_storage_warning_threshold):
+                self.system[SystemCounters.LOW_STORAGE_WARNINGS].increment()
 
     def record_error(self, error: BaseException | str) -> None:
         """Count an error and keep it in the distinct error log (`aeronio errors`)."""
@@ -242,6 +257,7 @@ class DriverConductor:
         window = (ctx.ipc_publication_term_window_length if channel.is_ipc else 0) or (
             term_length // 2
         )
+        self.check_storage(log_file, term_length)
         with contextlib.ExitStack() as undo:
             undo.callback(_unlink, log_file)
             log = LogBuffers.create(

@@ -59,6 +59,9 @@ class DriverContext(msgspec.Struct, kw_only=True):
     udp_offload: bool = True
     # How often a client tells the driver it is alive (well under client_liveness_timeout_ns).
     client_keepalive_interval_ns: int = 500_000_000
+    # Check the storage (and on a tmpfs, memory) left before making a log (driver/storage.py).
+    perform_storage_checks: bool = True
+    low_storage_warning_threshold: int = 160 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if not self.dir:
@@ -92,6 +95,8 @@ class DriverContext(msgspec.Struct, kw_only=True):
             )
         if self.conductor_idle_spins < 0:
             raise ConfigurationError("conductor_idle_spins must not be negative")
+        if self.low_storage_warning_threshold < 0:
+            raise ConfigurationError("low_storage_warning_threshold must not be negative")
         if self.max_counters < 32:
             raise ConfigurationError(f"max_counters {self.max_counters} must be at least 32")
 

@@ -38,6 +38,7 @@ from aeronio.driver.receiver_state import ReceiverStateMachine
 from aeronio.driver.resources import DriverResources, SubscriberPosition, SubscriptionLink
 from aeronio.driver.sender_state import SenderStateMachine
 from aeronio.driver.stream_counters import StreamCounters
+from aeronio.errors import StorageSpaceError
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer import waker
 from aeronio.logbuffer.log_buffers import LogBuffers
@@ -61,6 +62,7 @@ class UdpServices:
     wake_id: int
     watch: Callable[[int], None]  # a socket the conductor's loop should wake on
     unwatch: Callable[[int], None]
+    check_storage: Callable[[str, int], None]  # (log file, term length): StorageSpaceError
 
 
 class UdpMedia:
@@ -233,6 +235,7 @@ class UdpMedia:
         with contextlib.ExitStack() as undo:
             undo.callback(_unlink, log_file)
             try:
+                services.check_storage(log_file, setup.term_length)
                 log = LogBuffers.create(
                     log_file,
                     term_length=setup.term_length,
@@ -249,7 +252,7 @@ class UdpMedia:
                 counters = services.counters.image(
                     registration_id, setup.session_id, setup.stream_id, endpoint.key
                 )
-            except (OSError, CountersFullError) as e:  # this driver's trouble, not the SETUP's
+            except (OSError, CountersFullError, StorageSpaceError) as e:  # ours, not the SETUP's
                 services.record_error(e)
                 return None
             undo.pop_all()

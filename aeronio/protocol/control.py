@@ -210,6 +210,7 @@ CHANNEL_ENDPOINT_ERROR = 4
 VERSION_MISMATCH = 6
 CLIENT_TIMEOUT = 7
 UNKNOWN_COUNTER = 5
+STORAGE_SPACE = 11  # as Aeron's later ErrorCode.STORAGE_SPACE
 
 _encoder = msgspec.msgpack.Encoder()
 _command_decoder = msgspec.msgpack.Decoder(Command)

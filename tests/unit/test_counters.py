@@ -182,7 +182,7 @@ def test_short_label_overwrites_longer_on_reuse(manager: CountersManager) -> Non
 def test_system_counters(cnc: Path) -> None:
     manager = CountersManager.create(cnc)
     counters = allocate_system_counters(manager)
-    assert len(SystemCounters) == 26
+    assert len(SystemCounters) == 27
     for descriptor, counter in counters.items():
         assert counter.id == descriptor
         assert counter.label == descriptor.label
@@ -192,6 +192,7 @@ def test_system_counters(cnc: Path) -> None:
     assert SystemCounters.CLIENT_TIMEOUTS == 24
     assert SystemCounters.CLIENT_TIMEOUTS.label == "Client liveness timeouts"
     assert SystemCounters.NAKS_SUPPRESSED == 25
+    assert SystemCounters.LOW_STORAGE_WARNINGS == 26
     counters[SystemCounters.ERRORS].increment()
     assert manager.get_counter_value(SystemCounters.ERRORS) == 1
     manager.close()
