@@ -24,7 +24,7 @@ from aeronio.driver.context import (
     option_names,
     parse_option_value,
 )
-from aeronio.driver.directories import YOUNG_S, default_base, remove_dead_driver_dirs
+from aeronio.driver.directories import YOUNG_S, default_base, is_live, remove_dead_driver_dirs
 from aeronio.driver.error_log import ErrorLogError, load_error_log
 from aeronio.errors import AeronError, ConfigurationError
 from aeronio.logbuffer.log_buffers import LogBuffers
@@ -124,12 +124,15 @@ def stat_snapshot(dir: str, keep: Callable[[str], bool] = lambda label: True) ->
         raise CommandError(f"no media driver counters in {dir}: {e}") from None
     try:
         now_ms = time.time_ns() // 1_000_000
+        age_ms = now_ms - reader.driver_heartbeat_ms
         header = (
             f"{time.strftime('%H:%M:%S', time.localtime(now_ms / 1000))} - aeronio stat "
-            f"(counters v1), pid {reader.driver_pid}, "
-            f"heartbeat age {now_ms - reader.driver_heartbeat_ms}ms"
+            f"(counters v1), pid {reader.driver_pid}, heartbeat age {age_ms}ms"
         )
         lines = [header, STAT_RULE]
+        if not is_live(dir):
+            lines.insert(1, f"DRIVER NOT RUNNING: its lock is free; the last heartbeat was "
+                            f"{age_ms / 1000:.1f} s ago (pid {reader.driver_pid})")  # fmt: skip
         for c in reader.for_each():
             if keep(c.label):
                 lines.append(f"{c.id:3}: {c.value:>20,} - {c.label}")

@@ -64,6 +64,21 @@ def remove_dead_driver_dirs(base: str | None = None) -> Cleaning:
     return found
 
 
+def is_live(path: str) -> bool:
+    """Whether a driver holds the lock of the driver directory `path` (False without one)."""
+    try:
+        fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # also drops a lock taken here
+    return False
+
+
 def _judge(path: str, found: Cleaning) -> None:
     lock_path = os.path.join(path, LOCK_FILE)
     try:

@@ -195,7 +195,12 @@ def test_stat_format(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     header = HEADER.match(lines[0])
     assert header and header[1] == "4242" and 1500 <= int(header[2]) < 60_000
-    assert lines[1:] == [
+    # No driver holds the directory's lock (there is none): marked as not running.
+    assert re.fullmatch(
+        r"DRIVER NOT RUNNING: its lock is free; the last heartbeat was \d+\.\d s ago \(pid 4242\)",
+        lines[1],
+    ), lines[1]
+    assert lines[2:] == [
         "=" * 70,
         f"{small:3}:                    7 - Bytes sent",
         f"{big:3}:       12,345,678,901 - sub-pos: 1 2 3 aeron:ipc @0",
@@ -317,3 +322,26 @@ def test_driver_help_lists_every_option():
     for flag in ("--config", "--dir", "--ipc-term-length", "--client-liveness-timeout-ns",
                  "--client-keepalive-interval-ns", "--dir-delete-on-shutdown"):  # fmt: skip
         assert flag in result.stdout
+
+
+def test_stat_marks_a_driver_killed_under_it(tmp_path):
+    dir = str(tmp_path / "killed")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "aeronio.cli", "driver", "--dir", dir],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert "aeronio driver pid" in child.stdout.readline()
+        live = aeronio_cmd("stat", "--dir", dir).stdout.splitlines()
+        assert live[1] == "=" * 70  # running: not marked
+        child.kill()
+        child.wait(10)
+        dead = aeronio_cmd("stat", "--dir", dir).stdout.splitlines()
+        assert dead[1].startswith("DRIVER NOT RUNNING: its lock is free; the last heartbeat was ")
+        assert dead[1].endswith(f"(pid {child.pid})")
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait(10)
