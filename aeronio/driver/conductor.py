@@ -38,7 +38,7 @@ from aeronio.driver.resources import (
 )
 from aeronio.driver.stream_counters import StreamCounters, position_key
 from aeronio.driver.udp_media import UdpMedia, UdpServices
-from aeronio.errors import AeronError, ChannelUriError, StorageSpaceError
+from aeronio.errors import AeronError, ChannelUriError, ClientTimeoutError, StorageSpaceError
 from aeronio.logbuffer.descriptor import compute_log_length
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol import control as p
@@ -451,6 +451,13 @@ class DriverConductor:
         client.counters.clear()
         if client.timed_out:
             self.system[SystemCounters.CLIENT_TIMEOUTS].increment()
+            self.record_error(
+                ClientTimeoutError(
+                    f"client liveness timeout: no keepalive within "
+                    f"{self.ctx.client_liveness_timeout_ns // 1_000_000} ms, its resources "
+                    "released"
+                )
+            )
             self._timed_out_clients.add(client.client_id)
             self.proxy.client_timeout(client)
 

@@ -8,6 +8,7 @@ Every wait is bounded; every child is SIGKILLed and reaped at teardown (see proc
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import signal
 import socket
@@ -15,6 +16,7 @@ import socket
 import pytest
 
 import aeronio
+from aeronio import cli
 from aeronio.counters import CountersReader, SystemCounters
 from aeronio.protocol import control as p
 from aeronio.protocol.layout import control_address
@@ -298,6 +300,16 @@ async def test_killed_publishers_publication_is_released_after_the_liveness_time
         await await_until(lambda: not os.path.exists(session["log_file"]), 10, "the log file to go")
         assert not any(x.startswith(registration) for x in counter_labels(dir))
         assert system_counters(dir)[SystemCounters.CLIENT_TIMEOUTS] >= 1
+
+        def errors_shown() -> str:  # what `aeronio errors` prints
+            out = io.StringIO()
+            cli.run_errors(dir, out)
+            return out.getvalue()
+
+        await await_until(lambda: "client liveness timeout" in errors_shown(), 10, "the error")
+        assert "ClientTimeoutError: client liveness timeout: no keepalive within 1000 ms" in (
+            errors_shown()
+        )
 
 
 # -- 3. a subscriber SIGKILLed while it holds a publisher back ---------------------------------
