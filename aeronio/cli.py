@@ -275,6 +275,15 @@ def main(argv: list[str] | None = None) -> int:
     logdump = commands.add_parser("logdump", help="print a log buffer's metadata and frames")
     logdump.add_argument("file")
     logdump.add_argument("--max-frames", type=int, default=100, help="frames shown per term")
+    logdump.add_argument(
+        "--data",
+        type=int,
+        nargs="?",
+        const=64,
+        default=0,
+        metavar="BYTES",
+        help="also show each message's payload, up to BYTES (64) as hex and text",
+    )
     args = parser.parse_args(argv)
     try:
         return _run_command(args, parser, stat)
@@ -315,11 +324,11 @@ def _run_command(args: argparse.Namespace, parser, stat) -> int:
             parser.error("--size must be at least 8 and --count at least 1")
         asyncio.run(run_demo(args.count, args.size, args.stream_id))
     elif args.command == "logdump":
-        return run_logdump(args.file, args.max_frames)
+        return run_logdump(args.file, args.max_frames, args.data)
     return 0
 
 
-def run_logdump(path: str, max_frames: int, out: TextIO | None = None) -> int:
+def run_logdump(path: str, max_frames: int, data_bytes: int = 0, out: TextIO | None = None) -> int:
     """Print a log buffer's metadata and frames, like Aeron's LogInspector."""
     try:
         log = LogBuffers.open(path)
@@ -328,7 +337,7 @@ def run_logdump(path: str, max_frames: int, out: TextIO | None = None) -> int:
     except (OSError, ValueError) as e:
         raise CommandError(f"{path} is not a log buffer: {e}") from None
     try:
-        dump_log(log, max_frames, out or sys.stdout)
+        dump_log(log, max_frames, out or sys.stdout, data_bytes)
     finally:
         log.close()
     return 0

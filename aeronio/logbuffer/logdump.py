@@ -11,7 +11,9 @@ from aeronio.protocol.frames import DataHeader
 FRAME_TYPES = {0: "PAD", 1: "DATA", 2: "NAK", 3: "SM", 4: "ERR", 5: "SETUP", 6: "RTTM"}
 
 
-def dump_log(log: LogBuffers, max_frames: int, out: TextIO) -> None:
+def dump_log(log: LogBuffers, max_frames: int, out: TextIO, data_bytes: int = 0) -> None:
+    """Metadata, then up to `max_frames` frames a term; with `data_bytes`, the first so many
+    bytes of each DATA frame's payload as a hex dump (offsets, hex, printable text)."""
     meta = log.metadata
     term_length = log.term_length
     print(f"log file: {log.path} ({len(log.array)} bytes)", file=out)
@@ -58,4 +60,20 @@ def dump_log(log: LogBuffers, max_frames: int, out: TextIO) -> None:
                 file=out,
             )
             shown += 1
+            if data_bytes and ftype == 1 and length > 32:
+                payload = bytes(term[offset + 32 : offset + min(length, 32 + data_bytes)])
+                for line in hexdump(payload):
+                    print(f"    {line}", file=out)
+                if length - 32 > data_bytes:
+                    print(f"    ... ({length - 32 - data_bytes} more bytes)", file=out)
             offset += d.align(abs(length)) if length else 32
+
+
+def hexdump(data: bytes, width: int = 16) -> list[str]:
+    """`hexdump -C`-style lines: offset, hex bytes, printable ASCII (others as '.')."""
+    lines = []
+    for start in range(0, len(data), width):
+        chunk = data[start : start + width]
+        text = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        lines.append(f"{start:04x}  {chunk.hex(' '):<{width * 3 - 1}}  |{text}|")
+    return lines

@@ -143,3 +143,23 @@ def test_stat_into_a_closed_pipe_and_a_dir_deleted_under_a_live_driver(tmp_path)
     finally:
         driver.terminate()
         driver.wait(20)
+
+
+def test_logdump_data_shows_payloads_as_hex_and_text(tmp_path):
+    path = tmp_path / "d.logbuffer"
+    log = LogBuffers.create(
+        path, term_length=65536, initial_term_id=0, session_id=1, stream_id=2, mtu=1408
+    )
+    limit = np.zeros(8, dtype=np.uint8)
+    _core.AtomicBuffer(limit).put_int64_ordered(0, 1 << 40)
+    appender = _core.LogAppender(log.mapped, limit, 0, False)
+    appender.try_offer(b"hello, aeronio!\x00\x01\x7f-and a second line of it")
+    log.close()
+    out = run("logdump", str(path), "--data", "20").splitlines()
+    at = out.index(next(line for line in out if line.startswith("  @0: DATA length 74")))
+    assert out[at + 1 : at + 4] == [
+        "    0000  68 65 6c 6c 6f 2c 20 61 65 72 6f 6e 69 6f 21 00  |hello, aeronio!.|",
+        "    0010  01 7f 2d 61                                      |..-a|",
+        "    ... (22 more bytes)",
+    ]
+    assert "    0000" not in run("logdump", str(path))  # only with --data
