@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import os
 import re
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -42,14 +43,15 @@ class CommandError(Exception):
         self.status = status
 
 
-async def run_demo(count: int, size: int, stream_id: int, out=sys.stdout) -> None:
-    """Publish `count` messages of `size` bytes over aeron:ipc and receive them all."""
+async def run_demo(
+    count: int, size: int, stream_id: int, channel: str = "aeron:ipc", out=sys.stdout
+) -> None:
+    """Publish `count` messages of `size` bytes over `channel` and receive them all."""
     async with aeronio.connect() as aeron:
-        subscription = await aeron.add_subscription("aeron:ipc", stream_id)
-        publication = await aeron.add_publication("aeron:ipc", stream_id)
-        while not subscription.images:
-            await asyncio.sleep(0.001)
-        print(f"driver dir {aeron.driver_dir}", file=out)
+        subscription = await aeron.add_subscription(channel, stream_id)
+        publication = await aeron.add_publication(channel, stream_id)
+        await subscription.wait_connected(timeout=10)
+        print(f"driver dir {aeron.driver_dir}, channel {channel}", file=out)
         print(
             f"publication session {publication.session_id} stream {stream_id}, "
             f"term length {publication.term_length}, initial term id {publication.initial_term_id}",
@@ -89,6 +91,12 @@ async def run_demo(count: int, size: int, stream_id: int, out=sys.stdout) -> Non
         for info in aeron.counters.for_each():
             if info.type_id != 0 or info.value:
                 print(f"{info.id:4d}: {info.value:>16,} - {info.label}", file=out)
+
+
+def _free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def driver_dir(dir: str | None) -> str:
@@ -267,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--count", type=int, default=1_000_000, help="messages to send")
     demo.add_argument("--size", type=int, default=32, help="message size in bytes (>= 8)")
     demo.add_argument("--stream-id", type=int, default=1001)
+    demo.add_argument(
+        "--udp", action="store_true", help="over UDP unicast on 127.0.0.1 instead of IPC"
+    )
     archive_tool.add_commands(commands)
     clean = commands.add_parser(
         "clean", help="remove the directories of dead drivers (those whose lock is free)"
@@ -322,7 +333,8 @@ def _run_command(args: argparse.Namespace, parser, stat) -> int:
     if args.command == "demo":
         if args.size < 8 or args.count < 1:
             parser.error("--size must be at least 8 and --count at least 1")
-        asyncio.run(run_demo(args.count, args.size, args.stream_id))
+        channel = f"aeron:udp?endpoint=127.0.0.1:{_free_udp_port()}" if args.udp else "aeron:ipc"
+        asyncio.run(run_demo(args.count, args.size, args.stream_id, channel))
     elif args.command == "logdump":
         return run_logdump(args.file, args.max_frames, args.data)
     return 0

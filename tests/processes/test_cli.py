@@ -163,3 +163,14 @@ def test_logdump_data_shows_payloads_as_hex_and_text(tmp_path):
         "    ... (22 more bytes)",
     ]
     assert "    0000" not in run("logdump", str(path))  # only with --data
+
+
+def test_demo_over_udp():
+    out = run("demo", "--udp", "--count", "20000", "--size", "64")
+    assert re.search(r"channel aeron:udp\?endpoint=127\.0\.0\.1:\d+$", out, re.M)
+    assert re.search(r"^20000 messages of 64 B in [\d.]+ s", out, re.M)
+    pub_pos, sub_pos, _ = map(
+        int, re.search(r"pub-pos (\d+), sub-pos (\d+), pub-lmt (\d+)", out).groups()
+    )
+    assert pub_pos == sub_pos == 20000 * 96
+    assert re.search(r"snd-pos: .*aeron:udp\?endpoint=127\.0\.0\.1:\d+", out)
