@@ -19,6 +19,7 @@ from typing import TextIO
 import aeronio
 from aeronio.archive import tool as archive_tool
 from aeronio.counters import CountersFileError, CountersReader
+from aeronio.counters.stream_stat import format_streams, streams
 from aeronio.driver.context import (
     DriverContext,
     env_var_name,
@@ -149,6 +150,23 @@ def stat_snapshot(dir: str, keep: Callable[[str], bool] = lambda label: True) ->
     return lines
 
 
+def run_streams(dir: str, out: TextIO | None = None) -> int:
+    """Per-stream positions, backlogs and log memory, like Aeron's StreamStat/BacklogStat."""
+    out = out or sys.stdout
+    try:
+        reader = CountersReader.open(os.path.join(dir, COUNTERS_FILE))
+    except FileNotFoundError:
+        raise CommandError(f"no media driver counters in {dir} ({COUNTERS_FILE} missing)") from None
+    except (CountersFileError, OSError) as e:
+        raise CommandError(f"no media driver counters in {dir}: {e}") from None
+    try:
+        lines = format_streams(streams(reader, dir))
+    finally:
+        reader.close()
+    print("\n".join(lines) if lines else "no streams", file=out)
+    return 0
+
+
 def run_stat(
     dir: str,
     filter: str | None = None,
@@ -269,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
     stat.add_argument("--watch", type=float, metavar="SECONDS", help="refresh every SECONDS")
     stat.add_argument("--filter", metavar="TEXT", help="labels containing TEXT (re:REGEX)")
     stat.add_argument("--iterations", type=int, metavar="N", help="with --watch: stop after N")
+    streams_parser = commands.add_parser(
+        "streams", help="per-stream positions, backlogs and log memory (like StreamStat)"
+    )
+    streams_parser.add_argument("--dir", help="driver directory (default: $AERONIO_DIR)")
     errors = commands.add_parser("errors", help="print a driver's distinct-error log")
     errors.add_argument("--dir", help="driver directory (default: $AERONIO_DIR)")
     demo = commands.add_parser("demo", help="IPC publisher and subscriber on an embedded driver")
@@ -326,6 +348,8 @@ def _run_command(args: argparse.Namespace, parser, stat) -> int:
         return run_stat(driver_dir(args.dir), args.filter, args.watch, args.iterations)
     if args.command == "errors":
         return run_errors(driver_dir(args.dir))
+    if args.command == "streams":
+        return run_streams(driver_dir(args.dir))
     if args.command == "clean":
         return run_clean(args.base)
     if args.command == "archive":

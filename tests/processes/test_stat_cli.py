@@ -345,3 +345,58 @@ def test_stat_marks_a_driver_killed_under_it(tmp_path):
         if child.poll() is None:
             child.kill()
         child.wait(10)
+
+
+async def test_streams_shows_positions_backlogs_and_log_memory():
+    """`aeronio streams` on a driver with an IPC stream and a UDP stream (loopback), before and
+    after the subscribers read: each backlog is exactly the bytes not yet read."""
+    import asyncio
+    import io
+    import socket
+
+    import aeronio
+    from aeronio.logbuffer.descriptor import compute_log_length
+
+    def shown(dir: str) -> str:
+        out = io.StringIO()
+        assert cli.run_streams(dir, out) == 0
+        return out.getvalue()
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        udp = f"aeron:udp?endpoint=127.0.0.1:{s.getsockname()[1]}|term-length=64k"
+    async with aeronio.connect() as aeron:
+        ipc_sub = await aeron.add_subscription("aeron:ipc", 5)
+        ipc_pub = await aeron.add_publication("aeron:ipc?term-length=64k", 5)
+        udp_sub = await aeron.add_subscription(udp, 6)
+        udp_pub = await aeron.add_publication(udp, 6)
+        await ipc_pub.wait_connected(timeout=5)
+        await udp_sub.wait_connected(timeout=5)
+        for _ in range(10):
+            await ipc_pub.offer(b"x" * 100)  # 10 frames of 160 B
+            await udp_pub.offer(b"y" * 50)  # 10 frames of 96 B
+        await asyncio.sleep(0.2)  # the conductor samples pub-pos; UDP data arrives
+        before = shown(aeron.driver_dir)
+        ipc_id, udp_id = ipc_sub.registration_id, udp_sub.registration_id
+        assert f"session {ipc_pub.session_id} stream 5 aeron:ipc?term-length=64k" in before
+        assert "pub-pos 1,600, pub-lmt " in before
+        assert f"backlog: sub {ipc_id} 1,600" in before
+        assert "rcv-hwm 960, rcv-pos 960" in before
+        assert f"backlog: sender 0, receiver 0, sub {udp_id} 960" in before
+        mapped = compute_log_length(64 * 1024, 4096)
+        assert before.count(f": {mapped / 1e6:.1f} MB mapped") == 3  # IPC log, UDP pub, image
+
+        assert len([m async for m in _take(ipc_sub, 10)]) == 10
+        assert len([m async for m in _take(udp_sub, 10)]) == 10
+        after = shown(aeron.driver_dir)
+        assert f"backlog: sub {ipc_id} 0" in after
+        assert f"backlog: sender 0, receiver 0, sub {udp_id} 0" in after
+
+
+async def _take(subscription, n: int):
+    count = 0
+    async for message in subscription:
+        yield message
+        count += 1
+        if count == n:
+            return
