@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 import aeronio
+from aeronio import samples
 from aeronio.archive import tool as archive_tool
 from aeronio.counters import CountersFileError, CountersReader
 from aeronio.counters.stream_stat import format_streams, streams
@@ -92,6 +93,56 @@ async def run_demo(
         for info in aeron.counters.for_each():
             if info.type_id != 0 or info.value:
                 print(f"{info.id:4d}: {info.value:>16,} - {info.label}", file=out)
+
+
+def _add_sample_commands(commands) -> None:
+    """ping, pong and rate (aeronio/samples.py), with Aeron's samples' default channels."""
+    for name, help in (
+        ("ping", "round trips to a pong, with latency percentiles (like Aeron's Ping)"),
+        ("pong", "echo a ping's messages back (like Aeron's Pong)"),
+    ):
+        sample = commands.add_parser(name, help=help)
+        sample.add_argument("--dir", help="a driver's directory (default: an embedded driver)")
+        sample.add_argument("--ping-channel", default=samples.PING_CHANNEL)
+        sample.add_argument("--ping-stream", type=int, default=samples.PING_STREAM)
+        sample.add_argument("--pong-channel", default=samples.PONG_CHANNEL)
+        sample.add_argument("--pong-stream", type=int, default=samples.PONG_STREAM)
+        sample.add_argument("--count", type=int, default=10_000 if name == "ping" else None)
+        if name == "ping":
+            sample.add_argument("--size", type=int, default=32, help="message size (>= 8)")
+            sample.add_argument("--warmup", type=int, default=1_000, help="untimed round trips")
+    rate = commands.add_parser("rate", help="messages/s and MB/s arriving (like RateSubscriber)")
+    rate.add_argument("--dir", help="a driver's directory (default: an embedded driver)")
+    rate.add_argument("--channel", default="aeron:udp?endpoint=localhost:40123")
+    rate.add_argument("--stream", type=int, default=1001)
+    rate.add_argument("--interval", type=float, default=1.0, help="seconds between reports")
+    rate.add_argument("--reports", type=int, help="stop after this many (default: never)")
+
+
+def run_sample(args: argparse.Namespace) -> int:
+    streams = (args.ping_channel, args.ping_stream, args.pong_channel, args.pong_stream)
+    try:
+        if args.command == "ping":
+            asyncio.run(samples.ping(args.dir, *streams, args.count, args.size, args.warmup))
+        elif args.command == "pong":
+            asyncio.run(samples.pong(args.dir, *streams, args.count))
+    except KeyboardInterrupt:
+        pass
+    except (TimeoutError, ValueError, AeronError) as e:
+        raise CommandError(f"{type(e).__name__}: {e}") from None
+    return 0
+
+
+def run_rate(args: argparse.Namespace) -> int:
+    if args.interval <= 0:
+        raise CommandError("--interval must be positive", 2)
+    try:
+        asyncio.run(samples.rate(args.dir, args.channel, args.stream, args.interval, args.reports))
+    except KeyboardInterrupt:
+        pass
+    except AeronError as e:
+        raise CommandError(str(e)) from None
+    return 0
 
 
 def _free_udp_port() -> int:
@@ -300,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument(
         "--udp", action="store_true", help="over UDP unicast on 127.0.0.1 instead of IPC"
     )
+    _add_sample_commands(commands)
     archive_tool.add_commands(commands)
     clean = commands.add_parser(
         "clean", help="remove the directories of dead drivers (those whose lock is free)"
@@ -350,6 +402,10 @@ def _run_command(args: argparse.Namespace, parser, stat) -> int:
         return run_errors(driver_dir(args.dir))
     if args.command == "streams":
         return run_streams(driver_dir(args.dir))
+    if args.command in ("ping", "pong"):
+        return run_sample(args)
+    if args.command == "rate":
+        return run_rate(args)
     if args.command == "clean":
         return run_clean(args.base)
     if args.command == "archive":

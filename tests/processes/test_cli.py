@@ -174,3 +174,80 @@ def test_demo_over_udp():
     )
     assert pub_pos == sub_pos == 20000 * 96
     assert re.search(r"snd-pos: .*aeron:udp\?endpoint=127\.0\.0\.1:\d+", out)
+
+
+def _udp_channel() -> str:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return f"aeron:udp?endpoint=127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_ping_and_pong_in_two_processes():
+    ping_channel, pong_channel = _udp_channel(), _udp_channel()
+    channels = ["--ping-channel", ping_channel, "--pong-channel", pong_channel]
+    pong = subprocess.Popen(
+        [sys.executable, "-m", "aeronio.cli", "pong", "--count", "700", *channels],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert pong.stdout.readline().startswith(f"pong: echoing {ping_channel} stream 1002")
+        out = run("ping", "--count", "500", "--warmup", "200", "--size", "64", *channels)
+        match = re.search(
+            r"^500 round trips of 64 B \(us\): min ([\d.]+), p50 ([\d.]+), p90 ([\d.]+), "
+            r"p99 ([\d.]+), p99\.9 ([\d.]+), max ([\d.]+), mean ([\d.]+)$",
+            out,
+            re.M,
+        )
+        assert match, out
+        low, p50, p90, p99, p999, high, _ = map(float, match.groups())
+        assert 0 < low <= p50 <= p90 <= p99 <= p999 <= high
+        assert pong.wait(30) == 0  # it echoed its 700 (200 + 500) and left
+    finally:
+        if pong.poll() is None:
+            pong.kill()
+        pong.wait(10)
+
+
+def test_rate_reports_what_arrives(tmp_path):
+    import asyncio
+
+    import aeronio
+
+    channel = _udp_channel()
+    rate = subprocess.Popen(
+        [sys.executable, "-m", "aeronio.cli", "rate", "--channel", channel, "--stream", "7",
+         "--interval", "0.3", "--reports", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+
+    async def publish() -> None:
+        async with aeronio.connect() as aeron:
+            publication = await aeron.add_publication(channel, 7)
+            await publication.wait_connected(timeout=20)
+            while rate.poll() is None:
+                for _ in range(100):
+                    await publication.offer(bytes(100))
+                await asyncio.sleep(0.001)
+
+    try:
+        assert rate.stdout.readline().strip() == f"rate: {channel} stream 7"
+        asyncio.run(publish())
+        reports = rate.stdout.read().splitlines()
+        assert rate.wait(10) == 0, rate.stderr.read()
+        assert len(reports) == 4
+        figures = [re.fullmatch(r"([\d,]+) msgs/s, ([\d.]+) MB/s", line) for line in reports]
+        assert all(figures), reports
+        rates = [(int(m[1].replace(",", "")), float(m[2])) for m in figures]
+        assert any(msgs > 0 for msgs, _ in rates)
+        for msgs, mb in rates:  # 100-byte messages
+            assert abs(mb - msgs * 100 / 1e6) <= 0.01 + msgs * 100 / 1e6 * 0.001
+    finally:
+        if rate.poll() is None:
+            rate.kill()
+        rate.wait(10)
