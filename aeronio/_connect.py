@@ -9,8 +9,11 @@ import os
 from typing import Any
 
 from aeronio.client.aeron import DEFAULT_DRIVER_TIMEOUT_S, Aeron
+from aeronio.driver.context import env_var_name
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.idle import DEFAULT_IDLE_STRATEGY, IdleStrategy
+
+SPARSE = "term_buffer_sparse_file"
 
 
 class Connection:
@@ -27,6 +30,8 @@ class Connection:
             return self._client
         if self._dir is not None:
             self._driver_options["dir"] = self._dir
+        if SPARSE not in self._driver_options and env_var_name(SPARSE) not in os.environ:
+            self._driver_options[SPARSE] = True  # see connect()
         driver = await MediaDriver.launch(**self._driver_options).start()
         try:
             self._client = await Aeron(driver.dir, **self._client_options).attach(owned=driver)
@@ -54,7 +59,13 @@ def connect(
     **driver_options: Any,
 ) -> Connection:
     """Connect to the driver on `dir`, or launch an embedded one on the running loop
-    (`driver_options`: DriverContext fields for a new driver)."""
+    (`driver_options`: DriverContext fields for a new driver).
+
+    An embedded driver makes sparse logs, suited to a service: a stream takes memory as its log
+    fills, not all of it when it is made (192 MiB for a default IPC log, 48 MiB for UDP). Pass
+    `term_buffer_sparse_file=False` (or set AERONIO_TERM_BUFFER_SPARSE_FILE) for Aeron's
+    default, allocated and pre-faulted logs: the throughput setting, where no append faults a
+    page in."""
     return Connection(
         None if dir is None else str(dir),
         driver_options,

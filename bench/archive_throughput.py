@@ -236,7 +236,7 @@ async def aeronio_run(size: int, n: int, opts: Options) -> dict[str, float]:
     """One run on a fresh embedded driver and archive directory: record, then replay."""
     archive_dir = tempfile.mkdtemp(prefix="aeronio-bench-archive-")
     try:
-        async with aeronio.connect() as aeron:
+        async with aeronio.connect(term_buffer_sparse_file=False) as aeron:
             async with archive.Archive.launch(
                 aeron,
                 archive_dir=archive_dir,

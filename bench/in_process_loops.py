@@ -60,10 +60,7 @@ class AeronSetup:
     thread_backoff: float = 20e-6
 
     def driver_options(self) -> dict:
-        options: dict = {"ipc_term_length": self.term_length}
-        if self.sparse:
-            options["term_buffer_sparse_file"] = True
-        return options
+        return {"ipc_term_length": self.term_length, "term_buffer_sparse_file": self.sparse}
 
 
 async def _open(client: aeronio.Aeron, setup: AeronSetup):

@@ -39,7 +39,7 @@ async def measure(n: int, repeats: int, size: int) -> dict[str, list[float]]:
     def add(name: str, seconds: float) -> None:
         results.setdefault(name, []).append(seconds / n * 1e9)
 
-    async with aeronio.connect() as client:
+    async with aeronio.connect(term_buffer_sparse_file=False) as client:
         sub = await client.add_subscription("aeron:ipc", 7)
         pub = await client.add_publication("aeron:ipc?term-length=64m", 7)
         while not sub.images:

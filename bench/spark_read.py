@@ -186,7 +186,7 @@ def expected_aggregates(records: np.ndarray, symbols: int) -> dict[int, tuple]:
 async def _record(records: np.ndarray, archive_dir: Path, opts: Options) -> dict:
     channel = f"aeron:ipc?term-length={opts.term_length}"
     raw = records.view(np.uint8).reshape(len(records), RECORD.itemsize)
-    async with aeronio.connect() as aeron:
+    async with aeronio.connect(term_buffer_sparse_file=False) as aeron:
         async with archive.Archive.launch(
             aeron,
             archive_dir=archive_dir,

@@ -32,7 +32,9 @@ CHILD = textwrap.dedent(
 
     async def main():
         dir = os.path.join(base, f"aeronio-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        async with aeronio.connect(dir=dir, ipc_term_length=1 << 20) as aeron:
+        async with aeronio.connect(
+            dir=dir, ipc_term_length=1 << 20, term_buffer_sparse_file=False
+        ) as aeron:
             await aeron.add_publication("aeron:ipc", 1)  # a log in the directory
             print(dir, flush=True)
             await asyncio.sleep(3600)
