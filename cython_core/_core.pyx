@@ -1,4 +1,4 @@
-# cython: language_level=3
+# cython: language_level=3, embedsignature=True, embedsignature.format=python
 """aeronio's Cython core: atomics on mapped memory, the log appender, readers and scanners."""
 
 cimport cython
