@@ -172,16 +172,20 @@ def label_filter(text: str | None) -> Callable[[str], bool]:
     return lambda label: text in label
 
 
-def stat_snapshot(dir: str, keep: Callable[[str], bool] = lambda label: True) -> list[str]:
-    """AeronStat-style lines: a header (time, driver pid, heartbeat age), a rule, one line per
-    allocated counter whose label `keep` accepts."""
-    path = os.path.join(dir, COUNTERS_FILE)
+def open_counters(dir: str) -> CountersReader:
+    """The counters of the driver on `dir`, or a CommandError saying why not."""
     try:
-        reader = CountersReader.open(path)
+        return CountersReader.open(os.path.join(dir, COUNTERS_FILE))
     except FileNotFoundError:
         raise CommandError(f"no media driver counters in {dir} ({COUNTERS_FILE} missing)") from None
     except (CountersFileError, OSError) as e:
         raise CommandError(f"no media driver counters in {dir}: {e}") from None
+
+
+def stat_snapshot(dir: str, keep: Callable[[str], bool] = lambda label: True) -> list[str]:
+    """AeronStat-style lines: a header (time, driver pid, heartbeat age), a rule, one line per
+    allocated counter whose label `keep` accepts."""
+    reader = open_counters(dir)
     try:
         now_ms = time.time_ns() // 1_000_000
         age_ms = now_ms - reader.driver_heartbeat_ms
@@ -204,12 +208,7 @@ def stat_snapshot(dir: str, keep: Callable[[str], bool] = lambda label: True) ->
 def run_streams(dir: str, out: TextIO | None = None) -> int:
     """Per-stream positions, backlogs and log memory, like Aeron's StreamStat/BacklogStat."""
     out = out or sys.stdout
-    try:
-        reader = CountersReader.open(os.path.join(dir, COUNTERS_FILE))
-    except FileNotFoundError:
-        raise CommandError(f"no media driver counters in {dir} ({COUNTERS_FILE} missing)") from None
-    except (CountersFileError, OSError) as e:
-        raise CommandError(f"no media driver counters in {dir}: {e}") from None
+    reader = open_counters(dir)
     try:
         lines = format_streams(streams(reader, dir))
     finally:

@@ -1,13 +1,18 @@
 """The `aeronio` command as a user runs it: a subprocess."""
 
 import re
+import shutil
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from aeronio import _core
 from aeronio.logbuffer.log_buffers import LogBuffers
+from tests.support.procs import procs_fixture
+
+procs = pytest.fixture(procs_fixture, name="procs")
 
 
 def run(*args: str) -> str:
@@ -98,8 +103,6 @@ def test_logdump_of_a_missing_file_or_not_a_log(tmp_path):
 
 
 def test_unexpected_failures_are_one_line_unless_debug(tmp_path, monkeypatch, capsys):
-    import pytest
-
     from aeronio import cli
 
     def broken(*args):
@@ -113,36 +116,24 @@ def test_unexpected_failures_are_one_line_unless_debug(tmp_path, monkeypatch, ca
         cli.main(["--debug", "clean", "--base", str(tmp_path)])
 
 
-def test_stat_into_a_closed_pipe_and_a_dir_deleted_under_a_live_driver(tmp_path):
+def test_stat_into_a_closed_pipe_and_a_dir_deleted_under_a_live_driver(tmp_path, procs):
     dir = str(tmp_path / "drv")
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "aeronio.cli", "driver", "--dir", dir],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+    procs.driver(dir)
+    piped = subprocess.run(
+        f"{sys.executable} -m aeronio.cli stat --dir {dir} | head -1; exit ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
         text=True,
+        timeout=60,
     )
-    try:
-        assert "aeronio driver pid" in driver.stdout.readline()
-        piped = subprocess.run(
-            f"{sys.executable} -m aeronio.cli stat --dir {dir} | head -1; exit ${{PIPESTATUS[0]}}",
-            shell=True,
-            executable="/bin/bash",
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert piped.returncode == 0 and piped.stderr == "", piped
-        assert piped.stdout.count("\n") == 1
+    assert piped.returncode == 0 and piped.stderr == "", piped
+    assert piped.stdout.count("\n") == 1
 
-        import shutil
-
-        shutil.rmtree(dir)  # the live driver's files, deleted under it
-        second = fails("driver", "--dir", dir)
-        assert "another media driver still serves" in second.stderr
-        assert "stop that driver, or use another dir" in second.stderr
-    finally:
-        driver.terminate()
-        driver.wait(20)
+    shutil.rmtree(dir)  # the live driver's files, deleted under it
+    second = fails("driver", "--dir", dir)
+    assert "another media driver still serves" in second.stderr
+    assert "stop that driver, or use another dir" in second.stderr
 
 
 def test_logdump_data_shows_payloads_as_hex_and_text(tmp_path):

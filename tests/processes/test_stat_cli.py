@@ -15,6 +15,7 @@ import pytest
 from aeronio import cli
 from aeronio.counters import CountersManager
 from aeronio.driver.error_log import DistinctErrorLog
+from tests.support.procs import procs_fixture
 
 # A driver (embedded in this child) with a publisher and a subscriber on aeron:ipc stream 10
 # that keep the positions moving; it provokes one driver-side error before saying "ready".
@@ -58,6 +59,9 @@ COUNTER_LINE = re.compile(r"^ *(\d+): +([\d,]+) - (.*)$")
 HEADER = re.compile(
     r"^\d\d:\d\d:\d\d - aeronio stat \(counters v1\), pid (\d+), heartbeat age (-?\d+)ms$"
 )
+
+
+procs = pytest.fixture(procs_fixture, name="procs")
 
 
 def aeronio_cmd(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -324,27 +328,16 @@ def test_driver_help_lists_every_option():
         assert flag in result.stdout
 
 
-def test_stat_marks_a_driver_killed_under_it(tmp_path):
+def test_stat_marks_a_driver_killed_under_it(tmp_path, procs):
     dir = str(tmp_path / "killed")
-    child = subprocess.Popen(
-        [sys.executable, "-m", "aeronio.cli", "driver", "--dir", dir],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert "aeronio driver pid" in child.stdout.readline()
-        live = aeronio_cmd("stat", "--dir", dir).stdout.splitlines()
-        assert live[1] == "=" * 70  # running: not marked
-        child.kill()
-        child.wait(10)
-        dead = aeronio_cmd("stat", "--dir", dir).stdout.splitlines()
-        assert dead[1].startswith("DRIVER NOT RUNNING: its lock is free; the last heartbeat was ")
-        assert dead[1].endswith(f"(pid {child.pid})")
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait(10)
+    driver = procs.driver(dir)
+    live = aeronio_cmd("stat", "--dir", dir).stdout.splitlines()
+    assert live[1] == "=" * 70  # running: not marked
+    driver.kill()
+    driver.wait(10)
+    dead = aeronio_cmd("stat", "--dir", dir).stdout.splitlines()
+    assert dead[1].startswith("DRIVER NOT RUNNING: its lock is free; the last heartbeat was ")
+    assert dead[1].endswith(f"(pid {driver.pid})")
 
 
 async def test_streams_shows_positions_backlogs_and_log_memory():

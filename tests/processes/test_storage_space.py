@@ -8,14 +8,15 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 
 import pytest
 
 import aeronio
 from aeronio.counters import SystemCounters
 from aeronio.logbuffer.descriptor import compute_log_length
+from tests.support.procs import procs_fixture
 
+procs = pytest.fixture(procs_fixture, name="procs")
 MIB = 1024 * 1024
 LOG_16M = compute_log_length(16 * MIB, 4096)  # 48 MiB and a page
 
@@ -65,24 +66,14 @@ async def test_a_log_that_does_not_fit_is_refused_and_the_next_one_served(tmpfs,
         assert (await asyncio.wait_for(sub.receive(), 5)).data == b"served right after"
 
 
-async def test_a_standalone_driver_refuses_a_client_in_another_process(tmpfs):
+async def test_a_standalone_driver_refuses_a_client_in_another_process(tmpfs, procs):
     dir = str(tmpfs / "standalone")
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "aeronio.cli", "driver", "--dir", dir],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert "aeronio driver pid" in driver.stdout.readline()
-        async with aeronio.connect(dir) as aeron:
-            with pytest.raises(aeronio.StorageSpaceError, match="insufficient usable storage"):
-                await aeron.add_publication("aeron:ipc", 1)  # the default 64 MiB terms
-            fits = await aeron.add_publication("aeron:ipc?term-length=1m", 1)
-            assert fits.term_length == MIB
-    finally:
-        driver.terminate()
-        driver.wait(20)
+    procs.driver(dir)
+    async with aeronio.connect(dir) as aeron:
+        with pytest.raises(aeronio.StorageSpaceError, match="insufficient usable storage"):
+            await aeron.add_publication("aeron:ipc", 1)  # the default 64 MiB terms
+        fits = await aeron.add_publication("aeron:ipc?term-length=1m", 1)
+        assert fits.term_length == MIB
 
 
 async def test_the_checks_can_be_turned_off(tmpfs):
