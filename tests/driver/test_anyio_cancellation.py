@@ -11,7 +11,7 @@ import pytest
 import aeronio
 from aeronio.logbuffer import waker
 from aeronio.logbuffer.descriptor import LOG_WAKE_SLOT_COUNT, LOG_WAKE_SLOTS_OFFSET
-from tests.driver.test_async_api import TERM_64K, fill_window, image_of
+from tests.driver.test_async_api import TERM_64K, fill_window, first_messages, image_of
 
 
 @pytest.fixture
@@ -48,22 +48,13 @@ async def test_move_on_after_a_back_pressured_offer(aeron):
         await pub.offer(b"never")
     assert scope.cancelled_caught
     assert pub.position == position
-    got = [m.data async for m in _first(sub, sent)]
+    got = [m.data async for m in first_messages(sub, sent)]
     assert got == [b"w" * 200] * sent
     assert_nothing_left(pub, sub, image)
     assert await pub.offer(b"after") == position + 32 + 32
     assert (await sub.receive()).data == b"after"
     # The appender's interest in consumption lasts until its next append (as without anyio).
     assert pub._appender.consumed_doorbell.waiters == consumed_waiters
-
-
-async def _first(sub, n: int):
-    count = 0
-    async for message in sub:
-        yield message
-        count += 1
-        if count == n:
-            return
 
 
 @pytest.mark.parametrize("form", ["copy", "views", "batches"])
@@ -129,4 +120,4 @@ async def test_task_groups_take_the_completed_awaitables(aeron):
     async with anyio.create_task_group() as group:
         for i in range(5):
             group.start_soon(pub.offer, bytes([i]))
-    assert [m.data async for m in _first(sub, 5)] == [bytes([i]) for i in range(5)]
+    assert [m.data async for m in first_messages(sub, 5)] == [bytes([i]) for i in range(5)]

@@ -65,6 +65,16 @@ async def receive(sub, count: int, timeout: float = 5.0) -> list[bytes]:
     return got
 
 
+async def first_messages(subscription, n: int):
+    """`async for` over the first `n` messages of `subscription`, then stop."""
+    count = 0
+    async for message in subscription:
+        yield message
+        count += 1
+        if count == n:
+            return
+
+
 @pytest.fixture
 async def aeron():
     async with aeronio.connect(

@@ -14,7 +14,13 @@ import pytest
 
 import aeronio
 from aeronio import _core
-from tests.driver.test_async_api import TERM_64K, fill_window, image_of, wait_until
+from tests.driver.test_async_api import (
+    TERM_64K,
+    fill_window,
+    first_messages,
+    image_of,
+    wait_until,
+)
 
 
 @pytest.fixture
@@ -71,16 +77,7 @@ async def test_offer_with_space_completes_without_suspending(aeron):
     assert await awaitable == 64
     assert await asyncio.create_task(pub.offer(b"task")) == 64 * 102
     assert await asyncio.wait_for(pub.offer(b"wait_for"), 1) == 64 * 103
-    assert len([m async for m in _take(sub, 103)]) == 103
-
-
-async def _take(sub, n: int):
-    count = 0
-    async for message in sub:
-        yield message
-        count += 1
-        if count == n:
-            return
+    assert len([m async for m in first_messages(sub, 103)]) == 103
 
 
 async def test_back_pressured_offer_waits_and_cancels_cleanly(aeron):
@@ -98,7 +95,7 @@ async def test_back_pressured_offer_waits_and_cancels_cleanly(aeron):
         await task
     assert pub.position == position  # nothing appended, nothing half-written
 
-    consumed = [m.data async for m in _take(sub, sent)]
+    consumed = [m.data async for m in first_messages(sub, sent)]
     assert consumed == [b"m" * 100] * sent
     assert await asyncio.wait_for(pub.offer(b"after"), 5) == position + 64
     assert (await sub.receive()).data == b"after"
@@ -126,7 +123,7 @@ async def test_async_for_completes_without_suspending_while_messages_are_there(a
         assert pub.try_offer(struct.pack("<I", i)) > 0
 
     async def read_all():
-        return [struct.unpack("<I", m.data)[0] async for m in _take(sub, 300)]
+        return [struct.unpack("<I", m.data)[0] async for m in first_messages(sub, 300)]
 
     got, others = await others_ran_during(read_all())
     assert got == list(range(300))

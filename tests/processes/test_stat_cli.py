@@ -349,6 +349,7 @@ async def test_streams_shows_positions_backlogs_and_log_memory():
 
     import aeronio
     from aeronio.logbuffer.descriptor import compute_log_length
+    from tests.driver.test_async_api import first_messages
 
     def shown(dir: str) -> str:
         out = io.StringIO()
@@ -379,17 +380,8 @@ async def test_streams_shows_positions_backlogs_and_log_memory():
         mapped = compute_log_length(64 * 1024, 4096)
         assert before.count(f": {mapped / 1e6:.1f} MB mapped") == 3  # IPC log, UDP pub, image
 
-        assert len([m async for m in _take(ipc_sub, 10)]) == 10
-        assert len([m async for m in _take(udp_sub, 10)]) == 10
+        assert len([m async for m in first_messages(ipc_sub, 10)]) == 10
+        assert len([m async for m in first_messages(udp_sub, 10)]) == 10
         after = shown(aeron.driver_dir)
         assert f"backlog: sub {ipc_id} 0" in after
         assert f"backlog: sender 0, receiver 0, sub {udp_id} 0" in after
-
-
-async def _take(subscription, n: int):
-    count = 0
-    async for message in subscription:
-        yield message
-        count += 1
-        if count == n:
-            return
