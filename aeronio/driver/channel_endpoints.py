@@ -343,6 +343,7 @@ class ReceiveChannelEndpoint:
         offload: bool = True,
     ):
         self.key = key
+        self.channel = channel  # the channel it was made for (the loss report names it)
         self.multicast = channel.is_multicast
         self.destinations: dict[Address, ReceiveDestination] = {}
         self.connections: dict[ImageKey, dict[Address, Address]] = {}  # destination -> sender

@@ -29,6 +29,7 @@ from aeronio.driver.context import DriverContext
 from aeronio.driver.driver_publication import DriverPublication, State
 from aeronio.driver.error_log import DistinctErrorLog
 from aeronio.driver.ipc_publication import IpcPublication
+from aeronio.driver.loss_report import LossReport
 from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.resources import (
     ClientSession,
@@ -65,6 +66,7 @@ class DriverConductor:
         self.wake_id = wake_id
         os.makedirs(os.path.join(ctx.dir, layout.PUBLICATIONS_DIR), exist_ok=True)
         self.error_log = DistinctErrorLog(os.path.join(ctx.dir, layout.ERROR_LOG_FILE))
+        self.loss_report = LossReport.create(os.path.join(ctx.dir, layout.LOSS_REPORT_FILE))
         self.counters = CountersManager.create(
             os.path.join(ctx.dir, layout.COUNTERS_FILE),
             ctx.max_counters,
@@ -94,6 +96,7 @@ class DriverConductor:
                 watch,
                 unwatch,
                 self.check_storage,
+                self.loss_report,
             )
         )
         self._data_path = self._new_data_path()
@@ -536,6 +539,7 @@ class DriverConductor:
             self.resources.end(resource)
         self.udp.close()
         self.error_log.flush()
+        self.loss_report.close()
         self.counters.close()
 
 

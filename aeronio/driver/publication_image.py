@@ -1,17 +1,20 @@
 """The driver's side of a network image (Aeron's PublicationImage): the log a session is rebuilt
 into, its receiver (the ReceiverStateMachine and the ReceiveChannelEndpoint it came in on, which
 sends its control frames to every sender it heard), its rcv-hwm and rcv-pos counters and the
-subscribers that read it. It ends when its stream ends or goes silent (then its session is
-ignored for a while), or with its endpoint (the registry ends it then)."""
+subscribers that read it, its entry in the driver's loss report (made at its first loss). It ends
+when its stream ends or goes silent (then its session is ignored for a while), or with its
+endpoint (the registry ends it then)."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 
 from aeronio.counters import Counter
 from aeronio.driver.channel_endpoints import ReceiveChannelEndpoint
 from aeronio.driver.client_proxy import ClientProxy
+from aeronio.driver.loss_report import LossReport, ReportEntry
 from aeronio.driver.receiver_state import ReceiverStateMachine
 from aeronio.driver.resources import SubscriberPosition, slowest
 from aeronio.driver.stream_counters import StreamCounters
@@ -37,13 +40,14 @@ class PublicationImage:
         stream_counters: StreamCounters,
         proxy: ClientProxy,
         wake: Callable[[], None],
+        loss_report: LossReport,
     ):
         self.registration_id = registration_id
         self.receiver = receiver
         self.session_id = receiver.session_id
         self.stream_id = receiver.stream_id
         self.endpoint = endpoint
-        self.source = source
+        self.source_address = f"{source[0]}:{source[1]}"  # host:port of the sender
         self.log_file = log_file
         self.counters = counters
         self.subscribers: list[SubscriberPosition] = []
@@ -51,23 +55,42 @@ class PublicationImage:
         self._proxy = proxy
         self._wake = wake
         self._ended = False
+        self._loss_report: LossReport | None = loss_report  # None once it is full
+        self._loss_entry: ReportEntry | None = None
         self.signals = signals.acquire(log_file)
         self.signals.consumed.add_callback(wake)
         receiver.rebuilder.data_doorbell = self.signals.data
+        receiver.loss_handler = self.on_gap_detected
 
     def consumption(self) -> int | None:
         return slowest(self.subscribers)
 
     def add_subscriber(self, subscriber: SubscriberPosition) -> None:
         self.subscribers.append(subscriber)
-        source = f"{self.source[0]}:{self.source[1]}"
-        self._proxy.image_ready(self, subscriber, source, subscriber.counter.get())
+        self._proxy.image_ready(self, subscriber, self.source_address, subscriber.counter.get())
 
     def remove_subscriber(self, subscription_id: int) -> None:
         for sub in list(self.subscribers):
             if sub.subscription_id == subscription_id:
                 self.subscribers.remove(sub)
                 self._stream_counters.free(sub.counter)
+
+    def on_gap_detected(self, term_id: int, term_offset: int, length: int) -> None:
+        """The receiver NAKed (or filled) a gap: one more loss observation in the report."""
+        now_ms = time.time_ns() // 1_000_000
+        if self._loss_entry is not None:
+            self._loss_entry.record_observation(length, now_ms)
+        elif self._loss_report is not None:
+            self._loss_entry = self._loss_report.create_entry(
+                length,
+                now_ms,
+                self.session_id,
+                self.stream_id,
+                str(self.endpoint.channel),
+                self.source_address,
+            )
+            if self._loss_entry is None:  # the report is full: no further tries
+                self._loss_report = None
 
     def wake_subscribers(self) -> None:
         """The receiver position moved: wake the image's parked subscribers, here and in other

@@ -6,6 +6,8 @@ ahead of the slowest subscriber dropped as an over-run). Each duty cycle the ima
 receiver position over the frames that are complete, NAKs the first gap (or, unreliable, fills it
 with PAD), sends a status message every 200 ms or when consumption moved a quarter window, and
 zeroes consumed terms. It returns the control frames to send back to the publication's source.
+Each gap it NAKs (or fills) is also handed to `loss_handler` (Aeron's LossHandler), if set: the
+image keeps it in the driver's loss report.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class ReceiverStateMachine:
         self.reliable = reliable
         self.loss = loss_detector or LossDetector()
         self.feedback = feedback  # carried by every status message (a receiver group tag)
+        # Called with (term_id, term_offset, length) of each gap NAKed or filled.
+        self.loss_handler: Callable[[int, int, int], None] | None = None
         self._last_nak: tuple[int, int, int] | None = None
         rebuild_position.set(join_position)
         hwm_position.set(join_position)
@@ -137,6 +141,8 @@ class ReceiverStateMachine:
         gap = self.rebuilder.advance()
         nak = self.loss.on_gap(gap, now_ns) if gap is not None or self.loss.active else None
         if nak is not None:
+            if self.loss_handler is not None:
+                self.loss_handler(*nak)
             if self.reliable:
                 term_id, term_offset, length = nak
                 self._last_nak = nak

@@ -32,6 +32,7 @@ from aeronio.driver.context import DriverContext
 from aeronio.driver.data_dispatcher import DataDispatcher
 from aeronio.driver.flow_control import flow_control_for, group_tag_feedback
 from aeronio.driver.loss_detector import LossDetector, multicast_nak_delay
+from aeronio.driver.loss_report import LossReport
 from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.publication_image import PublicationImage
 from aeronio.driver.receiver_state import ReceiverStateMachine
@@ -63,6 +64,7 @@ class UdpServices:
     watch: Callable[[int], None]  # a socket the conductor's loop should wake on
     unwatch: Callable[[int], None]
     check_storage: Callable[[str, int], None]  # (log file, term length): StorageSpaceError
+    loss_report: LossReport  # the images' losses (`aeronio loss`)
 
 
 class UdpMedia:
@@ -291,6 +293,7 @@ class UdpMedia:
             stream_counters=services.counters,
             proxy=services.proxy,
             wake=services.wake,
+            loss_report=services.loss_report,
         )
         self.resources.add(image)
         self.images_added = True

@@ -6,6 +6,8 @@ A driver owns one directory (`<dir>`):
 - `publications/<registration id>.logbuffer`: the log of each publication (IPC or network);
 - `images/<registration id>.logbuffer`: the log of each network image;
 - `errors.json`: the distinct error log;
+- `loss-report.dat`: the loss report (per image: loss observations and bytes lost), in Aeron's
+  layout;
 - `driver.lock`: flocked by the live driver (the kernel drops it when the driver dies);
 - and, outside the file system, its control socket: an abstract Unix socket named after the
   directory (`control_address`), so that no file can go stale.
@@ -20,6 +22,7 @@ COUNTERS_FILE = "counters.dat"
 PUBLICATIONS_DIR = "publications"
 IMAGES_DIR = "images"
 ERROR_LOG_FILE = "errors.json"
+LOSS_REPORT_FILE = "loss-report.dat"
 LOCK_FILE = "driver.lock"
 LOG_SUFFIX = ".logbuffer"
 

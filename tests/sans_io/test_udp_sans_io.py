@@ -69,6 +69,7 @@ class Session:
         self.image: ReceiverStateMachine | None = None
         self.reader: _core.ImageReader | None = None
         self.received: list = []
+        self.gaps: list[tuple[int, int, int]] = []  # what the image's loss handler was given
         self.now = 0
         self.sent = 0
         self.dispatcher = DataDispatcher(
@@ -90,6 +91,7 @@ class Session:
         )
         if setup.session_id == self.log.session_id:  # the session under test
             self.image, self.reader, self.sub_position = image, reader, sub_position
+            image.loss_handler = lambda *gap: self.gaps.append(gap)
         return image
 
     def _on_control(self, datagram: bytes) -> None:
@@ -170,6 +172,24 @@ def test_handshake_setup_until_status_message_then_data(tmp_path):
     assert [m.data for m in session.received] == [message(i) for i in range(5)]
 
 
+def test_every_gap_naked_is_handed_to_the_loss_handler(tmp_path):
+    """What the driver's loss report records: one observation per NAK, of the NAKed range."""
+    session = Session(tmp_path, 5, loss=0.1, duplicate=0, reorder=0)
+    total = 3000
+    for _ in range(20_000):
+        session.step(total)
+        if len(session.received) == total:
+            break
+    assert len(session.received) == total
+    naks = session.system[SystemCounters.NAK_MESSAGES_SENT].get()
+    assert len(session.gaps) == naks > 0
+    end = session.sender.sender_position.get()
+    for term_id, offset, length in session.gaps:  # ranges of the stream, in whole frames
+        start = d.compute_position(term_id, offset, TERM_LENGTH, session.log.initial_term_id)
+        assert session.image.join_position <= start < start + length <= end
+        assert offset % 32 == 0 and length % 32 == 0
+
+
 def test_unreliable_image_fills_gaps_with_padding(tmp_path):
     session = Session(tmp_path, 4, loss=0.1, duplicate=0, reorder=0, reliable=False)
     total = 3000
@@ -184,6 +204,7 @@ def test_unreliable_image_fills_gaps_with_padding(tmp_path):
             break
     assert session.system[SystemCounters.LOSS_GAP_FILLS].get() > 0
     assert session.system[SystemCounters.NAK_MESSAGES_SENT].get() == 0
+    assert session.gaps  # a gap given up on is a loss too
     got = [int.from_bytes(m.data[:4], "little") for m in session.received]
     assert got == sorted(set(got)) and len(got) < total  # in order, none twice, some lost
 
