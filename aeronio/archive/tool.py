@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from aeronio.archive import segments
-from aeronio.archive.catalog import Catalog, CatalogError
+from aeronio.archive.catalog import CATALOG_FILE_NAME, Catalog, CatalogError
 from aeronio.archive.context import ArchiveContext
 from aeronio.errors import AeronError, ConfigurationError
 
@@ -131,6 +131,8 @@ def _dump(catalog: Catalog, recording_id: int, index: int, max_frames: int, out:
 def _verify(archive_dir: str, out: TextIO) -> int:
     """Recover active recordings (needs the catalog unlocked: no archive running), then check
     each recording's segments; returns 1 if any recording is faulty."""
+    if not (Path(archive_dir) / CATALOG_FILE_NAME).exists():  # never make one here
+        raise ToolError(f"no catalog at {Path(archive_dir) / CATALOG_FILE_NAME}")
     with Catalog(archive_dir, lock=True) as catalog:
         for recording_id in catalog.recover(_now_ms()):
             stop = catalog.stop_position(recording_id)

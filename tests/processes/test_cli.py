@@ -102,6 +102,12 @@ def test_logdump_of_a_missing_file_or_not_a_log(tmp_path):
     assert "is not a log buffer" in fails("logdump", str(tmp_path)).stderr  # a directory
 
 
+def test_archive_verify_of_a_directory_without_a_catalog(tmp_path):
+    result = fails("archive", "verify", "--dir", str(tmp_path))
+    assert result.stderr == f"aeronio archive verify: no catalog at {tmp_path}/archive.catalog\n"
+    assert list(tmp_path.iterdir()) == []  # nothing made there
+
+
 def test_unexpected_failures_are_one_line_unless_debug(tmp_path, monkeypatch, capsys):
     from aeronio import cli
 
