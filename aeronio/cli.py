@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import csv
 import os
 import re
 import socket
@@ -29,10 +30,11 @@ from aeronio.driver.context import (
 )
 from aeronio.driver.directories import YOUNG_S, default_base, is_live, remove_dead_driver_dirs
 from aeronio.driver.error_log import ErrorLogError, load_error_log
+from aeronio.driver.loss_report import LossReportError, load_loss_report
 from aeronio.errors import AeronError, ConfigurationError
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.logbuffer.logdump import dump_log
-from aeronio.protocol.layout import COUNTERS_FILE, ERROR_LOG_FILE
+from aeronio.protocol.layout import COUNTERS_FILE, ERROR_LOG_FILE, LOSS_REPORT_FILE
 
 STAT_RULE = "=" * 70
 
@@ -267,6 +269,36 @@ def run_errors(dir: str, out: TextIO | None = None) -> int:
     return 0
 
 
+LOSS_COLUMNS = (
+    "OBSERVATION_COUNT, TOTAL_BYTES_LOST, FIRST_OBSERVATION, LAST_OBSERVATION, SESSION_ID, "
+    "STREAM_ID, CHANNEL, SOURCE"
+)
+
+
+def run_loss(dir: str, out: TextIO | None = None) -> int:
+    """Print the driver's loss report as CSV, like Aeron's LossStat: per image that lost data,
+    its gaps (each NAKed, or filled when unreliable), their bytes, the first and last times."""
+    out = out or sys.stdout
+    path = os.path.join(dir, LOSS_REPORT_FILE)
+    if not os.path.isdir(dir):
+        raise CommandError(f"no media driver directory {dir}")
+    try:
+        entries = load_loss_report(path)
+    except FileNotFoundError:
+        raise CommandError(f"no loss report in {dir} ({LOSS_REPORT_FILE} missing)") from None
+    except (LossReportError, OSError) as e:
+        raise CommandError(f"cannot read {path}: {e}") from None
+    print("#" + LOSS_COLUMNS, file=out)
+    rows = csv.writer(out, lineterminator="\n")
+    for e in entries:
+        rows.writerow((
+            e.observation_count, e.total_bytes_lost, _iso(e.first_observation_ms),
+            _iso(e.last_observation_ms), e.session_id, e.stream_id, e.channel, e.source,
+        ))  # fmt: skip
+    print(f"{len(entries)} entries read", file=out)
+    return 0
+
+
 def run_clean(base: str | None, out: TextIO | None = None) -> int:
     """Remove the directories dead drivers left (aeronio.driver.directories) and say so."""
     out = out or sys.stdout
@@ -343,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     streams_parser.add_argument("--dir", help="driver directory (default: $AERONIO_DIR)")
     errors = commands.add_parser("errors", help="print a driver's distinct-error log")
     errors.add_argument("--dir", help="driver directory (default: $AERONIO_DIR)")
+    loss = commands.add_parser("loss", help="print a driver's loss report, like LossStat")
+    loss.add_argument("--dir", help="driver directory (default: $AERONIO_DIR)")
     demo = commands.add_parser("demo", help="IPC publisher and subscriber on an embedded driver")
     demo.add_argument("--count", type=int, default=1_000_000, help="messages to send")
     demo.add_argument("--size", type=int, default=32, help="message size in bytes (>= 8)")
@@ -399,6 +433,8 @@ def _run_command(args: argparse.Namespace, parser, stat) -> int:
         return run_stat(driver_dir(args.dir), args.filter, args.watch, args.iterations)
     if args.command == "errors":
         return run_errors(driver_dir(args.dir))
+    if args.command == "loss":
+        return run_loss(driver_dir(args.dir))
     if args.command == "streams":
         return run_streams(driver_dir(args.dir))
     if args.command in ("ping", "pong"):

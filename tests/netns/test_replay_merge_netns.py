@@ -12,25 +12,11 @@ import json
 import pytest
 
 from tests.support.netns import NetnsPair
-from tests.support.procs import Procs, module_argv, procs_fixture
+from tests.support.procs import Procs, module_argv
 
 COUNT = 30_000
 STREAM_ID = 1001
 CONTROL_PORT, RECORDING_PORT, REPLAY_PORT, LIVE_PORT = 40200, 40201, 40202, 40203
-
-
-@pytest.fixture
-def netns():
-    pair = NetnsPair.create(5)
-    try:
-        yield pair
-    finally:
-        pair.close()
-
-
-@pytest.fixture
-def procs(netns):
-    yield from procs_fixture()
 
 
 def spawn(procs: Procs, ns, role: str, **kwargs):

@@ -29,33 +29,16 @@ from tests.support.java_aeron import (
     require_aeron_java,
 )
 from tests.support.netns import NetnsPair
-from tests.support.procs import Child, Procs, module_argv, procs_fixture, system_counters
+from tests.support.procs import Child, Procs, module_argv, system_counters
 from tests.support.reference_aeron import java_args
 
 MESSAGES = int(os.environ.get("AERONIO_NETNS_MESSAGES", 1_000_000))
 # The subscriber gives up after this many seconds (and says how far it got).
 TIMEOUT_S = float(os.environ.get("AERONIO_NETNS_TIMEOUT", 60 + MESSAGES / 4000))
 STALL_S = 30  # and the test fails as soon as nothing more arrived for this long
-LOSS_PERCENT = 5
 PORT = 40123
 STREAM_ID = 1001
 WORKER = module_argv("tests.support.netns_worker")
-
-
-@pytest.fixture
-def netns():
-    pair = NetnsPair.create(LOSS_PERCENT)
-    try:
-        yield pair
-    finally:
-        pair.close()
-
-
-@pytest.fixture
-def procs(netns):
-    """Children of the test, killed (and their driver directories removed) before the
-    namespaces they run in are deleted."""
-    yield from procs_fixture()
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +166,8 @@ def test_every_message_arrives_once_in_order_through_5_percent_loss(
         assert dropped > 0, f"namespace {name}: no datagram dropped of {seen}: {udp}"
         if seen >= 2000:
             share = 100 * dropped / seen
-            assert LOSS_PERCENT / 2 < share < LOSS_PERCENT * 2, f"namespace {name}: {udp}"
+            expected = netns.loss_percent
+            assert expected / 2 < share < expected * 2, f"namespace {name}: {udp}"
 
     # and was repaired by NAKs and retransmits, with nothing counted as bad
     assert sub_counters["NAKs sent"] > 0, sub_counters

@@ -91,10 +91,13 @@ async def publisher(dir: str, channel: str, stream: int, count: int) -> None:
         say("counters", system_counters(aeron))
 
 
-async def subscriber(dir: str, channel: str, stream: int, count: int, timeout: float) -> None:
+async def subscriber(
+    dir: str, channel: str, stream: int, count: int, timeout: float, stay: bool = False
+) -> None:
     """Subscribe, say `ready`, then check every message: seq 0..count-1 exactly once and in
     order, byte-identical. Says `progress` every second and one `result` when all arrived (and
-    half a second more brought nothing extra) or `timeout` seconds passed."""
+    half a second more brought nothing extra) or `timeout` seconds passed; with `stay`, then
+    waits for a line on stdin before closing (its driver directory is there to inspect)."""
     import aeronio
 
     received = next_seq = error_count = 0
@@ -164,6 +167,8 @@ async def subscriber(dir: str, channel: str, stream: int, count: int, timeout: f
                 "counters": system_counters(aeron),
             },
         )
+        if stay:
+            await read_stdin_line()
 
 
 ROLES = {"publisher": publisher, "subscriber": subscriber}

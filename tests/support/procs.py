@@ -14,18 +14,20 @@ import os
 import random
 import shutil
 import struct
+import subprocess
 import sys
 import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
 
-from tests.support.child import Child
+from tests.support.child import Child, child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PATH = f"import sys; sys.path.insert(0, {ROOT!r})"  # the repository, so `tests.support` imports
 BOOT = f"{PATH}; from tests.support import procs; procs.child_main()"
 IPC = "aeron:ipc"
+CLI = [sys.executable, "-m", "aeronio.cli"]  # the `aeronio` command
 
 
 def module_argv(module: str) -> list[str]:
@@ -36,6 +38,20 @@ def module_argv(module: str) -> list[str]:
 
 
 # -- the test side ------------------------------------------------------------------------------
+
+
+def aeronio_cmd(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    """`aeronio ARGS` run to its end, its output captured; in `env`, by default the environment
+    without AERONIO_* variables."""
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=child_env() if env is None else env,
+    )
 
 
 def new_driver_dir() -> str:
@@ -66,7 +82,7 @@ class Procs:
 
     def driver_process(self, dir: str, *options: str, name: str = "driver") -> Child:
         """`aeronio driver --dir DIR OPTIONS...`, not waited for."""
-        args = [sys.executable, "-m", "aeronio.cli", "driver", "--dir", dir, *options]
+        args = [*CLI, "driver", "--dir", dir, *options]
         return self.spawn(args, name)
 
     def driver(self, dir: str, *options: str, name: str = "driver") -> Child:
