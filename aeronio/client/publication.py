@@ -152,9 +152,7 @@ class Publication(_core.PublicationBase):
         """Handle a failed append: raise for a terminal code, else idle until space may exist."""
         if result == CLOSED:
             self._client.check_alive()
-            raise PublicationClosedError(
-                f"publication {self.registration_id} on {self.channel} is closed"
-            )
+            raise self._closed_error()
         if result == MAX_POSITION_EXCEEDED:
             raise MaxPositionExceededError(
                 f"publication {self.registration_id} reached its max position "
@@ -168,9 +166,20 @@ class Publication(_core.PublicationBase):
                 f"offer timed out ({state}) at position {self.position}, "
                 f"limit {self.position_limit}"
             )
+        await self._idle(attempt, deadline, self._no_space)
+
+    def _closed_error(self) -> PublicationClosedError:
+        return PublicationClosedError(
+            f"publication {self.registration_id} on {self.channel} is closed"
+        )
+
+    async def _idle(
+        self, attempt: int, deadline: float | None, still_waiting: Callable[[], bool]
+    ) -> None:
+        """One idle step of a wait: the client must be alive; parks while `still_waiting`."""
         self._client.check_alive()
         await self._client.idle_strategy.idle(
-            attempt, lambda t: self._park(t, deadline, self._no_space)
+            attempt, lambda t: self._park(t, deadline, still_waiting)
         )
 
     async def _park(
@@ -206,15 +215,10 @@ class Publication(_core.PublicationBase):
                     f"publication {self.registration_id} on {self.channel} not connected "
                     f"within {timeout} s"
                 )
-            self._client.check_alive()
-            await self._client.idle_strategy.idle(
-                attempt, lambda t: self._park(t, deadline, self._not_connected)
-            )
+            await self._idle(attempt, deadline, self._not_connected)
             attempt += 1
         if self.is_closed:
-            raise PublicationClosedError(
-                f"publication {self.registration_id} on {self.channel} is closed"
-            )
+            raise self._closed_error()
 
     # -- multi-destination-cast ---------------------------------------------------------
 
