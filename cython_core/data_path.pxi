@@ -48,6 +48,7 @@ cdef class DataPath:
     cdef int64_t* _seen_logs
     cdef list _owners
     cdef readonly bint pending
+    cdef readonly int64_t moved  # bytes the watched positions moved in the last do_work
     cdef int64_t _backlog
     cdef int _idle_cycles
     cdef readonly bint conductor_due
@@ -104,6 +105,7 @@ cdef class DataPath:
                     if previous._logs[j] is self._logs[i]:
                         self._seen_logs[i] = previous._seen_logs[j]
         self.pending = False
+        self.moved = 0
         self._backlog = 0
         self._idle_cycles = 0
         self.conductor_due = False
@@ -155,6 +157,7 @@ cdef class DataPath:
             self._idle_cycles = 0
         elif self._idle_cycles < BOOKKEEPING_IDLE_CYCLES:
             self._idle_cycles += 1
+        self.moved = moved
         self._backlog += moved
         self.pending |= moved > 0
         self.conductor_due = urgent or self.pending and (

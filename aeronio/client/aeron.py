@@ -26,6 +26,7 @@ from aeronio.errors import (
     AeronError,
     ChannelUriError,
     ClientTimeoutError,
+    ConfigurationError,
     DriverError,
     DriverTimeoutError,
     StorageSpaceError,
@@ -94,12 +95,23 @@ class Aeron:
                 self._on_driver_lost,
                 self.driver_timeout_s,
             )
+        hello = self._transport.hello
+        if self.driver_timeout_s * 1e9 < 2 * hello.heartbeat_interval_ns:
+            await self._transport.close()
+            raise ConfigurationError(
+                f"driver_timeout_s {self.driver_timeout_s} is too short: the driver on "
+                f"{self.driver_dir} updates its heartbeat every "
+                f"{hello.heartbeat_interval_ns / 1e9:g} s (its timer_interval_ns); give at least "
+                "twice that"
+            )
         self.counters = CountersReader.open(os.path.join(self.driver_dir, COUNTERS_FILE))
         self._transport.submit(p.ClientKeepalive(self.client_id))
-        hello = self._transport.hello
-        interval = (
-            min(hello.client_keepalive_interval_ns, hello.client_liveness_timeout_ns // 4) / 1e9
-        )
+        interval = min(hello.client_keepalive_interval_ns, hello.client_liveness_timeout_ns // 4)
+        if isinstance(self._transport, EmbeddedTransport):
+            # The driver runs on this loop: it cannot miss a keepalive this loop could send, so
+            # an idle service wakes for them less often.
+            interval = hello.client_liveness_timeout_ns // 4
+        interval /= 1e9
         self._keepalive = loop.create_task(self._keep_alive(interval))
         return self
 

@@ -11,26 +11,29 @@ log = logging.getLogger("aeronio.driver")
 
 
 class AgentRunner:
-    """Runs `do_work` on the loop; when it does nothing, parks for `idle_s` or until `wake()`.
+    """Runs `do_work` on the loop; when it does nothing, parks until `wake()` or for as long as
+    `park_s()` allows (the agent's next deadline; 0: run again at once, None: until woken).
 
-    After a duty cycle that did work, up to `idle_spins` idle duty cycles only yield to the loop
-    before the agent parks (Aeron's back-off: while traffic flows, the next message finds the
-    agent running instead of asleep; once it stops, the agent parks until woken or `idle_s`).
-    An exception from `do_work` is logged and counted by `on_error`; it never stops the agent.
+    Parking follows the rule of every park: ask to be woken (`on_idle(True)`), look once more
+    (a duty cycle), then sleep; so what came just before the wake-up was asked for is not
+    missed. After a duty cycle that did work, up to `idle_spins` idle duty cycles only yield to
+    the loop before the agent parks (Aeron's back-off: while traffic flows, the next message
+    finds the agent running instead of asleep). An exception from `do_work` is logged and
+    counted by `on_error`; it never stops the agent.
     """
 
     def __init__(
         self,
         name: str,
         do_work: Callable[[], int],
-        idle_s: float,
+        park_s: Callable[[], float | None],
         on_error: Callable[[BaseException], None] = lambda e: None,
         on_idle: Callable[[bool], None] = lambda idle: None,
         idle_spins: int = 0,
     ):
         self.name = name
         self._do_work = do_work
-        self._idle_s = idle_s
+        self._park_s = park_s
         self._idle_spins = idle_spins
         self._on_error = on_error
         self._on_idle = on_idle
@@ -87,17 +90,31 @@ class AgentRunner:
                 spins -= not work
                 await asyncio.sleep(0)
                 continue
+            if self._park_s() == 0:  # due again at once: no need to ask to be woken
+                await asyncio.sleep(0)
+                continue
             self._woken = False
             self._on_idle(True)  # ask to be woken by what would give work
-            self._wakeup = loop.create_future()
-            handle = loop.call_later(self._idle_s, self._set_wakeup)
             try:
-                if not self._woken:  # a wake-up between the duty cycle and here is not lost
-                    await self._wakeup
+                work = self.invoke()  # then look once more
+                timeout = None if work else self._park_s()
+                if timeout != 0 and not work:
+                    await self._park(loop, timeout)
             finally:
-                handle.cancel()
-                self._wakeup = None
                 self._on_idle(False)
+            if work:
+                spins = self._idle_spins
+
+    async def _park(self, loop: asyncio.AbstractEventLoop, timeout: float | None) -> None:
+        self._wakeup = loop.create_future()
+        handle = None if timeout is None else loop.call_later(timeout, self._set_wakeup)
+        try:
+            if not self._woken:  # a wake-up since on_idle(True) is not lost
+                await self._wakeup
+        finally:
+            if handle is not None:
+                handle.cancel()
+            self._wakeup = None
 
     async def close(self) -> None:
         if self._task is not None:

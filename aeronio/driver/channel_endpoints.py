@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from aeronio._core import DatagramReceiver, DatagramSender
 from aeronio.counters import SystemCounters
-from aeronio.driver.data_dispatcher import DataDispatcher
+from aeronio.driver.data_dispatcher import ELICIT_INTERVAL_NS, DataDispatcher
 from aeronio.driver.sender_state import Position, SenderStateMachine
 from aeronio.errors import AeronError
 from aeronio.protocol.channel import ChannelUri
@@ -350,6 +350,7 @@ class ReceiveChannelEndpoint:
         self._ended: dict[ImageKey, set[Address]] = {}  # destinations whose sender sent EOS
         self._short_sends = system[SystemCounters.SHORT_SENDS]
         self._offload = offload
+        self.deadline_ns: int | None = None  # when on_timer is due again (None: at the timer's)
         self.dispatcher = dispatcher_factory(self)
         if channel.endpoint is not None:
             self.add_destination(channel)
@@ -360,6 +361,8 @@ class ReceiveChannelEndpoint:
             raise AeronError(f"{channel.endpoint} is already a destination of this subscription")
         destination = ReceiveDestination(channel, self._short_sends, self._offload)
         self.destinations[destination.address] = destination
+        if destination.dynamic:
+            self.deadline_ns = 0  # ask to be added at once
         return destination
 
     def remove_destination(self, channel: ChannelUri) -> ReceiveDestination:
@@ -411,6 +414,7 @@ class ReceiveChannelEndpoint:
         self.dispatcher.remove_image(session_id, stream_id)
         self.connections.pop((session_id, stream_id), None)
         self._ended.pop((session_id, stream_id), None)
+        self.deadline_ns = 0  # a destination may have lost its last connection
 
     def send_control(self, frame: bytes, connection: Connection) -> None:
         """Send a control frame to one sender (the dispatcher's setup-eliciting SMs)."""
@@ -423,10 +427,13 @@ class ReceiveChannelEndpoint:
 
     def on_timer(self, now_ns: int) -> None:
         """Dynamic multi-destination-cast: each destination with a control address on which no
-        image has a connection asks to be added."""
+        image has a connection asks to be added, again every ELICIT_INTERVAL_NS until one has."""
+        asking = False
         for destination in self.destinations.values():
             if destination.dynamic and not any(
                 destination.address in senders for senders in self.connections.values()
             ):
                 connection = Connection(destination.address, destination.control)
                 self.dispatcher.elicit_setup((0, 0), connection, now_ns)
+                asking = True
+        self.deadline_ns = now_ns + ELICIT_INTERVAL_NS if asking else None

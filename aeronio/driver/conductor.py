@@ -48,7 +48,9 @@ from aeronio.protocol.channel import ChannelUri
 
 # A freed counter id is not reused for this long, so a client still holding it harms nobody.
 COUNTER_REUSE_TIMEOUT_MS = 1000
-TIMER_INTERVAL_NS = 1_000_000  # housekeeping apart from the data path (Aeron's timer interval)
+# Deadlines this close run together, so that an idle driver wakes once for them (heartbeats,
+# status messages and the timer of its streams drift apart otherwise).
+COALESCE_NS = 10_000_000
 
 
 class DriverConductor:
@@ -81,6 +83,7 @@ class DriverConductor:
         self._next_id = random.getrandbits(32)
         self._timed_out_clients: set[int] = set()
         self._next_timer_ns = 0
+        self._next_deadline_ns = 0  # the timer's or a sender's, receiver's or endpoint's
         self._now_ns = 0  # of the duty cycle that runs
         self.udp = UdpMedia(
             UdpServices(
@@ -467,10 +470,15 @@ class DriverConductor:
     # -- duty cycle ---------------------------------------------------------------------
 
     def do_work(self, now_ns: int | None = None) -> int:
-        """One duty cycle: the data path (C), then, when it says so or a command is queued, the
-        timer is due or the last full duty cycle sent or ticked, the rest in Python: commands,
-        control frames, images' and publications' bookkeeping, the timer. Returns the work done
-        (at least 1 while bookkeeping is pending: an agent must not park before it runs)."""
+        """One duty cycle: the data path (C), then, when it says so, a command is queued, a
+        deadline came or the last full duty cycle sent or ticked, the rest in Python: commands,
+        control frames, images' and publications' bookkeeping, the timer.
+
+        Returns the traffic seen (positions moved by data sent, received or consumed, images
+        rebuilt, publisher limits moved: the agent spins a while after it before it parks), at
+        least 1 while bookkeeping is pending (an agent must not park before it runs).
+        Housekeeping (commands, control frames, heartbeats, status messages, the timer) is not
+        traffic."""
         now_ns = time.monotonic_ns() if now_ns is None else now_ns
         self._now_ns = now_ns
         data_path = self._data_path
@@ -480,26 +488,30 @@ class DriverConductor:
         except Exception as e:  # a socket's error: the rest of the duty cycle must still run
             self.record_error(e)
             work, due = 0, True
-        timer = now_ns >= self._next_timer_ns
-        if not (due or self._busy or self.commands or timer):
+        if not (due or self._busy or self.commands or now_ns >= self._next_deadline_ns):
             return work or int(data_path.pending)
+        # The timer may run a little early in a full duty cycle, one that woke for another
+        # deadline: an idle driver then wakes for both at once.
+        timer = now_ns >= self._next_timer_ns - self.ctx.timer_interval_ns // 8
         reshaped = bool(self.commands)  # publications, images or subscribers may come or go
         busy = timer
+        traffic = int(data_path.moved > 0)
         try:
             while self.commands:
                 command, reply = self.commands.popleft()
                 self._on_command(command, reply, now_ns)
-                work += 1
-            udp_work, sent = self.udp.do_work(now_ns, data_path)
-            work += udp_work
-            busy |= sent > 0  # a sender stops at a batch of datagrams
+            rebuilt, sent = self.udp.do_work(now_ns, data_path)
+            traffic += rebuilt
+            # Look again after sending: a sender stops at a batch of datagrams, and what this
+            # process's own endpoints answer is there at once.
+            busy |= sent > 0
             for publication in self.publications:
-                work += publication.update_publisher_limit()
+                traffic += publication.update_publisher_limit()
         finally:  # a failing data path must not stop liveness, lingering and the heartbeat
             try:
                 if timer:
-                    self._next_timer_ns = now_ns + TIMER_INTERVAL_NS
-                    work += self._on_timer(now_ns)
+                    self._next_timer_ns = now_ns + self.ctx.timer_interval_ns
+                    self._on_timer(now_ns)
             finally:
                 data_path.bookkept()
                 if reshaped or timer or self.udp.images_added:
@@ -507,7 +519,14 @@ class DriverConductor:
                     self.udp.images_added = False
                 # Followed by another full duty cycle: a tick changes limits and connections.
                 self._busy = busy
-        return work
+                self._next_deadline_ns = _coalesced([self._next_timer_ns, *self.udp.deadlines_ns()])
+        return traffic
+
+    def park_ns(self) -> int:
+        """How long the agent may park now: until the next deadline (0: run again at once)."""
+        if self._busy or self.commands:
+            return 0
+        return max(0, self._next_deadline_ns - time.monotonic_ns())
 
     def _new_data_path(self, previous: DataPath | None = None) -> DataPath:
         """The data path of the sockets, network publications and images there are now
@@ -519,16 +538,16 @@ class DriverConductor:
         ]
         return DataPath(**data_path, previous=previous)
 
-    def _on_timer(self, now_ns: int) -> int:
-        """What the conductor checks at most once per TIMER_INTERVAL_NS, apart from the data
-        path: receiver liveness, the resources' lifecycle (client liveness, blocked publishers,
-        lingering publications, dead images), its heartbeat."""
+    def _on_timer(self, now_ns: int) -> None:
+        """What the conductor checks once per timer interval (`timer_interval_ns`, Aeron's
+        `aeron.timer.interval`), apart from the data path: receiver liveness, the resources'
+        lifecycle (client liveness, blocked publishers, lingering publications, dead images),
+        its heartbeat, the error log's deferred write."""
         self.udp.on_timer(now_ns)
-        work = self.resources.on_time_event(now_ns)
+        self.resources.on_time_event(now_ns)
         now_ms = time.time_ns() // 1_000_000
         self.counters.set_heartbeat(now_ms)
         self.error_log.maybe_flush(now_ms)
-        return work
 
     def on_idle(self, idle: bool) -> None:
         """While the conductor parks, an append to a network publication wakes it to send."""
@@ -541,6 +560,13 @@ class DriverConductor:
         self.error_log.flush()
         self.loss_report.close()
         self.counters.close()
+
+
+def _coalesced(deadlines: list[int]) -> int:
+    """When to run for `deadlines`: the earliest, or the last within COALESCE_NS of it (those
+    close together run in one duty cycle, each at most COALESCE_NS late)."""
+    first = min(deadlines)
+    return max(deadline for deadline in deadlines if deadline - first <= COALESCE_NS)
 
 
 def _check_same_log_params(channel: ChannelUri, publication: DriverPublication) -> None:

@@ -48,7 +48,9 @@ class DriverContext(msgspec.Struct, kw_only=True):
     publication_unblock_timeout_ns: int = 15_000_000_000
     publication_linger_ns: int = 5_000_000_000
     client_liveness_timeout_ns: int = 10_000_000_000
-    conductor_idle_ns: int = 1_000_000
+    # The conductor's housekeeping interval (Aeron's aeron.timer.interval): client and image
+    # liveness, lingering, its heartbeat. Idle, it parks until woken or the next deadline.
+    timer_interval_ns: int = 1_000_000_000
     # Idle duty cycles that only yield to the loop, after work, before the driver parks.
     conductor_idle_spins: int = 100
     max_counters: int = 4096
@@ -81,11 +83,10 @@ class DriverContext(msgspec.Struct, kw_only=True):
             "publication_unblock_timeout_ns",
             "publication_linger_ns",
             "client_liveness_timeout_ns",
-            "conductor_idle_ns",
         ):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must not be negative")
-        for name in ("client_keepalive_interval_ns",):
+        for name in ("client_keepalive_interval_ns", "timer_interval_ns"):
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"{name} {getattr(self, name)} must be positive")
         if self.client_keepalive_interval_ns >= self.client_liveness_timeout_ns:

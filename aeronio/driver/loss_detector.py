@@ -55,6 +55,11 @@ class LossDetector:
         """A gap is open (on_gap must hear when it closes)."""
         return self._gap is not None
 
+    @property
+    def deadline_ns(self) -> int | None:
+        """When the open gap is (again) NAKed, unless it closes first (None: no gap)."""
+        return None if self._gap is None else self._deadline_ns
+
     def on_gap(self, gap: tuple[int, int, int] | None, now_ns: int) -> tuple[int, int, int] | None:
         """Given the current gap (term_id, term_offset, length) or None, the gap to NAK now."""
         if gap is None:

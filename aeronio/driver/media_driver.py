@@ -77,7 +77,7 @@ class MediaDriver:
         self._runner = AgentRunner(
             "aeronio-conductor",
             self._do_work,
-            self.ctx.conductor_idle_ns / 1e9,
+            lambda: self.conductor.park_ns() / 1e9,
             on_error=self._on_agent_error,
             on_idle=lambda idle: self.conductor.on_idle(idle),
             idle_spins=self.ctx.conductor_idle_spins,
@@ -112,6 +112,7 @@ class MediaDriver:
             self.ctx.client_liveness_timeout_ns,
             self.ctx.client_keepalive_interval_ns,
             self._waker.id,
+            self.ctx.timer_interval_ns,
         )
 
     def invoke(self) -> int:

@@ -29,6 +29,8 @@ from aeronio.protocol.frames import (
 )
 
 SM_TIMEOUT_NS = 200_000_000
+# A status message due within this is sent early by a duty cycle that heard a heartbeat.
+SM_EARLY_NS = SM_TIMEOUT_NS // 4
 IMAGE_LIVENESS_TIMEOUT_NS = 10_000_000_000
 DEFAULT_RECEIVER_WINDOW = 128 * 1024
 
@@ -90,6 +92,7 @@ class ReceiverStateMachine:
         self._last_consumption: int | None = None
         self._time_of_last_sm_ns = now_ns - SM_TIMEOUT_NS
         self.end_of_stream_position: int | None = None
+        self._heartbeat_heard = False  # since the last do_work
 
     def _position(self, term_id: int, term_offset: int) -> int:
         return d.compute_position(term_id, term_offset, self.term_length, self.initial_term_id)
@@ -120,6 +123,7 @@ class ReceiverStateMachine:
 
     def on_heartbeat(self, term_id: int, term_offset: int, flags: int, now_ns: int) -> None:
         """A heartbeat tells where the stream's end is, which reveals a lost tail."""
+        self._heartbeat_heard = True
         position = self._position(term_id, term_offset)
         if self.rebuilder.is_within_window(position, 0) or position == self.rebuild_position.get():
             self.rebuilder.time_of_last_packet_ns = now_ns  # outside: a receiver left behind
@@ -160,7 +164,11 @@ class ReceiverStateMachine:
                 self._fill_gap(*nak)
                 self.rebuilder.advance()
         consumption = self._consumption()
-        sm_due = now_ns - self._time_of_last_sm_ns >= SM_TIMEOUT_NS
+        # Idle streams: a status message due soon goes in the duty cycle that heard a heartbeat,
+        # so that the receiver's driver wakes once per heartbeat, not once more for each SM.
+        early = SM_EARLY_NS if self._heartbeat_heard else 0
+        self._heartbeat_heard = False
+        sm_due = now_ns - self._time_of_last_sm_ns >= SM_TIMEOUT_NS - early
         if consumption == self._last_consumption and not sm_due:
             return out  # nothing consumed since the last duty cycle: no SM, nothing to clean
         self._last_consumption = consumption
@@ -171,6 +179,13 @@ class ReceiverStateMachine:
         self._clean_to(consumption)
         self._set_limit(consumption)
         return out
+
+    def deadline_ns(self) -> int:
+        """When `do_work` next has something due though nothing arrives or is consumed: the
+        periodic status message, or the NAK of an open gap."""
+        deadline = self._time_of_last_sm_ns + SM_TIMEOUT_NS
+        nak = self.loss.deadline_ns
+        return deadline if nak is None else min(deadline, nak)
 
     def _fill_gap(self, term_id: int, term_offset: int, length: int) -> None:
         """Unreliable: give up on a gap by putting a PAD over it."""

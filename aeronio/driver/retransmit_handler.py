@@ -38,6 +38,10 @@ class RetransmitHandler:
         """Ranges waiting to be resent (not just lingering)."""
         return any(not action.lingering for action in self._actions.values())
 
+    def deadline_ns(self) -> int | None:
+        """When `due` next has a range to resend or a lingerer to drop (None: nothing in hand)."""
+        return min((action.deadline_ns for action in self._actions.values()), default=None)
+
     def on_nak(self, term_id: int, term_offset: int, length: int, now_ns: int) -> bool:
         """Schedule a resend; False when the range is already scheduled or lingering (or too many
         ranges are in hand)."""

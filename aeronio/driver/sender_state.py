@@ -210,6 +210,16 @@ class SenderStateMachine:
         self._allow_new_data()
         return out
 
+    def deadline_ns(self) -> int:
+        """When `send` next has something due (a SETUP, a retransmit, a heartbeat), if no new
+        data is sent meanwhile."""
+        quiet_since = max(self.data_sender.time_of_last_data_ns, self._time_of_last_heartbeat_ns)
+        deadline = quiet_since + HEARTBEAT_TIMEOUT_NS
+        if self._setup_due:
+            deadline = min(deadline, self._time_of_last_setup_ns + SETUP_TIMEOUT_NS)
+        retransmit = self.retransmit.deadline_ns()
+        return deadline if retransmit is None else min(deadline, retransmit)
+
     def _resend(self, term_id: int, term_offset: int, length: int, out: list) -> None:
         position = d.compute_position(term_id, term_offset, self.term_length, self.initial_term_id)
         if position < self.sender_position.get() - self.term_length:

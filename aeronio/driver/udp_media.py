@@ -364,11 +364,13 @@ class UdpMedia:
         """What the DataPath leaves to Python, each conductor duty cycle: control frames in,
         SETUPs, retransmits and heartbeats out (new data is the DataPath's), what the
         router left of the data received, the images' bookkeeping (receiver positions, NAKs,
-        status messages, cleaning). Returns (work, datagrams sent)."""
-        work = sent = 0
+        status messages, cleaning), the receive endpoints' due timers. Returns (images whose
+        rebuilt position moved, datagrams sent: data, SETUPs, heartbeats, status messages,
+        NAKs)."""
+        rebuilt_images = sent = 0
         for endpoint in self.send_endpoints.values():
             if data_path.has_input(endpoint.fd):
-                work += endpoint.poll(now_ns)
+                endpoint.poll(now_ns)
         for publication in self.publications:
             datagrams = publication.sender.send(now_ns)
             if datagrams:
@@ -379,20 +381,33 @@ class UdpMedia:
                 rest = data_path.slow_datagrams(destination.receiver)
                 if rest:
                     endpoint.on_slow_datagrams(destination, rest, now_ns)
-                    work += len(rest)
+            if endpoint.deadline_ns is not None and now_ns >= endpoint.deadline_ns:
+                endpoint.on_timer(now_ns)
         for image in self.resources.images:
             receiver = image.receiver
             rebuilt = receiver.rebuild_position.get()
             for frame in receiver.do_work(now_ns):
                 image.send_control(frame)
+                sent += 1
             if receiver.rebuild_position.get() != rebuilt:
                 image.wake_subscribers()
-                work += 1
-        return work + sent, sent
+                rebuilt_images += 1
+        return rebuilt_images, sent
+
+    def deadlines_ns(self) -> list[int]:
+        """When each sender, receiver and receive endpoint next has something due though
+        nothing arrives (a SETUP, heartbeat, retransmit, status message, NAK, setup request)."""
+        deadlines = [publication.sender.deadline_ns() for publication in self.publications]
+        deadlines += [image.receiver.deadline_ns() for image in self.resources.images]
+        for endpoint in self.receive_endpoints.values():
+            if endpoint.deadline_ns is not None:
+                deadlines.append(endpoint.deadline_ns)
+        return deadlines
 
     def on_timer(self, now_ns: int) -> None:
         """At the conductor's timer interval: receivers gone silent, endpoints' own timers (the
-        images' liveness is their resource lifecycle)."""
+        images' liveness is their resource lifecycle). A receive endpoint's timer also runs
+        when its own deadline comes (do_work)."""
         for publication in self.publications:
             publication.sender.check_receiver_liveness(now_ns)
         for send_endpoint in self.send_endpoints.values():

@@ -18,7 +18,7 @@ import msgspec
 I32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
-PROTOCOL_VERSION = 2  # 2: AddRcvDestination, RemoveRcvDestination
+PROTOCOL_VERSION = 3  # 2: AddRcvDestination, RemoveRcvDestination; 3: heartbeat_interval_ns
 MAX_FRAME_LENGTH = 1024 * 1024
 
 
@@ -124,6 +124,7 @@ class DriverHello(msgspec.Struct, tag=True, frozen=True):
     client_liveness_timeout_ns: I64
     client_keepalive_interval_ns: I64
     wake_id: I64
+    heartbeat_interval_ns: I64  # how often the driver's heartbeat is updated (its timer)
 
 
 class PublicationReady(msgspec.Struct, tag=True, frozen=True):

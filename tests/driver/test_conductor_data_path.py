@@ -10,7 +10,6 @@ import pytest
 import aeronio
 from aeronio import _core
 from aeronio.counters import SystemCounters
-from aeronio.driver.conductor import TIMER_INTERVAL_NS
 from aeronio.driver.error_log import load_error_log
 from aeronio.driver.retransmit_handler import RetransmitHandler
 from aeronio.driver.sender_state import HEARTBEAT_TIMEOUT_NS, SETUP_TIMEOUT_NS
@@ -237,7 +236,7 @@ async def test_a_failing_data_path_is_recorded_and_the_duty_cycle_still_runs(ipc
     assert errors.get() == before + 1
     client = conductor.resources.clients[ipc.client.client_id]
     assert not conductor.commands and client.last_keepalive_ns == now
-    assert conductor._next_timer_ns == now + TIMER_INTERVAL_NS
+    assert conductor._next_timer_ns == now + conductor.ctx.timer_interval_ns
     assert type(conductor._data_path) is _core.DataPath
     conductor.error_log.flush()
     seen = load_error_log(conductor.error_log.path)[0]

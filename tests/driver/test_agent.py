@@ -1,0 +1,73 @@
+"""The driver's AgentRunner parks until woken or until its next deadline, never on a fixed tick;
+it asks to be woken before its last look, so what comes in between is not missed."""
+
+import asyncio
+
+from aeronio.driver.agent import AgentRunner
+
+
+class Agent:
+    def __init__(self, park_s, work=lambda: 0):
+        self.calls: list[float] = []
+        self.idle: list[bool] = []
+        self._work, self.park_s = work, park_s
+
+    def do_work(self) -> int:
+        self.calls.append(asyncio.get_running_loop().time())
+        return self._work()
+
+
+async def run_for(runner: AgentRunner, seconds: float) -> None:
+    runner.start()
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        await runner.close()
+
+
+async def test_it_parks_until_its_deadline():
+    agent = Agent(park_s=lambda: 0.1)
+    runner = AgentRunner("a", agent.do_work, agent.park_s)
+    await run_for(runner, 0.55)
+    # a duty cycle and its look after asking to be woken, once per 100 ms deadline
+    assert 8 <= len(agent.calls) <= 14, agent.calls
+    gaps = [b - a for a, b in zip(agent.calls[1::2], agent.calls[2::2], strict=False)]
+    assert all(gap >= 0.09 for gap in gaps), gaps
+
+
+async def test_without_a_deadline_it_parks_until_woken():
+    agent = Agent(park_s=lambda: None)
+    runner = AgentRunner("a", agent.do_work, agent.park_s)
+    runner.start()
+    try:
+        await asyncio.sleep(0.3)
+        parked = len(agent.calls)
+        assert parked == 2  # the duty cycle and the last look: then nothing for 300 ms
+        runner.wake()
+        await asyncio.sleep(0.05)
+        assert len(agent.calls) == parked + 2
+    finally:
+        await runner.close()
+
+
+async def test_what_comes_before_it_parks_is_seen_by_its_last_look():
+    """Work that arrives after a duty cycle found none, but before the runner parks, is found
+    by the duty cycle it runs after asking to be woken (on_idle(True)): no wake-up needed."""
+    agent = Agent(park_s=lambda: None)
+    arrived = []
+
+    def on_idle(idle: bool) -> None:
+        agent.idle.append(idle)
+        if idle and not arrived:
+            arrived.append(True)  # work comes now, and nobody wakes the runner
+
+    def work() -> int:
+        return 1 if arrived and len(agent.calls) == 2 else 0
+
+    agent._work = work
+    runner = AgentRunner("a", agent.do_work, agent.park_s, on_idle=on_idle, idle_spins=3)
+    await run_for(runner, 0.2)
+    # 1: nothing; on_idle(True); 2: the work; on_idle(False); 3 spins (yields, no park); then
+    # 6: nothing, on_idle(True), 7: its last look, parked for good
+    assert len(agent.calls) == 7, agent.calls
+    assert agent.idle == [True, False, True, False]  # closing ends the park
