@@ -40,6 +40,9 @@ cpdef enum:
     # aeronio's use of padding in the first 128 bytes of the metadata (not read by Aeron):
     # processes parked on this log, for cross-process wake-ups. A slot holds a parked process's
     # wake id, with WAKE_SPACE_BIT set when it waits for space (a publisher), clear for data.
+    # LOG_LIMIT_WANTED is 1 while a publisher found no space and no consumer since woke the
+    # conductor (see MappedLog.want_limit).
+    LOG_LIMIT_WANTED_OFFSET = 32
     LOG_CONDUCTOR_WAKE_ID_OFFSET = 40
     LOG_WAKE_SLOTS_OFFSET = 48
     LOG_WAKE_SLOT_COUNT = 10

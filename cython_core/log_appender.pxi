@@ -160,6 +160,7 @@ cdef class LogAppender:
         if not self._waiting_for_space and self.consumed_doorbell is not None:
             self._waiting_for_space = True
             self.consumed_doorbell.waiters += 1
+        self.log.want_limit()
         if aio_load_i32(self.log.meta + LOG_IS_CONNECTED_OFFSET) == 1:
             return BACK_PRESSURED_CODE
         return NOT_CONNECTED_CODE

@@ -117,21 +117,42 @@ cdef class MappedLog:
         aio_fence_full()  # the frame's length store must be visible before the slots load
         self.wake_parked(False)
 
+    # The publisher limit, wanted: a conductor that parks must still move the limit once a
+    # publisher found no space (try_offer as well as a parked `await offer`) and a consumer then
+    # frees some. The publisher that finds no space sets LOG_LIMIT_WANTED (0 -> 1) and wakes the
+    # conductor (consumption before that is seen then); the first consumer after clears it
+    # (1 -> 0) and wakes the conductor again. So each time a publisher runs out of space the
+    # conductor is woken at most twice, by whichever process, and never misses a consumption.
+
+    cdef inline void want_limit(self) noexcept:
+        """A publisher found no space: ask for the limit to move (once until a consumer)."""
+        if aio_load_i64(self.meta + LOG_LIMIT_WANTED_OFFSET) == 0 \
+                and aio_cas_i64(self.meta + LOG_LIMIT_WANTED_OFFSET, 0, 1):
+            self.wake_conductor()
+
     cdef inline void wake_conductor_after_consume(self) noexcept:
-        """A publisher in another process waits for space: the conductor must see this
-        consumption (a publisher in this process rings the conductor through a doorbell)."""
+        """Wake the conductor to see this consumption if a publisher wants the limit to move,
+        or if another process parks for space on this log (a conductor parked on an image, to
+        send its status message)."""
         cdef int i
-        cdef int64_t value, conductor
-        aio_fence_full()
+        cdef int64_t value
+        aio_fence_full()  # the position's store must be visible before these loads
+        if aio_load_i64(self.meta + LOG_LIMIT_WANTED_OFFSET) != 0 \
+                and aio_cas_i64(self.meta + LOG_LIMIT_WANTED_OFFSET, 1, 0):
+            self.wake_conductor()
+            return
         for i in range(LOG_WAKE_SLOT_COUNT):
             value = aio_load_i64(self.meta + LOG_WAKE_SLOTS_OFFSET + 8 * i)
             if (value & WAKE_SPACE_BIT) and (value & WAKE_ID_MASK) != _own_wake_id:
-                conductor = aio_load_i64(self.meta + LOG_CONDUCTOR_WAKE_ID_OFFSET)
-                if conductor == _own_wake_id:
-                    _wake_locally()
-                elif conductor != 0:
-                    _send_wake(conductor)
+                self.wake_conductor()
                 return
+
+    cdef void wake_conductor(self) noexcept:
+        cdef int64_t conductor = aio_load_i64(self.meta + LOG_CONDUCTOR_WAKE_ID_OFFSET)
+        if conductor == _own_wake_id:
+            _wake_locally()
+        elif conductor != 0:
+            _send_wake(conductor)
 
     def wake_data_waiters(self) -> None:
         """Wake the processes parked for data on this log (after a receiver rebuilt more)."""

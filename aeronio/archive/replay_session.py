@@ -21,6 +21,7 @@ from collections.abc import Callable
 from aeronio.archive.context import MAX_BLOCK_LENGTH
 from aeronio.archive.segments import RecordingReader
 from aeronio.client.publication import ADMIN_ACTION, ExclusivePublication
+from aeronio.logbuffer.descriptor import HEADER_LENGTH
 
 
 class State(enum.Enum):
@@ -85,8 +86,11 @@ class ReplaySession:
                 self._deadline_ns = now_ns + self.linger_timeout_ns
             return 0
         publication = self.publication
+        # At least one frame even when the window is shut: its offer, refused, tells the
+        # driver this publication wants its limit moved (a parked driver is woken for it).
         window = publication.position_limit - publication.position
-        block = self.reader.peek(min(MAX_BLOCK_LENGTH, window), limit)
+        frame = publication.max_payload_length + HEADER_LENGTH
+        block = self.reader.peek(min(MAX_BLOCK_LENGTH, max(window, frame)), limit)
         if block is None:
             return 0
         result = self.publication.try_offer_block(block.data)
