@@ -164,12 +164,10 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str) -> ob
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (fields 14 and 15 of /proc/<pid>/stat), in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    fields = stat[stat.rindex(")") + 2 :].split()  # fields from 3 on; comm may hold spaces
-    utime, stime = int(fields[14 - 3]), int(fields[15 - 3])
-    return (utime + stime) / os.sysconf("SC_CLK_TCK")
+    """The CPU time of a process, in seconds, to the nanosecond: its CPU-time clock (Linux's
+    MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED), what clock_getcpuclockid(3) gives); /proc's
+    utime + stime count in 10 ms ticks, too coarse for an idle process."""
+    return time.clock_gettime(((~pid) << 3) | 2)
 
 
 # -- messages: (publisher id, seq, length, crc32) header + a deterministic body ------------------
@@ -439,6 +437,52 @@ async def role_blocked_publisher(dir: str, stream: int) -> None:
         say("offered", {"position": publication.position})
 
 
+async def role_idle_service(channel: str | None = None, timer_interval_ns: int = 0) -> None:
+    """An embedded driver (its own directory) and, given a channel, a publication and a
+    subscription on it, connected, one message exchanged; say "ready" (with the driver
+    directory), then nothing until a line on stdin: offer it and say "got" with what the
+    subscription received. `timer_interval_ns`: the driver's, if not 0."""
+    import aeronio
+
+    options = {"timer_interval_ns": timer_interval_ns} if timer_interval_ns else {}
+    async with aeronio.connect(**options) as aeron:
+        if channel is not None:
+            subscription = await aeron.add_subscription(channel, 7)
+            publication = await aeron.add_publication(channel, 7)
+            await publication.wait_connected(10)
+            await subscription.wait_connected(10)
+            await publication.offer(b"first", timeout=10)
+            assert (await subscription.receive()).data == b"first"
+        say("ready", {"dir": aeron.driver_dir})
+        line = (await read_stdin_line()).strip()
+        if channel is not None:
+            await publication.offer(line.encode(), timeout=10)
+            async with asyncio.timeout(10):
+                say("got", (await subscription.receive()).data.decode())
+
+
+async def role_idle_ipc_client(dir: str, stream: int, side: str) -> None:
+    """A client of the standalone driver on `dir` with an IPC publication (side "pub") or
+    subscription ("sub") on `stream`; says "ready" once connected, then: the publication offers
+    the line read from stdin, the subscription says "got" with the first message."""
+    import aeronio
+
+    async with aeronio.connect(dir) as aeron:
+        if side == "pub":
+            publication = await aeron.add_publication(IPC, stream)
+            await publication.wait_connected(10)
+            say("ready")
+            line = (await read_stdin_line()).strip()
+            await publication.offer(line.encode(), timeout=10)
+            say("offered")
+        else:
+            subscription = await aeron.add_subscription(IPC, stream)
+            await subscription.wait_connected(10)
+            say("ready")
+            async with asyncio.timeout(60):
+                say("got", (await subscription.receive()).data.decode())
+
+
 ROLES = {
     "publisher": role_publisher,
     "checking_subscriber": role_checking_subscriber,
@@ -447,6 +491,8 @@ ROLES = {
     "stalled_subscriber": role_stalled_subscriber,
     "idle_reader": role_idle_reader,
     "blocked_publisher": role_blocked_publisher,
+    "idle_service": role_idle_service,
+    "idle_ipc_client": role_idle_ipc_client,
 }
 
 
