@@ -27,6 +27,7 @@ class BusySpinIdleStrategy:
         self.yield_every = yield_every
 
     async def idle(self, attempt: int, park: Park) -> None:
+        """Return at once; yield to the loop every `yield_every` attempts."""
         if attempt % self.yield_every == self.yield_every - 1:
             await asyncio.sleep(0)
 
@@ -35,6 +36,7 @@ class YieldingIdleStrategy:
     """Yield to the event loop on every attempt: low latency, still a busy core."""
 
     async def idle(self, attempt: int, park: Park) -> None:
+        """Yield to the loop once."""
         await asyncio.sleep(0)
 
 
@@ -55,6 +57,7 @@ class BackoffIdleStrategy:
         self.max_park_s = max_park_s
 
     async def idle(self, attempt: int, park: Park) -> None:
+        """Spin, then yield, then sleep for `attempt`'s back-off period."""
         if attempt < self.max_spins:
             return
         if attempt < self.max_spins + self.max_yields:
@@ -76,6 +79,8 @@ class NotifyingIdleStrategy:
         self.fallback_s = fallback_s
 
     async def idle(self, attempt: int, park: Park) -> None:
+        """Yield for the first `max_yields` attempts, then `park` until notified (at most
+        `fallback_s`)."""
         if attempt < self.max_yields:
             await asyncio.sleep(0)
         else:

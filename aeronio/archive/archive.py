@@ -25,6 +25,10 @@ log = logging.getLogger("aeronio.archive")
 
 
 class Archive:
+    """An archive on a client of a media driver: it records streams into segment files,
+    keeps a catalog and replays recordings, answering ArchiveClients over its control channel
+    (Aeron Archive's wire protocol). `aeronio archive serve` runs one."""
+
     def __init__(self, aeron: Aeron, ctx: ArchiveContext):
         self.aeron = aeron
         self.ctx = ctx
@@ -44,6 +48,7 @@ class Archive:
         return self.conductor.catalog
 
     async def start(self) -> Archive:
+        """Start the archive's conductor and its duty-cycle task; returns self."""
         await self.conductor.start()
         self._task = asyncio.create_task(self._run(), name="aeronio-archive")
         return self
@@ -66,6 +71,7 @@ class Archive:
                 attempt += 1
 
     async def close(self) -> None:
+        """Stop the duty cycle, end every recording and replay, close the catalog."""
         # the flag ends the loop even should a cancellation be swallowed on its way (Python
         # 3.11's wait_for can swallow one that races with its result)
         self._closing = True

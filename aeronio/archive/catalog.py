@@ -131,9 +131,11 @@ class Catalog:
         return self.buffer.get_int32_volatile(self._offset(recording_id))
 
     def has_recording(self, recording_id: int) -> bool:
+        """Whether the catalog has an entry for `recording_id`."""
         return 0 <= recording_id < self.max_entries and self._length(recording_id) > 0
 
     def is_valid(self, recording_id: int) -> bool:
+        """Whether the recording's entry is valid (not invalidated by a failed recording)."""
         return self.has_recording(recording_id) and self._map[self._offset(recording_id) + 4] == 1
 
     def descriptor(self, recording_id: int) -> RecordingDescriptor:
@@ -162,6 +164,7 @@ class Catalog:
         return self._count()
 
     def stop_position(self, recording_id: int) -> int:
+        """The recording's stop position (NULL_POSITION while it is active)."""
         if not self.has_recording(recording_id):
             raise CatalogError(f"unknown recording id {recording_id}")
         return self.buffer.get_int64_volatile(self._offset(recording_id) + _STOP_POSITION)
@@ -179,6 +182,7 @@ class Catalog:
         return None
 
     def layout(self, recording_id: int) -> segments.RecordingLayout:
+        """Where the recording's segments are and how positions map into them."""
         d = self.descriptor(recording_id)
         return segments.RecordingLayout(
             recording_id, d.start_position, d.term_buffer_length, d.segment_file_length
@@ -225,6 +229,7 @@ class Catalog:
         return recording_id
 
     def recording_stopped(self, recording_id: int, stop_position: int, stop_timestamp: int):
+        """Store the recording's stop position and time (its entry is then complete)."""
         self._set_stop(recording_id, stop_position, stop_timestamp)
 
     def extend_recording(
@@ -285,6 +290,7 @@ class Catalog:
             os.fsync(fd)
 
     def close(self) -> None:
+        """Unmap the catalog and release its lock."""
         if self._lock_fd >= 0:
             os.close(self._lock_fd)  # releases the lock
             self._lock_fd = -1

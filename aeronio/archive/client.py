@@ -36,6 +36,9 @@ NULL_LENGTH = -1
 
 
 class ArchiveClient:
+    """A control session with an archive (`aeronio.archive.connect`): start and stop
+    recordings, list them, replay them (a subscription), replay-merge into a live stream."""
+
     def __init__(
         self,
         aeron: Aeron,
@@ -156,9 +159,11 @@ class ArchiveClient:
         )
 
     async def stop_recording(self, channel: str, stream_id: int) -> None:
+        """Stop recording `channel` and `stream_id` (ArchiveError if it is not recorded)."""
         await self._request(lambda s, c: codecs.StopRecordingRequest(s, c, stream_id, channel))
 
     async def stop_recording_subscription(self, subscription_id: int) -> None:
+        """Stop the recording started as `subscription_id` (start_recording's result)."""
         await self._request(
             lambda s, c: codecs.StopRecordingSubscriptionRequest(s, c, subscription_id)
         )
@@ -172,6 +177,8 @@ class ArchiveClient:
         return await self._request(lambda s, c: codecs.StopPositionRequest(s, c, recording_id))
 
     async def truncate_recording(self, recording_id: int, position: int) -> None:
+        """Cut a stopped recording back to `position` (refused for an active recording or one
+        being replayed)."""
         await self._request(
             lambda s, c: codecs.TruncateRecordingRequest(s, c, recording_id, position)
         )
@@ -181,6 +188,7 @@ class ArchiveClient:
     async def list_recordings(
         self, from_recording_id: int = 0, record_count: int = 2**31 - 1
     ) -> list[codecs.RecordingDescriptor]:
+        """The descriptors of up to `record_count` recordings from `from_recording_id`."""
         return await self._list(
             lambda s, c: codecs.ListRecordingsRequest(s, c, from_recording_id, record_count),
             record_count,
@@ -202,6 +210,7 @@ class ArchiveClient:
         )
 
     async def list_recording(self, recording_id: int) -> codecs.RecordingDescriptor | None:
+        """The descriptor of one recording, or None if there is no such recording."""
         found = await self._list(lambda s, c: codecs.ListRecordingRequest(s, c, recording_id), 1)
         return found[0] if found else None
 
@@ -231,6 +240,7 @@ class ArchiveClient:
         )
 
     async def stop_replay(self, replay_session_id: int) -> None:
+        """Stop a replay by its replay session id."""
         await self._request(lambda s, c: codecs.StopReplayRequest(s, c, replay_session_id))
 
     async def replay(
@@ -337,6 +347,7 @@ class ArchiveClient:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def close(self) -> None:
+        """Close the control session and its publication and subscription (idempotent)."""
         if self.is_closed:
             return
         try:

@@ -40,6 +40,8 @@ class CodecError(AeronError, ValueError):
 
 
 class ControlResponseCode(enum.IntEnum):
+    """The code of an archive's ControlResponse (Aeron's ControlResponseCode)."""
+
     OK = 0
     ERROR = 1
     RECORDING_UNKNOWN = 2
@@ -330,6 +332,8 @@ class RecordingDescriptor(Message, frozen=True):
     var=("channel", "source_identity"),
 )  # fmt: skip
 class RecordingStarted(Message, frozen=True):
+    """A recording event: a recording began (the archive's recording-events stream)."""
+
     recording_id: int
     start_position: int
     session_id: int
@@ -340,6 +344,8 @@ class RecordingStarted(Message, frozen=True):
 
 @_table(102, 24, "recording_id:q", "start_position:q", "position:q")
 class RecordingProgress(Message, frozen=True):
+    """A recording event: a recording reached `position`."""
+
     recording_id: int
     start_position: int
     position: int
@@ -347,6 +353,8 @@ class RecordingProgress(Message, frozen=True):
 
 @_table(103, 24, "recording_id:q", "start_position:q", "stop_position:q")
 class RecordingStopped(Message, frozen=True):
+    """A recording event: a recording stopped at `stop_position`."""
+
     recording_id: int
     start_position: int
     stop_position: int

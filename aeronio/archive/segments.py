@@ -53,15 +53,19 @@ class RecordingLayout(NamedTuple):
         return self.start_position - (self.start_position & (self.term_length - 1))
 
     def segment_index(self, position: int) -> int:
+        """The index of the segment that holds `position`."""
         return (position - self.base_position) // self.segment_length
 
     def segment_offset(self, position: int) -> int:
+        """The offset of `position` within its segment file."""
         return (position - self.base_position) & (self.segment_length - 1)
 
     def segment_base_position(self, segment_index: int) -> int:
+        """The stream position of the first byte of segment `segment_index`."""
         return self.base_position + segment_index * self.segment_length
 
     def file_name(self, segment_index: int) -> str:
+        """The segment file's name: `<recording id>-<segment index>.rec`, as Aeron 1.15 names it."""
         return segment_file_name(self.recording_id, segment_index)
 
 
@@ -195,6 +199,7 @@ class RecordingReader:
             yield block
 
     def close(self) -> None:
+        """Unmap the segments read."""
         if self._map is not None:
             try:
                 self._map.close()

@@ -142,6 +142,7 @@ class Subscription(_core.SubscriptionBase):
         return bool(self._images)
 
     def image_by_session_id(self, session_id: int) -> Image | None:
+        """The image of the publication with this session id, or None."""
         return next((i for i in self._images if i.session_id == session_id), None)
 
     # -- image lifecycle (called by the client conductor) -------------------------------
@@ -276,6 +277,7 @@ class Subscription(_core.SubscriptionBase):
     # -- lifecycle ----------------------------------------------------------------------
 
     async def close(self) -> None:
+        """Remove the subscription from the driver; its images go (idempotent)."""
         if self.is_closed:
             return
         self.is_closed = True

@@ -59,6 +59,8 @@ class MediaDriver:
         return self._runner is not None
 
     async def start(self) -> MediaDriver:
+        """Claim the directory (refused while another driver is alive on it), remove dead
+        drivers' directories, start the conductor and the control socket; returns self."""
         path = os.path.abspath(self.ctx.dir)
         self.ctx.dir = path
         remove_dead_driver_dirs()  # what drivers killed before they could clean up left
@@ -106,6 +108,7 @@ class MediaDriver:
             ) from None
 
     def hello(self) -> p.DriverHello:
+        """What this driver tells a client that attaches (its pid, timeouts, wake id)."""
         return p.DriverHello(
             p.PROTOCOL_VERSION,
             os.getpid(),

@@ -69,6 +69,8 @@ FIXED_TYPES: dict[type, str] = {
 
 
 def raw_schema() -> StructType:
+    """The raw columns: recording_id, session_id, stream_id, channel, position, length,
+    reserved_value, data."""
     return StructType([StructField(name, kind, True) for name, kind in RAW.items()])
 
 

@@ -367,9 +367,11 @@ class AeronioDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The format name: `spark.read.format("aeronio")`."""
         return "aeronio"
 
     def schema(self):
+        """The schema without `.schema(...)`: the raw columns (`layout` raw only)."""
         options = read_options(self.options, None)
         if options.layout != "raw":
             raise SourceError(
@@ -381,6 +383,8 @@ class AeronioDataSource(DataSource):
         return Decoder(schema, options.layout, options.metadata_columns)
 
     def reader(self, schema: StructType):
+        """The batch reader: checks the options and the catalog (or the archive) here, on
+        Spark's driver."""
         options = read_options(self.options, streaming=False)
         if options.remote is None:
             recs.open_catalog(options.archive).close()  # fails here, on the driver
@@ -391,11 +395,13 @@ class AeronioDataSource(DataSource):
         return reader
 
     def streamReader(self, schema: StructType):
+        """The streaming reader: offsets are {recording_id: position}."""
         options = read_options(self.options, streaming=True)
         recs.open_catalog(options.archive).close()
         return StreamReader(options, self._decoder(schema, options))
 
     def writer(self, schema: StructType, overwrite: bool):
+        """The batch sink: each row offered on the stream (append mode only)."""
         from aeronio.spark.sink import BatchWriter
 
         if overwrite:
@@ -405,6 +411,7 @@ class AeronioDataSource(DataSource):
         return BatchWriter(write_options(self.options, streaming=False), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
+        """The streaming sink: each micro-batch's rows offered, positions at commit."""
         from aeronio.spark.sink import StreamWriter
 
         return StreamWriter(write_options(self.options, streaming=True), schema)
