@@ -61,9 +61,14 @@ def add_mode_arguments(
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
-    """--markdown and --out (what write_markdown reads)."""
+    """--markdown and --out (what write_markdown reads), --json (what Report.print writes)."""
     parser.add_argument("--markdown", action="store_true", help="also print a markdown report")
     parser.add_argument("--out", metavar="FILE", help="write the markdown report to FILE")
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        help="write the report's tables as JSON (bench/plots.py draws them)",
+    )
 
 
 def parse_command_line(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import json
 import os
 import platform
 import statistics
@@ -377,9 +378,31 @@ class Report:
         return "\n".join(out) + "\n"
 
     def print(self, args: argparse.Namespace, argv: list[str] | None, script: str) -> None:
-        """The text report on stdout, then the markdown one as --markdown and --out say."""
+        """The text report on stdout, then the markdown one as --markdown and --out say, and
+        the JSON one as --json says."""
         print(self.text())
         write_markdown(args, argv, script, self.markdown)
+        if getattr(args, "json", None):
+            command = " ".join(["python", script, *(argv or sys.argv[1:])])
+            with open(args.json, "w") as f:
+                json.dump(self.as_json(script, command), f, indent=1)
+            print(f"JSON written to {args.json}")
+
+    def as_json(self, script: str, command: str) -> dict:
+        """The report as data: its header and each table's headers and rows (the cells as the
+        tables show them)."""
+        tables = dict(zip(("throughput", "latency"), (self.tput, self.rtt), strict=True))
+        return {
+            "script": script,
+            "command": command,
+            "title": self.title,
+            "info": self.info,
+            **{
+                name: None if table is None else {"headers": table[0], "rows": table[1]}
+                for name, table in tables.items()
+            },
+            "targets": self.targets,
+        }
 
 
 def process_info(
