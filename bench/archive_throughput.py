@@ -68,6 +68,7 @@ from basics import (
     split_modes,
 )
 from children import Scope, progress, unwind_on_sigterm
+from command_line import add_report_arguments
 from java_peer import java_argv, java_available
 from reports import (
     Report,
@@ -508,8 +509,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--quick", action="store_true", help="smoke test: N=200,000 (1 KiB: 50,000), 1 repeat"
     )
-    parser.add_argument("--markdown", action="store_true", help="also print a markdown report")
-    parser.add_argument("--out", metavar="FILE", help="write the markdown report to FILE")
+    add_report_arguments(parser)
     return parser
 
 
