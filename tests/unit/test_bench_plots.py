@@ -1,53 +1,53 @@
-"""bench/plots.py: a benchmark's JSON report (--json) becomes its throughput and latency charts,
-and every run checked in under docs/pictures/benchmarks has its charts beside it."""
+"""bench/plots.py: the JSON report a benchmark writes (bench/reports.py, --json) becomes its
+throughput and latency charts, and every run checked in under docs/pictures/benchmarks has its
+charts beside it."""
 
-import importlib.util
+import importlib
 import json
 import struct
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
+BENCH = ROOT / "bench"
 CHARTS = ROOT / "docs" / "pictures" / "benchmarks"
 
 
-def plots_module():
-    spec = importlib.util.spec_from_file_location("plots", ROOT / "bench" / "plots.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench_module(name: str):
+    """A module of bench/ (its siblings importable, as when a benchmark runs)."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    return importlib.import_module(name)
 
 
-REPORT = {
-    "title": "IPC between processes",
-    "info": {"date": "2026-11-25 08:00:00 UTC"},
-    "throughput": {
-        "headers": ["path", "size B", "N", "msgs/s", "MB/s", "e2e msgs/s", "vs pyzmq", "note"],
-        "rows": [
-            ["aeronio (a) try_offer -> poll", "32", "1,000", "5,000,000", "160.0", "", "", ""],
-            ["pyzmq PUSH/PULL ipc://", "32", "1,000", "1,500,000", "48.0", "", "", ""],
-            ["Aeron Java EmbeddedIpcThroughput", "32", "-", "20,000,000", "640", "-", "", ""],
-            ["aeronio (a) try_offer -> poll", "1024", "1,000", "n/a", "n/a", "", "", "failed"],
-        ],
-    },
-    "latency": {
-        "headers": [
-            "path",
-            "size B",
-            "round trips",
-            "median us",
-            "p99 us",
-            "p99.9 us",
-            "mean us",
-            "max us",
-            "vs pyzmq",
-            "note",
-        ],  # fmt: skip
-        "rows": [
-            ["aeronio busy-spin", "32", "1,000", "1.50", "5.60", "9.30", "1.70", "300", "", ""],
-            ["pyzmq PAIR ipc://", "32", "1,000", "60.00", "90.00", "150.0", "65.0", "900", "", ""],
-        ],
-    },
-}
+def report_json(reports, with_latency: bool = True) -> dict:
+    """What a benchmark writes with --json, for a run of three throughput paths at 32 B (one
+    1 KiB row that failed) and two round-trip paths."""
+    names = {"a": "aeronio (a) try_offer -> poll", "z": "pyzmq PUSH/PULL ipc://",
+             "j": "Aeron Java EmbeddedIpcThroughput"}  # fmt: skip
+    tput = [
+        reports.TputCell("a", 32, 1000, rates=[5e6, 6e6, 7e6]),
+        reports.TputCell("z", 32, 1000, rates=[1.5e6]),
+        reports.TputCell("j", 32, 0, rates=[2e7]),
+        reports.TputCell("a", 1024, 1000, note="failed: it broke"),
+    ]
+    rtt_names = {"spin": "aeronio busy-spin", "zmq": "pyzmq PAIR ipc://"}
+    rtt = [
+        reports.RttCell("spin", 32, 1000, {"n": 1000, "median": 1.5, "p99": 5.6, "p999": 9.3,
+                                           "mean": 1.7, "max": 300.0}),
+        reports.RttCell("zmq", 32, 1000, {"n": 1000, "median": 60.0, "p99": 90.0, "p999": 150.0,
+                                          "mean": 65.0, "max": 900.0}),
+    ]  # fmt: skip
+    report = reports.Report(
+        "IPC between processes",
+        ("Throughput", "Latency"),
+        {"date": "2026-11-25 08:00:00 UTC"},
+        reports.tput_table(tput, names, "note", lambda c: c.note),
+        reports.rtt_table(rtt, rtt_names) if with_latency else None,
+        [],
+        [],
+    )
+    return report.as_json("bench/ipc_processes.py", "python bench/ipc_processes.py --json x")
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -56,22 +56,21 @@ def png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
-def test_a_report_becomes_its_two_charts(tmp_path, capsys):
+def test_a_benchmarks_report_becomes_its_two_charts(tmp_path, capsys):
     source = tmp_path / "ipc.json"
-    source.write_text(json.dumps(REPORT))
-    assert plots_module().main([str(source), "--out", str(tmp_path / "charts")]) == 0
+    source.write_text(json.dumps(report_json(bench_module("reports"))))
+    assert bench_module("plots").main([str(source), "--out", str(tmp_path / "charts")]) == 0
     made = capsys.readouterr().out.split()
-    assert made == [
-        str(tmp_path / "charts" / f"ipc-{kind}.png") for kind in ("throughput", "latency")
-    ]
-    widths = [png_size(Path(p))[0] for p in made]
-    assert widths == [450, 800]  # one 4.5-inch panel (the 1 KiB row has no rate), 8 inches
+    charts = tmp_path / "charts"
+    assert made == [str(charts / "ipc-throughput.png"), str(charts / "ipc-latency.png")]
+    # one 4.5-inch panel at 100 dpi (the failed 1 KiB row has no rate), then 8 inches
+    assert [png_size(Path(p))[0] for p in made] == [450, 800]
 
 
 def test_a_report_without_latency_rows_makes_no_latency_chart(tmp_path):
     source = tmp_path / "t.json"
-    source.write_text(json.dumps({**REPORT, "latency": None}))
-    assert [p.name for p in plots_module().plot(source, tmp_path)] == ["t-throughput.png"]
+    source.write_text(json.dumps(report_json(bench_module("reports"), with_latency=False)))
+    assert [p.name for p in bench_module("plots").plot(source, tmp_path)] == ["t-throughput.png"]
 
 
 def test_every_run_checked_in_has_its_charts():
