@@ -135,7 +135,7 @@ class DriverResources:
         self._ended.add(id(resource))
         resource.close()
 
-    def on_time_event(self, now_ns: int) -> int:
+    def on_time_event(self, now_ns: int) -> None:
         """Give every resource the time; end those that reached the end of their life. Clients
         go first: what an ended client held (its subscriptions) ends with it."""
         self._ended.clear()
@@ -145,4 +145,3 @@ class DriverResources:
             resource.on_time_event(now_ns)
             if resource.has_reached_end_of_life():
                 self.end(resource)
-        return len(self._ended)
