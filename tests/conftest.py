@@ -10,7 +10,8 @@ the `slow` ones, are marked in their modules. The fast loop:
 `python -m pytest -q -m "not slow and not netns and not java"`.
 
 Event loops: every async test runs on asyncio's own loop and on uvloop (uvicorn's default), ids
-`[asyncio]` and `[uvloop]`, except under `interop/`, `netns/` and `spark/` (asyncio only).
+`[asyncio]` and `[uvloop]`, except under `interop/`, `netns/`, `spark/` and `examples/` (asyncio
+only).
 """
 
 import asyncio
@@ -38,7 +39,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(FOLDER_MARKERS[folder])
 
 
-ASYNCIO_ONLY = {"interop", "netns", "spark"}
+ASYNCIO_ONLY = {"interop", "netns", "spark", "examples"}
 
 
 def pytest_asyncio_loop_factories(config, item):
