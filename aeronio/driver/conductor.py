@@ -246,11 +246,15 @@ class DriverConductor:
         if session_id is None:
             session_id = self._new_session_id()
         elif any(
-            pub.session_id == session_id and pub.stream_id == command.stream_id
+            pub.session_id == session_id
+            and pub.stream_id == command.stream_id
+            and pub.media_key == _media_key(channel)
             for pub in self.publications
-        ):
+        ):  # a clash where both would reach the same receivers (an archive's replay to a
+            # late joiner uses the live stream's session id, on another endpoint)
             raise AeronError(
-                f"session-id {session_id} is already in use on stream {command.stream_id}"
+                f"session-id {session_id} is already in use on stream {command.stream_id} "
+                f"of {_media_key(channel)}"
             )
         registration_id = self._next_correlation_id()
         if channel.initial_term_id is not None:

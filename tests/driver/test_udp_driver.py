@@ -121,6 +121,27 @@ async def test_udp_channel_forms_that_cannot_work_are_refused_naming_what_is_wro
             await mdc.remove_destination(f"aeron:udp?endpoint=127.0.0.1:{free_port()}")
 
 
+async def test_a_session_id_clashes_only_where_both_would_reach_the_same_receivers():
+    """Two publications of one session and stream on two endpoints are two streams (an
+    archive's replay to a late joiner beside the live publication, as the chat example runs);
+    on the same endpoint, or on IPC, the second is refused naming the session id."""
+    one, two = (f"aeron:udp?endpoint=127.0.0.1:{free_port()}" for _ in range(2))
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        subs = [await b.add_subscription(channel, 3) for channel in (one, two)]
+        first = await a.add_exclusive_publication(one, 3)
+        same = f"|session-id={first.session_id}"
+        second = await a.add_exclusive_publication(two + same, 3)
+        assert second.session_id == first.session_id
+        for channel in (one + same, "aeron:ipc?session-id=7"):
+            if channel.startswith("aeron:ipc"):
+                await a.add_exclusive_publication(channel, 3)
+            with pytest.raises(aeronio.DriverError, match="session-id .* already in use"):
+                await a.add_exclusive_publication(channel, 3)
+        for pub, sub, data in ((first, subs[0], b"one"), (second, subs[1], b"two")):
+            await connected(pub, sub)
+            assert await exchange(pub, sub, [data], 10) == [data]
+
+
 def garbage(rng, legit: bytes) -> bytes:
     """Random bytes, or a real frame truncated, mis-sized, of an unknown type, or a SETUP with an
     absurd term length or MTU."""
