@@ -64,7 +64,8 @@ async def ping(
             _SEQ.pack_into(message, 0, i)
             start = clock()
             await pings.offer(message)
-            reply = await asyncio.wait_for(replies.receive(), timeout)
+            async with asyncio.timeout(timeout):
+                reply = await replies.receive()
             end = clock()
             if _SEQ.unpack_from(reply.data)[0] != i:
                 raise RuntimeError(f"round trip {i} answered by {_SEQ.unpack_from(reply.data)[0]}")

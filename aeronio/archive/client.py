@@ -82,7 +82,10 @@ class ArchiveClient:
                     correlation_id=correlation_id,
                 )
             try:
-                message = await asyncio.wait_for(self.subscription.receive(), left)
+                # Not wait_for: on Python 3.11 a cancel that meets the answer is lost there
+                # (the task goes on, as if never cancelled); asyncio.timeout keeps it.
+                async with asyncio.timeout(left):
+                    message = await self.subscription.receive()
             except TimeoutError:
                 continue
             try:

@@ -197,7 +197,8 @@ class Aeron:
         self._pending[command.correlation_id] = future
         self._transport.submit(command)
         try:
-            response = await asyncio.wait_for(future, self.driver_timeout_s)
+            async with asyncio.timeout(self.driver_timeout_s):  # not wait_for (3.11 loses a cancel)
+                response = await future
         except TimeoutError:
             self._abandoned[command.correlation_id] = command
             raise DriverTimeoutError(

@@ -74,7 +74,8 @@ class SocketTransport:
         reader, writer = await asyncio.open_unix_connection(sock=sock)
         writer.write(p.frame(p.ClientHello(p.PROTOCOL_VERSION, client_id, os.getpid())))
         try:
-            data = await asyncio.wait_for(p.read_frame(reader), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                data = await p.read_frame(reader)
         except TimeoutError:
             writer.close()
             raise DriverTimeoutError(

@@ -601,3 +601,25 @@ async def test_replay_merge_joins_the_live_stream_without_gap_or_duplicate(tmp_p
                 await producer
                 assert [data for data, _ in got] == payloads
                 assert [p for _, p in got] == positions
+
+
+# -- cancellation -----------------------------------------------------------------------------
+
+
+async def test_a_request_cancelled_as_its_answer_arrives_is_cancelled(client):
+    """Cancelled at every step of a request's life (before it is sent, while it waits, as the
+    answer arrives), the request raises CancelledError: never goes on as if not cancelled
+    (asyncio.wait_for on Python 3.11 loses a cancel that meets the answer)."""
+
+    async def ask_forever():
+        while True:
+            await client.list_recordings()
+
+    for steps in range(60):
+        task = asyncio.create_task(ask_forever())
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        task.cancel()
+        await asyncio.wait([task], timeout=5)
+        assert task.cancelled(), f"cancelled after {steps} steps, the task went on"
+    assert await client.list_recordings() == []  # the session still answers in order

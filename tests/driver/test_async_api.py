@@ -704,3 +704,26 @@ async def test_client_unmaps_the_log_of_a_deleted_publication(aeron):
     gone.clear()
     gc.collect()
     assert maps_of(log_file) == 0
+
+
+async def test_a_command_cancelled_as_the_driver_answers_is_cancelled(aeron):
+    """Cancelled at every step of an add (before the driver answers, as it answers), the add
+    raises CancelledError and never hands out a subscription (asyncio.wait_for on Python 3.11
+    loses a cancel that meets the answer); what the driver made is released."""
+    added = []
+
+    async def add_forever():
+        while True:
+            added.append(await aeron.add_subscription("aeron:ipc", 77))
+
+    for steps in range(40):
+        task = asyncio.create_task(add_forever())
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        task.cancel()
+        await asyncio.wait([task], timeout=5)
+        assert task.cancelled(), f"cancelled after {steps} steps, the task went on"
+        for subscription in added:
+            await subscription.close()
+        added.clear()
+    await wait_until(lambda: not aeron._subscriptions, what="every subscription released")
