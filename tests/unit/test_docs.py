@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 PICTURES = sorted((ROOT / "docs" / "pictures").glob("*.dot"))
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def test_there_are_pictures():
@@ -30,7 +30,7 @@ def test_every_picture_is_rendered_from_its_source_as_it_is(source: Path):
     )
 
 
-@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_documents_point_nowhere_outside_the_repository(document: Path):
     text = document.read_text()
     outside = re.findall(r"(?:\.\./shared/(?!aeron-java)\S*|/work/\S*)", text)
