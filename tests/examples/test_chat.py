@@ -1,0 +1,219 @@
+"""examples/chat end to end: chat servers as processes (each its own embedded driver) forming
+one room over UDP, talked to over their WebSockets and in chromium.
+
+What is checked: every server shows every entry once, in one order (positions increasing, each
+text once); a server that joins late shows the whole history first, then live entries, with no
+gap and no duplicate; bad input is refused with a message and the room goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import aiohttp
+import msgspec
+import pytest
+
+import aeronio
+from tests.support.child import Child
+
+CHAT = Path(__file__).parents[2] / "examples" / "chat"
+pytestmark = pytest.mark.slow
+
+
+def server(*args: str) -> tuple[Child, str, str]:
+    """A chat server process, its URL and (for a home) its room's spec."""
+    child = Child([sys.executable, str(CHAT / "server.py"), *args], "chat server")
+    room = child.expect("room: ", 30) if "--home" in args else ""
+    url = child.expect("chat server ", 30).split()[-1]
+    return child, url, room
+
+
+async def talk(
+    url: str, user: str
+) -> tuple[aiohttp.ClientSession, aiohttp.ClientWebSocketResponse]:
+    session = aiohttp.ClientSession()
+    socket = await session.ws_connect(f"{url}ws?user={user}")
+    return session, socket
+
+
+async def receive(socket, count: int, timeout: float = 30) -> tuple[dict, list[dict]]:
+    """The history message and the next `count` live entries."""
+    async with asyncio.timeout(timeout):
+        history = json.loads((await socket.receive()).data)
+        assert history["type"] == "history"
+        live = []
+        while len(live) < count:
+            message = json.loads((await socket.receive()).data)
+            assert message["type"] == "entry", message
+            live.append(message["entry"])
+    return history, live
+
+
+def in_one_order(entries: list[dict]) -> None:
+    positions = [entry["position"] for entry in entries]
+    assert positions == sorted(set(positions)), "positions increase, none twice"
+
+
+async def entries_until(socket, text: str, timeout: float = 30) -> list[dict]:
+    """Live entries up to and with the first whose text is `text`."""
+    got = []
+    async with asyncio.timeout(timeout):
+        while not got or got[-1]["text"] != text:
+            message = json.loads((await socket.receive()).data)
+            assert message["type"] == "entry", message
+            got.append(message["entry"])
+    return got
+
+
+@pytest.mark.parametrize("transport", ["multicast", "mdc"])
+async def test_two_servers_talk_and_a_late_joiner_shows_the_history_first(transport):
+    """Alice on the home and Bob on a second server say 300 lines each at once: both see the
+    600 in one order. While Alice goes on talking, a third server joins: Carol on it gets the
+    history (several terms of the room stream, replayed) and then the live entries, and the
+    whole is exactly what Alice saw: no gap, no duplicate at the merge."""
+    home, home_url, room = server("--home", "--name", "one", "--transport", transport)
+    two, two_url, _ = server("--join", room, "--name", "two")
+    late = None
+    sessions = []
+    try:
+        (s1, alice), (s2, bob) = await talk(home_url, "alice"), await talk(two_url, "bob")
+        sessions += [s1, s2]
+        line = "." * 100  # 600 entries fill more than a term (64 KiB) of the room stream
+        said = {("alice", f"a{i}{line}") for i in range(300)}
+        said |= {("bob", f"b{i}{line}") for i in range(300)}
+
+        async def say(socket, user):
+            for i in range(300):
+                await socket.send_json({"text": f"{user[0]}{i}{line}"})
+
+        seen = await asyncio.gather(
+            receive(alice, 600), receive(bob, 600), say(alice, "alice"), say(bob, "bob")
+        )
+        (history_a, live_a), (history_b, live_b) = seen[0], seen[1]
+        assert history_a["entries"] == history_b["entries"] == []
+        assert live_a == live_b, "both servers show the room in one order"
+        in_one_order(live_a)
+        assert {(e["user"], e["text"]) for e in live_a} == said and len(live_a) == 600
+        assert {e["server"] for e in live_a} == {"one", "two"}
+        assert live_a[-1]["position"] > 65536
+
+        async def chatter():
+            for i in range(10_000):
+                await alice.send_json({"text": f"meanwhile {i}"})
+                await asyncio.sleep(0.005)
+
+        talking = asyncio.create_task(chatter())
+        late, late_url, _ = server("--join", room, "--name", "three")
+        s3, carol = await talk(late_url, "carol")
+        sessions.append(s3)
+        history_c = json.loads((await carol.receive()).data)
+        assert history_c["type"] == "history" and history_c["server"] == "three"
+        await carol.send_json({"text": "hello from three"})
+        live_c = await entries_until(carol, "hello from three")
+        talking.cancel()
+        after_a = await entries_until(alice, "hello from three")
+        assert history_c["entries"][:600] == live_a, "the history first, as the others saw it"
+        assert history_c["entries"] + live_c == live_a + after_a, "no gap, no duplicate"
+        assert live_c[-1]["server"] == "three"
+        in_one_order(live_a + after_a)
+        assert sum(e["text"].startswith("meanwhile") for e in after_a) > 0
+    finally:
+        for session in sessions:
+            await session.close()
+        for child in (late, two, home):
+            if child is not None:
+                child.stop()
+    for child in (late, two, home):
+        assert child.wait() == 128 + 15, child.describe()  # SIGTERM: closed, then exited
+
+
+async def test_bad_input_is_refused_with_a_message_and_the_room_goes_on():
+    home, url, room = server("--home", "--name", "one")
+    session = aiohttp.ClientSession()
+    try:
+        nobody = await session.ws_connect(f"{url}ws?user=")
+        refused = json.loads((await nobody.receive()).data)
+        assert refused == {"type": "error", "message": "user: 1 to 32 characters"}
+        socket = await session.ws_connect(f"{url}ws?user=dave")
+        assert json.loads((await socket.receive()).data)["entries"] == []
+        for bad, why in (("not json", "not sent: "), (json.dumps({"text": "x" * 1001}), "text:")):
+            await socket.send_str(bad)
+            message = json.loads((await socket.receive()).data)
+            assert message["type"] == "error" and why in message["message"], message
+        # A post that is no post, straight to the home's sequencer: dropped, the room goes on.
+        posts = room.split(":")
+        async with aeronio.connect() as aeron:
+            rogue = await aeron.add_publication(f"aeron:udp?endpoint={posts[0]}:{posts[1]}", 1001)
+            await rogue.offer(b"\xff garbage", timeout=10)
+            await rogue.offer(msgspec.json.encode({"user": "", "text": "x", "server": "?"}))
+            await socket.send_json({"text": "still here"})
+            async with asyncio.timeout(10):
+                message = json.loads((await socket.receive()).data)
+        assert message["entry"]["text"] == "still here"
+        assert message["entry"]["position"] > 0
+    finally:
+        await session.close()
+        home.stop()
+    home.wait()
+    assert home.stderr.count("dropped a post") == 2, home.describe()
+
+
+def test_demo_rooms_two_browsers_and_a_late_server_shows_the_history(browser, artifacts):
+    """The one command: two URLs; two pages talk; a server added late shows the history."""
+    demo = Child([sys.executable, str(CHAT / "demo.py")], "chat demo")
+    late = None
+    try:
+        urls = [demo.expect("open ", 60).strip(), demo.expect("open ", 30).strip()]
+        room = demo.expect("room: ", 30).strip()
+        alice, bob = browser.new_page(), browser.new_page()
+        alice.goto(f"{urls[0]}?user=alice")
+        bob.goto(urls[1])
+        bob.fill("#user", "bob")
+        bob.click("#who button")
+        for page in (alice, bob):
+            page.wait_for_selector("#status[data-state=joined]")
+        alice.fill("#text", "hello from alice")
+        alice.press("#text", "Enter")
+        bob.wait_for_selector("#messages li:has-text('hello from alice')")
+        bob.fill("#text", "hi alice, bob here")
+        bob.click("#send")
+        alice.wait_for_selector("#messages li:has-text('bob here')")
+        expected = ["alice: hello from alice via server-1", "bob: hi alice, bob here via server-2"]
+        for page in (alice, bob):
+            assert texts(page) == expected
+        alice.screenshot(path=str(artifacts / "chat-alice.png"))
+
+        late, late_url, _ = server("--join", room, "--name", "server-3")
+        carol = browser.new_page()
+        carol.goto(f"{late_url}?user=carol")
+        carol.wait_for_selector("#status[data-state=joined]")
+        assert texts(carol) == expected, "history first"
+        assert "carol on server-3: 2 earlier" in carol.inner_text("#status")
+        carol.fill("#text", "carol, late but all caught up")
+        carol.press("#text", "Enter")
+        for page in (alice, bob, carol):
+            page.wait_for_selector("#messages li:has-text('all caught up')")
+            assert texts(page)[-1] == "carol: carol, late but all caught up via server-3"
+            assert positions(page) == sorted(set(positions(page)))
+        carol.screenshot(path=str(artifacts / "chat-late-joiner.png"))
+    finally:
+        if late is not None:
+            late.stop()
+        demo.stop()
+
+
+def texts(page) -> list[str]:
+    """The entries shown: `user: text via server` (the time left out)."""
+    return page.eval_on_selector_all(
+        "#messages li",
+        "items => items.map(i => ['.user', '.text', '.server']"
+        ".map(part => i.querySelector(part).textContent).join(''))",
+    )
+
+
+def positions(page) -> list[int]:
+    return [int(p) for p in page.eval_on_selector_all("li", "i => i.map(x => x.dataset.position)")]
