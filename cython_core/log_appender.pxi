@@ -184,7 +184,7 @@ cdef class LogAppender:
                 f"message length {length} exceeds max_message_length {self.max_message_length} "
                 f"(an eighth of the term length {self.log.term_length}, at most 16 MiB): raise "
                 f"the term length, `term-length=` on the channel or the driver's "
-                f"ipc_term_length / term_buffer_length")
+                f"ipc_term_length (IPC) / term_length (UDP)")
         raw_offset = self._begin(&term_count, &term_id, &position)
         if raw_offset < 0:
             return ADMIN_ACTION_CODE

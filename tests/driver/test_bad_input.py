@@ -115,7 +115,10 @@ async def test_oversized_message_names_its_length(aeron):
     too_big = bytes(8193)
     with pytest.raises(aeronio.MessageTooLargeError, match="8193") as info:
         pub.try_offer(too_big)
-    assert "8192" in str(info.value)  # and the limit
+    assert "8192" in str(info.value)  # and the limit, and the options that raise it
+    assert "term-length=" in str(info.value)
+    named = re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", str(info.value).split("driver's")[1])
+    assert named and all(hasattr(DriverContext, option) for option in named), named
     with pytest.raises(aeronio.MessageTooLargeError, match="8193"):
         await pub.offer(too_big)
     with pytest.raises(aeronio.MessageTooLargeError, match="8193"):
