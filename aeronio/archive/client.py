@@ -285,6 +285,7 @@ class ArchiveClient:
         )
         subscription = await self.aeron.add_subscription(subscription_channel, stream_id)
         merge = ReplayMerge(descriptor.term_buffer_length)
+        session_id = descriptor.session_id  # the stream's image; any other session is not it
         replay_session_id = None
         loop = asyncio.get_running_loop()
         try:
@@ -293,31 +294,39 @@ class ArchiveClient:
                 recording_id, position, NULL_LENGTH, replay_channel, stream_id
             )
             next_check = 0.0
-            while True:
+            while merge.state is not MergeState.MERGED:
+                image = subscription.image_by_session_id(session_id)
                 messages: list[Message] = []
-                for image in subscription.images:
+                if image is not None:
                     image.poll_messages(messages, 256)
                 for message in messages:
                     yield message
-                if merge.state is not MergeState.MERGED and loop.time() >= next_check:
+                if loop.time() >= next_check:
                     next_check = loop.time() + poll_interval_s
-                    await self._merge_step(merge, subscription, recording_id, live_destination)
-                    if merge.state is MergeState.MERGED and replay_session_id is not None:
-                        await self.stop_replay(replay_session_id)
-                        replay_session_id = None
-                        await subscription.remove_destination(replay_destination)
+                    await self._merge_step(
+                        merge, subscription, image, recording_id, live_destination
+                    )
                 if not messages:
                     await asyncio.sleep(0.0005)
+            await self.stop_replay(replay_session_id)
+            replay_session_id = None
+            await subscription.remove_destination(replay_destination)
+            async for message in subscription:  # merged: the live stream, parked between
+                if message.header.session_id == session_id:
+                    yield message
         finally:
-            if replay_session_id is not None and not self.is_closed:
-                with contextlib.suppress(AeronError):
-                    await self.stop_replay(replay_session_id)
-            await subscription.close()
+            try:
+                if replay_session_id is not None and not self.is_closed:
+                    with contextlib.suppress(AeronError):
+                        await self.stop_replay(replay_session_id)
+            finally:
+                await subscription.close()
 
-    async def _merge_step(self, merge: ReplayMerge, subscription, recording_id, live) -> None:
-        images = subscription.images
+    async def _merge_step(
+        self, merge: ReplayMerge, subscription, image, recording_id: int, live: str
+    ) -> None:
         recorded = await self._recorded_position(recording_id)
-        action = merge.step(images[0].position if images else None, recorded)
+        action = merge.step(None if image is None else image.position, recorded)
         if action is MergeAction.ADD_LIVE:
             await subscription.add_destination(live)
             merge.on_live_added(await self._recorded_position(recording_id))

@@ -197,16 +197,18 @@ class Aeron:
         self._pending[command.correlation_id] = future
         self._transport.submit(command)
         try:
-            async with asyncio.timeout(self.driver_timeout_s):  # not wait_for (3.11 loses a cancel)
-                response = await future
+            # Not wait_for (on 3.11 it loses a cancel that meets the answer); shielded, so that
+            # an answer that comes as the caller gives up is still seen, and released.
+            async with asyncio.timeout(self.driver_timeout_s):
+                response = await asyncio.shield(future)
         except TimeoutError:
-            self._abandoned[command.correlation_id] = command
+            self._abandon(command, future)
             raise DriverTimeoutError(
                 f"driver on {self.driver_dir} did not answer {type(command).__name__} "
                 f"within {self.driver_timeout_s} s"
             ) from None
         except asyncio.CancelledError:
-            self._abandoned[command.correlation_id] = command
+            self._abandon(command, future)
             raise
         finally:
             self._pending.pop(command.correlation_id, None)
@@ -243,6 +245,13 @@ class Aeron:
                 future = self._pending.get(response.correlation_id)
                 if future is not None and not future.done():
                     future.set_result(response)
+
+    def _abandon(self, command: p.Command, future: asyncio.Future) -> None:
+        """The caller gave up on `command`: what the driver makes for it is released when the
+        answer comes, or now if it came just before the caller gave up."""
+        self._abandoned[command.correlation_id] = command
+        if future.done():
+            self._release_abandoned(future.result())
 
     def _release_abandoned(self, response: p.Response) -> None:
         """An answer to a request whose caller gave up: undo what the driver did for it."""

@@ -81,6 +81,9 @@ class SocketTransport:
             raise DriverTimeoutError(
                 f"the driver on {dir} did not answer the handshake within {timeout_s} s"
             ) from None
+        except BaseException:  # cancelled: the socket goes with the attempt
+            writer.close()
+            raise
         hello = p.decode_response(data) if data else None
         if isinstance(hello, p.ErrorResponse):
             writer.close()

@@ -14,6 +14,7 @@ import pytest
 import aeronio
 from aeronio import ControlledPollAction
 from aeronio.counters import SystemCounters
+from aeronio.counters.counters_file import SUBSCRIBER_POSITION_TYPE_ID
 
 TERM_64K = "aeron:ipc?term-length=64k"
 WINDOW_64K = 64 * 1024 // 2
@@ -709,12 +710,19 @@ async def test_client_unmaps_the_log_of_a_deleted_publication(aeron):
 async def test_a_command_cancelled_as_the_driver_answers_is_cancelled(aeron):
     """Cancelled at every step of an add (before the driver answers, as it answers), the add
     raises CancelledError and never hands out a subscription (asyncio.wait_for on Python 3.11
-    loses a cancel that meets the answer); what the driver made is released."""
+    loses a cancel that meets the answer); what the driver made for it is released, even when
+    its answer came just before the cancel."""
+    publication = await aeron.add_publication("aeron:ipc", 77)  # each subscription: a sub-pos
     added = []
 
     async def add_forever():
         while True:
             added.append(await aeron.add_subscription("aeron:ipc", 77))
+
+    def subscriber_positions() -> int:
+        return sum(
+            info.type_id == SUBSCRIBER_POSITION_TYPE_ID for info in aeron.counters.for_each()
+        )
 
     for steps in range(40):
         task = asyncio.create_task(add_forever())
@@ -726,4 +734,6 @@ async def test_a_command_cancelled_as_the_driver_answers_is_cancelled(aeron):
         for subscription in added:
             await subscription.close()
         added.clear()
-    await wait_until(lambda: not aeron._subscriptions, what="every subscription released")
+    await wait_until(lambda: subscriber_positions() == 0, what="every subscription released")
+    assert not aeron._abandoned
+    await publication.close()
