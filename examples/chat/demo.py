@@ -22,9 +22,10 @@ class Server:
     """A chat server process; `url` once it serves (and `room`, the home's spec)."""
 
     def __init__(self, *args: str):
-        self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER), *args], stdout=subprocess.PIPE, text=True
-        )
+        self.proc = subprocess.Popen(  # a session of its own: Ctrl-C reaches the demo alone
+            [sys.executable, str(SERVER), *args], stdout=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )  # fmt: skip
         self.room = ""
         self.url = ""
         for line in self.proc.stdout:

@@ -48,4 +48,7 @@ async def sequence(posts: aeronio.Subscription, room: aeronio.ExclusivePublicati
         except BadPost as error:
             log.warning("dropped a post from session %d: %s", message.header.session_id, error)
             continue
-        await room.offer(entry)
+        try:
+            await room.offer(entry)
+        except aeronio.MessageTooLargeError as error:  # a room entry has its limits too
+            log.warning("dropped a post from session %d: %s", message.header.session_id, error)

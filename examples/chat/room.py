@@ -24,6 +24,7 @@ Messages
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ ROOM_STREAM = 1002
 MULTICAST_GROUP = "224.0.1.21"
 TERM_LENGTH = "64k"
 MAX_USER = 32
+MAX_SERVER = 32
 MAX_TEXT = 1000
 
 
@@ -76,14 +78,25 @@ def stamp(post: bytes) -> bytes:
         user, text = check_post(decoded.user, decoded.text)
     except (msgspec.DecodeError, BadPost) as error:
         raise BadPost(str(error)) from None
+    if not decoded.server or len(decoded.server) > MAX_SERVER:
+        raise BadPost(f"server: 1 to {MAX_SERVER} characters")
     return msgspec.json.encode(Entry(user, text, decoded.server, time.time_ns() // 1_000_000))
+
+
+def free_ports(host: str, count: int) -> list[int]:
+    """`count` different UDP ports free on `host` now (each held until all are chosen)."""
+    with contextlib.ExitStack() as probes:
+        ports = []
+        for _ in range(count):
+            probe = probes.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+            probe.bind((host, 0))
+            ports.append(probe.getsockname()[1])
+        return ports
 
 
 def free_port(host: str) -> int:
     """A UDP port free on `host` now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
+    return free_ports(host, 1)[0]
 
 
 @dataclass(frozen=True)

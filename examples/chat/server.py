@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import logging
 import sys
@@ -22,36 +23,50 @@ from pathlib import Path
 import msgspec
 from aiohttp import WSCloseCode, WSMsgType, web
 from home import open_home
-from room import POSTS_STREAM, ROOM_STREAM, BadPost, Entry, Home, Post, check_post, free_port
+from room import (
+    POSTS_STREAM,
+    ROOM_STREAM,
+    BadPost,
+    Entry,
+    Home,
+    Post,
+    check_post,
+    free_port,
+    free_ports,
+)
 
 import aeronio
 from aeronio import archive
 
 STATIC = Path(__file__).parent / "static"
 OFFER_TIMEOUT_S = 5.0
-BROWSER_BACKLOG = 10_000  # entries queued for one browser before it is dropped as too slow
+TOO_SLOW = 4000  # the WebSocket close code for a browser dropped as too far behind
+HISTORY_LIMIT = 5000  # entries a browser gets when it joins (the archive keeps them all)
+log = logging.getLogger("chat.server")
 
 
 class Room:
-    """This server's copy of the room: every entry in order, and the browsers to tell."""
+    """This server's copy of the room: its last HISTORY_LIMIT entries in order, and the
+    browsers to tell, each with a queue of at most `backlog` entries."""
 
-    def __init__(self) -> None:
-        self.entries: list[dict] = []
+    def __init__(self, backlog: int) -> None:
+        self.entries: collections.deque[dict] = collections.deque(maxlen=HISTORY_LIMIT)
+        self.backlog = backlog
         self.browsers: set[asyncio.Queue] = set()
         self.caught_up = asyncio.Event()  # it holds the history it joined: browsers may come
 
     def add(self, entry: dict) -> None:
         self.entries.append(entry)
         for queue in list(self.browsers):
-            try:
+            if queue.qsize() < self.backlog:
                 queue.put_nowait(entry)
-            except asyncio.QueueFull:
+            else:  # too slow: its writer closes the socket (the page joins again)
                 self.browsers.discard(queue)
-                queue.put_nowait(None)  # the browser's writer stops: it reconnects for history
+                queue.put_nowait(None)
 
     def join(self) -> tuple[list[dict], asyncio.Queue]:
         """The entries so far and a queue of those after: nothing missed, nothing twice."""
-        queue: asyncio.Queue = asyncio.Queue(BROWSER_BACKLOG + 1)
+        queue: asyncio.Queue = asyncio.Queue(self.backlog + 1)  # + 1: room for the None
         self.browsers.add(queue)
         return list(self.entries), queue
 
@@ -72,11 +87,16 @@ async def follow(client: archive.ArchiveClient, home: Home, host: str, room: Roo
         f"aeron:udp?endpoint={host}:{free_port(host)}",
         home.live_destination(host),
     )
-    async for message in merge:
-        entry = msgspec.structs.asdict(msgspec.json.decode(message.data, type=Entry))
-        room.add(entry | {"position": message.position})
-        if message.position >= history_end:
-            room.caught_up.set()
+    async with contextlib.aclosing(merge):
+        async for message in merge:
+            try:
+                entry = msgspec.json.decode(message.data, type=Entry)
+            except msgspec.DecodeError as error:  # not from our sequencer: not shown
+                log.warning("dropped a room entry at %d: %s", message.position, error)
+            else:
+                room.add(msgspec.structs.asdict(entry) | {"position": message.position})
+            if message.position >= history_end:
+                room.caught_up.set()
 
 
 async def room_recording(client: archive.ArchiveClient, home: Home) -> int:
@@ -106,13 +126,13 @@ def make_app(name: str, room: Room, posts: aeronio.Publication) -> web.Applicati
     async def chat(request: web.Request) -> web.WebSocketResponse:
         socket = web.WebSocketResponse(heartbeat=30)
         await socket.prepare(request)
-        sockets.add(socket)
         try:
             user, _ = check_post(request.query.get("user", ""), "-")
         except BadPost as error:
             await socket.send_json({"type": "error", "message": str(error)})
             await socket.close()
             return socket
+        sockets.add(socket)
         history, queue = room.join()
         writer = asyncio.create_task(tell(socket, name, history, queue))
         try:
@@ -147,7 +167,7 @@ async def tell(socket: web.WebSocketResponse, name: str, history: list, queue) -
     await socket.send_json({"type": "history", "server": name, "entries": history})
     while (entry := await queue.get()) is not None:
         await socket.send_json({"type": "entry", "entry": entry})
-    await socket.close()
+    await socket.close(code=TOO_SLOW, message=b"too far behind the room")
 
 
 async def post(socket, posts: aeronio.Publication, name: str, user: str, data: str) -> None:
@@ -170,7 +190,7 @@ async def serve(args: argparse.Namespace) -> None:
         if args.join:
             home = Home.parse(args.join)
         else:
-            home = Home(host, free_port(host), free_port(host), free_port(host), args.transport)
+            home = Home(host, *free_ports(host, 3), args.transport)
             archive_dir = args.archive_dir or Path(
                 stack.enter_context(tempfile.TemporaryDirectory(prefix="chat-archive-"))
             )
@@ -183,7 +203,7 @@ async def serve(args: argparse.Namespace) -> None:
             )
         )
         posts = await aeron.add_publication(home.posts_channel, POSTS_STREAM)
-        room = Room()
+        room = Room(args.browser_backlog)
         async with asyncio.TaskGroup() as tasks:
             if sequencer is not None:
                 tasks.create_task(sequencer())
@@ -212,7 +232,13 @@ def main(argv: list[str] | None = None) -> None:
         help="the room stream's (home only): multicast, or multi-destination-cast",
     )  # fmt: skip
     parser.add_argument("--archive-dir", type=Path, help="the home's archive (default: temp)")
+    parser.add_argument(
+        "--browser-backlog", type=int, default=10_000,
+        help="entries a browser may fall behind before it is dropped (it joins again)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.browser_backlog < 1:
+        parser.error("--browser-backlog: at least 1")
     if args.join:
         try:
             Home.parse(args.join)

@@ -10,6 +10,7 @@ const say = document.getElementById("say");
 const userInput = document.getElementById("user");
 const textInput = document.getElementById("text");
 let socket = null;
+let retryMs = 1000;
 
 function show(entry) {
   const item = document.createElement("li");
@@ -52,9 +53,21 @@ function join(user) {
       error.textContent = message.message;
     }
   };
-  socket.onclose = () => {
-    status.textContent = "disconnected";
+  socket.onclose = (event) => {
+    const joined = status.dataset.state === "joined";
     status.dataset.state = "closed";
+    if (!joined) {
+      status.textContent = "disconnected";
+      return;
+    }
+    // Dropped (too far behind the room, or the server went away): join again, which brings
+    // the history afresh, after a pause that grows while it fails.
+    status.textContent = `disconnected (${event.reason || event.code}): joining again…`;
+    setTimeout(() => join(user), retryMs);
+    retryMs = Math.min(retryMs * 2, 10000);
+  };
+  socket.onopen = () => {
+    retryMs = 1000;
   };
 }
 
