@@ -10,6 +10,9 @@ Needs the `spark` extra: `pip install "aeronio[spark]"` (PySpark 4.3+, pyarrow, 
 
 from __future__ import annotations
 
+import os
+import sys
+
 try:
     import pyarrow  # noqa: F401
     from pyspark.sql.datasource import DataSource  # noqa: F401
@@ -37,12 +40,50 @@ def register(spark, *, filter_pushdown: bool = True) -> None:
         spark.dataSource.register(AeronioDataSourceNoPushdown)
 
 
+# What Spark needs to run on one host, whatever the host's name resolves to: the driver on the
+# loopback address, no web UI, a small shuffle.
+LOCAL_CONF = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+}
+
+
+def local_session(
+    master: str = "local[2]",
+    app_name: str = "aeronio",
+    *,
+    conf: dict[str, str] | None = None,
+    log_level: str = "ERROR",
+):
+    """A SparkSession on this host with the "aeronio" format registered (`register`): the
+    driver on 127.0.0.1 (SPARK_LOCAL_IP too), Spark's Python workers on this interpreter
+    (PYSPARK_PYTHON, so that they import the same aeronio), `LOCAL_CONF` and then `conf`
+    (Spark settings that add to or override it). Environment variables already set are kept."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in (LOCAL_CONF | (conf or {})).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel(log_level)
+    register(session)
+    return session
+
+
 __all__ = [
     "FILTER_PUSHDOWN_CONF",
+    "LOCAL_CONF",
     "AeronioDataSource",
     "AeronioDataSourceNoPushdown",
     "DataLossError",
     "SourceError",
+    "local_session",
     "raw_schema",
     "register",
 ]

@@ -21,7 +21,6 @@ busiest symbol's last bars). Needs the examples extra (`pip install ".[examples]
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import time
@@ -34,31 +33,18 @@ BAR_COLUMNS = ["minute", "symbol", "open", "high", "low", "close", "volume", "vw
 
 
 def spark_session():
-    """A local SparkSession with the aeronio format (settings known to work on one host)."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
+    """A local SparkSession with the aeronio format (`aeronio.spark.local_session`)."""
     import aeronio.spark
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("aeronio-market-data")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        # a short-lived JVM on a small machine: the quick compiler only (~30 % faster here)
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .getOrCreate()
+    return aeronio.spark.local_session(
+        app_name="aeronio-market-data",
+        conf={
+            # a short-lived JVM on a small machine: the quick compiler only (~30 % faster here)
+            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.sql.streaming.stopTimeout": "30s",
+        },
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    aeronio.spark.register(spark)
-    return spark
 
 
 def read_ticks(spark, archive_dir: Path, driver_dir: str | None, live: bool = False):

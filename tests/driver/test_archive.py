@@ -15,6 +15,7 @@ from aeronio.archive import codecs, segments
 from aeronio.archive.codecs import ErrorCode
 from aeronio.archive.conductor import RECORDING_POSITION_TYPE_ID
 from aeronio.counters import MDC_DESTINATIONS_TYPE_ID
+from tests.support.cancelling import cancel_at_each_step
 
 TERM = 64 * 1024
 SEGMENT = 128 * 1024
@@ -615,11 +616,5 @@ async def test_a_request_cancelled_as_its_answer_arrives_is_cancelled(client):
         while True:
             await client.list_recordings()
 
-    for steps in range(60):
-        task = asyncio.create_task(ask_forever())
-        for _ in range(steps):
-            await asyncio.sleep(0)
-        task.cancel()
-        await asyncio.wait([task], timeout=5)
-        assert task.cancelled(), f"cancelled after {steps} steps, the task went on"
+    await cancel_at_each_step(ask_forever, 60)
     assert await client.list_recordings() == []  # the session still answers in order

@@ -15,6 +15,7 @@ import aeronio
 from aeronio import ControlledPollAction
 from aeronio.counters import SystemCounters
 from aeronio.counters.counters_file import SUBSCRIBER_POSITION_TYPE_ID
+from tests.support.cancelling import cancel_at_each_step
 
 TERM_64K = "aeron:ipc?term-length=64k"
 WINDOW_64K = 64 * 1024 // 2
@@ -724,16 +725,9 @@ async def test_a_command_cancelled_as_the_driver_answers_is_cancelled(aeron):
             info.type_id == SUBSCRIBER_POSITION_TYPE_ID for info in aeron.counters.for_each()
         )
 
-    for steps in range(40):
-        task = asyncio.create_task(add_forever())
-        for _ in range(steps):
-            await asyncio.sleep(0)
-        task.cancel()
-        await asyncio.wait([task], timeout=5)
-        assert task.cancelled(), f"cancelled after {steps} steps, the task went on"
-        for subscription in added:
-            await subscription.close()
-        added.clear()
+    await cancel_at_each_step(add_forever, 40)
+    for subscription in added:
+        await subscription.close()
     await wait_until(lambda: subscriber_positions() == 0, what="every subscription released")
     assert not aeron._abandoned
     await publication.close()

@@ -20,6 +20,10 @@ from aeronio import archive
 TERM = 64 * 1024
 SEGMENT = 128 * 1024  # two terms: recordings span many segment files
 EVENTS = {"recording_events_channel": "aeron:ipc", "recording_events_stream_id": 30}
+TEST_CONF = {  # beside aeronio.spark.LOCAL_CONF
+    "spark.sql.streaming.stopTimeout": "30s",
+    "spark.python.worker.faulthandler.enabled": "true",
+}
 
 
 def _spark_or_skip():
@@ -33,26 +37,11 @@ def _spark_or_skip():
 def spark():
     """A local SparkSession for the module, with the aeronio format registered."""
     _spark_or_skip()
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # this interpreter's aeronio, whatever is set
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
     import aeronio.spark
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("aeronio-tests")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .config("spark.python.worker.faulthandler.enabled", "true")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    aeronio.spark.register(session)
+    session = aeronio.spark.local_session(app_name="aeronio-tests", conf=TEST_CONF)
     yield session
     session.stop()
 

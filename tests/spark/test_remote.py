@@ -24,7 +24,14 @@ import pytest
 
 import aeronio
 from aeronio import archive
-from tests.spark.conftest import TERM, Recorded, _spark_or_skip, frames_length, rows_of
+from tests.spark.conftest import (
+    TERM,
+    TEST_CONF,
+    Recorded,
+    _spark_or_skip,
+    frames_length,
+    rows_of,
+)
 from tests.support.child import Child
 
 pytestmark = pytest.mark.slow
@@ -156,32 +163,21 @@ def cluster(tmp_path_factory):
     _spark_or_skip()
     import pyspark
     from pyspark import cloudpickle
-    from pyspark.sql import SparkSession
 
     import aeronio.spark
     from tests.spark import probe
 
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_HOME", os.path.dirname(pyspark.__file__))
-    session = (
-        SparkSession.builder.master("local-cluster[2,1,1024]")
-        .appName("aeronio-remote-tests")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.python.worker.faulthandler.enabled", "true")
-        .getOrCreate()
+    session = aeronio.spark.local_session(
+        "local-cluster[2,1,1024]", "aeronio-remote-tests", conf=TEST_CONF
     )
     context = session.sparkContext
     work = None
     try:
-        context.setLogLevel("ERROR")
         home = context._jvm.java.lang.System.getenv("SPARK_HOME")
         work = Path(home or ".") / "work"
-        aeronio.spark.register(session)
         cloudpickle.register_pickle_by_value(probe)
         probe.ProbeSource.probe_dir = str(tmp_path_factory.mktemp("probe"))
         session.dataSource.register(probe.ProbeSource)
