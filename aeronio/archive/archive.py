@@ -4,8 +4,11 @@
         async with archive.Archive.launch(aeron, archive_dir="rec") as arch:
             ...
 
-Its conductor runs as one task; when a duty cycle finds no work it backs off (spin, yield,
-then sleeps of up to a millisecond, the reference archive's BackoffIdleStrategy). A failure in
+Its conductor runs as one task. When a duty cycle finds no work it backs off (spin, yield, then
+sleeps of up to a millisecond, the reference archive's BackoffIdleStrategy) while work may come
+that nothing signals (a replay, a session connecting or with answers to send); otherwise it
+parks until a control message, a new image or a recording's end wakes it (at most
+IDLE_PARK_S). A failure in
 a duty cycle is counted and logged, and the next cycle runs: the archive does not die of one.
 """
 
@@ -22,6 +25,7 @@ from aeronio.client.aeron import Aeron
 from aeronio.idle import BackoffIdleStrategy
 
 log = logging.getLogger("aeronio.archive")
+IDLE_PARK_S = 1.0  # the longest an idle archive sleeps (its sessions' timeouts are in seconds)
 
 
 class Archive:
@@ -66,9 +70,11 @@ class Archive:
                 work = 0
             if work:
                 attempt = 0
-            else:
+            elif self.conductor.busy:
                 await self._idle.idle(attempt, asyncio.sleep)
                 attempt += 1
+            else:
+                await self.conductor.park(IDLE_PARK_S)
 
     async def close(self) -> None:
         """Stop the duty cycle, end every recording and replay, close the catalog."""

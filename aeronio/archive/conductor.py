@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from aeronio._core import Doorbell
 from aeronio.archive import codecs, segments
 from aeronio.archive.catalog import Catalog, CatalogError
 from aeronio.archive.codecs import ErrorCode, SourceLocation
@@ -43,6 +44,7 @@ from aeronio.archive.segments import RecordingReader
 from aeronio.client.aeron import Aeron
 from aeronio.client.subscription import Image, Subscription
 from aeronio.errors import AeronError
+from aeronio.logbuffer import signals, waker
 from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT
 from aeronio.protocol.channel import SPY_PREFIX, ChannelUri
 
@@ -92,13 +94,15 @@ class ArchiveConductor:
         self.recordings: dict[int, RecordingSession] = {}
         self.replays: dict[int, ReplaySession] = {}
         self._new_images: deque[tuple[RecordingSubscription, Image]] = deque()
+        self._requests: list = []  # control messages taken while deciding to park
+        self.wakeup = Doorbell()  # rung for work that comes by no control subscription
         self._next_session_id = 1
         self._replay_count = 0
         self.control_subscriptions: list[Subscription] = []
         self.events = RecordingEventsProxy(None)
         self.errors = None
         self.recorder_counters: RecorderCounters | None = None
-        self.recorder = Recorder()
+        self.recorder = Recorder(on_done=self.wakeup.ring)
 
     async def start(self) -> None:
         """Open the control subscriptions, the events publication and the counters."""
@@ -139,10 +143,8 @@ class ArchiveConductor:
     async def do_work(self) -> int:
         now_ns = time.monotonic_ns()
         work = 0
-        requests: list = []
-        for subscription in self.control_subscriptions:
-            for image in subscription.images:
-                image.poll_messages(requests, 64)
+        self._take_requests()
+        requests, self._requests = self._requests, []
         for message in requests:
             await self._on_message(message.data, now_ns)
             work += 1
@@ -162,6 +164,42 @@ class ArchiveConductor:
             if replay.state is ReplayState.DONE:
                 await self._close_replay(replay)
         return work
+
+    def _take_requests(self) -> bool:
+        """Take the control messages that came (for the next duty cycle); whether any did."""
+        before = len(self._requests)
+        for subscription in self.control_subscriptions:
+            for image in subscription.images:
+                image.poll_messages(self._requests, 64)
+        return len(self._requests) > before
+
+    @property
+    def busy(self) -> bool:
+        """Whether work may come that nothing signals: a replay, a recording to start, a control
+        session connecting or with answers still to send (it then backs off, as the reference
+        archive's agent always does)."""
+        return bool(self.replays or self._new_images or self._requests) or any(
+            session.busy for session in self.control_sessions.values()
+        )
+
+    async def park(self, timeout: float) -> None:
+        """Sleep until a control message comes (from this process or another), a new image or
+        a recording's end rings `wakeup`, or `timeout` passes (sessions' timeouts are checked
+        then)."""
+        subscriptions = self.control_subscriptions
+        images = [image for subscription in subscriptions for image in subscription.images]
+        registrations = [waker.register_data_waiter(image.metadata) for image in images]
+        try:
+            await signals.park(
+                [image.signals.data for image in images]
+                + [subscription._changed for subscription in subscriptions]
+                + [self.wakeup],
+                timeout,
+                lambda: not self._take_requests() and not self.busy,
+            )
+        finally:
+            for registration in registrations:
+                registration.cancel()
 
     async def _on_message(self, data: bytes, now_ns: int) -> None:
         try:
@@ -372,6 +410,7 @@ class ArchiveConductor:
         def on_image(image: Image) -> None:
             if recording is not None:
                 self._new_images.append((recording, image))
+                self.wakeup.ring()
 
         subscription = await self.aeron.add_subscription(
             f"{SPY_PREFIX}:{uri}" if spy else str(uri), stream_id, available_image=on_image

@@ -78,6 +78,11 @@ class ControlSession:
                 work += 1
         return work
 
+    @property
+    def busy(self) -> bool:
+        """Connecting, or with answers still to send: its duty cycle has work nothing signals."""
+        return self.state is State.CONNECTING or bool(self.proxy.pending or self._listings)
+
     # -- responses ------------------------------------------------------------------------
 
     def ok(self, correlation_id: int, relevant_id: int = 0) -> None:

@@ -5,7 +5,10 @@ the event loop (publishers, the driver, replays).
 The rules
 ---------
 - The thread polls each session (block_poll, then pwrite, which releases the GIL); when a
-  cycle finds nothing it backs off to sleeps of up to a millisecond.
+  cycle finds nothing it backs off to sleeps of up to a millisecond. Idle for longer
+  (IDLE_CYCLES), it parks: an append rings the image's data doorbell, which wakes it, in this
+  process (a publication, or the driver rebuilding an image) or from another through the log's
+  wake slots, as a parked subscriber is woken; IDLE_PARK_S bounds a missed wake-up.
 - A session is polled under its lock, by this thread or, to drain it before its subscription
   closes, by the conductor: never by both at once.
 - The conductor owns sessions' lifecycles: it adds them here, and when one is DONE (read on its
@@ -15,14 +18,19 @@ The rules
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
-from aeronio.archive.recording_session import RecordingSession
+from aeronio.archive.recording_session import RecordingSession, State
+from aeronio.logbuffer import waker
 
 _MIN_PARK_S, _MAX_PARK_S = 1e-5, 1e-3
+IDLE_CYCLES = 200  # idle cycles (at _MAX_PARK_S: 0.2 s) before the longer park
+IDLE_PARK_S = 0.1
 
 
 class Recorder:
-    def __init__(self):
+    def __init__(self, on_done: Callable[[], None] = lambda: None):
+        self._on_done = on_done  # a session became DONE (called on the recorder's thread)
         self._sessions: tuple[RecordingSession, ...] = ()  # replaced, never changed in place
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -32,25 +40,51 @@ class Recorder:
         self._thread.start()
 
     def add(self, session: RecordingSession) -> None:
+        session.image.signals.data.add_callback(self._wake.set)
         self._sessions = (*self._sessions, session)
         self._wake.set()
 
     def remove(self, session: RecordingSession) -> None:
         self._sessions = tuple(s for s in self._sessions if s is not session)
+        session.image.signals.data.remove_callback(self._wake.set)
 
     def _run(self) -> None:
-        park = _MIN_PARK_S
+        park, idle = _MIN_PARK_S, 0
         while not self._stop.is_set():
-            work = 0
-            for session in self._sessions:
-                with session.lock:
-                    work += session.do_work()
-            if work:
-                park = _MIN_PARK_S
-            else:
+            if self._do_work():
+                park, idle = _MIN_PARK_S, 0
+            elif idle < IDLE_CYCLES:
                 self._wake.wait(park)
                 self._wake.clear()
-                park = min(park * 2, _MAX_PARK_S)
+                park, idle = min(park * 2, _MAX_PARK_S), idle + 1
+            else:
+                self._park()
+
+    def _do_work(self) -> int:
+        work = 0
+        for session in self._sessions:
+            with session.lock:
+                was_done = session.state is State.DONE
+                work += session.do_work()
+                if session.state is State.DONE and not was_done:
+                    self._on_done()
+        return work
+
+    def _park(self) -> None:
+        """Ask the sessions' images to ring on an append, look once more, then sleep."""
+        sessions = self._sessions
+        registrations = []
+        for session in sessions:
+            session.image.signals.data.add_waiter()
+            registrations.append(waker.register_data_waiter(session.image.metadata))
+        try:
+            if not self._do_work():
+                self._wake.wait(IDLE_PARK_S)
+                self._wake.clear()
+        finally:
+            for session, registration in zip(sessions, registrations, strict=True):
+                session.image.signals.data.remove_waiter()
+                registration.cancel()
 
     def close(self) -> None:
         self._stop.set()

@@ -19,6 +19,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ from aeronio import archive
 from aeronio.archive import segments
 from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT
 from tests.support.child import Child, child_env
-from tests.support.procs import Procs, await_until, make_payload, procs_fixture
+from tests.support.procs import Procs, await_until, cpu_seconds, make_payload, procs_fixture
 
 TERM = 64 * 1024
 SEGMENT = 128 * 1024
@@ -656,3 +657,37 @@ async def test_sync_levels_2_record_and_replay(procs, tmp_path):
         )
         await publication.close()
         await collector.close()
+
+
+# -- idle ------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_an_idle_archive_parks_and_records_what_comes_after(procs, tmp_path):
+    """An archive process with a recording and nothing to record sleeps (its conductor until a
+    control message, its recorder thread until an append: no back-off ticks), and an append by
+    a publisher in another process still wakes it: the recording gets it. The CPU share is a
+    resource check, as in tests/processes/test_idle_cpu.py (whose control case shows the
+    measurement can fail)."""
+    dir = procs.new_dir()
+    procs.driver(dir, *DRIVER_OPTIONS)
+    arch = await start_archive(procs, dir, tmp_path / "a")
+    publisher = procs.role("idle_ipc_client", stdin=True, dir=dir, stream=STREAM, side="pub")
+    async with aeronio.connect(dir) as aeron, archive.connect(aeron, **CLIENT) as client:
+        await client.start_recording("aeron:ipc", STREAM, archive.SourceLocation.LOCAL)
+        await publisher.aexpect("ready", 30)
+        await asyncio.sleep(1.0)  # past the back-off into the park
+        cpu0, wall0 = cpu_seconds(arch.pid), time.monotonic()
+        await asyncio.sleep(3.0)
+        share = (cpu_seconds(arch.pid) - cpu0) / (time.monotonic() - wall0)
+        assert share < 0.02, f"an idle archive used {share:.2%} of a core"
+        publisher.send("recorded after the idle time")
+        await publisher.aexpect("offered", 10)
+        [recording] = await client.list_recordings()
+        recorded = 0
+        async with asyncio.timeout(10):  # the publisher may have gone: its recording stopped
+            while recorded != FRAME_ALIGNMENT * 2:
+                recorded = await client.get_recording_position(recording.recording_id)
+                if recorded == archive.NULL_POSITION:
+                    recorded = await client.get_stop_position(recording.recording_id)
+                await asyncio.sleep(0.01)
