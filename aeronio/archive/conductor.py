@@ -42,9 +42,8 @@ from aeronio.archive.replay_session import ReplaySession
 from aeronio.archive.replay_session import State as ReplayState
 from aeronio.archive.segments import RecordingReader
 from aeronio.client.aeron import Aeron
-from aeronio.client.subscription import Image, Subscription
+from aeronio.client.subscription import Image, Subscription, park_for_data
 from aeronio.errors import AeronError
-from aeronio.logbuffer import signals, waker
 from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT
 from aeronio.protocol.channel import SPY_PREFIX, ChannelUri
 
@@ -186,20 +185,12 @@ class ArchiveConductor:
         """Sleep until a control message comes (from this process or another), a new image or
         a recording's end rings `wakeup`, or `timeout` passes (sessions' timeouts are checked
         then)."""
-        subscriptions = self.control_subscriptions
-        images = [image for subscription in subscriptions for image in subscription.images]
-        registrations = [waker.register_data_waiter(image.metadata) for image in images]
-        try:
-            await signals.park(
-                [image.signals.data for image in images]
-                + [subscription._changed for subscription in subscriptions]
-                + [self.wakeup],
-                timeout,
-                lambda: not self._take_requests() and not self.busy,
-            )
-        finally:
-            for registration in registrations:
-                registration.cancel()
+        await park_for_data(
+            self.control_subscriptions,
+            timeout,
+            lambda: not self._take_requests() and not self.busy,
+            also=(self.wakeup,),
+        )
 
     async def _on_message(self, data: bytes, now_ns: int) -> None:
         try:

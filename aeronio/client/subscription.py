@@ -227,19 +227,7 @@ class Subscription(_core.SubscriptionBase):
             attempt += 1
 
     async def _park(self, timeout: float, ready: Callable[[], bool]) -> None:
-        """Park until a writer (in any process) appends to one of the images, an image comes or
-        goes, or `timeout` passes."""
-        images = self._images
-        registrations = [waker.register_data_waiter(image.metadata) for image in images]
-        try:
-            await signals.park(
-                [image.signals.data for image in images] + [self._changed],
-                timeout,
-                lambda: not ready(),
-            )
-        finally:
-            for registration in registrations:
-                registration.cancel()
+        await park_for_data([self], timeout, lambda: not ready())
 
     async def wait_connected(self, timeout: float | None = None) -> None:
         """Wait until the subscription has an image (a publication is connected to it).
@@ -307,3 +295,27 @@ def _call_back(callback: Callable[[Image], object] | None, image: Image) -> None
             callback(image)
         except Exception:
             log.exception("image callback %r raised for %r", callback, image)
+
+
+async def park_for_data(
+    subscriptions: list[Subscription],
+    timeout: float,
+    still_idle: Callable[[], bool],
+    also: tuple[_core.Doorbell, ...] = (),
+) -> None:
+    """Park until a writer (in any process) appends to an image of `subscriptions`, an image
+    comes or goes, one of `also` rings, or `timeout` passes; unless `still_idle()`, checked
+    once the wake-ups are asked for, says there is something already."""
+    images = [image for subscription in subscriptions for image in subscription.images]
+    registrations = [waker.register_data_waiter(image.metadata) for image in images]
+    try:
+        await signals.park(
+            [image.signals.data for image in images]
+            + [subscription._changed for subscription in subscriptions]
+            + list(also),
+            timeout,
+            still_idle,
+        )
+    finally:
+        for registration in registrations:
+            registration.cancel()
