@@ -25,7 +25,8 @@ cdef class DataPath:
 
     Due at once: input on a control socket (status messages, NAKs), datagrams the router left
     (`slow_datagrams(fd)`: SETUPs, heartbeats, unknown sessions; their socket is not read again
-    until they are taken). Due as bookkeeping (receiver
+    until they are taken), an image's data from a sender new to it (`sources_changed`). Due as
+    bookkeeping (receiver
     positions, status messages, NAKs, publisher limits, cleaning) once a watched position moved
     (`pending`: subscriber positions, receiver high-water marks, sender positions, producer
     positions): when they have moved BOOKKEEPING_BACKLOG bytes in all, or after
@@ -124,6 +125,7 @@ cdef class DataPath:
         cdef bint urgent = False
         cdef int64_t value, moved = 0
         cdef DatagramReceiver receiver
+        cdef ImageRouter router
         cdef PublicationSender sender
         for sender, channel in self._senders:
             if sender.new_data_allowed:
@@ -141,10 +143,10 @@ cdef class DataPath:
                 count = receiver.recv(self._fds[i].fd)
                 if count:
                     work += count
-                    rest = (<ImageRouter> self._receivers[i - self._ncontrol][1]).route_received(
-                        receiver, now_ns)
+                    router = self._receivers[i - self._ncontrol][1]
+                    rest = router.route_received(receiver, now_ns)
                     self._rests[i - self._ncontrol] = rest
-                    urgent |= len(rest) > 0
+                    urgent |= len(rest) > 0 or router.sources_changed
         for i in range(self._nwords):
             value = aio_load_i64(self._words[i])
             moved += llabs(value - self._seen_words[i])

@@ -59,6 +59,11 @@ cdef class ImageRebuilder:
     cdef public int64_t time_of_last_packet_ns
     cdef public Doorbell data_doorbell  # subscribers of this process parked for data, if any
     cdef bint fresh  # inserted into since the router last woke its subscribers
+    cdef set _sources  # (receiver, ip, port) each sender of its data packets, as heard
+    cdef list _new_sources  # (receiver, (host, port)) heard since `take_new_sources`
+    cdef object _last_receiver  # the source of the last packet: most are from it again
+    cdef uint32_t _last_ip
+    cdef uint16_t _last_port
 
     def __cinit__(self, MappedLog log, int32_t session_id, int32_t stream_id, object hwm_position,
                   object rebuild_position, object over_runs, int64_t limit_position, int64_t now_ns):
@@ -73,6 +78,11 @@ cdef class ImageRebuilder:
         self.time_of_last_packet_ns = now_ns
         self.data_doorbell = None
         self.fresh = False
+        self._sources = set()
+        self._new_sources = []
+        self._last_receiver = None
+        self._last_ip = 0
+        self._last_port = 0
 
     cdef inline int64_t position(self, const char* header) noexcept nogil:
         return compute_position(aio_get_i32(header + TERM_ID_FIELD_OFFSET),
@@ -113,6 +123,28 @@ cdef class ImageRebuilder:
         if end > aio_load_i64(self.hwm):  # a duplicate too: it may show that later frames are lost
             aio_store_i64(self.hwm, end)
         return ROUTE_INSERTED if inserted else ROUTE_DROPPED
+
+    cdef bint heard_from(self, DatagramReceiver receiver, int i) except -1:
+        """Note the sender of datagram i of `receiver` (its destination's socket): True if it is
+        new to the image. (Aeron's PublicationImage tracks each packet's connection: a stream
+        heard only as data is a connection too.)"""
+        cdef sockaddr_in* sin = <sockaddr_in*> &receiver._addrs[i]
+        cdef uint32_t ip = sin.sin_addr.s_addr
+        cdef uint16_t port = sin.sin_port
+        if receiver is self._last_receiver and ip == self._last_ip and port == self._last_port:
+            return False
+        self._last_receiver, self._last_ip, self._last_port = receiver, ip, port
+        source = (receiver, ip, port)
+        if source in self._sources:
+            return False
+        self._sources.add(source)
+        self._new_sources.append((receiver, receiver.address(i)))
+        return True
+
+    def take_new_sources(self) -> list:
+        """The senders of data packets heard since the last call, as (receiver, (host, port))."""
+        new, self._new_sources = self._new_sources, []
+        return new
 
     cdef void wake(self) noexcept:
         """New frames: wake the subscribers parked for data, here and in other processes."""
@@ -168,6 +200,7 @@ cdef class ImageRouter:
 
     cdef dict images
     cdef list _fresh  # images inserted into, to wake once per batch
+    cdef public bint sources_changed  # an image heard a new sender: `take_new_sources` it
     cdef object _counters  # kept alive: bytes_received and invalid_packets point into them
     cdef char* bytes_received
     cdef char* invalid_packets
@@ -185,27 +218,29 @@ cdef class ImageRouter:
     def remove(self, int32_t session_id, int32_t stream_id) -> None:
         self.images.pop(image_key(session_id, stream_id), None)
 
-    cdef int route_packet(self, const char* packet, int32_t length, int64_t now_ns):
+    cdef object image_of(self, const char* packet, int32_t length):
+        """The ImageRebuilder a data packet (DATA frames or a PAD) goes to, or None: not a data
+        packet, or no image of its session and stream (the Python dispatcher decides)."""
         cdef int32_t frame_length
         cdef uint16_t frame_type
-        cdef object image
-        cdef int result
         if length < HEADER_LENGTH:
-            return ROUTE_SLOW
+            return None
         frame_length = aio_get_i32(packet)
         frame_type = (<const uint16_t*> (packet + TYPE_FIELD_OFFSET))[0]
         if not (frame_type == HDR_TYPE_PAD or (frame_type == HDR_TYPE_DATA and frame_length != 0)):
-            return ROUTE_SLOW
-        image = self.images.get(image_key(aio_get_i32(packet + SESSION_ID_FIELD_OFFSET),
-                                          aio_get_i32(packet + STREAM_ID_FIELD_OFFSET)))
-        if image is None:
-            return ROUTE_SLOW
+            return None
+        return self.images.get(image_key(aio_get_i32(packet + SESSION_ID_FIELD_OFFSET),
+                                         aio_get_i32(packet + STREAM_ID_FIELD_OFFSET)))
+
+    cdef int insert_into(self, ImageRebuilder image, const char* packet, int32_t length,
+                         int64_t now_ns):
+        cdef int result
         aio_fetch_add_i64(self.bytes_received, length)
-        result = (<ImageRebuilder> image).insert_packet(packet, length, now_ns)
+        result = image.insert_packet(packet, length, now_ns)
         if result == ROUTE_INVALID:
             aio_fetch_add_i64(self.invalid_packets, 1)
-        elif result == ROUTE_INSERTED and not (<ImageRebuilder> image).fresh:
-            (<ImageRebuilder> image).fresh = True
+        elif result == ROUTE_INSERTED and not image.fresh:
+            image.fresh = True
             self._fresh.append(image)
         return result
 
@@ -221,15 +256,19 @@ cdef class ImageRouter:
         cdef const unsigned char[::1] data = datagram
         if data.shape[0] == 0:
             return False
-        routed = self.route_packet(<const char*> &data[0], <int32_t> data.shape[0], now_ns) != ROUTE_SLOW
+        image = self.image_of(<const char*> &data[0], <int32_t> data.shape[0])
+        if image is None:
+            return False
+        self.insert_into(image, <const char*> &data[0], <int32_t> data.shape[0], now_ns)
         self.wake_fresh()
-        return routed
+        return True
 
     def route_received(self, DatagramReceiver receiver, int64_t now_ns) -> list:
         """Handle the data packets among what `receiver` just received (each datagram of a run
         the kernel delivered as one, too); the other datagrams, as (memoryview, source) pairs
         for the Python dispatcher."""
         cdef list rest = []
+        cdef object image
         cdef int i
         cdef int32_t length, segment, offset, size
         cdef const char* packet
@@ -239,8 +278,11 @@ cdef class ImageRouter:
             offset = 0
             while True:
                 size = min(segment, length - offset)
-                if self.route_packet(packet + offset, size, now_ns) == ROUTE_SLOW:
+                image = self.image_of(packet + offset, size)
+                if image is None:
                     rest.append((receiver.data(i)[offset:offset + size], receiver.address(i)))
+                elif self.insert_into(image, packet + offset, size, now_ns) != ROUTE_INVALID:
+                    self.sources_changed |= (<ImageRebuilder> image).heard_from(receiver, i)
                 offset += size
                 if offset >= length:
                     break

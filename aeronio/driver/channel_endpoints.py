@@ -327,12 +327,12 @@ class ReceiveChannelEndpoint:
     stream) and the destinations that feed it, each a socket of its own: the channel's
     endpoint, or for a multi-destination subscription (`control-mode=manual`, no endpoint) the
     endpoints added to it. Data packets of every destination go to the same images (a frame an
-    image has already is ignored). A SETUP or heartbeat heard on a destination makes its sender
-    a connection of the image: status messages and NAKs go to every connection until its
-    destination is removed, and the image's stream ends once every connection ended it. A
-    destination with a control address (dynamic multi-destination-cast) on which no image has
-    a connection asks it to add the destination (an SM of session 0, stream 0, eliciting a
-    SETUP)."""
+    image has already is ignored). A SETUP, heartbeat or data packet heard on a destination
+    makes its sender a connection of the image: status messages and NAKs go to every
+    connection until its destination is removed, and the image's stream ends once every
+    connection ended it. A destination with a control address (dynamic multi-destination-cast)
+    on which no image has a connection asks it to add the destination (an SM of session 0,
+    stream 0, eliciting a SETUP)."""
 
     def __init__(
         self,
@@ -393,6 +393,17 @@ class ReceiveChannelEndpoint:
             [(datagram, Connection(destination.address, sender)) for datagram, sender in datagrams],
             now_ns,
         )
+
+    def connect_data_senders(self, now_ns: int) -> None:
+        """The senders the router heard data from on a destination become connections of their
+        images, as if a SETUP or heartbeat came from them."""
+        by_receiver = {id(d.receiver): d.address for d in self.destinations.values()}
+
+        def connection(receiver: object, sender: Address) -> Connection | None:
+            destination = by_receiver.get(id(receiver))  # None: a destination removed since
+            return None if destination is None else Connection(destination, sender)
+
+        self.dispatcher.on_data_senders(connection, now_ns)
 
     def connect(self, image: ImageKey, connection: Connection) -> bool:
         """A SETUP or heartbeat of `image` heard on a destination: True if the image had no

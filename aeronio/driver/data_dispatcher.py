@@ -4,12 +4,14 @@ A data packet (DATA frames, or a PAD) for a session that has an image goes, whol
 image's rebuilder; the Cython ImageRouter (`router`, run by the driver's DataPath on what the
 endpoint's sockets received) does this without Python work per datagram. The rest is decided
 here: a heartbeat moves its image's high-water mark; a SETUP for a subscribed stream asks
-`on_setup` for a new image; a SETUP or heartbeat tells `connections` which source it came from
-(the image sends its control frames to every source it heard, and its stream ends once each
-of them ended it); DATA for a subscribed stream with no
-image yet gets a setup-eliciting status message back (at most one per session and source every
-100 ms), unless the session's image just ended (a cool-down). Anything malformed is counted as
-an invalid packet and dropped — nothing a datagram holds can raise out of `on_slow_datagrams`.
+`on_setup` for a new image; a SETUP, a heartbeat or a data packet (the router notes the
+senders new to an image: `on_data_senders`) tells `connections` which source it came from (the
+image sends its control frames to every source it heard, and its stream ends once each of them
+ended it: a replay's EOS does not end an image the live stream feeds); DATA for a subscribed
+stream with no image yet gets a setup-eliciting status message back (at most one per session
+and source every 100 ms), unless the session's image just ended (a cool-down). Anything
+malformed is counted as an invalid packet and dropped — nothing a datagram holds can raise out
+of `on_slow_datagrams`.
 """
 
 from __future__ import annotations
@@ -169,6 +171,17 @@ class DataDispatcher:
             self.images[key] = image
             self.router.add(image.rebuilder)
         self._connect(key, image, source, now_ns)
+
+    def on_data_senders(self, source_of: Callable[[object, Source], Source | None], now_ns: int):
+        """The senders of data packets the router inserted that were new to their images, taken
+        from the images' rebuilders: `source_of(receiver, sender address)` names each (None: not
+        one any more); each is a source of its image from now on, as a SETUP's or heartbeat's."""
+        self.router.sources_changed = False
+        for key, image in self.images.items():
+            for receiver, sender in image.rebuilder.take_new_sources():
+                source = source_of(receiver, sender)
+                if source is not None:
+                    self._connect(key, image, source, now_ns)
 
     def _connect(
         self, key: tuple[int, int], image: ReceiverStateMachine, source: Source, now_ns: int

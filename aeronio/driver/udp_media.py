@@ -377,6 +377,8 @@ class UdpMedia:
                 publication.endpoint.send(datagrams)
                 sent += len(datagrams)
         for endpoint in self.receive_endpoints.values():
+            if endpoint.dispatcher.router.sources_changed:  # before an EOS among the rest
+                endpoint.connect_data_senders(now_ns)
             for destination in endpoint.destinations.values():
                 rest = data_path.slow_datagrams(destination.receiver)
                 if rest:

@@ -158,13 +158,36 @@ def test_logs_must_be_mapped_logs():
 
 class Receiving:
     """An image behind a data socket, a DataPath receiving on it (watching the image's hwm, as
-    the driver does, and `counters`), a peer socket sending to it."""
+    the driver does, and `counters`), a peer socket sending to it, a sender the image has
+    heard already (`introduce`)."""
 
     def __init__(self, path, udp, limit_position: int = TERM, counters=()):
         self.image = batch.Image(path, limit_position)
         self.data, self.peer = udp(), udp()
         self.parts = (self.data.fileno(), DatagramReceiver(64, 65536), self.image.router)
         self.path = settled(receivers=[self.parts], counters=[self.image.hwm, *counters])
+        assert self.introduce(limit_position) == [(self.parts[1], self.peer.getsockname())]
+
+    def introduce(self, limit_position: int) -> list[tuple]:
+        """A data packet from the peer beyond the image's window (dropped: nothing written; the
+        over-run and bytes it counts set back): a sender new to the image makes the conductor
+        due at once; taken as the conductor takes them, the new senders; then nothing is due."""
+        beyond = batch.packet(T, [b"A"], term_id=INITIAL_TERM_ID + limit_position // TERM + 1)
+        self.peer.sendto(beyond, self.data.getsockname())
+        assert select.select([self.data], [], [], 10)[0]
+        before = self.image.snapshot()
+        assert self.path.do_work(0) == 1 and self.path.conductor_due and not self.path.pending
+        assert self.image.router.sources_changed
+        assert (self.image.over_runs.get(), self.image.bytes_received.get()) == (1, len(beyond))
+        self.image.over_runs.set(0)
+        self.image.bytes_received.set(0)
+        batch.assert_unchanged(self.image, before)
+        senders = self.image.rebuilder.take_new_sources()
+        self.image.router.sources_changed = False
+        self.path.bookkept()
+        assert self.path.do_work(0) == 0 and not self.path.conductor_due
+        assert self.image.rebuilder.take_new_sources() == []
+        return senders
 
     def exchange(self, *datagrams: bytes) -> list[tuple[int, tuple, list]]:
         """Send `datagrams` and do_work until all were received: per do_work that received any,

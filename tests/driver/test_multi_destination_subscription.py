@@ -118,6 +118,72 @@ async def test_an_image_goes_on_across_destinations_with_every_message_once(b_ki
         assert unavailable == [image] and image.is_closed
 
 
+async def test_an_end_on_one_destination_leaves_an_image_another_feeds_with_data_only():
+    """Aeron's rule: every packet, data too, makes its sender a connection of the image (a
+    replay merging into a busy live stream: the live sender sends data only, its SETUP went to
+    others long ago). A sends a message every 2 ms; B (connected to a listener elsewhere) sends
+    the same ones 100 behind; B's destination is added; A ends its stream (an EOS on A, at the
+    image's end, while B's data is behind it) and B goes on past it: the image goes on with B,
+    every message once, in order."""
+    expected = messages(600)
+    ports = free_port(), free_port()
+    a_destination, b_destination = unicast(ports[0]), multicast(ports[1])
+    unavailable: list[aeronio.Image] = []
+    async with contextlib.AsyncExitStack() as stack:
+        # The subscriber's driver decides whether an image ended every 50 ms (its timer).
+        subscriber = await stack.enter_async_context(aeronio.connect(timer_interval_ns=50_000_000))
+        sender_a, sender_b, listener = [
+            await stack.enter_async_context(aeronio.connect()) for _ in range(3)
+        ]
+        sub = await subscriber.add_subscription(MDS, STREAM, unavailable_image=unavailable.append)
+        await sub.add_destination(a_destination)
+        pub_a = await sender_a.add_exclusive_publication(positioned(a_destination, START), STREAM)
+        receiver = Receiver(sub, "the subscriber").start()
+        a_positions = [await pub_a.offer(message, timeout=20) for message in expected[:100]]
+        await receiver.wait_for(100, 20)
+        (image,) = sub.images
+        heard = await listener.add_subscription(b_destination, STREAM)
+        listening = Receiver(heard, "B's listener").start()
+        pub_b = await sender_b.add_exclusive_publication(
+            positioned(b_destination, pub_a.position), STREAM
+        )
+        await await_until(lambda: heard.is_connected and pub_b.is_connected, 10, "B's listener")
+        a_at = asyncio.Event()  # A sent message 200
+        b_at = asyncio.Event()  # B sent message 150
+
+        async def send_a() -> None:
+            for i, message in enumerate(expected[100:300], 100):
+                a_positions.append(await pub_a.offer(message, timeout=20))
+                if i == 200:
+                    a_at.set()
+                await asyncio.sleep(0.002)
+            await pub_a.close()  # an EOS on A at the image's end
+
+        async def send_b() -> list[int]:
+            await a_at.wait()
+            b_positions = []
+            for i, message in enumerate(expected[100:], 100):
+                b_positions.append(await pub_b.offer(message, timeout=20))
+                if i == 150:
+                    b_at.set()
+                await asyncio.sleep(0.002)
+            return b_positions
+
+        async def add_b() -> None:
+            await b_at.wait()
+            await sub.add_destination(b_destination)
+
+        _, b_positions, _ = await asyncio.gather(send_a(), send_b(), add_b())
+        assert b_positions[:200] == a_positions[100:]
+        await receiver.wait_for(len(expected), 20)
+        await asyncio.sleep(0.3)  # B quiet, the image at its end: ended if A's EOS ended it
+        await receiver.stop()
+        await listening.stop()
+        assert sub.images == (image,) and not unavailable, "the image ended with A's stream"
+        assert receiver.received == expected
+        assert receiver.positions == a_positions + b_positions[200:]
+
+
 # -- 2. ReplayMerge ----------------------------------------------------------------------------
 
 
