@@ -186,7 +186,8 @@ class Decoder:
         """The batch of `messages` (found in `buffer`, whose first byte is at `position`)."""
         n = len(messages)
         columns: dict[str, pa.Array] = {}
-        if "data" in self.metadata or self.layout != "raw":
+        payloads = None
+        if "data" in self.metadata or self.layout in ("msgpack", "json"):
             payloads = payload_array(buffer, frames, messages)
         for name in self.metadata:
             if name == "data":
@@ -206,13 +207,23 @@ class Decoder:
             elif name == "reserved_value":
                 columns[name] = pa.array(messages.reserved_value)
         if self.layout == "fixed":
-            columns.update(self._fixed(r, position, messages, payloads))
+            columns.update(self._fixed(r, position, buffer, frames, messages))
         elif self.layout in ("msgpack", "json"):
             columns.update(self._structured(r, position, messages, payloads))
         arrays = [columns[name] for name in self.names]
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
 
-    def _fixed(self, r: Recording, position: int, messages: fr.Messages, payloads: pa.Array):
+    def _fixed(
+        self,
+        r: Recording,
+        position: int,
+        buffer: np.ndarray,
+        frames: fr.Frames,
+        messages: fr.Messages,
+    ) -> dict[str, pa.Array]:
+        """Each field of the records, copied once out of `buffer`: through strided views of
+        the runs of records an equal distance apart (a run per term, for records of one size),
+        or through the joined payloads when messages are fragmented."""
         size = self.dtype.itemsize
         wrong = np.flatnonzero(messages.length != size)
         if len(wrong):
@@ -223,12 +234,19 @@ class Decoder:
                 f"({', '.join(self.dtype.names)}) is {size} bytes"
             )
         n = len(messages)
-        _, offsets, values = payloads.buffers()
-        first = int(np.frombuffer(offsets, np.int32, 1, payloads.offset * 4)[0]) if n else 0
-        records = np.frombuffer(values, self.dtype, n, first) if n else np.empty(0, self.dtype)
+        records = None
+        if n and np.array_equal(messages.first, messages.last):  # one frame each
+            records = _strided_records(buffer, messages.offset + fr.HEADER_LENGTH, self.dtype)
+        if records is None:
+            payloads = payload_array(buffer, frames, messages)
+            _, offsets, values = payloads.buffers()
+            first = int(np.frombuffer(offsets, np.int32, 1, payloads.offset * 4)[0]) if n else 0
+            records = [
+                np.frombuffer(values, self.dtype, n, first) if n else np.empty(0, self.dtype)
+            ]
         out = {}
         for f in self.record_fields:
-            column = np.ascontiguousarray(records[f.name])
+            column = np.concatenate([run[f.name] for run in records])  # a copy, even of one
             if isinstance(f.dataType, BooleanType):
                 column = column != 0
             out[f.name] = pa.array(column)
@@ -278,6 +296,27 @@ class Decoder:
                     f"recording {r.recording_id} near position {position}: {e}"
                 ) from None
         return out
+
+
+def _strided_records(buffer: np.ndarray, starts: np.ndarray, dtype: np.dtype) -> list | None:
+    """Records of `dtype` at `starts` (ascending offsets in `buffer`) as structured views, one
+    per run of starts an equal distance apart; None when the runs are too many to be worth it
+    (records of many sizes in between)."""
+    n = len(starts)
+    steps = np.diff(starts)
+    changes = np.flatnonzero(steps[1:] != steps[:-1]) + 1  # k: steps[k] differs from steps[k-1]
+    if len(changes) > n // 16:
+        return None
+    views, i = [], 0
+    while i < n:
+        if i == n - 1:
+            views.append(np.ndarray(1, dtype, buffer, int(starts[i])))
+            break
+        j = int(np.searchsorted(changes, i, side="right"))
+        k = int(changes[j]) if j < len(changes) else n - 1  # records i..k are steps[i] apart
+        views.append(np.ndarray(k - i + 1, dtype, buffer, int(starts[i]), (int(steps[i]),)))
+        i = k + 1
+    return views
 
 
 def payload_array(buffer: np.ndarray, frames: fr.Frames, messages: fr.Messages) -> pa.Array:

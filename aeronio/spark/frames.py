@@ -15,6 +15,12 @@ breaks, the walk jumps to the break's `next` (skipping candidates inside a paylo
 that slot is no candidate, ends there. The result is exactly the frames a sequential walk that
 checks each header the same way would find, in a handful of vectorised passes.
 
+Records of one size (the common case: fixed-layout records, one per message) take a shorter
+way: from a header of length L, the frames of a uniform run sit every aligned(L) bytes to the
+end of the term, so only those headers are checked (one pass over a strided view, no
+candidates); the run ends at the first that differs, and a frame there (a PAD at the term's end)
+is taken alone before the next run. A short run hands the rest to the candidate scan.
+
 Messages: a DATA frame with the BEGIN flag (0x80) starts one, a frame with the END flag (0x40)
 ends it (0xC0: both, an unfragmented message); fragments of one message are contiguous frames of
 one term. Leading fragments without their BEGIN (a region that starts mid-message) and a
@@ -106,6 +112,10 @@ def header_ok(
     )
 
 
+# A uniform run shorter than this hands the rest of the region to the candidate scan.
+MIN_UNIFORM_RUN = 64
+
+
 def scan(
     buffer: np.ndarray,
     position: int,
@@ -119,6 +129,102 @@ def scan(
     is no plausible header (a zero length: nothing written there yet) or at a frame that does
     not fit before `end`. `buffer` is a uint8 array; `start` and `end` are multiples of 32."""
     end = len(buffer) if end is None else end
+    pieces: list[Frames] = []
+    at = start
+    while True:
+        run = _uniform_run(buffer, position + at - start, term_length, initial_term_id, at, end)
+        if len(run) < MIN_UNIFORM_RUN:
+            rest = _scan_candidates(
+                buffer, position + at - start, term_length, initial_term_id, at, end
+            )
+            pieces.append(rest)
+            break
+        pieces.append(run)
+        at = run.end
+        one = _one_frame(buffer, position + at - start, term_length, initial_term_id, at, end)
+        if one is None:
+            break
+        pieces.append(one)
+        at = one.end
+    if len(pieces) == 1:
+        return pieces[0]
+    return Frames(
+        *(np.concatenate([getattr(p, name) for p in pieces]) for name in Frames._fields[:5]),
+        pieces[-1].end,
+    )
+
+
+def _frames_at(buffer: np.ndarray, offsets: np.ndarray, end: int) -> Frames:
+    """The frames whose headers are at `offsets` (checked by the caller)."""
+    heads = buffer[offsets[:, None] + np.arange(HEADER_LENGTH)].view(np.int32)
+    vft = heads[:, _VFT].view(np.uint32)
+    return Frames(
+        offsets.astype(np.int64),
+        heads[:, _LENGTH].copy(),
+        ((vft >> 8) & 0xFF).astype(np.uint8),
+        (vft >> 16).astype(np.uint16),
+        heads.view(np.int64)[:, 3].copy(),
+        end,
+    )
+
+
+def _uniform_run(
+    buffer: np.ndarray, position: int, term_length: int, initial_term_id: int, at: int, end: int
+) -> Frames:
+    """The frames from `at` that have the first one's length, up to the end of its term or
+    `end` (empty unless a header for `position` is at `at`)."""
+    if not header_ok(buffer, at, position, term_length, initial_term_id):
+        return _empty_frames(at)
+    (length,) = struct.unpack_from("<i", buffer, at)
+    aligned = (length + 31) & ~31
+    term_offset = position & (term_length - 1)
+    count = min((term_length - term_offset) // aligned, (end - at) // aligned)
+    if count <= 0:
+        return _empty_frames(at)
+    region = buffer[at : at + count * aligned]
+    words = region.view(np.int32).reshape(count, aligned // 4)
+    _, term_id = expected_fields(position, 1, term_length, initial_term_id)
+    expected_offset = term_offset + np.arange(count, dtype=np.int32) * aligned
+    ok = (
+        (words[:, _LENGTH] == length)
+        & (words[:, _TERM_OFFSET] == expected_offset)
+        & (words[:, _TERM_ID] == term_id[0])
+    )
+    n = count if ok.all() else int(np.argmin(ok))
+    vft = words[:n, _VFT].view(np.uint32)
+    return Frames(
+        at + np.arange(n, dtype=np.int64) * aligned,
+        np.full(n, length, np.int32),
+        ((vft >> 8) & 0xFF).astype(np.uint8),
+        (vft >> 16).astype(np.uint16),
+        region.view(np.int64).reshape(count, aligned // 8)[:n, 3].copy(),
+        at + n * aligned,
+    )
+
+
+def _one_frame(
+    buffer: np.ndarray, position: int, term_length: int, initial_term_id: int, at: int, end: int
+) -> Frames | None:
+    """The frame at `at`, if a header for `position` is there and the frame fits before
+    `end`."""
+    if not header_ok(buffer, at, position, term_length, initial_term_id):
+        return None
+    (length,) = struct.unpack_from("<i", buffer, at)
+    after = at + ((length + 31) & ~31)
+    if after > end:
+        return None
+    return _frames_at(buffer, np.array([at], np.int64), after)
+
+
+def _scan_candidates(
+    buffer: np.ndarray,
+    position: int,
+    term_length: int,
+    initial_term_id: int,
+    start: int,
+    end: int,
+) -> Frames:
+    """`scan` of any frames: the candidate slots and their verified runs."""
     count = (end - start) // HEADER_LENGTH
     if count <= 0:
         return _empty_frames(start)
@@ -195,8 +301,18 @@ def assemble(frames: Frames) -> Messages:
     if n == 0:
         e = np.empty(0, np.int64)
         return Messages(e, e, e, np.empty(0, np.int32), e)
-    index = np.arange(n, dtype=np.int64)
     data = frames.type == TYPE_DATA
+    whole = BEGIN_FLAG | END_FLAG
+    if np.all(((frames.flags & whole) == whole) | ~data):  # every DATA frame a message
+        index = np.flatnonzero(data)
+        return Messages(
+            index,
+            index,
+            frames.offset[index],
+            frames.length[index] - HEADER_LENGTH,
+            frames.reserved_value[index],
+        )
+    index = np.arange(n, dtype=np.int64)
     is_begin = data & ((frames.flags & BEGIN_FLAG) != 0)
     is_end = data & ((frames.flags & END_FLAG) != 0)
     last_begin = np.maximum.accumulate(np.where(is_begin, index, -1))

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
 from aeronio.spark import frames as fr
 from aeronio.spark import recordings as recs
 from aeronio.spark.recordings import DataLossError, Recording
@@ -67,8 +69,10 @@ def read_part(
     fail_on_data_loss: bool = True,
     chunk_bytes: int = CHUNK_BYTES,
 ) -> Iterator:
-    """Record batches of the part's messages (`decoder.batch` builds each)."""
+    """Record batches of the part's messages (`decoder.batch` builds each: it copies what it
+    takes, so one read buffer serves every chunk)."""
     r = part.recording
+    reused = None
     position = part.scan_from
     if position > part.emit_from or position & 31:
         position = r.known_boundary(part.emit_from)
@@ -80,8 +84,10 @@ def read_part(
             r.segment_end(position),
             max(r.term_end(position), r.term_base(position + chunk_bytes)),
         )
+        if reused is None or len(reused) < end - position:
+            reused = np.empty(end - position, np.uint8)
         try:
-            buffer = recs.read_bytes(archive_dir, r, position, end, partial=True)
+            buffer = recs.read_bytes(archive_dir, r, position, end, partial=True, into=reused)
         except DataLossError as e:
             if fail_on_data_loss:
                 raise

@@ -159,15 +159,21 @@ class Selection(NamedTuple):
 
 
 def read_bytes(
-    archive_dir: Path, r: Recording, position: int, end: int, partial: bool = False
+    archive_dir: Path,
+    r: Recording,
+    position: int,
+    end: int,
+    partial: bool = False,
+    into: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The recording's bytes [position, end) (one segment), copied from its segment file;
+    """The recording's bytes [position, end) (one segment), copied from its segment file (into
+    the start of `into` when it is large enough: a buffer reused, its pages touched once);
     DataLossError when the file is missing or, unless `partial` (then what there is, in whole
     32-byte slots, is returned), shorter."""
     path = r.segment_path(archive_dir, position)
     offset = r.layout.segment_offset(position)
     length = end - position
-    out = np.empty(length, np.uint8)
+    out = into[:length] if into is not None and len(into) >= length else np.empty(length, np.uint8)
     try:
         with open(path, "rb", buffering=0) as f:
             f.seek(offset)

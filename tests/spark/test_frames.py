@@ -149,3 +149,67 @@ def test_header_ok():
     assert not fr.header_ok(buffer, 0, TERM, TERM, writer.initial_term_id)  # wrong term id
     assert not fr.header_ok(buffer, 64, 64, TERM, writer.initial_term_id)  # zeros
     assert not fr.header_ok(buffer, len(buffer) - 8, 0, TERM, writer.initial_term_id)
+
+
+runs = st.lists(
+    st.tuples(st.integers(0, 200), st.integers(1, 300)),  # (message size, how many in a row)
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(runs=runs, start_offset=st.integers(0, 3 * TERM // 32).map(lambda s: s * 32))
+def test_runs_of_one_size_match_the_appender(runs, start_offset):
+    """Messages of one size in a row (fixed records: the scan's uniform runs, with a PAD at
+    each term's end and runs of other sizes between): scan == walk, and the messages."""
+    writer = TermWriter(term_length=TERM, mtu=1408, start_position=start_offset)
+    for size, count in runs:
+        for i in range(count):
+            writer.append(bytes([i % 251]) * size, reserved=i)
+    buffer = log_of(writer, 4096)
+    frames = check(buffer, writer, start_offset % TERM)
+    assert frames.end == len(writer.data)
+    messages = fr.assemble(frames)
+    assert (messages.offset + writer.base).tolist() == [p for p, _, _ in writer.messages]
+    assert messages.length.tolist() == [len(d) for _, d, _ in writer.messages]
+    assert messages.reserved_value.tolist() == [r for *_, r in writer.messages]
+
+
+def test_a_uniform_run_ends_where_a_walk_does():
+    """Records of one size: a torn block in the middle, a limit inside a frame, a frame of
+    another length (a payload slot holding a header for its slot is not taken)."""
+    writer = TermWriter(term_length=TERM, mtu=1408)
+    for i in range(3000):  # 64-byte frames: 2.9 terms, a PAD at none (64 divides the term)
+        writer.append(i.to_bytes(32, "little"), reserved=i)
+    buffer = log_of(writer, 4096)
+    assert len(check(buffer, writer, 0)) == 3000
+    assert len(check(buffer, writer, 0, 1000 * 64 + 32)) == 1000  # the 1001st does not fit
+    torn = buffer.copy()
+    torn[1500 * 64 : 1500 * 64 + 4] = 0
+    assert check(torn, writer, 0).end == 1500 * 64
+    longer = buffer.copy()
+    longer[2000 * 64 : 2000 * 64 + 4] = np.frombuffer(np.int32(40).tobytes(), np.uint8)
+    frames = check(longer, writer, 0)  # a 40-byte frame (aligned 64): the chain goes on
+    assert len(frames) == 3000 and frames.length[2000] == 40
+
+
+@pytest.mark.parametrize("size", [24, 40, 64])  # frames of 64 bytes, of 96 (PADs), of 96
+def test_fixed_records_decode_through_strided_views_as_through_payloads(size):
+    """The fixed layout's columns from strided views of the records (a run per term) equal
+    those from the joined payloads, for every field, byte for byte."""
+    from aeronio.spark.decode import _strided_records
+
+    dtype = np.dtype({"names": ["a", "b", "c"], "formats": ["<i8", "<f8", "<i4"], "itemsize": size})
+    rng = np.random.default_rng(size)
+    raw = rng.integers(0, 256, (5000, size), np.uint8)
+    writer = TermWriter(term_length=TERM, mtu=1408)
+    for record in raw:
+        writer.append(record.tobytes())
+    buffer = log_of(writer)
+    frames = fr.scan(buffer, 0, TERM, writer.initial_term_id)
+    messages = fr.assemble(frames)
+    views = _strided_records(buffer, messages.offset + fr.HEADER_LENGTH, dtype)
+    assert views is not None and len(views) <= len(np.unique(messages.offset // TERM))
+    expected = np.frombuffer(raw.tobytes(), dtype)
+    for name in dtype.names:
+        assert np.concatenate([v[name] for v in views]).tobytes() == expected[name].tobytes()
