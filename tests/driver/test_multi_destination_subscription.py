@@ -61,6 +61,20 @@ def assert_port_free(port: int) -> None:
         s.bind((HOST, port))
 
 
+async def stream_on_a(subscriber, sender_a, a_destination: str, first: list[bytes], unavailable):
+    """An MDS subscription in `subscriber` with destination A, a publication of the session on
+    A from START sending `first`, read into a Receiver: (sub, pub_a, receiver, positions of
+    `first`, the image)."""
+    sub = await subscriber.add_subscription(MDS, STREAM, unavailable_image=unavailable.append)
+    await sub.add_destination(a_destination)
+    pub_a = await sender_a.add_exclusive_publication(positioned(a_destination, START), STREAM)
+    receiver = Receiver(sub, "the subscriber").start()
+    positions = [await pub_a.offer(message, timeout=20) for message in first]
+    await receiver.wait_for(len(first), 20)
+    (image,) = sub.images
+    return sub, pub_a, receiver, positions, image
+
+
 # -- 1. one image across destinations ----------------------------------------------------------
 
 
@@ -81,13 +95,9 @@ async def test_an_image_goes_on_across_destinations_with_every_message_once(b_ki
         subscriber, sender_a, sender_b = [
             await stack.enter_async_context(aeronio.connect()) for _ in range(3)
         ]
-        sub = await subscriber.add_subscription(MDS, STREAM, unavailable_image=unavailable.append)
-        await sub.add_destination(a_destination)
-        pub_a = await sender_a.add_exclusive_publication(positioned(a_destination, START), STREAM)
-        receiver = Receiver(sub, "the subscriber").start()
-        positions = [await pub_a.offer(message, timeout=20) for message in expected[:1000]]
-        await receiver.wait_for(1000, 20)
-        (image,) = sub.images
+        sub, pub_a, receiver, positions, image = await stream_on_a(
+            subscriber, sender_a, a_destination, expected[:1000], unavailable
+        )
         assert (image.session_id, image.join_position) == (SESSION, START)
         assert (image.initial_term_id, image.term_length) == (INITIAL_TERM_ID, TERM)
 
@@ -135,13 +145,9 @@ async def test_an_end_on_one_destination_leaves_an_image_another_feeds_with_data
         sender_a, sender_b, listener = [
             await stack.enter_async_context(aeronio.connect()) for _ in range(3)
         ]
-        sub = await subscriber.add_subscription(MDS, STREAM, unavailable_image=unavailable.append)
-        await sub.add_destination(a_destination)
-        pub_a = await sender_a.add_exclusive_publication(positioned(a_destination, START), STREAM)
-        receiver = Receiver(sub, "the subscriber").start()
-        a_positions = [await pub_a.offer(message, timeout=20) for message in expected[:100]]
-        await receiver.wait_for(100, 20)
-        (image,) = sub.images
+        sub, pub_a, receiver, a_positions, image = await stream_on_a(
+            subscriber, sender_a, a_destination, expected[:100], unavailable
+        )
         heard = await listener.add_subscription(b_destination, STREAM)
         listening = Receiver(heard, "B's listener").start()
         pub_b = await sender_b.add_exclusive_publication(
