@@ -146,6 +146,13 @@ cdef class ImageRebuilder:
         new, self._new_sources = self._new_sources, []
         return new
 
+    def forget_receiver(self, DatagramReceiver receiver) -> None:
+        """Let go of `receiver` (its destination was removed): the senders heard on it."""
+        self._sources = {source for source in self._sources if source[0] is not receiver}
+        self._new_sources = [s for s in self._new_sources if s[0] is not receiver]
+        if self._last_receiver is receiver:
+            self._last_receiver = None
+
     cdef void wake(self) noexcept:
         """New frames: wake the subscribers parked for data, here and in other processes."""
         self.fresh = False

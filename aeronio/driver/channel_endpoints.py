@@ -376,6 +376,7 @@ class ReceiveChannelEndpoint:
             senders.pop(address, None)
         for ended in self._ended.values():
             ended.discard(address)
+        self.dispatcher.forget_receiver(destination.receiver)
         return destination
 
     def close(self) -> None:
@@ -406,8 +407,8 @@ class ReceiveChannelEndpoint:
         self.dispatcher.on_data_senders(connection, now_ns)
 
     def connect(self, image: ImageKey, connection: Connection) -> bool:
-        """A SETUP or heartbeat of `image` heard on a destination: True if the image had no
-        connection there yet (its sender is one now)."""
+        """A SETUP, heartbeat or data packet of `image` heard on a destination: True if the
+        image had no connection there yet (its sender is one now)."""
         senders = self.connections.setdefault(image, {})
         if connection.destination in senders:
             return False

@@ -50,7 +50,8 @@ class Connections(Protocol):
     """The sources each image heard (the driver's ReceiveChannelEndpoint)."""
 
     def connect(self, image: tuple[int, int], source: Source) -> bool:
-        """A SETUP or heartbeat of `image` from `source`: True if the source is new to it."""
+        """A SETUP, heartbeat or data packet of `image` from `source`: True if the source is
+        new to it."""
         ...
 
     def end_of_stream(self, image: tuple[int, int], source: Source) -> bool:
@@ -172,10 +173,18 @@ class DataDispatcher:
             self.router.add(image.rebuilder)
         self._connect(key, image, source, now_ns)
 
-    def on_data_senders(self, source_of: Callable[[object, Source], Source | None], now_ns: int):
-        """The senders of data packets the router inserted that were new to their images, taken
-        from the images' rebuilders: `source_of(receiver, sender address)` names each (None: not
-        one any more); each is a source of its image from now on, as a SETUP's or heartbeat's."""
+    def forget_receiver(self, receiver: object) -> None:
+        """A destination's socket is gone: its images' rebuilders let go of its receiver."""
+        for image in self.images.values():
+            image.rebuilder.forget_receiver(receiver)
+
+    def on_data_senders(
+        self, source_of: Callable[[object, tuple[str, int]], Source | None], now_ns: int
+    ) -> None:
+        """The senders of data packets the router routed (taken, or dropped as duplicates or
+        outside the window) that were new to their images, taken from the images' rebuilders:
+        `source_of(receiver, sender address)` names each (None: not one any more); each is a
+        source of its image from now on, as a SETUP's or heartbeat's."""
         self.router.sources_changed = False
         for key, image in self.images.items():
             for receiver, sender in image.rebuilder.take_new_sources():
@@ -186,8 +195,8 @@ class DataDispatcher:
     def _connect(
         self, key: tuple[int, int], image: ReceiverStateMachine, source: Source, now_ns: int
     ) -> None:
-        """A SETUP or heartbeat of `image` from `source`: a sender new to it gets a status
-        message at once."""
+        """A SETUP, heartbeat or data packet of `image` from `source`: a sender new to it gets a
+        status message at once."""
         if self.connections is not None and self.connections.connect(key, source):
             image.status_message_due(now_ns)
 

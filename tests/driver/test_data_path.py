@@ -171,13 +171,15 @@ class Receiving:
     def introduce(self, limit_position: int) -> list[tuple]:
         """A data packet from the peer beyond the image's window (dropped: nothing written; the
         over-run and bytes it counts set back): a sender new to the image makes the conductor
-        due at once; taken as the conductor takes them, the new senders; then nothing is due."""
+        due at once (a known one does not); taken as the conductor takes them, the new senders;
+        then nothing is due."""
         beyond = batch.packet(T, [b"A"], term_id=INITIAL_TERM_ID + limit_position // TERM + 1)
         self.peer.sendto(beyond, self.data.getsockname())
         assert select.select([self.data], [], [], 10)[0]
         before = self.image.snapshot()
-        assert self.path.do_work(0) == 1 and self.path.conductor_due and not self.path.pending
-        assert self.image.router.sources_changed
+        assert self.path.do_work(0) == 1 and not self.path.pending
+        new = self.image.router.sources_changed
+        assert self.path.conductor_due == new
         assert (self.image.over_runs.get(), self.image.bytes_received.get()) == (1, len(beyond))
         self.image.over_runs.set(0)
         self.image.bytes_received.set(0)
@@ -596,3 +598,14 @@ def test_subscriber_parked_in_another_thread_is_woken(tmp_path, udp):
     r.exchange(VALID)
     thread.join(60)
     assert not thread.is_alive() and seen == [VALID] and bell.waiters == 0
+
+
+def test_an_image_forgets_the_senders_of_a_removed_destination(tmp_path, udp):
+    """A removed destination's receiver is let go by the images (no buffer kept alive, no
+    identity left to match a later receiver): its sender is new to the image again."""
+    r = Receiving(tmp_path / "image.log", udp)
+    receiver = r.parts[1]
+    r.image.rebuilder.forget_receiver(receiver)
+    assert r.introduce(TERM) == [(receiver, r.peer.getsockname())]
+    r.image.rebuilder.forget_receiver(DatagramReceiver(1, 64))  # another: nothing forgotten
+    assert r.introduce(TERM) == []

@@ -129,9 +129,10 @@ async def test_an_image_goes_on_across_destinations_with_every_message_once(b_ki
 
 
 async def test_an_end_on_one_destination_leaves_an_image_another_feeds_with_data_only():
-    """Aeron's rule: every packet, data too, makes its sender a connection of the image (a
-    replay merging into a busy live stream: the live sender sends data only, its SETUP went to
-    others long ago). A sends a message every 2 ms; B (connected to a listener elsewhere) sends
+    """A data packet routed to an image (taken, or dropped as a duplicate or outside the
+    window) makes its sender a connection of it, as a SETUP or heartbeat does (a replay
+    merging into a busy live stream: the live sender sends data only, its SETUP went to others
+    long ago). A sends a message every 2 ms; B (connected to a listener elsewhere) sends
     the same ones 100 behind; B's destination is added; A ends its stream (an EOS on A, at the
     image's end, while B's data is behind it) and B goes on past it: the image goes on with B,
     every message once, in order."""
