@@ -207,7 +207,7 @@ class Decoder:
             elif name == "reserved_value":
                 columns[name] = pa.array(messages.reserved_value)
         if self.layout == "fixed":
-            columns.update(self._fixed(r, position, buffer, frames, messages))
+            columns.update(self._fixed(r, position, buffer, frames, messages, payloads))
         elif self.layout in ("msgpack", "json"):
             columns.update(self._structured(r, position, messages, payloads))
         arrays = [columns[name] for name in self.names]
@@ -220,10 +220,11 @@ class Decoder:
         buffer: np.ndarray,
         frames: fr.Frames,
         messages: fr.Messages,
+        payloads: pa.Array | None,
     ) -> dict[str, pa.Array]:
-        """Each field of the records, copied once out of `buffer`: through strided views of
-        the runs of records an equal distance apart (a run per term, for records of one size),
-        or through the joined payloads when messages are fragmented."""
+        """Each field of the records: copied once out of `buffer` through strided views of
+        the runs of records an equal distance apart (a run per term, for records of one size,
+        one frame each), else out of the joined payloads (`payloads`, when already made)."""
         size = self.dtype.itemsize
         wrong = np.flatnonzero(messages.length != size)
         if len(wrong):
@@ -238,7 +239,8 @@ class Decoder:
         if n and np.array_equal(messages.first, messages.last):  # one frame each
             records = _strided_records(buffer, messages.offset + fr.HEADER_LENGTH, self.dtype)
         if records is None:
-            payloads = payload_array(buffer, frames, messages)
+            if payloads is None:
+                payloads = payload_array(buffer, frames, messages)
             _, offsets, values = payloads.buffers()
             first = int(np.frombuffer(offsets, np.int32, 1, payloads.offset * 4)[0]) if n else 0
             records = [

@@ -183,14 +183,20 @@ def _uniform_run(
         return _empty_frames(at)
     region = buffer[at : at + count * aligned]
     words = region.view(np.int32).reshape(count, aligned // 4)
-    _, term_id = expected_fields(position, 1, term_length, initial_term_id)
-    expected_offset = term_offset + np.arange(count, dtype=np.int32) * aligned
-    ok = (
-        (words[:, _LENGTH] == length)
-        & (words[:, _TERM_OFFSET] == expected_offset)
-        & (words[:, _TERM_ID] == term_id[0])
-    )
-    n = count if ok.all() else int(np.argmin(ok))
+    term_id = int(expected_fields(position, 1, term_length, initial_term_id)[1][0])
+    n, window = 0, 256  # checked in windows that double: a short run costs little
+    while n < count:
+        high = min(count, n + window)
+        expected_offset = term_offset + np.arange(n, high, dtype=np.int32) * aligned
+        ok = (
+            (words[n:high, _LENGTH] == length)
+            & (words[n:high, _TERM_OFFSET] == expected_offset)
+            & (words[n:high, _TERM_ID] == term_id)
+        )
+        if not ok.all():
+            n += int(np.argmin(ok))
+            break
+        n, window = high, window * 2
     vft = words[:n, _VFT].view(np.uint32)
     return Frames(
         at + np.arange(n, dtype=np.int64) * aligned,
