@@ -26,10 +26,9 @@ cdef class DataPath:
     Due at once: input on a control socket (status messages, NAKs), datagrams the router left
     (`slow_datagrams(fd)`: SETUPs, heartbeats, unknown sessions; their socket is not read again
     until they are taken), an image's data from a sender new to it (`sources_changed`). Due as
-    bookkeeping (receiver
-    positions, status messages, NAKs, publisher limits, cleaning) once a watched position moved
-    (`pending`: subscriber positions, receiver high-water marks, sender positions, producer
-    positions): when they have moved BOOKKEEPING_BACKLOG bytes in all, or after
+    bookkeeping (receiver positions, status messages, NAKs, publisher limits, cleaning) once a
+    watched position moved (`pending`: subscriber positions, receiver high-water marks, sender
+    positions, producer positions): when they have moved BOOKKEEPING_BACKLOG bytes in all, or after
     BOOKKEEPING_IDLE_CYCLES duty cycles in a row that moved no data. So a stream's bookkeeping
     runs every few KiB, and a lone message (a ping-pong) reaches its subscriber and its reply
     leaves without waiting for it; until `bookkept()` it stays due. Nothing that moved is missed:

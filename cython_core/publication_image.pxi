@@ -4,7 +4,6 @@
 # sessions without an image, anything too short to route) is left to the Python dispatcher.
 
 cdef enum:
-    ROUTE_SLOW = 0       # not a data packet for a known image: the Python dispatcher decides
     ROUTE_INSERTED = 1   # new frames put in the term
     ROUTE_DROPPED = 2    # a duplicate, or outside the window
     ROUTE_INVALID = 3    # malformed: counted as an invalid packet and dropped
@@ -126,8 +125,8 @@ cdef class ImageRebuilder:
 
     cdef bint heard_from(self, DatagramReceiver receiver, int i) except -1:
         """Note the sender of datagram i of `receiver` (its destination's socket): True if it is
-        new to the image. (Aeron's PublicationImage tracks each packet's connection: a stream
-        heard only as data is a connection too.)"""
+        new to the image. (Aeron's PublicationImage tracks a connection per packet too: a
+        stream heard only as data is a connection.)"""
         cdef sockaddr_in* sin = <sockaddr_in*> &receiver._addrs[i]
         cdef uint32_t ip = sin.sin_addr.s_addr
         cdef uint16_t port = sin.sin_port
@@ -241,6 +240,7 @@ cdef class ImageRouter:
 
     cdef int insert_into(self, ImageRebuilder image, const char* packet, int32_t length,
                          int64_t now_ns):
+        """Insert a data packet into `image`, counting its bytes (and it, if invalid)."""
         cdef int result
         aio_fetch_add_i64(self.bytes_received, length)
         result = image.insert_packet(packet, length, now_ns)
