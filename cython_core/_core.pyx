@@ -4,7 +4,7 @@
 cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MAX
 from libc.string cimport memcpy, memset
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
@@ -34,6 +34,7 @@ include "term_rebuilder.pxi"
 include "udp_channel.pxi"
 include "publication_image.pxi"
 include "publication_sender.pxi"
+include "control_receiver.pxi"
 include "data_path.pxi"
 include "awaitables.pxi"
 

@@ -19,14 +19,17 @@ cdef enum:
 
 cdef class DataPath:
     """One `do_work(now_ns)`: new data of the publications whose senders allow it sent from
-    their logs (PublicationSender); a poll(2) over the sockets; the data sockets with input
-    drained (recvmmsg) and their data packets rebuilt into images (ImageRouter). Python is needed
-    only for what is left: `conductor_due` says when.
+    their logs, or a heartbeat after a quiet spell (PublicationSender); a poll(2) over the
+    sockets; the data sockets with input drained (recvmmsg), their data packets rebuilt into
+    images and their heartbeats taken (ImageRouter); the images' periodic status messages sent.
+    Python is needed only for what is left: `conductor_due` says when. An idle stream's
+    heartbeats and status messages need no Python, and count as no work; `deadline_ns` says when
+    the next is due.
 
-    Due at once: input on a control socket (status messages, NAKs), datagrams the router left
-    (`slow_datagrams(fd)`: SETUPs, heartbeats, unknown sessions; their socket is not read again
-    until they are taken), an image's data from a sender new to it (`sources_changed`). Due as
-    bookkeeping (receiver positions, status messages, NAKs, publisher limits, cleaning) once a
+    Due at once: what a control socket's ControlReceiver or a data socket's router left
+    (`slow_datagrams(receiver)`: status messages that are no repeat, NAKs; SETUPs, EOS, unknown
+    sessions; their socket is not read again until they are taken), an image's data from a
+    sender new to it (`sources_changed`). Due as bookkeeping (receiver positions, status messages, NAKs, publisher limits, cleaning) once a
     watched position moved (`pending`: subscriber positions, receiver high-water marks, sender
     positions, producer positions): when they have moved BOOKKEEPING_BACKLOG bytes in all, or after
     BOOKKEEPING_IDLE_CYCLES duty cycles in a row that moved no data. So a stream's bookkeeping
@@ -37,9 +40,10 @@ cdef class DataPath:
 
     cdef pollfd* _fds
     cdef Py_ssize_t _nfds
-    cdef Py_ssize_t _ncontrol  # _fds[:_ncontrol] are control sockets, read by Python
-    cdef list _receivers  # (DatagramReceiver, ImageRouter) per data socket, after the control ones
-    cdef list _rests  # per data socket: what the router left of its last receive
+    cdef Py_ssize_t _ncontrol  # _fds[:_ncontrol] are control sockets, the data sockets after
+    cdef list _receivers  # per socket: (DatagramReceiver, its ControlReceiver or ImageRouter)
+    cdef list _routers  # each ImageRouter once (a multi-destination one serves several sockets)
+    cdef list _rests  # per socket: what its ControlReceiver or router left of its last receive
     cdef list _senders  # (PublicationSender, DatagramSender)
     cdef char** _words
     cdef int64_t* _seen_words
@@ -53,19 +57,19 @@ cdef class DataPath:
     cdef int _idle_cycles
     cdef readonly bint conductor_due
 
-    def __cinit__(self, control_fds, receivers, senders, counters, logs,
+    def __cinit__(self, controls, receivers, senders, counters, logs,
                   DataPath previous=None):
-        """control_fds: sockets Python reads; receivers: (fd, DatagramReceiver, ImageRouter) per
-        data socket; senders: (PublicationSender, DatagramSender) per network publication;
+        """controls: (fd, DatagramReceiver, ControlReceiver) per control socket; receivers:
+        (fd, DatagramReceiver, ImageRouter) per data socket; senders: (PublicationSender, DatagramSender) per network publication;
         counters: positions (with `buffer` and `offset`) that give bookkeeping when they move;
         logs: MappedLogs whose producer positions do. A position `previous` (the data path this
         one replaces) watched starts from what it saw, so that a move since is seen; the others
         from where they are."""
         cdef Py_ssize_t i, j
         cdef AtomicBuffer buffer
-        control_fds, receivers, counters = list(control_fds), list(receivers), list(counters)
+        controls, receivers, counters = list(controls), list(receivers), list(counters)
         self._logs = list(logs)
-        self._ncontrol = len(control_fds)
+        self._ncontrol = len(controls)
         self._nfds = self._ncontrol + len(receivers)
         self._nwords = len(counters)
         self._fds = <pollfd*> malloc(max(1, self._nfds) * sizeof(pollfd))
@@ -75,14 +79,19 @@ cdef class DataPath:
         if not self._fds or not self._words or not self._seen_words or not self._seen_logs:
             raise MemoryError()
         self._receivers = []
+        self._routers = []
         self._rests = []
-        for i, fd in enumerate(control_fds + [fd for fd, _, _ in receivers]):
+        for i, (fd, _, _) in enumerate(controls + receivers):
             self._fds[i].fd = fd
             self._fds[i].events = POLLIN
             self._fds[i].revents = 0
+            self._rests.append([])
+        for _, receiver, control in controls:
+            self._receivers.append((<DatagramReceiver?> receiver, <ControlReceiver?> control))
         for _, receiver, router in receivers:
             self._receivers.append((<DatagramReceiver?> receiver, <ImageRouter?> router))
-            self._rests.append([])
+            if not any(router is known for known in self._routers):
+                self._routers.append(router)
         self._senders = []
         for sender, channel in senders:
             self._senders.append((<PublicationSender?> sender, <DatagramSender?> channel))
@@ -128,24 +137,35 @@ cdef class DataPath:
         cdef PublicationSender sender
         for sender, channel in self._senders:
             if sender.new_data_allowed:
-                work += sender.send(channel, now_ns)
+                count = sender.send(channel, now_ns)
+                if count:
+                    work += count
+                else:  # housekeeping, not work
+                    sender.send_heartbeat(channel, now_ns)
         if self._nfds > 0 and c_poll(self._fds, self._nfds, 0) < 0:
             for i in range(self._nfds):
                 self._fds[i].revents = 0  # interrupted: nothing known, look again next time
-        for i in range(self._ncontrol):
-            urgent |= self._fds[i].revents != 0
-        for i in range(self._ncontrol, self._nfds):
-            if self._rests[i - self._ncontrol]:  # Python has not taken them: read no more
+        for i in range(self._nfds):
+            if self._rests[i]:  # Python has not taken them: read no more
                 urgent = True
             elif self._fds[i].revents != 0:
-                receiver = self._receivers[i - self._ncontrol][0]
+                receiver = self._receivers[i][0]
                 count = receiver.recv(self._fds[i].fd)
-                if count:
-                    work += count
-                    router = self._receivers[i - self._ncontrol][1]
+                if count == 0:
+                    continue
+                if i < self._ncontrol:  # repeated status messages absorbed: housekeeping
+                    rest = (<ControlReceiver> self._receivers[i][1]).absorb_received(receiver,
+                                                                                    now_ns)
+                else:
+                    router = self._receivers[i][1]
                     rest = router.route_received(receiver, now_ns)
-                    self._rests[i - self._ncontrol] = rest
-                    urgent |= len(rest) > 0 or router.sources_changed
+                    work += count - router.heartbeats  # those are housekeeping
+                    urgent |= router.sources_changed
+                self._rests[i] = rest
+                urgent |= len(rest) > 0
+        for router in self._routers:
+            for image in router.images.values():
+                (<ImageRebuilder> image).send_status_message(now_ns)  # housekeeping, not work
         for i in range(self._nwords):
             value = aio_load_i64(self._words[i])
             moved += llabs(value - self._seen_words[i])
@@ -165,28 +185,34 @@ cdef class DataPath:
             self._backlog >= BOOKKEEPING_BACKLOG or self._idle_cycles >= BOOKKEEPING_IDLE_CYCLES)
         return work
 
+    def deadline_ns(self) -> int:
+        """When `do_work` next has something due though nothing arrives or is appended (a
+        heartbeat, a status message), as monotonic ns; INT64_MAX if never."""
+        cdef int64_t deadline = INT64_MAX
+        cdef PublicationSender sender
+        cdef ImageRouter router
+        for sender, _ in self._senders:
+            if sender.new_data_allowed:
+                deadline = min(deadline, sender.heartbeat_deadline())
+        for router in self._routers:
+            for image in router.images.values():
+                deadline = min(deadline, (<ImageRebuilder> image).sm_deadline())
+        return deadline
+
     def bookkept(self) -> None:
         """The conductor's duty cycle ran: nothing is due until something moves again."""
         self.pending = False
         self._backlog = 0
         self.conductor_due = False
 
-    cpdef bint has_input(self, int fd):
-        """Whether the last `do_work` found input on control socket `fd` (True for a socket it
-        does not watch: one opened since, which must be read to know)."""
-        cdef Py_ssize_t i
-        for i in range(self._ncontrol):
-            if self._fds[i].fd == fd:
-                return self._fds[i].revents != 0
-        return True
-
-    def slow_datagrams(self, DatagramReceiver receiver) -> list:
-        """What the router left of the last receive of `receiver` (its data socket's), as
-        (memoryview, source) pairs valid until its next receive; taken once."""
+    def slow_datagrams(self, DatagramReceiver receiver) -> list | None:
+        """What the last receive of `receiver` (a control or data socket's) left for Python, as
+        (memoryview, source) pairs valid until its next receive; taken once. None if this
+        DataPath does not read it (a socket opened since: Python reads it)."""
         cdef Py_ssize_t i
         for i in range(len(self._receivers)):
             if self._receivers[i][0] is receiver:
                 rest = self._rests[i]
                 self._rests[i] = []
                 return rest
-        return []
+        return None

@@ -1,7 +1,10 @@
 # The receiver's per-datagram work (Aeron's DataPacketDispatcher.onDataPacket and
 # PublicationImage.insertPacket): a datagram of DATA frames goes, whole, to the image of its
-# session and stream, at the term offset of its first frame. Everything else (SETUP, heartbeats,
-# sessions without an image, anything too short to route) is left to the Python dispatcher.
+# session and stream, at the term offset of its first frame; a heartbeat of an image moves its
+# high-water mark and shows it alive (PublicationImage.onHeartbeat). The image's periodic status
+# message is sent here too (the frame the receiver state machine keeps current, to the senders it
+# set), so that an idle stream needs no Python. Everything else (SETUP, a heartbeat with EOS, sessions without an image, anything too
+# short to route) is left to the Python dispatcher.
 
 cdef enum:
     ROUTE_INSERTED = 1   # new frames put in the term
@@ -56,6 +59,13 @@ cdef class ImageRebuilder:
     cdef char* over_runs
     cdef public int64_t limit_position
     cdef public int64_t time_of_last_packet_ns
+    cdef public bint heartbeat_heard  # since `status_message_is_due` last looked
+    cdef public bytes status_message  # for the consumption position now (None: none yet)
+    cdef public int64_t time_of_last_sm_ns
+    cdef readonly int64_t sm_timeout_ns
+    cdef readonly int64_t sm_early_ns
+    cdef list _control_senders  # a DatagramSender to each sender heard (its SMs and NAKs)
+    cdef char* sms_sent
     cdef public Doorbell data_doorbell  # subscribers of this process parked for data, if any
     cdef bint fresh  # inserted into since the router last woke its subscribers
     cdef set _sources  # (receiver, ip, port) each sender of its data packets, as heard
@@ -65,16 +75,27 @@ cdef class ImageRebuilder:
     cdef uint16_t _last_port
 
     def __cinit__(self, MappedLog log, int32_t session_id, int32_t stream_id, object hwm_position,
-                  object rebuild_position, object over_runs, int64_t limit_position, int64_t now_ns):
+                  object rebuild_position, object over_runs, object status_messages_sent,
+                  int64_t limit_position, int64_t sm_timeout_ns, int64_t sm_early_ns,
+                  int64_t now_ns):
+        """A status message is due at once; one due within `sm_early_ns` goes with a heartbeat
+        heard (an idle stream's receiver then wakes once per heartbeat)."""
         self.log = log
         self.session_id = session_id
         self.stream_id = stream_id
-        self._positions = (hwm_position, rebuild_position, over_runs)
+        self._positions = (hwm_position, rebuild_position, over_runs, status_messages_sent)
         self.hwm = counter_address(hwm_position)
         self.rebuild = counter_address(rebuild_position)
         self.over_runs = counter_address(over_runs)
+        self.sms_sent = counter_address(status_messages_sent)
         self.limit_position = limit_position
         self.time_of_last_packet_ns = now_ns
+        self.heartbeat_heard = False
+        self.status_message = None
+        self.sm_timeout_ns = sm_timeout_ns
+        self.sm_early_ns = sm_early_ns
+        self.time_of_last_sm_ns = now_ns - sm_timeout_ns
+        self._control_senders = []
         self.data_doorbell = None
         self.fresh = False
         self._sources = set()
@@ -122,6 +143,72 @@ cdef class ImageRebuilder:
         if end > aio_load_i64(self.hwm):  # a duplicate too: it may show that later frames are lost
             aio_store_i64(self.hwm, end)
         return ROUTE_INSERTED if inserted else ROUTE_DROPPED
+
+    cdef bint on_heartbeat(self, int64_t position, int64_t now_ns) noexcept nogil:
+        """A heartbeat at `position` (its EOS flag is Python's): a sign of life and the stream's
+        end, which reveals a lost tail; False (and ignored) outside the window (a receiver left
+        behind)."""
+        self.heartbeat_heard = True
+        if position != aio_load_i64(self.rebuild) and not self.within_window(position, 0):
+            return False
+        self.time_of_last_packet_ns = now_ns
+        if position > aio_load_i64(self.hwm):
+            aio_store_i64(self.hwm, position)
+        return True
+
+    def heartbeat(self, int32_t term_id, int32_t term_offset, int64_t now_ns) -> bool:
+        """A heartbeat at (term_id, term_offset), as `on_heartbeat`."""
+        return self.on_heartbeat(compute_position(term_id, term_offset,
+                                                  self.log.position_bits_to_shift,
+                                                  self.log.initial_term_id), now_ns)
+
+    def status_message_is_due(self, int64_t now_ns) -> bool:
+        """Whether the periodic status message is due (early, after a heartbeat heard since the
+        last look)."""
+        return self.sm_is_due(now_ns)
+
+    cdef bint sm_is_due(self, int64_t now_ns) noexcept:
+        cdef int64_t early = self.sm_early_ns if self.heartbeat_heard else 0
+        self.heartbeat_heard = False
+        return now_ns >= self.time_of_last_sm_ns + self.sm_timeout_ns - early
+
+    @property
+    def repeats_status_messages(self) -> bool:
+        """Whether the DataPath sends the periodic status message (`send_status_message`):
+        there is one, and senders to send it to."""
+        return self.status_message is not None and len(self._control_senders) > 0
+
+    def set_control_senders(self, list senders) -> None:
+        """DatagramSenders, one to each sender the image heard (from the socket it came in
+        on), that periodic status messages go to."""
+        for sender in senders:
+            if not isinstance(sender, DatagramSender):
+                raise TypeError("control senders must be DatagramSenders")
+        self._control_senders = list(senders)
+
+    cdef int64_t sm_deadline(self) noexcept:
+        """When the DataPath must wake to send a status message (INT64_MAX: it does not): one
+        that is due waits up to `sm_early_ns` for a heartbeat to go with, as one due that soon
+        goes early with a heartbeat, so that an idle stream's status messages keep in step with
+        its heartbeats (one wake-up for both)."""
+        if self.status_message is None or not self._control_senders:
+            return INT64_MAX
+        return self.time_of_last_sm_ns + self.sm_timeout_ns + self.sm_early_ns
+
+    cdef int send_status_message(self, int64_t now_ns) except -1:
+        """Send the periodic status message to each sender, if it is due; 1 if it went."""
+        cdef char* buffers[1]
+        cdef Py_ssize_t lengths[1]
+        cdef DatagramSender sender
+        if self.status_message is None or not self._control_senders or not self.sm_is_due(now_ns):
+            return 0
+        buffers[0] = <char*> self.status_message
+        lengths[0] = len(self.status_message)
+        for sender in self._control_senders:
+            sender.send_all(buffers, lengths, 1)
+        self.time_of_last_sm_ns = now_ns
+        aio_fetch_add_i64(self.sms_sent, 1)
+        return 1
 
     cdef bint heard_from(self, DatagramReceiver receiver, int i) except -1:
         """Note the sender of datagram i of `receiver` (its destination's socket): True if it is
@@ -201,22 +288,27 @@ cdef class ImageRebuilder:
 
 cdef class ImageRouter:
     """Routes data packets to the ImageRebuilder of their (session, stream) in C, waking the
-    subscribers of the images that got new frames; the rest is reported back for the Python
-    dispatcher."""
+    subscribers of the images that got new frames, and takes their heartbeats (without EOS);
+    the rest is reported back for the Python dispatcher."""
 
     cdef dict images
     cdef list _fresh  # images inserted into, to wake once per batch
     cdef public bint sources_changed  # an image heard a new sender: `take_new_sources` it
-    cdef object _counters  # kept alive: bytes_received and invalid_packets point into them
+    cdef readonly int heartbeats  # taken by the last `route_received` (housekeeping, not work)
+    cdef object _counters  # kept alive: the addresses below point into them
     cdef char* bytes_received
     cdef char* invalid_packets
+    cdef char* heartbeats_received
 
-    def __cinit__(self, object bytes_received, object invalid_packets):
+    def __cinit__(self, object bytes_received, object invalid_packets,
+                  object heartbeats_received):
         self.images = {}
         self._fresh = []
-        self._counters = (bytes_received, invalid_packets)
+        self.heartbeats = 0
+        self._counters = (bytes_received, invalid_packets, heartbeats_received)
         self.bytes_received = counter_address(bytes_received)
         self.invalid_packets = counter_address(invalid_packets)
+        self.heartbeats_received = counter_address(heartbeats_received)
 
     def add(self, ImageRebuilder image) -> None:
         self.images[image_key(image.session_id, image.stream_id)] = image
@@ -237,6 +329,26 @@ cdef class ImageRouter:
             return None
         return self.images.get(image_key(aio_get_i32(packet + SESSION_ID_FIELD_OFFSET),
                                          aio_get_i32(packet + STREAM_ID_FIELD_OFFSET)))
+
+    cdef bint take_heartbeat(self, DatagramReceiver receiver, int i, const char* packet,
+                             int32_t length, int64_t now_ns) except -1:
+        """Take a heartbeat without EOS (a lone header of length 0) of a known image, from
+        datagram i of `receiver`; False if it is not one (the Python dispatcher decides)."""
+        cdef ImageRebuilder image
+        if length != HEADER_LENGTH or aio_get_i32(packet) != 0 \
+                or (<const uint16_t*> (packet + TYPE_FIELD_OFFSET))[0] != HDR_TYPE_DATA \
+                or packet[VERSION_FIELD_OFFSET] != 0 or packet[FLAGS_FIELD_OFFSET] & EOS_FLAG:
+            return False
+        image = self.images.get(image_key(aio_get_i32(packet + SESSION_ID_FIELD_OFFSET),
+                                          aio_get_i32(packet + STREAM_ID_FIELD_OFFSET)))
+        if image is None:
+            return False
+        aio_fetch_add_i64(self.bytes_received, length)
+        aio_fetch_add_i64(self.heartbeats_received, 1)
+        image.on_heartbeat(image.position(packet), now_ns)
+        self.sources_changed |= image.heard_from(receiver, i)
+        self.heartbeats += 1
+        return True
 
     cdef int insert_into(self, ImageRebuilder image, const char* packet, int32_t length,
                          int64_t now_ns):
@@ -272,13 +384,14 @@ cdef class ImageRouter:
 
     def route_received(self, DatagramReceiver receiver, int64_t now_ns) -> list:
         """Handle the data packets among what `receiver` just received (each datagram of a run
-        the kernel delivered as one, too); the other datagrams, as (memoryview, source) pairs
-        for the Python dispatcher."""
+        the kernel delivered as one, too) and the heartbeats of known images; the other
+        datagrams, as (memoryview, source) pairs for the Python dispatcher."""
         cdef list rest = []
         cdef object image
         cdef int i
         cdef int32_t length, segment, offset, size
         cdef const char* packet
+        self.heartbeats = 0
         for i in range(receiver.count):
             packet = receiver.datagram(i, &length)
             segment = receiver.segment(i)
@@ -287,7 +400,8 @@ cdef class ImageRouter:
                 size = min(segment, length - offset)
                 image = self.image_of(packet + offset, size)
                 if image is None:
-                    rest.append((receiver.data(i)[offset:offset + size], receiver.address(i)))
+                    if not self.take_heartbeat(receiver, i, packet + offset, size, now_ns):
+                        rest.append((receiver.data(i)[offset:offset + size], receiver.address(i)))
                 elif self.insert_into(image, packet + offset, size, now_ns) != ROUTE_INVALID:
                     self.sources_changed |= (<ImageRebuilder> image).heard_from(receiver, i)
                 offset += size

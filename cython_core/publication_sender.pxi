@@ -2,8 +2,10 @@
 # sender position up to the sender limit, at most an MTU per datagram, never across a term end, a
 # PAD as its header only. This is the one sender of new data: the driver's DataPath sends the
 # datagrams straight from the log (`send`); without sockets (the tests' in-memory networks),
-# `collect` hands out the same datagrams as views. The SenderStateMachine, in Python, says when new
-# data may go (`allow_new_data`) and sends the rest (SETUPs, retransmits, heartbeats).
+# `collect` hands out the same datagrams as views. It also sends the heartbeat that follows a quiet
+# spell (Aeron's heartbeatMessageCheck), so that an idle stream needs no Python. The
+# SenderStateMachine, in Python, says when new data may go (`allow_new_data`) and sends the rest
+# (SETUPs and retransmits, and the heartbeat while they go first).
 
 cdef enum:
     MAX_DATAGRAMS_PER_SEND = 64
@@ -16,8 +18,12 @@ cdef class PublicationSender:
 
     Each piece of state has one writer. `new_data_allowed` is the state machine's (through
     `allow_new_data`: no SETUP is due and no retransmit is scheduled, which go first);
-    `time_of_last_data_ns`, when new data was last sent (a heartbeat follows 100 ms without), is
-    this sender's."""
+    `time_of_last_data_ns` and `time_of_last_heartbeat_ns`, when new data and a heartbeat were
+    last sent (a heartbeat is due `heartbeat_timeout_ns` after both), are this sender's.
+
+    Heartbeat: a DATA header of length 0 at snd-pos, EOS-flagged once snd-pos reached the log's
+    end of stream. Sent by the DataPath while new data is allowed (`send_heartbeat`), else by the
+    state machine after what goes first (`heartbeat`)."""
 
     cdef readonly MappedLog log
     cdef list _terms
@@ -27,28 +33,41 @@ cdef class PublicationSender:
     cdef char* bpe
     cdef char* limits_reached
     cdef char* bytes_sent
+    cdef char* heartbeats_sent
     cdef int32_t mtu
+    cdef int32_t session_id
+    cdef int32_t stream_id
+    cdef readonly int64_t heartbeat_timeout_ns
     cdef readonly bint new_data_allowed
     cdef readonly int64_t time_of_last_data_ns
+    cdef readonly int64_t time_of_last_heartbeat_ns
 
     def __cinit__(self, MappedLog log, list terms, object sender_position, object sender_limit,
-                  object sender_bpe, object flow_control_limits, object bytes_sent, int32_t mtu,
-                  int64_t time_of_last_data_ns):
-        """terms: a writable buffer over each of the log's terms (what `collect` slices)."""
+                  object sender_bpe, object flow_control_limits, object bytes_sent,
+                  object heartbeats_sent, int32_t session_id, int32_t stream_id, int32_t mtu,
+                  int64_t heartbeat_timeout_ns, int64_t now_ns):
+        """terms: a writable buffer over each of the log's terms (what `collect` slices). A
+        heartbeat is due at once (data and a heartbeat count as sent `heartbeat_timeout_ns`
+        before `now_ns`)."""
         if len(terms) != PARTITION_COUNT or mtu < HEADER_LENGTH:
             raise ValueError(f"{len(terms)} terms or mtu {mtu} invalid")
         self.log = log
         self._terms = terms
         self._positions = (sender_position, sender_limit, sender_bpe, flow_control_limits,
-                           bytes_sent)
+                           bytes_sent, heartbeats_sent)
         self.position = counter_address(sender_position)
         self.limit = counter_address(sender_limit)
         self.bpe = counter_address(sender_bpe)
         self.limits_reached = counter_address(flow_control_limits)
         self.bytes_sent = counter_address(bytes_sent)
+        self.heartbeats_sent = counter_address(heartbeats_sent)
+        self.session_id = session_id
+        self.stream_id = stream_id
         self.mtu = mtu
+        self.heartbeat_timeout_ns = heartbeat_timeout_ns
         self.new_data_allowed = False
-        self.time_of_last_data_ns = time_of_last_data_ns
+        self.time_of_last_data_ns = now_ns - heartbeat_timeout_ns
+        self.time_of_last_heartbeat_ns = now_ns - heartbeat_timeout_ns
 
     def allow_new_data(self, bint allowed) -> None:
         """Whether new data may be sent now (the SenderStateMachine decides)."""
@@ -122,3 +141,56 @@ cdef class PublicationSender:
             aio_fetch_add_i64(self.bytes_sent, total)
             self.time_of_last_data_ns = now_ns
         return <int> taken
+
+    @property
+    def heartbeat_deadline_ns(self) -> int:
+        """When a heartbeat is due if nothing is sent meanwhile."""
+        return self.heartbeat_deadline()
+
+    cdef inline int64_t heartbeat_deadline(self) noexcept nogil:
+        return max(self.time_of_last_data_ns, self.time_of_last_heartbeat_ns) \
+            + self.heartbeat_timeout_ns
+
+    cdef bint take_heartbeat(self, char* frame, int64_t now_ns) noexcept nogil:
+        """If a heartbeat is due, write it to `frame` (HEADER_LENGTH bytes) and count it as sent
+        now (as Aeron: a short send is repaired by the next one)."""
+        cdef int64_t position
+        cdef int shift = self.log.position_bits_to_shift
+        cdef uint8_t flags = UNFRAGMENTED
+        if now_ns < self.heartbeat_deadline():
+            return False
+        position = aio_load_i64(self.position)
+        if position >= aio_load_i64(self.log.meta + LOG_END_OF_STREAM_POSITION_OFFSET):
+            flags |= EOS_FLAG
+        memset(frame, 0, HEADER_LENGTH)
+        frame[FLAGS_FIELD_OFFSET] = <char> flags
+        frame[TYPE_FIELD_OFFSET] = HDR_TYPE_DATA
+        aio_put_i32(frame + TERM_OFFSET_FIELD_OFFSET,
+                    <int32_t> (position & (self.log.term_length - 1)))
+        aio_put_i32(frame + SESSION_ID_FIELD_OFFSET, self.session_id)
+        aio_put_i32(frame + STREAM_ID_FIELD_OFFSET, self.stream_id)
+        aio_put_i32(frame + TERM_ID_FIELD_OFFSET,
+                    term_id_for_position(position, shift, self.log.initial_term_id))
+        self.time_of_last_heartbeat_ns = now_ns
+        aio_fetch_add_i64(self.heartbeats_sent, 1)
+        aio_fetch_add_i64(self.bytes_sent, HEADER_LENGTH)
+        return True
+
+    cdef int send_heartbeat(self, DatagramSender sender, int64_t now_ns) noexcept nogil:
+        """Send a heartbeat to `sender`'s destinations if one is due; returns 1 if it went."""
+        cdef char frame[HEADER_LENGTH]
+        cdef char* buffers[1]
+        cdef Py_ssize_t lengths[1]
+        if not self.take_heartbeat(frame, now_ns):
+            return 0
+        buffers[0] = frame
+        lengths[0] = HEADER_LENGTH
+        sender.send_all(buffers, lengths, 1)
+        return 1
+
+    def heartbeat(self, int64_t now_ns) -> bytes | None:
+        """The heartbeat to send now, if one is due (counted as sent), else None."""
+        cdef char frame[HEADER_LENGTH]
+        if not self.take_heartbeat(frame, now_ns):
+            return None
+        return PyBytes_FromStringAndSize(frame, HEADER_LENGTH)

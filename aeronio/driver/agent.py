@@ -16,7 +16,10 @@ class AgentRunner:
 
     Parking follows the rule of every park: ask to be woken (`on_idle(True)`), look once more
     (a duty cycle), then sleep; so what came just before the wake-up was asked for is not
-    missed. After a duty cycle that did work, up to `idle_spins` idle duty cycles only yield to
+    missed. The agent stays watched while it stays idle (it wakes for deadlines that give no
+    work, such as heartbeats): `on_idle(True)` comes before each park and renews what it asks
+    for; `on_idle(False)` comes only once a duty cycle did work, or the agent stops. After a
+    duty cycle that did work, up to `idle_spins` idle duty cycles only yield to
     the loop before the agent parks (Aeron's back-off: while traffic flows, the next message
     finds the agent running instead of asleep). An exception from `do_work` is logged and
     counted by `on_error`; it never stops the agent.
@@ -38,6 +41,7 @@ class AgentRunner:
         self._on_error = on_error
         self._on_idle = on_idle
         self._woken = False
+        self._watched = False  # on_idle(True) since the last on_idle(False)
         self.in_duty_cycle = False  # callbacks it makes must not run another
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup: asyncio.Future | None = None
@@ -82,28 +86,37 @@ class AgentRunner:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         spins = 0
-        while True:
-            work = self.invoke()
-            if work:
-                spins = self._idle_spins
-            if work or spins > 0:
-                spins -= not work
-                await asyncio.sleep(0)
-                continue
-            if self._park_s() == 0:  # due again at once: no need to ask to be woken
-                await asyncio.sleep(0)
-                continue
-            self._woken = False
-            self._on_idle(True)  # ask to be woken by what would give work
-            try:
+        try:
+            while True:
+                work = self.invoke()
+                if work:
+                    self._unwatch()
+                    spins = self._idle_spins
+                if work or spins > 0:
+                    spins -= not work
+                    await asyncio.sleep(0)
+                    continue
+                if self._park_s() == 0:  # due again at once: no need to ask to be woken
+                    await asyncio.sleep(0)
+                    continue
+                self._woken = False
+                self._on_idle(True)  # ask to be woken by what would give work
+                self._watched = True
                 work = self.invoke()  # then look once more
-                timeout = None if work else self._park_s()
-                if timeout != 0 and not work:
+                if work:
+                    self._unwatch()
+                    spins = self._idle_spins
+                    continue
+                timeout = self._park_s()
+                if timeout != 0:
                     await self._park(loop, timeout)
-            finally:
-                self._on_idle(False)
-            if work:
-                spins = self._idle_spins
+        finally:
+            self._unwatch()
+
+    def _unwatch(self) -> None:
+        if self._watched:
+            self._watched = False
+            self._on_idle(False)
 
     async def _park(self, loop: asyncio.AbstractEventLoop, timeout: float | None) -> None:
         self._wakeup = loop.create_future()

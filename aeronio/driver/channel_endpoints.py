@@ -16,9 +16,10 @@ import socket
 from collections.abc import Callable
 from typing import NamedTuple
 
-from aeronio._core import DatagramReceiver, DatagramSender
+from aeronio._core import ControlReceiver, DatagramReceiver, DatagramSender
 from aeronio.counters import SystemCounters
 from aeronio.driver.data_dispatcher import ELICIT_INTERVAL_NS, DataDispatcher
+from aeronio.driver.receiver_state import SM_TIMEOUT_NS
 from aeronio.driver.sender_state import Position, SenderStateMachine
 from aeronio.errors import AeronError
 from aeronio.protocol.channel import ChannelUri
@@ -41,6 +42,10 @@ IP_MTU = 14  # linux/in.h: the path MTU of a connected socket
 IP_MULTICAST_ALL = 49  # linux/in.h: receive every group joined on the host (default 1)
 # A dynamic multi-destination-cast destination silent this long is dropped (Aeron's default).
 DESTINATION_TIMEOUT_NS = 5_000_000_000
+# A status message repeated within this (twice a receiver's period) is absorbed in C (its
+# ControlReceiver); one not heard for REPEAT_MEMORY_NS is forgotten.
+SM_REPEAT_WINDOW_NS = 2 * SM_TIMEOUT_NS
+REPEAT_MEMORY_NS = 10_000_000_000
 
 
 def resolve(endpoint: str) -> Address:
@@ -175,6 +180,9 @@ class SendChannelEndpoint(_Endpoint):
         else:
             control_socket = self._send_socket = _udp_socket(channel, (interface, 0))
         super().__init__(control_socket, DatagramReceiver(32, 2048))
+        self.control = ControlReceiver(
+            system[SystemCounters.STATUS_MESSAGES_RECEIVED], SM_REPEAT_WINDOW_NS
+        )
         self.sender = DatagramSender(
             self._send_socket.fileno(),
             system[SystemCounters.SHORT_SENDS],
@@ -235,31 +243,32 @@ class SendChannelEndpoint(_Endpoint):
     # -- control frames in --------------------------------------------------------------
 
     def poll(self, now_ns: int) -> int:
-        """Handle the control frames that arrived; returns how many datagrams were read."""
+        """Read and handle the control frames that arrived (a socket the driver's DataPath does
+        not read yet); returns how many datagrams were read."""
         count = self.receiver.recv(self.fd)
-        for i in range(count):
-            datagram = self.receiver.data(i)
+        datagrams = [(self.receiver.data(i), self.receiver.address(i)) for i in range(count)]
+        self.on_control_datagrams(datagrams, now_ns)
+        return count
+
+    def on_control_datagrams(self, datagrams: list, now_ns: int) -> None:
+        """Handle (datagram, sender address) pairs: what the DataPath left of a receive."""
+        for datagram, source in datagrams:
             try:
                 for ref in iter_frames(datagram):
-                    self._on_control(datagram, ref, self.receiver.address(i), now_ns)
+                    self._on_control(datagram, ref, source, now_ns)
             except MalformedFrameError:
                 self.system[SystemCounters.INVALID_PACKETS].increment()
-        return count
+
+    def take_repeats(self, now_ns: int) -> None:
+        """The status messages the DataPath absorbed as repeats, each handled as heard at its
+        latest repeat (before the timer decides which receivers and destinations went silent)."""
+        for frame, source, heard_ns in self.control.take_repeats(now_ns, REPEAT_MEMORY_NS):
+            self._on_status_message(StatusMessage.decode(frame), source, heard_ns)
 
     def _on_control(self, datagram, ref, source: Address, now_ns: int) -> None:
         if ref.type == HDR_TYPE_SM:
-            sm = StatusMessage.decode(datagram, ref.offset)
-            if self.dynamic:
-                self._add(source, now_ns)
-            if sm.session_id == 0 and sm.stream_id == 0 and sm.is_setup_eliciting:
-                if not self.dynamic:
-                    return
-                for publication in self.publications.values():  # a new receiver asks for all
-                    publication.on_status_message(sm, now_ns)
-                return
-            publication = self.publications.get((sm.session_id, sm.stream_id))
-            if publication is not None:
-                publication.on_status_message(sm, now_ns)
+            self.system[SystemCounters.STATUS_MESSAGES_RECEIVED].increment()
+            self._on_status_message(StatusMessage.decode(datagram, ref.offset), source, now_ns)
         elif ref.type == HDR_TYPE_NAK:
             nak = NakFrame.decode(datagram, ref.offset)
             publication = self.publications.get((nak.session_id, nak.stream_id))
@@ -274,6 +283,19 @@ class SendChannelEndpoint(_Endpoint):
                     self.socket.sendto(reply, source)
                 except OSError:
                     self.system[SystemCounters.SHORT_SENDS].increment()
+
+    def _on_status_message(self, sm: StatusMessage, source: Address, now_ns: int) -> None:
+        if self.dynamic:
+            self._add(source, now_ns)
+        if sm.session_id == 0 and sm.stream_id == 0 and sm.is_setup_eliciting:
+            if not self.dynamic:
+                return
+            for publication in self.publications.values():  # a new receiver asks for all
+                publication.on_status_message(sm, now_ns)
+            return
+        publication = self.publications.get((sm.session_id, sm.stream_id))
+        if publication is not None:
+            publication.on_status_message(sm, now_ns)
 
     def send(self, datagrams: list) -> None:
         """Send the datagrams to every destination (what the kernel refuses is a short send)."""
@@ -309,6 +331,12 @@ class ReceiveDestination(_Endpoint):
             self.socket.sendto(frame, self.control or sender)
         except OSError:
             self._short_sends.increment()
+
+    def control_sender(self, sender: Address) -> DatagramSender:
+        """What sends control frames to `sender` as `send_control` does, from C."""
+        control = DatagramSender(self.fd, self._short_sends)
+        control.set_destinations([(self.control or sender, 0)])
+        return control
 
 
 class Connection(NamedTuple):
@@ -372,8 +400,9 @@ class ReceiveChannelEndpoint:
         destination = self.destinations.pop(address, None)
         if destination is None:
             raise AeronError(f"{channel.endpoint} is not a destination of this subscription")
-        for senders in self.connections.values():
-            senders.pop(address, None)
+        for image, senders in self.connections.items():
+            if senders.pop(address, None) is not None:
+                self._connections_changed(image)
         for ended in self._ended.values():
             ended.discard(address)
         self.dispatcher.forget_receiver(destination.receiver)
@@ -413,7 +442,19 @@ class ReceiveChannelEndpoint:
         if connection.destination in senders:
             return False
         senders[connection.destination] = connection.sender
+        self._connections_changed(image)
         return True
+
+    def _connections_changed(self, image: ImageKey) -> None:
+        """The image's periodic status messages, sent by the DataPath, go to its connections."""
+        receiver = self.dispatcher.images.get(image)
+        if receiver is not None:
+            receiver.rebuilder.set_control_senders(
+                [
+                    self.destinations[destination].control_sender(sender)
+                    for destination, sender in self.connections.get(image, {}).items()
+                ]
+            )
 
     def end_of_stream(self, image: ImageKey, connection: Connection) -> bool:
         """`connection` ended its stream (an EOS heartbeat): True once every connection of

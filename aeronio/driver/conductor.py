@@ -84,6 +84,7 @@ class DriverConductor:
         self._timed_out_clients: set[int] = set()
         self._next_timer_ns = 0
         self._next_deadline_ns = 0  # the timer's or a sender's, receiver's or endpoint's
+        self._data_path_deadline_ns = 0  # the DataPath's own (heartbeats): no Python then
         self._now_ns = 0  # of the duty cycle that runs
         self.udp = UdpMedia(
             UdpServices(
@@ -492,11 +493,20 @@ class DriverConductor:
         except Exception as e:  # a socket's error: the rest of the duty cycle must still run
             self.record_error(e)
             work, due = 0, True
-        if not (due or self._busy or self.commands or now_ns >= self._next_deadline_ns):
-            return work or int(data_path.pending)
-        # The timer may run a little early in a full duty cycle, one that woke for another
-        # deadline: an idle driver then wakes for both at once.
+        # The timer may run a little early, in a duty cycle that woke for another deadline (the
+        # DataPath's too): an idle driver then wakes for both at once.
         timer = now_ns >= self._next_timer_ns - self.ctx.timer_interval_ns // 8
+        data_path_deadline = now_ns >= self._data_path_deadline_ns
+        if data_path_deadline:
+            self._data_path_deadline_ns = data_path.deadline_ns()
+        if not (
+            due
+            or self._busy
+            or self.commands
+            or now_ns >= self._next_deadline_ns
+            or (data_path_deadline and timer)
+        ):
+            return work or int(data_path.pending)
         reshaped = bool(self.commands)  # publications, images or subscribers may come or go
         busy = timer
         traffic = int(data_path.moved > 0)
@@ -524,13 +534,15 @@ class DriverConductor:
                 # Followed by another full duty cycle: a tick changes limits and connections.
                 self._busy = busy
                 self._next_deadline_ns = _coalesced([self._next_timer_ns, *self.udp.deadlines_ns()])
+                self._data_path_deadline_ns = self._data_path.deadline_ns()
         return traffic
 
     def park_ns(self) -> int:
         """How long the agent may park now: until the next deadline (0: run again at once)."""
         if self._busy or self.commands:
             return 0
-        return max(0, self._next_deadline_ns - time.monotonic_ns())
+        deadline = min(self._next_deadline_ns, self._data_path_deadline_ns)
+        return max(0, deadline - time.monotonic_ns())
 
     def _new_data_path(self, previous: DataPath | None = None) -> DataPath:
         """The data path of the sockets, network publications and images there are now

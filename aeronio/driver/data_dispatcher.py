@@ -84,7 +84,9 @@ class DataDispatcher:
         self._elicited: dict[tuple[tuple[int, int], Source], int] = {}
         self._cooling: dict[tuple[int, int], int] = {}
         self.router = ImageRouter(
-            system[SystemCounters.BYTES_RECEIVED], system[SystemCounters.INVALID_PACKETS]
+            system[SystemCounters.BYTES_RECEIVED],
+            system[SystemCounters.INVALID_PACKETS],
+            system[SystemCounters.HEARTBEATS_RECEIVED],
         )
 
     def add_subscription(self, stream_id: int) -> None:

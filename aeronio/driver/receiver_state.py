@@ -6,6 +6,9 @@ ahead of the slowest subscriber dropped as an over-run). Each duty cycle the ima
 receiver position over the frames that are complete, NAKs the first gap (or, unreliable, fills it
 with PAD), sends a status message every 200 ms or when consumption moved a quarter window, and
 zeroes consumed terms. It returns the control frames to send back to the publication's source.
+The status message it sent last, while consumption stays where it was, is the rebuilder's
+`status_message`: the driver's DataPath repeats it every 200 ms in C (an idle stream needs no
+Python), and the timing is the rebuilder's (`time_of_last_sm_ns`, `status_message_is_due`).
 Each gap it NAKs (or fills) is also handed to `loss_handler` (Aeron's LossHandler), if set: the
 image keeps it in the driver's loss report.
 """
@@ -84,15 +87,16 @@ class ReceiverStateMachine:
             hwm_position,
             rebuild_position,
             system[SystemCounters.FLOW_CONTROL_OVER_RUNS],
+            system[SystemCounters.STATUS_MESSAGES_SENT],
             join_position + self.term_length,
+            SM_TIMEOUT_NS,
+            SM_EARLY_NS,
             now_ns,
         )
         self._clean_position = join_position
         self._last_sm_position = join_position
         self._last_consumption: int | None = None
-        self._time_of_last_sm_ns = now_ns - SM_TIMEOUT_NS
         self.end_of_stream_position: int | None = None
-        self._heartbeat_heard = False  # since the last do_work
 
     def _position(self, term_id: int, term_offset: int) -> int:
         return d.compute_position(term_id, term_offset, self.term_length, self.initial_term_id)
@@ -122,20 +126,16 @@ class ReceiverStateMachine:
             self.system[SystemCounters.NAKS_SUPPRESSED].increment()
 
     def on_heartbeat(self, term_id: int, term_offset: int, flags: int, now_ns: int) -> None:
-        """A heartbeat tells where the stream's end is, which reveals a lost tail."""
-        self._heartbeat_heard = True
-        position = self._position(term_id, term_offset)
-        if self.rebuilder.is_within_window(position, 0) or position == self.rebuild_position.get():
-            self.rebuilder.time_of_last_packet_ns = now_ns  # outside: a receiver left behind
-            if position > self.hwm_position.get():
-                self.hwm_position.set(position)
-            if flags & EOS_FLAG:
-                self.end_of_stream_position = position
-                self.log.mapped.set_end_of_stream_position(position)
+        """A heartbeat tells where the stream's end is, which reveals a lost tail (the router
+        takes those without EOS of known images in C: ImageRebuilder.on_heartbeat)."""
+        if self.rebuilder.heartbeat(term_id, term_offset, now_ns) and flags & EOS_FLAG:
+            position = self._position(term_id, term_offset)
+            self.end_of_stream_position = position
+            self.log.mapped.set_end_of_stream_position(position)
 
     def status_message_due(self, now_ns: int) -> None:
         """Send a status message at the next duty cycle (a sender newly heard waits for one)."""
-        self._time_of_last_sm_ns = now_ns - SM_TIMEOUT_NS
+        self.rebuilder.time_of_last_sm_ns = now_ns - SM_TIMEOUT_NS
 
     # -- duty cycle -------------------------------------------------------------------
 
@@ -166,26 +166,31 @@ class ReceiverStateMachine:
         consumption = self._consumption()
         # Idle streams: a status message due soon goes in the duty cycle that heard a heartbeat,
         # so that the receiver's driver wakes once per heartbeat, not once more for each SM.
-        early = SM_EARLY_NS if self._heartbeat_heard else 0
-        self._heartbeat_heard = False
-        sm_due = now_ns - self._time_of_last_sm_ns >= SM_TIMEOUT_NS - early
+        sm_due = self.rebuilder.status_message_is_due(now_ns)
         if consumption == self._last_consumption and not sm_due:
             return out  # nothing consumed since the last duty cycle: no SM, nothing to clean
-        self._last_consumption = consumption
+        if consumption != self._last_consumption:  # the SM repeated so far is stale
+            self.rebuilder.status_message = None
+            self._last_consumption = consumption
         if sm_due or consumption - self._last_sm_position > self.window // 4:
-            out.append(self._status_message(consumption))
+            if self.rebuilder.status_message is None:  # the DataPath repeats it from now on
+                self.rebuilder.status_message = self._status_message(consumption)
+            out.append(self.rebuilder.status_message)
+            self.system[SystemCounters.STATUS_MESSAGES_SENT].increment()
             self._last_sm_position = consumption
-            self._time_of_last_sm_ns = now_ns
+            self.rebuilder.time_of_last_sm_ns = now_ns
         self._clean_to(consumption)
         self._set_limit(consumption)
         return out
 
-    def deadline_ns(self) -> int:
+    def deadline_ns(self) -> int | None:
         """When `do_work` next has something due though nothing arrives or is consumed: the
-        periodic status message, or the NAK of an open gap."""
-        deadline = self._time_of_last_sm_ns + SM_TIMEOUT_NS
-        nak = self.loss.deadline_ns
-        return deadline if nak is None else min(deadline, nak)
+        periodic status message (unless the driver's DataPath repeats it: the rebuilder's
+        `repeats_status_messages`), or the NAK of an open gap; None if nothing."""
+        rebuilder = self.rebuilder
+        sm = None if rebuilder.repeats_status_messages else rebuilder.time_of_last_sm_ns
+        deadlines = [self.loss.deadline_ns, None if sm is None else sm + SM_TIMEOUT_NS]
+        return min((d for d in deadlines if d is not None), default=None)
 
     def _fill_gap(self, term_id: int, term_offset: int, length: int) -> None:
         """Unreliable: give up on a gap by putting a PAD over it."""
@@ -203,7 +208,6 @@ class ReceiverStateMachine:
             self.system[SystemCounters.LOSS_GAP_FILLS].increment()
 
     def _status_message(self, consumption: int) -> bytes:
-        self.system[SystemCounters.STATUS_MESSAGES_SENT].increment()
         return status_message(
             session_id=self.session_id,
             stream_id=self.stream_id,

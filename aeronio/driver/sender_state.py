@@ -8,7 +8,9 @@ position, and a heartbeat (EOS-flagged once the publication ended and everything
 100 ms without data. New data (the log's frames from the sender position up to min(sender limit,
 MTU, term end), several frames per datagram, a PAD as its header only) is sent by the C
 PublicationSender alone (`data_sender`: in the driver, by its DataPath), whenever this machine
-allows it: while no SETUP is due and no retransmit is scheduled, which go first.
+allows it: while no SETUP is due and no retransmit is scheduled, which go first. The heartbeat
+is the PublicationSender's too: the DataPath sends it while new data is allowed (an idle stream
+needs no Python), `send` after a SETUP and retransmits otherwise.
 """
 
 from __future__ import annotations
@@ -22,11 +24,9 @@ from aeronio.driver.retransmit_handler import RetransmitHandler
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.frames import (
-    EOS_FLAG,
     NakFrame,
     RttmFrame,
     StatusMessage,
-    data_header,
     rttm_frame,
     setup_frame,
 )
@@ -86,10 +86,13 @@ class SenderStateMachine:
             sender_bpe,
             system[SystemCounters.SENDER_FLOW_CONTROL_LIMITS],
             system[SystemCounters.BYTES_SENT],
+            system[SystemCounters.HEARTBEATS_SENT],
+            self.session_id,
+            self.stream_id,
             self.mtu,
-            now_ns - HEARTBEAT_TIMEOUT_NS,
+            HEARTBEAT_TIMEOUT_NS,
+            now_ns,
         )
-        self._time_of_last_heartbeat_ns = now_ns - HEARTBEAT_TIMEOUT_NS
         self._time_of_last_sm_ns: int | None = None
         self._connected = False
         self._log_connected = False
@@ -98,7 +101,7 @@ class SenderStateMachine:
     # -- control frames in ------------------------------------------------------------
 
     def on_status_message(self, sm: StatusMessage, now_ns: int) -> None:
-        self.system[SystemCounters.STATUS_MESSAGES_RECEIVED].increment()
+        """A receiver's status message, heard at `now_ns` (counted where it is read)."""
         if sm.is_setup_eliciting:
             if self.sender_position.get() >= self.log.end_of_stream_position:
                 return  # the stream ended and was sent: no new receiver to set up (as Aeron)
@@ -106,7 +109,7 @@ class SenderStateMachine:
             self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
             self._allow_new_data()
             return
-        self._time_of_last_sm_ns = now_ns
+        self._time_of_last_sm_ns = max(now_ns, self._time_of_last_sm_ns or now_ns)
         if not self._setup_elicited:  # a receiver that asked for a SETUP still gets it
             self._setup_due = False
         limit = self.flow_control.on_status_message(
@@ -190,8 +193,7 @@ class SenderStateMachine:
         """The datagrams to send now besides new data, in order: a due SETUP, due retransmits, a
         heartbeat after HEARTBEAT_TIMEOUT_NS without data."""
         out: list = []
-        quiet_since = max(self.data_sender.time_of_last_data_ns, self._time_of_last_heartbeat_ns)
-        heartbeat_due = now_ns - quiet_since >= HEARTBEAT_TIMEOUT_NS
+        heartbeat_due = now_ns >= self.data_sender.heartbeat_deadline_ns
         if not (self._setup_due or self.retransmit.pending or heartbeat_due):
             return out  # idle: nothing due
         if self._setup_due and now_ns - self._time_of_last_setup_ns >= SETUP_TIMEOUT_NS:
@@ -201,24 +203,24 @@ class SenderStateMachine:
         if self.retransmit.pending:
             for term_id, term_offset, length in self.retransmit.due(now_ns):
                 self._resend(term_id, term_offset, length, out)
-        if heartbeat_due:
-            out.append(self._heartbeat())
-            self.system[SystemCounters.HEARTBEATS_SENT].increment()
-            self._time_of_last_heartbeat_ns = now_ns
         if out:
             self.system[SystemCounters.BYTES_SENT].increment(sum(map(len, out)))
+        heartbeat = self.data_sender.heartbeat(now_ns)  # counted by the sender
+        if heartbeat is not None:
+            out.append(heartbeat)
         self._allow_new_data()
         return out
 
-    def deadline_ns(self) -> int:
-        """When `send` next has something due (a SETUP, a retransmit, a heartbeat), if no new
-        data is sent meanwhile."""
-        quiet_since = max(self.data_sender.time_of_last_data_ns, self._time_of_last_heartbeat_ns)
-        deadline = quiet_since + HEARTBEAT_TIMEOUT_NS
+    def deadline_ns(self) -> int | None:
+        """When `send` next has something due (a SETUP, a retransmit, a heartbeat while new
+        data is not allowed: else the DataPath sends it), if no new data is sent meanwhile; None
+        if nothing."""
+        deadlines = [self.retransmit.deadline_ns()]
         if self._setup_due:
-            deadline = min(deadline, self._time_of_last_setup_ns + SETUP_TIMEOUT_NS)
-        retransmit = self.retransmit.deadline_ns()
-        return deadline if retransmit is None else min(deadline, retransmit)
+            deadlines.append(self._time_of_last_setup_ns + SETUP_TIMEOUT_NS)
+        if not self.data_sender.new_data_allowed:
+            deadlines.append(self.data_sender.heartbeat_deadline_ns)
+        return min((d for d in deadlines if d is not None), default=None)
 
     def _resend(self, term_id: int, term_offset: int, length: int, out: list) -> None:
         position = d.compute_position(term_id, term_offset, self.term_length, self.initial_term_id)
@@ -248,19 +250,4 @@ class SenderStateMachine:
             term_length=self.term_length,
             mtu=self.mtu,
             ttl=self.ttl,
-        ).encode()
-
-    def _heartbeat(self) -> bytes:
-        position = self.sender_position.get()
-        eos = self.log.end_of_stream_position
-        flags = 0xC0 | (EOS_FLAG if position >= eos else 0)
-        return data_header(
-            frame_length=0,
-            term_offset=position & (self.term_length - 1),
-            session_id=self.session_id,
-            stream_id=self.stream_id,
-            term_id=d.compute_term_id_from_position(
-                position, self.term_length, self.initial_term_id
-            ),
-            flags=flags,
         ).encode()

@@ -75,6 +75,7 @@ class UdpMedia:
         self.send_endpoints: dict[str, SendChannelEndpoint] = {}
         self.receive_endpoints: dict[str, ReceiveChannelEndpoint] = {}
         self._watches: list = []
+        self._watched: tuple[list[int], list[int]] | None = None  # their registration ids
         self.images_added = False  # since the conductor last looked
         os.makedirs(os.path.join(services.ctx.dir, layout.IMAGES_DIR), exist_ok=True)
 
@@ -315,8 +316,20 @@ class UdpMedia:
     def watch_activity(self, idle: bool) -> None:
         """While idle, be woken by appends to network publications (to send them) and by
         subscribers consuming images (to send status messages): doorbells in this process,
-        wake slots from others."""
+        wake slots from others. Asked again while idle, it renews the wake slots (a writer in
+        another process takes the slot it wakes) or, if publications or images came or went
+        since, watches them anew."""
         if idle:
+            watched = (
+                [publication.registration_id for publication in self.publications],
+                [image.registration_id for image in self.resources.images],
+            )
+            if watched == self._watched:
+                for _, registration in self._watches:
+                    registration.renew()
+                return
+            self.watch_activity(False)
+            self._watched = watched
             for publication in self.publications:
                 self._watches.append(
                     (publication.signals.data, waker.register_data_waiter(publication.log.metadata))
@@ -333,6 +346,7 @@ class UdpMedia:
                 doorbell.remove_waiter()
                 registration.cancel()
             self._watches.clear()
+            self._watched = None
 
     # -- duty cycle -------------------------------------------------------------------
 
@@ -345,7 +359,10 @@ class UdpMedia:
         sender positions and logs)."""
         publications, images = self.publications, self.resources.images
         return {
-            "control_fds": [endpoint.fd for endpoint in self.send_endpoints.values()],
+            "controls": [
+                (endpoint.fd, endpoint.receiver, endpoint.control)
+                for endpoint in self.send_endpoints.values()
+            ],
             "receivers": [
                 (destination.fd, destination.receiver, endpoint.dispatcher.router)
                 for endpoint in self.receive_endpoints.values()
@@ -369,8 +386,11 @@ class UdpMedia:
         NAKs)."""
         rebuilt_images = sent = 0
         for endpoint in self.send_endpoints.values():
-            if data_path.has_input(endpoint.fd):
+            rest = data_path.slow_datagrams(endpoint.receiver)
+            if rest is None:  # a socket opened since the DataPath was made
                 endpoint.poll(now_ns)
+            elif rest:
+                endpoint.on_control_datagrams(rest, now_ns)
         for publication in self.publications:
             datagrams = publication.sender.send(now_ns)
             if datagrams:
@@ -401,15 +421,16 @@ class UdpMedia:
         nothing arrives (a SETUP, heartbeat, retransmit, status message, NAK, setup request)."""
         deadlines = [publication.sender.deadline_ns() for publication in self.publications]
         deadlines += [image.receiver.deadline_ns() for image in self.resources.images]
-        for endpoint in self.receive_endpoints.values():
-            if endpoint.deadline_ns is not None:
-                deadlines.append(endpoint.deadline_ns)
-        return deadlines
+        deadlines += [endpoint.deadline_ns for endpoint in self.receive_endpoints.values()]
+        return [deadline for deadline in deadlines if deadline is not None]
 
     def on_timer(self, now_ns: int) -> None:
-        """At the conductor's timer interval: receivers gone silent, endpoints' own timers (the
-        images' liveness is their resource lifecycle). A receive endpoint's timer also runs
-        when its own deadline comes (do_work)."""
+        """At the conductor's timer interval: the status messages the DataPath absorbed as
+        repeats, then receivers gone silent, endpoints' own timers (the images' liveness is
+        their resource lifecycle). A receive endpoint's timer also runs when its own deadline
+        comes (do_work)."""
+        for send_endpoint in self.send_endpoints.values():
+            send_endpoint.take_repeats(now_ns)
         for publication in self.publications:
             publication.sender.check_receiver_liveness(now_ns)
         for send_endpoint in self.send_endpoints.values():

@@ -130,6 +130,11 @@ class Registration:
             slot.users += 1
             slot.claim()
 
+    def renew(self) -> None:
+        """Hold the slot again if a writer took it to wake this process."""
+        with _slots_lock:
+            _slots[self._key].claim()
+
     def cancel(self) -> None:
         with _slots_lock:
             slot = _slots[self._key]

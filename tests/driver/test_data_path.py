@@ -19,10 +19,22 @@ import pytest
 from aeronio._core import AtomicBuffer, DatagramReceiver, DataPath, Doorbell
 
 from aeronio import _core
+from aeronio.driver.channel_endpoints import SM_REPEAT_WINDOW_NS
+from aeronio.driver.sender_state import HEARTBEAT_TIMEOUT_NS
 from aeronio.logbuffer import descriptor as d
 from aeronio.protocol.frames import HDR_TYPE_PAD
 from tests.driver import test_udp_batch_io as batch
-from tests.driver.test_udp_batch_io import INITIAL_TERM_ID, MTU, TERM, VALID, T, at, new_log
+from tests.driver.test_udp_batch_io import (
+    INITIAL_TERM_ID,
+    MTU,
+    SESSION,
+    STREAM,
+    TERM,
+    VALID,
+    T,
+    at,
+    new_log,
+)
 from tests.support.procs import ROOT
 from tests.support.udp_harness import Slot
 
@@ -47,7 +59,7 @@ def idle_until_due(path: DataPath) -> int | None:
 def settled(**parts) -> DataPath:
     """A DataPath of `parts`: new, nothing pending (what moved before it was made is not its
     bookkeeping), nor due, nor after more than IDLE_CYCLES quiet duty cycles."""
-    names = ("control_fds", "receivers", "senders", "counters", "logs")
+    names = ("controls", "receivers", "senders", "counters", "logs")
     path = DataPath(**{name: list(parts.get(name, ())) for name in names})
     assert not (path.pending or path.conductor_due)
     assert idle_until_due(path) is None and not path.pending
@@ -120,32 +132,35 @@ def test_what_moves_elsewhere_makes_the_conductor_due(tmp_path, udp, what, where
     """A subscriber position (a mapped file), a producer position or input on a control socket
     moved by another thread or process is seen by the next do_work: a position once, as pending
     bookkeeping (due at once after a quiet spell; the same value again moves nothing), input
-    as due at once until read (has_input: that socket, and any not watched)."""
+    (read, and not a repeated status message) as due at once until Python takes it
+    (slow_datagrams: that socket's; None for a socket the DataPath does not read)."""
     mapped = np.memmap(tmp_path / "c", dtype=np.uint8, mode="w+", shape=(4096,))
     words = [SimpleNamespace(buffer=AtomicBuffer(mapped), offset=128 * i) for i in range(4)]
     log = new_log(tmp_path / "log", INITIAL_TERM_ID, 0)
     a, b = udp(), udp()
-    path = settled(control_fds=[a.fileno(), b.fileno()], counters=words, logs=[log.mapped])
-    assert path.has_input(10_000) and not path.has_input(a.fileno())
+    controls = [(s.fileno(), DatagramReceiver(32, 2048), control_receiver()) for s in (a, b)]
+    path = settled(controls=controls, counters=words, logs=[log.mapped])
+    assert path.slow_datagrams(DatagramReceiver(32, 2048)) is None
     writer = Elsewhere(where, MOVERS[what], tmp_path / "c", log.path, *a.getsockname())
     deadline = time.monotonic() + 10
     while not (path.pending or path.conductor_due):
         assert path.do_work(0) == 0 and time.monotonic() < deadline, "the change was never seen"
     writer.join()
     assert (path.pending, path.conductor_due) == (what != "control", True)
-    counter, has_input = words[3].buffer.get_int64_volatile(384), path.has_input(a.fileno())
-    expected = {"counter": (7, 0, False), "log": (0, 160, False), "control": (0, 0, True)}
-    assert (counter, log.producer_position, has_input) == expected[what]
+    counter = words[3].buffer.get_int64_volatile(384)
+    expected = {"counter": (7, 0), "log": (0, 160), "control": (0, 0)}
+    assert (counter, log.producer_position) == expected[what]
     assert bytes(log.term(0)[32:132]) == (b"x" * 100 if what == "log" else bytes(100))
-    assert not path.has_input(b.fileno()) and path.has_input(10_000)
+    assert path.slow_datagrams(controls[1][1]) == []
     path.bookkept()
     if what == "control":
-        assert path.do_work(0) == 0 and path.conductor_due  # not read yet
-        assert a.recv(16) == b"x"
+        assert path.do_work(0) == 0 and path.conductor_due  # not taken yet
+        ((datagram, _),) = path.slow_datagrams(controls[0][1])
+        assert bytes(datagram) == b"x"
+        assert path.slow_datagrams(controls[0][1]) == []  # taken once
         path.bookkept()
     words[3].buffer.put_int64_ordered(384, counter)  # the same value again
     assert path.do_work(0) == 0 and not (path.pending or path.conductor_due)
-    assert not path.has_input(a.fileno())
 
 
 def test_logs_must_be_mapped_logs():
@@ -212,7 +227,7 @@ class Receiving:
 
 def test_data_packets_are_rebuilt_and_the_rest_is_left_for_python(tmp_path, udp):
     """DATA frames received go byte for byte to the image's term (the hwm moved less than
-    BACKLOG: bookkeeping pending, not due); a SETUP, a heartbeat and a packet of an unknown
+    BACKLOG: bookkeeping pending, not due); a SETUP, an EOS heartbeat and a packet of an unknown
     session are left, due at once (nothing pending), returned once with their source."""
     r = Receiving(tmp_path / "image.log", udp)
     data = [VALID, at(T + 224), at(T + 448, [b"x" * 7])]
@@ -223,12 +238,27 @@ def test_data_packets_are_rebuilt_and_the_rest_is_left_for_python(tmp_path, udp)
     assert (image.hwm.get(), image.bytes_received.get(), image.invalid.get()) == (T + 512, 512, 0)
     r.path.bookkept()
     before = r.image.snapshot()
-    others = [batch.NOT_ROUTED[k] for k in ("SETUP", "heartbeat", "unknown session")]
+    eos = batch.heartbeat(T + 512, eos=True)
+    others = [batch.NOT_ROUTED["SETUP"], eos, batch.NOT_ROUTED["unknown session"]]
     calls = r.exchange(*others)
     assert [state for _, state, _ in calls] == [(False, True)] * len(calls)
     source = r.peer.getsockname()
     assert [left for _, _, slow in calls for left in slow] == [(o, source) for o in others]
     batch.assert_unchanged(r.image, before)
+
+
+def test_an_images_heartbeats_are_housekeeping(tmp_path, udp):
+    """A heartbeat of a known image is taken in C and is no work: nothing left for Python,
+    nothing due; one ahead of the high-water mark (a lost tail) moves it, which is
+    bookkeeping."""
+    r = Receiving(tmp_path / "image.log", udp)
+    for term_offset, pending in ((0, False), (T + 64, True)):
+        r.peer.sendto(batch.heartbeat(term_offset), r.data.getsockname())
+        assert select.select([r.data], [], [], 10)[0]
+        assert r.path.do_work(5) == 0 and r.path.slow_datagrams(r.parts[1]) == []
+        assert (r.path.pending, r.path.conductor_due) == (pending, False)
+        assert r.image.rebuilder.time_of_last_packet_ns == 5
+    assert r.image.hwm.get() == T + 64 and r.image.heartbeats.get() == 2
 
 
 def test_leftovers_are_their_receivers_and_hold_their_socket_until_taken(tmp_path, udp):
@@ -246,7 +276,7 @@ def test_leftovers_are_their_receivers_and_hold_their_socket_until_taken(tmp_pat
         r.path.bookkept()
         assert r.path.do_work(0) == 0 and r.path.conductor_due
     assert select.select([r.data], [], [], 0)[0] and r.image.hwm.get() == 0  # not read
-    assert r.path.slow_datagrams(DatagramReceiver(64, 65536)) == []
+    assert r.path.slow_datagrams(DatagramReceiver(64, 65536)) is None  # not its socket
     ((view, source),) = r.path.slow_datagrams(receiver)
     assert (bytes(view), source) == (setup, r.peer.getsockname())
     assert r.path.slow_datagrams(receiver) == []
@@ -357,12 +387,21 @@ def test_while_data_moves_bookkeeping_waits_for_the_backlog(tmp_path, udp, direc
 # -- sending ----------------------------------------------------------------------------------
 
 
+def control_receiver() -> _core.ControlReceiver:
+    return _core.ControlReceiver(Slot(), SM_REPEAT_WINDOW_NS)
+
+
 def publication_sender(log) -> tuple[_core.PublicationSender, SimpleNamespace]:
-    """A sender of `log` (new data not allowed, last data at 0) and its counters, all 0."""
-    c = SimpleNamespace(**{k: Slot() for k in ("position", "limit", "bpe", "limits", "sent")})
+    """A sender of `log` (new data not allowed, last data and heartbeat at 0: the next heartbeat
+    is due at HEARTBEAT_TIMEOUT_NS) and its counters, all 0."""
+    names = ("position", "limit", "bpe", "limits", "sent", "heartbeats")
+    c = SimpleNamespace(**{k: Slot() for k in names})
     terms = [memoryview(log.term(i)) for i in range(d.PARTITION_COUNT)]
-    counters = (c.position, c.limit, c.bpe, c.limits, c.sent)
-    return _core.PublicationSender(log.mapped, terms, *counters, MTU, 0), c
+    counters = [getattr(c, name) for name in names]
+    return _core.PublicationSender(
+        log.mapped, terms, *counters, SESSION, STREAM, MTU, HEARTBEAT_TIMEOUT_NS,
+        HEARTBEAT_TIMEOUT_NS,
+    ), c  # fmt: skip
 
 
 class Publication:
@@ -446,6 +485,40 @@ def test_an_allowed_sender_sends_new_frames_to_every_destination(tmp_path, udp, 
     assert pub.counters.position.get() == end and pub.sender.time_of_last_data_ns == 1234
     assert pub.counters.sent.get() == sum(map(len, expected)) and pub.short_sends.get() == 0
     assert path.do_work(2000) == 0 and pub.sender.time_of_last_data_ns == 1234
+
+
+def test_an_allowed_sender_heartbeats_after_a_quiet_spell(tmp_path, udp):
+    """A sender whose new data is allowed and that sends none for HEARTBEAT_TIMEOUT_NS sends a
+    heartbeat to every destination (a DATA header of length 0 at snd-pos, EOS-flagged once
+    snd-pos reached the end of stream): housekeeping, not work, counted with its bytes; the
+    next is due a timeout later, or a timeout after new data. Not allowed (a SETUP or
+    retransmit goes first: Python's), none; `deadline_ns` says when the next is due."""
+    sinks = [udp(), udp()]
+    pub = Publication(tmp_path / "pub.log", udp(), sinks)
+    path = settled(senders=[pub.pair])
+    hb = HEARTBEAT_TIMEOUT_NS
+    assert path.deadline_ns() == 2**63 - 1  # not allowed: not the DataPath's
+    assert path.do_work(hb) == 0 and pub.counters.heartbeats.get() == 0
+    pub.sender.allow_new_data(True)
+    assert path.deadline_ns() == pub.sender.heartbeat_deadline_ns == hb
+    assert path.do_work(hb - 1) == 0 and pub.counters.heartbeats.get() == 0
+    assert path.do_work(hb) == 0 and pub.counters.heartbeats.get() == 1
+    expected = batch.heartbeat(0)
+    assert all(arrivals(sink, 1) == [expected] for sink in sinks)
+    assert pub.counters.sent.get() == 32 and path.deadline_ns() == 2 * hb
+    pub.offer([100])
+    pub.counters.limit.set(TERM)
+    assert path.do_work(hb + 5) == 1  # new data: the next heartbeat a timeout after it
+    assert all(len(arrivals(sink, 1)[0]) == 160 for sink in sinks)
+    assert path.deadline_ns() == 2 * hb + 5
+    pub.log.mapped.set_end_of_stream_position(160)
+    assert path.do_work(2 * hb + 5) == 0 and pub.counters.heartbeats.get() == 2
+    eos = batch.heartbeat(160, eos=True)
+    assert all(arrivals(sink, 1) == [eos] for sink in sinks)
+    assert pub.sender.heartbeat(2 * hb + 6) is None  # sent: not due again yet
+    assert pub.sender.heartbeat(3 * hb + 5) == eos and pub.counters.heartbeats.get() == 3
+    for sink in sinks:
+        batch.assert_nothing_more(sink)
 
 
 def test_sender_blocked_at_its_limit_counts_flow_control_limits(tmp_path, udp):

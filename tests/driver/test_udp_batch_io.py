@@ -15,6 +15,7 @@ import pytest
 
 import aeronio
 from aeronio import _core
+from aeronio.driver.receiver_state import SM_EARLY_NS, SM_TIMEOUT_NS
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.frames import (
@@ -287,7 +288,8 @@ class Image:
         self.log = new_log(path, term_id, term_offset)
         join = d.compute_position(term_id, term_offset, TERM, INITIAL_TERM_ID)
         self.hwm, self.rebuild, self.over_runs = Slot(join), Slot(join), Slot()
-        self.bytes_received, self.invalid = Slot(), Slot()
+        self.bytes_received, self.invalid, self.heartbeats = Slot(), Slot(), Slot()
+        self.sms_sent = Slot()
         self.rebuilder = _core.ImageRebuilder(
             self.log.mapped,
             SESSION,
@@ -295,10 +297,13 @@ class Image:
             self.hwm,
             self.rebuild,
             self.over_runs,
+            self.sms_sent,
             limit_position,
+            SM_TIMEOUT_NS,
+            SM_EARLY_NS,
             0,
         )
-        self.router = _core.ImageRouter(self.bytes_received, self.invalid)
+        self.router = _core.ImageRouter(self.bytes_received, self.invalid, self.heartbeats)
         self.router.add(self.rebuilder)
 
     def snapshot(self) -> tuple:
@@ -638,8 +643,8 @@ def test_publication_log_sent_with_gso_is_rebuilt_byte_for_byte_by_the_router(tm
 @pytest.mark.parametrize("offload", [True, False], ids=["gso-gro", "plain"])
 def test_route_received_returns_the_other_datagrams_with_their_source(tmp_path, udp, offload):
     """Data packets and others in one GSO run (one buffer with GRO) and alone: the router takes
-    the data packets (a malformed one counted) and returns the rest, in order, from the
-    sender."""
+    the data packets (a malformed one counted) and the image's heartbeats, and returns the
+    rest, in order, from the sender."""
     if offload:
         require(UDP_SEGMENT, 0)
         require(UDP_GRO, 1)
@@ -657,12 +662,13 @@ def test_route_received_returns_the_other_datagrams_with_their_source(tmp_path, 
     rest, runs = route_arrivals(receiving, receiver, image.router, len(mix), 5)
     assert runs == (1 if offload else 0)
     source = sender.getsockname()
-    expected = [unknown, heartbeat, setup, empty, heartbeat]
+    expected = [unknown, setup, empty]
     assert rest == [(datagram, source) for datagram in expected]
     assert image.term()[T : T + 448] == VALID + at(T + 224)
     assert not any(image.term()[T + 448 :])
     assert image.hwm.get() == T + 448 and image.invalid.get() == 1
-    assert image.bytes_received.get() == 3 * 224
+    assert image.heartbeats.get() == 2 and image.router.heartbeats == 2
+    assert image.bytes_received.get() == 3 * 224 + 2 * 32
 
 
 def test_hwm_only_rises(tmp_path):
@@ -796,3 +802,41 @@ def test_a_path_that_cannot_segment_turns_gso_off():
     a fresh network namespace): a short send, then GSO off and the same datagrams delivered."""
     require(UDP_SEGMENT, 0)
     assert in_fresh_netns(GSO_REFUSED).split("\n")[:2] == ["1 False", "1 False [True, True]"]
+
+
+def heartbeat(term_offset: int, *, eos: bool = False, **fields) -> bytes:
+    """A heartbeat as a publication sends it: a DATA header of length 0 (EOS-flagged at the
+    end of its stream)."""
+    header = bytearray(frame(term_offset, frame_length=0, **fields))
+    header[5] = 0xC0 | (0x20 if eos else 0)
+    return bytes(header)
+
+
+def test_the_router_takes_a_known_images_heartbeats_and_leaves_the_rest(tmp_path, udp):
+    """A heartbeat without EOS of a known image is taken in C: counted (received, and its
+    bytes), heard (for the early status message), a sign of life, its position the high-water
+    mark if ahead (a lost tail), its sender a new source of the image. One with EOS or of an
+    unknown session is left to Python; one beyond the window counts, but shows no life."""
+    image = Image(tmp_path / "image.log")
+    sender, receiving = udp(), udp()
+    receiver, source = _core.DatagramReceiver(64, 65536), sender.getsockname()
+    ahead = heartbeat(T + 256)
+    eos, unknown = heartbeat(T + 256, eos=True), heartbeat(T, session_id=SESSION + 1)
+    assert send(sender, [ahead, eos, unknown], receiving.getsockname(), False) == 0
+    rest, _ = route_arrivals(receiving, receiver, image.router, 3, 77)
+    assert rest == [(eos, source), (unknown, source)]
+    assert image.hwm.get() == T + 256 and image.rebuild.get() == 0
+    assert image.rebuilder.time_of_last_packet_ns == 77 and image.rebuilder.heartbeat_heard
+    assert (image.heartbeats.get(), image.router.heartbeats, image.bytes_received.get()) == (
+        1,
+        1,
+        32,
+    )
+    assert image.router.sources_changed
+    assert image.rebuilder.take_new_sources() == [(receiver, source)]
+    assert not any(image.term())  # a heartbeat writes nothing
+    beyond = heartbeat(64, term_id=INITIAL_TERM_ID + 1)  # past the slowest consumer's term
+    assert send(sender, [beyond], receiving.getsockname(), False) == 0
+    assert route_arrivals(receiving, receiver, image.router, 1, 99)[0] == []
+    assert image.rebuilder.time_of_last_packet_ns == 77 and image.hwm.get() == T + 256
+    assert image.heartbeats.get() == 2 and image.over_runs.get() == 1

@@ -5,10 +5,12 @@ import asyncio
 import os
 import random
 import socket
+import time
 
 import pytest
 
 import aeronio
+from aeronio.counters import SystemCounters
 from tests.support.procs import await_until
 
 
@@ -458,3 +460,50 @@ async def test_spies_that_simulate_a_connection_let_a_publication_without_receiv
                 if len(spied) == len(later):
                     break
         assert spied == later
+
+
+@pytest.mark.slow
+async def test_an_idle_stream_keeps_connected_without_the_drivers_python():
+    """Idle, a stream's heartbeats (every 100 ms) and status messages (every 200 ms) are sent
+    and taken by the drivers' DataPaths in C: each driver runs its Python duty cycle only for
+    its timer and its client's keepalives, not once per heartbeat or status message. The image
+    stays alive on the heartbeats, and the publication stays connected past the receiver
+    timeout (2 s) on the status messages absorbed as repeats (the timer takes their times)."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        sub = await b.add_subscription(channel, 9)
+        pub = await a.add_publication(channel, 9)
+        await connected(pub, sub)
+        assert await exchange(pub, sub, [b"before"], 10) == [b"before"]
+        await asyncio.sleep(0.5)  # the last bookkeeping of the message done
+        sender, receiver = a._owned_driver.conductor, b._owned_driver.conductor
+        full_cycles = {"sender": 0, "receiver": 0}
+        for key, conductor in (("sender", sender), ("receiver", receiver)):
+            run = conductor.udp.do_work
+
+            def counted(now_ns, data_path, run=run, key=key):
+                full_cycles[key] += 1
+                return run(now_ns, data_path)
+
+            conductor.udp.do_work = counted
+        counters = [
+            (sender, SystemCounters.HEARTBEATS_SENT),
+            (receiver, SystemCounters.HEARTBEATS_RECEIVED),
+            (receiver, SystemCounters.STATUS_MESSAGES_SENT),
+            (sender, SystemCounters.STATUS_MESSAGES_RECEIVED),
+        ]
+        before = [conductor.system[counter].get() for conductor, counter in counters]
+        idle_s, start = 3.5, asyncio.get_running_loop().time()
+        while asyncio.get_running_loop().time() - start < idle_s:
+            assert pub.is_connected and len(sub.images) == 1
+            await asyncio.sleep(0.1)
+        after = [conductor.system[counter].get() for conductor, counter in counters]
+        counted = [a - b for a, b in zip(after, before, strict=True)]
+        heartbeats_sent, heartbeats_received, sms_sent, sms_received = counted
+        assert heartbeats_sent >= 25 and heartbeats_received >= 25, counted
+        assert sms_sent >= 12 and sms_received >= 12, counted
+        assert all(cycles <= 15 for cycles in full_cycles.values()), full_cycles
+        (image,) = receiver.resources.images
+        age_ns = time.monotonic_ns() - image.receiver.time_of_last_packet_ns
+        assert age_ns < 300_000_000  # alive on the heartbeats
+        assert await exchange(pub, sub, [b"after"], 10) == [b"after"]

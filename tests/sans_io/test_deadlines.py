@@ -27,17 +27,20 @@ def idle_session(tmp_path) -> Session:
 
 
 def test_a_senders_heartbeat_is_due_at_its_deadline_and_not_before(tmp_path):
+    """Its PublicationSender's deadline: the driver's DataPath sends it while new data is
+    allowed (then the state machine has no deadline of its own); `send` sends it too."""
     sender = idle_session(tmp_path).sender
-    deadline = sender.deadline_ns()
+    assert sender.deadline_ns() is None
+    deadline = sender.data_sender.heartbeat_deadline_ns
     assert sender.send(deadline - 1) == []
     assert kinds(sender.send(deadline)) == [(HDR_TYPE_DATA, 0)]  # a heartbeat
-    assert sender.deadline_ns() == deadline + HEARTBEAT_TIMEOUT_NS
+    assert sender.data_sender.heartbeat_deadline_ns == deadline + HEARTBEAT_TIMEOUT_NS
 
 
 def test_a_setup_due_brings_the_senders_deadline_forward(tmp_path):
     session = idle_session(tmp_path)
     sender, now = session.sender, session.now
-    heartbeat = sender.deadline_ns()
+    heartbeat = sender.data_sender.heartbeat_deadline_ns
     sender.on_status_message(
         setup_eliciting_status_message(), now
     )  # a new receiver asks for a SETUP
@@ -60,11 +63,12 @@ def test_a_heartbeat_heard_takes_a_status_message_due_soon_along(tmp_path):
     session = idle_session(tmp_path)
     image, sender = session.image, session.sender
     deadline = image.deadline_ns()
+    beat = sender.data_sender.heartbeat(sender.data_sender.heartbeat_deadline_ns)
     for at, sent in (
         (deadline - SM_EARLY_NS - 1, []),
         (deadline - SM_EARLY_NS, [(HDR_TYPE_SM, 36)]),
     ):
-        deliver(session.dispatcher, sender._heartbeat(), SOURCE, at)
+        deliver(session.dispatcher, beat, SOURCE, at)
         assert kinds(image.do_work(at)) == sent
     assert image.do_work(deadline - SM_EARLY_NS + 1) == []  # no heartbeat: not early
 

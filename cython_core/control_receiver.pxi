@@ -1,0 +1,85 @@
+# The sender side's control input (status messages, NAKs, RTT measurements), read by the DataPath.
+# An idle stream's receivers send the same status message every 200 ms; it changes nothing but
+# the time each receiver was last heard, so it needs no Python: a status message that repeats,
+# byte for byte, the last one its receiver sent for its session within REPEAT_WINDOW is counted
+# and its time kept here, and Python takes those times at its timer (`take_repeats`), before it
+# decides which receivers went silent. Everything else goes to Python (SendChannelEndpoint).
+
+from libc.string cimport memcmp
+
+cdef enum:
+    SM_HEADER_LENGTH = 36
+    SM_FRAME_TYPE = 0x03
+
+
+cdef class ControlReceiver:
+    """Absorbs repeated status messages from what a send endpoint's socket received.
+
+    Per (receiver address, session, stream): the last status message seen, when it was last
+    heard, and when Python last saw it (itself, or through `take_repeats`). A repeat comes more
+    than `repeat_window_ns` after the last is Python's again (a receiver back after a silence);
+    so is any status message with flags (one eliciting a SETUP), any other frame, and any
+    datagram of more than one frame."""
+
+    cdef dict _last  # key -> [bytes, heard_ns, seen_by_python_ns, (host, port)]
+    cdef readonly int64_t repeat_window_ns
+    cdef object _counter  # kept alive: sms_received points into it
+    cdef char* sms_received
+
+    def __cinit__(self, object status_messages_received, int64_t repeat_window_ns):
+        self._last = {}
+        self.repeat_window_ns = repeat_window_ns
+        self._counter = status_messages_received
+        self.sms_received = counter_address(status_messages_received)
+
+    cdef bint absorb(self, DatagramReceiver receiver, int i, const char* packet, int32_t length,
+                     int64_t now_ns) except -1:
+        """True if datagram i is a repeat (counted, its time kept); False: Python's (noted as
+        the last its receiver sent, when it is a status message)."""
+        cdef sockaddr_in* sin = <sockaddr_in*> &receiver._addrs[i]
+        cdef list entry
+        cdef bytes last
+        if length < SM_HEADER_LENGTH or aio_get_i32(packet) != length \
+                or (<const uint16_t*> (packet + TYPE_FIELD_OFFSET))[0] != SM_FRAME_TYPE \
+                or packet[VERSION_FIELD_OFFSET] != 0 or packet[FLAGS_FIELD_OFFSET] != 0:
+            return False
+        key = (sin.sin_addr.s_addr, sin.sin_port, aio_get_i32(packet + 8), aio_get_i32(packet + 12))
+        entry = self._last.get(key)
+        if entry is not None:
+            last = entry[0]
+            if now_ns - <int64_t> entry[1] <= self.repeat_window_ns and len(last) == length \
+                    and memcmp(<const char*> last, packet, length) == 0:
+                entry[1] = now_ns
+                aio_fetch_add_i64(self.sms_received, 1)
+                return True
+        self._last[key] = [PyBytes_FromStringAndSize(packet, length), now_ns, now_ns,
+                           receiver.address(i)]
+        return False
+
+    def absorb_received(self, DatagramReceiver receiver, int64_t now_ns) -> list:
+        """What `receiver` just received less the repeats, as (memoryview, (host, port)) pairs
+        for Python."""
+        cdef list rest = []
+        cdef int i
+        cdef int32_t length
+        cdef const char* packet
+        for i in range(receiver.count):
+            packet = receiver.datagram(i, &length)
+            if not self.absorb(receiver, i, packet, length, now_ns):
+                rest.append((receiver.data(i), receiver.address(i)))
+        return rest
+
+    def take_repeats(self, int64_t now_ns, int64_t forget_after_ns) -> list:
+        """The status messages repeated since Python last saw them, as (frame, (host, port),
+        heard_ns) with the time of the latest repeat; those not heard for `forget_after_ns` are
+        forgotten."""
+        cdef list repeats = []
+        cdef list entry
+        for key in list(self._last):
+            entry = self._last[key]
+            if <int64_t> entry[1] > <int64_t> entry[2]:
+                entry[2] = entry[1]
+                repeats.append((entry[0], entry[3], entry[1]))
+            elif now_ns - <int64_t> entry[1] > forget_after_ns:
+                del self._last[key]
+        return repeats
