@@ -112,6 +112,7 @@ class DriverResources:
         self.subscriptions: list[SubscriptionLink] = []
         self.publications: list = []  # IpcPublication and NetworkPublication
         self.images: list = []  # PublicationImage
+        self.changes = 0  # how many came or went (what watches them compares it)
         self._ended: set[int] = set()  # ids of the resources ended during this time event
 
     def __iter__(self) -> Iterator[DriverResource]:
@@ -125,6 +126,7 @@ class DriverResources:
             self.clients[resource.client_id] = resource
         else:
             getattr(self, resource.KIND).append(resource)
+        self.changes += 1
 
     def end(self, resource: DriverResource) -> None:
         """Take a resource out and close it."""
@@ -132,6 +134,7 @@ class DriverResources:
             del self.clients[resource.client_id]
         else:
             getattr(self, resource.KIND).remove(resource)
+        self.changes += 1
         self._ended.add(id(resource))
         resource.close()
 

@@ -75,7 +75,7 @@ class UdpMedia:
         self.send_endpoints: dict[str, SendChannelEndpoint] = {}
         self.receive_endpoints: dict[str, ReceiveChannelEndpoint] = {}
         self._watches: list = []
-        self._watched: tuple[list[int], list[int]] | None = None  # their registration ids
+        self._watched: int | None = None  # the resources' `changes` when they were made
         self.images_added = False  # since the conductor last looked
         os.makedirs(os.path.join(services.ctx.dir, layout.IMAGES_DIR), exist_ok=True)
 
@@ -320,16 +320,12 @@ class UdpMedia:
         another process takes the slot it wakes) or, if publications or images came or went
         since, watches them anew."""
         if idle:
-            watched = (
-                [publication.registration_id for publication in self.publications],
-                [image.registration_id for image in self.resources.images],
-            )
-            if watched == self._watched:
+            if self._watched == self.resources.changes:
                 for _, registration in self._watches:
                     registration.renew()
                 return
             self.watch_activity(False)
-            self._watched = watched
+            self._watched = self.resources.changes
             for publication in self.publications:
                 self._watches.append(
                     (publication.signals.data, waker.register_data_waiter(publication.log.metadata))

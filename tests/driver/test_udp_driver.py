@@ -507,3 +507,27 @@ async def test_an_idle_stream_keeps_connected_without_the_drivers_python():
         age_ns = time.monotonic_ns() - image.receiver.time_of_last_packet_ns
         assert age_ns < 300_000_000  # alive on the heartbeats
         assert await exchange(pub, sub, [b"after"], 10) == [b"after"]
+
+
+async def test_an_idle_driver_watches_what_came_while_it_idled():
+    """A parked conductor watches each network publication's appends (a doorbell waiter) and
+    stays watching while it stays idle; a publication added meanwhile is watched from its next
+    park on, and one removed is not watched any more."""
+    async with aeronio.connect() as aeron:
+        conductor = aeron._owned_driver.conductor
+
+        def watched() -> list[int]:
+            return [publication.signals.data.waiters for publication in conductor.udp.publications]
+
+        channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|linger=0"
+        first = await aeron.add_publication(channel, 1)
+        await asyncio.sleep(0.3)  # parked, heartbeat wake-ups included
+        assert watched() == [1]
+        second = await aeron.add_publication(f"aeron:udp?endpoint=127.0.0.1:{free_port()}", 2)
+        await asyncio.sleep(0.3)
+        assert watched() == [1, 1]
+        (kept,) = [p for p in conductor.udp.publications if p.stream_id == 2]
+        await first.close()
+        await asyncio.sleep(1.5)  # gone at the driver's next timer (1 s)
+        assert watched() == [1] and kept.signals.data.waiters == 1
+        await second.close()
