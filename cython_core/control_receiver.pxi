@@ -3,7 +3,10 @@
 # the time each receiver was last heard, so it needs no Python: a status message that repeats,
 # byte for byte, the last one its receiver sent for its session within REPEAT_WINDOW is counted
 # and its time kept here, and Python takes those times at its timer (`take_repeats`), before it
-# decides which receivers went silent. Everything else goes to Python (SendChannelEndpoint).
+# decides which receivers went silent. Everything else goes to Python (SendChannelEndpoint). A
+# setup request (an SM with its flag) makes every receiver's next status message of its session
+# (of every session, for session 0 and stream 0) Python's again: that SM is what ends the SETUP
+# the request asked for.
 
 from libc.string cimport memcmp
 
@@ -39,11 +42,17 @@ cdef class ControlReceiver:
         cdef sockaddr_in* sin = <sockaddr_in*> &receiver._addrs[i]
         cdef list entry
         cdef bytes last
-        if length < SM_HEADER_LENGTH or aio_get_i32(packet) != length \
-                or (<const uint16_t*> (packet + TYPE_FIELD_OFFSET))[0] != SM_FRAME_TYPE \
-                or packet[VERSION_FIELD_OFFSET] != 0 or packet[FLAGS_FIELD_OFFSET] != 0:
+        cdef int32_t session_id, stream_id
+        if length < SM_HEADER_LENGTH or aio_get_i32(packet) > length \
+                or (<const uint16_t*> (packet + TYPE_FIELD_OFFSET))[0] != SM_FRAME_TYPE:
             return False
-        key = (sin.sin_addr.s_addr, sin.sin_port, aio_get_i32(packet + 8), aio_get_i32(packet + 12))
+        session_id, stream_id = aio_get_i32(packet + 8), aio_get_i32(packet + 12)
+        if packet[FLAGS_FIELD_OFFSET] != 0:  # a setup request
+            self.forget(session_id, stream_id)
+            return False
+        if aio_get_i32(packet) != length or packet[VERSION_FIELD_OFFSET] != 0:
+            return False
+        key = (sin.sin_addr.s_addr, sin.sin_port, session_id, stream_id)
         entry = self._last.get(key)
         if entry is not None:
             last = entry[0]
@@ -55,6 +64,12 @@ cdef class ControlReceiver:
         self._last[key] = [PyBytes_FromStringAndSize(packet, length), now_ns, now_ns,
                            receiver.address(i)]
         return False
+
+    cdef void forget(self, int32_t session_id, int32_t stream_id):
+        """Forget the status messages of a session (of every session: 0 and 0)."""
+        for key in list(self._last):
+            if session_id == stream_id == 0 or (key[2] == session_id and key[3] == stream_id):
+                del self._last[key]
 
     def absorb_received(self, DatagramReceiver receiver, int64_t now_ns) -> list:
         """What `receiver` just received less the repeats, as (memoryview, (host, port)) pairs

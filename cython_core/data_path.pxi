@@ -56,6 +56,7 @@ cdef class DataPath:
     cdef int64_t _backlog
     cdef int _idle_cycles
     cdef readonly bint conductor_due
+    cdef readonly int64_t next_deadline_ns  # `deadline_ns()` as the last do_work left it
 
     def __cinit__(self, controls, receivers, senders, counters, logs,
                   DataPath previous=None):
@@ -118,6 +119,7 @@ cdef class DataPath:
         self._backlog = 0
         self._idle_cycles = 0
         self.conductor_due = False
+        self.next_deadline_ns = 0  # unknown until the first do_work
 
     def __dealloc__(self):
         free(self._fds)
@@ -131,10 +133,11 @@ cdef class DataPath:
         cdef Py_ssize_t i
         cdef int work = 0, count
         cdef bint urgent = False
-        cdef int64_t value, moved = 0
+        cdef int64_t value, moved = 0, deadline = INT64_MAX
         cdef DatagramReceiver receiver
         cdef ImageRouter router
         cdef PublicationSender sender
+        cdef ImageRebuilder rebuilder
         for sender, channel in self._senders:
             if sender.new_data_allowed:
                 count = sender.send(channel, now_ns)
@@ -142,6 +145,7 @@ cdef class DataPath:
                     work += count
                 else:  # housekeeping, not work
                     sender.send_heartbeat(channel, now_ns)
+                deadline = min(deadline, sender.heartbeat_deadline())
         if self._nfds > 0 and c_poll(self._fds, self._nfds, 0) < 0:
             for i in range(self._nfds):
                 self._fds[i].revents = 0  # interrupted: nothing known, look again next time
@@ -159,13 +163,16 @@ cdef class DataPath:
                 else:
                     router = self._receivers[i][1]
                     rest = router.route_received(receiver, now_ns)
-                    work += count - router.heartbeats  # those are housekeeping
+                    work += router.routed + len(rest)  # heartbeats taken are housekeeping
                     urgent |= router.sources_changed
                 self._rests[i] = rest
                 urgent |= len(rest) > 0
         for router in self._routers:
             for image in router.images.values():
-                (<ImageRebuilder> image).send_status_message(now_ns)  # housekeeping, not work
+                rebuilder = <ImageRebuilder> image
+                rebuilder.send_status_message(now_ns)  # housekeeping, not work
+                deadline = min(deadline, rebuilder.sm_deadline())
+        self.next_deadline_ns = deadline
         for i in range(self._nwords):
             value = aio_load_i64(self._words[i])
             moved += llabs(value - self._seen_words[i])
@@ -187,7 +194,9 @@ cdef class DataPath:
 
     def deadline_ns(self) -> int:
         """When `do_work` next has something due though nothing arrives or is appended (a
-        heartbeat, a status message), as monotonic ns; INT64_MAX if never."""
+        heartbeat, a status message), as monotonic ns; INT64_MAX if never. (Each do_work leaves
+        it in `next_deadline_ns`; ask again after Python changed what it depends on: new data
+        allowed, a status message sent or set.)"""
         cdef int64_t deadline = INT64_MAX
         cdef PublicationSender sender
         cdef ImageRouter router

@@ -294,7 +294,7 @@ cdef class ImageRouter:
     cdef dict images
     cdef list _fresh  # images inserted into, to wake once per batch
     cdef public bint sources_changed  # an image heard a new sender: `take_new_sources` it
-    cdef readonly int heartbeats  # taken by the last `route_received` (housekeeping, not work)
+    cdef readonly int routed  # data packets the last `route_received` took (its heartbeats: not)
     cdef object _counters  # kept alive: the addresses below point into them
     cdef char* bytes_received
     cdef char* invalid_packets
@@ -304,7 +304,7 @@ cdef class ImageRouter:
                   object heartbeats_received):
         self.images = {}
         self._fresh = []
-        self.heartbeats = 0
+        self.routed = 0
         self._counters = (bytes_received, invalid_packets, heartbeats_received)
         self.bytes_received = counter_address(bytes_received)
         self.invalid_packets = counter_address(invalid_packets)
@@ -335,19 +335,20 @@ cdef class ImageRouter:
         """Take a heartbeat without EOS (a lone header of length 0) of a known image, from
         datagram i of `receiver`; False if it is not one (the Python dispatcher decides)."""
         cdef ImageRebuilder image
+        cdef int32_t term_offset = aio_get_i32(packet + TERM_OFFSET_FIELD_OFFSET)
         if length != HEADER_LENGTH or aio_get_i32(packet) != 0 \
                 or (<const uint16_t*> (packet + TYPE_FIELD_OFFSET))[0] != HDR_TYPE_DATA \
-                or packet[VERSION_FIELD_OFFSET] != 0 or packet[FLAGS_FIELD_OFFSET] & EOS_FLAG:
+                or packet[VERSION_FIELD_OFFSET] != 0 or packet[FLAGS_FIELD_OFFSET] & EOS_FLAG \
+                or term_offset < 0 or term_offset & (FRAME_ALIGNMENT - 1):
             return False
         image = self.images.get(image_key(aio_get_i32(packet + SESSION_ID_FIELD_OFFSET),
                                           aio_get_i32(packet + STREAM_ID_FIELD_OFFSET)))
-        if image is None:
-            return False
+        if image is None or term_offset >= image.log.term_length:
+            return False  # Python's: no image, or malformed (counted there)
         aio_fetch_add_i64(self.bytes_received, length)
         aio_fetch_add_i64(self.heartbeats_received, 1)
         image.on_heartbeat(image.position(packet), now_ns)
         self.sources_changed |= image.heard_from(receiver, i)
-        self.heartbeats += 1
         return True
 
     cdef int insert_into(self, ImageRebuilder image, const char* packet, int32_t length,
@@ -391,7 +392,7 @@ cdef class ImageRouter:
         cdef int i
         cdef int32_t length, segment, offset, size
         cdef const char* packet
-        self.heartbeats = 0
+        self.routed = 0
         for i in range(receiver.count):
             packet = receiver.datagram(i, &length)
             segment = receiver.segment(i)
@@ -402,8 +403,10 @@ cdef class ImageRouter:
                 if image is None:
                     if not self.take_heartbeat(receiver, i, packet + offset, size, now_ns):
                         rest.append((receiver.data(i)[offset:offset + size], receiver.address(i)))
-                elif self.insert_into(image, packet + offset, size, now_ns) != ROUTE_INVALID:
-                    self.sources_changed |= (<ImageRebuilder> image).heard_from(receiver, i)
+                else:
+                    self.routed += 1
+                    if self.insert_into(image, packet + offset, size, now_ns) != ROUTE_INVALID:
+                        self.sources_changed |= (<ImageRebuilder> image).heard_from(receiver, i)
                 offset += size
                 if offset >= length:
                     break

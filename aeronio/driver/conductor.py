@@ -497,8 +497,7 @@ class DriverConductor:
         # DataPath's too): an idle driver then wakes for both at once.
         timer = now_ns >= self._next_timer_ns - self.ctx.timer_interval_ns // 8
         data_path_deadline = now_ns >= self._data_path_deadline_ns
-        if data_path_deadline:
-            self._data_path_deadline_ns = data_path.deadline_ns()
+        self._data_path_deadline_ns = data_path.next_deadline_ns
         if not (
             due
             or self._busy

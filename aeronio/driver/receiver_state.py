@@ -4,13 +4,13 @@ PublicationImage (Aeron's PublicationImage receiver logic).
 Frames that arrive are put at their term offset (duplicates ignored, anything more than a term
 ahead of the slowest subscriber dropped as an over-run). Each duty cycle the image moves the
 receiver position over the frames that are complete, NAKs the first gap (or, unreliable, fills it
-with PAD), sends a status message every 200 ms or when consumption moved a quarter window, and
-zeroes consumed terms. It returns the control frames to send back to the publication's source.
-The status message it sent last, while consumption stays where it was, is the rebuilder's
-`status_message`: the driver's DataPath repeats it every 200 ms in C (an idle stream needs no
-Python), and the timing is the rebuilder's (`time_of_last_sm_ns`, `status_message_is_due`).
-Each gap it NAKs (or fills) is also handed to `loss_handler` (Aeron's LossHandler), if set: the
-image keeps it in the driver's loss report.
+with PAD), sends a status message when one is due (every 200 ms) or consumption moved a quarter
+window, and zeroes consumed terms. It returns the control frames to send back to the
+publication's source. The status message it sent last, while consumption stays where it was, is
+the rebuilder's `status_message`: the driver's DataPath repeats it every 200 ms in C (an idle
+stream needs no Python), and the timing is the rebuilder's (`time_of_last_sm_ns`,
+`status_message_is_due`). Each gap it NAKs (or fills) is also handed to `loss_handler` (Aeron's
+LossHandler), if set: the image keeps it in the driver's loss report.
 """
 
 from __future__ import annotations
@@ -187,10 +187,11 @@ class ReceiverStateMachine:
         """When `do_work` next has something due though nothing arrives or is consumed: the
         periodic status message (unless the driver's DataPath repeats it: the rebuilder's
         `repeats_status_messages`), or the NAK of an open gap; None if nothing."""
-        rebuilder = self.rebuilder
-        sm = None if rebuilder.repeats_status_messages else rebuilder.time_of_last_sm_ns
-        deadlines = [self.loss.deadline_ns, None if sm is None else sm + SM_TIMEOUT_NS]
-        return min((d for d in deadlines if d is not None), default=None)
+        deadline = self.loss.deadline_ns
+        if not self.rebuilder.repeats_status_messages:
+            sm = self.rebuilder.time_of_last_sm_ns + SM_TIMEOUT_NS
+            deadline = sm if deadline is None else min(deadline, sm)
+        return deadline
 
     def _fill_gap(self, term_id: int, term_offset: int, length: int) -> None:
         """Unreliable: give up on a gap by putting a PAD over it."""

@@ -215,12 +215,14 @@ class SenderStateMachine:
         """When `send` next has something due (a SETUP, a retransmit, a heartbeat while new
         data is not allowed: else the DataPath sends it), if no new data is sent meanwhile; None
         if nothing."""
-        deadlines = [self.retransmit.deadline_ns()]
+        deadline = self.retransmit.deadline_ns()
         if self._setup_due:
-            deadlines.append(self._time_of_last_setup_ns + SETUP_TIMEOUT_NS)
+            setup = self._time_of_last_setup_ns + SETUP_TIMEOUT_NS
+            deadline = setup if deadline is None else min(deadline, setup)
         if not self.data_sender.new_data_allowed:
-            deadlines.append(self.data_sender.heartbeat_deadline_ns)
-        return min((d for d in deadlines if d is not None), default=None)
+            heartbeat = self.data_sender.heartbeat_deadline_ns
+            deadline = heartbeat if deadline is None else min(deadline, heartbeat)
+        return deadline
 
     def _resend(self, term_id: int, term_offset: int, length: int, out: list) -> None:
         position = d.compute_position(term_id, term_offset, self.term_length, self.initial_term_id)

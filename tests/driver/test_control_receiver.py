@@ -96,7 +96,6 @@ def test_a_repeat_after_a_silence_longer_than_the_window_is_pythons(udp):
 
 SETUP_ELICITING = sm(flags=SM_SETUP_FLAG)
 ALWAYS_PYTHONS = {
-    "setup-eliciting SM": SETUP_ELICITING,
     "NAK": nak_frame(
         session_id=SESSION, stream_id=STREAM, term_id=1000, term_offset=0, length=1408
     ).encode(),
@@ -123,6 +122,26 @@ def test_flagged_sms_other_frames_and_odd_datagrams_always_go_to_python(udp, dat
     assert c.deliver(2, sm(), sender=peer) == []
     assert c.counter.get() == 1
     assert c.control.take_repeats(2, WINDOW) == [(sm(), source, 2)]
+
+
+@pytest.mark.parametrize("everyone", [False, True], ids=["its session", "session 0"])
+def test_a_setup_request_makes_each_receivers_next_sm_pythons(udp, everyone):
+    """A setup request (flagged SM) goes to Python every time, and makes the next SM of every
+    receiver of its session Python's again, whoever sent it (the SM that ends the SETUP it asked
+    for must reach the sender); one for session 0 and stream 0 does so for every session.
+    Other sessions' repeats are still absorbed."""
+    c, peer, other = Control(udp), udp(), udp()
+    elsewhere = sm(session=SESSION + 1)
+    assert c.deliver(0, sm(), elsewhere, sender=peer) == [(sm(), peer.getsockname())] + [
+        (elsewhere, peer.getsockname())
+    ]
+    request = sm(session=0, stream=0, flags=SM_SETUP_FLAG) if everyone else SETUP_ELICITING
+    assert c.deliver(1, request, request, sender=other) == [(request, other.getsockname())] * 2
+    assert c.deliver(2, sm(), sender=peer) == [(sm(), peer.getsockname())]
+    assert c.deliver(3, sm(), sender=peer) == []  # remembered again
+    left = c.deliver(4, elsewhere, sender=peer)
+    assert left == ([(elsewhere, peer.getsockname())] if everyone else [])
+    assert c.counter.get() == 1 + (not everyone)
 
 
 def test_each_receiver_address_session_and_stream_is_remembered_apart(udp):

@@ -261,6 +261,22 @@ def test_an_images_heartbeats_are_housekeeping(tmp_path, udp):
     assert r.image.hwm.get() == T + 64 and r.image.heartbeats.get() == 2
 
 
+def test_heartbeats_in_one_gro_run_are_no_work(tmp_path, udp):
+    """Heartbeats the kernel hands over as one run (GRO: one datagram, several segments) are
+    each taken, and are still no work; a run of data packets is work, one per packet."""
+    batch.require(batch.UDP_SEGMENT, 0)
+    batch.require(batch.UDP_GRO, 1)
+    image, sender, data = batch.Image(tmp_path / "image.log"), udp(), udp(gro=True)
+    parts = (data.fileno(), DatagramReceiver(64, 65536), image.router)
+    path = settled(receivers=[parts])
+    beat = batch.heartbeat(0)
+    for datagrams, work in (([beat] * 3, 0), ([VALID, at(T + 224)], 2)):
+        assert batch.send(sender, datagrams, data.getsockname(), True) == 0
+        assert select.select([data], [], [], 10)[0]
+        assert path.do_work(5) == work and path.slow_datagrams(parts[1]) == []
+    assert image.heartbeats.get() == 3 and image.hwm.get() == T + 448
+
+
 def test_leftovers_are_their_receivers_and_hold_their_socket_until_taken(tmp_path, udp):
     """What the router left (a SETUP) is taken with its socket's receiver (another gets []).
     Until then that socket is not read again: a data packet sent to it stays there, the

@@ -667,7 +667,7 @@ def test_route_received_returns_the_other_datagrams_with_their_source(tmp_path, 
     assert image.term()[T : T + 448] == VALID + at(T + 224)
     assert not any(image.term()[T + 448 :])
     assert image.hwm.get() == T + 448 and image.invalid.get() == 1
-    assert image.heartbeats.get() == 2 and image.router.heartbeats == 2
+    assert image.heartbeats.get() == 2 and image.router.routed == 3  # heartbeats: not routed
     assert image.bytes_received.get() == 3 * 224 + 2 * 32
 
 
@@ -815,23 +815,22 @@ def heartbeat(term_offset: int, *, eos: bool = False, **fields) -> bytes:
 def test_the_router_takes_a_known_images_heartbeats_and_leaves_the_rest(tmp_path, udp):
     """A heartbeat without EOS of a known image is taken in C: counted (received, and its
     bytes), heard (for the early status message), a sign of life, its position the high-water
-    mark if ahead (a lost tail), its sender a new source of the image. One with EOS or of an
-    unknown session is left to Python; one beyond the window counts, but shows no life."""
+    mark if ahead (a lost tail), its sender a new source of the image. One with EOS, of an
+    unknown session, or with a term offset no frame could have (unaligned, negative, past the
+    term) is left to Python; one beyond the window counts, but shows no life."""
     image = Image(tmp_path / "image.log")
     sender, receiving = udp(), udp()
     receiver, source = _core.DatagramReceiver(64, 65536), sender.getsockname()
     ahead = heartbeat(T + 256)
     eos, unknown = heartbeat(T + 256, eos=True), heartbeat(T, session_id=SESSION + 1)
-    assert send(sender, [ahead, eos, unknown], receiving.getsockname(), False) == 0
-    rest, _ = route_arrivals(receiving, receiver, image.router, 3, 77)
-    assert rest == [(eos, source), (unknown, source)]
+    odd = [heartbeat(T + 8), patch(heartbeat(0), 8, "<i", -32), heartbeat(TERM)]
+    datagrams = [ahead, eos, unknown, *odd]
+    assert send(sender, datagrams, receiving.getsockname(), False) == 0
+    rest, _ = route_arrivals(receiving, receiver, image.router, len(datagrams), 77)
+    assert rest == [(datagram, source) for datagram in datagrams[1:]]
     assert image.hwm.get() == T + 256 and image.rebuild.get() == 0
     assert image.rebuilder.time_of_last_packet_ns == 77 and image.rebuilder.heartbeat_heard
-    assert (image.heartbeats.get(), image.router.heartbeats, image.bytes_received.get()) == (
-        1,
-        1,
-        32,
-    )
+    assert (image.heartbeats.get(), image.router.routed, image.bytes_received.get()) == (1, 0, 32)
     assert image.router.sources_changed
     assert image.rebuilder.take_new_sources() == [(receiver, source)]
     assert not any(image.term())  # a heartbeat writes nothing
