@@ -48,7 +48,9 @@ cdef int32_t packet_extent(const char* packet, int32_t length) noexcept nogil:
 cdef class ImageRebuilder:
     """Where a network image's packets go: its log, its receiver high-water mark, and how far
     ahead it may write (`limit_position`: the slowest consumer plus a term, kept current by the
-    image's duty cycle, so that an over-run never writes over a term still being read)."""
+    image's duty cycle, so that an over-run never writes over a term still being read). It also
+    takes the image's heartbeats (`on_heartbeat`), and sends its periodic status message to the
+    senders it heard (`send_status_message`, from the DataPath)."""
 
     cdef readonly MappedLog log
     cdef readonly int32_t session_id
