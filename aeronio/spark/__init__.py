@@ -22,6 +22,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     ) from e
 
 from aeronio.spark.decode import raw_schema
+from aeronio.spark.jvm import read_fixed
 from aeronio.spark.recordings import DataLossError, SourceError
 from aeronio.spark.source import AeronioDataSource, AeronioDataSourceNoPushdown
 
@@ -85,5 +86,6 @@ __all__ = [
     "SourceError",
     "local_session",
     "raw_schema",
+    "read_fixed",
     "register",
 ]

@@ -62,6 +62,18 @@ def split(
     return parts
 
 
+def scan_start(archive_dir: Path, part: Part) -> int:
+    """Where a read of `part` starts: its scan_from when a frame header is recorded there, else
+    the nearest boundary known without a scan (the start of its term or recording)."""
+    r = part.recording
+    position = part.scan_from
+    if position > part.emit_from or position & 31:
+        position = r.known_boundary(part.emit_from)
+    if position != r.known_boundary(position) and not recs.is_frame_at(archive_dir, r, position):
+        position = r.known_boundary(position)  # not a frame boundary: scan from the term's start
+    return position
+
+
 def read_part(
     archive_dir: Path,
     part: Part,
@@ -73,11 +85,7 @@ def read_part(
     takes, so one read buffer serves every chunk)."""
     r = part.recording
     reused = None
-    position = part.scan_from
-    if position > part.emit_from or position & 31:
-        position = r.known_boundary(part.emit_from)
-    if position != r.known_boundary(position) and not recs.is_frame_at(archive_dir, r, position):
-        position = r.known_boundary(position)  # not a frame boundary: scan from the term's start
+    position = scan_start(archive_dir, part)
     while position < part.read_limit and position < part.emit_to:
         end = min(
             part.read_limit,

@@ -145,6 +145,7 @@ def served(tmp_path_factory):
         records["qty"] = rng.integers(-1000, 1000, 3000)
         recorded["records"] = records
         recorded["fixed"] = publisher.run(publisher.record(102, [r.tobytes() for r in records]))
+        recorded["archive_dir"] = archive_dir  # for the JVM read of the files
         recorded["live"] = publisher.run(publisher.record(103, varied(200, 4), stop=False))
         yield control, publisher, recorded
     finally:
@@ -362,3 +363,22 @@ def test_remote_options_are_checked():
         read_options({"archive": "/data", "archive_timeout": "3"}, streaming=False)
     with pytest.raises(SourceError, match="archive_control are for a batch read"):
         read_options({"archive_control": control}, streaming=True)
+
+
+def test_the_jvm_read_of_the_files_runs_in_executor_processes(cluster, served):
+    """read_fixed on the archive's files: its jar, added to the session, reaches the executor
+    JVMs (a local cluster's tasks run only there)."""
+    if shutil.which("javac") is None:
+        pytest.skip("needs javac (a JDK 17+): apt-get install openjdk-17-jdk-headless")
+    import aeronio.spark
+
+    _, _, recorded = served
+    f, records = recorded["fixed"], recorded["records"]
+    df = aeronio.spark.read_fixed(
+        cluster, f"{FIXED_SCHEMA}, position long", recorded["archive_dir"],
+        recording_ids=f.recording_id, metadata_columns="position", max_partition_bytes=TERM,
+    )  # fmt: skip
+    assert df.rdd.getNumPartitions() == -(-f.end // TERM)
+    got = rows(df)
+    assert [r[:4] for r in got] == [tuple(r) for r in records.tolist()]
+    assert [r[4] for r in got] == [p for p, _, _ in f.rows]

@@ -1,0 +1,314 @@
+package io.aeronio.spark;
+
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
+import java.nio.MappedByteBuffer;
+import java.util.Arrays;
+import java.util.Set;
+import org.apache.spark.sql.types.BooleanType;
+import org.apache.spark.sql.types.ByteType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.FloatType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.ShortType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarArray;
+import org.apache.spark.sql.vectorized.ColumnarMap;
+import org.apache.spark.sql.types.Decimal;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * A batch's columns. The records are copied, packed, into one array (a row's record at row *
+ * record size), and each record column reads its field there: one copy per record, whatever the
+ * number of columns. Metadata columns are the partition's (recording_id, session_id, stream_id,
+ * channel) or each message's (position, length, reserved_value).
+ */
+final class Columns {
+  static final Set<String> METADATA =
+      Set.of(
+          "recording_id",
+          "session_id",
+          "stream_id",
+          "channel",
+          "position",
+          "length",
+          "reserved_value");
+
+  private final int recordSize;
+  private final byte[] records;
+  private final long[] positions;
+  private final int[] lengths;
+  private final long[] reservedValues;
+  private final ColumnVector[] vectors;
+
+  Columns(StructType schema, FixedScan.Plan plan, FixedScan.Part part) {
+    recordSize = plan.recordSize;
+    records = new byte[plan.batchRows * recordSize];
+    positions = new long[plan.batchRows];
+    lengths = new int[plan.batchRows];
+    reservedValues = new long[plan.batchRows];
+    StructField[] fields = schema.fields();
+    vectors = new ColumnVector[fields.length];
+    for (int i = 0; i < fields.length; i++) {
+      String name = fields[i].name();
+      DataType type = fields[i].dataType();
+      Integer offset = plan.fieldOffsets.get(name);
+      if (offset != null) {
+        vectors[i] = new RecordField(type, records, recordSize, offset);
+      } else {
+        vectors[i] =
+            switch (name) {
+              case "recording_id" -> new Longs(type, constant(plan.batchRows, part.recordingId));
+              case "session_id" -> new Ints(type, constant(plan.batchRows, part.sessionId));
+              case "stream_id" -> new Ints(type, constant(plan.batchRows, part.streamId));
+              case "channel" -> new Text(type, UTF8String.fromString(part.channel));
+              case "position" -> new Longs(type, positions);
+              case "length" -> new Ints(type, lengths);
+              case "reserved_value" -> new Longs(type, reservedValues);
+              default -> throw new IllegalArgumentException("aeronio: no column " + name);
+            };
+      }
+    }
+  }
+
+  ColumnVector[] vectors() {
+    return vectors;
+  }
+
+  /** Copies `length` payload bytes at `from` into row `row`'s record at `offset`. */
+  void copy(int row, int offset, MappedByteBuffer bytes, int from, int length) {
+    bytes.get(from, records, row * recordSize + offset, length);
+  }
+
+  void message(int row, long position, int length, long reservedValue) {
+    positions[row] = position;
+    lengths[row] = length;
+    reservedValues[row] = reservedValue;
+  }
+
+  private static long[] constant(int rows, long value) {
+    long[] values = new long[rows];
+    Arrays.fill(values, value);
+    return values;
+  }
+
+  private static int[] constant(int rows, int value) {
+    int[] values = new int[rows];
+    Arrays.fill(values, value);
+    return values;
+  }
+
+  /** A column that is never null and holds one kind of value; other getters refuse. */
+  private abstract static class Column extends ColumnVector {
+    Column(DataType type) {
+      super(type);
+    }
+
+    @Override
+    public void close() {}
+
+    @Override
+    public boolean hasNull() {
+      return false;
+    }
+
+    @Override
+    public int numNulls() {
+      return 0;
+    }
+
+    @Override
+    public boolean isNullAt(int rowId) {
+      return false;
+    }
+
+    private UnsupportedOperationException wrong() {
+      return new UnsupportedOperationException("aeronio: a " + type.simpleString() + " column");
+    }
+
+    @Override
+    public boolean getBoolean(int rowId) {
+      throw wrong();
+    }
+
+    @Override
+    public byte getByte(int rowId) {
+      throw wrong();
+    }
+
+    @Override
+    public short getShort(int rowId) {
+      throw wrong();
+    }
+
+    @Override
+    public int getInt(int rowId) {
+      throw wrong();
+    }
+
+    @Override
+    public long getLong(int rowId) {
+      throw wrong();
+    }
+
+    @Override
+    public float getFloat(int rowId) {
+      throw wrong();
+    }
+
+    @Override
+    public double getDouble(int rowId) {
+      throw wrong();
+    }
+
+    @Override
+    public ColumnarArray getArray(int rowId) {
+      throw wrong();
+    }
+
+    @Override
+    public ColumnarMap getMap(int rowId) {
+      throw wrong();
+    }
+
+    @Override
+    public Decimal getDecimal(int rowId, int precision, int scale) {
+      throw wrong();
+    }
+
+    @Override
+    public UTF8String getUTF8String(int rowId) {
+      throw wrong();
+    }
+
+    @Override
+    public byte[] getBinary(int rowId) {
+      throw wrong();
+    }
+
+    @Override
+    public ColumnVector getChild(int ordinal) {
+      throw wrong();
+    }
+  }
+
+  /** A field of the packed little-endian records. */
+  private static final class RecordField extends Column {
+    private static final VarHandle SHORT =
+        MethodHandles.byteArrayViewVarHandle(short[].class, ByteOrder.LITTLE_ENDIAN);
+    private static final VarHandle INT =
+        MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
+    private static final VarHandle LONG =
+        MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+    private static final VarHandle FLOAT =
+        MethodHandles.byteArrayViewVarHandle(float[].class, ByteOrder.LITTLE_ENDIAN);
+    private static final VarHandle DOUBLE =
+        MethodHandles.byteArrayViewVarHandle(double[].class, ByteOrder.LITTLE_ENDIAN);
+
+    private final byte[] records;
+    private final int size;
+    private final int offset;
+
+    RecordField(DataType type, byte[] records, int size, int offset) {
+      super(type);
+      if (!(type instanceof LongType
+          || type instanceof IntegerType
+          || type instanceof ShortType
+          || type instanceof ByteType
+          || type instanceof DoubleType
+          || type instanceof FloatType
+          || type instanceof BooleanType)) {
+        throw new IllegalArgumentException("aeronio: a fixed record holds no " + type.simpleString());
+      }
+      this.records = records;
+      this.size = size;
+      this.offset = offset;
+    }
+
+    private int at(int rowId) {
+      return rowId * size + offset;
+    }
+
+    @Override
+    public boolean getBoolean(int rowId) {
+      return records[at(rowId)] != 0;
+    }
+
+    @Override
+    public byte getByte(int rowId) {
+      return records[at(rowId)];
+    }
+
+    @Override
+    public short getShort(int rowId) {
+      return (short) SHORT.get(records, at(rowId));
+    }
+
+    @Override
+    public int getInt(int rowId) {
+      return (int) INT.get(records, at(rowId));
+    }
+
+    @Override
+    public long getLong(int rowId) {
+      return (long) LONG.get(records, at(rowId));
+    }
+
+    @Override
+    public float getFloat(int rowId) {
+      return (float) FLOAT.get(records, at(rowId));
+    }
+
+    @Override
+    public double getDouble(int rowId) {
+      return (double) DOUBLE.get(records, at(rowId));
+    }
+  }
+
+  private static final class Longs extends Column {
+    private final long[] values;
+
+    Longs(DataType type, long[] values) {
+      super(type);
+      this.values = values;
+    }
+
+    @Override
+    public long getLong(int rowId) {
+      return values[rowId];
+    }
+  }
+
+  private static final class Ints extends Column {
+    private final int[] values;
+
+    Ints(DataType type, int[] values) {
+      super(type);
+      this.values = values;
+    }
+
+    @Override
+    public int getInt(int rowId) {
+      return values[rowId];
+    }
+  }
+
+  private static final class Text extends Column {
+    private final UTF8String value;
+
+    Text(DataType type, UTF8String value) {
+      super(type);
+      this.value = value;
+    }
+
+    @Override
+    public UTF8String getUTF8String(int rowId) {
+      return value;
+    }
+  }
+}

@@ -1,0 +1,218 @@
+package io.aeronio.spark;
+
+import java.io.IOException;
+import java.nio.ByteOrder;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Reads one partition: walks the frames of its segment file from a frame boundary and turns the
+ * messages that start in [emitFrom, emitTo) into columnar batches of records.
+ *
+ * <h2>Frames</h2>
+ * A recording's bytes are its stream's terms verbatim: frames of a 32-byte header (frame length
+ * i32, version u8, flags u8, type u16, term offset i32, session id i32, stream id i32, term id
+ * i32, reserved value i64) and a payload, aligned to 32 bytes. A header is trusted when its
+ * length fits the term and its term offset and term id are those of its position; the walk ends
+ * at the first that is not (a zero length: not written yet). PAD frames are skipped.
+ *
+ * <h2>Messages</h2>
+ * A DATA frame with BEGIN (0x80) starts a message, one with END (0x40) ends it; fragments of a
+ * message are contiguous. Fragments without their BEGIN (the walk started mid-message) are not
+ * a message, nor is a message without its END. A message belongs to the partition where it
+ * starts, so the walk goes on past emitTo to finish one.
+ *
+ * <h2>Loss</h2>
+ * Whole frames must reach readLimit while the walk needs them. When they do not (a segment file
+ * missing or cut short, a damaged header), the read fails naming the position, or with
+ * fail_on_data_loss false it logs a warning and ends the partition there.
+ */
+final class PartReader implements PartitionReader<ColumnarBatch> {
+  private static final Logger LOG = LoggerFactory.getLogger("aeronio.spark");
+  private static final int HEADER = 32;
+  private static final int BEGIN = 0x80, END = 0x40;
+  private static final int TYPE_PAD = 0, TYPE_DATA = 1;
+
+  private final FixedScan.Part part;
+  private final FixedScan.Plan plan;
+  private final MappedByteBuffer bytes; // the file from scanFrom (null: missing)
+  private final Columns columns;
+  private final ColumnarBatch batch;
+  private final int termShift;
+  private long position; // the next frame's
+  private long messageStart = -1; // the position of the message being assembled, else -1
+  private int messageLength;
+  private int rows; // in the batch
+  private boolean ended;
+
+  PartReader(FixedScan.Part part, StructType schema, FixedScan.Plan plan) {
+    this.part = part;
+    this.plan = plan;
+    this.position = part.scanFrom;
+    this.termShift = Integer.numberOfTrailingZeros(part.termLength);
+    this.bytes = map(part);
+    this.columns = new Columns(schema, plan, part);
+    this.batch = new ColumnarBatch(columns.vectors());
+  }
+
+  private MappedByteBuffer map(FixedScan.Part part) {
+    try (FileChannel file = FileChannel.open(Path.of(part.file), StandardOpenOption.READ)) {
+      long size = file.size();
+      long from = Math.min(part.scanFrom - part.filePosition, size); // a file cut before it: none
+      long length = Math.max(0, Math.min(part.readLimit - part.filePosition, size) - from);
+      MappedByteBuffer mapped = file.map(FileChannel.MapMode.READ_ONLY, from, length);
+      mapped.order(ByteOrder.LITTLE_ENDIAN);
+      return mapped;
+    } catch (NoSuchFileException e) {
+      lost(
+          "segment file "
+              + part.file
+              + " is missing (positions "
+              + part.scanFrom
+              + ".."
+              + part.readLimit
+              + " are gone)");
+      return null;
+    } catch (IOException e) {
+      throw new RuntimeException("aeronio: cannot read segment file " + part.file + ": " + e, e);
+    }
+  }
+
+  /** Fails the read with `why`, or (fail_on_data_loss false) warns and ends the partition. */
+  private void lost(String why) {
+    String problem =
+        "recording "
+            + part.recordingId
+            + ": "
+            + why
+            + ", though the query reads to "
+            + part.readLimit
+            + ": the recording was truncated under the query, or the segment is damaged";
+    if (plan.failOnDataLoss) {
+      throw new IllegalStateException(
+          "aeronio DataLossError: " + problem + " (option fail_on_data_loss false skips it)");
+    }
+    LOG.warn("{}; skipping the rest of this partition", problem);
+    ended = true;
+  }
+
+  @Override
+  public boolean next() {
+    if (ended || bytes == null) {
+      return false;
+    }
+    rows = 0;
+    try {
+      walk();
+    } catch (InternalError e) { // a fault in the mapped file: it was cut under the query
+      lost("segment file " + part.file + " was cut short while it was read (" + e + ")");
+    }
+    batch.setNumRows(rows);
+    return rows > 0;
+  }
+
+  /** Walks frames into the batch until it is full or the partition ends. */
+  private void walk() {
+    while (rows < plan.batchRows && !ended) {
+      if (position >= part.emitTo && messageStart < 0) {
+        ended = true;
+        break;
+      }
+      if (position >= part.readLimit) {
+        ended = true; // a message still open at the recorded end is not a message
+        break;
+      }
+      int at = (int) (position - part.scanFrom);
+      int length = frameLength(at);
+      if (length < 0) {
+        lost(shortWhy(at));
+        break;
+      }
+      int aligned = (length + HEADER - 1) & -HEADER;
+      if (bytes.getShort(at + 6) == TYPE_DATA) {
+        int flags = bytes.get(at + 5) & 0xff;
+        if ((flags & BEGIN) != 0) {
+          messageStart = position;
+          messageLength = 0;
+        }
+        if (messageStart >= 0) {
+          int payload = length - HEADER;
+          if (messageLength + payload <= plan.recordSize) {
+            columns.copy(rows, messageLength, bytes, at + HEADER, payload);
+          }
+          messageLength += payload;
+          if ((flags & END) != 0) {
+            if (messageStart >= part.emitFrom && messageStart < part.emitTo) {
+              if (messageLength != plan.recordSize) {
+                throw new IllegalArgumentException(
+                    "aeronio SourceError: layout fixed: the message at position "
+                        + messageStart
+                        + " of recording "
+                        + part.recordingId
+                        + " is "
+                        + messageLength
+                        + " bytes, the record is "
+                        + plan.recordSize
+                        + " bytes");
+              }
+              columns.message(rows, messageStart, messageLength, bytes.getLong(at + 24));
+              rows++;
+            }
+            messageStart = -1;
+          }
+        }
+      }
+      position += aligned;
+    }
+  }
+
+  /** The length of the frame at `at` when its header is whole and trusted there, else -1. */
+  private int frameLength(int at) {
+    if (at + HEADER > bytes.limit()) {
+      return -1;
+    }
+    int length = bytes.getInt(at);
+    int termOffset = (int) (position & (part.termLength - 1));
+    int termId = part.initialTermId + (int) (position >> termShift);
+    if (length < HEADER
+        || length > part.termLength - termOffset
+        || bytes.getInt(at + 8) != termOffset
+        || bytes.getInt(at + 20) != termId
+        || at + ((length + HEADER - 1) & -HEADER) > bytes.limit()) {
+      return -1;
+    }
+    return length;
+  }
+
+  private String shortWhy(int at) {
+    long mapped = part.scanFrom + bytes.limit();
+    if (mapped < part.readLimit) {
+      return "segment file "
+          + part.file
+          + " is cut short ("
+          + (mapped - part.filePosition)
+          + " of "
+          + (part.readLimit - part.filePosition)
+          + " bytes)";
+    }
+    return "no whole frame at position " + position + " of " + part.file;
+  }
+
+  @Override
+  public ColumnarBatch get() {
+    return batch;
+  }
+
+  @Override
+  public void close() {
+    batch.close();
+  }
+}

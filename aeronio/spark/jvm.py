@@ -1,0 +1,174 @@
+"""The fixed-layout batch read in the JVM: `read_fixed(spark, schema, archive=DIR, ...)`.
+
+The "aeronio" Python data source hands Spark Arrow batches through a Python worker, and that
+hand-over alone costs more than Spark's whole Parquet scan (docs/benchmarks.md). For the
+commonest analytic read, fixed-layout records in batch, this module plans the read in Python
+exactly as the source does (options, catalog, partitions that never split a message) and hands
+the plan to a small DataSource V2 reader in the JVM (`java/*.java`, class `CLASS`): it maps each
+partition's segment file, walks its frames and gives Spark columnar batches of the records, with
+column pruning. No Python runs in the tasks.
+
+The reader is compiled from the package's Java source against the running PySpark's jars, once
+(`jar`: it needs javac, a JDK 17+), cached under `cache_dir()`, and added to the session with
+ADD JAR (`enable`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from pathlib import Path
+
+from pyspark.sql.types import StructType
+
+from aeronio.spark import reader as rd
+from aeronio.spark.decode import Decoder
+from aeronio.spark.options import read_options
+from aeronio.spark.recordings import SourceError
+
+CLASS = "io.aeronio.spark.FixedScan"
+SOURCES = Path(__file__).with_name("java")
+BATCH_ROWS = 4096  # rows of a columnar batch, as Spark's vectorized Parquet reader's
+_ENABLED = "spark.aeronio.fixedScan.jar"  # a session's setting: the jar it has added
+
+
+def cache_dir() -> Path:
+    """Where compiled readers are kept: $AERONIO_CACHE, else $XDG_CACHE_HOME/aeronio or
+    ~/.cache/aeronio."""
+    root = os.environ.get("AERONIO_CACHE")
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aeronio"
+
+
+def _javac() -> str:
+    home = os.environ.get("JAVA_HOME")
+    found = Path(home, "bin", "javac") if home else None
+    if found is not None and found.exists():
+        return str(found)
+    which = shutil.which("javac")
+    if which is None:
+        raise SourceError(
+            "read_fixed compiles its JVM reader once and needs javac (a JDK 17+, such as "
+            "Debian's openjdk-17-jdk-headless) on PATH or in $JAVA_HOME/bin; "
+            'spark.read.format("aeronio") needs no JDK'
+        )
+    return which
+
+
+def jar() -> Path:
+    """The reader's jar for the running PySpark: compiled and cached on first use."""
+    import pyspark
+
+    spark_jars = Path(pyspark.__file__).parent / "jars"
+    sources = sorted(SOURCES.glob("*.java"))
+    digest = hashlib.sha256(pyspark.__version__.encode())
+    for source in sources:
+        digest.update(source.name.encode() + source.read_bytes())
+    target = cache_dir() / "spark" / f"aeronio-fixed-scan-{digest.hexdigest()[:16]}.jar"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as work:
+        classes = Path(work, "classes")
+        done = subprocess.run(
+            [_javac(), "--release", "17", "-nowarn", "-d", str(classes)]
+            + ["-cp", str(spark_jars / "*")]
+            + [str(s) for s in sources],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode:
+            raise SourceError(
+                f"read_fixed: compiling its JVM reader against {spark_jars} failed:\n"
+                f"{done.stderr.strip()}"
+            )
+        built = Path(work, target.name)
+        with zipfile.ZipFile(built, "w", zipfile.ZIP_DEFLATED) as z:
+            for path in sorted(classes.rglob("*.class")):
+                z.write(path, path.relative_to(classes).as_posix())
+        os.replace(built, target)  # whole or not at all, whoever compiles at the same time
+    return target
+
+
+def enable(spark) -> None:
+    """Add the reader's jar to the session (once)."""
+    path = str(jar())
+    if spark.conf.get(_ENABLED, None) == path:
+        return
+    spark.sql(f"ADD JAR '{path}'")
+    spark.conf.set(_ENABLED, path)
+
+
+def plan(archive: str, schema: StructType, options: dict[str, str]) -> str:
+    """The JSON plan of a read (what FixedScan takes as option "plan"), checked as the
+    "aeronio" source checks its options and schema."""
+    from aeronio.spark.source import BatchReader
+
+    given = {k.lower(): str(v) for k, v in options.items()}
+    given.setdefault("layout", "fixed")
+    if archive is not None:
+        given["archive"] = str(archive)
+    opts = read_options(given, streaming=False)
+    if opts.layout != "fixed":
+        raise SourceError(f"read_fixed reads the fixed layout, not option layout {opts.layout!r}")
+    if opts.remote is not None:
+        raise SourceError(
+            "read_fixed reads an archive directory; a remote archive (option archive_control) "
+            'is read by spark.read.format("aeronio")'
+        )
+    decoder = Decoder(schema, "fixed", opts.metadata_columns)
+    archive_dir = Path(opts.archive).resolve()
+    parts = [
+        p.value for p in BatchReader(opts._replace(archive=str(archive_dir)), decoder).partitions()
+    ]
+    return json.dumps(
+        {
+            "record_size": decoder.record_size,
+            "fields": [[name, decoder.dtype.fields[name][1]] for name in decoder.dtype.names],
+            "fail_on_data_loss": opts.fail_on_data_loss,
+            "batch_rows": BATCH_ROWS,
+            "parts": [_part(archive_dir, p) for p in parts],
+        }
+    )
+
+
+def _part(archive_dir: Path, part: rd.Part) -> dict:
+    r = part.recording
+    start = rd.scan_start(archive_dir, part)
+    layout = r.layout
+    return {
+        "file": str(r.segment_path(archive_dir, start)),
+        "file_position": layout.segment_base_position(layout.segment_index(start)),
+        "recording_id": r.recording_id,
+        "session_id": r.session_id,
+        "stream_id": r.stream_id,
+        "channel": r.channel,
+        "term_length": r.term_length,
+        "initial_term_id": r.initial_term_id,
+        "scan_from": start,
+        "emit_from": part.emit_from,
+        "emit_to": part.emit_to,
+        "read_limit": part.read_limit,
+    }
+
+
+def read_fixed(spark, schema: StructType | str, archive: str | None = None, **options):
+    """A DataFrame of the fixed-layout records of an archive's recordings, read in the JVM.
+
+    The same rows as `spark.read.format("aeronio").option("layout", "fixed").schema(schema)`
+    with the same batch options (archive or path, recording_ids, channel, stream_id,
+    metadata_columns, driver_dir, start_position, end_position, max_partition_bytes,
+    fail_on_data_loss), planned when this is called: recorded bytes that come later are not
+    read. Filters are applied by Spark after the scan (none are pushed down); columns are
+    pruned. The first call compiles the reader (`jar`)."""
+    if isinstance(schema, str):
+        schema = StructType.fromDDL(schema)
+    text = plan(archive, schema, options)
+    enable(spark)
+    return spark.read.format(CLASS).schema(schema).option("plan", text).load()
