@@ -28,6 +28,9 @@ max(ts)).collect()`, in one SparkSession (local[2] by default, see --master):
             no Python per row)
   split     the same with .option("max_partition_bytes", P): P (--max-partition-bytes) splits
             the recording into a partition per core, as Spark's 128 MB splits do Parquet's file
+  jvm       aeronio.spark.read_fixed(spark, SCHEMA, DIR, max_partition_bytes=P): split's
+            plan, read by the JVM reader (columnar batches, no Python in the tasks; its jar
+            compiled before the runs, in the warm-up round at the latest)
   rows      split's partitions, frame scan and decode, yielded to Spark as one tuple per row by
             a reader written here (RowByRowReader, format "aeronio_bench_rows"): aeronio.spark
             has no row-by-row option. PySpark's worker turns the tuples into Arrow batches
@@ -98,6 +101,7 @@ ARROW_FORMAT = "aeronio_bench_arrow"
 PATHS = {
     "aeronio": "aeronio: layout fixed, Arrow batches",
     "split": "split: aeronio + max_partition_bytes",
+    "jvm": "jvm: aeronio.spark.read_fixed",
     "rows": "rows: split, row by row (bench reader)",
     "arrow": "arrow: floor, IPC batches (bench reader)",
     "parquet": "parquet: spark.read.parquet",
@@ -368,6 +372,9 @@ def frames(spark, archive_dir: Path, parquet: Path, arrow: Path, opts: Options) 
         return reader.load()
 
     partitions = recorded("aeronio", True).rdd.getNumPartitions()  # planned once, untimed
+    split_option = (
+        {"max_partition_bytes": opts.max_partition_bytes} if opts.max_partition_bytes else {}
+    )
 
     def arrow_file():
         return (
@@ -380,6 +387,7 @@ def frames(spark, archive_dir: Path, parquet: Path, arrow: Path, opts: Options) 
     return {
         "aeronio": lambda: recorded("aeronio", False),
         "split": lambda: recorded("aeronio", True),
+        "jvm": lambda: aeronio.spark.read_fixed(spark, SCHEMA, archive_dir, **split_option),
         "rows": lambda: recorded(ROWS_FORMAT, True),
         "arrow": arrow_file,
         "parquet": lambda: spark.read.parquet(str(parquet)),
@@ -665,7 +673,7 @@ def table(cells: dict[str, Cell]):
 def targets(cells: dict[str, Cell]) -> list[str]:
     out = []
     rate = {p: c.rate for p, c in cells.items()}
-    for path in ("aeronio", "split"):
+    for path in ("aeronio", "split", "jvm"):
         if rate.get(path) and rate.get("parquet"):
             ratio = rate[path] / rate["parquet"]
             out.append(
@@ -695,7 +703,7 @@ NOTES = [
     "read MB: recorded bytes for the aeronio paths (a 32-byte record is a 64-byte frame: its "
     "header and payload), the file for the others. Parquet's is dictionary-encoded and "
     "compressed, and Parquet reads only the four columns the aggregation uses: a Python data "
-    "source gets no column pruning (PySpark 4.3) and hands over all five.",
+    "source gets no column pruning (PySpark 4.3) and hands over all five (jvm prunes).",
     "CPU s: the median CPU seconds of a run in the Spark JVM (all threads) and in its Python "
     "workers (from /proc); others: the machine's busy time in that run not used by this "
     "benchmark's processes, plus the time the hypervisor stole (0: the run had the machine).",
