@@ -9,8 +9,8 @@ partition's segment file, walks its frames and gives Spark columnar batches of t
 column pruning. No Python runs in the tasks.
 
 The reader is compiled from the package's Java source against the running PySpark's jars, once
-(`jar`: it needs javac, a JDK 17+), cached under `cache_dir()`, and added to the session with
-ADD JAR (`enable`).
+(`jar`: it needs javac, a JDK 17+), cached under `cache_dir()`, and added to the session
+(`enable`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from aeronio.spark import reader as rd
 from aeronio.spark.decode import Decoder
 from aeronio.spark.options import read_options
 from aeronio.spark.recordings import SourceError
+from aeronio.spark.source import BatchReader
 
 CLASS = "io.aeronio.spark.FixedScan"
 SOURCES = Path(__file__).with_name("java")
@@ -61,23 +62,29 @@ def _javac() -> str:
     return which
 
 
-def jar() -> Path:
-    """The reader's jar for the running PySpark: compiled and cached on first use."""
-    import pyspark
+def jar(spark_version: str) -> Path:
+    """The reader's jar for Spark `spark_version` (the session's, its jars those of
+    SPARK_HOME or of the pyspark package): compiled and cached on first use."""
+    from pyspark.find_spark_home import _find_spark_home
 
-    spark_jars = Path(pyspark.__file__).parent / "jars"
+    spark_jars = Path(_find_spark_home(), "jars")
+    if not spark_jars.is_dir():
+        raise SourceError(
+            f"read_fixed compiles its JVM reader against Spark's jars: no {spark_jars}"
+        )
     sources = sorted(SOURCES.glob("*.java"))
-    digest = hashlib.sha256(pyspark.__version__.encode())
+    digest = hashlib.sha256(spark_version.encode())
     for source in sources:
         digest.update(source.name.encode() + source.read_bytes())
     target = cache_dir() / "spark" / f"aeronio-fixed-scan-{digest.hexdigest()[:16]}.jar"
     if target.exists():
         return target
+    javac = _javac()
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as work:
         classes = Path(work, "classes")
         done = subprocess.run(
-            [_javac(), "--release", "17", "-nowarn", "-d", str(classes)]
+            [javac, "--release", "17", "-nowarn", "-d", str(classes)]
             + ["-cp", str(spark_jars / "*")]
             + [str(s) for s in sources],
             capture_output=True,
@@ -97,20 +104,22 @@ def jar() -> Path:
 
 
 def enable(spark) -> None:
-    """Add the reader's jar to the session (once)."""
-    path = str(jar())
-    if spark.conf.get(_ENABLED, None) == path:
-        return
-    spark.sql(f"ADD JAR '{path}'")
-    spark.conf.set(_ENABLED, path)
+    """Add the reader's jar to the session (once), and let this thread's JVM thread (PySpark
+    gives each Python thread one) find it: Spark looks data sources up in a thread's context
+    class loader."""
+    path = str(jar(spark.version))
+    session = spark._jsparkSession
+    if spark.conf.get(_ENABLED, None) != path:
+        session.sessionState().resourceLoader().addJar(path)
+        spark.conf.set(_ENABLED, path)
+    thread = spark._jvm.java.lang.Thread.currentThread()
+    thread.setContextClassLoader(session.sharedState().jarClassLoader())
 
 
 def plan(archive: str, schema: StructType, options: dict[str, str]) -> str:
     """The JSON plan of a read (what FixedScan takes as option "plan"), checked as the
     "aeronio" source checks its options and schema."""
-    from aeronio.spark.source import BatchReader
-
-    given = {k.lower(): str(v) for k, v in options.items()}
+    given = {k.lower(): _text(v) for k, v in options.items() if v is not None}
     given.setdefault("layout", "fixed")
     if archive is not None:
         given["archive"] = str(archive)
@@ -136,6 +145,13 @@ def plan(archive: str, schema: StructType, options: dict[str, str]) -> str:
             "parts": [_part(archive_dir, p) for p in parts],
         }
     )
+
+
+def _text(value) -> str:
+    """An option's value as the source takes it (a list or tuple: comma-separated)."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
 
 
 def _part(archive_dir: Path, part: rd.Part) -> dict:

@@ -4,7 +4,7 @@ published, byte for byte, and every row the one the "aeronio" source gives for t
 active recording); errors named on the driver or by the task; the reader compiled once."""
 
 import shutil
-from pathlib import Path
+import threading
 
 import numpy as np
 import pytest
@@ -121,15 +121,26 @@ def test_every_value_is_what_was_published(jvm, spark, host, recorded):
 def test_fragmented_records_are_reassembled(jvm, spark, host, recorded):
     w = recorded["w"]
     assert frames_length(WIDE.itemsize, MTU) > MTU
+    schema = f"position long, {WIDE_SCHEMA}"
     df = jvm.read_fixed(
-        spark, f"position long, {WIDE_SCHEMA}", str(host.archive_dir), recording_ids=w.recording_id,
+        spark, schema, str(host.archive_dir), recording_ids=[w.recording_id],
         metadata_columns="position",
     )  # fmt: skip
     assert columns(df, WIDE).tobytes() == recorded["wide"].tobytes()
+    # bounds inside messages: each belongs to the partition where it starts, read to its end
+    start, end = w.rows[5][0] + 100, w.rows[30][0] + 1000
+    options = {
+        "recording_ids": w.recording_id, "metadata_columns": "position",
+        "max_partition_bytes": TERM, "start_position": start, "end_position": end,
+    }  # fmt: skip
+    got = rows(jvm.read_fixed(spark, schema, host.archive_dir, **options))
+    assert [r[0] for r in got] == [p for p, _, _ in w.rows[6:31]]
+    assert got == rows(source(spark, host.archive_dir, schema, **options))
 
 
-def test_rows_equal_the_python_sources(jvm, spark, host, recorded):
+def test_rows_equal_the_python_sources(jvm, spark, host, recorded, monkeypatch):
     m = recorded["m"]
+    monkeypatch.setattr(jvm.jvm, "BATCH_ROWS", 7)  # batches filled, and the walk resumed
     schema = f"{SCHEMA}, {METADATA_SCHEMA}"
     start, end = m.rows[3000][0] + 8, m.rows[15000][0] + 1  # not message starts
     for options in (
@@ -239,10 +250,11 @@ def test_a_missing_or_cut_segment(jvm, spark, host, recorded, tmp_path):
         df.collect()
     options["fail_on_data_loss"] = "false"
     cuts = {5: 5 * SEGMENT + SEGMENT // 2 + 96, 7: 7 * SEGMENT + 96}  # whole 32-byte slots
+    frame = frames_length(RECORD.itemsize, MTU)
     kept = [
         p
         for p, _, _ in m.rows
-        if p // SEGMENT != 3 and (p // SEGMENT not in cuts or p + 64 <= cuts[p // SEGMENT])
+        if p // SEGMENT != 3 and (p // SEGMENT not in cuts or p + frame <= cuts[p // SEGMENT])
     ]
     assert len(kept) < len(m.rows) - 1000
     for per_term in (False, True):
@@ -256,16 +268,39 @@ def test_a_missing_or_cut_segment(jvm, spark, host, recorded, tmp_path):
 # -- the reader's jar ---------------------------------------------------------------------------
 
 
-def test_the_reader_is_compiled_once(jvm, monkeypatch, tmp_path):
+def test_a_read_from_another_thread(jvm, spark, host, recorded):
+    """PySpark gives each Python thread a JVM thread of its own: each must find the reader."""
+    m = recorded["m"]
+    found = []
+    thread = threading.Thread(
+        target=lambda: found.append(
+            jvm.read_fixed(spark, SCHEMA, host.archive_dir, stream_id=201).count()
+        )
+    )
+    thread.start()
+    thread.join(120)
+    assert found == [len(m.rows)]
+
+
+def test_the_reader_is_compiled_once_per_source_and_spark(jvm, spark, monkeypatch, tmp_path):
     from aeronio.spark import SourceError
     from aeronio.spark import jvm as reader
 
-    first = reader.jar()
-    stamp = first.stat().st_mtime_ns
-    assert reader.jar() == first and first.stat().st_mtime_ns == stamp
     monkeypatch.setenv("AERONIO_CACHE", str(tmp_path / "cache"))
+    first = reader.jar(spark.version)
+    assert first.is_relative_to(tmp_path / "cache")
+    stamp = first.stat().st_mtime_ns
+    assert reader.jar(spark.version) == first and first.stat().st_mtime_ns == stamp
+    other = reader.jar(spark.version + "-other")  # another Spark: another jar
+    assert other != first and other.exists()
+    monkeypatch.setattr(reader, "SOURCES", tmp_path / "java")  # another source: another jar
+    (tmp_path / "java").mkdir()
+    (tmp_path / "java" / "Broken.java").write_text("class Broken { nonsense }")
+    with pytest.raises(SourceError, match="compiling its JVM reader against .* failed"):
+        reader.jar(spark.version)
+    monkeypatch.setenv("AERONIO_CACHE", str(tmp_path / "elsewhere"))
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SourceError, match="needs javac"):
-        reader.jar()
-    assert not list(Path(tmp_path / "cache").rglob("*.jar"))
+        reader.jar(spark.version)
+    assert not (tmp_path / "elsewhere").exists()

@@ -6,14 +6,7 @@ import java.nio.ByteOrder;
 import java.nio.MappedByteBuffer;
 import java.util.Arrays;
 import java.util.Set;
-import org.apache.spark.sql.types.BooleanType;
-import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DoubleType;
-import org.apache.spark.sql.types.FloatType;
-import org.apache.spark.sql.types.IntegerType;
-import org.apache.spark.sql.types.LongType;
-import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnVector;
@@ -70,7 +63,7 @@ final class Columns {
               case "position" -> new Longs(type, positions);
               case "length" -> new Ints(type, lengths);
               case "reserved_value" -> new Longs(type, reservedValues);
-              default -> throw new IllegalArgumentException("aeronio: no column " + name);
+              default -> throw new AssertionError(name); // Plan.parse checked the columns
             };
       }
     }
@@ -215,16 +208,7 @@ final class Columns {
     private final int offset;
 
     RecordField(DataType type, byte[] records, int size, int offset) {
-      super(type);
-      if (!(type instanceof LongType
-          || type instanceof IntegerType
-          || type instanceof ShortType
-          || type instanceof ByteType
-          || type instanceof DoubleType
-          || type instanceof FloatType
-          || type instanceof BooleanType)) {
-        throw new IllegalArgumentException("aeronio: a fixed record holds no " + type.simpleString());
-      }
+      super(type); // one of the types Python's Decoder allows in a fixed record
       this.records = records;
       this.size = size;
       this.offset = offset;

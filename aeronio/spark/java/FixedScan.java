@@ -66,7 +66,7 @@ public final class FixedScan implements TableProvider {
     final Map<String, Integer> fieldOffsets; // record columns: offset in the record
     final boolean failOnDataLoss;
     final int batchRows;
-    final List<Part> parts;
+    final transient List<Part> parts; // the driver's: partitions travel on their own
 
     private Plan(
         int recordSize,

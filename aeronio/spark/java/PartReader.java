@@ -26,24 +26,28 @@ import org.slf4j.LoggerFactory;
  *
  * <h2>Messages</h2>
  * A DATA frame with BEGIN (0x80) starts a message, one with END (0x40) ends it; fragments of a
- * message are contiguous. Fragments without their BEGIN (the walk started mid-message) are not
- * a message, nor is a message without its END. A message belongs to the partition where it
- * starts, so the walk goes on past emitTo to finish one.
+ * message are contiguous DATA frames. Fragments without their BEGIN (the walk started
+ * mid-message) are not a message, nor is a message without its END or broken by another frame.
+ * A message belongs to the partition where it starts, so the walk goes on past emitTo to finish
+ * one.
  *
  * <h2>Loss</h2>
- * Whole frames must reach readLimit while the walk needs them. When they do not (a segment file
- * missing or cut short, a damaged header), the read fails naming the position, or with
- * fail_on_data_loss false it logs a warning and ends the partition there.
+ * Whole frames must be recorded to the end of the term holding emitTo - 1 (or to readLimit), as
+ * the Python reader checks them. When they are not (a segment file missing or cut short, a
+ * damaged header), the read fails naming the position, or with fail_on_data_loss false it logs a
+ * warning and ends the partition there.
  */
 final class PartReader implements PartitionReader<ColumnarBatch> {
   private static final Logger LOG = LoggerFactory.getLogger("aeronio.spark");
   private static final int HEADER = 32;
   private static final int BEGIN = 0x80, END = 0x40;
-  private static final int TYPE_PAD = 0, TYPE_DATA = 1;
+  private static final int TYPE_DATA = 1;
 
   private final FixedScan.Part part;
   private final FixedScan.Plan plan;
   private final MappedByteBuffer bytes; // the file from scanFrom (null: missing)
+  private long fileSize;
+  private final long walkEnd; // frames are checked to here, messages finished past it
   private final Columns columns;
   private final ColumnarBatch batch;
   private final int termShift;
@@ -58,6 +62,8 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
     this.plan = plan;
     this.position = part.scanFrom;
     this.termShift = Integer.numberOfTrailingZeros(part.termLength);
+    long lastTermEnd = ((part.emitTo - 1) | (part.termLength - 1)) + 1;
+    this.walkEnd = Math.min(part.readLimit, Math.max(part.emitTo, lastTermEnd));
     this.bytes = map(part);
     this.columns = new Columns(schema, plan, part);
     this.batch = new ColumnarBatch(columns.vectors());
@@ -66,6 +72,7 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
   private MappedByteBuffer map(FixedScan.Part part) {
     try (FileChannel file = FileChannel.open(Path.of(part.file), StandardOpenOption.READ)) {
       long size = file.size();
+      fileSize = size;
       long from = Math.min(part.scanFrom - part.filePosition, size); // a file cut before it: none
       long length = Math.max(0, Math.min(part.readLimit - part.filePosition, size) - from);
       MappedByteBuffer mapped = file.map(FileChannel.MapMode.READ_ONLY, from, length);
@@ -122,7 +129,7 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
   /** Walks frames into the batch until it is full or the partition ends. */
   private void walk() {
     while (rows < plan.batchRows && !ended) {
-      if (position >= part.emitTo && messageStart < 0) {
+      if (position >= walkEnd && messageStart < 0) {
         ended = true;
         break;
       }
@@ -137,7 +144,9 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
         break;
       }
       int aligned = (length + HEADER - 1) & -HEADER;
-      if (bytes.getShort(at + 6) == TYPE_DATA) {
+      if (bytes.getShort(at + 6) != TYPE_DATA) {
+        messageStart = -1; // a PAD (or another frame) ends no message: one open is broken
+      } else {
         int flags = bytes.get(at + 5) & 0xff;
         if ((flags & BEGIN) != 0) {
           messageStart = position;
@@ -193,12 +202,11 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
   }
 
   private String shortWhy(int at) {
-    long mapped = part.scanFrom + bytes.limit();
-    if (mapped < part.readLimit) {
+    if (part.filePosition + fileSize < part.readLimit) {
       return "segment file "
           + part.file
           + " is cut short ("
-          + (mapped - part.filePosition)
+          + fileSize
           + " of "
           + (part.readLimit - part.filePosition)
           + " bytes)";
