@@ -21,7 +21,8 @@ cdef class DataPath:
     """One `do_work(now_ns)`: new data of the publications whose senders allow it sent from
     their logs, or a heartbeat after a quiet spell (PublicationSender); a poll(2) over the
     sockets; the data sockets with input drained (recvmmsg), their data packets rebuilt into
-    images and their heartbeats taken (ImageRouter); the images' periodic status messages sent.
+    images and their heartbeats taken (ImageRouter); the images' periodic status messages sent,
+    and then the control sockets read again (an endpoint of this process hears them at once).
     Python is needed only for what is left: `conductor_due` says when. An idle stream's
     heartbeats and status messages need no Python, and count as no work; `deadline_ns` says when
     the next is due.
@@ -131,10 +132,9 @@ cdef class DataPath:
         """Receive, rebuild and send what needs no Python; returns the datagrams received and
         sent, and sets `conductor_due`."""
         cdef Py_ssize_t i
-        cdef int work = 0, count
+        cdef int work = 0, count, sms = 0
         cdef bint urgent = False
         cdef int64_t value, moved = 0, deadline = INT64_MAX
-        cdef DatagramReceiver receiver
         cdef ImageRouter router
         cdef PublicationSender sender
         cdef ImageRebuilder rebuilder
@@ -146,32 +146,14 @@ cdef class DataPath:
                 else:  # housekeeping, not work
                     sender.send_heartbeat(channel, now_ns)
                 deadline = min(deadline, sender.heartbeat_deadline())
-        if self._nfds > 0 and c_poll(self._fds, self._nfds, 0) < 0:
-            for i in range(self._nfds):
-                self._fds[i].revents = 0  # interrupted: nothing known, look again next time
-        for i in range(self._nfds):
-            if self._rests[i]:  # Python has not taken them: read no more
-                urgent = True
-            elif self._fds[i].revents != 0:
-                receiver = self._receivers[i][0]
-                count = receiver.recv(self._fds[i].fd)
-                if count == 0:
-                    continue
-                if i < self._ncontrol:  # repeated status messages absorbed: housekeeping
-                    rest = (<ControlReceiver> self._receivers[i][1]).absorb_received(receiver,
-                                                                                    now_ns)
-                else:
-                    router = self._receivers[i][1]
-                    rest = router.route_received(receiver, now_ns)
-                    work += router.routed + len(rest)  # heartbeats taken are housekeeping
-                    urgent |= router.sources_changed
-                self._rests[i] = rest
-                urgent |= len(rest) > 0
+        work += self._receive(now_ns, self._nfds, &urgent)
         for router in self._routers:
             for image in router.images.values():
                 rebuilder = <ImageRebuilder> image
-                rebuilder.send_status_message(now_ns)  # housekeeping, not work
+                sms += rebuilder.send_status_message(now_ns)  # housekeeping, not work
                 deadline = min(deadline, rebuilder.sm_deadline())
+        if sms and self._ncontrol:  # this process's own endpoints hear them at once: read now
+            work += self._receive(now_ns, self._ncontrol, &urgent)
         self.next_deadline_ns = deadline
         for i in range(self._nwords):
             value = aio_load_i64(self._words[i])
@@ -190,6 +172,35 @@ cdef class DataPath:
         self.pending |= moved > 0
         self.conductor_due = urgent or self.pending and (
             self._backlog >= BOOKKEEPING_BACKLOG or self._idle_cycles >= BOOKKEEPING_IDLE_CYCLES)
+        return work
+
+    cdef int _receive(self, int64_t now_ns, Py_ssize_t nfds, bint* urgent) except -1:
+        """Poll the first `nfds` sockets (the control sockets come first) and take what they
+        hold; returns the work (data routed, datagrams left for Python), sets `urgent`."""
+        cdef Py_ssize_t i
+        cdef int work = 0
+        cdef DatagramReceiver receiver
+        cdef ImageRouter router
+        if nfds > 0 and c_poll(self._fds, nfds, 0) < 0:
+            for i in range(nfds):
+                self._fds[i].revents = 0  # interrupted: nothing known, look again next time
+        for i in range(nfds):
+            if self._rests[i]:  # Python has not taken them: read no more
+                urgent[0] = True
+            elif self._fds[i].revents != 0:
+                receiver = self._receivers[i][0]
+                if receiver.recv(self._fds[i].fd) == 0:
+                    continue
+                if i < self._ncontrol:  # repeated status messages absorbed: housekeeping
+                    rest = (<ControlReceiver> self._receivers[i][1]).absorb_received(receiver,
+                                                                                    now_ns)
+                else:
+                    router = self._receivers[i][1]
+                    rest = router.route_received(receiver, now_ns)
+                    work += router.routed + len(rest)  # heartbeats taken are housekeeping
+                    urgent[0] |= router.sources_changed
+                self._rests[i] = rest
+                urgent[0] |= len(rest) > 0
         return work
 
     def deadline_ns(self) -> int:

@@ -303,3 +303,29 @@ def test_control_senders_must_be_datagram_senders(tmp_path, udp):
         r.rebuilder.set_control_senders(tuple(r.senders))
     assert r.rebuilder.repeats_status_messages
     r.sent(0, sm())
+
+
+def test_a_status_message_to_this_data_paths_own_control_socket_is_read_in_the_same_do_work(
+    tmp_path, udp
+):
+    """An image's SM to a send endpoint of the same process (its control socket in the same
+    DataPath) is read by the do_work that sent it: an idle stream within one driver costs one
+    duty cycle per SM, not a second wake-up to hear it. The first SM is left for Python, the
+    repeat absorbed; nothing waits on the socket after either."""
+    r, c = Receiving(tmp_path, udp), Control(udp)
+    r.senders[0].set_destinations([(c.socket.getsockname(), 0)])
+    r.rebuilder.status_message = message = sm(128)
+    r.rebuilder.set_control_senders(r.senders[:1])
+    r.rebuilder.time_of_last_sm_ns = last = 10**12
+    path = settled(
+        controls=[(c.socket.fileno(), c.receiver, c.control)],
+        receivers=[(r.data.fileno(), DatagramReceiver(64, 65536), r.image.router)],
+    )
+    due = last + SM_TIMEOUT_NS
+    assert path.do_work(due) == 0 and path.conductor_due
+    assert [bytes(view) for view, _ in path.slow_datagrams(c.receiver)] == [message]
+    quiet(c.socket)
+    path.bookkept()
+    assert path.do_work(due + SM_TIMEOUT_NS) == 0 and not path.conductor_due
+    assert r.image.sms_sent.get() == 2 and c.counter.get() == 1
+    quiet(c.socket)
