@@ -16,13 +16,17 @@ class AgentRunner:
 
     Parking follows the rule of every park: ask to be woken (`on_idle(True)`), look once more
     (a duty cycle), then sleep; so what came just before the wake-up was asked for is not
-    missed. The agent stays watched while it stays idle (it wakes for deadlines that give no
-    work, such as heartbeats): `on_idle(True)` comes before each park and renews what it asks
-    for; `on_idle(False)` comes only once a duty cycle did work, or the agent stops. After a
-    duty cycle that did work, up to `idle_spins` idle duty cycles only yield to
+    missed. After a duty cycle that did work, up to `idle_spins` idle duty cycles only yield to
     the loop before the agent parks (Aeron's back-off: while traffic flows, the next message
     finds the agent running instead of asleep). An exception from `do_work` is logged and
     counted by `on_error`; it never stops the agent.
+
+    Deadlines while parked: the agent stays parked and watched while it stays idle (it wakes
+    for deadlines that give no work, such as heartbeats). A deadline runs the duty cycle from
+    its timer callback, without resuming the task; when that does work, or a wake-up came, the
+    task runs again (and renews what it asks for with `on_idle(True)` before it parks again);
+    else the timer is set for the next deadline. `on_idle(False)` comes only once a duty cycle
+    did work, or the agent stops.
     """
 
     def __init__(
@@ -45,6 +49,8 @@ class AgentRunner:
         self.in_duty_cycle = False  # callbacks it makes must not run another
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup: asyncio.Future | None = None
+        self._deadline: asyncio.TimerHandle | None = None  # while parked
+        self._found = 0  # the work a deadline's duty cycle did, for the task it resumes
         self._task: asyncio.Task | None = None
 
     @property
@@ -88,7 +94,8 @@ class AgentRunner:
         spins = 0
         try:
             while True:
-                work = self.invoke()
+                work = self._found or self.invoke()
+                self._found = 0
                 if work:
                     self._unwatch()
                     spins = self._idle_spins
@@ -119,15 +126,32 @@ class AgentRunner:
             self._on_idle(False)
 
     async def _park(self, loop: asyncio.AbstractEventLoop, timeout: float | None) -> None:
+        if self._woken:  # a wake-up since on_idle(True) is not lost
+            return
         self._wakeup = loop.create_future()
-        handle = None if timeout is None else loop.call_later(timeout, self._set_wakeup)
+        if timeout is not None:
+            self._deadline = loop.call_later(timeout, self._on_deadline)
         try:
-            if not self._woken:  # a wake-up since on_idle(True) is not lost
-                await self._wakeup
+            await self._wakeup
         finally:
-            if handle is not None:
-                handle.cancel()
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
             self._wakeup = None
+
+    def _on_deadline(self) -> None:
+        """A deadline while parked: the duty cycle here; the task again only if it did work or
+        was woken, else the timer for the next deadline."""
+        self._deadline = None
+        if self._woken:
+            return
+        work = self.invoke()
+        timeout = None if work or self._woken else self._park_s()
+        if work or self._woken or timeout == 0:
+            self._found = work
+            self._set_wakeup()
+        elif timeout is not None:
+            self._deadline = self._loop.call_later(timeout, self._on_deadline)
 
     async def close(self) -> None:
         if self._task is not None:

@@ -1,5 +1,6 @@
 """The driver's AgentRunner parks until woken or until its next deadline, never on a fixed tick;
-it asks to be woken before its last look, so what comes in between is not missed."""
+it asks to be woken before its last look, so what comes in between is not missed; a deadline
+that finds no work costs one duty cycle, run from its timer while the agent stays parked."""
 
 import asyncio
 
@@ -27,12 +28,53 @@ async def run_for(runner: AgentRunner, seconds: float) -> None:
 
 async def test_it_parks_until_its_deadline():
     agent = Agent(park_s=lambda: 0.1)
-    runner = AgentRunner("a", agent.do_work, agent.park_s)
+    idle = []
+    runner = AgentRunner("a", agent.do_work, agent.park_s, on_idle=idle.append)
     await run_for(runner, 0.55)
-    # a duty cycle and its look after asking to be woken, once per 100 ms deadline
-    assert 8 <= len(agent.calls) <= 14, agent.calls
-    gaps = [b - a for a, b in zip(agent.calls[1::2], agent.calls[2::2], strict=False)]
+    # a duty cycle and its look after asking to be woken, then one duty cycle per 100 ms
+    # deadline, from the timer: the agent stays parked and watched
+    assert 5 <= len(agent.calls) <= 8, agent.calls
+    gaps = [b - a for a, b in zip(agent.calls[1:], agent.calls[2:], strict=False)]
     assert all(gap >= 0.09 for gap in gaps), gaps
+    assert idle == [True, False]  # asked once; closing ends the park
+
+
+async def test_a_deadline_that_finds_work_runs_the_agent_again():
+    """Work found by a deadline's duty cycle ends the park: the agent spins, then asks to be
+    woken again and parks."""
+    agent = Agent(park_s=lambda: 0.05)
+    agent._work = lambda: 1 if len(agent.calls) == 3 else 0  # the first deadline's
+    idle = []
+    runner = AgentRunner("a", agent.do_work, agent.park_s, on_idle=idle.append, idle_spins=2)
+    runner.start()
+    try:
+        await asyncio.sleep(0.08)
+        # 1: nothing, on_idle(True), 2: last look, parked; 3 (deadline): work, on_idle(False);
+        # 4, 5: spins; 6: nothing, on_idle(True), 7: last look, parked again
+        assert len(agent.calls) == 7, agent.calls
+        assert idle == [True, False, True]
+    finally:
+        await runner.close()
+
+
+async def test_a_wake_up_during_a_deadlines_duty_cycle_runs_the_agent_again():
+    agent = Agent(park_s=lambda: 0.05)
+    runner = AgentRunner("a", agent.do_work, agent.park_s)
+
+    def work() -> int:
+        if len(agent.calls) == 3:  # the first deadline's: something rings meanwhile
+            runner.wake()
+        return 0
+
+    agent._work = work
+    runner.start()
+    try:
+        await asyncio.sleep(0.08)
+        # 3 (deadline, woken during it); 4: the agent's duty cycle, 5: its last look; parked
+        assert len(agent.calls) == 5, agent.calls
+        assert agent.calls[4] - agent.calls[2] < 0.04
+    finally:
+        await runner.close()
 
 
 async def test_without_a_deadline_it_parks_until_woken():
