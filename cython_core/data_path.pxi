@@ -22,7 +22,8 @@ cdef class DataPath:
     their logs, or a heartbeat after a quiet spell (PublicationSender); a poll(2) over the
     sockets; the data sockets with input drained (recvmmsg), their data packets rebuilt into
     images and their heartbeats taken (ImageRouter); the images' periodic status messages sent,
-    and then the control sockets read again (an endpoint of this process hears them at once).
+    and if one went, the control sockets read again (an endpoint of this process hears it at
+    once).
     Python is needed only for what is left: `conductor_due` says when. An idle stream's
     heartbeats and status messages need no Python, and count as no work; `deadline_ns` says when
     the next is due.
@@ -153,7 +154,7 @@ cdef class DataPath:
                 sms += rebuilder.send_status_message(now_ns)  # housekeeping, not work
                 deadline = min(deadline, rebuilder.sm_deadline())
         if sms and self._ncontrol:  # this process's own endpoints hear them at once: read now
-            work += self._receive(now_ns, self._ncontrol, &urgent)
+            self._receive(now_ns, self._ncontrol, &urgent)  # control sockets: no work
         self.next_deadline_ns = deadline
         for i in range(self._nwords):
             value = aio_load_i64(self._words[i])
@@ -176,7 +177,8 @@ cdef class DataPath:
 
     cdef int _receive(self, int64_t now_ns, Py_ssize_t nfds, bint* urgent) except -1:
         """Poll the first `nfds` sockets (the control sockets come first) and take what they
-        hold; returns the work (data routed, datagrams left for Python), sets `urgent`."""
+        hold, but not from a socket whose last leftovers Python has not taken; returns the work
+        (data sockets' data routed and datagrams left for Python), sets `urgent`."""
         cdef Py_ssize_t i
         cdef int work = 0
         cdef DatagramReceiver receiver

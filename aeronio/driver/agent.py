@@ -22,11 +22,11 @@ class AgentRunner:
     counted by `on_error`; it never stops the agent.
 
     Deadlines while parked: the agent stays parked and watched while it stays idle (it wakes
-    for deadlines that give no work, such as heartbeats). A deadline runs the duty cycle from
-    its timer callback, without resuming the task; when that does work, or a wake-up came, the
-    task runs again (and renews what it asks for with `on_idle(True)` before it parks again);
-    else the timer is set for the next deadline. `on_idle(False)` comes only once a duty cycle
-    did work, or the agent stops.
+    for deadlines that give no work, such as heartbeats). A deadline's timer callback asks
+    again to be woken (`on_idle(True)` renews what it asks for) and runs the duty cycle, without
+    resuming the task; when that does work, or a wake-up came, the task runs again; else the
+    timer is set for the next deadline. `on_idle(False)` comes only once a duty cycle did work,
+    or the agent stops.
     """
 
     def __init__(
@@ -59,6 +59,7 @@ class AgentRunner:
         return self._loop
 
     def start(self) -> None:
+        self._woken, self._found = False, 0
         self._loop = asyncio.get_running_loop()
         self._task = self._loop.create_task(self._run(), name=self.name)
 
@@ -140,18 +141,24 @@ class AgentRunner:
             self._wakeup = None
 
     def _on_deadline(self) -> None:
-        """A deadline while parked: the duty cycle here; the task again only if it did work or
-        was woken, else the timer for the next deadline."""
+        """A deadline while parked: ask to be woken again (renewing what a writer took), then
+        the duty cycle here; the task again only if it did work or was woken, else the timer
+        for the next deadline. Should anything here fail, the task takes over."""
         self._deadline = None
         if self._woken:
             return
-        work = self.invoke()
-        timeout = None if work or self._woken else self._park_s()
-        if work or self._woken or timeout == 0:
-            self._found = work
+        try:
+            self._on_idle(True)
+            work = self.invoke()
+            timeout = None if work or self._woken else self._park_s()
+            if work or self._woken or timeout == 0:
+                self._found = work
+                self._set_wakeup()
+            elif timeout is not None:
+                self._deadline = self._loop.call_later(timeout, self._on_deadline)
+        except BaseException:
             self._set_wakeup()
-        elif timeout is not None:
-            self._deadline = self._loop.call_later(timeout, self._on_deadline)
+            raise
 
     async def close(self) -> None:
         if self._task is not None:

@@ -36,29 +36,30 @@ async def test_it_parks_until_its_deadline():
     assert 5 <= len(agent.calls) <= 8, agent.calls
     gaps = [b - a for a, b in zip(agent.calls[1:], agent.calls[2:], strict=False)]
     assert all(gap >= 0.09 for gap in gaps), gaps
-    assert idle == [True, False]  # asked once; closing ends the park
+    # asked before the last look and again at each deadline (renewed); closing ends the park
+    assert idle == [True] * (len(agent.calls) - 1) + [False]
 
 
 async def test_a_deadline_that_finds_work_runs_the_agent_again():
     """Work found by a deadline's duty cycle ends the park: the agent spins, then asks to be
     woken again and parks."""
-    agent = Agent(park_s=lambda: 0.05)
+    agent = Agent(park_s=lambda: 0.1)
     agent._work = lambda: 1 if len(agent.calls) == 3 else 0  # the first deadline's
     idle = []
     runner = AgentRunner("a", agent.do_work, agent.park_s, on_idle=idle.append, idle_spins=2)
     runner.start()
     try:
-        await asyncio.sleep(0.08)
-        # 1: nothing, on_idle(True), 2: last look, parked; 3 (deadline): work, on_idle(False);
-        # 4, 5: spins; 6: nothing, on_idle(True), 7: last look, parked again
+        await asyncio.sleep(0.15)
+        # 1: nothing, on_idle(True), 2: last look, parked; on_idle(True), 3 (deadline): work,
+        # on_idle(False); 4, 5: spins; 6: nothing, on_idle(True), 7: last look, parked again
         assert len(agent.calls) == 7, agent.calls
-        assert idle == [True, False, True]
+        assert idle == [True, True, False, True]
     finally:
         await runner.close()
 
 
 async def test_a_wake_up_during_a_deadlines_duty_cycle_runs_the_agent_again():
-    agent = Agent(park_s=lambda: 0.05)
+    agent = Agent(park_s=lambda: 0.1)
     runner = AgentRunner("a", agent.do_work, agent.park_s)
 
     def work() -> int:
@@ -69,12 +70,47 @@ async def test_a_wake_up_during_a_deadlines_duty_cycle_runs_the_agent_again():
     agent._work = work
     runner.start()
     try:
-        await asyncio.sleep(0.08)
+        await asyncio.sleep(0.15)
         # 3 (deadline, woken during it); 4: the agent's duty cycle, 5: its last look; parked
         assert len(agent.calls) == 5, agent.calls
-        assert agent.calls[4] - agent.calls[2] < 0.04
+        assert agent.calls[4] - agent.calls[2] < 0.05
     finally:
         await runner.close()
+
+
+async def test_a_deadline_that_fails_hands_over_to_the_agent():
+    """park_s failing in a deadline's timer callback does not leave the agent parked without
+    deadlines: the task runs again and parks with its next deadline."""
+    asked = []
+
+    def park_s() -> float:
+        asked.append(True)
+        if len(asked) == 3:  # the first deadline's
+            raise RuntimeError("park_s failed")
+        return 0.1
+
+    agent = Agent(park_s=park_s)
+    loop = asyncio.get_running_loop()
+    failures = []
+    loop.set_exception_handler(lambda _, context: failures.append(context["exception"]))
+    runner = AgentRunner("a", agent.do_work, agent.park_s)
+    try:
+        await run_for(runner, 0.25)
+    finally:
+        loop.set_exception_handler(None)
+    assert [str(e) for e in failures] == ["park_s failed"]
+    # 1, 2: parked; 3 (deadline): park_s fails; 4, 5: the task's cycle and look; 6: a deadline
+    assert len(agent.calls) == 6, agent.calls
+
+
+async def test_no_deadline_runs_after_close():
+    agent = Agent(park_s=lambda: 0.03)
+    runner = AgentRunner("a", agent.do_work, agent.park_s)
+    await run_for(runner, 0.1)  # parked with a timer set again by a deadline
+    ran = len(agent.calls)
+    assert ran >= 4
+    await asyncio.sleep(0.1)
+    assert len(agent.calls) == ran
 
 
 async def test_without_a_deadline_it_parks_until_woken():
