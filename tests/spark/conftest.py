@@ -155,6 +155,14 @@ class Host:
         self.loop.close()
 
 
+@pytest.fixture(scope="module")
+def host(request, tmp_path_factory):
+    """A driver and an archive (Host) for the module."""
+    h = Host(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]) / "archive")
+    yield h
+    h.close()
+
+
 def rows_of(recorded: Recorded) -> list[tuple]:
     """The rows the raw layout gives for a recording, in position order."""
     r = recorded

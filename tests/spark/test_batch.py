@@ -10,7 +10,7 @@ import msgspec
 import numpy as np
 import pytest
 
-from tests.spark.conftest import SEGMENT, TERM, Host, frames_length, rows_of
+from tests.spark.conftest import SEGMENT, TERM, frames_length, rows_of
 
 pytestmark = pytest.mark.slow
 
@@ -33,13 +33,6 @@ class Tick(msgspec.Struct):
     symbol: str
     price: float
     qty: int | None = None
-
-
-@pytest.fixture(scope="module")
-def host(tmp_path_factory):
-    h = Host(tmp_path_factory.mktemp("batch") / "archive")
-    yield h
-    h.close()
 
 
 @pytest.fixture(scope="module")

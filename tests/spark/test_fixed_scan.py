@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from tests.spark.conftest import SEGMENT, TERM, Host, frames_length
+from tests.spark.conftest import SEGMENT, TERM, frames_length
 
 pytestmark = pytest.mark.slow
 
@@ -52,13 +52,6 @@ def jvm(spark):
     import aeronio.spark
 
     return aeronio.spark
-
-
-@pytest.fixture(scope="module")
-def host(tmp_path_factory):
-    h = Host(tmp_path_factory.mktemp("fixed") / "archive")
-    yield h
-    h.close()
 
 
 @pytest.fixture(scope="module")

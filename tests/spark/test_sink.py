@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from tests.spark.conftest import TERM, Host, frames_length
+from tests.spark.conftest import TERM, frames_length
 
 pytestmark = pytest.mark.slow
 
@@ -26,13 +26,6 @@ def payloads(count: int, seed: int, sizes=(0, 1, 31, 100, 1376, 1377, 3000, 7000
         seed.to_bytes(2, "little") + i.to_bytes(4, "little") + rng.randbytes(rng.choice(sizes))
         for i in range(count)
     ]
-
-
-@pytest.fixture(scope="module")
-def host(tmp_path_factory):
-    h = Host(tmp_path_factory.mktemp("sink") / "archive")
-    yield h
-    h.close()
 
 
 def recorded(spark, host, stream_id: int):

@@ -27,13 +27,6 @@ def varied(count: int, seed: int) -> list[bytes]:
     ]
 
 
-@pytest.fixture(scope="module")
-def host(tmp_path_factory):
-    h = Host(tmp_path_factory.mktemp("stream") / "archive")
-    yield h
-    h.close()
-
-
 def stream(spark, host, **options):
     reader = spark.readStream.format("aeronio").option("archive", str(host.archive_dir))
     for key, value in options.items():

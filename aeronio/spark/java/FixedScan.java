@@ -195,15 +195,16 @@ public final class FixedScan implements TableProvider {
 
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-      return new Builder(schema, plan);
+      return new RecordsScan(schema, plan);
     }
   }
 
-  static final class Builder implements SupportsPushDownRequiredColumns {
+  /** Its own builder (the columns pruned), scan and batch. */
+  static final class RecordsScan implements SupportsPushDownRequiredColumns, Scan, Batch {
     private StructType schema;
     private final Plan plan;
 
-    Builder(StructType schema, Plan plan) {
+    RecordsScan(StructType schema, Plan plan) {
       this.schema = schema;
       this.plan = plan;
     }
@@ -215,17 +216,7 @@ public final class FixedScan implements TableProvider {
 
     @Override
     public Scan build() {
-      return new RecordsScan(schema, plan);
-    }
-  }
-
-  static final class RecordsScan implements Scan, Batch {
-    private final StructType schema;
-    private final Plan plan;
-
-    RecordsScan(StructType schema, Plan plan) {
-      this.schema = schema;
-      this.plan = plan;
+      return this;
     }
 
     @Override
