@@ -56,10 +56,10 @@ final class Columns {
       } else {
         vectors[i] =
             switch (name) {
-              case "recording_id" -> new Longs(type, constant(plan.batchRows, part.recordingId));
-              case "session_id" -> new Ints(type, constant(plan.batchRows, part.sessionId));
-              case "stream_id" -> new Ints(type, constant(plan.batchRows, part.streamId));
-              case "channel" -> new Text(type, UTF8String.fromString(part.channel));
+              case "recording_id" -> new Longs(type, constant(plan.batchRows, part.recordingId()));
+              case "session_id" -> new Ints(type, constant(plan.batchRows, part.sessionId()));
+              case "stream_id" -> new Ints(type, constant(plan.batchRows, part.streamId()));
+              case "channel" -> new Text(type, UTF8String.fromString(part.channel()));
               case "position" -> new Longs(type, positions);
               case "length" -> new Ints(type, lengths);
               case "reserved_value" -> new Longs(type, reservedValues);

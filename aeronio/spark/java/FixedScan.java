@@ -125,67 +125,26 @@ public final class FixedScan implements TableProvider {
   }
 
   /** One partition: the messages of a recording that start in [emitFrom, emitTo). */
-  static final class Part implements InputPartition {
-    private static final long serialVersionUID = 1L;
-    final String file; // the segment file
-    final long filePosition; // the stream position of its first byte
-    final long recordingId;
-    final int sessionId;
-    final int streamId;
-    final String channel;
-    final int termLength;
-    final int initialTermId;
-    final long scanFrom; // a frame boundary at or before emitFrom
-    final long emitFrom;
-    final long emitTo;
-    final long readLimit; // whole frames are recorded up to here
+  record Part(
+      String file, // the segment file
+      long filePosition, // the stream position of its first byte
+      long recordingId,
+      int sessionId,
+      int streamId,
+      String channel,
+      int termLength,
+      int initialTermId,
+      long scanFrom, // a frame boundary at or before emitFrom
+      long emitFrom,
+      long emitTo,
+      long readLimit) // whole frames are recorded up to here
+      implements InputPartition {}
 
-    Part(
-        String file,
-        long filePosition,
-        long recordingId,
-        int sessionId,
-        int streamId,
-        String channel,
-        int termLength,
-        int initialTermId,
-        long scanFrom,
-        long emitFrom,
-        long emitTo,
-        long readLimit) {
-      this.file = file;
-      this.filePosition = filePosition;
-      this.recordingId = recordingId;
-      this.sessionId = sessionId;
-      this.streamId = streamId;
-      this.channel = channel;
-      this.termLength = termLength;
-      this.initialTermId = initialTermId;
-      this.scanFrom = scanFrom;
-      this.emitFrom = emitFrom;
-      this.emitTo = emitTo;
-      this.readLimit = readLimit;
-    }
-  }
-
-  static final class RecordsTable implements Table, SupportsRead {
-    private final StructType schema;
-    private final Plan plan;
-
-    RecordsTable(StructType schema, Plan plan) {
-      this.schema = schema;
-      this.plan = plan;
-    }
-
+  /** Its schema() (deprecated for columns(), which Spark derives from it) is the record's. */
+  record RecordsTable(StructType schema, Plan plan) implements Table, SupportsRead {
     @Override
     public String name() {
       return "aeronio fixed-layout records";
-    }
-
-    @Override
-    @SuppressWarnings("deprecation") // columns() is the new way; schema() works on every 4.x
-    public StructType schema() {
-      return schema;
     }
 
     @Override
@@ -245,16 +204,7 @@ public final class FixedScan implements TableProvider {
     }
   }
 
-  static final class Readers implements PartitionReaderFactory {
-    private static final long serialVersionUID = 1L;
-    private final StructType schema;
-    private final Plan plan;
-
-    Readers(StructType schema, Plan plan) {
-      this.schema = schema;
-      this.plan = plan;
-    }
-
+  record Readers(StructType schema, Plan plan) implements PartitionReaderFactory {
     @Override
     public boolean supportColumnarReads(InputPartition partition) {
       return true;

@@ -60,36 +60,36 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
   PartReader(FixedScan.Part part, StructType schema, FixedScan.Plan plan) {
     this.part = part;
     this.plan = plan;
-    this.position = part.scanFrom;
-    this.termShift = Integer.numberOfTrailingZeros(part.termLength);
-    long lastTermEnd = ((part.emitTo - 1) | (part.termLength - 1)) + 1;
-    this.walkEnd = Math.min(part.readLimit, Math.max(part.emitTo, lastTermEnd));
+    this.position = part.scanFrom();
+    this.termShift = Integer.numberOfTrailingZeros(part.termLength());
+    long lastTermEnd = ((part.emitTo() - 1) | (part.termLength() - 1)) + 1;
+    this.walkEnd = Math.min(part.readLimit(), Math.max(part.emitTo(), lastTermEnd));
     this.bytes = map(part);
     this.columns = new Columns(schema, plan, part);
     this.batch = new ColumnarBatch(columns.vectors());
   }
 
   private MappedByteBuffer map(FixedScan.Part part) {
-    try (FileChannel file = FileChannel.open(Path.of(part.file), StandardOpenOption.READ)) {
+    try (FileChannel file = FileChannel.open(Path.of(part.file()), StandardOpenOption.READ)) {
       long size = file.size();
       fileSize = size;
-      long from = Math.min(part.scanFrom - part.filePosition, size); // a file cut before it: none
-      long length = Math.max(0, Math.min(part.readLimit - part.filePosition, size) - from);
+      long from = Math.min(part.scanFrom() - part.filePosition(), size); // a file cut before it: none
+      long length = Math.max(0, Math.min(part.readLimit() - part.filePosition(), size) - from);
       MappedByteBuffer mapped = file.map(FileChannel.MapMode.READ_ONLY, from, length);
       mapped.order(ByteOrder.LITTLE_ENDIAN);
       return mapped;
     } catch (NoSuchFileException e) {
       lost(
           "segment file "
-              + part.file
+              + part.file()
               + " is missing (positions "
-              + part.scanFrom
+              + part.scanFrom()
               + ".."
-              + part.readLimit
+              + part.readLimit()
               + " are gone)");
       return null;
     } catch (IOException e) {
-      throw new RuntimeException("aeronio: cannot read segment file " + part.file + ": " + e, e);
+      throw new RuntimeException("aeronio: cannot read segment file " + part.file() + ": " + e, e);
     }
   }
 
@@ -97,11 +97,11 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
   private void lost(String why) {
     String problem =
         "recording "
-            + part.recordingId
+            + part.recordingId()
             + ": "
             + why
             + ", though the query reads to "
-            + part.readLimit
+            + part.readLimit()
             + ": the recording was truncated under the query, or the segment is damaged";
     if (plan.failOnDataLoss) {
       throw new IllegalStateException(
@@ -120,7 +120,7 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
     try {
       walk();
     } catch (InternalError e) { // a fault in the mapped file: it was cut under the query
-      lost("segment file " + part.file + " was cut short while it was read (" + e + ")");
+      lost("segment file " + part.file() + " was cut short while it was read (" + e + ")");
     }
     batch.setNumRows(rows);
     return rows > 0;
@@ -133,11 +133,11 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
         ended = true;
         break;
       }
-      if (position >= part.readLimit) {
+      if (position >= part.readLimit()) {
         ended = true; // a message still open at the recorded end is not a message
         break;
       }
-      int at = (int) (position - part.scanFrom);
+      int at = (int) (position - part.scanFrom());
       int length = frameLength(at);
       if (length < 0) {
         lost(shortWhy(at));
@@ -159,13 +159,13 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
           }
           messageLength += payload;
           if ((flags & END) != 0) {
-            if (messageStart >= part.emitFrom && messageStart < part.emitTo) {
+            if (messageStart >= part.emitFrom() && messageStart < part.emitTo()) {
               if (messageLength != plan.recordSize) {
                 throw new IllegalArgumentException(
                     "aeronio SourceError: layout fixed: the message at position "
                         + messageStart
                         + " of recording "
-                        + part.recordingId
+                        + part.recordingId()
                         + " is "
                         + messageLength
                         + " bytes, the record is "
@@ -189,10 +189,10 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
       return -1;
     }
     int length = bytes.getInt(at);
-    int termOffset = (int) (position & (part.termLength - 1));
-    int termId = part.initialTermId + (int) (position >> termShift);
+    int termOffset = (int) (position & (part.termLength() - 1));
+    int termId = part.initialTermId() + (int) (position >> termShift);
     if (length < HEADER
-        || length > part.termLength - termOffset
+        || length > part.termLength() - termOffset
         || bytes.getInt(at + 8) != termOffset
         || bytes.getInt(at + 20) != termId
         || at + ((length + HEADER - 1) & -HEADER) > bytes.limit()) {
@@ -202,16 +202,16 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
   }
 
   private String shortWhy(int at) {
-    if (part.filePosition + fileSize < part.readLimit) {
+    if (part.filePosition() + fileSize < part.readLimit()) {
       return "segment file "
-          + part.file
+          + part.file()
           + " is cut short ("
           + fileSize
           + " of "
-          + (part.readLimit - part.filePosition)
+          + (part.readLimit() - part.filePosition())
           + " bytes)";
     }
-    return "no whole frame at position " + position + " of " + part.file;
+    return "no whole frame at position " + position + " of " + part.file();
   }
 
   @Override
