@@ -116,7 +116,7 @@ def enable(spark) -> None:
     thread.setContextClassLoader(session.sharedState().jarClassLoader())
 
 
-def plan(archive: str, schema: StructType, options: dict[str, str]) -> str:
+def plan(archive: str | os.PathLike[str] | None, schema: StructType, options: dict) -> str:
     """The JSON plan of a read (what FixedScan takes as option "plan"), checked as the
     "aeronio" source checks its options and schema."""
     given = {k.lower(): _text(v) for k, v in options.items() if v is not None}
@@ -174,11 +174,13 @@ def _part(archive_dir: Path, part: rd.Part) -> dict:
     }
 
 
-def read_fixed(spark, schema: StructType | str, archive: str | None = None, **options):
+def read_fixed(
+    spark, schema: StructType | str, archive: str | os.PathLike[str] | None = None, **options
+):
     """A DataFrame of the fixed-layout records of an archive's recordings, read in the JVM.
 
     The same rows as `spark.read.format("aeronio").option("layout", "fixed").schema(schema)`
-    with the same batch options (archive or path, recording_ids, channel, stream_id,
+    with the same batch options (archive or path, recording_ids (or a list), channel, stream_id,
     metadata_columns, driver_dir, start_position, end_position, max_partition_bytes,
     fail_on_data_loss), planned when this is called: recorded bytes that come later are not
     read. Filters are applied by Spark after the scan (none are pushed down); columns are
