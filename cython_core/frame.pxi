@@ -61,9 +61,28 @@ cdef enum:
     UNBLOCK_UNBLOCKED = 1
     UNBLOCK_UNBLOCKED_TO_END = 2
 
+    # frame_extent's answer for a frame length no writer wrote.
+    FRAME_CORRUPT = -1
 
-cdef inline int32_t align_frame(int32_t length) noexcept nogil:
-    return (length + (FRAME_ALIGNMENT - 1)) & ~(FRAME_ALIGNMENT - 1)
+
+cdef inline int64_t align_frame(int64_t length) noexcept nogil:
+    """`length` rounded up to FRAME_ALIGNMENT, in 64 bits: no int32 overflows here."""
+    return (length + (FRAME_ALIGNMENT - 1)) & ~(<int64_t> (FRAME_ALIGNMENT - 1))
+
+
+cdef inline int64_t frame_extent(int32_t frame_length, int64_t offset, int64_t end) noexcept nogil:
+    """What every loop that walks frames asks of a frame length read at `offset`: its aligned
+    length when the frame is whole (a header at least) and ends by `end` (the term's or the
+    buffer's end); 0 when the length is 0 or negative (not written yet, or being written);
+    FRAME_CORRUPT (-1) otherwise: below a header, or running past `end`. In 64-bit arithmetic,
+    so any int32 is safe (0x7FFFFFF0 would wrap negative when aligned in 32 bits)."""
+    cdef int64_t aligned
+    if frame_length <= 0:
+        return 0
+    aligned = align_frame(frame_length)
+    if frame_length < HEADER_LENGTH or aligned > end - offset:
+        return FRAME_CORRUPT
+    return aligned
 
 
 cdef inline int32_t tail_term_id(int64_t raw_tail) noexcept nogil:
@@ -79,7 +98,7 @@ cdef inline int64_t pack_tail(int32_t term_id, int32_t term_offset) noexcept nog
     return ((<int64_t> term_id) << 32) + term_offset
 
 
-cdef inline int64_t compute_position(int32_t term_id, int32_t term_offset, int shift,
+cdef inline int64_t compute_position(int32_t term_id, int64_t term_offset, int shift,
                                      int32_t initial_term_id) noexcept nogil:
     # The term count is a 32-bit difference: term ids wrap as signed 32-bit integers.
     cdef int32_t term_count = <int32_t> (<uint32_t> term_id - <uint32_t> initial_term_id)

@@ -76,8 +76,8 @@ cdef class Header:
     @property
     def position(self) -> int:
         """The stream position just after this fragment."""
-        cdef int32_t length = aio_get_i32(self._bytes)
-        cdef int32_t end = aio_get_i32(self._bytes + TERM_OFFSET_FIELD_OFFSET) + align_frame(length)
+        cdef int64_t end = aio_get_i32(self._bytes + TERM_OFFSET_FIELD_OFFSET) \
+            + align_frame(aio_get_i32(self._bytes))
         return compute_position(aio_get_i32(self._bytes + TERM_ID_FIELD_OFFSET), end, self._shift,
                                 self.initial_term_id)
 

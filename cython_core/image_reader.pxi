@@ -2,7 +2,9 @@
 # position (Aeron's Image with TermReader). Handlers get memoryviews into the term that are valid
 # only during the call (the reader points the same view at the next fragment when the handler
 # kept no reference to it: see aeronio_cpython.h). An exception from a handler propagates after
-# the position has moved past the fragment that raised it.
+# the position has moved past the fragment that raised it. A corrupt frame (a length below a
+# header's, or running past the term) stops every read before it: what came before is delivered,
+# and the read that starts at it raises AeronError naming its offset and length.
 
 import numpy as _np
 
@@ -138,15 +140,17 @@ cdef class ImageReader:
             self._fragment = self._view[start:start + length]
         return self._fragment
 
-    cdef inline int32_t _check_frame(self, int32_t offset, int32_t frame_length) except -1:
-        if frame_length < HEADER_LENGTH or frame_length > self.log.term_length - offset:
+    cdef inline int32_t _extent(self, int32_t offset, int32_t frame_length, bint first) except -2:
+        """The aligned length of the frame at term offset `offset` (frame_extent: 0 when it is
+        not written yet, FRAME_CORRUPT when its length is below a header or runs past the term).
+        A corrupt frame stops every read before it, so what came before is delivered and
+        consumed; the read that finds it `first` (nothing consumed yet) raises AeronError."""
+        cdef int64_t aligned = frame_extent(frame_length, offset, self.log.term_length)
+        if aligned == FRAME_CORRUPT and first:
             raise AeronError(
-                f"corrupt frame length {frame_length} at term offset {offset} of session {self.session_id}")
-        cdef int32_t aligned = align_frame(frame_length)
-        if aligned > self.log.term_length - offset:
-            raise AeronError(
-                f"corrupt frame length {frame_length} at term offset {offset} of session {self.session_id}")
-        return aligned
+                f"corrupt frame length {frame_length} at term offset {offset} of session "
+                f"{self.session_id}, stream {self.stream_id}: the image cannot be read past it")
+        return <int32_t> aligned
 
     def poll(self, object handler, int fragment_limit) -> int:
         """Deliver up to fragment_limit fragments as handler(buffer, header); returns the count."""
@@ -159,16 +163,17 @@ cdef class ImageReader:
         cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
         cdef char* term = self.log.term(index)
         cdef Py_ssize_t base = index * <Py_ssize_t> term_length
-        cdef int32_t offset = term_offset, frame_offset, frame_length
+        cdef int32_t offset = term_offset, frame_offset, frame_length, aligned
         cdef int fragments = 0
         cdef Header header = self.header
         try:
             while fragments < fragment_limit and offset < term_length:
                 frame_length = aio_load_i32(term + offset)
-                if frame_length <= 0:
+                aligned = self._extent(offset, frame_length, offset == term_offset)
+                if aligned <= 0:
                     break
                 frame_offset = offset
-                offset += self._check_frame(offset, frame_length)
+                offset += aligned
                 if is_padding(term + frame_offset):
                     continue
                 fragments += 1
@@ -192,17 +197,17 @@ cdef class ImageReader:
         cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
         cdef char* term = self.log.term(index)
         cdef Py_ssize_t base = index * <Py_ssize_t> term_length
-        cdef int32_t offset = term_offset, frame_offset, frame_length, aligned
+        cdef int32_t offset = term_offset, start = term_offset, frame_offset, frame_length, aligned
         cdef int fragments = 0, action
         cdef Header header = self.header
         cdef object result
         try:
             while fragments < fragment_limit and offset < term_length:
                 frame_length = aio_load_i32(term + offset)
-                if frame_length <= 0:
+                aligned = self._extent(offset, frame_length, offset == start)
+                if aligned <= 0:
                     break
                 frame_offset = offset
-                aligned = self._check_frame(offset, frame_length)
                 offset += aligned
                 if is_padding(term + frame_offset):
                     continue
@@ -241,11 +246,11 @@ cdef class ImageReader:
         cdef char* term = self.log.term(index)
         cdef Py_ssize_t base = index * <Py_ssize_t> term_length
         cdef int32_t limit_offset = <int32_t> min(<int64_t> term_offset + block_length_limit, term_length)
-        cdef int32_t resulting = scan_block(term, term_offset, limit_offset)
+        cdef int32_t resulting = scan_block(term, term_offset, limit_offset, term_length)
         cdef int32_t length = resulting - term_offset
-        if resulting > term_length or resulting < term_offset:
-            raise AeronError(f"corrupt frame at term offset {term_offset} of session {self.session_id}")
-        if length > 0:
+        if length == 0:
+            self._extent(term_offset, aio_load_i32(term + term_offset), True)  # raises if corrupt
+        else:
             try:
                 handler(self._view[base + term_offset:base + resulting], self.session_id,
                         aio_get_i32(term + term_offset + TERM_ID_FIELD_OFFSET))
@@ -262,7 +267,7 @@ cdef class ImageReader:
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
         cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
         cdef char* term = self.log.term(index)
-        cdef int32_t offset = term_offset, frame_offset, frame_length
+        cdef int32_t offset = term_offset, frame_offset, frame_length, aligned
         cdef int fragments = 0
         cdef FragmentBatch batch
         cdef int32_t uniform_length = -1
@@ -278,10 +283,11 @@ cdef class ImageReader:
         cdef uint8_t[::1] flags = self._batch_flags
         while fragments < fragment_limit and offset < term_length:
             frame_length = aio_load_i32(term + offset)
-            if frame_length <= 0:
+            aligned = self._extent(offset, frame_length, offset == term_offset)
+            if aligned <= 0:
                 break
             frame_offset = offset
-            offset += self._check_frame(offset, frame_length)
+            offset += aligned
             if is_padding(term + frame_offset):
                 continue
             if fragments == 0:
@@ -326,7 +332,7 @@ cdef class ImageReader:
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
         cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
         cdef char* term = self.log.term(index)
-        cdef int32_t offset = term_offset, frame_offset, frame_length
+        cdef int32_t offset = term_offset, frame_offset, frame_length, aligned
         cdef int fragments = 0
         cdef uint8_t flags
         cdef char* payload
@@ -334,10 +340,11 @@ cdef class ImageReader:
         cdef int shift = self.log.position_bits_to_shift
         while fragments < fragment_limit and offset < term_length:
             frame_length = aio_load_i32(term + offset)
-            if frame_length <= 0:
+            aligned = self._extent(offset, frame_length, offset == term_offset)
+            if aligned <= 0:
                 break
             frame_offset = offset
-            offset += self._check_frame(offset, frame_length)
+            offset += aligned
             if is_padding(term + frame_offset):
                 continue
             fragments += 1
@@ -385,14 +392,15 @@ cdef class ImageReader:
         cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
         cdef char* term = self.log.term(index)
         cdef Py_ssize_t base = index * <Py_ssize_t> term_length
-        cdef int32_t offset = term_offset, begin = term_offset, frame_length, last
+        cdef int32_t offset = term_offset, begin = term_offset, frame_length, last, aligned
         cdef uint8_t flags
         while offset < term_length:
             frame_length = aio_load_i32(term + offset)
-            if frame_length <= 0:
+            aligned = self._extent(offset, frame_length, offset == term_offset)
+            if aligned <= 0:
                 break
             begin = offset
-            offset += self._check_frame(offset, frame_length)
+            offset += aligned
             flags = <uint8_t> term[begin + FLAGS_FIELD_OFFSET]
             if is_padding(term + begin) or not (flags & BEGIN_FRAG_FLAG):
                 begin = offset
@@ -428,21 +436,22 @@ cdef class ImageReader:
         self._lent_end = position + (offset - begin)
         return True
 
-    cdef int32_t _find_last_fragment(self, char* term, int32_t offset) except? -1:
+    cdef int32_t _find_last_fragment(self, char* term, int32_t offset) noexcept:
         """The offset of the END fragment of the message whose BEGIN ends at `offset`; -1 while a
-        fragment is missing, or -(o + 2) when the frame at `o` breaks the message off."""
-        cdef int32_t frame_length
+        fragment is missing, or -(o + 2) when the frame at `o` breaks the message off (a PAD, a
+        BEGIN, or a corrupt frame: the caller stops at that one)."""
+        cdef int32_t aligned
         cdef uint8_t flags
         while offset < self.log.term_length:
-            frame_length = aio_load_i32(term + offset)
-            if frame_length <= 0:
+            aligned = <int32_t> frame_extent(aio_load_i32(term + offset), offset, self.log.term_length)
+            if aligned == 0:
                 return -1
             flags = <uint8_t> term[offset + FLAGS_FIELD_OFFSET]
-            if is_padding(term + offset) or flags & BEGIN_FRAG_FLAG:
+            if aligned < 0 or is_padding(term + offset) or flags & BEGIN_FRAG_FLAG:
                 return -(offset + 2)
             if flags & END_FRAG_FLAG:
                 return offset
-            offset += self._check_frame(offset, frame_length)
+            offset += aligned
         return -1
 
     cdef bytes _reassemble(self, char* term, int32_t begin, int32_t last):

@@ -276,8 +276,8 @@ cdef class LogAppender:
         frame's length is stored last, so readers see the block whole. Returns the new position
         or a negative result code (exclusive publications only)."""
         cdef Py_buffer view
-        cdef int32_t term_count, term_id, term_offset, resulting, offset, frame_length
-        cdef int64_t position, raw_offset, result
+        cdef int32_t term_count, term_id, term_offset, resulting, offset, frame_length, first_length
+        cdef int64_t position, raw_offset, result, aligned
         cdef char* term
         cdef char* frame
         cdef char* source
@@ -299,13 +299,15 @@ cdef class LogAppender:
                 raise ValueError(f"block starts at term offset {aio_get_i32(<char*> view.buf + TERM_OFFSET_FIELD_OFFSET)}, "
                                  f"the publication is at {raw_offset}")
             source = <char*> view.buf
+            first_length = aio_get_i32(source)  # read once: checked here, stored last
             offset = 0
             while offset < view.len:  # whole frames only, tiling the block
-                frame_length = aio_get_i32(source + offset)
-                if frame_length < HEADER_LENGTH or offset + align_frame(frame_length) > view.len:
+                frame_length = aio_get_i32(source + offset) if offset else first_length
+                aligned = frame_extent(frame_length, offset, view.len)
+                if aligned <= 0:
                     raise ValueError(f"frame at block offset {offset} has length {frame_length}: "
                                      f"not a whole frame within the block of {view.len}")
-                offset += align_frame(frame_length)
+                offset += aligned
             if position + view.len > aio_load_i64(self._limit):
                 return self._back_pressure_status(position, view.len)
             term = self.log.term(term_count % PARTITION_COUNT)
@@ -313,12 +315,18 @@ cdef class LogAppender:
             frame = term + term_offset
             memcpy(frame + 4, source + 4, view.len - 4)
             offset = 0
-            while offset < view.len:
+            aligned = align_frame(first_length)
+            while True:  # over the copy, bounded again: the source may change under a mapping
                 aio_put_i32(frame + offset + SESSION_ID_FIELD_OFFSET, self.session_id)
                 aio_put_i32(frame + offset + STREAM_ID_FIELD_OFFSET, self.stream_id)
                 aio_put_i32(frame + offset + TERM_ID_FIELD_OFFSET, term_id)
-                offset += align_frame(aio_get_i32(source + offset))
-            aio_store_i32(frame, aio_get_i32(source))
+                offset += aligned
+                if offset >= view.len:
+                    break
+                aligned = frame_extent(aio_get_i32(frame + offset), offset, view.len)
+                if aligned <= 0:
+                    break
+            aio_store_i32(frame, first_length)
         finally:
             PyBuffer_Release(&view)
         result = self._new_position(term_count, term_id, position, raw_offset, resulting)

@@ -16,23 +16,26 @@ cdef inline uint64_t image_key(int32_t session_id, int32_t stream_id) noexcept n
     return ((<uint64_t> <uint32_t> session_id) << 32) | <uint32_t> stream_id
 
 
-cdef int32_t packet_extent(const char* packet, int32_t length) noexcept nogil:
+cdef int64_t packet_extent(const char* packet, int32_t length) noexcept nogil:
     """How much of a term the frames of a data packet cover (a PAD, sent as its header only,
     covers its whole length), or -1 unless the packet is version-0 DATA frames, optionally ending
     with one PAD, that tile it exactly (the last may be sent unaligned), each naming its own term
-    offset."""
-    cdef int32_t offset = 0, remaining, frame_length, aligned
+    offset. In 64-bit arithmetic: any length word is safe (the caller checks the extent against
+    the term)."""
+    cdef int64_t offset = 0, remaining, aligned
+    cdef int32_t frame_length
     cdef uint16_t frame_type
+    if length < HEADER_LENGTH:
+        return -1
     while offset < length:
         remaining = length - offset
         if remaining < HEADER_LENGTH:
             return -1
         frame_length = aio_get_i32(packet + offset)
         frame_type = (<const uint16_t*> (packet + offset + TYPE_FIELD_OFFSET))[0]
-        if frame_length < HEADER_LENGTH or frame_length > (1 << 30) \
-                or packet[offset + VERSION_FIELD_OFFSET] != 0 \
+        if frame_length < HEADER_LENGTH or packet[offset + VERSION_FIELD_OFFSET] != 0 \
                 or aio_get_i32(packet + offset + TERM_OFFSET_FIELD_OFFSET) \
-                    != aio_get_i32(packet + TERM_OFFSET_FIELD_OFFSET) + offset:
+                    != <int64_t> aio_get_i32(packet + TERM_OFFSET_FIELD_OFFSET) + offset:
             return -1
         aligned = align_frame(frame_length)
         if frame_type == HDR_TYPE_PAD:
@@ -128,7 +131,7 @@ cdef class ImageRebuilder:
         first frame is already there, or outside the window: nothing written) or ROUTE_INVALID
         (malformed, or outside the term)."""
         cdef int32_t term_offset = aio_get_i32(packet + TERM_OFFSET_FIELD_OFFSET)
-        cdef int32_t extent = packet_extent(packet, length)
+        cdef int64_t extent = packet_extent(packet, length)
         cdef int64_t position, end
         cdef bint inserted
         if extent < 0 or term_offset < 0 or term_offset & (FRAME_ALIGNMENT - 1) \
@@ -267,7 +270,7 @@ cdef class ImageRebuilder:
             limit_offset = term_length if hwm >= term_begin + term_length \
                 else <int32_t> (hwm - term_begin)
             end = scan_for_gap(self.log.term(<int> ((rebuild_position >> shift) % PARTITION_COUNT)),
-                               term_offset, limit_offset, &gap)
+                               term_offset, limit_offset, term_length, &gap)
             if end > term_offset:
                 aio_store_i64(self.rebuild, term_begin + end)
             if gap:
@@ -337,8 +340,11 @@ cdef class ImageRouter:
         """Take a heartbeat without EOS (a lone header of length 0) of a known image, from
         datagram i of `receiver`; False if it is not one (the Python dispatcher decides)."""
         cdef ImageRebuilder image
-        cdef int32_t term_offset = aio_get_i32(packet + TERM_OFFSET_FIELD_OFFSET)
-        if length != HEADER_LENGTH or aio_get_i32(packet) != 0 \
+        cdef int32_t term_offset
+        if length != HEADER_LENGTH:
+            return False
+        term_offset = aio_get_i32(packet + TERM_OFFSET_FIELD_OFFSET)
+        if aio_get_i32(packet) != 0 \
                 or (<const uint16_t*> (packet + TYPE_FIELD_OFFSET))[0] != HDR_TYPE_DATA \
                 or packet[VERSION_FIELD_OFFSET] != 0 or packet[FLAGS_FIELD_OFFSET] & EOS_FLAG \
                 or term_offset < 0 or term_offset & (FRAME_ALIGNMENT - 1):

@@ -15,17 +15,20 @@ cdef bint rebuild_insert(char* term, int32_t term_offset, const char* packet, in
 
 
 cdef int32_t scan_for_gap(const char* term, int32_t rebuild_offset, int32_t limit_offset,
-                          int32_t* gap_length) noexcept nogil:
+                          int32_t term_length, int32_t* gap_length) noexcept nogil:
     """From rebuild_offset, skip the complete frames; if that stops before limit_offset, the gap
     runs to the next frame that is present (or to limit_offset). Returns the offset where the
-    contiguous frames end; gap_length[0] is 0 when there is no gap."""
-    cdef int32_t offset = rebuild_offset, frame_length, gap_begin
+    contiguous frames end; gap_length[0] is 0 when there is no gap. A corrupt frame (one whose
+    length runs past the term: overlapping packets can leave one) ends the contiguous frames
+    like a missing one: the receiver position stops before it, never past the term."""
+    cdef int32_t offset = rebuild_offset, gap_begin
+    cdef int64_t aligned
     gap_length[0] = 0
     while offset < limit_offset:
-        frame_length = aio_load_i32(term + offset)
-        if frame_length <= 0 or frame_length > (1 << 30):  # absent, or corrupt
+        aligned = frame_extent(aio_load_i32(term + offset), offset, term_length)
+        if aligned <= 0:
             break
-        offset += align_frame(frame_length)
+        offset += aligned
     gap_begin = offset
     if offset < limit_offset:
         offset += FRAME_ALIGNMENT

@@ -2,15 +2,18 @@
 # TermScanner).
 
 
-cdef int32_t scan_block(const char* term, int32_t term_offset, int32_t limit_offset) noexcept nogil:
+cdef int32_t scan_block(const char* term, int32_t term_offset, int32_t limit_offset,
+                        int32_t term_length) noexcept nogil:
     """The offset after the whole frames in [term_offset, limit_offset); a PAD ends the block
-    (and is the whole block when it comes first)."""
-    cdef int32_t offset = term_offset, frame_length, aligned
+    (and is the whole block when it comes first). Stops before a frame not written yet and
+    before a corrupt one (frame_extent against the term's end): the caller tells which by the
+    frame at the offset returned."""
+    cdef int32_t offset = term_offset
+    cdef int64_t aligned
     while offset < limit_offset:
-        frame_length = aio_load_i32(term + offset)
-        if frame_length <= 0 or frame_length > (1 << 30):  # absent, or corrupt
+        aligned = frame_extent(aio_load_i32(term + offset), offset, term_length)
+        if aligned <= 0:
             break
-        aligned = align_frame(frame_length)
         if is_padding(term + offset):
             if offset == term_offset:
                 offset += aligned
@@ -26,20 +29,21 @@ cdef int32_t scan_for_availability(const char* term, int32_t term_offset, int32_
     """Bytes of whole frames available from term_offset, up to max_length, as a sender sends them.
 
     A PAD counts as its 32-byte header only (padding[0] holds the rest of its length, which is
-    never sent) and ends the scan.
+    never sent) and ends the scan. A corrupt frame ends it too, before that frame: nothing past
+    it is sent.
     """
-    cdef int32_t available = 0, frame_length, aligned, offset
+    cdef int32_t available = 0, offset
+    cdef int64_t aligned
     padding[0] = 0
     if max_length > term_length - term_offset:
         max_length = term_length - term_offset
     while available < max_length:
         offset = term_offset + available
-        frame_length = aio_load_i32(term + offset)
-        if frame_length <= 0 or frame_length > term_length - offset:
+        aligned = frame_extent(aio_load_i32(term + offset), offset, term_length)
+        if aligned <= 0:
             break
-        aligned = align_frame(frame_length)
         if is_padding(term + offset):
-            padding[0] = aligned - HEADER_LENGTH
+            padding[0] = <int32_t> aligned - HEADER_LENGTH
             aligned = HEADER_LENGTH
         available += aligned
         if available > max_length:
@@ -51,22 +55,34 @@ cdef int32_t scan_for_availability(const char* term, int32_t term_offset, int32_
     return available
 
 
+cdef char* term_address(object term, int32_t term_offset, Py_ssize_t* length) except NULL:
+    """The address of a writable buffer over one term (a multiple of FRAME_ALIGNMENT, at most
+    1 GiB: the longest term) for the Python entries of the scanners, `term_offset` a frame
+    boundary in it."""
+    cdef char* address = buffer_address(term, length)
+    if length[0] > (1 << 30) or length[0] % FRAME_ALIGNMENT:
+        raise ValueError(f"a term is a multiple of {FRAME_ALIGNMENT} bytes up to 1 GiB, "
+                         f"not {length[0]}")
+    if term_offset < 0 or term_offset > length[0] or term_offset % FRAME_ALIGNMENT:
+        raise ValueError(f"term_offset {term_offset} is not a frame boundary in the term of "
+                         f"{length[0]} bytes")
+    return address
+
+
 def term_block_scan(object term, int32_t term_offset, int32_t limit_offset) -> int:
     """Python entry to the block scanner over a term buffer (for tests and tools)."""
     cdef Py_ssize_t length
-    cdef char* address = buffer_address(term, &length)
-    if term_offset < 0 or limit_offset > length or term_offset > limit_offset:
+    cdef char* address = term_address(term, term_offset, &length)
+    if limit_offset > length or term_offset > limit_offset:
         raise ValueError(f"offsets {term_offset}..{limit_offset} outside the term of {length} bytes")
-    return scan_block(address, term_offset, limit_offset)
+    return scan_block(address, term_offset, limit_offset, <int32_t> length)
 
 
 def term_scan_for_availability(object term, int32_t term_offset, int32_t max_length) -> tuple:
     """(available, padding) from term_offset, as scan_for_availability (for tests and tools)."""
     cdef Py_ssize_t length
     cdef int32_t padding
-    cdef char* address = buffer_address(term, &length)
-    if term_offset < 0 or term_offset > length:
-        raise ValueError(f"term_offset {term_offset} outside the term of {length} bytes")
+    cdef char* address = term_address(term, term_offset, &length)
     available = scan_for_availability(address, term_offset, max_length, <int32_t> length, &padding)
     return available, padding
 
@@ -78,11 +94,11 @@ def scan_datagrams(object term, int32_t term_offset, int32_t max_length, int32_t
     as its header only (ending the scan), at most `max_datagrams` of them. Each is a slice of
     `term`. Returns (bytes of the term covered, padding included; datagrams appended)."""
     cdef Py_ssize_t length
-    cdef char* address = buffer_address(term, &length)
+    cdef char* address = term_address(term, term_offset, &length)
     cdef int32_t covered = 0, available, padding = 0, offset = term_offset
     cdef int count = 0
-    if term_offset < 0 or term_offset > length or mtu < HEADER_LENGTH:
-        raise ValueError(f"term_offset {term_offset} or mtu {mtu} invalid for a term of {length} bytes")
+    if mtu < HEADER_LENGTH:
+        raise ValueError(f"mtu {mtu} is below a frame header's {HEADER_LENGTH} bytes")
     while count < max_datagrams and covered < max_length and padding == 0:
         available = scan_for_availability(address, offset, min(mtu, max_length - covered),
                                           <int32_t> length, &padding)
@@ -98,12 +114,14 @@ def scan_datagrams(object term, int32_t term_offset, int32_t max_length, int32_t
 def scan_whole_frames(object buffer, Py_ssize_t start, Py_ssize_t end) -> int:
     """The offset after the last whole frame from `start` (a frame boundary) in a recorded
     segment (any buffer, read-only too): stops at a length word below a header's (zero: not
-    written yet), at a frame that does not fit before `end`, or at `end`. PAD frames are whole
-    frames like any other."""
+    written yet; negative or 1..31: damaged), at a frame that does not fit before `end` (its
+    aligned length computed in 64 bits: any length word is safe), or at `end`. PAD frames are
+    whole frames like any other. So a damaged frame is reported as where the whole frames end;
+    the length word at the offset returned tells why: zero, nothing written; anything else, a
+    damaged frame or one running past `end`."""
     cdef Py_buffer view
     cdef Py_ssize_t offset = start
-    cdef int32_t length
-    cdef Py_ssize_t aligned
+    cdef int64_t aligned
     PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
     try:
         if end > view.len:
@@ -112,11 +130,8 @@ def scan_whole_frames(object buffer, Py_ssize_t start, Py_ssize_t end) -> int:
             raise ValueError(f"start {start} is negative")
         with nogil:
             while offset + HEADER_LENGTH <= end:
-                length = aio_get_i32(<const char*> view.buf + offset)
-                if length < HEADER_LENGTH:
-                    break
-                aligned = align_frame(length)
-                if offset + aligned > end:
+                aligned = frame_extent(aio_get_i32(<const char*> view.buf + offset), offset, end)
+                if aligned <= 0:
                     break
                 offset += aligned
     finally:

@@ -23,6 +23,9 @@ cdef int unblock_term(char* term, const char* default_header, int32_t blocked_of
     cdef int32_t frame_length = aio_load_i32(term + blocked_offset)
     cdef int32_t offset
     cdef char* frame = term + blocked_offset
+    if frame_length < 0 and frame_extent(<int32_t> -(<int64_t> frame_length), blocked_offset,
+                                         term_length) <= 0:
+        return UNBLOCK_NO_ACTION  # no writer reserved that: a corrupt length stays, never a PAD
     if frame_length < 0:
         # Rewrite the header as a PAD while its length stays negative, then swap the length: a
         # writer that commits late loses the race and learns it (BufferClaim.commit).
