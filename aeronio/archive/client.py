@@ -410,10 +410,13 @@ class ArchiveClient:
 
 
 def _same_image(subscription: Subscription, session_id: int, image, position: int):
-    """The stream's image: `image` (None until it comes), the first of `session_id`; an
-    ImageUnavailableError at `position` once it went or another took its place."""
+    """The stream's image: `image`, or None until the first of `session_id` comes (the replay's,
+    starting at `position`); an ImageUnavailableError at `position` once it went or another
+    took its place."""
     current = subscription.image_by_session_id(session_id)
-    if image is None or (current is image and not image.is_closed):
+    if image is None and (current is None or current.join_position == position):
+        return current
+    if current is image and not image.is_closed:
         return current
     raise _lost_at(session_id, subscription.stream_id, position)
 

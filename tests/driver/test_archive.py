@@ -687,6 +687,40 @@ async def wait_recorded_some(client, publication) -> None:
             await asyncio.sleep(0.05)
 
 
+def test_replay_merge_takes_no_image_but_the_first_of_its_session_from_its_position():
+    """The image replay-merge reads: none until the replay's comes (its join position is the
+    replay's start), then that one only; another of the session, or the first gone, is an
+    ImageUnavailableError at the position after the last message delivered."""
+    from aeronio.archive.client import _same_image
+
+    class Image:
+        def __init__(self, join_position: int):
+            self.join_position = join_position
+            self.is_closed = False
+
+    class Subscription:
+        stream_id = STREAM
+        image = None
+
+        def image_by_session_id(self, session_id: int):
+            return self.image if session_id == 7 else None
+
+    subscription = Subscription()
+    assert _same_image(subscription, 7, None, 4096) is None
+    replay = subscription.image = Image(4096)
+    assert _same_image(subscription, 7, None, 4096) is replay
+    assert _same_image(subscription, 7, replay, 8192) is replay
+    subscription.image = Image(65536)  # the first went, another took the stream up further on
+    for image, position in ((None, 4096), (replay, 8192)):
+        with pytest.raises(aeronio.ImageUnavailableError) as lost:
+            _same_image(subscription, 7, image, position)
+        assert (lost.value.session_id, lost.value.position) == (7, position)
+    subscription.image = replay
+    replay.is_closed = True
+    with pytest.raises(aeronio.ImageUnavailableError):
+        _same_image(subscription, 7, replay, 8192)
+
+
 # -- cancellation -----------------------------------------------------------------------------
 
 
