@@ -63,3 +63,16 @@ class DriverTimeoutError(AeronError, TimeoutError):
 class ClientTimeoutError(AeronError):
     """The driver timed this client out (it sent no keepalive for the liveness timeout); its
     publications and images are gone."""
+
+
+class ImageUnavailableError(AeronError):
+    """An image went away before its end of stream (its receiver fell too far behind, its
+    source went silent, ...): what was not read from it is not coming from that image.
+    `position` is the image's position when it went, just after the last message taken from
+    it; the stream may go on in a new image of the same session from another position."""
+
+    def __init__(self, message: str, *, session_id: int, stream_id: int, position: int):
+        super().__init__(message)
+        self.session_id = session_id
+        self.stream_id = stream_id
+        self.position = position

@@ -116,8 +116,12 @@ cdef class SubscriptionBase:
     cdef Py_ssize_t _fill_start
     cdef int _fragment_limit
     cdef MessageIterator _messages
+    # Errors of images lost before their end (ImageUnavailableError): while one is there the
+    # iterators take no new message, their slow path raises it first.
+    cdef public list _lost
 
     def __cinit__(self, *args, **kwargs):
+        self._lost = []
         self._images = []
         self._readers = []
         self._pending = []
@@ -193,6 +197,8 @@ cdef class SubscriptionBase:
         if self._next:
             self._pending = []
             self._next = 0
+        if self._lost:
+            return 0
         if count == 1:
             (<ImageReader> readers[0]).poll_messages(self._pending, fragment_limit)
         elif count:
@@ -284,6 +290,8 @@ cdef class MessageViews:
         if self._ready:
             return True
         self._let_go()
+        if self._subscription._lost:
+            return False
         cdef list readers = self._subscription._readers
         cdef Py_ssize_t count = len(readers), i
         cdef ImageReader reader

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -28,11 +29,12 @@ from aeronio.archive.replay_merge import State as MergeState
 from aeronio.client.aeron import Aeron
 from aeronio.client.publication import Publication
 from aeronio.client.subscription import Subscription
-from aeronio.errors import AeronError
+from aeronio.errors import AeronError, ImageUnavailableError
 from aeronio.protocol.channel import ChannelUri
 
 NULL_POSITION = -1
 NULL_LENGTH = -1
+log = logging.getLogger("aeronio.archive")
 
 
 class ArchiveClient:
@@ -86,7 +88,7 @@ class ArchiveClient:
                 # (the task goes on, as if never cancelled); asyncio.timeout keeps it.
                 async with asyncio.timeout(left):
                     message = await self.subscription.receive()
-            except TimeoutError:
+            except (TimeoutError, ImageUnavailableError):  # a response lost with it: deadline
                 continue
             try:
                 response = codecs.decode(message.data)
@@ -267,6 +269,7 @@ class ArchiveClient:
         live_destination: str,
         *,
         position: int = NULL_POSITION,
+        remerge: bool = False,
         subscription_channel: str = "aeron:udp?control-mode=manual",
         poll_interval_s: float = 0.005,
     ) -> AsyncIterator[Message]:
@@ -274,53 +277,77 @@ class ArchiveClient:
         start), first from its recording, then from the live stream: replayed to
         `replay_destination` (`aeron:udp?endpoint=host:port`), joined on `live_destination`
         once caught up (see `replay_merge.ReplayMerge`). Closing the iterator stops the replay
-        and closes the subscription."""
+        and closes the subscription.
+
+        Nothing is skipped: if the stream's image goes away or is replaced (the subscriber fell
+        too far behind the live stream and the driver dropped its image, the replay broke off),
+        ImageUnavailableError, whose `position` is just after the last message yielded (as
+        Aeron's ReplayMerge fails); with `remerge=True` it merges again from that position
+        through the archive instead, so that every message comes once, in order."""
         descriptor = await self.list_recording(recording_id)
         if descriptor is None:
             raise ArchiveError(
                 f"unknown recording id {recording_id}", codecs.ErrorCode.UNKNOWN_RECORDING
             )
-        replay_channel = str(
-            ChannelUri.parse(replay_destination).with_params(session_id=descriptor.session_id)
-        )
-        subscription = await self.aeron.add_subscription(subscription_channel, stream_id)
-        merge = ReplayMerge(descriptor.term_buffer_length)
+        if position == NULL_POSITION:
+            position = descriptor.start_position
         session_id = descriptor.session_id  # the stream's image; any other session is not it
-        replay_session_id = None
+        replay_channel = str(
+            ChannelUri.parse(replay_destination).with_params(session_id=session_id)
+        )
         loop = asyncio.get_running_loop()
-        try:
-            await subscription.add_destination(replay_destination)
-            replay_session_id = await self.start_replay(
-                recording_id, position, NULL_LENGTH, replay_channel, stream_id
-            )
-            next_check = 0.0
-            while merge.state is not MergeState.MERGED:
-                image = subscription.image_by_session_id(session_id)
-                messages: list[Message] = []
-                if image is not None:
-                    image.poll_messages(messages, 256)
-                for message in messages:
-                    yield message
-                if loop.time() >= next_check:
-                    next_check = loop.time() + poll_interval_s
-                    await self._merge_step(
-                        merge, subscription, image, recording_id, live_destination
-                    )
-                if not messages:
-                    await asyncio.sleep(0.0005)
-            await self.stop_replay(replay_session_id)
+        while True:
+            subscription = await self.aeron.add_subscription(subscription_channel, stream_id)
             replay_session_id = None
-            await subscription.remove_destination(replay_destination)
-            async for message in subscription:  # merged: the live stream, parked between
-                if message.header.session_id == session_id:
-                    yield message
-        finally:
             try:
-                if replay_session_id is not None and not self.is_closed:
-                    with contextlib.suppress(AeronError):
-                        await self.stop_replay(replay_session_id)
+                await subscription.add_destination(replay_destination)
+                replay_session_id = await self.start_replay(
+                    recording_id, position, NULL_LENGTH, replay_channel, stream_id
+                )
+                merge = ReplayMerge(descriptor.term_buffer_length)
+                image = None
+                next_check = 0.0
+                while merge.state is not MergeState.MERGED:
+                    image = _same_image(subscription, session_id, image, position)
+                    messages: list[Message] = []
+                    if image is not None:
+                        image.poll_messages(messages, 256)
+                    for message in messages:
+                        position = message.position
+                        yield message
+                    if loop.time() >= next_check:
+                        next_check = loop.time() + poll_interval_s
+                        await self._merge_step(
+                            merge, subscription, image, recording_id, live_destination
+                        )
+                    if not messages:
+                        await asyncio.sleep(0.0005)
+                await self.stop_replay(replay_session_id)
+                replay_session_id = None
+                await subscription.remove_destination(replay_destination)
+                while True:  # merged: the live stream, parked between
+                    try:
+                        async for batch in subscription.batches():
+                            _same_image(subscription, session_id, image, position)
+                            for message in batch:
+                                if message.header.session_id == session_id:
+                                    position = message.position
+                                    yield message
+                        return
+                    except ImageUnavailableError as lost:
+                        if lost.session_id == session_id:
+                            raise _lost_at(session_id, stream_id, position) from lost
+            except ImageUnavailableError as lost:
+                if not remerge:
+                    raise
+                log.warning("%s: merging again from the recording", lost)
             finally:
-                await subscription.close()
+                try:
+                    if replay_session_id is not None and not self.is_closed:
+                        with contextlib.suppress(AeronError):
+                            await self.stop_replay(replay_session_id)
+                finally:
+                    await subscription.close()
 
     async def _merge_step(
         self, merge: ReplayMerge, subscription, image, recording_id: int, live: str
@@ -380,6 +407,29 @@ class ArchiveClient:
 
     async def __aexit__(self, *exc) -> None:
         await self.close()
+
+
+def _same_image(subscription: Subscription, session_id: int, image, position: int):
+    """The stream's image: `image`, or None until the first of `session_id` comes (the replay's,
+    starting at `position`); an ImageUnavailableError at `position` once it went or another
+    took its place."""
+    current = subscription.image_by_session_id(session_id)
+    if image is None and (current is None or current.join_position == position):
+        return current
+    if current is image and not image.is_closed:
+        return current
+    raise _lost_at(session_id, subscription.stream_id, position)
+
+
+def _lost_at(session_id: int, stream_id: int, position: int) -> ImageUnavailableError:
+    return ImageUnavailableError(
+        f"replay merge: the image of session {session_id} stream {stream_id} went away; the "
+        f"last message delivered ends at position {position} (merge again from there, or "
+        f"pass remerge=True)",
+        session_id=session_id,
+        stream_id=stream_id,
+        position=position,
+    )
 
 
 def _relevant_id(response: codecs.Message) -> int:

@@ -5,6 +5,13 @@ log, valid during the call. `async for message in subscription` yields whole, co
 `subscription.messages(copy=False)` yields them in place, `subscription.batches()` as lists. The
 iterators are the compiled core's `SubscriptionBase` (no coroutine per message while messages
 are there); this module adds the waiting, the images and the lifecycle.
+
+An image that goes away before its end of stream (its receiver fell too far behind and the
+driver dropped it, its source went silent) is lost: whatever was not read from it will not come
+from it, and a new image of the same session may take the stream up at another position. The
+iterators then raise ImageUnavailableError, after the messages taken before, before any taken
+after; iterating again goes on with the other images. Poll paths are told by the
+`unavailable_image` callback.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aeronio import _core
-from aeronio.errors import SubscriptionClosedError
+from aeronio.errors import ImageUnavailableError, SubscriptionClosedError
 from aeronio.logbuffer import descriptor, signals, waker
 
 if TYPE_CHECKING:
@@ -157,6 +164,16 @@ class Subscription(_core.SubscriptionBase):
         if image is None:
             return
         self._set_images([i for i in self._images if i is not image])
+        if not image.is_end_of_stream:
+            self._lost.append(
+                ImageUnavailableError(
+                    f"the image of session {image.session_id} on {self.channel} stream "
+                    f"{self.stream_id} went away at position {image.position}, before its end",
+                    session_id=image.session_id,
+                    stream_id=self.stream_id,
+                    position=image.position,
+                )
+            )
         image._close()
         self._changed.ring()
         _call_back(self.unavailable_image, image)
@@ -217,9 +234,11 @@ class Subscription(_core.SubscriptionBase):
 
     async def _wait(self, ready: Callable[[], bool]) -> None:
         """Idle through the client's idle strategy until `ready()`; StopAsyncIteration once the
-        subscription is closed."""
+        subscription is closed, ImageUnavailableError for an image lost."""
         attempt = 0
         while not ready():
+            if self._lost:
+                raise self._lost.pop(0)
             if self.is_closed:
                 raise StopAsyncIteration
             self._client.check_alive()

@@ -41,14 +41,23 @@ async def open_home(
 
 async def sequence(posts: aeronio.Subscription, room: aeronio.ExclusivePublication) -> None:
     """Each valid post, stamped, onto the room stream in the order it came; a bad one is logged
-    and dropped."""
-    async for message in posts:
+    and dropped, and so is a server's posts stream that went away before its end."""
+    while True:
         try:
-            entry = stamp(message.data)
-        except BadPost as error:
-            log.warning("dropped a post from session %d: %s", message.header.session_id, error)
-            continue
-        try:
-            await room.offer(entry)
-        except aeronio.MessageTooLargeError as error:  # a room entry has its limits too
-            log.warning("dropped a post from session %d: %s", message.header.session_id, error)
+            async for message in posts:
+                await sequence_one(message, room)
+            return
+        except aeronio.ImageUnavailableError as error:  # what was not read from it is lost
+            log.warning("lost the posts of a server: %s", error)
+
+
+async def sequence_one(message: aeronio.Message, room: aeronio.ExclusivePublication) -> None:
+    try:
+        entry = stamp(message.data)
+    except BadPost as error:
+        log.warning("dropped a post from session %d: %s", message.header.session_id, error)
+        return
+    try:
+        await room.offer(entry)
+    except aeronio.MessageTooLargeError as error:  # a room entry has its limits too
+        log.warning("dropped a post from session %d: %s", message.header.session_id, error)

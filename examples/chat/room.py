@@ -15,6 +15,14 @@ each server that asked). Every server joins it with replay-merge: the archive re
 from its first post, then the live stream takes over, with no gap and no duplicate; a server
 that joins late shows the whole history first.
 
+The slowest server paces the room stream (`fc=min`): under a burst the sequencer waits for the
+server busiest with its browsers, instead of running more than a receiver window ahead of it
+(the default for multicast, `fc=max`, lets the fastest receiver pace: a slower one is over-run,
+what it lacks is soon no longer retransmitted, and its image goes). A server silent for longer
+than the flow control's receiver timeout (2 s: stopped, hung) no longer holds the room back; it
+loses its image then, and merges again from the recording where it left off (`remerge=True`):
+no entry is lost either way.
+
 Messages
 --------
 - posts (server -> home): `Post`, JSON.
@@ -141,11 +149,11 @@ class Home:
         if self.transport == "multicast":
             return (
                 f"aeron:udp?endpoint={MULTICAST_GROUP}:{self.room_port}|interface={self.host}"
-                f"|term-length={TERM_LENGTH}"
+                f"|term-length={TERM_LENGTH}|fc=min"
             )
         return (
             f"aeron:udp?control={self.host}:{self.room_port}|control-mode=dynamic"
-            f"|term-length={TERM_LENGTH}"
+            f"|term-length={TERM_LENGTH}|fc=min"
         )
 
     def live_destination(self, server_host: str) -> str:

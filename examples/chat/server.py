@@ -76,7 +76,9 @@ class Room:
 
 async def follow(client: archive.ArchiveClient, home: Home, host: str, room: Room) -> None:
     """Every entry of the room into `room`: its recording replayed from the start, then the live
-    stream (replay-merge). `room.caught_up` is set once what was recorded when it began is in."""
+    stream (replay-merge). `room.caught_up` is set once what was recorded when it began is in.
+    A server that falls too far behind the live stream loses its image: it merges again from
+    the recording where it left off (`remerge=True`), so no browser misses an entry."""
     recording_id = await room_recording(client, home)
     history_end = await client.get_recording_position(recording_id)
     if history_end <= 0:
@@ -86,6 +88,7 @@ async def follow(client: archive.ArchiveClient, home: Home, host: str, room: Roo
         ROOM_STREAM,
         f"aeron:udp?endpoint={host}:{free_port(host)}",
         home.live_destination(host),
+        remerge=True,
     )
     async with contextlib.aclosing(merge):
         async for message in merge:

@@ -2,6 +2,7 @@
 errors, with real files and real publications (IPC, and UDP on loopback)."""
 
 import asyncio
+import contextlib
 import os
 import random
 import socket
@@ -533,14 +534,11 @@ async def test_the_archive_recovers_what_a_dead_archive_left(aeron, tmp_path):
 # -- replay-merge ---------------------------------------------------------------------------
 
 
-async def test_replay_merge_joins_the_live_stream_without_gap_or_duplicate(tmp_path):
-    """A live stream (dynamic multi-destination-cast) recorded by an archive on another driver;
-    a late joiner on a third driver replays it from the start and merges into the live stream
-    while it goes on: every message once, in order, at the live positions, on one image."""
+@contextlib.asynccontextmanager
+async def archive_over_udp(tmp_path):
+    """Three drivers: a live side, an archive (control over UDP) and a joiner, whose archive
+    client this is; (live side, archive, client)."""
     host = "127.0.0.1"
-    control, recording_port, replay_port, live_port = (free_udp_port() for _ in range(4))
-    live_channel = f"aeron:udp?control={host}:{control}|control-mode=dynamic|term-length={TERM}"
-    payloads = messages(3000, seed=21)
     async with (
         aeronio.connect() as live_side,
         aeronio.connect() as archive_side,
@@ -551,57 +549,176 @@ async def test_replay_merge_joins_the_live_stream_without_gap_or_duplicate(tmp_p
             control_channel=f"aeron:udp?endpoint={host}:{free_udp_port()}",
             recording_events_channel="aeron:ipc",
         ) as arch:  # fmt: skip
-            control_channel = arch.ctx.control_channel
             async with archive.connect(
-                joiner, control_channel=control_channel,
+                joiner, control_channel=arch.ctx.control_channel,
                 response_channel=f"aeron:udp?endpoint={host}:{free_udp_port()}",
             ) as client:  # fmt: skip
-                recording_channel = (
-                    f"aeron:udp?endpoint={host}:{recording_port}|control={host}:{control}"
-                )
-                await client.start_recording(
-                    recording_channel, STREAM, archive.SourceLocation.REMOTE
-                )
-                live = await live_side.add_exclusive_publication(live_channel, STREAM)
-                positions = []
+                yield live_side, arch, client
 
-                async def produce():
-                    for i, payload in enumerate(payloads):
-                        positions.append(await live.offer(payload))
-                        if i % 5 == 0:
-                            await asyncio.sleep(0.001)  # a steady stream, not a burst
 
-                producer = asyncio.create_task(produce())
-                async with asyncio.timeout(30):
-                    while len(positions) < 1000:
-                        await asyncio.sleep(0.01)
-                got = []
-                merge = client.replay_merge(
-                    0, STREAM, f"aeron:udp?endpoint={host}:{replay_port}",
-                    f"aeron:udp?endpoint={host}:{live_port}|control={host}:{control}",
-                )  # fmt: skip
-                async with asyncio.timeout(60):
-                    async for message in merge:
-                        got.append((message.data, message.position))
-                        if len(got) == len(payloads) - 500:
-                            break
-                    assert not arch.conductor.replays  # merged while the stream goes on
-                    assert not producer.done()
+async def test_replay_merge_joins_the_live_stream_without_gap_or_duplicate(tmp_path):
+    """A live stream (dynamic multi-destination-cast) recorded by an archive on another driver;
+    a late joiner on a third driver replays it from the start and merges into the live stream
+    while it goes on: every message once, in order, at the live positions, on one image."""
+    host = "127.0.0.1"
+    control, recording_port, replay_port, live_port = (free_udp_port() for _ in range(4))
+    live_channel = f"aeron:udp?control={host}:{control}|control-mode=dynamic|term-length={TERM}"
+    payloads = messages(3000, seed=21)
+    async with archive_over_udp(tmp_path) as (live_side, arch, client):
+        recording_channel = f"aeron:udp?endpoint={host}:{recording_port}|control={host}:{control}"
+        await client.start_recording(recording_channel, STREAM, archive.SourceLocation.REMOTE)
+        live = await live_side.add_exclusive_publication(live_channel, STREAM)
+        positions = []
+
+        async def produce():
+            for i, payload in enumerate(payloads):
+                positions.append(await live.offer(payload))
+                if i % 5 == 0:
+                    await asyncio.sleep(0.001)  # a steady stream, not a burst
+
+        producer = asyncio.create_task(produce())
+        async with asyncio.timeout(30):
+            while len(positions) < 1000:
+                await asyncio.sleep(0.01)
+        got = []
+        merge = client.replay_merge(
+            0, STREAM, f"aeron:udp?endpoint={host}:{replay_port}",
+            f"aeron:udp?endpoint={host}:{live_port}|control={host}:{control}",
+        )  # fmt: skip
+        async with asyncio.timeout(60):
+            async for message in merge:
+                got.append((message.data, message.position))
+                if len(got) == len(payloads) - 500:
+                    break
+            assert not arch.conductor.replays  # merged while the stream goes on
+            assert not producer.done()
+            async for message in merge:
+                got.append((message.data, message.position))
+                if len(got) == len(payloads):
+                    break
+        # the live publication sends to two destinations, the archive's and the joiner's
+        destinations = [
+            live_side.counters.get_counter_value(info.id)
+            for info in live_side.counters.for_each()
+            if info.type_id == MDC_DESTINATIONS_TYPE_ID
+        ]
+        assert destinations == [2]
+        await merge.aclose()
+        await producer
+        assert [data for data, _ in got] == payloads
+        assert [p for _, p in got] == positions
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("remerge", [True, False])
+async def test_a_merged_image_that_goes_is_merged_again_or_an_error_never_a_gap(tmp_path, remerge):
+    """A merged subscriber stops reading while the live stream (multicast, fc=max: the
+    archive's receiver paces it) runs ~40 terms ahead; it cannot catch up live, and its image
+    goes (the image liveness timeout) while the stream goes on. With remerge=True the iterator
+    merges again from the recording where it left off: every message once, in order, at its
+    live position. Without: ImageUnavailableError naming the position just after the last
+    message delivered, and what came before is the stream's start, whole. Never a silent gap."""
+    host = "127.0.0.1"
+    group = f"224.20.31.{3 if remerge else 5}"
+    port, replay_port = free_udp_port(), free_udp_port()
+    live_channel = f"aeron:udp?endpoint={group}:{port}|interface={host}|term-length={TERM}"
+    payloads = [i.to_bytes(4, "little") + bytes(1000) for i in range(4000)]
+    async with archive_over_udp(tmp_path) as (live_side, arch, client):
+        await client.start_recording(live_channel, STREAM, archive.SourceLocation.REMOTE)
+        live = await live_side.add_exclusive_publication(live_channel, STREAM)
+        positions: list[int] = []
+        burst = asyncio.Event()
+
+        async def produce():
+            for i, payload in enumerate(payloads):
+                positions.append(await live.offer(payload, timeout=20))
+                if i == 500:
+                    await burst.wait()
+                if i < 500 or i >= 2500:  # a steady stream, then a burst, then steady
+                    await asyncio.sleep(0.015)
+
+        producer = asyncio.create_task(produce())
+        await wait_recorded_some(client, live)
+        got: list[tuple[bytes, int]] = []
+        merge = client.replay_merge(
+            0, STREAM, f"aeron:udp?endpoint={host}:{replay_port}",
+            f"aeron:udp?endpoint={group}:{port}|interface={host}", remerge=remerge,
+        )  # fmt: skip
+        try:
+            async with asyncio.timeout(60):
+                async for message in merge:
+                    got.append((message.data, message.position))
+                    if not arch.conductor.replays and len(got) > 100:
+                        break  # merged: stop reading while the burst goes out
+                burst.set()
+                while len(positions) < 2500:
+                    await asyncio.sleep(0.05)
+                assert positions[-1] - got[-1][1] > 20 * TERM  # far behind, live
+                if remerge:
                     async for message in merge:
                         got.append((message.data, message.position))
                         if len(got) == len(payloads):
                             break
-                # the live publication sends to two destinations, the archive's and the joiner's
-                destinations = [
-                    live_side.counters.get_counter_value(info.id)
-                    for info in live_side.counters.for_each()
-                    if info.type_id == MDC_DESTINATIONS_TYPE_ID
-                ]
-                assert destinations == [2]
-                await merge.aclose()
+                else:
+                    with pytest.raises(aeronio.ImageUnavailableError) as lost:
+                        async for message in merge:
+                            got.append((message.data, message.position))
+        finally:
+            await merge.aclose()
+            producer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
                 await producer
-                assert [data for data, _ in got] == payloads
-                assert [p for _, p in got] == positions
+        assert [data for data, _ in got] == payloads[: len(got)], "once each, in order"
+        assert [p for _, p in got] == positions[: len(got)]
+        if remerge:
+            assert len(got) == len(payloads)
+        else:
+            assert lost.value.position == got[-1][1]
+            assert lost.value.session_id == live.session_id
+            assert str(got[-1][1]) in str(lost.value)
+
+
+async def wait_recorded_some(client, publication) -> None:
+    """Until the recording of `publication`'s stream holds a few messages."""
+    async with asyncio.timeout(20):
+        while not (recordings := await client.list_recordings()) or (
+            await client.get_recording_position(recordings[0].recording_id) < 10_000
+        ):
+            await asyncio.sleep(0.05)
+
+
+def test_replay_merge_takes_no_image_but_the_first_of_its_session_from_its_position():
+    """The image replay-merge reads: none until the replay's comes (its join position is the
+    replay's start), then that one only; another of the session, or the first gone, is an
+    ImageUnavailableError at the position after the last message delivered."""
+    from aeronio.archive.client import _same_image
+
+    class Image:
+        def __init__(self, join_position: int):
+            self.join_position = join_position
+            self.is_closed = False
+
+    class Subscription:
+        stream_id = STREAM
+        image = None
+
+        def image_by_session_id(self, session_id: int):
+            return self.image if session_id == 7 else None
+
+    subscription = Subscription()
+    assert _same_image(subscription, 7, None, 4096) is None
+    replay = subscription.image = Image(4096)
+    assert _same_image(subscription, 7, None, 4096) is replay
+    assert _same_image(subscription, 7, replay, 8192) is replay
+    subscription.image = Image(65536)  # the first went, another took the stream up further on
+    for image, position in ((None, 4096), (replay, 8192)):
+        with pytest.raises(aeronio.ImageUnavailableError) as lost:
+            _same_image(subscription, 7, image, position)
+        assert (lost.value.session_id, lost.value.position) == (7, position)
+    subscription.image = replay
+    replay.is_closed = True
+    with pytest.raises(aeronio.ImageUnavailableError):
+        _same_image(subscription, 7, replay, 8192)
 
 
 # -- cancellation -----------------------------------------------------------------------------

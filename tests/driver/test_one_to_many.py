@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import socket
 import time
 
@@ -75,13 +76,15 @@ def system_counter(aeron, which: SystemCounters) -> int:
 
 class Receiver:
     """Reads a subscription into `received` (data) and `positions` (each message's end
-    position) in a task, from `start()` until `stop()`."""
+    position) in a task, from `start()` until `stop()`; an image lost is kept in `lost`, with
+    the count of messages received before it, and the reading goes on."""
 
     def __init__(self, sub: aeronio.Subscription, name: str):
         self.sub = sub
         self.name = name
         self.received: list[bytes] = []
         self.positions: list[int] = []
+        self.lost: list[tuple[int, aeronio.ImageUnavailableError]] = []
         self._task: asyncio.Task | None = None
 
     def start(self) -> Receiver:
@@ -89,9 +92,14 @@ class Receiver:
         return self
 
     async def _read(self) -> None:
-        async for message in self.sub:
-            self.received.append(message.data)
-            self.positions.append(message.position)
+        while True:
+            try:
+                async for message in self.sub:
+                    self.received.append(message.data)
+                    self.positions.append(message.position)
+                return
+            except aeronio.ImageUnavailableError as error:
+                self.lost.append((len(self.received), error))
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -482,6 +490,46 @@ async def test_a_receiver_left_more_than_a_term_behind_loses_its_image():
             f"{slow_sub.images[0].position if slow_sub.images else '?'} of {pub.position})",
         )
         await slow.stop()
+
+
+@pytest.mark.slow
+async def test_async_for_is_told_when_its_image_is_replaced():
+    """The stalled receiver's image goes while the publication goes on, and a new image of the
+    same session takes the stream up further on. Its `async for` raises ImageUnavailableError
+    at the position just after the last message it delivered, before any message of the new
+    image (never silently on at another position); iterating again goes on with the new one."""
+    async with contextlib.AsyncExitStack() as stack:
+        _, pub, producer, slow, slow_sub = await stalled_under_max_flow_control(
+            stack, "224.20.30.13", 18
+        )
+        first = slow_sub.images[0]
+
+        async def trickle() -> None:
+            for i in itertools.count():
+                await pub.offer(payload(i, 100), timeout=20)
+                await asyncio.sleep(0.02)
+
+        trickling = asyncio.create_task(trickle())
+        try:
+            liveness_s = IMAGE_LIVENESS_TIMEOUT_NS / 1e9
+            await await_until(
+                lambda: slow.lost and len(slow.received) > slow.lost[0][0],
+                2 * liveness_s + 15,
+                "the receiver to be told its image went, then to read a new one",
+            )
+        finally:
+            trickling.cancel()
+            await slow.stop()
+        ((before, error),) = slow.lost
+        assert first.is_closed and slow_sub.images[0] is not first
+        assert slow_sub.images[0].session_id == first.session_id == error.session_id
+        assert slow.received[:before] == producer.expected[:before]
+        # the image's position: after the last message delivered (and the term's padding); it
+        # had read the one term it held
+        assert error.position == TERM and TERM - 2048 < slow.positions[before - 1] <= TERM
+        assert f"position {error.position}" in str(error)
+        assert slow.positions[before] > error.position + TERM, "the new image is further on"
+        assert slow_sub.images[0].join_position > error.position
 
 
 @pytest.mark.slow
