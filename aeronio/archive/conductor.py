@@ -529,8 +529,9 @@ class ArchiveConductor:
             if session in recording.sessions:
                 recording.sessions.remove(session)
                 if session.error is not None:
-                    # a failed write (a full disk) ended it: the subscription goes too, so
-                    # that an image no one reads does not hold its publication back
+                    # a failed write (a full disk) or a corrupt frame ended it: the
+                    # subscription goes too, so that an image no one reads does not hold
+                    # its publication back
                     await self._stop_recording(recording)
         with contextlib.suppress(AeronError):
             await session.position.close()

@@ -4,8 +4,8 @@ recording is stopped.
 Each duty cycle (on the recorder's thread, see `recorder.py`) polls the image for a block
 (whole frames of one term, at most `MAX_BLOCK_LENGTH`), writes it (`RecordingWriter`), then
 moves `rec-pos` and sends a progress event: `rec-pos` never passes what is written. A write
-that fails (a full disk) stops the recording at the last whole block written and counts the
-error.
+that fails (a full disk) or a frame the image cannot be read past (a corrupt length) stops the
+recording at the last whole block written and counts the error.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from aeronio.archive.proxies import RecordingEventsProxy
 from aeronio.archive.recording_writer import RecordingWriter
 from aeronio.client.counter import ClientCounter
 from aeronio.client.subscription import Image
+from aeronio.errors import AeronError
 
 
 class State(enum.Enum):
@@ -58,7 +59,8 @@ class RecordingSession:
             return 0
         try:
             work = self.image.block_poll(self._on_block, MAX_BLOCK_LENGTH)
-        except OSError as e:  # a full disk: what was written stays, the recording stops
+        except (OSError, AeronError) as e:  # a full disk or a corrupt frame: what was
+            # written stays, the recording stops
             self.error = e
             self.on_error(e)
             self.state = State.DONE

@@ -230,6 +230,35 @@ async def test_rec_pos_and_recorder_counters(aeron, arch, client):
             await asyncio.sleep(0.005)
 
 
+async def test_a_corrupt_frame_in_the_image_stops_its_recording_and_the_archive_goes_on(
+    aeron, arch, client
+):
+    """A frame length no writer could have written (here past the term's end) makes the image
+    unreadable there: the recording stops at the last whole block before it, the error is
+    counted, and the archive records the next stream as before."""
+    await client.start_recording(IPC, STREAM)
+    publication = await aeron.add_exclusive_publication(IPC, STREAM)
+    end = await publish(publication, messages(20))
+    await wait_recorded(client, 0, end)
+    index = (end // TERM) % 3  # the term the next frame goes in, and where in the log file
+    with open(publication.log_file, "r+b") as log:
+        log.seek(index * TERM + end % TERM)
+        log.write((0x7FFFFFF0).to_bytes(4, "little") + bytes([0, 0xC0, 1, 0]))
+    async with asyncio.timeout(10):
+        while arch.conductor.errors.get() == 0 or 0 in arch.conductor.recordings:
+            await asyncio.sleep(0.005)
+    assert (await client.list_recording(0)).stop_position == end
+    await publication.close()
+
+    other = await aeron.add_exclusive_publication(IPC, STREAM + 1)
+    await client.start_recording(IPC, STREAM + 1)
+    async with asyncio.timeout(10):
+        while await client.list_recording(1) is None:
+            await asyncio.sleep(0.005)
+    other_end = await publish(other, messages(5))
+    await wait_recorded(client, 1, other_end)
+
+
 async def test_recording_events(aeron, arch, client):
     events = client.recording_events()
     first = asyncio.ensure_future(events.__anext__())
