@@ -10,8 +10,9 @@ Released, it lingers until it has delivered its stream: all of it sent, acknowle
 receiver heard lately (status messages at or past the end of stream) and read by its spies,
 and its end of stream announced (an EOS heartbeat), so that nothing offered before the release
 is lost when the driver goes (Aeron lingers for the whole linger timeout, or until a unicast
-receiver says it closed). The linger timeout bounds it; a linger that runs out with data not
-acknowledged is reported (`report_loss`).
+receiver says it closed). The linger timeout bounds it, and it ends when no receiver is left
+(none heard for RECEIVER_TIMEOUT_NS); ended with data not acknowledged, it is reported
+(`report_loss`).
 """
 
 from __future__ import annotations
@@ -84,7 +85,11 @@ class NetworkPublication(DriverPublication):
         return self.sender.has_delivered(end, self.released_ns) and (spies is None or spies >= end)
 
     def _linger_ended(self, now_ns: int) -> bool:
+        """Delivered; or no receiver (nor spy) left to deliver to; or the linger timed out."""
         if self._delivered():
+            return True
+        if not (self.sender.is_connected or self.sender.spies_connected):
+            self.report_loss("with no receiver left")
             return True
         if now_ns >= self.linger_deadline_ns():
             self.report_loss(f"after its linger of {self.linger_ns // 1_000_000} ms")

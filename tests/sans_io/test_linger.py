@@ -230,3 +230,24 @@ def test_an_ended_image_its_subscriber_does_not_read_ends_when_silent(tmp_path):
     assert not image.has_reached_end_of_life()
     image.on_time_event(IMAGE_LIVENESS_TIMEOUT_NS + 1)
     assert image.has_reached_end_of_life()
+
+
+def test_a_linger_whose_receivers_are_gone_ends_then_and_reports_the_loss(tmp_path):
+    """Nothing is left to deliver to once no receiver was heard for RECEIVER_TIMEOUT_NS."""
+    publication, publisher, reports, end = released_and_sent(tmp_path)
+    sender = publisher.sender
+    sender.on_status_message(status(end - 64), 4 * MS)
+    publication.linger_ns = 10 * LINGER_NS
+    gone = 4 * MS + RECEIVER_TIMEOUT_NS + 1
+    assert gone < publication.linger_deadline_ns()
+    sender.check_receiver_liveness(gone - 2)
+    publication.advance(gone - 2)
+    assert publication.state is State.LINGER and reports == []
+    sender.check_receiver_liveness(gone)
+    publication.advance(gone)
+    assert publication.state is State.DONE
+    assert reports == [
+        "publication 1 on aeron:udp?endpoint=127.0.0.1:40123 (session 77, stream 10) ended "
+        f"with no receiver left: its receivers have not acknowledged up to {end} "
+        f"(acknowledged up to {end - 64}, sent up to {end})"
+    ]
