@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aeronio import _core
+from aeronio.counters import SENDER_POSITION_TYPE_ID
 from aeronio.errors import MaxPositionExceededError, PublicationClosedError
 from aeronio.logbuffer import signals, waker
 
@@ -219,6 +220,42 @@ class Publication(_core.PublicationBase):
             attempt += 1
         if self.is_closed:
             raise self._closed_error()
+
+    async def wait_sent(self, position: int | None = None, *, timeout: float | None = None) -> int:
+        """Wait until the driver's sender has sent this publication's log up to `position` (by
+        default all offered so far, `self.position`): its `snd-pos` counter reached it. Returns
+        the sender position; TimeoutError after `timeout` seconds. An IPC publication has no
+        sender (its subscribers read the log itself): returns `position` at once.
+
+        Closing a publication never drops what was offered: the driver drains and lingers it
+        until its receivers acknowledged it (bounded by the linger timeout), and an embedded
+        driver waits for that before it goes. This is for a publisher that wants to know it
+        went out, with its own timeout (an error to act on, rather than a loss reported by
+        the driver)."""
+        position = self.position if position is None else position
+        counters = self._client.counters
+        counter_id = counters.find_by_type_id_and_registration_id(
+            SENDER_POSITION_TYPE_ID, self.registration_id
+        )
+        if counter_id is None:
+            return position
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def unsent() -> bool:
+            return counters.get_counter_value(counter_id) < position and not self.is_closed
+
+        attempt = 0
+        while unsent():
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"publication {self.registration_id} on {self.channel} sent up to "
+                    f"{counters.get_counter_value(counter_id)}, not {position}, within {timeout} s"
+                )
+            await self._idle(attempt, deadline, unsent)
+            attempt += 1
+        if self.is_closed:
+            raise self._closed_error()
+        return counters.get_counter_value(counter_id)
 
     # -- multi-destination-cast ---------------------------------------------------------
 

@@ -10,6 +10,7 @@ the counters file and every log file in the driver directory.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import time
@@ -45,6 +46,8 @@ from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol import control as p
 from aeronio.protocol import layout, limits
 from aeronio.protocol.channel import ChannelUri
+
+log = logging.getLogger("aeronio.driver")
 
 # A freed counter id is not reused for this long, so a client still holding it harms nobody.
 COUNTER_REUSE_TIMEOUT_MS = 1000
@@ -307,6 +310,7 @@ class DriverConductor:
                 stream_counters=self.stream_counters,
                 proxy=self.proxy,
                 wake=self.wake,
+                report=self._report_loss,
             )
             if channel.is_udp:  # a socket for it may be refused (a bound port, a group...)
                 made = self.udp.new_publication(channel, now_ns, **publication)
@@ -337,6 +341,23 @@ class DriverConductor:
             if publication.registration_id == registration_id:
                 publication.decref(now_ns)
                 return
+
+    def _report_loss(self, message: str) -> None:
+        """What a publication lost as it ended: in the error log (and counted), and logged (an
+        embedded driver's error log goes with its directory)."""
+        self.record_error(message)
+        log.warning("%s", message)
+
+    def _advance_released(self, now_ns: int) -> bool:
+        """Move released publications on in every full duty cycle, not only on the timer: one
+        drained lingers, one delivered ends at once (True: one ended)."""
+        ended = False
+        for publication in [pub for pub in self.publications if pub.state is not State.ACTIVE]:
+            publication.advance(now_ns)
+            if publication.has_reached_end_of_life():
+                self.resources.end(publication)
+                ended = True
+        return ended
 
     def _change_destination(
         self, command: p.AddDestination | p.RemoveDestination, client: ClientSession, now_ns: int
@@ -520,6 +541,7 @@ class DriverConductor:
             busy |= sent > 0
             for publication in self.publications:
                 traffic += publication.update_publisher_limit()
+            reshaped |= self._advance_released(now_ns)
         finally:  # a failing data path must not stop liveness, lingering and the heartbeat
             try:
                 if timer:
@@ -532,9 +554,17 @@ class DriverConductor:
                     self.udp.images_added = False
                 # Followed by another full duty cycle: a tick changes limits and connections.
                 self._busy = busy
-                self._next_deadline_ns = _coalesced([self._next_timer_ns, *self.udp.deadlines_ns()])
+                self._next_deadline_ns = _coalesced(
+                    [self._next_timer_ns, *self.udp.deadlines_ns(), *self._linger_deadlines()]
+                )
                 self._data_path_deadline_ns = self._data_path.deadline_ns()
         return traffic
+
+    def _linger_deadlines(self) -> list[int]:
+        deadlines = (
+            pub.deadline_ns() for pub in self.publications if pub.state is not State.ACTIVE
+        )
+        return [deadline for deadline in deadlines if deadline is not None]
 
     def park_ns(self) -> int:
         """How long the agent may park now: until the next deadline (0: run again at once)."""
@@ -569,6 +599,10 @@ class DriverConductor:
         self.udp.watch_activity(idle)
 
     def close(self) -> None:
+        """End every resource (a publication still delivering says what it loses)."""
+        for publication in self.publications:
+            if publication.awaiting_delivery:
+                publication.report_loss("with the driver")
         for resource in self.resources:
             self.resources.end(resource)
         self.udp.close()

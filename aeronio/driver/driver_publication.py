@@ -1,6 +1,14 @@
 """What IPC and network publications share in the driver: the log, its publisher limit and
-cleaning, the subscribers that read the log directly, unblocking, and the lifecycle (ACTIVE,
-then DRAINING when the last client lets go, LINGER, DONE: the end of its life)."""
+cleaning, the subscribers that read the log directly, unblocking, and the lifecycle (Aeron's):
+
+- ACTIVE while clients hold it;
+- DRAINING once the last lets go (the end of stream is where it stopped) until its consumers
+  have everything (or none is connected, or the unblock timeout passes);
+- LINGER for the linger timeout; a network publication ends it as soon as its receivers have
+  acknowledged everything (`NetworkPublication`), and says so when they have not in time;
+- DONE: the end of its life (the conductor closes it).
+
+A closing driver waits for the publications `awaiting_delivery` (bounded: media_driver.py)."""
 
 from __future__ import annotations
 
@@ -47,6 +55,7 @@ class DriverPublication:
         stream_counters: StreamCounters,
         proxy: ClientProxy,
         wake: Callable[[], None],
+        report: Callable[[str], None],
     ):
         self.registration_id = registration_id
         self.session_id = log.session_id
@@ -64,13 +73,15 @@ class DriverPublication:
         self._counters = stream_counters
         self._proxy = proxy
         self._wake = wake
+        self._report = report  # where what a publication lost is said (the error log)
         self.ref_count = 1
         self.state = State.ACTIVE
         self.subscribers: list[SubscriberPosition] = []
         self.time_of_state_change_ns = 0
+        self.released_ns = 0  # when the last client let go
         self.time_of_last_consumer_change_ns = 0
         self.limit_consumer_position: int | None = None  # the consumer position of the limit
-        position = log.producer_position
+        position = self.start_position = log.producer_position
         self.clean_position = self.last_consumer_position = position
         self.publisher_limit.set(position)
         self.publisher_position.set(position)
@@ -182,13 +193,19 @@ class DriverPublication:
         if self.ref_count == 0:
             self.log.mapped.set_end_of_stream_position(self.producer_position)
             self.state = State.DRAINING
-            self.time_of_state_change_ns = now_ns
+            self.time_of_state_change_ns = self.released_ns = now_ns
             self._wake_publishers()
 
     def on_time_event(self, now_ns: int) -> None:
-        """Sample pub-pos, unblock a stuck frame, advance DRAINING -> LINGER -> DONE."""
+        """Sample pub-pos, unblock a stuck frame, advance the lifecycle."""
         self.publisher_position.set(self.producer_position)
         self.check_for_blocked_publisher(now_ns)
+        self.advance(now_ns)
+
+    def advance(self, now_ns: int) -> None:
+        """DRAINING -> LINGER once drained (or past the unblock timeout), LINGER -> DONE once
+        the linger ends (`_linger_ended`). The conductor also calls it between timer ticks for a
+        released publication, so that it moves on when its consumers do."""
         if self.state is State.DRAINING:
             consumer = self.consumer_position()
             drained = consumer is None or consumer >= self.producer_position
@@ -196,9 +213,41 @@ class DriverPublication:
             if drained or timed_out:
                 self.state = State.LINGER
                 self.time_of_state_change_ns = now_ns
-        elif self.state is State.LINGER:
-            if now_ns - self.time_of_state_change_ns >= self.linger_ns:
-                self.state = State.DONE
+        elif self.state is State.LINGER and self._linger_ended(now_ns):
+            self.state = State.DONE
+
+    def _linger_ended(self, now_ns: int) -> bool:
+        return now_ns >= self.linger_deadline_ns()
+
+    def linger_deadline_ns(self) -> int:
+        return self.time_of_state_change_ns + self.linger_ns
+
+    def deadline_ns(self) -> int | None:
+        """When the lifecycle next moves though nothing else happens (None: on its own)."""
+        return self.linger_deadline_ns() if self.state is State.LINGER else None
+
+    @property
+    def awaiting_delivery(self) -> bool:
+        """Released, its consumers not yet given all of it: what a closing driver waits for
+        (an IPC publication's subscribers have it once drained)."""
+        return self.state is State.DRAINING
+
+    def undelivered(self) -> str | None:
+        """What its consumers have not got, were it to end now (None: nothing)."""
+        consumer = self.consumer_position()
+        end = self.producer_position
+        if self.state is State.ACTIVE or consumer is None or consumer >= end:
+            return None
+        return f"its subscribers consumed up to {consumer}, not up to {end}"
+
+    def report_loss(self, why: str) -> None:
+        """Say what is lost (if anything) as it ends for `why`."""
+        lost = self.undelivered()
+        if lost is not None:
+            self._report(
+                f"publication {self.registration_id} on {self.channel} (session "
+                f"{self.session_id}, stream {self.stream_id}) ended {why}: {lost}"
+            )
 
     def has_reached_end_of_life(self) -> bool:
         return self.state is State.DONE

@@ -5,7 +5,10 @@ driver is the same: a conductor agent, a control socket for clients in other pro
 waker so that parked clients and the conductor wake each other across processes. One driver
 owns a directory: a second refuses to start while the first is alive, and takes over a dead
 one's directory. Every driver, when it starts, removes the directories that dead embedded
-drivers left under /dev/shm (aeronio.driver.directories).
+drivers left under /dev/shm (aeronio.driver.directories). Closing, it first runs until its
+released publications have delivered what they hold (network: sent and acknowledged by their
+receivers; IPC: consumed), for at most the longest linger timeout, so that a process that
+leaves right after its last offer loses nothing; what is lost all the same is reported.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class MediaDriver:
         self._runner: AgentRunner | None = None
         self._server: ControlServer | None = None
         self._lock_fd: int | None = None
+        self._delivered: asyncio.Future | None = None  # while closing: all delivered
 
     @classmethod
     def launch(
@@ -131,7 +135,25 @@ class MediaDriver:
         return self._runner.invoke()
 
     def _do_work(self) -> int:
-        return self.conductor.do_work()
+        work = self.conductor.do_work()
+        if self._delivered is not None and not self._delivered.done():
+            if not any(pub.awaiting_delivery for pub in self.conductor.publications):
+                self._delivered.set_result(None)
+        return work
+
+    async def _deliver_released(self) -> None:
+        """Run until no released publication awaits delivery, at most the longest linger
+        timeout (the conductor's close reports what is lost then)."""
+        lingers = [pub.linger_ns for pub in self.conductor.publications]
+        timeout_ns = max([self.ctx.publication_linger_ns, *lingers])
+        self._delivered = asyncio.get_running_loop().create_future()
+        self._runner.wake()  # a duty cycle looks (and takes the commands queued before)
+        try:
+            await asyncio.wait_for(self._delivered, timeout_ns / 1e9)
+        except TimeoutError:
+            pass
+        finally:
+            self._delivered = None
 
     def _on_agent_error(self, error: BaseException) -> None:
         self.conductor.record_error(error)
@@ -145,11 +167,19 @@ class MediaDriver:
         self.conductor.submit(command, reply)
 
     async def close(self) -> None:
-        """Stop the agents, release every resource, remove (or keep) the directory, unlock it."""
+        """Let released publications deliver what they hold (bounded), stop the agents, release
+        every resource, remove (or keep) the directory, unlock it."""
         if self._lock_fd is None:
             return
-        if self._server is not None:
-            await self._server.close()
+        try:
+            if self._server is not None:
+                await self._server.close()
+            if self._runner is not None and self.conductor is not None:
+                await self._deliver_released()
+        finally:  # cancelled (a second SIGTERM) while it waits, the driver still closes
+            await self._close()
+
+    async def _close(self) -> None:
         if self._runner is not None:
             await self._runner.close()
             self._waker.callbacks.remove(self._runner.wake)

@@ -5,6 +5,14 @@ subscribers that read its log directly.
 Its limit is the slowest of the sender and the spies plus the term window, and one term behind
 stays for retransmits. It is connected while a receiver answers (spies connect it only with
 spies-simulate-connection).
+
+Released, it lingers until it has delivered its stream: all of it sent, acknowledged by every
+receiver heard lately (status messages at or past the end of stream) and read by its spies,
+and its end of stream announced (an EOS heartbeat), so that nothing offered before the release
+is lost when the driver goes (Aeron lingers for the whole linger timeout, or until a unicast
+receiver says it closed). The linger timeout bounds it, and it ends when no receiver is left
+(none heard for RECEIVER_TIMEOUT_NS); ended with data not acknowledged, it is reported
+(`report_loss`).
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ from collections.abc import Callable
 
 from aeronio.counters import Counter
 from aeronio.driver.channel_endpoints import SendChannelEndpoint
-from aeronio.driver.driver_publication import DriverPublication
+from aeronio.driver.driver_publication import DriverPublication, State
 from aeronio.driver.resources import slowest
 from aeronio.driver.sender_state import SenderStateMachine
 
@@ -63,6 +71,51 @@ class NetworkPublication(DriverPublication):
 
     def _clean_limit(self, consumer: int) -> int:
         return consumer - self.log.term_length  # a term behind the sender, for retransmits
+
+    # -- lingering ----------------------------------------------------------------------
+
+    @property
+    def awaiting_delivery(self) -> bool:
+        """Released and not yet delivered: draining, then lingering until acknowledged."""
+        return self.state is State.DRAINING or self.state is State.LINGER
+
+    def _delivered(self) -> bool:
+        end = self.log.end_of_stream_position
+        spies = slowest(self.subscribers)
+        return self.sender.has_delivered(end, self.released_ns) and (spies is None or spies >= end)
+
+    def _linger_ended(self, now_ns: int) -> bool:
+        """Delivered; or no receiver (nor spy) left to deliver to; or the linger timed out."""
+        if self._delivered():
+            return True
+        if not (self.sender.is_connected or self.sender.spies_connected):
+            self.report_loss("with no receiver left")
+            return True
+        if now_ns >= self.linger_deadline_ns():
+            self.report_loss(f"after its linger of {self.linger_ns // 1_000_000} ms")
+            return True
+        return False
+
+    def deadline_ns(self) -> int | None:
+        """The linger's end, and until the EOS heartbeat went, the sender's next heartbeat (the
+        DataPath sends it without Python; then this looks whether all is delivered)."""
+        deadline = super().deadline_ns()
+        end = self.log.end_of_stream_position
+        if deadline is not None and not self.sender.end_of_stream_sent(end, self.released_ns):
+            deadline = min(deadline, self.sender.data_sender.heartbeat_deadline_ns)
+        return deadline
+
+    def undelivered(self) -> str | None:
+        if self.state is State.ACTIVE:
+            return None
+        end = self.log.end_of_stream_position
+        acknowledged = self.sender.acknowledged_position
+        if acknowledged >= end:
+            return super().undelivered()  # the spies'
+        return (
+            f"its receivers have not acknowledged up to {end} (acknowledged up to "
+            f"{acknowledged}, sent up to {self.sender.sender_position.get()})"
+        )
 
     def close(self) -> None:
         self.signals.data.remove_callback(self._wake)

@@ -2,8 +2,9 @@
 into, its receiver (the ReceiverStateMachine and the ReceiveChannelEndpoint it came in on, which
 sends its control frames to every sender it heard), its rcv-hwm and rcv-pos counters and the
 subscribers that read it, its entry in the driver's loss report (made at its first loss). It ends
-when its stream ends or goes silent (then its session is ignored for a while), or with its
-endpoint (the registry ends it then)."""
+when its stream ended and its subscribers consumed it to its end (Aeron's drained image), or
+when it went silent (then its session is ignored for a while), or with its endpoint (the
+registry ends it then)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from aeronio.counters import Counter
 from aeronio.driver.channel_endpoints import ReceiveChannelEndpoint
 from aeronio.driver.client_proxy import ClientProxy
 from aeronio.driver.loss_report import LossReport, ReportEntry
-from aeronio.driver.receiver_state import ReceiverStateMachine
+from aeronio.driver.receiver_state import IMAGE_LIVENESS_TIMEOUT_NS, ReceiverStateMachine
 from aeronio.driver.resources import SubscriberPosition, slowest
 from aeronio.driver.stream_counters import StreamCounters
 from aeronio.logbuffer import signals
@@ -101,7 +102,13 @@ class PublicationImage:
         self.receiver.log.mapped.wake_data_waiters()
 
     def on_time_event(self, now_ns: int) -> None:
-        if not self._ended and not self.receiver.is_alive(now_ns):
+        """End once not alive: silent, or its stream ended and consumed to its end (telling its
+        subscribers before would make them drop what they had not read yet)."""
+        receiver = self.receiver
+        consumed = self.consumption()
+        drained = consumed is None or consumed >= receiver.rebuild_position.get()
+        silent = now_ns - receiver.time_of_last_packet_ns > IMAGE_LIVENESS_TIMEOUT_NS
+        if not self._ended and not receiver.is_alive(now_ns) and (drained or silent):
             self.endpoint.dispatcher.cool_down(
                 self.session_id, self.stream_id, now_ns + IMAGE_COOL_DOWN_NS
             )

@@ -11,6 +11,10 @@ PublicationSender alone (`data_sender`: in the driver, by its DataPath), wheneve
 allows it: while no SETUP is due and no retransmit is scheduled, which go first. The heartbeat
 is the PublicationSender's too: the DataPath sends it while new data is allowed (an idle stream
 needs no Python), `send` after a SETUP and retransmits otherwise.
+
+It keeps what each receiver acknowledged (the consumption position of its status messages):
+`acknowledged_position`, what every receiver heard lately has, says when a released
+publication has delivered its stream (`has_delivered`).
 """
 
 from __future__ import annotations
@@ -94,6 +98,9 @@ class SenderStateMachine:
             now_ns,
         )
         self._time_of_last_sm_ns: int | None = None
+        # receiver id -> (the consumption position it acknowledged, when last heard)
+        self._receivers_acked: dict[int, tuple[int, int]] = {}
+        self.acknowledged_position = start  # what every receiver heard lately has
         self._connected = False
         self._log_connected = False
         self.spies_connected = False  # spies there that simulate a connection
@@ -116,6 +123,7 @@ class SenderStateMachine:
             sm, self.sender_limit.get(), self.initial_term_id, self.term_length, now_ns
         )
         self.sender_limit.set(limit)
+        self._acknowledge(sm, now_ns)
         self._update_receivers()
         self._allow_new_data()
 
@@ -158,7 +166,45 @@ class SenderStateMachine:
             and now_ns - self._time_of_last_sm_ns > RECEIVER_TIMEOUT_NS
         ):
             self._time_of_last_sm_ns = None
+        acked = self._receivers_acked
+        for receiver_id, (_, heard_ns) in list(acked.items()):
+            if now_ns - heard_ns > RECEIVER_TIMEOUT_NS:
+                del acked[receiver_id]
+        self._update_acknowledged()
         self._update_receivers()
+
+    def _acknowledge(self, sm: StatusMessage, now_ns: int) -> None:
+        """A receiver's status message acknowledges what it consumed."""
+        position = d.compute_position(
+            sm.consumption_term_id,
+            sm.consumption_term_offset,
+            self.term_length,
+            self.initial_term_id,
+        )
+        previous = self._receivers_acked.get(sm.receiver_id)
+        if previous is not None:
+            position, now_ns = max(position, previous[0]), max(now_ns, previous[1])
+        self._receivers_acked[sm.receiver_id] = (position, now_ns)
+        self._update_acknowledged()
+
+    def _update_acknowledged(self) -> None:
+        """What every receiver heard lately has acknowledged (a receiver gone keeps what it
+        acknowledged counted)."""
+        if self._receivers_acked:
+            least = min(position for position, _ in self._receivers_acked.values())
+            self.acknowledged_position = max(self.acknowledged_position, least)
+
+    def has_delivered(self, end: int, ended_ns: int) -> bool:
+        """The stream ended at `end` (at `ended_ns`) reached its receivers: all of it sent,
+        every receiver heard lately acknowledged it (status messages at or past `end`), and a
+        heartbeat flagged end-of-stream went out (sent after `ended_ns` and the last data)."""
+        return self.acknowledged_position >= end and self.end_of_stream_sent(end, ended_ns)
+
+    def end_of_stream_sent(self, end: int, ended_ns: int) -> bool:
+        sender = self.data_sender
+        return self.sender_position.get() >= end and sender.time_of_last_heartbeat_ns > max(
+            sender.time_of_last_data_ns, ended_ns
+        )
 
     def _update_receivers(self) -> None:
         if self.receivers is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +23,6 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 import aeronio
-from aeronio.counters import SENDER_POSITION_TYPE_ID
 from aeronio.spark.options import WriteOptions
 from aeronio.spark.recordings import SourceError
 
@@ -93,29 +91,13 @@ async def _publish(options: WriteOptions, batches, data_index: int) -> Published
                     )
                 count += len(messages)
                 total += size
-            if embedded and count:
-                await _sent(aeron, publication, end, options.timeout)
+            if embedded and count:  # an error for Spark to retry, not a loss the driver logs
+                await publication.wait_sent(end, timeout=options.timeout)
         finally:
             await publication.close()
         return PublishedCommit(
             options.channel, options.stream_id, publication.session_id, count, total, end
         )
-
-
-async def _sent(aeron, publication, end: int, timeout: float) -> None:
-    """Wait until the embedded driver's sender has sent up to `end` (so that closing it loses
-    nothing it holds)."""
-    deadline = time.monotonic() + timeout
-    counter = None
-    while time.monotonic() < deadline:
-        if counter is None:
-            counter = aeron.counters.find_by_type_id_and_registration_id(
-                SENDER_POSITION_TYPE_ID, publication.registration_id
-            )
-        if counter is not None and aeron.counters.get_counter_value(counter) >= end:
-            return
-        await asyncio.sleep(0.001)
-    raise TimeoutError(f"the embedded driver did not send up to position {end} within {timeout} s")
 
 
 def _write(options: WriteOptions, data_index: int, iterator) -> PublishedCommit:

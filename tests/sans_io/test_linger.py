@@ -1,0 +1,253 @@
+"""A released publication's lifecycle, sans-IO (the times are given): DRAINING until sent (or
+consumed), then LINGER. A network publication ends its linger once every receiver acknowledged
+the end of stream and the EOS heartbeat went, else at the linger timeout, reporting what was not
+acknowledged; an IPC publication lingers for its whole timeout, and a closing driver waits for
+it only while it drains. On the receiving side, an image whose stream ended stays until its
+subscribers read it to its end (or it goes silent)."""
+
+from types import SimpleNamespace
+
+from aeronio.counters import SystemCounters
+from aeronio.driver.driver_publication import State
+from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS
+from aeronio.driver.ipc_publication import IpcPublication
+from aeronio.driver.network_publication import NetworkPublication
+from aeronio.driver.publication_image import PublicationImage
+from aeronio.driver.receiver_state import IMAGE_LIVENESS_TIMEOUT_NS
+from aeronio.driver.resources import SubscriberPosition
+from aeronio.protocol.frames import EOS_FLAG, iter_frames, status_message
+from tests.sans_io.test_udp_sans_io import MS, MTU, TERM_LENGTH
+from tests.support.udp_harness import Publisher, Slot
+
+INITIAL_TERM_ID = 5
+LINGER_NS = 500 * MS
+
+
+def status(consumed: int, receiver_id: int = 5):
+    """Receiver `receiver_id` has consumed up to `consumed` (within the first term)."""
+    return status_message(
+        session_id=77,
+        stream_id=10,
+        consumption_term_id=INITIAL_TERM_ID,
+        consumption_term_offset=consumed,
+        receiver_window=TERM_LENGTH // 2,
+        receiver_id=receiver_id,
+    )
+
+
+def stubs(tmp_path, publisher: Publisher, reports: list[str]) -> dict:
+    """DriverPublication's arguments around `publisher`'s log, the driver's parts stubbed."""
+    return dict(
+        registration_id=1,
+        channel="aeron:udp?endpoint=127.0.0.1:40123",
+        media_key="udp:127.0.0.1:40123",
+        exclusive=False,
+        log=publisher.log,
+        log_file=str(tmp_path / "pub.log"),
+        counters=[publisher.pub_limit, Slot()],
+        term_window_length=TERM_LENGTH // 2,
+        unblock_timeout_ns=10_000 * MS,
+        linger_ns=LINGER_NS,
+        unblocked_counter=Slot(),
+        stream_counters=SimpleNamespace(free=lambda *counters: None),
+        proxy=SimpleNamespace(image_ready=lambda *args: None),
+        wake=lambda: None,
+        report=reports.append,
+    )
+
+
+def network(tmp_path) -> tuple[NetworkPublication, Publisher, list[str]]:
+    """A network publication whose SETUP went at 0 and whose receiver answered at 1 ms."""
+    publisher = Publisher(
+        tmp_path / "pub.log", TERM_LENGTH, MTU, INITIAL_TERM_ID, {c: Slot() for c in SystemCounters}
+    )
+    reports: list[str] = []
+    publication = NetworkPublication(
+        sender=publisher.sender,
+        sender_counters=[],
+        endpoint=SimpleNamespace(publications={}),
+        release_endpoint=lambda endpoint: None,
+        spies_simulate_connection=False,
+        **stubs(tmp_path, publisher, reports),
+    )
+    publisher.datagrams(0)
+    publisher.sender.on_status_message(status(0), MS)
+    assert publisher.sender.is_connected
+    publication.update_publisher_limit()
+    return publication, publisher, reports
+
+
+def released_and_sent(tmp_path, messages: int = 3):
+    """`messages` offered, released at 2 ms, all sent at 3 ms: lingering from 3 ms."""
+    publication, publisher, reports = network(tmp_path)
+    assert publisher.offer(0, messages, messages) == messages
+    end = publisher.log.producer_position
+    publication.decref(2 * MS)
+    publication.advance(2 * MS)
+    assert publication.state is State.DRAINING and publication.awaiting_delivery
+    publisher.datagrams(3 * MS)
+    assert publisher.sender.sender_position.get() == end
+    publication.advance(3 * MS)
+    assert publication.state is State.LINGER and publication.awaiting_delivery
+    return publication, publisher, reports, end
+
+
+def eos_heartbeats(datagrams) -> int:
+    return sum(
+        1
+        for datagram in map(bytes, datagrams)
+        for ref in iter_frames(datagram)
+        if ref.is_heartbeat and ref.decode(datagram).flags & EOS_FLAG
+    )
+
+
+def test_a_linger_ends_once_acknowledged_and_the_end_of_stream_announced(tmp_path):
+    publication, publisher, reports, end = released_and_sent(tmp_path)
+    heartbeat = publisher.sender.data_sender.heartbeat_deadline_ns
+    assert publication.deadline_ns() == heartbeat  # to look once the EOS heartbeat went
+    publisher.sender.on_status_message(status(end), 4 * MS)
+    publication.advance(4 * MS)
+    assert publication.state is State.LINGER  # acknowledged, the end not announced yet
+    assert eos_heartbeats(publisher.datagrams(heartbeat)) == 1
+    publication.advance(heartbeat)
+    assert publication.state is State.DONE and not publication.awaiting_delivery
+    assert reports == []
+
+
+def test_a_linger_not_acknowledged_ends_at_its_timeout_and_reports_the_loss(tmp_path):
+    publication, publisher, reports, end = released_and_sent(tmp_path)
+    publisher.sender.on_status_message(status(end - 64), 4 * MS)  # the last message not read
+    assert eos_heartbeats(publisher.datagrams(103 * MS)) == 1
+    assert publication.deadline_ns() == 3 * MS + LINGER_NS
+    publication.advance(3 * MS + LINGER_NS - 1)
+    assert publication.state is State.LINGER and reports == []
+    publication.advance(3 * MS + LINGER_NS)
+    assert publication.state is State.DONE
+    assert reports == [
+        "publication 1 on aeron:udp?endpoint=127.0.0.1:40123 (session 77, stream 10) ended "
+        f"after its linger of 500 ms: its receivers have not acknowledged up to {end} "
+        f"(acknowledged up to {end - 64}, sent up to {end})"
+    ]
+
+
+def test_every_receiver_heard_lately_must_acknowledge_and_one_gone_keeps_its_count(tmp_path):
+    """Receiver 6 lags: it holds the linger until it goes silent. Then receiver 5, which
+    acknowledged everything, goes silent too: what it acknowledged still counts."""
+    publication, publisher, reports, end = released_and_sent(tmp_path)
+    sender = publisher.sender
+    sender.on_status_message(status(64, receiver_id=6), 4 * MS)
+    sender.on_status_message(status(end), 5 * MS)
+    publisher.datagrams(103 * MS)  # the EOS heartbeat
+    publication.advance(103 * MS)
+    assert sender.acknowledged_position == 64 and publication.state is State.LINGER
+    sender.on_status_message(status(end), 400 * MS)
+    sender.check_receiver_liveness(4 * MS + RECEIVER_TIMEOUT_NS + 1)  # receiver 6 is gone
+    assert sender.acknowledged_position == end
+    sender.check_receiver_liveness(400 * MS + RECEIVER_TIMEOUT_NS + 1)  # and receiver 5
+    assert sender.acknowledged_position == end
+    publication.advance(400 * MS + RECEIVER_TIMEOUT_NS + 1)
+    assert publication.state is State.DONE and reports == []
+
+
+def test_a_publication_that_published_nothing_has_nothing_to_deliver(tmp_path):
+    publication, publisher, reports = network(tmp_path)
+    publication.decref(2 * MS)
+    publication.advance(2 * MS)
+    assert publication.state is State.LINGER
+    heartbeat = publisher.sender.data_sender.heartbeat_deadline_ns
+    publisher.datagrams(heartbeat)
+    publication.advance(heartbeat)
+    assert publication.state is State.DONE and reports == []
+
+
+def test_an_ipc_publication_drains_to_its_subscribers_then_lingers_its_whole_timeout(tmp_path):
+    publisher = Publisher(
+        tmp_path / "pub.log", TERM_LENGTH, MTU, INITIAL_TERM_ID, {c: Slot() for c in SystemCounters}
+    )
+    reports: list[str] = []
+    publication = IpcPublication(**stubs(tmp_path, publisher, reports))
+    publication._subscribers_changed = lambda: None  # no log flags to set here
+    subscriber = SubscriberPosition(2, 3, Slot(0))
+    publication.add_subscriber(subscriber, "aeron:ipc")
+    publication.update_publisher_limit()
+    assert publisher.offer(0, 3, 3) == 3
+    end = publisher.log.producer_position
+    publication.decref(MS)
+    publication.advance(2 * MS)
+    assert publication.state is State.DRAINING and publication.awaiting_delivery
+    assert publication.undelivered() == f"its subscribers consumed up to 0, not up to {end}"
+    subscriber.counter.set(end)
+    publication.advance(3 * MS)
+    assert publication.state is State.LINGER and not publication.awaiting_delivery
+    assert publication.deadline_ns() == 3 * MS + LINGER_NS
+    publication.advance(3 * MS + LINGER_NS - 1)
+    assert publication.state is State.LINGER
+    publication.advance(3 * MS + LINGER_NS)
+    assert publication.state is State.DONE and reports == []
+
+
+def image_whose_stream_ended(tmp_path, read: int) -> tuple[PublicationImage, Slot]:
+    """An image rebuilt to the end of its stream (1024), its subscriber having read `read`."""
+    receiver = SimpleNamespace(
+        session_id=77,
+        stream_id=10,
+        rebuilder=SimpleNamespace(),
+        rebuild_position=Slot(1024),
+        time_of_last_packet_ns=0,
+        is_alive=lambda now_ns: False,  # ended and rebuilt to its end
+    )
+    cooled = []
+    image = PublicationImage(
+        registration_id=3,
+        receiver=receiver,
+        endpoint=SimpleNamespace(dispatcher=SimpleNamespace(cool_down=lambda *a: cooled.append(a))),
+        source=("127.0.0.1", 40124),
+        log_file=str(tmp_path / "image.log"),
+        counters=[],
+        stream_counters=SimpleNamespace(free=lambda *counters: None),
+        proxy=SimpleNamespace(image_ready=lambda *args: None),
+        wake=lambda: None,
+        loss_report=None,
+    )
+    subscriber = SubscriberPosition(2, 3, Slot(read))
+    image.add_subscriber(subscriber)
+    return image, subscriber.counter
+
+
+def test_an_ended_image_stays_until_its_subscribers_read_it_to_its_end(tmp_path):
+    """Told it is gone, a subscriber stops reading: what it had not read would be lost."""
+    image, subscriber = image_whose_stream_ended(tmp_path, read=512)
+    image.on_time_event(MS)
+    assert not image.has_reached_end_of_life()
+    subscriber.set(1024)
+    image.on_time_event(2 * MS)
+    assert image.has_reached_end_of_life()
+
+
+def test_an_ended_image_its_subscriber_does_not_read_ends_when_silent(tmp_path):
+    image, _ = image_whose_stream_ended(tmp_path, read=512)
+    image.on_time_event(IMAGE_LIVENESS_TIMEOUT_NS)
+    assert not image.has_reached_end_of_life()
+    image.on_time_event(IMAGE_LIVENESS_TIMEOUT_NS + 1)
+    assert image.has_reached_end_of_life()
+
+
+def test_a_linger_whose_receivers_are_gone_ends_then_and_reports_the_loss(tmp_path):
+    """Nothing is left to deliver to once no receiver was heard for RECEIVER_TIMEOUT_NS."""
+    publication, publisher, reports, end = released_and_sent(tmp_path)
+    sender = publisher.sender
+    sender.on_status_message(status(end - 64), 4 * MS)
+    publication.linger_ns = 10 * LINGER_NS
+    gone = 4 * MS + RECEIVER_TIMEOUT_NS + 1
+    assert gone < publication.linger_deadline_ns()
+    sender.check_receiver_liveness(gone - 2)
+    publication.advance(gone - 2)
+    assert publication.state is State.LINGER and reports == []
+    sender.check_receiver_liveness(gone)
+    publication.advance(gone)
+    assert publication.state is State.DONE
+    assert reports == [
+        "publication 1 on aeron:udp?endpoint=127.0.0.1:40123 (session 77, stream 10) ended "
+        f"with no receiver left: its receivers have not acknowledged up to {end} "
+        f"(acknowledged up to {end - 64}, sent up to {end})"
+    ]
