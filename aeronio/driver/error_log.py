@@ -1,5 +1,8 @@
 """The driver's distinct error log, like Aeron's: each distinct error once, with a count and
 its first and last observation times, persisted as `errors.json` in the driver directory.
+Errors are told apart by type and message with their numbers abstracted ("frame of 9 bytes" and
+"frame of 12 bytes" are one error, shown with the first text seen), so that variants of one
+error do not fill the log and keep new errors out.
 
 The driver is the only writer. `record` is cheap: it updates memory and writes the file at
 most every `flush_interval_ms` (call `maybe_flush` from the duty cycle and `flush` on close).
@@ -10,6 +13,7 @@ previous one, never a torn write.
 from __future__ import annotations
 
 import os
+import re
 import time
 import traceback
 from typing import NamedTuple
@@ -57,15 +61,20 @@ def _epoch_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# A number in a message: hexadecimal, or a run of digits not part of a word (`int32` stays).
+_NUMBER = re.compile(r"0x[0-9a-fA-F]+|(?<![A-Za-z_])\d+")
+
+
 def _describe(error: BaseException | str) -> tuple[tuple[str, str], str]:
-    """The key an error is counted under and the text shown for it."""
+    """The key an error is counted under (its type and message, numbers abstracted) and the
+    text shown for it."""
     if isinstance(error, str):
-        return ("", error), error
+        return ("", _NUMBER.sub("N", error)), error
     name, message = type(error).__name__, str(error)
     text = f"{name}: {message}" if message else name
     if error.__traceback__ is not None or error.__cause__ or error.__context__:
         text += "\n" + "".join(traceback.format_exception(error)).rstrip("\n")
-    return (name, message), text
+    return (name, _NUMBER.sub("N", message)), text
 
 
 class DistinctErrorLog:
