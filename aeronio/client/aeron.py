@@ -147,8 +147,9 @@ class Aeron:
         self._fail(DriverTimeoutError(f"media driver on {self.driver_dir} lost: {reason}"))
 
     def _fail(self, error: AeronError) -> None:
-        """The driver is gone or dropped us: fail what waits, make publications and images inert
-        (their counters may belong to others now), wake what parks."""
+        """The driver is gone or dropped us: fail what waits, make publications inert (their
+        counters may belong to others now), close every image as unavailable (`poll` then
+        raises `error`), wake what parks."""
         if self._lost or self.is_closed:
             return
         self._lost = error
@@ -158,9 +159,7 @@ class Aeron:
         for publication in self._publications.values():
             publication._appender.close()
         for subscription in self._subscriptions.values():
-            for image in subscription.images:
-                image._reader.close()
-            subscription._changed.ring()
+            subscription._remove_images()
         signals.ring_all()
 
     def check_alive(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 
 import pytest
 
@@ -12,7 +13,7 @@ from aeronio.counters import SystemCounters
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.errors import ConfigurationError, DriverError
 from aeronio.protocol import control as p
-from tests.support.procs import IPC, procs_fixture, system_counters
+from tests.support.procs import IPC, await_until, procs_fixture, system_counters
 
 procs = pytest.fixture(procs_fixture, name="procs")
 
@@ -106,3 +107,35 @@ async def test_the_driver_answers_a_bad_command_and_keeps_the_connection(procs):
         with pytest.raises(DriverError, match="type_id"):
             await aeron._request(p.AddCounter(cid(), me, 2**40, b"", "x"))
         await still_served(aeron, 2)
+
+
+@pytest.mark.slow
+async def test_a_subscriber_stopped_past_its_liveness_timeout_is_told_by_poll(procs):
+    """A subscriber process stopped (SIGSTOP) until the driver times it out learns it when it
+    resumes: its images close, the unavailable-image handler runs, `poll` raises
+    ClientTimeoutError."""
+    dir = procs.new_dir()
+    procs.driver(dir, "--client-liveness-timeout-ns", "1000000000")
+    async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
+        publication = await aeron.add_publication(IPC, 9)
+        subscriber = procs.role("polling_subscriber", dir=dir, stream=9)
+        await subscriber.aexpect("ready", timeout=30)
+        timeouts = system_counters(dir)[SystemCounters.CLIENT_TIMEOUTS]
+        subscriber.send_signal(signal.SIGSTOP)
+        try:
+            await await_until(
+                lambda: system_counters(dir)[SystemCounters.CLIENT_TIMEOUTS] > timeouts,
+                30,
+                "the driver to time the stopped subscriber out",
+            )
+            await await_until(lambda: not publication.is_connected, 30, "the image to go")
+        finally:
+            subscriber.send_signal(signal.SIGCONT)
+        raised = await subscriber.aexpect_json("raised", timeout=30)
+        assert raised == {
+            "type": "ClientTimeoutError",
+            "unavailable": [True],  # the handler ran, with the image closed
+            "images": 0,
+            "image_closed": True,
+        }
+        assert await subscriber.await_exit(30) == 0, subscriber.describe()
