@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import msgspec
 
+from aeronio.driver.client_proxy import ClientProxy
 from aeronio.protocol import control as p
 
 log = logging.getLogger("aeronio.driver")
@@ -133,7 +134,7 @@ class ControlServer:
         self._on_bad_input(message)
         correlation_id = fields.get("correlation_id")
         if isinstance(correlation_id, int) and -(2**63) <= correlation_id < 2**63:
-            reply(p.ErrorResponse(correlation_id, p.GENERIC_ERROR, message))
+            ClientProxy.error(reply, correlation_id, p.GENERIC_ERROR, message)
 
     async def close(self) -> None:
         if self._server is None:

@@ -23,6 +23,7 @@ import msgspec
 from aeronio.errors import AeronError
 
 MAX_DISTINCT_ERRORS = 1000
+MAX_MESSAGE_LENGTH = 16 * 1024
 FLUSH_INTERVAL_MS = 100
 FORMAT_VERSION = 1
 
@@ -65,15 +66,24 @@ def _epoch_ms() -> int:
 _NUMBER = re.compile(r"0x[0-9a-fA-F]+|(?<![A-Za-z_])\d+")
 
 
+def cut(text: str, limit: int) -> str:
+    """`text`, or its first `limit` characters and how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more)"
+
+
 def _describe(error: BaseException | str) -> tuple[tuple[str, str], str]:
     """The key an error is counted under (its type and message, numbers abstracted) and the
-    text shown for it."""
+    text shown for it; a message over MAX_MESSAGE_LENGTH (quoting a long argument) is cut."""
     if isinstance(error, str):
+        error = cut(error, MAX_MESSAGE_LENGTH)
         return ("", _NUMBER.sub("N", error)), error
-    name, message = type(error).__name__, str(error)
+    name, message = type(error).__name__, cut(str(error), MAX_MESSAGE_LENGTH)
     text = f"{name}: {message}" if message else name
     if error.__traceback__ is not None or error.__cause__ or error.__context__:
-        text += "\n" + "".join(traceback.format_exception(error)).rstrip("\n")
+        trace = "".join(traceback.format_exception(error)).rstrip("\n")
+        text += "\n" + cut(trace, MAX_MESSAGE_LENGTH)
     return (name, _NUMBER.sub("N", message)), text
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import aeronio
 from aeronio.counters import SystemCounters
+from aeronio.driver.client_proxy import MAX_ERROR_LENGTH
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.errors import ConfigurationError, DriverError
 from aeronio.protocol import control as p
@@ -139,3 +140,26 @@ async def test_a_subscriber_stopped_past_its_liveness_timeout_is_told_by_poll(pr
             "image_closed": True,
         }
         assert await subscriber.await_exit(30) == 0, subscriber.describe()
+
+
+@pytest.mark.slow
+async def test_an_error_echoing_a_long_argument_is_cut_to_fit_the_protocol(procs):
+    """A refusal whose message quotes a near-maximal argument still fits in a response frame
+    (the client would take a longer one as a broken connection)."""
+    dir = procs.new_dir()
+    procs.driver(dir)
+    async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
+        publication = await aeron.add_publication(IPC, 3)
+        channel = "aeron:ipc?alias=" + "x" * (p.MAX_FRAME_LENGTH - 200)
+        while len(_add_destination(aeron, channel + "x")) <= p.MAX_FRAME_LENGTH:
+            channel += "x"  # the longest that the command carries
+        with pytest.raises(aeronio.ChannelUriError) as refused:
+            await publication.add_destination(channel)
+        message = str(refused.value)
+        full = f"destination {channel!r} must be aeron:udp?endpoint=host:port"
+        assert message == full[:MAX_ERROR_LENGTH] + f"... ({len(full) - MAX_ERROR_LENGTH} more)"
+        await still_served(aeron, 4)
+
+
+def _add_destination(aeron, channel: str) -> bytes:
+    return p.encode(p.AddDestination(2**62, aeron.client_id, 2**62, channel))

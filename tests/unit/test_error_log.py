@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from aeronio.driver.error_log import (
+    MAX_MESSAGE_LENGTH,
     DistinctErrorLog,
     ErrorLogError,
     ErrorObservation,
@@ -162,6 +163,17 @@ def test_variants_differing_in_numbers_are_one_error_and_leave_room(tmp_path):
     ]
     assert observations[0].last_ms == 499
     assert log.dropped == 1
+
+
+def test_a_long_message_is_cut(tmp_path):
+    log = DistinctErrorLog(tmp_path / "errors.json")
+    long = "channel " + "x" * 1_000_000
+    log.record(long)
+    log.record(raise_and_catch(ValueError(long)))
+    (plain, raised) = log.observations()
+    assert plain.text == long[:MAX_MESSAGE_LENGTH] + f"... ({len(long) - MAX_MESSAGE_LENGTH} more)"
+    assert raised.text.startswith(f"ValueError: {long[:MAX_MESSAGE_LENGTH]}... (")
+    assert len(raised.text) < 3 * MAX_MESSAGE_LENGTH  # the traceback's last line cut too
 
 
 def test_missing_file_is_an_empty_log(tmp_path):
