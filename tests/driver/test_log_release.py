@@ -4,7 +4,6 @@ collector's next full collection."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import os
@@ -15,6 +14,7 @@ import pytest
 import aeronio
 from aeronio.driver.media_driver import MediaDriver
 from bench.children import free_port
+from bench.hostile.churn import cycle
 from tests.support.holdings import allocated_counters, held
 from tests.support.procs import await_until, new_driver_dir
 
@@ -54,7 +54,7 @@ async def test_ended_streams_logs_are_unmapped_without_the_garbage_collector(cha
                 before = held(os.getpid(), dir)
                 channel = channel.format(port=free_port())
                 for _ in range(CYCLES):
-                    await _cycle(aeron, channel)
+                    await cycle(aeron, channel)
                 resources = driver.conductor.resources
                 await await_until(
                     lambda: (
@@ -76,15 +76,3 @@ async def test_ended_streams_logs_are_unmapped_without_the_garbage_collector(cha
                 assert after["fds"] == before["fds"], (before, after)
     # And the driver left no reference cycle behind (no receive buffer waits for the collector).
     assert not [name for name in found if name.startswith("aeronio.driver.")], found
-
-
-async def _cycle(aeron: aeronio.Aeron, channel: str) -> None:
-    """A publication and a subscription that exchange a message and close (and are let go: a
-    closed publication or image still held keeps its log mapped)."""
-    subscription = await aeron.add_subscription(channel, 1)
-    publication = await aeron.add_publication(channel, 1)
-    await subscription.wait_connected(10)
-    await publication.offer(b"churn", timeout=10)
-    assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"churn"
-    await publication.close()
-    await subscription.close()
