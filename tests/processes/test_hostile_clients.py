@@ -111,15 +111,16 @@ async def test_the_driver_answers_a_bad_command_and_keeps_the_connection(procs):
 
 
 @pytest.mark.slow
-async def test_a_subscriber_stopped_past_its_liveness_timeout_is_told_by_poll(procs):
+@pytest.mark.parametrize("how", ["poll", "async_for"])
+async def test_a_subscriber_stopped_past_its_liveness_timeout_is_told(procs, how):
     """A subscriber process stopped (SIGSTOP) until the driver times it out learns it when it
-    resumes: its images close, the unavailable-image handler runs, `poll` raises
-    ClientTimeoutError."""
+    resumes: its images close, the unavailable-image handler runs, `poll` (and `async for`)
+    raise ClientTimeoutError."""
     dir = procs.new_dir()
     procs.driver(dir, "--client-liveness-timeout-ns", "1000000000")
     async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
         publication = await aeron.add_publication(IPC, 9)
-        subscriber = procs.role("polling_subscriber", dir=dir, stream=9)
+        subscriber = procs.role("polling_subscriber", dir=dir, stream=9, how=how)
         await subscriber.aexpect("ready", timeout=30)
         timeouts = system_counters(dir)[SystemCounters.CLIENT_TIMEOUTS]
         subscriber.send_signal(signal.SIGSTOP)

@@ -395,9 +395,10 @@ async def role_stalled_subscriber(dir: str, stream: int) -> None:
         await asyncio.sleep(120)
 
 
-async def role_polling_subscriber(dir: str, stream: int) -> None:
-    """Subscribe, wait for an image, report, then `poll` (idling between empty polls) until a
-    poll raises: report what it raised, the images left and what the handler was told."""
+async def role_polling_subscriber(dir: str, stream: int, how: str = "poll") -> None:
+    """Subscribe, wait for an image, report, then `poll` (idling between empty polls) or
+    `async for` (how="async_for") until that raises: report what it raised, the images left and
+    what the unavailable-image handler was told."""
     import aeronio
 
     unavailable = []
@@ -409,6 +410,9 @@ async def role_polling_subscriber(dir: str, stream: int) -> None:
         image = subscription.images[0]
         say("ready")
         try:
+            if how == "async_for":
+                async for _ in subscription:
+                    pass
             while True:
                 if not subscription.poll(lambda buffer, header: None, 10):
                     await asyncio.sleep(0.005)
