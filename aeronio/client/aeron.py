@@ -147,8 +147,9 @@ class Aeron:
         self._fail(DriverTimeoutError(f"media driver on {self.driver_dir} lost: {reason}"))
 
     def _fail(self, error: AeronError) -> None:
-        """The driver is gone or dropped us: fail what waits, make publications and images inert
-        (their counters may belong to others now), wake what parks."""
+        """The driver is gone or dropped us: fail what waits, make publications inert (their
+        counters may belong to others now), close every image as unavailable (`poll` then
+        raises `error`), wake what parks."""
         if self._lost or self.is_closed:
             return
         self._lost = error
@@ -158,9 +159,7 @@ class Aeron:
         for publication in self._publications.values():
             publication._appender.close()
         for subscription in self._subscriptions.values():
-            for image in subscription.images:
-                image._reader.close()
-            subscription._changed.ring()
+            subscription._remove_images()
         signals.ring_all()
 
     def check_alive(self) -> None:
@@ -193,6 +192,7 @@ class Aeron:
 
     async def _request(self, command: p.Command) -> p.Response:
         self.check_alive()
+        _check_length(command)
         future = asyncio.get_running_loop().create_future()
         self._pending[command.correlation_id] = future
         self._transport.submit(command)
@@ -387,6 +387,11 @@ class Aeron:
     async def add_counter(self, type_id: int, label: str, key: bytes = b"") -> ClientCounter:
         """A counter in the driver's counters file (shown by `aeronio stat`) that this client
         owns and writes; it is freed by `close()` or when this client ends."""
+        limits.check_int32(type_id, "type_id")
+        if not isinstance(label, str):
+            raise ConfigurationError(f"label must be a str, not {type(label).__name__}")
+        if not isinstance(key, bytes | bytearray | memoryview):
+            raise ConfigurationError(f"key must be bytes, not {type(key).__name__}")
         correlation_id = self._correlation_id()
         ready = await self._request(
             p.AddCounter(correlation_id, self.client_id, type_id, bytes(key), label)
@@ -439,3 +444,20 @@ class Aeron:
 
     async def __aexit__(self, *exc) -> None:
         await self.close()
+
+
+def _check_length(command: p.Command) -> None:
+    """ConfigurationError, naming the longest field, for a command longer than the control
+    protocol carries (the same for an embedded driver as for one in another process)."""
+    length = len(p.encode(command))
+    if length > p.MAX_FRAME_LENGTH:
+        sizes = {
+            name: len(value)
+            for name in command.__struct_fields__
+            if isinstance(value := getattr(command, name), str | bytes)
+        }
+        name = max(sizes, key=sizes.get)
+        raise ConfigurationError(
+            f"{name} of {sizes[name]} characters makes {type(command).__name__} {length} bytes "
+            f"long, over the control protocol's maximum of {p.MAX_FRAME_LENGTH}"
+        )

@@ -178,6 +178,14 @@ class Subscription(_core.SubscriptionBase):
         self._changed.ring()
         _call_back(self.unavailable_image, image)
 
+    def _remove_images(self) -> None:
+        """The client lost its driver, or was timed out: every image goes, as unavailable. What
+        the iterators and polls raise is the client's error, not each image's loss."""
+        for image in self.images:
+            self._remove_image(image.correlation_id)
+        self._lost.clear()
+        self._changed.ring()
+
     # -- polling ------------------------------------------------------------------------
 
     def _poll_each(self, method: str, handler, limit: int) -> int:
@@ -187,6 +195,7 @@ class Subscription(_core.SubscriptionBase):
         if count == 1:
             return getattr(images[0], method)(handler, limit)
         if not count:
+            self._check_client()
             return 0
         start = self._round_robin = (self._round_robin + 1) % count
         done = 0
@@ -197,7 +206,9 @@ class Subscription(_core.SubscriptionBase):
         return done
 
     def poll(self, handler: FragmentHandler, fragment_limit: int) -> int:
-        """Deliver up to fragment_limit fragments as handler(buffer, header); returns the count."""
+        """Deliver up to fragment_limit fragments as handler(buffer, header); returns the count.
+        Every poll method raises ClientTimeoutError (DriverTimeoutError) once the driver timed
+        this client out (was lost): its images are gone then."""
         images = self._images
         if len(images) == 1:
             return images[0].poll(handler, fragment_limit)
@@ -216,7 +227,16 @@ class Subscription(_core.SubscriptionBase):
 
     def block_poll(self, handler, block_length_limit: int) -> int:
         """Deliver whole-frame blocks as handler(block, session_id, term_id); returns bytes."""
+        if not self._images:
+            self._check_client()
         return sum(image.block_poll(handler, block_length_limit) for image in self._images)
+
+    def _check_client(self) -> None:
+        """Raise what the client lost (ClientTimeoutError, DriverTimeoutError), if it did: a
+        poll without images tells it (its images went with it)."""
+        lost = self._client._lost
+        if lost is not None:
+            raise lost
 
     # -- async iteration: the waits behind SubscriptionBase's iterators ------------------
 

@@ -409,8 +409,12 @@ class ReceiveChannelEndpoint:
         return destination
 
     def close(self) -> None:
+        """Close its sockets and let go of its dispatcher (which refers back to it), so that
+        their receive buffers go now, not at the garbage collector's next full collection."""
         for destination in self.destinations.values():
             destination.close()
+        self.destinations.clear()
+        self.dispatcher = None
 
     # -- datagrams and connections ------------------------------------------------------
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from aeronio.driver.error_log import cut
 from aeronio.protocol import control as p
 
 Reply = Callable[[p.Response], None]
+# The longest error message sent to a client (well within a control frame).
+MAX_ERROR_LENGTH = 16 * 1024
 
 
 class ClientProxy:
@@ -40,7 +43,9 @@ class ClientProxy:
 
     @staticmethod
     def error(reply: Reply, correlation_id: int, code: int, message: str) -> None:
-        reply(p.ErrorResponse(correlation_id, code, message))
+        """An ErrorResponse; a message over MAX_ERROR_LENGTH (quoting a long argument) is cut,
+        so that the response fits in a control frame."""
+        reply(p.ErrorResponse(correlation_id, code, cut(message, MAX_ERROR_LENGTH)))
 
     def _send(self, client_id: int, message: p.Response) -> None:
         client = self._clients.get(client_id)

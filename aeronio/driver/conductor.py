@@ -457,6 +457,9 @@ class DriverConductor:
     # -- client counters ----------------------------------------------------------------
 
     def _add_counter(self, command: p.AddCounter, client: ClientSession, reply) -> None:
+        limits.check_int32(command.type_id, "type_id")
+        if not isinstance(command.label, str):
+            raise AeronError(f"counter label must be a str, not {type(command.label).__name__}")
         if len(command.key) > MAX_KEY_LENGTH:
             raise AeronError(f"counter key is {len(command.key)} bytes, over {MAX_KEY_LENGTH}")
         counter = self.stream_counters.client_counter(

@@ -1,5 +1,8 @@
 """The driver's distinct error log, like Aeron's: each distinct error once, with a count and
 its first and last observation times, persisted as `errors.json` in the driver directory.
+Errors are told apart by type and message with their numbers abstracted ("frame of 9 bytes" and
+"frame of 12 bytes" are one error, shown with the first text seen), so that variants of one
+error do not fill the log and keep new errors out.
 
 The driver is the only writer. `record` is cheap: it updates memory and writes the file at
 most every `flush_interval_ms` (call `maybe_flush` from the duty cycle and `flush` on close).
@@ -10,6 +13,7 @@ previous one, never a torn write.
 from __future__ import annotations
 
 import os
+import re
 import time
 import traceback
 from typing import NamedTuple
@@ -19,6 +23,7 @@ import msgspec
 from aeronio.errors import AeronError
 
 MAX_DISTINCT_ERRORS = 1000
+MAX_MESSAGE_LENGTH = 16 * 1024
 FLUSH_INTERVAL_MS = 100
 FORMAT_VERSION = 1
 
@@ -57,15 +62,29 @@ def _epoch_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# A number in a message: hexadecimal, or a run of digits not part of a word (`int32` stays).
+_NUMBER = re.compile(r"0x[0-9a-fA-F]+|(?<![A-Za-z_])\d+")
+
+
+def cut(text: str, limit: int) -> str:
+    """`text`, or its first `limit` characters and how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more)"
+
+
 def _describe(error: BaseException | str) -> tuple[tuple[str, str], str]:
-    """The key an error is counted under and the text shown for it."""
+    """The key an error is counted under (its type and message, numbers abstracted) and the
+    text shown for it; a message over MAX_MESSAGE_LENGTH (quoting a long argument) is cut."""
     if isinstance(error, str):
-        return ("", error), error
-    name, message = type(error).__name__, str(error)
+        error = cut(error, MAX_MESSAGE_LENGTH)
+        return ("", _NUMBER.sub("N", error)), error
+    name, message = type(error).__name__, cut(str(error), MAX_MESSAGE_LENGTH)
     text = f"{name}: {message}" if message else name
     if error.__traceback__ is not None or error.__cause__ or error.__context__:
-        text += "\n" + "".join(traceback.format_exception(error)).rstrip("\n")
-    return (name, message), text
+        trace = "".join(traceback.format_exception(error)).rstrip("\n")
+        text += "\n" + cut(trace, MAX_MESSAGE_LENGTH)
+    return (name, _NUMBER.sub("N", message)), text
 
 
 class DistinctErrorLog:

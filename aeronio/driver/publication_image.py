@@ -34,6 +34,7 @@ class PublicationImage:
         *,
         registration_id: int,
         receiver: ReceiverStateMachine,
+        subscribers: list[SubscriberPosition],
         endpoint: ReceiveChannelEndpoint,
         source: tuple[str, int],
         log_file: str,
@@ -51,7 +52,7 @@ class PublicationImage:
         self.source_address = f"{source[0]}:{source[1]}"  # host:port of the sender
         self.log_file = log_file
         self.counters = counters
-        self.subscribers: list[SubscriberPosition] = []
+        self.subscribers = subscribers  # the receiver's consumption is theirs (no cycle)
         self._stream_counters = stream_counters
         self._proxy = proxy
         self._wake = wake
@@ -130,6 +131,7 @@ class PublicationImage:
         self._stream_counters.free(*self.counters)
         self.signals.consumed.remove_callback(self._wake)
         signals.release(self.log_file)
+        self.receiver.loss_handler = None  # a cycle through the image would keep its log mapped
         self.receiver.log.close()
         try:
             os.unlink(self.log_file)

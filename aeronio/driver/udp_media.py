@@ -14,6 +14,7 @@ resource registry.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 from collections.abc import Callable
@@ -36,7 +37,12 @@ from aeronio.driver.loss_report import LossReport
 from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.publication_image import PublicationImage
 from aeronio.driver.receiver_state import ReceiverStateMachine
-from aeronio.driver.resources import DriverResources, SubscriberPosition, SubscriptionLink
+from aeronio.driver.resources import (
+    DriverResources,
+    SubscriberPosition,
+    SubscriptionLink,
+    slowest,
+)
 from aeronio.driver.sender_state import SenderStateMachine
 from aeronio.driver.stream_counters import StreamCounters
 from aeronio.errors import StorageSpaceError
@@ -264,7 +270,7 @@ class UdpMedia:
         links = self._links_on(endpoint, setup.stream_id)
         setting = _first_setting(links)
         nak_delay = setting("nak_delay_ns")
-        image: PublicationImage | None = None
+        subscribers: list[SubscriberPosition] = []  # the image's, read by its receiver
         receiver = ReceiverStateMachine(
             log,
             join_position=d.compute_position(
@@ -273,7 +279,7 @@ class UdpMedia:
             receiver_id=self.receiver_id,
             rebuild_position=pos,
             hwm_position=hwm,
-            consumption_position=lambda: image.consumption(),
+            consumption_position=functools.partial(slowest, subscribers),
             system=services.system,
             now_ns=now_ns,
             window=setting("rcv_wnd"),
@@ -287,6 +293,7 @@ class UdpMedia:
         image = PublicationImage(
             registration_id=registration_id,
             receiver=receiver,
+            subscribers=subscribers,
             endpoint=endpoint,
             source=source.sender,
             log_file=log_file,

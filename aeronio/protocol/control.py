@@ -10,6 +10,7 @@ each other."""
 from __future__ import annotations
 
 import asyncio
+import struct
 from typing import Annotated
 
 import msgspec
@@ -228,6 +229,52 @@ def decode_command(data: bytes) -> Command:
 
 def decode_response(data: bytes) -> Response:
     return _response_decoder.decode(data)
+
+
+def head_fields(data: bytes) -> dict[str, str | int]:
+    """The leading string and integer fields of an encoded message, read without decoding the
+    whole (which may be malformed or cut short): a tagged message starts with its `type`, then
+    its `correlation_id` if it has one, so a refusal can answer the request it refuses."""
+    fields: dict[str, str | int] = {}
+    view = memoryview(data)
+    if not view or not 0x80 <= view[0] <= 0x8F:  # a fixmap: every message has < 16 fields
+        return fields
+    at = 1
+    for _ in range(view[0] & 0x0F):
+        key, at = _str_or_int(view, at)
+        value, at = _str_or_int(view, at) if isinstance(key, str) else (None, at)
+        if value is None:
+            break
+        fields[key] = value
+    return fields
+
+
+_INT_FORMATS = {0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h"}
+_INT_FORMATS |= {0xD2: ">i", 0xD3: ">q"}
+
+
+def _str_or_int(view: memoryview, at: int) -> tuple[str | int | None, int]:
+    """The msgpack string or integer at `at` and the offset after it; None for anything else
+    (or for one cut short)."""
+    if at >= len(view):
+        return None, at
+    marker = view[at]
+    if marker <= 0x7F or marker >= 0xE0:  # positive or negative fixint
+        return (marker if marker <= 0x7F else marker - 0x100), at + 1
+    if 0xA0 <= marker <= 0xBF or marker == 0xD9:  # fixstr, str8
+        length, at = (marker & 0x1F, at + 1) if marker != 0xD9 else (view[at + 1], at + 2)
+        if at + length > len(view):
+            return None, at
+        try:
+            return str(view[at : at + length], "utf-8"), at + length
+        except UnicodeDecodeError:
+            return None, at
+    if marker in _INT_FORMATS:
+        size = struct.calcsize(_INT_FORMATS[marker])
+        if at + 1 + size > len(view):
+            return None, at
+        return struct.unpack_from(_INT_FORMATS[marker], view, at + 1)[0], at + 1 + size
+    return None, at
 
 
 def frame(message: Command | Response) -> bytes:

@@ -517,7 +517,7 @@ def _read_to_end(s: socket.socket) -> bytes:
 
 
 @pytest.mark.slow
-async def test_control_protocol_refuses_other_versions_and_drops_garbage(procs, monkeypatch):
+async def test_control_protocol_refuses_other_versions_and_garbage(procs, monkeypatch):
     dir = procs.new_dir()
     procs.driver(dir)
     with _raw_connection(dir) as s:
@@ -531,7 +531,8 @@ async def test_control_protocol_refuses_other_versions_and_drops_garbage(procs, 
     def send_garbage(data: bytes) -> bytes:
         with _raw_connection(dir) as s:
             s.sendall(data)
-            return _read_to_end(s)  # dropped: the driver closes the connection
+            s.shutdown(socket.SHUT_WR)  # a bad command after the hello does not end it
+            return _read_to_end(s)  # the driver closes the connection
 
     hello = p.frame(p.ClientHello(p.PROTOCOL_VERSION, 2, os.getpid()))
     garbage = {
@@ -539,6 +540,7 @@ async def test_control_protocol_refuses_other_versions_and_drops_garbage(procs, 
         "absurd length": b"\xff\xff\xff\x7f" + b"x" * 16,
         "a command before the hello": p.frame(p.ClientKeepalive(2)),
         "garbage after the hello": hello + (5).to_bytes(4, "little") + b"\x93\x01\x02\x03\xc1",
+        "an absurd length after the hello": hello + b"\xff\xff\xff\x7f" + b"x" * 16,
     }
     # A client attached before the garbage goes on working after it.
     async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
@@ -546,7 +548,7 @@ async def test_control_protocol_refuses_other_versions_and_drops_garbage(procs, 
         before = system_counters(dir)
         for name, data in garbage.items():
             rest = await asyncio.to_thread(send_garbage, data)
-            if name == "garbage after the hello":
+            if name.endswith("after the hello"):  # answered, then dropped, unanswered
                 assert isinstance(p.decode_response(rest[4:]), p.DriverHello), rest
             else:
                 assert rest == b"", name

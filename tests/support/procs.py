@@ -395,6 +395,32 @@ async def role_stalled_subscriber(dir: str, stream: int) -> None:
         await asyncio.sleep(120)
 
 
+async def role_polling_subscriber(dir: str, stream: int, how: str = "poll") -> None:
+    """Subscribe, wait for an image, report, then `poll` (idling between empty polls) or
+    `async for` (how="async_for") until that raises: report what it raised, the images left and
+    what the unavailable-image handler was told."""
+    import aeronio
+
+    unavailable = []
+    async with aeronio.connect(dir, driver_timeout_s=30) as aeron:
+        subscription = await aeron.add_subscription(
+            IPC, stream, unavailable_image=lambda image: unavailable.append(image.is_closed)
+        )
+        await wait_for_image(subscription)
+        image = subscription.images[0]
+        say("ready")
+        try:
+            if how == "async_for":
+                async for _ in subscription:
+                    pass
+            while True:
+                if not subscription.poll(lambda buffer, header: None, 10):
+                    await asyncio.sleep(0.005)
+        except aeronio.AeronError as e:
+            report = {"images": len(subscription.images), "image_closed": image.is_closed}
+            say("raised", {"type": type(e).__name__, "unavailable": unavailable, **report})
+
+
 async def role_idle_reader(
     dir: str, stream: int, want_image: bool, idle_strategy: str = "default"
 ) -> None:
@@ -493,6 +519,7 @@ ROLES = {
     "blocked_publisher": role_blocked_publisher,
     "idle_service": role_idle_service,
     "idle_ipc_client": role_idle_ipc_client,
+    "polling_subscriber": role_polling_subscriber,
 }
 
 

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from aeronio.driver.error_log import (
+    MAX_MESSAGE_LENGTH,
     DistinctErrorLog,
     ErrorLogError,
     ErrorObservation,
@@ -105,9 +106,10 @@ def test_a_reader_never_sees_a_torn_file(tmp_path):
     script = (
         "import sys\n"
         "from aeronio.driver.error_log import DistinctErrorLog\n"
+        f"from {__name__} import _word\n"
         "log = DistinctErrorLog(sys.argv[1], flush_interval_ms=0)\n"
         "for i in range(1000):\n"
-        "    log.record('error %d ' % (i % 100) + 'x' * 500)\n"
+        "    log.record('error ' + _word(i % 100) + ' ' + 'x' * 500)\n"
         "log.flush()\n"
     )
     writer = subprocess.Popen([sys.executable, "-c", script, str(path)])
@@ -125,19 +127,53 @@ def test_a_reader_never_sees_a_torn_file(tmp_path):
     assert reads > 0
 
 
+def _word(i: int) -> str:
+    """A distinct text without digits for each i (numbers would be abstracted)."""
+    return "".join(chr(ord("a") + int(digit)) for digit in str(i))
+
+
 def test_cap_drops_new_distinct_errors_and_counts_them(tmp_path):
     path = tmp_path / "errors.json"
     log = DistinctErrorLog(path)
     for i in range(1005):
-        log.record(f"error {i}", now_ms=i)
-    log.record("error 3", now_ms=2000)  # a known error is still counted
+        log.record(f"error {_word(i)}", now_ms=i)
+    log.record("error d", now_ms=2000)  # a known error is still counted
     log.flush()
     observations = load_error_log(path)[0]
     assert len(observations) == 1000 == len(log)
-    assert observations[-1].text == "error 999"
-    assert observations[3] == ErrorObservation(2, 3, 2000, "error 3")
+    assert observations[-1].text == f"error {_word(999)}"
+    assert observations[3] == ErrorObservation(2, 3, 2000, "error d")
     assert log.dropped == 5
     assert json.loads(path.read_text())["dropped"] == 5
+
+
+def test_variants_differing_in_numbers_are_one_error_and_leave_room(tmp_path):
+    log = DistinctErrorLog(tmp_path / "errors.json", max_errors=3)
+    for i in range(500):
+        log.record(f"control frame of {1048577 + i} bytes exceeds 1048576", now_ms=i)
+        log.record(ValueError(f"no subscription {i} on 0x{i:x}, 10.0.0.{i % 256}:{4000 + i}"))
+    log.record(ValueError("stream_id is not int32"), now_ms=600)
+    log.record(ValueError("stream_id is not int64"), now_ms=700)  # a word, not a number
+    log.flush()
+    observations = log.observations()
+    assert [(o.count, o.text) for o in observations] == [
+        (500, "control frame of 1048577 bytes exceeds 1048576"),
+        (500, "ValueError: no subscription 0 on 0x0, 10.0.0.0:4000"),
+        (1, "ValueError: stream_id is not int32"),
+    ]
+    assert observations[0].last_ms == 499
+    assert log.dropped == 1
+
+
+def test_a_long_message_is_cut(tmp_path):
+    log = DistinctErrorLog(tmp_path / "errors.json")
+    long = "channel " + "x" * 1_000_000
+    log.record(long)
+    log.record(raise_and_catch(ValueError(long)))
+    (plain, raised) = log.observations()
+    assert plain.text == long[:MAX_MESSAGE_LENGTH] + f"... ({len(long) - MAX_MESSAGE_LENGTH} more)"
+    assert raised.text.startswith(f"ValueError: {long[:MAX_MESSAGE_LENGTH]}... (")
+    assert len(raised.text) < 3 * MAX_MESSAGE_LENGTH  # the traceback's last line cut too
 
 
 def test_missing_file_is_an_empty_log(tmp_path):
