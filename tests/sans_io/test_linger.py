@@ -200,6 +200,7 @@ def image_whose_stream_ended(tmp_path, read: int) -> tuple[PublicationImage, Slo
     image = PublicationImage(
         registration_id=3,
         receiver=receiver,
+        subscribers=[],
         endpoint=SimpleNamespace(dispatcher=SimpleNamespace(cool_down=lambda *a: cooled.append(a))),
         source=("127.0.0.1", 40124),
         log_file=str(tmp_path / "image.log"),
