@@ -14,7 +14,8 @@ A duty cycle
 2. Images that arrived on recording subscriptions become recording sessions.
 3. Control sessions flush their responses and listings; replay sessions send. Sessions that
    are DONE are closed (a recording's stop position goes to the catalog and a
-   RecordingStopped event out). Recording sessions write on the recorder's thread
+   RecordingStopped event out; a control session aborted for responses it could not deliver
+   is counted and logged). Recording sessions write on the recorder's thread
    (`recorder.py`), so that disk writes overlap the event loop's work.
 """
 
@@ -266,6 +267,7 @@ class ArchiveConductor:
             ControlResponseProxy(publication),
             MESSAGE_TIMEOUT_NS,
             MESSAGE_TIMEOUT_NS,
+            self.ctx.max_pending_response_bytes,
             now_ns,
         )
 
@@ -329,7 +331,7 @@ class ArchiveConductor:
                 )  # fmt: skip
             case codecs.ListRecordingRequest():
                 if self.catalog.is_valid(request.recording_id):
-                    session.proxy.send(self._descriptor(session, request, request.recording_id))
+                    session.send(self._descriptor(session, request, request.recording_id))
                 else:
                     session.recording_unknown(correlation_id, request.recording_id)
             case codecs.RecordingPositionRequest():
@@ -643,6 +645,11 @@ class ArchiveConductor:
 
     async def _close_control_session(self, session: ControlSession) -> None:
         self.control_sessions.pop(session.control_session_id, None)
+        if session.abort_reason is not None:
+            self._count_error()
+            log.warning(
+                "control session %d aborted: %s", session.control_session_id, session.abort_reason
+            )
         with contextlib.suppress(AeronError):
             await session.proxy.publication.close()
 

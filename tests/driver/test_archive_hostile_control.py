@@ -4,11 +4,14 @@ client that never reads its answers. The archive stays idle and bounded, and ser
 """
 
 # ruff: noqa: F811 (the fixtures of test_archive.py, imported, are the tests' arguments)
+import asyncio
+
 import pytest
 
 from aeronio import archive
 from aeronio.archive import codecs
 from aeronio.archive.codecs import ErrorCode
+from aeronio.archive.context import MAX_PENDING_RESPONSE_BYTES
 from tests.driver.test_archive import IPC, STREAM, aeron, arch, client, free_udp_port  # noqa: F401
 from tests.support.procs import await_until
 
@@ -122,3 +125,31 @@ async def test_a_control_response_on_the_control_stream_is_dropped_unanswered(ae
     assert [(type(m), m.code, m.correlation_id in (98, 99)) for m in watcher.seen] == [
         (codecs.ControlResponse, codecs.ControlResponseCode.RECORDING_UNKNOWN, False)
     ]  # only the listing's answer: nothing answered the response nor the descriptor
+
+
+async def test_a_client_that_never_reads_is_closed_at_the_backlog_bound(aeron, arch, client):
+    bound = MAX_PENDING_RESPONSE_BYTES  # the default
+    response = "aeron:ipc?term-length=65536"  # a 32 KiB window, filled at once
+    reader = Watcher(await aeron.add_subscription(response, 99))
+    control = await control_publication(aeron, "aeron:ipc", 11)
+    await control.offer(codecs.ConnectRequest(1, 99, response).encode())
+    await await_until(lambda: reader.drain(), 10, "the connect answer")
+    session_id = reader.seen[0].control_session_id  # and it reads no more
+    session = arch.conductor.control_sessions[session_id]
+    errors = arch.conductor.errors.get()
+    most = 0
+    for i in range(2 * bound // 60):  # answers of 63 bytes: twice the bound
+        await control.offer(codecs.StopPositionRequest(session_id, i, 12345).encode())
+        most = max(most, session.proxy.pending_bytes)
+        if i % 64 == 0:
+            await asyncio.sleep(0)  # the archive's turn (it runs on this loop)
+    await await_until(
+        lambda: session_id not in arch.conductor.control_sessions, 20, "the session closed"
+    )
+    assert session.abort_reason.endswith(f"over the {bound} allowed (max_pending_response_bytes)")
+    assert 0 < most <= bound and session.proxy.pending_bytes == 0
+    assert session.proxy.publication.is_closed
+    # its later requests are counted and dropped; the other client is served
+    assert await client.list_recordings() == []
+    assert arch.conductor.errors.get() > errors
+    assert await client.get_recording_position(0) == -1
