@@ -205,17 +205,17 @@ class ArchiveConductor:
         try:
             request = codecs.decode(data)
         except codecs.CodecError as e:
-            self._drop("undecodable control message", str(e))
+            self._drop("undecodable control message", e)
             return
         if type(request) not in codecs.CONTROL_REQUESTS:
-            self._drop("not a control request", type(request).__name__)
+            self._drop("not a control request", request)
             return
         if isinstance(request, codecs.ConnectRequest):
             await self._on_connect(request, now_ns)
             return
         session = self.control_sessions.get(request.control_session_id)
         if session is None or session.state is ControlState.DONE:
-            self._drop("request for an unknown control session", repr(request))
+            self._drop("request for an unknown control session", request)
         elif isinstance(request, codecs.CloseSessionRequest):
             session.close()
         else:
@@ -235,13 +235,13 @@ class ArchiveConductor:
         if self.errors is not None:
             self.errors.increment()
 
-    def _drop(self, kind: str, detail: str) -> None:
-        """Count a control message dropped unanswered; log the first of each kind (a flood of
-        them shows in the `archive-errors` counter, not in the log)."""
+    def _drop(self, kind: str, what: object) -> None:
+        """Count a control message dropped unanswered; log the first of each kind with `what`
+        (a flood of them shows in the `archive-errors` counter, not in the log)."""
         self._count_error()
         if kind not in self._logged:
             self._logged.add(kind)
-            log.warning("dropped %s: %s (further ones only counted)", kind, detail[:200])
+            log.warning("dropped %s: %.200s (further ones only counted)", kind, what)
 
     # -- requests -------------------------------------------------------------------------
 
@@ -257,7 +257,7 @@ class ArchiveConductor:
         try:
             publication = await self.aeron.add_publication(channel, stream_id)
         except AeronError as e:
-            self._drop("ConnectRequest with no response publication", str(e))
+            self._drop("ConnectRequest with no response publication", e)
             return
         session_id = self._next_session_id
         self._next_session_id += 1
