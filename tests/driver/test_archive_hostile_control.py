@@ -153,3 +153,25 @@ async def test_a_client_that_never_reads_is_closed_at_the_backlog_bound(aeron, a
     assert await client.list_recordings() == []
     assert arch.conductor.errors.get() > errors
     assert await client.get_recording_position(0) == -1
+
+
+async def test_a_flood_of_requests_leaves_the_event_loop_to_the_others(aeron, arch, client):
+    """The archive yields after each duty cycle: a driver or client on its loop keeps running
+    while it works through a flood (it would be timed out otherwise)."""
+    control = await control_publication(aeron, "aeron:ipc", 11)
+    flood = 20_000
+    for i in range(flood):  # queued at once: the archive runs only when this task awaits
+        assert control.try_offer(b"\x01\x02\x03" + i.to_bytes(4, "little")) > 0
+    seen: list[int] = []
+
+    async def tick() -> None:
+        while True:
+            seen.append(arch.conductor.errors.get())
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        await await_until(lambda: arch.conductor.errors.get() == flood, 30, "the flood dropped")
+    finally:
+        ticker.cancel()
+    assert len({count for count in seen if 0 < count < flood}) > flood // 64 // 4
