@@ -33,6 +33,7 @@ from aeronio.archive import codecs
 from bench.children import Scope, free_ports, proc_cpu_s, progress
 
 RESPONSE_STREAM = 77
+SENTINEL = -7  # the correlation id of the request sent after the fuzzed ones
 RECORDED = "aeron:ipc?term-length=65536"
 
 
@@ -98,6 +99,7 @@ class Responses:
         self.subscription = subscription
         self.answered = self.responses = self.errors = self.descriptors = 0
         self.last: codecs.Message | None = None
+        self.sentinel_answered = False
 
     def drain(self) -> int:
         return self.subscription.poll(self._on, 1000)
@@ -105,6 +107,7 @@ class Responses:
     def _on(self, buffer, header) -> None:
         message = codecs.decode(buffer)
         self.last = message
+        self.sentinel_answered |= getattr(message, "correlation_id", None) == SENTINEL
         self.answered += 1
         if isinstance(message, codecs.ControlResponse):
             self.responses += 1
@@ -126,8 +129,8 @@ async def connect_raw(aeron, control, response_stream: int, term: str = "") -> t
 
 
 async def offer(publication, data: bytes) -> None:
-    while publication.try_offer(data) < 0:
-        await asyncio.sleep(0.0005)
+    """Offer, waiting out back-pressure (at most 30 s: a stalled archive fails the run)."""
+    await publication.offer(data, timeout=30)
 
 
 async def fuzz(aeron, pid: int, requests: int) -> dict:
@@ -145,15 +148,19 @@ async def fuzz(aeron, pid: int, requests: int) -> dict:
         responses.drain()
         if i % 10_000 == 0:
             progress(f"fuzz: {i} sent, {responses.answered} answered")
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:  # the last answers
+    # answered in order after every fuzzed request (unless one closed the session)
+    await offer(control, codecs.StopPositionRequest(session, SENTINEL, 0).encode())
+    deadline = time.monotonic() + 120
+    while not responses.sentinel_answered and time.monotonic() < deadline:
         if not responses.drain():
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.01)
+    responses.drain()
     cpu = proc_cpu_s(pid) - cpu
     after = memory(pid, "after")
     replay = await record_and_replay(aeron)
     return dict(
-        scenario="fuzz", requests=requests, answered=responses.answered,
+        scenario="fuzz", requests=requests, all_processed=responses.sentinel_answered,
+        answered=responses.answered - responses.sentinel_answered,
         errors=responses.errors, descriptors=responses.descriptors, cpu_s=round(cpu, 2),
         **before, **after, **replay,
     )  # fmt: skip
@@ -249,15 +256,19 @@ async def run(scenario: str, args: argparse.Namespace) -> dict:
         ready = await serve.aexpect("aeronio archive pid", timeout=60)
         driver_dir = re.search(r"\(driver (\S+),", ready).group(1)
         pid = serve.pid
-        async with aeronio.connect(driver_dir) as aeron:
-            match scenario:
-                case "fuzz":
-                    result = await fuzz(aeron, pid, args.requests)
-                case "self-ipc" | "self-udp":
-                    udp = udp_control if scenario == "self-udp" else None
-                    result = await self_answer(aeron, pid, udp, args.seconds)
-                case "never-reads":
-                    result = await never_reads(aeron, pid, args.requests)
+        try:
+            async with aeronio.connect(driver_dir) as aeron:
+                match scenario:
+                    case "fuzz":
+                        result = await fuzz(aeron, pid, args.requests)
+                    case "self-ipc" | "self-udp":
+                        udp = udp_control if scenario == "self-udp" else None
+                        result = await self_answer(aeron, pid, udp, args.seconds)
+                    case "never-reads":
+                        result = await never_reads(aeron, pid, args.requests)
+        except BaseException:
+            progress(f"{scenario} failed; the archive's stderr:{serve.tail(30)}")
+            raise
         result["archive_alive"] = serve.proc.poll() is None
         result["archive_log"] = [
             line[:160] for line in serve.stderr.splitlines() if "dropped" in line or "abort" in line
