@@ -4,7 +4,9 @@
         async with archive.Archive.launch(aeron, archive_dir="rec") as arch:
             ...
 
-Its conductor runs as one task. When a duty cycle finds no work it backs off (spin, yield, then
+Its conductor runs as one task, yielding to the event loop after each duty cycle that did work
+(as the driver's agents do: a flood of requests cannot starve an embedded driver or the
+clients on the same loop). When a duty cycle finds no work it backs off (spin, yield, then
 sleeps of up to a millisecond, the reference archive's BackoffIdleStrategy) while work may come
 that nothing signals (a replay, a session connecting or with answers to send); otherwise it
 parks until a control message, a new image or a recording's end wakes it (at most
@@ -70,6 +72,7 @@ class Archive:
                 work = 0
             if work:
                 attempt = 0
+                await asyncio.sleep(0)  # the loop's other tasks (an embedded driver) run too
             elif self.conductor.busy:
                 await self._idle.idle(attempt, asyncio.sleep)
                 attempt += 1

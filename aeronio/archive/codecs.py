@@ -284,6 +284,11 @@ class FindLastMatchingRecordingRequest(Message, frozen=True):
     channel: str
 
 
+# What a client may send on the control stream: every message above; any other arriving there
+# (a response, a descriptor, an event) is dropped unanswered.
+CONTROL_REQUESTS: frozenset[type[Message]] = frozenset(MESSAGES.values())
+
+
 # -- Control responses (archive -> client) ----------------------------------------------------
 
 

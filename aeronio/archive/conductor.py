@@ -4,13 +4,18 @@ answers control requests, records images and replays recordings, one duty cycle 
 A duty cycle
 ------------
 1. Control requests from the control and local control subscriptions, in arrival order. A
-   message that does not decode, an unknown template id or a request for an unknown control
-   session is counted (`errors`) and dropped; a request that cannot be done is answered ERROR
-   with the reference's code and message. Nothing a client sends stops the archive.
+   message that does not decode, an unknown template id, a message that is not a control
+   request (a response or event on the control stream) or a request for an unknown control
+   session is counted (`errors`), logged the first time of each kind, and dropped unanswered;
+   so is a ConnectRequest whose response channel reaches the archive's own control or events
+   streams (`own_streams.py`: it would answer itself for ever). A request that cannot be done
+   is answered ERROR with the reference's code and message. Nothing a client sends stops the
+   archive.
 2. Images that arrived on recording subscriptions become recording sessions.
 3. Control sessions flush their responses and listings; replay sessions send. Sessions that
    are DONE are closed (a recording's stop position goes to the catalog and a
-   RecordingStopped event out). Recording sessions write on the recorder's thread
+   RecordingStopped event out; a control session aborted for responses it could not deliver
+   is counted and logged). Recording sessions write on the recorder's thread
    (`recorder.py`), so that disk writes overlap the event loop's work.
 """
 
@@ -33,6 +38,7 @@ from aeronio.archive.context import MESSAGE_TIMEOUT_NS, ArchiveContext
 from aeronio.archive.control_session import ControlSession
 from aeronio.archive.control_session import State as ControlState
 from aeronio.archive.errors import ArchiveError
+from aeronio.archive.own_streams import OwnStreams
 from aeronio.archive.proxies import ControlResponseProxy, RecordingEventsProxy
 from aeronio.archive.recorder import Recorder
 from aeronio.archive.recording_session import RecordingSession
@@ -98,6 +104,8 @@ class ArchiveConductor:
         self._next_session_id = 1
         self._replay_count = 0
         self.control_subscriptions: list[Subscription] = []
+        self.own_streams = OwnStreams([])
+        self._logged: set[str] = set()  # the kinds of dropped message logged once
         self.events = RecordingEventsProxy(None)
         self.errors = None
         self.recorder_counters: RecorderCounters | None = None
@@ -122,6 +130,7 @@ class ArchiveConductor:
                 f"archive-recorder total write time in ns - {label}",
             ),
         )
+        self.own_streams = await OwnStreams.resolve(ctx)
         self.control_subscriptions.append(
             await aeron.add_subscription(ctx.control_channel, ctx.control_stream_id)
         )
@@ -195,19 +204,24 @@ class ArchiveConductor:
     async def _on_message(self, data: bytes, now_ns: int) -> None:
         try:
             request = codecs.decode(data)
-        except codecs.CodecError:
-            self._count_error()
+        except codecs.CodecError as e:
+            self._drop("undecodable control message", e)
+            return
+        if type(request) not in codecs.CONTROL_REQUESTS:
+            self._drop("not a control request", request)
             return
         if isinstance(request, codecs.ConnectRequest):
             await self._on_connect(request, now_ns)
             return
-        session = self.control_sessions.get(getattr(request, "control_session_id", None))
-        if session is None or not hasattr(request, "correlation_id"):
-            if isinstance(request, codecs.CloseSessionRequest) and session is not None:
-                session.close()
-            else:
-                self._count_error()  # not a request, or for a session this archive has not
-            return
+        session = self.control_sessions.get(request.control_session_id)
+        if session is None or session.state is ControlState.DONE:
+            self._drop("request for an unknown control session", request)
+        elif isinstance(request, codecs.CloseSessionRequest):
+            session.close()
+        else:
+            await self._answer(request, session)
+
+    async def _answer(self, request: codecs.Message, session: ControlSession) -> None:
         try:
             await self._on_request(request, session)
         except ArchiveError as e:
@@ -221,15 +235,29 @@ class ArchiveConductor:
         if self.errors is not None:
             self.errors.increment()
 
+    def _drop(self, kind: str, what: object) -> None:
+        """Count a control message dropped unanswered; log the first of each kind with `what`
+        (a flood of them shows in the `archive-errors` counter, not in the log)."""
+        self._count_error()
+        if kind not in self._logged:
+            self._logged.add(kind)
+            log.warning("dropped %s: %.200s (further ones only counted)", kind, what)
+
     # -- requests -------------------------------------------------------------------------
 
     async def _on_connect(self, request: codecs.ConnectRequest, now_ns: int) -> None:
-        try:
-            publication = await self.aeron.add_publication(
-                request.response_channel, request.response_stream_id
+        channel, stream_id = request.response_channel, request.response_stream_id
+        own = await self.own_streams.find(channel, stream_id)
+        if own is not None:  # its answers would come back as requests: it has no answer
+            self._drop(
+                "ConnectRequest to answer on this archive's own stream",
+                f"streamId={stream_id} channel={channel} is the {own} stream",
             )
-        except AeronError:
-            self._count_error()  # nowhere to answer
+            return
+        try:
+            publication = await self.aeron.add_publication(channel, stream_id)
+        except AeronError as e:
+            self._drop("ConnectRequest with no response publication", e)
             return
         session_id = self._next_session_id
         self._next_session_id += 1
@@ -239,6 +267,7 @@ class ArchiveConductor:
             ControlResponseProxy(publication),
             MESSAGE_TIMEOUT_NS,
             MESSAGE_TIMEOUT_NS,
+            self.ctx.max_pending_response_bytes,
             now_ns,
         )
 
@@ -302,7 +331,7 @@ class ArchiveConductor:
                 )  # fmt: skip
             case codecs.ListRecordingRequest():
                 if self.catalog.is_valid(request.recording_id):
-                    session.proxy.send(self._descriptor(session, request, request.recording_id))
+                    session.send(self._descriptor(session, request, request.recording_id))
                 else:
                     session.recording_unknown(correlation_id, request.recording_id)
             case codecs.RecordingPositionRequest():
@@ -326,8 +355,6 @@ class ArchiveConductor:
             case codecs.TruncateRecordingRequest():
                 self._truncate(request.recording_id, request.position)
                 session.ok(correlation_id)
-            case _:
-                raise ArchiveError(f"{type(request).__name__} is not a control request")
 
     def _check_recording(self, recording_id: int, text: str = "unknown recording") -> None:
         if not self.catalog.is_valid(recording_id):
@@ -380,11 +407,12 @@ class ArchiveConductor:
             raise ArchiveError(f"channel must not be a spy: {channel}")
         if source_location not in (SourceLocation.LOCAL, SourceLocation.REMOTE):
             raise ArchiveError(f"unknown source location {source_location}")
-        key = (stripped_channel(uri), stream_id)
-        if key in self._control_keys():
+        own = await self.own_streams.find(channel, stream_id)
+        if own is not None:
             raise ArchiveError(
-                f"streamId={stream_id} channel={channel} is this archive's own control stream"
+                f"streamId={stream_id} channel={channel} is this archive's own {own} stream"
             )
+        key = (stripped_channel(uri), stream_id)
         if any(r.key == key for r in self.recording_subscriptions.values()):
             raise ArchiveError(
                 f"recording exists for streamId={stream_id} channel={channel}",
@@ -411,13 +439,6 @@ class ArchiveConductor:
         for image in subscription.images:  # any that came before the callback could see them
             self._new_images.append((recording, image))
         return subscription.registration_id
-
-    def _control_keys(self) -> set[tuple[str, int]]:
-        ctx = self.ctx
-        pairs = [(ctx.control_channel, ctx.control_stream_id)]
-        if ctx.local_control_channel:
-            pairs.append((ctx.local_control_channel, ctx.local_control_stream_id))
-        return {(stripped_channel(ChannelUri.parse(c)), s) for c, s in pairs}
 
     async def _start_recording_session(self, recording: RecordingSubscription, image: Image):
         if recording.subscription.is_closed or image.is_closed:
@@ -559,6 +580,12 @@ class ArchiveConductor:
     async def _start_replay(self, request: codecs.ReplayRequest) -> int:
         recording_id = request.recording_id
         self._check_recording(recording_id, "unknown recording id")
+        own = await self.own_streams.find(request.replay_channel, request.replay_stream_id)
+        if own is not None:
+            raise ArchiveError(
+                f"streamId={request.replay_stream_id} channel={request.replay_channel} "
+                f"is this archive's own {own} stream: no replay there"
+            )
         if len(self.replays) >= self.ctx.max_concurrent_replays:
             raise ArchiveError(
                 f"max concurrent replays reached: {self.ctx.max_concurrent_replays}",
@@ -619,6 +646,11 @@ class ArchiveConductor:
 
     async def _close_control_session(self, session: ControlSession) -> None:
         self.control_sessions.pop(session.control_session_id, None)
+        if session.abort_reason is not None:
+            self._count_error()
+            log.warning(
+                "control session %d aborted: %s", session.control_session_id, session.abort_reason
+            )
         with contextlib.suppress(AeronError):
             await session.proxy.publication.close()
 

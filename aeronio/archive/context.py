@@ -25,6 +25,10 @@ MESSAGE_TIMEOUT_NS = 5_000_000_000
 REPLAY_LINGER_TIMEOUT_NS = 5_000_000_000
 # The largest block a recording writes or a replay sends at once (the reference's).
 MAX_BLOCK_LENGTH = 2 * 1024 * 1024
+# A control session whose responses waiting for its response publication pass this is closed
+# (as one that can send none for MESSAGE_TIMEOUT_NS): a client that never reads its answers
+# costs the archive this much memory at most.
+MAX_PENDING_RESPONSE_BYTES = 1024 * 1024
 
 
 @dataclasses.dataclass
@@ -45,6 +49,7 @@ class ArchiveContext:
     max_concurrent_replays: int = MAX_CONCURRENT_REPLAYS
     max_catalog_entries: int = DEFAULT_MAX_ENTRIES
     replay_linger_timeout_ns: int = REPLAY_LINGER_TIMEOUT_NS
+    max_pending_response_bytes: int = MAX_PENDING_RESPONSE_BYTES
 
     def __post_init__(self) -> None:
         self.archive_dir = os.fspath(self.archive_dir)
@@ -56,7 +61,12 @@ class ArchiveContext:
             raise ConfigurationError(
                 f"segment_file_length {length} must be a power of two of at most 1 GiB"
             )
-        for name in ("max_concurrent_recordings", "max_concurrent_replays", "max_catalog_entries"):
+        for name in (
+            "max_concurrent_recordings",
+            "max_concurrent_replays",
+            "max_catalog_entries",
+            "max_pending_response_bytes",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be positive, got {getattr(self, name)}")
         if self.replay_linger_timeout_ns < 0:

@@ -9,6 +9,12 @@ States
   keeps what it cannot take yet). A response publication that loses its subscriber for the
   message timeout, or a CloseSessionRequest, ends it: DONE.
 
+A client that does not read its answers ends its session too, as the reference's
+(`ControlSession`: "failed to send response for more than connectTimeoutMs"): responses that
+wait with none sent for the message timeout, or more than `max_pending_bytes` of them waiting,
+abort it (DONE, the backlog dropped, `abort_reason` says why). Its memory stays bounded
+whatever it sends.
+
 Listings (`list_recordings*`) are answered a batch of descriptors per duty cycle, as the
 reference does, so a long listing never stalls the archive.
 """
@@ -39,14 +45,18 @@ class ControlSession:
         proxy: ControlResponseProxy,
         connect_timeout_ns: int,
         message_timeout_ns: int,
+        max_pending_bytes: int,
         now_ns: int,
     ):
         self.control_session_id = control_session_id
         self.connect_correlation_id = connect_correlation_id
         self.proxy = proxy
         self.message_timeout_ns = message_timeout_ns
+        self.max_pending_bytes = max_pending_bytes
         self.state = State.CONNECTING
+        self.abort_reason: str | None = None
         self._deadline_ns = now_ns + connect_timeout_ns
+        self._send_deadline_ns: int | None = None  # set while responses wait and none go
         self._listings: deque[Iterator[codecs.Message]] = deque()
 
     def do_work(self, now_ns: int) -> int:
@@ -67,6 +77,15 @@ class ControlSession:
             self.state = State.DONE
             return 0
         work = self.proxy.flush()
+        if work or not self.proxy.pending:
+            self._send_deadline_ns = None
+        elif self._send_deadline_ns is None:
+            self._send_deadline_ns = now_ns + self.message_timeout_ns
+        elif now_ns > self._send_deadline_ns:
+            self.abort(
+                f"failed to send response for more than {self.message_timeout_ns // 1_000_000} ms"
+            )
+            return work
         if self._listings and not self.proxy.pending:
             listing = self._listings[0]
             for _ in range(LISTING_BATCH):
@@ -74,7 +93,7 @@ class ControlSession:
                 if message is None:
                     self._listings.popleft()
                     break
-                self.proxy.send(message)
+                self.send(message)
                 work += 1
         return work
 
@@ -85,26 +104,30 @@ class ControlSession:
 
     # -- responses ------------------------------------------------------------------------
 
+    def send(self, message: codecs.Message) -> None:
+        """Send `message` now or after what waits; past `max_pending_bytes` waiting, abort."""
+        if self.state is State.DONE:
+            return
+        if self.proxy.send(message):
+            self._send_deadline_ns = None  # progress
+        if self.proxy.pending_bytes > self.max_pending_bytes:
+            self.abort(
+                f"{self.proxy.pending_bytes} bytes of responses wait, over the "
+                f"{self.max_pending_bytes} allowed (max_pending_response_bytes)"
+            )
+
     def ok(self, correlation_id: int, relevant_id: int = 0) -> None:
-        self.proxy.response(
-            self.control_session_id, correlation_id, relevant_id, codecs.ControlResponseCode.OK
-        )
+        self._response(correlation_id, relevant_id, codecs.ControlResponseCode.OK)
 
     def error(self, correlation_id: int, error_code: int, message: str) -> None:
-        self.proxy.response(
-            self.control_session_id,
-            correlation_id,
-            error_code,
-            codecs.ControlResponseCode.ERROR,
-            message,
-        )
+        self._response(correlation_id, error_code, codecs.ControlResponseCode.ERROR, message)
 
     def recording_unknown(self, correlation_id: int, recording_id: int) -> None:
-        self.proxy.response(
-            self.control_session_id,
-            correlation_id,
-            recording_id,
-            codecs.ControlResponseCode.RECORDING_UNKNOWN,
+        self._response(correlation_id, recording_id, codecs.ControlResponseCode.RECORDING_UNKNOWN)
+
+    def _response(self, correlation_id: int, relevant_id: int, code: int, text: str = "") -> None:
+        self.send(
+            codecs.ControlResponse(self.control_session_id, correlation_id, relevant_id, code, text)
         )
 
     def list(self, messages: Callable[[], Iterator[codecs.Message]]) -> None:
@@ -113,3 +136,10 @@ class ControlSession:
 
     def close(self) -> None:
         self.state = State.DONE
+
+    def abort(self, reason: str) -> None:
+        """End the session now, its waiting responses and listings dropped."""
+        self.state = State.DONE
+        self.abort_reason = reason
+        self.proxy.drop()
+        self._listings.clear()

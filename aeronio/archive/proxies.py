@@ -1,7 +1,8 @@
 """What the archive sends: control responses to one client, recording events to all.
 
-Control responses are never dropped: a response the publication cannot take now waits in
-order (`ControlResponseProxy.pending`) and goes on a later duty cycle. Recording events are
+A control response the publication cannot take now waits in order
+(`ControlResponseProxy.pending`, `pending_bytes` long) and goes on a later duty cycle; its
+control session bounds that backlog (`control_session.py`). Recording events are
 best effort, as the reference's: an event no subscriber can take now is dropped (counted).
 """
 
@@ -19,13 +20,14 @@ class ControlResponseProxy:
     def __init__(self, publication: Publication):
         self.publication = publication
         self.pending: deque[bytes] = deque()
+        self.pending_bytes = 0
 
-    def send(self, message: codecs.Message) -> None:
-        self.pending.append(message.encode())
-        self.flush()
-
-    def response(self, session_id: int, correlation_id: int, relevant_id: int, code, text=""):
-        self.send(codecs.ControlResponse(session_id, correlation_id, relevant_id, code, text))
+    def send(self, message: codecs.Message) -> int:
+        """Queue `message` behind what waits and offer; returns how many went."""
+        data = message.encode()
+        self.pending.append(data)
+        self.pending_bytes += len(data)
+        return self.flush()
 
     def flush(self) -> int:
         """Offer what waits; returns how many went."""
@@ -33,9 +35,14 @@ class ControlResponseProxy:
         while self.pending:
             if self.publication.try_offer(self.pending[0]) < 0:
                 break
-            self.pending.popleft()
+            self.pending_bytes -= len(self.pending.popleft())
             sent += 1
         return sent
+
+    def drop(self) -> None:
+        """Forget what waits (its session is closing)."""
+        self.pending.clear()
+        self.pending_bytes = 0
 
 
 class RecordingEventsProxy:

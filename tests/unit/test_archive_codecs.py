@@ -101,3 +101,13 @@ def test_every_message_round_trips():
         block = message.encode_block()
         decoded, end = cls.decode_block(block)
         assert decoded == message and end == len(block)
+
+
+def test_control_requests_are_what_the_reference_client_sends():
+    """The archive answers these only; what else arrives on its control stream is dropped."""
+    kinds = {
+        (kind, type(codecs.decode(data)) in codecs.CONTROL_REQUESTS) for kind, data in _captured()
+    }
+    assert kinds == {("request", True), ("response", False), ("event", False)}
+    sent = {type(codecs.decode(data)) for kind, data in _captured() if kind == "request"}
+    assert sent == codecs.CONTROL_REQUESTS
