@@ -13,6 +13,17 @@ The rules (the reference 1.15.1 archive's, so that each side reads the other's d
   names them by index. For a recording from position 0 the first file is `<r>-0.rec` in both.)
 - A frame's length word is written last (see `recording_writer`), so a reader stops at the
   first zero length: what it sees is only whole frames.
+
+Damage
+------
+Below a recording's recorded end (its stop position, or `rec-pos` while it records) every byte
+is a whole frame, so a reader that finds no sound frame header there (the file missing, empty or
+cut short, a length, type or term offset that does not fit: `frame_problem`) has found damage:
+`RecordingReader` raises SegmentError naming the recording, the position and the file, and
+never hands out the frame before an unsound header either (its length led there: a shortened
+length would otherwise deliver a cut message). `check_segments` walks every segment of a
+recording term by term (`aeronio archive verify`). The 1.15.1 format has no checksums: a payload
+byte flipped on disk reads back as recorded, unnoticed.
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from aeronio._core import scan_whole_frames
+from aeronio._core import HDR_TYPE_DATA, HDR_TYPE_PAD, HEADER_LENGTH, scan_whole_frames
 from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT, align
 
 SEGMENT_SUFFIX = ".rec"
@@ -67,6 +78,30 @@ class RecordingLayout(NamedTuple):
     def file_name(self, segment_index: int) -> str:
         """The segment file's name: `<recording id>-<segment index>.rec`, as Aeron 1.15 names it."""
         return segment_file_name(self.recording_id, segment_index)
+
+
+def frame_problem(segment, offset: int, position: int, term_length: int, stop: int) -> str | None:
+    """What keeps the header at `offset` of a mapped segment from being a sound recorded frame
+    for stream `position` (bytes before `stop` are recorded), or None: it must be within the
+    file, be DATA or PAD, carry `position`'s term offset, and have a length of a header at least
+    that keeps the frame within its term, the recorded bytes and the file."""
+    size = len(segment)
+    if offset + HEADER_LENGTH > size:
+        return f"the file ends at {size} bytes"
+    length, _, _, kind, term_offset = _FRAME.unpack_from(segment, offset)[:5]
+    expected = position & (term_length - 1)
+    if length < HEADER_LENGTH:
+        return f"frame length {length}"
+    if kind not in (HDR_TYPE_DATA, HDR_TYPE_PAD):
+        return f"frame type {kind}"
+    if term_offset != expected:
+        return f"term offset {term_offset} where {expected} belongs"
+    aligned = align(length, FRAME_ALIGNMENT)
+    if expected + aligned > term_length or position + aligned > stop:
+        return f"frame length {length} goes past the term or the recorded end {stop}"
+    if offset + aligned > size:
+        return f"frame length {length} goes past the file's end at {size} bytes"
+    return None
 
 
 def check_segment_length(segment_length: int, term_length: int, name: str = "segment_length"):
@@ -153,34 +188,71 @@ class RecordingReader:
         self._index = -1
         self._map: mmap.mmap | None = None
 
+    def _path(self) -> Path:
+        return self.archive_dir / self.layout.file_name(self.layout.segment_index(self.position))
+
     def _segment(self, index: int) -> memoryview:
         if index != self._index:
             self.close()
             path = self.archive_dir / self.layout.file_name(index)
             try:
-                with open(path, "rb") as f:
-                    self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            except (FileNotFoundError, ValueError) as e:
-                raise SegmentError(f"segment {path} is missing or empty: {e}") from None
+                self._map = map_segment(path)
+            except SegmentError as e:
+                raise self._damage(str(e)) from None
             self._index = index
         return memoryview(self._map)
 
+    def _damage(self, problem: str, position: int | None = None) -> SegmentError:
+        at = self.position if position is None else position
+        return SegmentError(
+            f"recording {self.layout.recording_id} is damaged at position {at} in "
+            f"{self._path()}: {problem} (read up to position {self.position})"
+        )
+
     def peek(self, limit: int, stop_position: int | None = None) -> Block | None:
         """The next block (at most `limit` bytes, never past a term's end or the stop position,
-        whole frames only) without moving on, or None when there is nothing to read yet."""
+        whole frames only) without moving on; None when there is nothing to read yet or its
+        next frame is longer than `limit`. Bytes before the stop position are recorded: where
+        they are no sound frames, SegmentError (the module's "Damage")."""
         stop = self.stop_position if stop_position is None else stop_position
         available = stop - self.position
         if available <= 0:
             return None
         layout = self.layout
-        term_left = layout.term_length - (self.position & (layout.term_length - 1))
+        term_length = layout.term_length
+        term_left = term_length - (self.position & (term_length - 1))
         length = min(available, term_left, limit)
         segment = self._segment(layout.segment_index(self.position))
         start = layout.segment_offset(self.position)
+        problem = frame_problem(segment, start, self.position, term_length, stop)
+        if problem is not None:
+            raise self._damage(problem)
         end = scan_frames(segment, start, min(start + length, len(segment)))
+        after = self.position + end - start
+        if after < min(stop, self.position + term_left):  # a recorded frame follows in the term
+            problem = frame_problem(segment, end, after, term_length, stop)
+            if problem is not None:
+                end = self._sound_end(segment, start, end, problem)
         if end == start:
             return None
         return Block(self.position, segment[start:end])
+
+    def _sound_end(self, segment, start: int, end: int, problem: str) -> int:
+        """Where a block whose whole frames end at an unsound header (`problem`) may end: before
+        the first unsound header, less the frame whose length led to it (SegmentError when
+        that leaves nothing)."""
+        term_length, offset, last = self.layout.term_length, start, start
+        while offset < end:
+            position = self.position + offset - start
+            problem_here = frame_problem(segment, offset, position, term_length, 2**63 - 1)
+            if problem_here is not None:
+                problem, end = problem_here, offset
+                break
+            last = offset
+            offset += align(_FRAME.unpack_from(segment, offset)[0], FRAME_ALIGNMENT)
+        if last == start:
+            raise self._damage(problem, self.position + end - start)
+        return last
 
     def advance(self, block: Block) -> None:
         """Move past a block `peek` gave."""
@@ -233,7 +305,7 @@ class FrameInfo(NamedTuple):
 def iter_frame_headers(path: str | os.PathLike[str], start: int = 0) -> Iterator[FrameInfo]:
     """The frame headers of a segment file from `start` to the first zero length (what the
     reference's SegmentInspector prints)."""
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+    with map_segment(path) as mapped:
         offset = start
         end = scan_frames(mapped, start)
         while offset < end:
@@ -262,25 +334,62 @@ def truncate(archive_dir: str | os.PathLike[str], layout: RecordingLayout, posit
                     f.write(bytes(size - offset))
 
 
-def check_recording(
+def map_segment(path: str | os.PathLike[str]) -> mmap.mmap:
+    """A segment file mapped read-only; SegmentError naming it when it is missing or empty."""
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                raise SegmentError(f"segment file {path} is empty (0 bytes)")
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        raise SegmentError(f"segment file {path} is missing") from None
+
+
+class SegmentReport(NamedTuple):
+    """What `check_segments` found in one segment file: positions [first, end) checked."""
+
+    file_name: str
+    first: int
+    end: int
+    problem: str | None
+
+
+def check_segments(
     archive_dir: str | os.PathLike[str], layout: RecordingLayout, stop_position: int
-) -> str | None:
-    """What is wrong with a stopped recording's segment files (a missing segment, or whole
-    frames that do not reach the stop position), or None."""
-    if stop_position < layout.start_position:
-        return f"stop position {stop_position} is before the start {layout.start_position}"
-    if stop_position == layout.start_position:
-        return None
-    last = layout.segment_index(stop_position - 1)
-    present = set(segment_indices(archive_dir, layout.recording_id))
-    missing = [i for i in range(last + 1) if i not in present]
-    if missing:
-        return f"segment files missing: {', '.join(layout.file_name(i) for i in missing)}"
-    first = layout.segment_offset(layout.start_position) if last == 0 else 0
-    with open(Path(archive_dir, layout.file_name(last)), "rb") as f:
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            end = scan_frames(mapped, first, min(len(mapped), layout.segment_length))
-    reached = layout.segment_base_position(last) + end
-    if reached < stop_position:
-        return f"whole frames end at {reached}, before the stop position {stop_position}"
+) -> list[SegmentReport]:
+    """Every segment of a stopped recording checked: present, and its recorded positions whole
+    frames that tile each term (lengths walked in C), each term's first header and the header
+    where a walk stops sound (`frame_problem`)."""
+    reports = []
+    if stop_position <= layout.start_position:
+        return reports
+    for index in range(layout.segment_index(stop_position - 1) + 1):
+        first = max(layout.segment_base_position(index), layout.start_position)
+        end = min(layout.segment_base_position(index + 1), stop_position)
+        name = layout.file_name(index)
+        try:
+            with map_segment(Path(archive_dir, name)) as mapped:
+                problem = _check_terms(mapped, layout, first, end)
+        except SegmentError as e:
+            problem = str(e)
+        reports.append(SegmentReport(name, first, end, problem))
+    return reports
+
+
+def _check_terms(mapped, layout: RecordingLayout, first: int, end: int) -> str | None:
+    term_length = layout.term_length
+    position = first
+    while position < end:
+        term_end = min(position - (position & (term_length - 1)) + term_length, end)
+        offset = layout.segment_offset(position)
+        problem = frame_problem(mapped, offset, position, term_length, end)
+        if problem is None:
+            reached = scan_frames(mapped, offset, offset + term_end - position)
+            position += reached - offset
+            if position == term_end:
+                continue
+            problem = frame_problem(mapped, reached, position, term_length, end) or (
+                "a frame crosses the end of its term"
+            )
+        return f"no whole frame at position {position}: {problem}"
     return None
