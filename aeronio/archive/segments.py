@@ -40,6 +40,7 @@ from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT, align
 
 SEGMENT_SUFFIX = ".rec"
 _FRAME = struct.Struct("<iBBHiiiiq")  # the DATA/PAD header, for dumps and checks
+_LENGTH = struct.Struct("<i")
 
 
 class SegmentError(ValueError):
@@ -97,11 +98,30 @@ def frame_problem(segment, offset: int, position: int, term_length: int, stop: i
     if term_offset != expected:
         return f"term offset {term_offset} where {expected} belongs"
     aligned = align(length, FRAME_ALIGNMENT)
-    if expected + aligned > term_length or position + aligned > stop:
-        return f"frame length {length} goes past the term or the recorded end {stop}"
+    if expected + aligned > term_length:
+        return f"frame length {length} goes past its term's end"
+    if position + aligned > stop:
+        return f"frame length {length} goes past the recorded end {stop}"
     if offset + aligned > size:
         return f"frame length {length} goes past the file's end at {size} bytes"
     return None
+
+
+def walk_sound_frames(
+    segment, offset: int, position: int, term_length: int, stop: int
+) -> tuple[int, int, str | None]:
+    """The frames from `offset` (stream `position`) up to position `stop`, each header checked
+    (`frame_problem`): (the offset after the last sound frame, that frame's offset (`offset`
+    when there is none), what is wrong with the header after it, or None when `stop` is
+    reached). For checks and damage only: a replay walks lengths in C (`scan_frames`)."""
+    last, base = offset, position - offset  # a frame at `offset` is at position base + offset
+    while offset < stop - base:
+        problem = frame_problem(segment, offset, base + offset, term_length, stop)
+        if problem is not None:
+            return offset, last, problem
+        last = offset
+        offset += align(_LENGTH.unpack_from(segment, offset)[0], FRAME_ALIGNMENT)
+    return offset, last, None
 
 
 def check_segment_length(segment_length: int, term_length: int, name: str = "segment_length"):
@@ -241,15 +261,12 @@ class RecordingReader:
         """Where a block whose whole frames end at an unsound header (`problem`) may end: before
         the first unsound header, less the frame whose length led to it (SegmentError when
         that leaves nothing)."""
-        term_length, offset, last = self.layout.term_length, start, start
-        while offset < end:
-            position = self.position + offset - start
-            problem_here = frame_problem(segment, offset, position, term_length, 2**63 - 1)
-            if problem_here is not None:
-                problem, end = problem_here, offset
-                break
-            last = offset
-            offset += align(_FRAME.unpack_from(segment, offset)[0], FRAME_ALIGNMENT)
+        block_end = self.position + end - start
+        reached, last, inside = walk_sound_frames(
+            segment, start, self.position, self.layout.term_length, block_end
+        )
+        if inside is not None:
+            problem, end = inside, reached
         if last == start:
             raise self._damage(problem, self.position + end - start)
         return last
@@ -358,8 +375,7 @@ def check_segments(
     archive_dir: str | os.PathLike[str], layout: RecordingLayout, stop_position: int
 ) -> list[SegmentReport]:
     """Every segment of a stopped recording checked: present, and its recorded positions whole
-    frames that tile each term (lengths walked in C), each term's first header and the header
-    where a walk stops sound (`frame_problem`)."""
+    frames that tile each term, every header sound (`walk_sound_frames`)."""
     reports = []
     if stop_position <= layout.start_position:
         return reports
@@ -382,14 +398,8 @@ def _check_terms(mapped, layout: RecordingLayout, first: int, end: int) -> str |
     while position < end:
         term_end = min(position - (position & (term_length - 1)) + term_length, end)
         offset = layout.segment_offset(position)
-        problem = frame_problem(mapped, offset, position, term_length, end)
-        if problem is None:
-            reached = scan_frames(mapped, offset, offset + term_end - position)
-            position += reached - offset
-            if position == term_end:
-                continue
-            problem = frame_problem(mapped, reached, position, term_length, end) or (
-                "a frame crosses the end of its term"
-            )
-        return f"no whole frame at position {position}: {problem}"
+        reached, _, problem = walk_sound_frames(mapped, offset, position, term_length, term_end)
+        if problem is not None:
+            return f"no whole frame at position {position + reached - offset}: {problem}"
+        position = term_end
     return None
