@@ -107,60 +107,65 @@ def damage_of(error: archive.ArchiveError, recorded: Recorded) -> tuple[int, Pat
     return int(found.group(1)), Path(found.group(2)), int(found.group(3))
 
 
-async def check_replay_ends_at_the_damage(arch, client, recorded, at: int, caplog) -> None:
-    got, error = await replay_to_its_end(client)
-    damaged, path, read_up_to = damage_of(error, recorded)
-    assert (damaged, path) == (at, recorded.path(at))
-    assert read_up_to <= at
-    delivered = recorded.delivered(read_up_to)
-    assert got == delivered  # whole messages only, byte for byte, at their positions
-    assert len(delivered) > len(recorded.delivered(at)) - 3  # all but what the damage may hide
-    assert not arch.conductor.replays
-    assert not [r for r in caplog.records if "duty cycle failed" in r.getMessage()]
-
-
 @pytest.fixture
 def caplog_archive(caplog):
     caplog.set_level(logging.WARNING, logger="aeronio.archive")
     return caplog
 
 
-async def test_a_replay_over_a_missing_segment_ends_with_an_error(
-    aeron, arch, client, caplog_archive
-):
-    recorded = await record(aeron, arch, client)
+def missing_segment(recorded: Recorded) -> int:
     missing = recorded.layout.segment_base_position(2)
     recorded.path(missing).unlink()
-    await check_replay_ends_at_the_damage(arch, client, recorded, missing, caplog_archive)
+    return missing
 
 
-async def test_a_replay_over_a_segment_cut_mid_frame_ends_with_an_error(
-    aeron, arch, client, caplog_archive
-):
-    recorded = await record(aeron, arch, client)
-    position, length, _ = recorded.frame_at_or_after(
+def segment_cut_mid_frame(recorded: Recorded) -> int:
+    position, _, _ = recorded.frame_at_or_after(
         recorded.layout.segment_base_position(1) + 5000, 100
     )
     os.truncate(recorded.path(position), recorded.layout.segment_offset(position) + 64)
-    await check_replay_ends_at_the_damage(arch, client, recorded, position, caplog_archive)
+    return position
 
 
-async def test_a_replay_over_a_random_block_ends_with_an_error(aeron, arch, client, caplog_archive):
-    recorded = await record(aeron, arch, client)
+def random_block(recorded: Recorded) -> int:
     block = recorded.layout.segment_base_position(1) + 8192
     recorded.write(block, random.Random(11).randbytes(4096))
-    first_inside = recorded.frame_at_or_after(block)[0]
-    await check_replay_ends_at_the_damage(arch, client, recorded, first_inside, caplog_archive)
+    return recorded.frame_at_or_after(block)[0]  # the first header in it
 
 
-@pytest.mark.parametrize("length", [-100, 0x10000000])
-async def test_a_replay_over_a_bad_frame_length_ends_with_an_error(
-    aeron, arch, client, caplog_archive, length
-):
+def frame_length(length: int):
+    def damage(recorded: Recorded) -> int:
+        position, _, _ = recorded.frame_at_or_after(recorded.layout.segment_base_position(1) + 3000)
+        recorded.write(position, struct.pack("<i", length))
+        return position
+
+    return damage
+
+
+DAMAGE = {
+    "missing segment": missing_segment,
+    "segment cut mid-frame": segment_cut_mid_frame,
+    "random 4 KiB block": random_block,
+    "negative frame length": frame_length(-100),
+    "huge frame length": frame_length(0x10000000),
+}
+
+
+@pytest.mark.parametrize("kind", DAMAGE)
+async def test_a_replay_over_damage_ends_with_an_error(aeron, arch, client, caplog_archive, kind):
+    """The damaged position, file and what was read are named; the messages before are
+    delivered whole; the replay's image ends; nothing fails in the archive's duty cycle."""
     recorded = await record(aeron, arch, client)
-    position, _, _ = recorded.frame_at_or_after(recorded.layout.segment_base_position(1) + 3000)
-    recorded.write(position, struct.pack("<i", length))
-    await check_replay_ends_at_the_damage(arch, client, recorded, position, caplog_archive)
+    damaged_at = DAMAGE[kind](recorded)
+    got, error = await replay_to_its_end(client)
+    damaged, path, read_up_to = damage_of(error, recorded)
+    assert (damaged, path) == (damaged_at, recorded.path(damaged_at))
+    assert read_up_to <= damaged_at
+    delivered = recorded.delivered(read_up_to)
+    assert got == delivered  # whole messages only, byte for byte, at their positions
+    assert len(delivered) > len(recorded.delivered(damaged_at)) - 3  # all the damage may hide
+    assert not arch.conductor.replays
+    assert not [r for r in caplog_archive.records if "duty cycle failed" in r.getMessage()]
 
 
 async def test_a_replay_never_delivers_a_frame_cut_short_by_its_length(
