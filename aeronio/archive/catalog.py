@@ -30,6 +30,7 @@ each change, 2 also fsyncs the file's metadata.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from collections.abc import Iterator
@@ -83,6 +84,21 @@ def descriptor_problem(d: RecordingDescriptor) -> str | None:
     if stop != NULL_POSITION and (stop < d.start_position or stop % FRAME_ALIGNMENT):
         return f"stop position {stop} is not a frame aligned position from the start"
     return None
+
+
+def _data_end(path: Path) -> int:
+    """Where the file's last data region ends (its size where the file system cannot say)."""
+    with open(path, "rb") as f:
+        fd, end, offset = f.fileno(), 0, 0
+        size = os.fstat(fd).st_size
+        try:
+            while offset < size:
+                offset = os.lseek(fd, offset, os.SEEK_DATA)
+                offset = end = os.lseek(fd, offset, os.SEEK_HOLE)
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # ENXIO: no data after `offset`
+                return size
+        return end
 
 
 def _lock(path: Path) -> int:
@@ -144,8 +160,10 @@ class Catalog:
             self._sync_file(f.fileno())
 
     def _count(self) -> int:
-        """One past the last record with a non-zero length word."""
-        count = self.max_entries
+        """One past the last record with a non-zero length word, looked for from the end of the
+        file's data: the holes after it (records never written) are not read, as reading them
+        would allocate their pages on tmpfs."""
+        count = min(self.max_entries, -(-_data_end(self.path) // RECORD_LENGTH) - 1)
         while count > 0 and self._length(count - 1) == 0:
             count -= 1
         return count
