@@ -136,6 +136,10 @@ class ArchiveConductor:
                 )
             )
         self.recorder.start()
+        for _, entry in self.catalog.entries():
+            if isinstance(entry, CatalogError):  # said once; each request for it is refused
+                self._count_error()
+                log.warning("%s", entry)
 
     # -- duty cycle -----------------------------------------------------------------------
 

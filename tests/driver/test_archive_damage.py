@@ -255,7 +255,9 @@ CORRUPTIONS = {
 
 
 @pytest.mark.parametrize("kind", CORRUPTIONS)
-async def test_a_corrupt_catalog_entry_is_answered_and_hides_no_other(aeron, tmp_path, kind):
+async def test_a_corrupt_catalog_entry_is_answered_and_hides_no_other(
+    aeron, tmp_path, kind, caplog_archive
+):
     options = dict(archive_dir=tmp_path / "a", segment_file_length=SEGMENT, **archive.LOCAL_ARCHIVE)
     async with archive.Archive.launch(aeron, **options):
         async with archive.connect(aeron, **archive.LOCAL) as client:
@@ -269,7 +271,10 @@ async def test_a_corrupt_catalog_entry_is_answered_and_hides_no_other(aeron, tmp
                 await publication.close()
             intact = await client.list_recording(1)
     corrupt(tmp_path / "a", 0, *CORRUPTIONS[kind])
-    async with archive.Archive.launch(aeron, **options):
+    async with archive.Archive.launch(aeron, **options) as arch:
+        (said,) = [r.getMessage() for r in caplog_archive.records]  # at its start
+        assert "recording 0 has a corrupt catalog entry: " in said
+        assert arch.conductor.errors.get() == 1
         async with archive.connect(aeron, **archive.LOCAL, message_timeout_s=5) as client:
             listed = await client.list_recordings()
             assert [(d.recording_id, d.stop_position) for d in listed] == [
