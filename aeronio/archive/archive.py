@@ -11,7 +11,9 @@ sleeps of up to a millisecond, the reference archive's BackoffIdleStrategy) whil
 that nothing signals (a replay, a session connecting or with answers to send); otherwise it
 parks until a control message, a new image or a recording's end wakes it (at most
 IDLE_PARK_S). A failure in
-a duty cycle is counted and logged, and the next cycle runs: the archive does not die of one.
+a duty cycle is counted, and the next cycle runs: the archive does not die of one. Failures in a
+row are logged once (the first, with its traceback; the recovery says how many followed) and
+back off, each wait twice the last, from FAILURE_BACKOFF_S to IDLE_PARK_S.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from aeronio.idle import BackoffIdleStrategy
 
 log = logging.getLogger("aeronio.archive")
 IDLE_PARK_S = 1.0  # the longest an idle archive sleeps (its sessions' timeouts are in seconds)
+FAILURE_BACKOFF_S = 0.001  # the wait after a failed duty cycle, doubled while failures go on
 
 
 class Archive:
@@ -60,16 +63,23 @@ class Archive:
         return self
 
     async def _run(self) -> None:
-        attempt = 0
+        attempt = failures = 0
         while not self._closing:
             try:
                 work = await self.conductor.do_work()
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("archive duty cycle failed")
                 self.conductor.errors.increment()
-                work = 0
+                if not failures:
+                    log.exception("archive duty cycle failed (until one succeeds: counted only)")
+                failures += 1
+                backoff = FAILURE_BACKOFF_S * 2 ** min(failures - 1, 30)
+                await asyncio.sleep(min(backoff, IDLE_PARK_S))
+                continue
+            if failures:
+                log.warning("archive duty cycle recovered after %d failed cycles", failures)
+                failures = 0
             if work:
                 attempt = 0
                 await asyncio.sleep(0)  # the loop's other tasks (an embedded driver) run too

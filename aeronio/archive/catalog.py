@@ -5,8 +5,17 @@ The file
 - Record 0 (1024 bytes) holds the `CatalogHeader` block (version 0, entry length 1024).
 - Recording `n` is record `n + 1`: a 32-byte `RecordingDescriptorHeader` (descriptor length,
   valid flag), then the `RecordingDescriptor` body (no message header). Ids are dense from 0;
-  the first record with length 0 ends the catalog.
+  the catalog ends after its last record with a non-zero length (a record zeroed by damage
+  before it is a hole, not the end).
 - The file is sized for `max_entries` records when created (the reference's default 8192).
+
+Damage
+------
+`descriptor` checks what it reads (the body decodes; term length a power of two in Aeron's
+limits, segment length a power-of-two multiple of it, start position frame aligned, stop
+position unset or aligned and not before the start) and raises CatalogError naming the
+recording; `entries` reports each corrupt entry (a hole too) next to the sound ones, and
+iteration, `find_last` and `recover` skip corrupt entries, so one does not hide the others.
 
 Concurrency
 -----------
@@ -21,6 +30,7 @@ each change, 2 also fsyncs the file's metadata.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from collections.abc import Iterator
@@ -39,6 +49,8 @@ from aeronio.archive.codecs import (
     RecordingDescriptorHeader,
 )
 from aeronio.errors import AeronError
+from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT
+from aeronio.protocol import limits
 
 CATALOG_FILE_NAME = "archive.catalog"
 CATALOG_VERSION = 0
@@ -57,6 +69,36 @@ MAX_STRINGS_LENGTH = RECORD_LENGTH - _BODY - RecordingDescriptor.BLOCK_LENGTH - 
 
 class CatalogError(AeronError):
     """A catalog that cannot be opened or changed as asked; the message says why."""
+
+
+def descriptor_problem(d: RecordingDescriptor) -> str | None:
+    """What makes a descriptor's layout fields impossible (Aeron's limits), or None."""
+    try:
+        limits.check_term_length(d.term_buffer_length, "term length", CatalogError)
+        segments.check_segment_length(d.segment_file_length, d.term_buffer_length, "segment length")
+    except (CatalogError, segments.SegmentError) as e:
+        return str(e)
+    if d.start_position < 0 or d.start_position % FRAME_ALIGNMENT:
+        return f"start position {d.start_position} is not a frame aligned position"
+    stop = d.stop_position
+    if stop != NULL_POSITION and (stop < d.start_position or stop % FRAME_ALIGNMENT):
+        return f"stop position {stop} is not a frame aligned position from the start"
+    return None
+
+
+def _data_end(path: Path) -> int:
+    """Where the file's last data region ends (its size where the file system cannot say)."""
+    with open(path, "rb") as f:
+        fd, end, offset = f.fileno(), 0, 0
+        size = os.fstat(fd).st_size
+        try:
+            while offset < size:
+                offset = os.lseek(fd, offset, os.SEEK_DATA)
+                offset = end = os.lseek(fd, offset, os.SEEK_HOLE)
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # ENXIO: no data after `offset`
+                return size
+        return end
 
 
 def _lock(path: Path) -> int:
@@ -95,12 +137,13 @@ class Catalog:
                 raise CatalogError(f"max_entries must be positive, got {max_entries}")
             self.archive_dir.mkdir(parents=True, exist_ok=True)
             self._create(max_entries)
+        size = self.path.stat().st_size
+        if size < 2 * RECORD_LENGTH:
+            raise CatalogError(f"{self.path}: {size} bytes is too short for a catalog")
         self._lock_fd = _lock(self.path) if lock else -1
         mode = "c" if readonly else "r+"  # "c": never written, so it sees the writer's changes
         self._map = np.memmap(self.path, dtype=np.uint8, mode=mode)
         self.buffer = AtomicBuffer(self._map)
-        if len(self._map) < 2 * RECORD_LENGTH:
-            raise CatalogError(f"{self.path}: {len(self._map)} bytes is too short for a catalog")
         header, _ = CatalogHeader.decode_block(self._map)
         if header.version != CATALOG_VERSION or header.entry_length != RECORD_LENGTH:
             raise CatalogError(
@@ -117,9 +160,12 @@ class Catalog:
             self._sync_file(f.fileno())
 
     def _count(self) -> int:
-        count = 0
-        while count < self.max_entries and self._length(count) > 0:
-            count += 1
+        """One past the last record with a non-zero length word, looked for from the end of the
+        file's data: the holes after it (records never written) are not read, as reading them
+        would allocate their pages on tmpfs."""
+        count = min(self.max_entries, -(-_data_end(self.path) // RECORD_LENGTH) - 1)
+        while count > 0 and self._length(count - 1) == 0:
+            count -= 1
         return count
 
     # -- reading --------------------------------------------------------------------------
@@ -144,24 +190,52 @@ class Catalog:
             raise CatalogError(f"unknown recording id {recording_id}")
         at = self._offset(recording_id)
         length = self._length(recording_id)
+        corrupt = f"{self.path}: recording {recording_id} has a corrupt catalog entry:"
         if not RecordingDescriptor.BLOCK_LENGTH <= length <= RECORD_LENGTH - _BODY:
-            raise CatalogError(f"recording {recording_id}: descriptor length {length} is corrupt")
+            raise CatalogError(f"{corrupt} descriptor length {length}")
         body = bytes(self._map[at + _BODY : at + _BODY + length])
-        descriptor, _ = RecordingDescriptor.decode_block(body)
-        return msgspec.structs.replace(
+        try:
+            descriptor, _ = RecordingDescriptor.decode_block(body)
+        except Exception as e:  # a body that does not decode, whatever the codec says
+            raise CatalogError(f"{corrupt} the descriptor does not decode: {e}") from None
+        descriptor = msgspec.structs.replace(
             descriptor,
             stop_timestamp=self.buffer.get_int64_volatile(at + _STOP_TIMESTAMP),
             stop_position=self.buffer.get_int64_volatile(at + _STOP_POSITION),
         )
+        problem = descriptor_problem(descriptor)
+        if problem is not None:
+            raise CatalogError(f"{corrupt} {problem}")
+        return descriptor
+
+    def entries(self) -> Iterator[tuple[int, RecordingDescriptor | CatalogError]]:
+        """(recording id, its descriptor, or the CatalogError of a corrupt entry) of every entry
+        but the invalidated ones, in id order: a zeroed record before the last is corrupt."""
+        for recording_id in range(len(self)):
+            if not self.has_recording(recording_id):
+                yield (
+                    recording_id,
+                    CatalogError(
+                        f"{self.path}: recording {recording_id} has a corrupt catalog entry: "
+                        "zeroed, with recordings after it"
+                    ),
+                )
+            elif self.is_valid(recording_id):
+                try:
+                    yield recording_id, self.descriptor(recording_id)
+                except CatalogError as e:
+                    yield recording_id, e
 
     def __iter__(self) -> Iterator[RecordingDescriptor]:
-        """Every valid descriptor, in recording id order."""
-        for recording_id in range(self._count()):
-            if self.is_valid(recording_id):
-                yield self.descriptor(recording_id)
+        """Every valid, sound descriptor, in recording id order (`entries` reports the corrupt
+        ones this skips)."""
+        for _, entry in self.entries():
+            if not isinstance(entry, CatalogError):
+                yield entry
 
     def __len__(self) -> int:
-        return self._count()
+        """One past the last recording id (an archive's own catalog: its next recording id)."""
+        return self._count() if self.readonly else self.next_recording_id
 
     def stop_position(self, recording_id: int) -> int:
         """The recording's stop position (NULL_POSITION while it is active)."""
@@ -172,10 +246,13 @@ class Catalog:
     def find_last(self, min_recording_id: int, session_id: int, stream_id: int, channel: str):
         """The id of the last recording from `min_recording_id` of this session and stream whose
         original channel contains `channel`, or None (the reference's `findLast`)."""
-        for recording_id in range(self._count() - 1, max(min_recording_id, 0) - 1, -1):
+        for recording_id in range(len(self) - 1, max(min_recording_id, 0) - 1, -1):
             if not self.is_valid(recording_id):
                 continue
-            d = self.descriptor(recording_id)
+            try:
+                d = self.descriptor(recording_id)
+            except CatalogError:
+                continue  # corrupt: not a match for anything
             if d.session_id == session_id and d.stream_id == stream_id:
                 if channel in d.original_channel:
                     return recording_id
@@ -264,8 +341,8 @@ class Catalog:
         """Give every recording left active (stop position unset) by an archive that died the
         stop position of its last whole frame; returns their ids."""
         fixed = []
-        for recording_id in range(self._count()):
-            if self.is_valid(recording_id) and self.stop_position(recording_id) == NULL_POSITION:
+        for recording_id, entry in self.entries():
+            if not isinstance(entry, CatalogError) and entry.stop_position == NULL_POSITION:
                 stop = segments.recover_stop_position(self.archive_dir, self.layout(recording_id))
                 self.recording_stopped(recording_id, stop, now_ms)
                 fixed.append(recording_id)

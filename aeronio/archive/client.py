@@ -13,6 +13,7 @@ its correlation id (responses for other sessions sharing the response stream are
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import random
@@ -59,6 +60,7 @@ class ArchiveClient:
         self.control_session_id = -1
         self._next_correlation_id = random.getrandbits(48)
         self._lock = asyncio.Lock()
+        self._errors: collections.deque[ArchiveError] = collections.deque()
         self.is_closed = False
 
     # -- the exchange ---------------------------------------------------------------------
@@ -90,17 +92,44 @@ class ArchiveClient:
                     message = await self.subscription.receive()
             except (TimeoutError, ImageUnavailableError):  # a response lost with it: deadline
                 continue
-            try:
-                response = codecs.decode(message.data)
-            except codecs.CodecError:
-                continue
-            if getattr(response, "correlation_id", None) != correlation_id:
-                continue
-            if self.control_session_id != -1 and response.control_session_id != (
-                self.control_session_id
-            ):
-                continue
+            response = self._decode(message, correlation_id)
+            if response is not None:
+                return response
+
+    def _decode(self, message: Message, awaited: int | None = None) -> codecs.Message | None:
+        """The response to request `awaited` for this session (not another's sharing the
+        stream), or None. An ERROR for another of its requests (sent after answering it: a
+        replay ended by damage) is kept for `poll_for_error_response`."""
+        try:
+            response = codecs.decode(message.data)
+        except codecs.CodecError:
+            return None
+        if not hasattr(response, "correlation_id") or (
+            self.control_session_id != -1 and response.control_session_id != self.control_session_id
+        ):
+            return None
+        if response.correlation_id == awaited:
             return response
+        if (
+            self.control_session_id != -1
+            and isinstance(response, codecs.ControlResponse)
+            and response.code == ControlResponseCode.ERROR
+        ):
+            self._errors.append(
+                ArchiveError(response.error_message, response.relevant_id, response.correlation_id)
+            )
+        return None
+
+    def poll_for_error_response(self) -> ArchiveError | None:
+        """The oldest ERROR the archive sent for a request it had already answered (a replay
+        that met damaged or missing recorded bytes: its message names the recording, position
+        and file, and the replay's image ends), or None (current Aeron's
+        `pollForErrorResponse`). Reads the responses that came, unless a request is waiting
+        for its answer (it keeps those it skips)."""
+        if not self._lock.locked():
+            while self.subscription._has_pending():
+                self._decode(self.subscription._take_one())
+        return self._errors.popleft() if self._errors else None
 
     async def _request(self, make: Callable[[int, int], codecs.Message]) -> int:
         """Send a request; its OK response's relevant id (ArchiveError for an ERROR)."""

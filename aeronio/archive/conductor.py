@@ -145,6 +145,10 @@ class ArchiveConductor:
                 )
             )
         self.recorder.start()
+        for _, entry in self.catalog.entries():
+            if isinstance(entry, CatalogError):  # said once; each request for it is refused
+                self._count_error()
+                log.warning("%s", entry)
 
     # -- duty cycle -----------------------------------------------------------------------
 
@@ -307,7 +311,7 @@ class ArchiveConductor:
                 await self._stop_recording(recording)
                 session.ok(correlation_id)
             case codecs.ReplayRequest():
-                replay_id = await self._start_replay(request)
+                replay_id = await self._start_replay(request, session)
                 session.ok(correlation_id, replay_id)
             case codecs.StopReplayRequest():
                 replay = self.replays.get(request.replay_session_id)
@@ -375,7 +379,13 @@ class ArchiveConductor:
         sent, recording_id = 0, from_id
         while sent < request.record_count and 0 <= recording_id < len(self.catalog):
             if self.catalog.is_valid(recording_id):
-                d = self.catalog.descriptor(recording_id)
+                try:
+                    d = self.catalog.descriptor(recording_id)
+                except CatalogError as e:  # counted and skipped: it hides no other recording
+                    self._count_error()
+                    log.warning("listing skips %s", e)
+                    recording_id += 1
+                    continue
                 if match is None or (d.stream_id == match[0] and match[1] in d.original_channel):
                     yield self._descriptor(session, request, recording_id)
                     sent += 1
@@ -577,7 +587,7 @@ class ArchiveConductor:
 
     # -- replay ---------------------------------------------------------------------------
 
-    async def _start_replay(self, request: codecs.ReplayRequest) -> int:
+    async def _start_replay(self, request: codecs.ReplayRequest, session: ControlSession) -> int:
         recording_id = request.recording_id
         self._check_recording(recording_id, "unknown recording id")
         own = await self.own_streams.find(request.replay_channel, request.replay_stream_id)
@@ -633,8 +643,17 @@ class ArchiveConductor:
             MESSAGE_TIMEOUT_NS,
             self.ctx.replay_linger_timeout_ns,
             time.monotonic_ns(),
+            lambda message: self._replay_failed(session, request.correlation_id, message),
         )
         return replay_session_id
+
+    def _replay_failed(self, session: ControlSession, correlation_id: int, message: str) -> None:
+        """A replay ended by damaged recorded bytes: an ERROR for its request (the reference's
+        ReplaySession does the same) and a count."""
+        self._count_error()
+        log.warning("replay failed: %s", message)
+        if session.state is not ControlState.DONE:
+            session.error(correlation_id, ErrorCode.GENERIC, message)
 
     async def _close_replay(self, replay: ReplaySession) -> None:
         self.replays.pop(replay.replay_session_id, None)

@@ -9,6 +9,9 @@ States
   publication's window) from the segments and offers it whole (`try_offer_block`). The
   limit is the replay's end, or, for a recording still being written, its `rec-pos` (a replay
   with length -1 follows a live recording until it stops). The subscriber going away ends it.
+  Damaged or missing recorded bytes (SegmentError from the reader) end it too: `on_error` gets
+  the reader's message (recording, position, file), which the archive sends as an ERROR for
+  the replay request, and the replay's publication closes, so its image ends.
 - LINGER: all is sent; the publication stays until its subscriber has it (or the linger
   timeout), then DONE.
 """
@@ -19,7 +22,7 @@ import enum
 from collections.abc import Callable
 
 from aeronio.archive.context import MAX_BLOCK_LENGTH
-from aeronio.archive.segments import RecordingReader
+from aeronio.archive.segments import RecordingReader, SegmentError
 from aeronio.client.publication import ADMIN_ACTION, ExclusivePublication
 from aeronio.logbuffer.descriptor import HEADER_LENGTH
 
@@ -43,6 +46,7 @@ class ReplaySession:
         connect_timeout_ns: int,
         linger_timeout_ns: int,
         now_ns: int,
+        on_error: Callable[[str], None] = lambda message: None,
     ):
         self.replay_session_id = replay_session_id
         self.recording_id = recording_id
@@ -55,6 +59,7 @@ class ReplaySession:
         self.state = State.CONNECTING
         self._deadline_ns = now_ns + connect_timeout_ns
         self.reason = ""
+        self.on_error = on_error
 
     def do_work(self, now_ns: int) -> int:
         match self.state:
@@ -90,8 +95,18 @@ class ReplaySession:
         # driver this publication wants its limit moved (a parked driver is woken for it).
         window = publication.position_limit - publication.position
         frame = publication.max_payload_length + HEADER_LENGTH
-        block = self.reader.peek(min(MAX_BLOCK_LENGTH, max(window, frame)), limit)
-        if block is None:
+        to_end = self.end_position - self.reader.position
+        length = min(MAX_BLOCK_LENGTH, max(window, frame), to_end)
+        try:
+            block = self.reader.peek(length, recorded)
+        except SegmentError as e:
+            self._done(str(e))
+            self.on_error(str(e))
+            return 0
+        if block is None:  # the next frame is longer than the window, or ends past the end
+            if length == to_end:
+                self.state = State.LINGER
+                self._deadline_ns = now_ns + self.linger_timeout_ns
             return 0
         result = self.publication.try_offer_block(block.data)
         if result == ADMIN_ACTION:  # the term rotated: the block goes into the next one

@@ -13,6 +13,17 @@ The rules (the reference 1.15.1 archive's, so that each side reads the other's d
   names them by index. For a recording from position 0 the first file is `<r>-0.rec` in both.)
 - A frame's length word is written last (see `recording_writer`), so a reader stops at the
   first zero length: what it sees is only whole frames.
+
+Damage
+------
+Below a recording's recorded end (its stop position, or `rec-pos` while it records) every byte
+is a whole frame, so a reader that finds no sound frame header there (the file missing, empty or
+cut short, a length, type or term offset that does not fit: `frame_problem`) has found damage:
+`RecordingReader` raises SegmentError naming the recording, the position and the file, and
+never hands out the frame before an unsound header either (its length led there: a shortened
+length would otherwise deliver a cut message). `check_segments` walks every segment of a
+recording term by term (`aeronio archive verify`). The 1.15.1 format has no checksums: a payload
+byte flipped on disk reads back as recorded, unnoticed.
 """
 
 from __future__ import annotations
@@ -24,11 +35,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from aeronio._core import scan_whole_frames
+from aeronio._core import HDR_TYPE_DATA, HDR_TYPE_PAD, HEADER_LENGTH, scan_whole_frames
 from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT, align
 
 SEGMENT_SUFFIX = ".rec"
 _FRAME = struct.Struct("<iBBHiiiiq")  # the DATA/PAD header, for dumps and checks
+_LENGTH = struct.Struct("<i")
 
 
 class SegmentError(ValueError):
@@ -67,6 +79,49 @@ class RecordingLayout(NamedTuple):
     def file_name(self, segment_index: int) -> str:
         """The segment file's name: `<recording id>-<segment index>.rec`, as Aeron 1.15 names it."""
         return segment_file_name(self.recording_id, segment_index)
+
+
+def frame_problem(segment, offset: int, position: int, term_length: int, stop: int) -> str | None:
+    """What keeps the header at `offset` of a mapped segment from being a sound recorded frame
+    for stream `position` (bytes before `stop` are recorded), or None: it must be within the
+    file, be DATA or PAD, carry `position`'s term offset, and have a length of a header at least
+    that keeps the frame within its term, the recorded bytes and the file."""
+    size = len(segment)
+    if offset + HEADER_LENGTH > size:
+        return f"the file ends at {size} bytes"
+    length, _, _, kind, term_offset = _FRAME.unpack_from(segment, offset)[:5]
+    expected = position & (term_length - 1)
+    if length < HEADER_LENGTH:
+        return f"frame length {length}"
+    if kind not in (HDR_TYPE_DATA, HDR_TYPE_PAD):
+        return f"frame type {kind}"
+    if term_offset != expected:
+        return f"term offset {term_offset} where {expected} belongs"
+    aligned = align(length, FRAME_ALIGNMENT)
+    if expected + aligned > term_length:
+        return f"frame length {length} goes past its term's end"
+    if position + aligned > stop:
+        return f"frame length {length} goes past the recorded end {stop}"
+    if offset + aligned > size:
+        return f"frame length {length} goes past the file's end at {size} bytes"
+    return None
+
+
+def walk_sound_frames(
+    segment, offset: int, position: int, term_length: int, stop: int
+) -> tuple[int, int, str | None]:
+    """The frames from `offset` (stream `position`) up to position `stop`, each header checked
+    (`frame_problem`): (the offset after the last sound frame, that frame's offset (`offset`
+    when there is none), what is wrong with the header after it, or None when `stop` is
+    reached). For checks and damage only: a replay walks lengths in C (`scan_frames`)."""
+    last, base = offset, position - offset  # a frame at `offset` is at position base + offset
+    while offset < stop - base:
+        problem = frame_problem(segment, offset, base + offset, term_length, stop)
+        if problem is not None:
+            return offset, last, problem
+        last = offset
+        offset += align(_LENGTH.unpack_from(segment, offset)[0], FRAME_ALIGNMENT)
+    return offset, last, None
 
 
 def check_segment_length(segment_length: int, term_length: int, name: str = "segment_length"):
@@ -153,34 +208,68 @@ class RecordingReader:
         self._index = -1
         self._map: mmap.mmap | None = None
 
+    def _path(self) -> Path:
+        return self.archive_dir / self.layout.file_name(self.layout.segment_index(self.position))
+
     def _segment(self, index: int) -> memoryview:
         if index != self._index:
             self.close()
             path = self.archive_dir / self.layout.file_name(index)
             try:
-                with open(path, "rb") as f:
-                    self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            except (FileNotFoundError, ValueError) as e:
-                raise SegmentError(f"segment {path} is missing or empty: {e}") from None
+                self._map = map_segment(path)
+            except SegmentError as e:
+                raise self._damage(str(e)) from None
             self._index = index
         return memoryview(self._map)
 
+    def _damage(self, problem: str, position: int | None = None) -> SegmentError:
+        at = self.position if position is None else position
+        return SegmentError(
+            f"recording {self.layout.recording_id} is damaged at position {at} in "
+            f"{self._path()}: {problem} (read up to position {self.position})"
+        )
+
     def peek(self, limit: int, stop_position: int | None = None) -> Block | None:
         """The next block (at most `limit` bytes, never past a term's end or the stop position,
-        whole frames only) without moving on, or None when there is nothing to read yet."""
+        whole frames only) without moving on; None when there is nothing to read yet or its
+        next frame is longer than `limit`. Bytes before the stop position are recorded: where
+        they are no sound frames, SegmentError (the module's "Damage")."""
         stop = self.stop_position if stop_position is None else stop_position
         available = stop - self.position
         if available <= 0:
             return None
         layout = self.layout
-        term_left = layout.term_length - (self.position & (layout.term_length - 1))
+        term_length = layout.term_length
+        term_left = term_length - (self.position & (term_length - 1))
         length = min(available, term_left, limit)
         segment = self._segment(layout.segment_index(self.position))
         start = layout.segment_offset(self.position)
+        problem = frame_problem(segment, start, self.position, term_length, stop)
+        if problem is not None:
+            raise self._damage(problem)
         end = scan_frames(segment, start, min(start + length, len(segment)))
+        after = self.position + end - start
+        if after < min(stop, self.position + term_left):  # a recorded frame follows in the term
+            problem = frame_problem(segment, end, after, term_length, stop)
+            if problem is not None:
+                end = self._sound_end(segment, start, end, problem)
         if end == start:
             return None
         return Block(self.position, segment[start:end])
+
+    def _sound_end(self, segment, start: int, end: int, problem: str) -> int:
+        """Where a block whose whole frames end at an unsound header (`problem`) may end: before
+        the first unsound header, less the frame whose length led to it (SegmentError when
+        that leaves nothing)."""
+        block_end = self.position + end - start
+        reached, last, inside = walk_sound_frames(
+            segment, start, self.position, self.layout.term_length, block_end
+        )
+        if inside is not None:
+            problem, end = inside, reached
+        if last == start:
+            raise self._damage(problem, self.position + end - start)
+        return last
 
     def advance(self, block: Block) -> None:
         """Move past a block `peek` gave."""
@@ -233,7 +322,7 @@ class FrameInfo(NamedTuple):
 def iter_frame_headers(path: str | os.PathLike[str], start: int = 0) -> Iterator[FrameInfo]:
     """The frame headers of a segment file from `start` to the first zero length (what the
     reference's SegmentInspector prints)."""
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+    with map_segment(path) as mapped:
         offset = start
         end = scan_frames(mapped, start)
         while offset < end:
@@ -262,25 +351,55 @@ def truncate(archive_dir: str | os.PathLike[str], layout: RecordingLayout, posit
                     f.write(bytes(size - offset))
 
 
-def check_recording(
+def map_segment(path: str | os.PathLike[str]) -> mmap.mmap:
+    """A segment file mapped read-only; SegmentError naming it when it is missing or empty."""
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                raise SegmentError(f"segment file {path} is empty (0 bytes)")
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        raise SegmentError(f"segment file {path} is missing") from None
+
+
+class SegmentReport(NamedTuple):
+    """What `check_segments` found in one segment file: positions [first, end) checked."""
+
+    file_name: str
+    first: int
+    end: int
+    problem: str | None
+
+
+def check_segments(
     archive_dir: str | os.PathLike[str], layout: RecordingLayout, stop_position: int
-) -> str | None:
-    """What is wrong with a stopped recording's segment files (a missing segment, or whole
-    frames that do not reach the stop position), or None."""
-    if stop_position < layout.start_position:
-        return f"stop position {stop_position} is before the start {layout.start_position}"
-    if stop_position == layout.start_position:
-        return None
-    last = layout.segment_index(stop_position - 1)
-    present = set(segment_indices(archive_dir, layout.recording_id))
-    missing = [i for i in range(last + 1) if i not in present]
-    if missing:
-        return f"segment files missing: {', '.join(layout.file_name(i) for i in missing)}"
-    first = layout.segment_offset(layout.start_position) if last == 0 else 0
-    with open(Path(archive_dir, layout.file_name(last)), "rb") as f:
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            end = scan_frames(mapped, first, min(len(mapped), layout.segment_length))
-    reached = layout.segment_base_position(last) + end
-    if reached < stop_position:
-        return f"whole frames end at {reached}, before the stop position {stop_position}"
+) -> list[SegmentReport]:
+    """Every segment of a stopped recording checked: present, and its recorded positions whole
+    frames that tile each term, every header sound (`walk_sound_frames`)."""
+    reports = []
+    if stop_position <= layout.start_position:
+        return reports
+    for index in range(layout.segment_index(stop_position - 1) + 1):
+        first = max(layout.segment_base_position(index), layout.start_position)
+        end = min(layout.segment_base_position(index + 1), stop_position)
+        name = layout.file_name(index)
+        try:
+            with map_segment(Path(archive_dir, name)) as mapped:
+                problem = _check_terms(mapped, layout, first, end)
+        except SegmentError as e:
+            problem = str(e)
+        reports.append(SegmentReport(name, first, end, problem))
+    return reports
+
+
+def _check_terms(mapped, layout: RecordingLayout, first: int, end: int) -> str | None:
+    term_length = layout.term_length
+    position = first
+    while position < end:
+        term_end = min(position - (position & (term_length - 1)) + term_length, end)
+        offset = layout.segment_offset(position)
+        reached, _, problem = walk_sound_frames(mapped, offset, position, term_length, term_end)
+        if problem is not None:
+            return f"no whole frame at position {position + reached - offset}: {problem}"
+        position = term_end
     return None

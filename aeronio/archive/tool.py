@@ -46,12 +46,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     for name in _SERVE_OPTIONS:
         kind = str if "channel" in name and "stream" not in name else int
         serve.add_argument("--" + name.replace("_", "-"), dest=name, type=kind)
-    for action, text in (
-        ("list", "print every recording descriptor"),
-        ("verify", "recover recordings left active by a dead archive, check segment files"),
-    ):
-        parser = actions.add_parser(action, help=text)
-        parser.add_argument("--dir", required=True, help="archive directory")
+    listing = actions.add_parser("list", help="print every recording descriptor")
+    listing.add_argument("--dir", required=True, help="archive directory")
+    verify = actions.add_parser(
+        "verify", help="recover recordings left active by a dead archive, check every segment"
+    )
+    verify.add_argument("--dir", required=True, help="archive directory")
+    verify.add_argument(
+        "--segments", action="store_true", help="a line for every segment, sound ones too"
+    )
     describe = actions.add_parser("describe", help="one recording and its segment files")
     describe.add_argument("--dir", required=True, help="archive directory")
     describe.add_argument("recording_id", type=int)
@@ -64,20 +67,30 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     dump.add_argument("--max-frames", type=int, default=100)
 
 
-def run(args: argparse.Namespace, connect: Callable, out: TextIO = sys.stdout) -> int:
+def run(
+    args: argparse.Namespace, connect: Callable, out: TextIO = sys.stdout, err: TextIO = sys.stderr
+) -> int:
     """Run an `archive` action; `serve` attaches to a driver with `connect(driver_dir)` (the
-    top level's `aeronio.connect`, which launches an embedded driver when the dir is None)."""
+    top level's `aeronio.connect`, which launches an embedded driver when the dir is None).
+    `list` and `verify` return 1 when they found something wrong (a corrupt catalog entry is
+    reported, on `err` by `list`, and the others still listed and checked)."""
     try:
         if args.action == "serve":
             return _serve(args, connect)
         if not Path(args.dir).is_dir():
             raise ToolError(f"no archive directory {args.dir}")
         if args.action == "verify":
-            return _verify(args.dir, out)
+            return _verify(args.dir, args.segments, out)
         with Catalog(args.dir, readonly=True) as catalog:
             if args.action == "list":
-                for descriptor in catalog:
-                    print(_describe(descriptor), file=out)
+                corrupt = 0
+                for _, entry in catalog.entries():
+                    if isinstance(entry, CatalogError):
+                        print(f"aeronio archive list: {entry}", file=err)
+                        corrupt += 1
+                    else:
+                        print(_describe(entry), file=out)
+                return 1 if corrupt else 0
             elif args.action == "describe":
                 _describe_one(catalog, args.recording_id, out)
             elif args.action == "dump":
@@ -128,9 +141,11 @@ def _dump(catalog: Catalog, recording_id: int, index: int, max_frames: int, out:
         )
 
 
-def _verify(archive_dir: str, out: TextIO) -> int:
+def _verify(archive_dir: str, every_segment: bool, out: TextIO) -> int:
     """Recover active recordings (needs the catalog unlocked: no archive running), then check
-    each recording's segments; returns 1 if any recording is faulty."""
+    every catalog entry and every segment of each recording: `recordingId=N OK`, or what is
+    wrong and a line per damaged segment (per segment with `every_segment`); returns 1 if
+    anything is wrong."""
     if not (Path(archive_dir) / CATALOG_FILE_NAME).exists():  # never make one here
         raise ToolError(f"no catalog at {Path(archive_dir) / CATALOG_FILE_NAME}")
     with Catalog(archive_dir, lock=True) as catalog:
@@ -138,14 +153,25 @@ def _verify(archive_dir: str, out: TextIO) -> int:
             stop = catalog.stop_position(recording_id)
             print(f"recordingId={recording_id} recovered: stopPosition={stop}", file=out)
         faulty = 0
-        for recording_id in range(len(catalog)):
-            if not catalog.is_valid(recording_id):
+        for recording_id, entry in catalog.entries():
+            if isinstance(entry, CatalogError):
+                print(f"recordingId={recording_id} {entry}", file=out)
+                faulty += 1
                 continue
-            problem = segments.check_recording(
-                archive_dir, catalog.layout(recording_id), catalog.stop_position(recording_id)
+            reports = segments.check_segments(
+                archive_dir, catalog.layout(recording_id), entry.stop_position
             )
-            print(f"recordingId={recording_id} {problem or 'OK'}", file=out)
-            faulty += problem is not None
+            damaged = sum(report.problem is not None for report in reports)
+            summary = f"{damaged} of {len(reports)} segments damaged" if damaged else "OK"
+            print(f"recordingId={recording_id} {summary}", file=out)
+            for report in reports:
+                if report.problem or every_segment:
+                    print(
+                        f"  {report.file_name} positions [{report.first}, {report.end}): "
+                        f"{report.problem or 'OK'}",
+                        file=out,
+                    )
+            faulty += damaged > 0
     return 1 if faulty else 0
 
 

@@ -17,6 +17,7 @@ boundary; any other boundary is found by scanning frames from one of those.
 from __future__ import annotations
 
 import contextlib
+import logging
 import mmap
 import os
 from pathlib import Path
@@ -30,6 +31,8 @@ from aeronio.archive.segments import RecordingLayout, segment_file_name
 from aeronio.errors import AeronError
 from aeronio.protocol.layout import COUNTERS_FILE
 from aeronio.spark import frames as fr
+
+log = logging.getLogger("aeronio.spark")
 
 
 class SourceError(AeronError, ValueError):
@@ -132,11 +135,16 @@ def from_descriptor(d, where: str) -> Recording:
 
 
 def recordings(catalog: Catalog) -> list[Recording]:
-    """Every valid recording, in id order."""
+    """Every valid recording, in id order; a corrupt catalog entry is logged and skipped, so
+    that it hides no other."""
     out = []
-    for recording_id in range(len(catalog)):
-        if catalog.is_valid(recording_id):
-            out.append(recording(catalog, recording_id))
+    for _, entry in catalog.entries():
+        try:
+            if isinstance(entry, CatalogError):
+                raise SourceError(str(entry))
+            out.append(from_descriptor(entry, str(catalog.path)))
+        except SourceError as e:
+            log.warning("skipping a recording: %s", e)
     return out
 
 
