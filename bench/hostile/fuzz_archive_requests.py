@@ -9,7 +9,7 @@
 - `never-reads`: a connected client (response term 64 KiB) that sends N requests and reads
   none of their answers.
 
-    PYTHONPATH=. python bench/hostile/fuzz_archive_requests.py [--scenario NAME|all]
+    python -m bench.hostile.fuzz_archive_requests [--scenario NAME|all]
         [--requests N] [--seconds S]
 
 Prints one JSON line per scenario (the archive's RSS before and after, its CPU over the

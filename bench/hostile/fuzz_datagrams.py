@@ -2,7 +2,7 @@
 (random, and mutated valid ones) sent over loopback to an embedded driver's subscription port
 while a real stream goes through it, then the stream checked: every message once, in order.
 
-    python bench/fuzz_datagrams.py [--datagrams 200000] [--messages 20000] [--seed 1]
+    python -m bench.hostile.fuzz_datagrams [--datagrams 200000] [--messages 20000] [--seed 1]
 
 Prints the datagrams sent, the invalid packets the driver counted and the stream's result; exits
 non-zero if the stream lost, duplicated or reordered a message. The fuzzed frames of the stream's
@@ -21,8 +21,6 @@ import socket
 import struct
 import sys
 import time
-
-import basics  # noqa: F401  (the repository on sys.path)
 
 import aeronio
 from aeronio.counters import SystemCounters
