@@ -284,7 +284,7 @@ def test_bounds_inside_messages_neither_split_nor_repeat_them(cluster, served):
         assert part == [r for r in every if low <= r[4] < high]
         got += part
     assert sorted(got) == every
-    # the same through a pushed-down filter on position
+    # the same through a filter on position (Spark's)
     low, high = cuts[1], cuts[2]
     df = read(cluster, control, recording_ids=a.recording_id).select(*RAW, "data")
     assert rows(df.where(f"position >= {low} and position < {high}")) == [
