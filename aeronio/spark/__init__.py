@@ -34,13 +34,16 @@ def register(spark) -> None:
 
 
 # What Spark needs to run on one host, whatever the host's name resolves to: the driver on the
-# loopback address, no web UI, a small shuffle.
+# loopback address, no web UI, a small shuffle; and, for a busy host, Python workers' socket
+# timeout (connecting, authenticating and a planning worker's reads: 15 s by default) raised.
+# (A new Python worker must still connect back within 10 s: PySpark 4.3 fixes that wait.)
 LOCAL_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
+    "spark.python.authenticate.socketTimeout": "120s",
 }
 
 

@@ -125,6 +125,13 @@ def test_selection_options(spark, host, recorded):
     assert got[0][4] == a.rows[101][0] and got[-1][4] == a.rows[700][0]
 
 
+def test_the_local_session_gives_python_workers_time_on_a_busy_host(spark):
+    import os
+
+    assert spark.conf.get("spark.python.authenticate.socketTimeout") == "120s"
+    assert os.environ["SPARK_AUTH_SOCKET_TIMEOUT"] == "120"  # what Python's sockets take
+
+
 def test_filters_on_every_column_are_exact(spark, host, recorded):
     from pyspark.sql.functions import col
 
