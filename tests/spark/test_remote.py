@@ -182,9 +182,9 @@ def cluster(tmp_path_factory):
         cloudpickle.register_pickle_by_value(probe)
         probe.ProbeSource.probe_dir = str(tmp_path_factory.mktemp("probe"))
         session.dataSource.register(probe.ProbeSource)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # two JVMs to start, on a busy host
         while context._jsc.sc().getExecutorMemoryStatus().size() < 3:  # the driver, 2 executors
-            assert time.monotonic() < deadline, "the executors did not register within 60 s"
+            assert time.monotonic() < deadline, "the executors did not register within 180 s"
             time.sleep(0.1)
         yield session
     finally:
