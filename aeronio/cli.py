@@ -113,6 +113,10 @@ def _add_sample_commands(commands) -> None:
         if name == "ping":
             sample.add_argument("--size", type=int, default=32, help="message size (>= 8)")
             sample.add_argument("--warmup", type=int, default=1_000, help="untimed round trips")
+            sample.add_argument(
+                "--timeout", type=float, default=30.0,
+                help="seconds to wait for the pong, and for each answer (default 30)",
+            )  # fmt: skip
     rate = commands.add_parser("rate", help="messages/s and MB/s arriving (like RateSubscriber)")
     rate.add_argument("--dir", help="a driver's directory (default: an embedded driver)")
     rate.add_argument("--channel", default="aeron:udp?endpoint=localhost:40123")
@@ -122,10 +126,16 @@ def _add_sample_commands(commands) -> None:
 
 
 def run_sample(args: argparse.Namespace) -> int:
+    if args.command == "ping" and not args.timeout > 0:
+        raise CommandError("--timeout must be positive", 2)
     streams = (args.ping_channel, args.ping_stream, args.pong_channel, args.pong_stream)
     try:
         if args.command == "ping":
-            asyncio.run(samples.ping(args.dir, *streams, args.count, args.size, args.warmup))
+            asyncio.run(
+                samples.ping(
+                    args.dir, *streams, args.count, args.size, args.warmup, timeout=args.timeout
+                )
+            )
         elif args.command == "pong":
             asyncio.run(samples.pong(args.dir, *streams, args.count))
     except KeyboardInterrupt:

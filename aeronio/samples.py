@@ -49,14 +49,23 @@ async def ping(
     count: int, size: int, warmup: int, out: TextIO = sys.stdout, timeout: float = 30.0,
 ) -> np.ndarray:  # fmt: skip
     """`warmup` then `count` round trips of `size`-byte messages; the timed round trips (ns),
-    and a percentile summary printed."""
+    and a percentile summary printed. Says what it waits for; TimeoutError naming the pong's
+    streams when none connects within `timeout` s, or a round trip when it is not answered."""
     if size < _SEQ.size:
         raise ValueError(f"size {size} must be at least {_SEQ.size}")
+    echo = f"echoing {ping_channel} stream {ping_stream} to {pong_channel} stream {pong_stream}"
     async with aeronio.connect(dir) as aeron:
         replies = await aeron.add_subscription(pong_channel, pong_stream)
         pings = await aeron.add_exclusive_publication(ping_channel, ping_stream)
-        await pings.wait_connected(timeout)
-        await replies.wait_connected(timeout)
+        print(f"ping: waiting up to {timeout:g} s for a pong {echo}", file=out, flush=True)
+        try:
+            await pings.wait_connected(timeout)
+            await replies.wait_connected(timeout)
+        except TimeoutError:
+            raise TimeoutError(
+                f"no pong {echo} connected within {timeout:g} s (start `aeronio pong` with "
+                "the same channels, or give a longer --timeout)"
+            ) from None
         message = bytearray(size)
         rtts = np.empty(count, dtype=np.int64)
         clock = time.perf_counter_ns
@@ -64,8 +73,14 @@ async def ping(
             _SEQ.pack_into(message, 0, i)
             start = clock()
             await pings.offer(message)
-            async with asyncio.timeout(timeout):
-                reply = await replies.receive()
+            try:
+                async with asyncio.timeout(timeout):
+                    reply = await replies.receive()
+            except TimeoutError:
+                raise TimeoutError(
+                    f"round trip {i + warmup} of {warmup + count}: no answer from the pong "
+                    f"within {timeout:g} s"
+                ) from None
             end = clock()
             if _SEQ.unpack_from(reply.data)[0] != i:
                 raise RuntimeError(f"round trip {i} answered by {_SEQ.unpack_from(reply.data)[0]}")

@@ -531,7 +531,7 @@ def profile_decode(archive_dir: Path, opts: Options, top: int) -> None:
     from aeronio.spark import recordings as recs
     from aeronio.spark.decode import Decoder, payload_array
     from aeronio.spark.options import read_options
-    from aeronio.spark.source import FilteringBatchReader
+    from aeronio.spark.source import BatchReader
 
     options = {"archive": str(archive_dir), "layout": "fixed"}
     if opts.max_partition_bytes:
@@ -539,7 +539,7 @@ def profile_decode(archive_dir: Path, opts: Options, top: int) -> None:
     kinds = {"<i8": LongType(), "<i4": IntegerType(), "<f8": DoubleType()}
     schema = StructType([StructField(k, kinds[RECORD[k].str]) for k in RECORD.names])
     decoder = Decoder(schema, "fixed", ())
-    reader = FilteringBatchReader(read_options(options, streaming=False), decoder)
+    reader = BatchReader(read_options(options, streaming=False), decoder)
     partitions = reader.partitions()
 
     def read_all() -> int:

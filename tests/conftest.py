@@ -9,12 +9,21 @@ Markers by folder: every test under `netns/` is `netns` (root, `ip`, `nft`), eve
 the `slow` ones, are marked in their modules. The fast loop:
 `python -m pytest -q -m "not slow and not netns and not java"`.
 
+Files: the session gives aeronio a cache of its own ($AERONIO_CACHE, removed at its end: the
+Spark reader's jar), and its summary lists aeronio's entries in the temp dir, /dev/shm and the
+user's cache that appeared during the session and are still there (this session's leftovers, or
+a concurrent session's: they share those places, so the list is reported, not failed).
+
 Event loops: every async test runs on asyncio's own loop and on uvloop (uvicorn's default), ids
 `[asyncio]` and `[uvloop]`, except under `interop/`, `netns/`, `spark/` and `examples/` (asyncio
 only).
 """
 
 import asyncio
+import os
+import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -47,3 +56,43 @@ def pytest_asyncio_loop_factories(config, item):
     if item.path.relative_to(TESTS).parts[0] in ASYNCIO_ONLY:
         return {"asyncio": asyncio.new_event_loop}
     return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+
+
+def aeronio_entries() -> set[Path]:
+    """aeronio's entries in the temp dir and /dev/shm, and the files of the user's cache."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aeronio"
+    found = {*Path(tempfile.gettempdir()).glob("aeronio*"), *Path("/dev/shm").glob("aeronio*")}
+    return found | {p for p in cache.rglob("*") if p.is_file()}
+
+
+def of_a_live_process(path: Path) -> bool:
+    """A name with a pid (an embedded driver's directory, a session's cache) whose process is
+    still running: in use, not left behind."""
+    found = re.match(r"aeronio-(?:test-cache-)?(\d+)-", path.name)
+    return found is not None and Path("/proc", found[1]).exists()
+
+
+LEFT_BEHIND: list[Path] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def files_of_the_session():
+    """A cache of the session's own; what appeared in the shared places and stayed, noted."""
+    before = aeronio_entries()
+    cache = tempfile.mkdtemp(prefix=f"aeronio-test-cache-{os.getpid()}-")
+    saved = os.environ.get("AERONIO_CACHE")
+    os.environ["AERONIO_CACHE"] = cache
+    yield
+    if saved is None:
+        del os.environ["AERONIO_CACHE"]
+    else:
+        os.environ["AERONIO_CACHE"] = saved
+    shutil.rmtree(cache)
+    LEFT_BEHIND[:] = sorted(p for p in aeronio_entries() - before if not of_a_live_process(p))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if LEFT_BEHIND:
+        terminalreporter.section("aeronio entries left behind (by this or a concurrent session)")
+        for path in LEFT_BEHIND:
+            terminalreporter.write_line(str(path))

@@ -24,7 +24,7 @@ from aeronio.protocol.channel import parse_duration_ns, parse_size
 
 ENV_PREFIX = "AERONIO_"
 # AERONIO_* variables that are not driver options (read by clients or tools), never rejected.
-NON_DRIVER_ENV_VARS: frozenset[str] = frozenset()
+NON_DRIVER_ENV_VARS: frozenset[str] = frozenset({"AERONIO_CACHE"})  # aeronio.spark.jvm
 
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _TRUE = ("true", "1", "yes")

@@ -24,31 +24,26 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 from aeronio.spark.decode import raw_schema
 from aeronio.spark.jvm import read_fixed
 from aeronio.spark.recordings import DataLossError, SourceError
-from aeronio.spark.source import AeronioDataSource, AeronioDataSourceNoPushdown
-
-FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+from aeronio.spark.source import AeronioDataSource
 
 
-def register(spark, *, filter_pushdown: bool = True) -> None:
-    """Register the "aeronio" format with the session. With `filter_pushdown` (the default)
-    this turns on the session's spark.sql.python.filterPushdown.enabled, so that filters on
-    recording_id, session_id, stream_id, channel and position choose what is read; without it
-    the session's setting is left alone and Spark filters the rows read."""
-    if filter_pushdown:
-        spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
-        spark.dataSource.register(AeronioDataSource)
-    else:
-        spark.dataSource.register(AeronioDataSourceNoPushdown)
+def register(spark) -> None:
+    """Register the "aeronio" format with the session. Its options choose what is read
+    (recordings, positions); Spark applies a query's filters to the rows read."""
+    spark.dataSource.register(AeronioDataSource)
 
 
 # What Spark needs to run on one host, whatever the host's name resolves to: the driver on the
-# loopback address, no web UI, a small shuffle.
+# loopback address, no web UI, a small shuffle; and, for a busy host, Python workers' socket
+# timeout (connecting, authenticating and a planning worker's reads: 15 s by default) raised.
+# (A new Python worker must still connect back within 10 s: PySpark 4.3 fixes that wait.)
 LOCAL_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
+    "spark.python.authenticate.socketTimeout": "120s",
 }
 
 
@@ -78,10 +73,8 @@ def local_session(
 
 
 __all__ = [
-    "FILTER_PUSHDOWN_CONF",
     "LOCAL_CONF",
     "AeronioDataSource",
-    "AeronioDataSourceNoPushdown",
     "DataLossError",
     "SourceError",
     "local_session",

@@ -133,36 +133,10 @@ def read_part(
 
 
 class Bounds(NamedTuple):
-    """What the options and pushed filters leave of each recording's positions (message
-    starts in [low, high)) and which recordings."""
+    """The positions the options leave of each recording: message starts in [low, high)."""
 
     low: int = 0
     high: int = 2**63 - 1
-    recording_ids: frozenset[int] | None = None
-    session_ids: frozenset[int] | None = None
-    stream_ids: frozenset[int] | None = None
-    channels: tuple = ()  # (kind, text): "equal", "contains", "starts", "ends"
-    nothing: bool = False
-
-    def admits(self, r: Recording) -> bool:
-        if self.nothing:
-            return False
-        if self.recording_ids is not None and r.recording_id not in self.recording_ids:
-            return False
-        if self.session_ids is not None and r.session_id not in self.session_ids:
-            return False
-        if self.stream_ids is not None and r.stream_id not in self.stream_ids:
-            return False
-        for kind, text in self.channels:
-            c = r.channel
-            if not {
-                "equal": c == text,
-                "contains": text in c,
-                "starts": c.startswith(text),
-                "ends": c.endswith(text),
-            }[kind]:
-                return False
-        return True
 
 
 def readable_end(
@@ -190,8 +164,6 @@ def plan_batch(
 ) -> list[Part]:
     parts = []
     for r in recordings:
-        if not bounds.admits(r):
-            continue
         low = max(bounds.low, r.start_position)
         end = readable_end(archive_dir, r, positions)
         high = min(bounds.high, end)

@@ -10,18 +10,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
-    EqualTo,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
     InputPartition,
-    IsNotNull,
-    IsNull,
-    LessThan,
-    LessThanOrEqual,
-    StringContains,
-    StringEndsWith,
-    StringStartsWith,
 )
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -33,7 +22,7 @@ from pyspark.sql.types import StructType
 from aeronio.spark import reader as rd
 from aeronio.spark import recordings as recs
 from aeronio.spark import remote
-from aeronio.spark.decode import METADATA, Decoder, raw_schema
+from aeronio.spark.decode import Decoder, raw_schema
 from aeronio.spark.options import EARLIEST, LATEST, ReadOptions, read_options, write_options
 from aeronio.spark.recordings import DataLossError, Recording, SourceError
 
@@ -119,6 +108,10 @@ class _Reading:
 
 
 class BatchReader(_Reading, DataSourceReader):
+    """Reads what the options select. No filters are pushed down: PySpark 4.3 keeps the read
+    planned by a pushdown on the DataFrame's relation and reuses it for the DataFrame's later
+    queries that push none, so a pushed filter would outlive its query (docs/spark.md)."""
+
     def __init__(self, options: ReadOptions, decoder: Decoder):
         super().__init__(options, decoder)
         self.bounds = rd.Bounds(
@@ -138,90 +131,6 @@ class BatchReader(_Reading, DataSourceReader):
         finally:
             self.close()
         return [AeronioPartition(p) for p in parts]
-
-
-_RANGE = (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
-
-
-class FilteringBatchReader(BatchReader):
-    """A batch reader that takes filters on recording_id, session_id, stream_id, channel and
-    position (applied exactly: Spark need not check them again)."""
-
-    def pushFilters(self, filters):
-        columns = {
-            name
-            for name in self.decoder.names
-            if name in METADATA and name in self.decoder.metadata
-        }
-        for f in filters:
-            if not self._push(f, columns):
-                yield f
-
-    def _push(self, f, columns: set[str]) -> bool:
-        if len(f.attribute) != 1 or f.attribute[0] not in columns:
-            return False
-        name, b = f.attribute[0], self.bounds
-        if isinstance(f, IsNotNull):
-            return True  # never null
-        if isinstance(f, IsNull):
-            self.bounds = b._replace(nothing=True)
-            return True
-        if name == "channel":
-            value = getattr(f, "value", None)
-            if not isinstance(value, str):
-                return False
-            kind = {
-                EqualTo: "equal",
-                StringContains: "contains",
-                StringStartsWith: "starts",
-                StringEndsWith: "ends",
-            }.get(type(f))
-            if kind is None:
-                return False
-            self.bounds = b._replace(channels=b.channels + ((kind, value),))
-            return True
-        values = f.value if isinstance(f, In) else (getattr(f, "value", None),)
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            return False
-        if name == "position":
-            low, high = b.low, b.high
-            if isinstance(f, EqualTo):
-                low, high = max(low, f.value), min(high, f.value + 1)
-            elif isinstance(f, GreaterThan):
-                low = max(low, f.value + 1)
-            elif isinstance(f, GreaterThanOrEqual):
-                low = max(low, f.value)
-            elif isinstance(f, LessThan):
-                high = min(high, f.value)
-            elif isinstance(f, LessThanOrEqual):
-                high = min(high, f.value + 1)
-            else:
-                return False
-            self.bounds = b._replace(low=max(low, 0), high=high, nothing=b.nothing or high <= low)
-            return True
-        field = {
-            "recording_id": "recording_ids",
-            "session_id": "session_ids",
-            "stream_id": "stream_ids",
-        }.get(name)
-        if field is None:
-            return False
-        if isinstance(f, (EqualTo, In)):
-            admitted = frozenset(values)
-        elif isinstance(f, _RANGE) and name == "recording_id":
-            known = {r.recording_id for r in self.recordings()}
-            test = {
-                GreaterThan: lambda v: v > f.value,
-                GreaterThanOrEqual: lambda v: v >= f.value,
-                LessThan: lambda v: v < f.value,
-                LessThanOrEqual: lambda v: v <= f.value,
-            }[type(f)]
-            admitted = frozenset(v for v in known if test(v))
-        else:
-            return False
-        current = getattr(b, field)
-        self.bounds = b._replace(**{field: admitted if current is None else current & admitted})
-        return True
 
 
 class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -363,8 +272,6 @@ class AeronioDataSource(DataSource):
     """`spark.read.format("aeronio")`, `spark.readStream...`, `df.write...`,
     `df.writeStream...`: register with `aeronio.spark.register(spark)`."""
 
-    filter_pushdown = True
-
     @classmethod
     def name(cls) -> str:
         """The format name: `spark.read.format("aeronio")`."""
@@ -388,8 +295,7 @@ class AeronioDataSource(DataSource):
         options = read_options(self.options, streaming=False)
         if options.remote is None:
             recs.open_catalog(options.archive).close()  # fails here, on the driver
-        kind = FilteringBatchReader if self.filter_pushdown else BatchReader
-        reader = kind(options, self._decoder(schema, options))
+        reader = BatchReader(options, self._decoder(schema, options))
         if options.remote is not None:
             reader.recordings()  # connects and lists here, on the driver
         return reader
@@ -415,10 +321,3 @@ class AeronioDataSource(DataSource):
         from aeronio.spark.sink import StreamWriter
 
         return StreamWriter(write_options(self.options, streaming=True), schema)
-
-
-class AeronioDataSourceNoPushdown(AeronioDataSource):
-    """The same source without filter pushdown (for sessions that keep
-    spark.sql.python.filterPushdown.enabled false)."""
-
-    filter_pushdown = False

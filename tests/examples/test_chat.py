@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -27,8 +28,8 @@ pytestmark = pytest.mark.slow
 def server(*args: str) -> tuple[Child, str, str]:
     """A chat server process, its URL and (for a home) its room's spec."""
     child = Child([sys.executable, str(CHAT / "server.py"), *args], "chat server")
-    room = child.expect("room: ", 30) if "--home" in args else ""
-    url = child.expect("chat server ", 30).split()[-1]
+    room = child.expect("room: ", 60) if "--home" in args else ""  # a process start, loaded
+    url = child.expect("chat server ", 60).split()[-1]
     return child, url, room
 
 
@@ -40,7 +41,7 @@ async def talk(
     return session, socket
 
 
-async def receive(socket, count: int, timeout: float = 30) -> tuple[dict, list[dict]]:
+async def receive(socket, count: int, timeout: float = 60) -> tuple[dict, list[dict]]:
     """The history message and the next `count` live entries."""
     async with asyncio.timeout(timeout):
         history = json.loads((await socket.receive()).data)
@@ -58,11 +59,14 @@ def in_one_order(entries: list[dict]) -> None:
     assert positions == sorted(set(positions)), "positions increase, none twice"
 
 
-async def entries_until(socket, text: str, timeout: float = 30) -> list[dict]:
-    """Live entries up to and with the first whose text is `text`."""
+async def entries_until(
+    socket, text: str | Callable[[str], bool], timeout: float = 60
+) -> list[dict]:
+    """Live entries up to and with the first whose text is `text` (or passes it)."""
+    wanted = text if callable(text) else text.__eq__
     got = []
     async with asyncio.timeout(timeout):
-        while not got or got[-1]["text"] != text:
+        while not got or not wanted(got[-1]["text"]):
             message = json.loads((await socket.receive()).data)
             assert message["type"] == "entry", message
             got.append(message["entry"])
@@ -112,9 +116,10 @@ async def test_two_servers_talk_and_a_late_joiner_shows_the_history_first(transp
         sessions.append(s3)
         history_c = json.loads((await carol.receive()).data)
         assert history_c["type"] == "history" and history_c["server"] == "three"
-        await asyncio.sleep(0.5)  # Alice's lines keep coming: live ones for Carol too
+        # Alice's lines keep coming: live ones for Carol too, before she says hello
+        live_c = await entries_until(carol, lambda text: text.startswith("meanwhile"))
         await carol.send_json({"text": "hello from three"})
-        live_c = await entries_until(carol, "hello from three")
+        live_c += await entries_until(carol, "hello from three")
         talking.cancel()
         after_a = await entries_until(alice, "hello from three")
         assert history_c["entries"][:600] == live_a, "the history first, as the others saw it"

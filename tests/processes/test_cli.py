@@ -4,6 +4,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -203,6 +204,54 @@ def test_ping_and_pong_in_two_processes():
         low, p50, p90, p99, p999, high, _ = map(float, match.groups())
         assert 0 < low <= p50 <= p90 <= p99 <= p999 <= high
         assert pong.wait(30) == 0  # it echoed its 700 (200 + 500) and left
+    finally:
+        if pong.poll() is None:
+            pong.kill()
+        pong.wait(10)
+
+
+def ping(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "aeronio.cli", "ping", *args],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_ping_without_a_pong_says_what_it_waits_for_and_gives_up():
+    ping_channel, pong_channel = _udp_channel(), _udp_channel()
+    channels = ["--ping-channel", ping_channel, "--pong-channel", pong_channel]
+    echo = f"echoing {ping_channel} stream 1002 to {pong_channel} stream 1003"
+    started = time.monotonic()
+    result = ping("--count", "10", "--timeout", "2", *channels)
+    assert time.monotonic() - started >= 2
+    assert result.returncode == 1
+    assert result.stdout == f"ping: waiting up to 2 s for a pong {echo}\n"
+    assert result.stderr == (
+        f"aeronio ping: TimeoutError: no pong {echo} connected within 2 s (start `aeronio "
+        "pong` with the same channels, or give a longer --timeout)\n"
+    )
+    for bad in ("0", "-1", "nan"):
+        result = ping("--timeout", bad, *channels)
+        assert (result.returncode, result.stderr) == (
+            2, "aeronio ping: --timeout must be positive\n"
+        )  # fmt: skip
+
+
+def test_ping_names_the_round_trip_a_pong_leaves_unanswered():
+    ping_channel, pong_channel = _udp_channel(), _udp_channel()
+    channels = ["--ping-channel", ping_channel, "--pong-channel", pong_channel]
+    pong = subprocess.Popen(
+        [sys.executable, "-m", "aeronio.cli", "pong", "--count", "5", *channels],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert pong.stdout.readline().startswith(f"pong: echoing {ping_channel} stream 1002")
+        result = ping("--count", "10", "--warmup", "0", "--timeout", "2", *channels)
+        assert result.returncode == 1
+        assert result.stderr == (
+            "aeronio ping: TimeoutError: round trip 5 of 10: no answer from the pong within 2 s\n"
+        )
+        assert pong.wait(30) == 0  # it echoed its 5 and left
     finally:
         if pong.poll() is None:
             pong.kill()

@@ -170,3 +170,32 @@ def rows_of(recorded: Recorded) -> list[tuple]:
         (r.recording_id, r.session_id, r.stream_id, r.channel, p, len(d), rv, d)
         for p, rv, d in r.rows
     ]
+
+
+# Queries on one DataFrame, in an order where each follows each other one somewhere: count,
+# filtered count, min and max position, rows, filtered rows.
+ORDER = "CWRWMWFWCRMRFRCMFMCFC"
+
+
+def scoped_queries(df, expected: list[tuple], filtered: str, position: int) -> None:
+    """ORDER's queries on `df`, each answering as the unfiltered rows `expected` and Spark's
+    filter `filtered` (which keeps the rows at `position` and after) do."""
+    from pyspark.sql.functions import max as max_
+    from pyspark.sql.functions import min as min_
+
+    name = df.columns.index("position")
+    kept = sorted(r for r in expected if r[name] >= position)
+    answers = {
+        "C": (df.count, len(expected)),
+        "F": (lambda: df.where(filtered).count(), len(kept)),
+        "M": (
+            lambda: tuple(df.agg(min_("position"), max_("position")).first()),
+            (min(r[name] for r in expected), max(r[name] for r in expected)),
+        ),
+        "R": (lambda: sorted(tuple(r) for r in df.collect()), sorted(expected)),
+        "W": (lambda: sorted(tuple(r) for r in df.where(filtered).collect()), kept),
+    }
+    assert len(set(zip(ORDER, ORDER[1:], strict=False))) == len(answers) * (len(answers) - 1)
+    for i, query in enumerate(ORDER):
+        ask, want = answers[query]
+        assert ask() == want, f"query {i} ({query}) of {ORDER}"

@@ -8,7 +8,7 @@ import os
 import uuid
 from pathlib import Path
 
-from aeronio.spark.source import AeronioDataSource, FilteringBatchReader
+from aeronio.spark.source import AeronioDataSource, BatchReader
 
 
 def stat(pid: int) -> tuple[str, int]:
@@ -27,7 +27,7 @@ def jvm_of(pid: int) -> int:
     return 0
 
 
-class ProbeReader(FilteringBatchReader):
+class ProbeReader(BatchReader):
     probe_dir = ""
 
     def read(self, partition):

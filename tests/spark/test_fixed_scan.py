@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from tests.spark.conftest import SEGMENT, TERM, frames_length
+from tests.spark.conftest import SEGMENT, TERM, frames_length, scoped_queries
 
 pytestmark = pytest.mark.slow
 
@@ -153,6 +153,21 @@ def test_rows_equal_the_python_sources(jvm, spark, host, recorded, monkeypatch):
     )
     assert per_term.rdd.getNumPartitions() == -(-m.end // TERM)
     assert len(rows(per_term)) == len(m.rows)
+
+
+def test_a_filter_is_scoped_to_its_query(jvm, spark, host, recorded):
+    """Every query on one DataFrame answers as the unfiltered rows and Spark's filter."""
+    m, count = recorded["m"], 3000
+    df = jvm.read_fixed(
+        spark, SCHEMA + ", position long", host.archive_dir, stream_id=201,
+        metadata_columns="position", end_position=m.rows[count][0],
+    )  # fmt: skip
+    assert df.rdd.getNumPartitions() > 1
+    expected = [
+        r.tolist() + (p,) for r, (p, _, _) in zip(recorded["many"], m.rows[:count], strict=False)
+    ]
+    position = m.rows[16][0]
+    scoped_queries(df, expected, f"position >= {position}", position)
 
 
 def test_columns_are_pruned(jvm, spark, host, recorded):

@@ -15,8 +15,8 @@ import asyncio
 import hashlib
 import json
 import sys
-import tempfile
 import time
+from pathlib import Path
 
 from tests.support.netns_worker import message, system_counters
 from tests.support.procs import read_stdin_line, say
@@ -74,7 +74,7 @@ async def joiner(
     async with aeronio.MediaDriver.launch(dir) as driver, aeronio.connect(driver.dir) as aeron:
         async with archive.Archive.launch(
             aeron,
-            archive_dir=tempfile.mkdtemp(prefix="aeronio-archive-"),
+            archive_dir=Path(dir) / "archive",  # removed with the driver's directory
             **archive.LOCAL_ARCHIVE,
         ) as arch:
             async with archive.connect(aeron, **archive.LOCAL) as client:

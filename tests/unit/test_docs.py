@@ -40,6 +40,44 @@ def test_documents_point_nowhere_outside_the_repository(document: Path):
             assert (document.parent / target).exists(), f"{document.name}: broken link {target}"
 
 
+# -- the README's example -----------------------------------------------------------------------
+
+
+def readme_example() -> str:
+    return re.search(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+
+
+def run_example(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+
+
+def test_the_readmes_first_example_runs():
+    result = run_example(readme_example())
+    assert result.returncode == 0, result.stderr
+    assert [line.split()[0] for line in result.stdout.splitlines()] == [
+        "b'hello'", "b'world'", "b'claimed!'"
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_readmes_first_example_without_a_subscriber_says_so_in_seconds():
+    """Its waits are bounded: with no subscriber it fails with a TimeoutError, not a hang."""
+    code = readme_example()
+    line = 'subscription = await aeron.add_subscription("aeron:ipc", stream_id=10)'
+    assert line in code
+    code = code.replace(line, "subscription = None")
+    result = run_example(code)
+    assert result.returncode == 1
+    assert re.search(r"TimeoutError: publication \d+ on aeron:ipc\S* not connected within 5 s",
+                     result.stderr), result.stderr  # fmt: skip
+    code = code.replace("await publication.wait_connected(timeout=5)", "")
+    result = run_example(code)
+    assert result.returncode == 1
+    assert "TimeoutError: offer timed out (not connected)" in result.stderr, result.stderr
+
+
 # -- the documentation site (MkDocs, mkdocs.yml) -------------------------------------------------
 
 API_MODULES = ("aeronio", "aeronio.archive", "aeronio.spark")

@@ -118,6 +118,13 @@ def test_env_errors_name_the_variable_and_option(var, text, expected):
         DriverContext.from_sources(env={var: text, "HOME": "/root"})
 
 
+def test_aeronio_variables_of_other_parts_are_not_driver_options():
+    """AERONIO_CACHE is aeronio.spark's (where its JVM reader is compiled to): a driver started
+    beside it takes its defaults."""
+    with_it = DriverContext.from_sources(env={"AERONIO_CACHE": "/tmp/x"}, dir="/dev/shm/x")
+    assert with_it == DriverContext.from_sources(env={}, dir="/dev/shm/x")
+
+
 def test_unrelated_environment_variables_are_ignored():
     env = {"HOME": "/root", "AERONIOX": "1", "aeronio_ipc_mtu": "1"}
     assert DriverContext.from_sources(env=env).ipc_mtu == 1408
