@@ -312,7 +312,10 @@ class ArchiveClient:
         too far behind the live stream and the driver dropped its image, the replay broke off),
         ImageUnavailableError, whose `position` is just after the last message yielded (as
         Aeron's ReplayMerge fails); with `remerge=True` it merges again from that position
-        through the archive instead, so that every message comes once, in order."""
+        through the archive instead, so that every message comes once, in order. A replay the
+        archive ends with an error (damaged or missing recorded bytes) raises that
+        ArchiveError, and an attempt that delivers nothing before it is lost again raises
+        ImageUnavailableError even with `remerge=True`: merging again would not get further."""
         descriptor = await self.list_recording(recording_id)
         if descriptor is None:
             raise ArchiveError(
@@ -328,6 +331,7 @@ class ArchiveClient:
         while True:
             subscription = await self.aeron.add_subscription(subscription_channel, stream_id)
             replay_session_id = None
+            attempt_from = position
             try:
                 await subscription.add_destination(replay_destination)
                 replay_session_id = await self.start_replay(
@@ -346,6 +350,8 @@ class ArchiveClient:
                         yield message
                     if loop.time() >= next_check:
                         next_check = loop.time() + poll_interval_s
+                        if not messages and (image is None or image.is_end_of_stream):
+                            self._raise_replay_error()  # once what came before is yielded
                         await self._merge_step(
                             merge, subscription, image, recording_id, live_destination
                         )
@@ -367,7 +373,8 @@ class ArchiveClient:
                         if lost.session_id == session_id:
                             raise _lost_at(session_id, stream_id, position) from lost
             except ImageUnavailableError as lost:
-                if not remerge:
+                self._raise_replay_error()
+                if not remerge or position == attempt_from:
                     raise
                 log.warning("%s: merging again from the recording", lost)
             finally:
@@ -377,6 +384,12 @@ class ArchiveClient:
                             await self.stop_replay(replay_session_id)
                 finally:
                     await subscription.close()
+
+    def _raise_replay_error(self) -> None:
+        """Raise the ERROR the archive sent for a replay it ended (damaged recorded bytes)."""
+        error = self.poll_for_error_response()
+        if error is not None:
+            raise error
 
     async def _merge_step(
         self, merge: ReplayMerge, subscription, image, recording_id: int, live: str

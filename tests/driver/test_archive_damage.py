@@ -3,6 +3,7 @@ damaged or missing bytes ends with an error the client sees (never a stall, neve
 and a corrupt catalog entry is answered with an error naming it, hiding no other recording."""
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -20,6 +21,7 @@ from tests.driver.test_archive import (
     STREAM,
     Terms,
     expected_positions,
+    free_udp_port,
     messages,
     publish,
     wait_recorded,
@@ -166,6 +168,31 @@ async def test_a_replay_over_damage_ends_with_an_error(aeron, arch, client, capl
     assert len(delivered) > len(recorded.delivered(damaged_at)) - 3  # all the damage may hide
     assert not arch.conductor.replays
     assert not [r for r in caplog_archive.records if "duty cycle failed" in r.getMessage()]
+
+
+@pytest.mark.parametrize("remerge", [False, True])
+async def test_a_replay_merge_over_damage_raises_the_archive_error(aeron, arch, client, remerge):
+    """The merge's replay ends at the damage: the archive's error is raised (merging again would
+    meet it again), after whole messages only, in order, never past the damage."""
+    recorded = await record(aeron, arch, client)
+    damaged_at = frame_length(-100)(recorded)
+    host, got = "127.0.0.1", []
+    merge = client.replay_merge(
+        0,
+        STREAM,
+        f"aeron:udp?endpoint={host}:{free_udp_port()}",
+        f"aeron:udp?endpoint={host}:{free_udp_port()}",
+        remerge=remerge,
+    )
+    with pytest.raises(archive.ArchiveError) as raised:
+        async with asyncio.timeout(30), contextlib.aclosing(merge):
+            async for message in merge:
+                got.append((message.data, message.position))
+    damaged, path, read_up_to = damage_of(raised.value, recorded)
+    assert (damaged, path) == (damaged_at, recorded.path(damaged_at))
+    delivered = recorded.delivered(read_up_to)
+    assert got == delivered[: len(got)] and got, "whole messages, in order, from the start"
+    assert not arch.conductor.replays
 
 
 async def test_a_replay_never_delivers_a_frame_cut_short_by_its_length(
