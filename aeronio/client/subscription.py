@@ -11,7 +11,8 @@ driver dropped it, its source went silent) is lost: whatever was not read from i
 from it, and a new image of the same session may take the stream up at another position. The
 iterators then raise ImageUnavailableError, after the messages taken before, before any taken
 after; iterating again goes on with the other images. Poll paths are told by the
-`unavailable_image` callback.
+`unavailable_image` callback (a subscription only polled keeps the first MAX_LOST_IMAGES of
+these errors for an iterator, and none once closed).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ FragmentAssembler = _core.FragmentAssembler
 FragmentBatch = _core.FragmentBatch
 FragmentHandler = Callable[[memoryview, Header], object]
 log = logging.getLogger("aeronio.client")
+MAX_LOST_IMAGES = 64  # image losses kept for the iterators to raise
 
 
 class ControlledPollAction(enum.IntEnum):
@@ -164,7 +166,7 @@ class Subscription(_core.SubscriptionBase):
         if image is None:
             return
         self._set_images([i for i in self._images if i is not image])
-        if not image.is_end_of_stream:
+        if not image.is_end_of_stream and len(self._lost) < MAX_LOST_IMAGES:
             self._lost.append(
                 ImageUnavailableError(
                     f"the image of session {image.session_id} on {self.channel} stream "
@@ -308,6 +310,7 @@ class Subscription(_core.SubscriptionBase):
         if self.is_closed:
             return
         self.is_closed = True
+        self._lost.clear()
         self._changed.ring()
         for image in self._images:
             image._close()

@@ -1,0 +1,36 @@
+"""What a subscription keeps of images lost before their end: the errors its iterators raise,
+bounded for a subscription that is only polled (its unavailable-image callback tells it of
+each), and none once it is closed."""
+
+import aeronio
+from aeronio.client.subscription import MAX_LOST_IMAGES
+
+
+class LostImage:
+    """An image that went away before its end (what `_remove_image` reads of one)."""
+
+    _reader = None
+    is_end_of_stream = False
+    session_id = 7
+    position = 4096
+
+    def __init__(self, correlation_id: int):
+        self.correlation_id = correlation_id
+        self.closed = False
+
+    def _close(self) -> None:
+        self.closed = True
+
+
+async def test_a_polled_subscription_keeps_a_bounded_number_of_losses_and_none_once_closed():
+    told = []
+    async with aeronio.connect() as aeron:
+        subscription = await aeron.add_subscription("aeron:ipc", 10, unavailable_image=told.append)
+        images = [LostImage(correlation_id) for correlation_id in range(MAX_LOST_IMAGES + 5)]
+        for image in images:
+            subscription._add_image(image)
+            subscription._remove_image(image.correlation_id)
+        assert told == images and all(image.closed for image in images)
+        assert [e.session_id for e in subscription._lost] == [7] * MAX_LOST_IMAGES
+        await subscription.close()
+        assert subscription._lost == []
