@@ -36,11 +36,15 @@ async def pong(
         print(f"pong: echoing {ping_channel} stream {ping_stream} to {pong_channel} "
               f"stream {pong_stream}", file=out, flush=True)  # fmt: skip
         echoed = 0
-        async for message in pings:
-            await replies.offer(message.data)
-            echoed += 1
-            if echoed == count:
-                break
+        while echoed != count:
+            try:
+                async for message in pings:
+                    await replies.offer(message.data)
+                    echoed += 1
+                    if echoed == count:
+                        break
+            except aeronio.ImageUnavailableError as lost:  # a ping gone: say so, echo the rest
+                print(f"pong: {lost}", file=out, flush=True)
         return echoed
 
 
@@ -122,6 +126,8 @@ async def rate(
                 payload += sum(len(m.data) for m in batch)
             except TimeoutError:
                 pass
+            except aeronio.ImageUnavailableError as lost:  # a publisher gone: say so, go on
+                print(f"rate: {lost}", file=out, flush=True)
             now = time.monotonic()
             if now - start >= interval:
                 got.append((messages / (now - start), payload / (now - start) / 1e6))

@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import sys
 from collections import deque
 from pathlib import Path
 
@@ -169,9 +170,14 @@ async def sample(board: Board) -> None:
 
 
 async def take_bars(subscription: aeronio.Subscription, board: Board) -> None:
-    """Every message of the bars stream into the board, until cancelled."""
-    async for message in subscription:
-        board.take_bar(message.data)
+    """Every message of the bars stream into the board, until cancelled; a bars publisher lost
+    before its end (its bars not all here) is said on stderr, and the others go on."""
+    while True:
+        try:
+            async for message in subscription:
+                board.take_bar(message.data)
+        except aeronio.ImageUnavailableError as lost:
+            print(f"dashboard.py: bars lost: {lost}", file=sys.stderr, flush=True)
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -2,6 +2,10 @@
 bounded for a subscription that is only polled (its unavailable-image callback tells it of
 each), and none once it is closed."""
 
+import asyncio
+
+import pytest
+
 import aeronio
 from aeronio.client.subscription import MAX_LOST_IMAGES
 
@@ -34,3 +38,26 @@ async def test_a_polled_subscription_keeps_a_bounded_number_of_losses_and_none_o
         assert [e.session_id for e in subscription._lost] == [7] * MAX_LOST_IMAGES
         await subscription.close()
         assert subscription._lost == []
+
+
+async def test_the_iterators_raise_a_loss_once_then_go_on_with_the_other_images():
+    """`aeronio rate` and `pong` and the examples' consumers say the loss and read on."""
+    async with aeronio.connect() as aeron:
+        subscription = await aeron.add_subscription("aeron:ipc", 10)
+        publication = await aeron.add_exclusive_publication("aeron:ipc", 10)
+        await publication.wait_connected(timeout=10)
+        lost = LostImage(correlation_id=-1)
+        subscription._add_image(lost)
+        subscription._remove_image(lost.correlation_id)
+        await publication.offer(b"after", timeout=10)
+        batches = subscription.batches()
+        with pytest.raises(aeronio.ImageUnavailableError) as raised:
+            await asyncio.wait_for(anext(batches), 10)
+        assert (raised.value.session_id, raised.value.position) == (7, 4096)
+        batch = await asyncio.wait_for(anext(batches), 10)
+        assert [m.data for m in batch] == [b"after"]
+        await publication.offer(b"and on", timeout=10)
+        async with asyncio.timeout(10):
+            async for message in subscription:
+                assert message.data == b"and on"
+                break
