@@ -194,8 +194,10 @@ class Child:
             self.proc.kill()
         self.proc.wait(30)
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
-        """Signal the child's process group, then SIGKILL it if it outlives `timeout`."""
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
+        """Signal the child's process group, then SIGKILL it if it outlives `timeout` (a
+        driver's close waits up to its publications' linger, 5 s by default, on a machine that
+        may be busy)."""
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, sig)
