@@ -102,18 +102,6 @@ def open_catalog(archive_dir: str | os.PathLike[str]) -> Catalog:
         raise SourceError(f"archive catalog in {str(path)!r} cannot be read: {e}") from None
 
 
-def recording(catalog: Catalog, recording_id: int) -> Recording:
-    try:
-        d = catalog.descriptor(recording_id)
-    except CatalogError as e:
-        raise SourceError(f"{catalog.path}: {e}") from None
-    except Exception as e:  # a body that does not decode
-        raise SourceError(
-            f"{catalog.path}: recording {recording_id} has a corrupt descriptor: {e}"
-        ) from None
-    return from_descriptor(d, str(catalog.path))
-
-
 def from_descriptor(d, where: str) -> Recording:
     """The Recording of a RecordingDescriptor (from a catalog, or a remote archive's listing:
     `where` names it in errors), checked."""
