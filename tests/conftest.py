@@ -30,6 +30,19 @@ import pytest
 import uvloop
 from hypothesis import HealthCheck, settings
 
+# What other tools write while the tests run (matplotlib's font cache, chromium's settings and
+# dconf cache) goes to a directory of the run's, removed at its end; the user's cache is left as
+# it was. (~/.config stays: pip reads its settings there.)
+TOOLS_HOME = Path(tempfile.mkdtemp(prefix=f"aeronio-test-home-{os.getpid()}-"))
+USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+os.environ["XDG_CACHE_HOME"] = str(TOOLS_HOME / "cache")
+os.environ["MPLCONFIGDIR"] = str(TOOLS_HOME / "matplotlib")
+
+
+def pytest_unconfigure(config) -> None:
+    shutil.rmtree(TOOLS_HOME, ignore_errors=True)
+
+
 settings.register_profile("aeronio", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("aeronio")
 
@@ -60,7 +73,7 @@ def pytest_asyncio_loop_factories(config, item):
 
 def aeronio_entries() -> set[Path]:
     """aeronio's entries in the temp dir and /dev/shm, and the files of the user's cache."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aeronio"
+    cache = USER_CACHE / "aeronio"
     found = {*Path(tempfile.gettempdir()).glob("aeronio*"), *Path("/dev/shm").glob("aeronio*")}
     return found | {p for p in cache.rglob("*") if p.is_file()}
 

@@ -8,10 +8,13 @@ is downloaded), or a skip that says what to install. Screenshots go to `artifact
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import TOOLS_HOME
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
 # What chromium needs on a closed network, as root: no sandbox, no background traffic.
@@ -32,7 +35,11 @@ def browser():
         pytest.skip("no chromium: `apt-get install chromium` (.ci/run does)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="the test extra has playwright")
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(
+            executable_path=executable,
+            args=CHROMIUM_ARGS,
+            env={**os.environ, "XDG_CONFIG_HOME": str(TOOLS_HOME / "config")},  # not ~/.config
+        )
         try:
             yield browser
         finally:
