@@ -253,15 +253,11 @@ def test_ping_names_the_round_trip_a_pong_leaves_unanswered():
             "aeronio ping: TimeoutError: round trip 5 of 10: no answer from the pong within 2 s"
         )
         # a ping the pong left unacknowledged is reported by the closing driver, never silently
-        assert (
-            not linger
-            or len(linger) == 1
-            and re.fullmatch(
-                rf"publication \d+ on {re.escape(ping_channel)} \(session -?\d+, stream 1002\) ended "
-                r"with no receiver left: its receivers have not acknowledged up to 384 .*",
-                linger[0],
-            )
-        ), result.stderr
+        report = (
+            rf"publication \d+ on {re.escape(ping_channel)} \(session -?\d+, stream 1002\) "
+            r"ended with no receiver left: its receivers have not acknowledged up to 384 .*"
+        )
+        assert not linger or len(linger) == 1 and re.fullmatch(report, linger[0]), result.stderr
         assert pong.wait(30) == 0  # it echoed its 5 and left
     finally:
         if pong.poll() is None:
