@@ -5,8 +5,9 @@ would turn a hiccup of a shared machine into a failure; the tests assert behavio
 
 Markers by folder: every test under `netns/` is `netns` (root, `ip`, `nft`), every test under
 `interop/` is `java` (Java 17 and the reference Aeron runner), every test under `spark/` is
-`spark` (a local SparkSession: the spark extra and Java 17); tests elsewhere that need them, and
-the `slow` ones, are marked in their modules. The fast loop:
+`spark` (a local SparkSession: the spark extra and Java 17), every test under `aeron_c/` is
+`aeron_c` (current Aeron through pyaeron on Python 3.12+: tests/support/aeron_c.py); tests
+elsewhere that need them, and the `slow` ones, are marked in their modules. The fast loop:
 `python -m pytest -q -m "not slow and not netns and not java"`.
 
 Files: the session gives aeronio a cache of its own ($AERONIO_CACHE, removed at its end: the
@@ -15,8 +16,8 @@ user's cache that appeared during the session and are still there (this session'
 a concurrent session's: they share those places, so the list is reported, not failed).
 
 Event loops: every async test runs on asyncio's own loop and on uvloop (uvicorn's default), ids
-`[asyncio]` and `[uvloop]`, except under `interop/`, `netns/`, `spark/` and `examples/` (asyncio
-only).
+`[asyncio]` and `[uvloop]`, except under `interop/`, `netns/`, `spark/`, `examples/` and `aeron_c/`
+(asyncio only).
 """
 
 import asyncio
@@ -50,6 +51,7 @@ FOLDER_MARKERS = {
     "netns": pytest.mark.netns,
     "interop": pytest.mark.java,
     "spark": pytest.mark.spark,
+    "aeron_c": pytest.mark.aeron_c,
 }
 TESTS = Path(__file__).parent
 
@@ -61,7 +63,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(FOLDER_MARKERS[folder])
 
 
-ASYNCIO_ONLY = {"interop", "netns", "spark", "examples"}
+ASYNCIO_ONLY = {"interop", "netns", "spark", "examples", "aeron_c"}
 
 
 def pytest_asyncio_loop_factories(config, item):

@@ -1,0 +1,189 @@
+"""Roles played by current Aeron (1.53: pyaeron's C client and C media driver) in a child process
+of the `aeron_c` tests.
+
+Runs on the interpreter of `tests/support/aeron_c.py` (Python 3.12+, pyaeron installed), never
+imports aeronio: `python pyaeron_roles.py ROLE JSON-KWARGS`. It talks to the test on stdout, one
+`tag payload` line per event (payloads are JSON), and ends its role when its stdin ends. The
+payloads of `publish` and `subscribe` come from `payload`, which the tests import too (this module
+imports pyaeron only when it runs a role).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import zlib
+
+POLL_PAUSE_S = 0.0005  # between empty polls: a busy machine must not lose a core to a child
+
+
+def payload(index: int, size: int) -> bytes:
+    """Message `index` of a stream: its index (4 bytes, big-endian) then a pattern of `size`."""
+    head = index.to_bytes(4, "big")
+    body = bytes((index + i) & 0xFF for i in range(max(0, size - 4)))
+    return (head + body)[: max(size, 4)]
+
+
+def say(tag: str, value: object = None) -> None:
+    print(tag if value is None else f"{tag} {json.dumps(value)}", flush=True)
+
+
+def stdin_closed() -> threading.Event:
+    """Set when the test closes this child's stdin (or writes "close")."""
+    done = threading.Event()
+
+    def watch() -> None:
+        for line in sys.stdin:
+            if line.strip() == "close":
+                break
+        done.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    return done
+
+
+def connect(pyaeron, dir: str, driver_timeout_ms: int | None = None):
+    if driver_timeout_ms is None:
+        return pyaeron.Aeron.connect(dir=dir)
+    return pyaeron.Aeron.connect(pyaeron.Context(dir=dir, driver_timeout_ms=driver_timeout_ms))
+
+
+def driver(pyaeron, dir: str, **options) -> None:
+    """An Aeron C media driver on `dir` until stdin ends; its directory goes with it."""
+    media_driver = pyaeron.MediaDriver(
+        dir=dir, threading="shared", dir_delete_on_shutdown=True, **options
+    )
+    say("ready", {"dir": media_driver.dir, "pid": os.getpid()})
+    stdin_closed().wait()
+    media_driver.close()
+    say("closed")
+
+
+def publish(
+    pyaeron,
+    dir: str,
+    channel: str,
+    stream_id: int,
+    count: int,
+    sizes: list[int],
+    exclusive: bool = False,
+    timeout_s: float = 60.0,
+) -> None:
+    """Offer `count` messages (`payload(i, sizes[i % len(sizes)])`) once connected; stay until
+    stdin ends."""
+    aeron = connect(pyaeron, dir)
+    add = aeron.add_exclusive_publication if exclusive else aeron.add_publication
+    publication = add(channel, stream_id)
+    say("publication", {"session_id": publication.session_id, "client_id": aeron.client_id})
+    publication.await_connected(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    for i in range(count):
+        message = payload(i, sizes[i % len(sizes)])
+        while not publication.offer(message):
+            if time.monotonic() > deadline:
+                say("failed", {"sent": i, "reason": "back-pressured or not connected"})
+                return
+            time.sleep(POLL_PAUSE_S)
+    say("sent", {"count": count, "position": publication.position})
+    stdin_closed().wait()
+    publication.close()
+    aeron.close()
+
+
+def subscribe(
+    pyaeron, dir: str, channel: str, stream_id: int, count: int, timeout_s: float = 60.0
+) -> None:
+    """Receive `count` messages; say each image that comes and goes, then what was received:
+    how many, a CRC-32 of them in order (each as its length, 4 bytes, then its bytes), whether
+    their indexes ran 0, 1, 2, ...; stay (saying image events) until stdin ends."""
+    events: list[tuple[str, dict]] = []
+
+    def on_available(subscription, image) -> None:
+        events.append(("image-available", _image(image)))
+
+    def on_unavailable(subscription, image) -> None:
+        events.append(("image-unavailable", _image(image)))
+
+    aeron = connect(pyaeron, dir)
+    subscription = aeron.add_subscription(
+        channel, stream_id, available_image=on_available, unavailable_image=on_unavailable
+    )
+    say("subscribed", {"client_id": aeron.client_id})
+    received = {"count": 0, "crc": 0, "in_order": True}
+
+    def on_message(buffer, header) -> None:
+        data = bytes(buffer)
+        if int.from_bytes(data[:4], "big") != received["count"]:
+            received["in_order"] = False
+        received["crc"] = zlib.crc32(len(data).to_bytes(4, "big") + data, received["crc"])
+        received["count"] += 1
+
+    done = stdin_closed()
+    deadline = time.monotonic() + timeout_s
+    reported = False
+    while not done.is_set():
+        work = subscription.poll(on_message, 256)
+        while events:
+            say(*events.pop(0))
+        if not reported and received["count"] >= count:
+            say("received", received)
+            reported = True
+        if not reported and time.monotonic() > deadline:
+            say("failed", received)
+            reported = True
+        if not work:
+            time.sleep(POLL_PAUSE_S)
+    subscription.close()
+    aeron.close()
+
+
+def _image(image) -> dict:
+    return {"session_id": image.session_id, "source_identity": image.source_identity}
+
+
+def attach(pyaeron, dir: str) -> None:
+    """A client that only lives (for liveness tests): says its client id, stays until stdin
+    ends."""
+    aeron = connect(pyaeron, dir)
+    say("attached", {"client_id": aeron.client_id, "pid": os.getpid()})
+    stdin_closed().wait()
+    aeron.close()
+
+
+def add_publication_error(pyaeron, dir: str, channel: str, stream_id: int = 1) -> None:
+    """Try to add a publication on `channel`; say the error (or that none came)."""
+    aeron = connect(pyaeron, dir)
+    try:
+        aeron.add_publication(channel, stream_id)
+    except pyaeron.AeronError as e:
+        say("error", {"message": str(e)})
+    else:
+        say("no-error")
+    aeron.close()
+
+
+ROLES = {
+    "driver": driver,
+    "publish": publish,
+    "subscribe": subscribe,
+    "attach": attach,
+    "add_publication_error": add_publication_error,
+}
+
+
+def main() -> None:
+    import pyaeron
+
+    role, kwargs = sys.argv[1], json.loads(sys.argv[2])
+    try:
+        ROLES[role](pyaeron, **kwargs)
+    except Exception as e:  # say it on stdout too: the test waits for lines, not for stderr
+        say("exception", {"type": type(e).__name__, "message": str(e)})
+        raise
+
+
+if __name__ == "__main__":
+    main()
