@@ -37,6 +37,7 @@ include "publication_sender.pxi"
 include "control_receiver.pxi"
 include "data_path.pxi"
 include "awaitables.pxi"
+include "change_watcher.pxi"
 
 # Constants for Python code (the layout constants of frame.pxi are exported by its cpdef enum).
 LOG_WAKE_SPACE_BIT = WAKE_SPACE_BIT
