@@ -24,10 +24,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from aeronio._core import AtomicBuffer
+from aeronio.concurrent.records import (
+    HEADER_LENGTH,
+    PADDING_MSG_TYPE_ID,
+    align,
+    check_message,
+)
 
 __all__ = [
-    "ALIGNMENT",
-    "HEADER_LENGTH",
     "TRAILER_LENGTH",
     "BroadcastReceiver",
     "BroadcastTransmitter",
@@ -38,13 +42,6 @@ TAIL_INTENT_COUNTER_OFFSET = 0
 TAIL_COUNTER_OFFSET = 8
 LATEST_COUNTER_OFFSET = 16
 TRAILER_LENGTH = 128
-HEADER_LENGTH = 8
-ALIGNMENT = 8
-PADDING_MSG_TYPE_ID = -1
-
-
-def _align(length: int) -> int:
-    return (length + ALIGNMENT - 1) & ~(ALIGNMENT - 1)
 
 
 class _Broadcast:
@@ -73,17 +70,12 @@ class BroadcastTransmitter(_Broadcast):
 
         Raises ValueError for a msg_type_id below 1 or a payload over max_msg_length."""
         length = len(payload)
-        if msg_type_id < 1:
-            raise ValueError(f"msg_type_id must be >= 1, got {msg_type_id}")
-        if length > self.max_msg_length:
-            raise ValueError(
-                f"payload of {length} bytes exceeds max_msg_length {self.max_msg_length}"
-            )
+        check_message(msg_type_id, length, self.max_msg_length)
         atomic = self._atomic
         tail = atomic.get_int64(self._tail_at)
         offset = tail & (self.capacity - 1)
         record_length = length + HEADER_LENGTH
-        aligned = _align(record_length)
+        aligned = align(record_length)
         new_tail = tail + aligned
         to_end = self.capacity - offset
         if to_end < aligned:
@@ -146,11 +138,11 @@ class BroadcastReceiver(_Broadcast):
             cursor = atomic.get_int64_volatile(self._latest_at)
         offset = cursor & mask
         self._cursor = cursor
-        self._next_record = cursor + _align(atomic.get_int32(offset))
+        self._next_record = cursor + align(atomic.get_int32(offset))
         if atomic.get_int32(offset + 4) == PADDING_MSG_TYPE_ID:
             offset = 0
             self._cursor = self._next_record
-            self._next_record += _align(atomic.get_int32(0))
+            self._next_record += align(atomic.get_int32(0))
         self._record_offset = offset
         return True
 

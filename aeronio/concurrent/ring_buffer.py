@@ -27,11 +27,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from aeronio._core import AtomicBuffer
+from aeronio.concurrent.records import (
+    ALIGNMENT,
+    HEADER_LENGTH,
+    PADDING_MSG_TYPE_ID,
+    align,
+    check_message,
+)
 
 __all__ = [
-    "ALIGNMENT",
-    "HEADER_LENGTH",
-    "PADDING_MSG_TYPE_ID",
     "TRAILER_LENGTH",
     "ManyToOneRingBuffer",
 ]
@@ -44,14 +48,7 @@ CORRELATION_COUNTER_OFFSET = 8 * CACHE_LINE_LENGTH
 CONSUMER_HEARTBEAT_OFFSET = 10 * CACHE_LINE_LENGTH
 TRAILER_LENGTH = 12 * CACHE_LINE_LENGTH
 
-HEADER_LENGTH = 8
-ALIGNMENT = 8
-PADDING_MSG_TYPE_ID = -1
 MAX_READ_LIMIT = 2**31 - 1
-
-
-def _align(length: int) -> int:
-    return (length + ALIGNMENT - 1) & ~(ALIGNMENT - 1)
 
 
 class ManyToOneRingBuffer:
@@ -82,12 +79,7 @@ class ManyToOneRingBuffer:
 
         Raises ValueError for a msg_type_id below 1 or a payload over max_msg_length."""
         length = len(payload)
-        if msg_type_id < 1:
-            raise ValueError(f"msg_type_id must be >= 1, got {msg_type_id}")
-        if length > self.max_msg_length:
-            raise ValueError(
-                f"payload of {length} bytes exceeds max_msg_length {self.max_msg_length}"
-            )
+        check_message(msg_type_id, length, self.max_msg_length)
         record_length = length + HEADER_LENGTH
         index = self._claim(record_length)
         if index < 0:
@@ -102,7 +94,7 @@ class ManyToOneRingBuffer:
     def _claim(self, record_length: int) -> int:
         """Index of the space claimed for a record, or -1 when full (pads the end if needed)."""
         atomic, capacity = self._atomic, self.capacity
-        required = _align(record_length)
+        required = align(record_length)
         mask = capacity - 1
         head = atomic.get_int64_volatile(self._head_cache_at)
         while True:
@@ -154,7 +146,7 @@ class ManyToOneRingBuffer:
                 record_length = atomic.get_int32_volatile(index)
                 if record_length <= 0:
                     break
-                bytes_read += _align(record_length)
+                bytes_read += align(record_length)
                 msg_type_id = atomic.get_int32(index + 4)
                 if msg_type_id == PADDING_MSG_TYPE_ID:
                     continue

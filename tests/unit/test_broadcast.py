@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from aeronio.concurrent import broadcast as bc
+from aeronio.concurrent import records
 from aeronio.concurrent.broadcast import (
     BroadcastReceiver,
     BroadcastTransmitter,
@@ -35,7 +36,7 @@ def receive_all(receiver: CopyBroadcastReceiver) -> list[tuple[int, bytes]]:
 
 
 def test_layout_is_aerons():
-    assert (bc.TRAILER_LENGTH, bc.HEADER_LENGTH, bc.ALIGNMENT) == (128, 8, 8)
+    assert (bc.TRAILER_LENGTH, records.HEADER_LENGTH, records.ALIGNMENT) == (128, 8, 8)
     assert (bc.TAIL_INTENT_COUNTER_OFFSET, bc.TAIL_COUNTER_OFFSET, bc.LATEST_COUNTER_OFFSET) == (
         0,
         8,

@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+from aeronio.concurrent import records
 from aeronio.concurrent import ring_buffer as rb
 from aeronio.concurrent.ring_buffer import ManyToOneRingBuffer
 
@@ -32,7 +33,7 @@ def drain(ring: ManyToOneRingBuffer, limit: int = 2**31 - 1) -> list[tuple[int, 
 
 def test_layout_is_aerons():
     """Trailer fields each on their own 128 bytes (aeron_rb_descriptor_t), 8-byte records."""
-    assert (rb.TRAILER_LENGTH, rb.HEADER_LENGTH, rb.ALIGNMENT) == (768, 8, 8)
+    assert (rb.TRAILER_LENGTH, records.HEADER_LENGTH, records.ALIGNMENT) == (768, 8, 8)
     assert (
         rb.TAIL_POSITION_OFFSET,
         rb.HEAD_CACHE_POSITION_OFFSET,
@@ -74,7 +75,7 @@ def test_a_record_that_does_not_fit_before_the_end_is_preceded_by_padding():
     assert ring.producer_position() == 1016
     drain(ring)
     assert ring.write(9, b"wrapped!")  # 16 bytes: 8 left before the end
-    assert struct.unpack_from("<ii", buffer, 1016) == (8, rb.PADDING_MSG_TYPE_ID)
+    assert struct.unpack_from("<ii", buffer, 1016) == (8, records.PADDING_MSG_TYPE_ID)
     assert bytes(buffer[:16]) == struct.pack("<ii", 16, 9) + b"wrapped!"
     assert ring.producer_position() == 1024 + 16
     assert drain(ring) == []  # the padding alone, up to the end of the buffer
@@ -122,7 +123,7 @@ def test_unblock_turns_a_dead_producers_claim_into_padding():
     assert ring.write(4, b"after")
     assert drain(ring) == []  # stuck behind the claim
     assert ring.unblock() is True
-    assert struct.unpack_from("<ii", buffer, 0) == (16, rb.PADDING_MSG_TYPE_ID)
+    assert struct.unpack_from("<ii", buffer, 0) == (16, records.PADDING_MSG_TYPE_ID)
     assert drain(ring) == [(4, b"after")]
 
 
@@ -131,7 +132,7 @@ def test_unblock_skips_a_claim_whose_length_was_never_stored():
     struct.pack_into("<q", buffer, CAPACITY + rb.TAIL_POSITION_OFFSET, 24)  # claimed, died
     assert ring.write(4, b"after")
     assert ring.unblock() is True
-    assert struct.unpack_from("<ii", buffer, 0) == (24, rb.PADDING_MSG_TYPE_ID)
+    assert struct.unpack_from("<ii", buffer, 0) == (24, records.PADDING_MSG_TYPE_ID)
     assert drain(ring) == [(4, b"after")]
 
 
