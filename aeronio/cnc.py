@@ -62,7 +62,8 @@ HEADER_LENGTH = 2 * 64  # AERON_CNC_VERSION_AND_META_DATA_LENGTH
 # Aeron's C driver defaults.
 TO_DRIVER_CAPACITY = 1024 * 1024
 TO_CLIENTS_CAPACITY = 1024 * 1024
-ERROR_LOG_LENGTH = 1024 * 1024
+MAX_COUNTERS = 8 * 1024 * 1024 // 128  # a counters values buffer of 8 MiB
+ERROR_LOG_LENGTH = 4 * 1024 * 1024
 FILE_PAGE_SIZE = 4096
 COUNTER_VALUE_LENGTH = 128
 COUNTER_METADATA_LENGTH = 512
@@ -139,7 +140,7 @@ class CncFile:
         *,
         to_driver_capacity: int = TO_DRIVER_CAPACITY,
         to_clients_capacity: int = TO_CLIENTS_CAPACITY,
-        max_counters: int = 8192,
+        max_counters: int = MAX_COUNTERS,
         error_log_length: int = ERROR_LOG_LENGTH,
         client_liveness_timeout_ns: int = 10_000_000_000,
         pid: int | None = None,
