@@ -197,9 +197,11 @@ class DriverConductor:
                 self.system[SystemCounters.LOW_STORAGE_WARNINGS].increment()
 
     def record_error(self, error: BaseException | str) -> None:
-        """Count an error and keep it in the distinct error log (`aeronio errors`)."""
+        """Count an error and keep it in the distinct error log (`aeronio errors`); a new one
+        the full log cannot take is logged instead, as Aeron prints an unrecordable error."""
         self.system[SystemCounters.ERRORS].increment()
-        self.error_log.record(error)
+        if not self.error_log.record(error):
+            log.warning("error log in cnc.dat full, unrecordable error: %.500s", error)
 
     # -- publications -------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import time
 from aeronio import connect
 from aeronio.cnc import CNC_FILE, CNC_VERSION, HEADER_LENGTH, CncFile
 from aeronio.concurrent import ring_buffer
-from aeronio.concurrent.error_log import read_error_log
+from aeronio.concurrent.error_log import DistinctErrorLog, read_error_log
 from aeronio.counters import SYSTEM_COUNTER_TYPE_ID, CountersReader, SystemCounters
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.errors import AeronError
@@ -57,5 +57,23 @@ async def test_the_drivers_errors_are_in_the_error_log_of_cnc_dat(tmp_path):
         with CncFile.map(dir) as cnc:
             (observation,) = read_error_log(cnc.error_log_buffer)
         assert observation.count == 2 and "no-such-host.invalid" in observation.text
+    finally:
+        await driver.close()
+
+
+async def test_an_error_the_full_log_cannot_take_is_counted_and_logged(tmp_path, caplog):
+    driver = await MediaDriver.launch(dir=str(tmp_path / "driver")).start()
+    try:
+        conductor = driver.conductor
+        errors = conductor.system[SystemCounters.ERRORS]
+        conductor.error_log = DistinctErrorLog(bytearray(64))
+        conductor.record_error("the first error fits")
+        assert not caplog.records
+        conductor.record_error(ValueError("the second does not"))
+        assert errors.get() == 2 and conductor.error_log.dropped == 1
+        (record,) = caplog.records
+        assert record.getMessage() == (
+            "error log in cnc.dat full, unrecordable error: the second does not"
+        )
     finally:
         await driver.close()
