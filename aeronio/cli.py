@@ -20,6 +20,8 @@ from typing import TextIO
 import aeronio
 from aeronio import samples
 from aeronio.archive import tool as archive_tool
+from aeronio.cnc import CNC_FILE, CNC_VERSION, CncFile, CncFileError, version_text
+from aeronio.concurrent.error_log import read_error_log
 from aeronio.counters import CountersFileError, CountersReader
 from aeronio.counters.stream_stat import format_streams, streams
 from aeronio.driver.context import (
@@ -29,12 +31,11 @@ from aeronio.driver.context import (
     parse_option_value,
 )
 from aeronio.driver.directories import YOUNG_S, default_base, is_live, remove_dead_driver_dirs
-from aeronio.driver.error_log import ErrorLogError, load_error_log
 from aeronio.driver.loss_report import LossReportError, load_loss_report
 from aeronio.errors import AeronError, ConfigurationError
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.logbuffer.logdump import dump_log
-from aeronio.protocol.layout import COUNTERS_FILE, ERROR_LOG_FILE, LOSS_REPORT_FILE
+from aeronio.protocol.layout import LOSS_REPORT_FILE
 
 STAT_RULE = "=" * 70
 
@@ -184,13 +185,23 @@ def label_filter(text: str | None) -> Callable[[str], bool]:
     return lambda label: text in label
 
 
+def open_cnc(dir: str) -> CncFile:
+    """The cnc.dat of the driver on `dir`, or a CommandError saying why not."""
+    try:
+        return CncFile.map(os.path.join(dir, CNC_FILE))
+    except FileNotFoundError:
+        raise CommandError(f"no media driver in {dir} ({CNC_FILE} missing)") from None
+    except (CncFileError, OSError) as e:
+        raise CommandError(f"no media driver in {dir}: {e}") from None
+
+
 def open_counters(dir: str) -> CountersReader:
     """The counters of the driver on `dir`, or a CommandError saying why not."""
+    cnc = open_cnc(dir)
     try:
-        return CountersReader.open(os.path.join(dir, COUNTERS_FILE))
-    except FileNotFoundError:
-        raise CommandError(f"no media driver counters in {dir} ({COUNTERS_FILE} missing)") from None
-    except (CountersFileError, OSError) as e:
+        return CountersReader.of(cnc)
+    except CountersFileError as e:
+        cnc.close()
         raise CommandError(f"no media driver counters in {dir}: {e}") from None
 
 
@@ -203,7 +214,7 @@ def stat_snapshot(dir: str, keep: Callable[[str], bool] = lambda label: True) ->
         age_ms = now_ms - reader.driver_heartbeat_ms
         header = (
             f"{time.strftime('%H:%M:%S', time.localtime(now_ms / 1000))} - aeronio stat "
-            f"(counters v1), pid {reader.driver_pid}, heartbeat age {age_ms}ms"
+            f"(CnC {version_text(CNC_VERSION)}), pid {reader.driver_pid}, heartbeat age {age_ms}ms"
         )
         lines = [header, STAT_RULE]
         if not is_live(dir):
@@ -263,18 +274,17 @@ def run_errors(dir: str, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     if not os.path.isdir(dir):
         raise CommandError(f"no media driver directory {dir}")
-    try:
-        observations, dropped = load_error_log(os.path.join(dir, ERROR_LOG_FILE))
-    except (ErrorLogError, OSError) as e:
-        raise CommandError(str(e)) from None
+    with open_cnc(dir) as cnc:
+        try:
+            observations = read_error_log(cnc.error_log_buffer)
+        except ValueError as e:
+            raise CommandError(f"the error log in {dir}/{CNC_FILE} is corrupt: {e}") from None
     for o in observations:
         print(
             f"{o.count} observations from {_iso(o.first_ms)} to {_iso(o.last_ms)} for:\n {o.text}",
             file=out,
         )
         print(file=out)
-    if dropped:
-        print(f"{dropped} observations of further distinct errors dropped (log full).", file=out)
     print(f"{len(observations)} distinct errors observed.", file=out)
     return 0
 

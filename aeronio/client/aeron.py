@@ -37,7 +37,6 @@ from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol import control as p
 from aeronio.protocol import embedded, limits
 from aeronio.protocol.channel import ChannelUri
-from aeronio.protocol.layout import COUNTERS_FILE
 
 DEFAULT_DRIVER_TIMEOUT_S = 10.0
 log = logging.getLogger("aeronio.client")
@@ -104,7 +103,7 @@ class Aeron:
                 f"{hello.heartbeat_interval_ns / 1e9:g} s (its timer_interval_ns); give at least "
                 "twice that"
             )
-        self.counters = CountersReader.open(os.path.join(self.driver_dir, COUNTERS_FILE))
+        self.counters = CountersReader.open(self.driver_dir)
         self._transport.submit(p.ClientKeepalive(self.client_id))
         interval = min(hello.client_keepalive_interval_ns, hello.client_liveness_timeout_ns // 4)
         if isinstance(self._transport, EmbeddedTransport):
@@ -385,7 +384,7 @@ class Aeron:
         return subscription
 
     async def add_counter(self, type_id: int, label: str, key: bytes = b"") -> ClientCounter:
-        """A counter in the driver's counters file (shown by `aeronio stat`) that this client
+        """A counter in the driver's counters (cnc.dat) (shown by `aeronio stat`) that this client
         owns and writes; it is freed by `close()` or when this client ends."""
         limits.check_int32(type_id, "type_id")
         if not isinstance(label, str):

@@ -1,4 +1,4 @@
-"""A counter a client allocates in the driver's counters file (Aeron's `Aeron.addCounter`):
+"""A counter a client allocates in the driver's counters (cnc.dat) (Aeron's `Aeron.addCounter`):
 the driver owns the file, the client writes the value; it goes when closed or its client ends.
 """
 

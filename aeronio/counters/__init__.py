@@ -1,4 +1,4 @@
-"""The counters file shared by the media driver and its clients (positions, system counters)."""
+"""The counters the media driver shares with its clients in cnc.dat (positions, system counters)."""
 
 from aeronio.counters.counters_file import (
     CLIENT_HEARTBEAT_TYPE_ID,

@@ -1,25 +1,17 @@
-"""The counters file: positions and system counters shared by the driver and its clients.
+"""Counters: positions and system counters shared by the driver and its clients, in the counters
+metadata and values buffers of cnc.dat (aeronio.cnc), laid out as Aeron's (aeronc.h's
+aeron_counter_metadata_descriptor_t and aeron_counter_value_descriptor_t).
 
-One memory-mapped file holds every counter. The driver writes it through a `CountersManager`;
-any process maps it with `CountersReader`. All integers are native byte order (little-endian
-on the supported platforms). Every access to a counter value, record state, driver pid or
-heartbeat goes through `AtomicBuffer` atomics; key and label bytes are immutable once a
-record is published, because they are written before its state is stored with release
-semantics and read after its state is loaded with acquire semantics.
+The driver writes them through a `CountersManager`; any process maps them with
+`CountersReader.open(driver_dir)`. All integers are native byte order (little-endian on the
+supported platforms). Every access to a counter value or record state goes through
+`AtomicBuffer` atomics; key and label bytes are immutable once a record is published, because
+they are written before its state is stored with release semantics and read after its state is
+loaded with acquire semantics.
 
 Layout::
 
-    Header, 4096 bytes at 0
-        @0   magic                 8 bytes  b"AIOCNT01" (stored last, with release semantics)
-        @8   version               i32      1
-        @12  max_counters          i32
-        @16  metadata_offset       i64      4096
-        @24  values_offset         i64      4096 + max_counters * 512
-        @32  driver_pid            i64
-        @40  start_timestamp_ms    i64      epoch ms the file was created
-        @48  driver_heartbeat_ms   i64      epoch ms, stored ordered by the driver
-
-    Metadata section: max_counters records of 512 bytes at metadata_offset
+    Metadata buffer: max_counters records of 512 bytes
         @0   state                 i32      0 UNUSED, 1 ALLOCATED, -1 RECLAIMED
         @4   type_id               i32
         @8   free_for_reuse_deadline_ms  i64   NOT_FREE_TO_REUSE while allocated
@@ -27,13 +19,14 @@ Layout::
         @128 label_length          i32      bytes of UTF-8 label
         @132 label                 380 bytes UTF-8
 
-    Values section: max_counters records of 128 bytes (own cache lines) at values_offset
+    Values buffer: max_counters records of 128 bytes (own cache lines)
         @0   value                 i64
         @8   registration_id       i64
         @16  owner_id              i64
-        @24  padding to 128 bytes
+        @24  reference_id          i64
+        @32  padding to 128 bytes
 
-    File length: 4096 + max_counters * (512 + 128), rounded up to a multiple of 4096.
+The driver's pid, start time and heartbeat are in cnc.dat's header and to-driver buffer.
 """
 
 from __future__ import annotations
@@ -44,11 +37,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from enum import IntEnum
-from typing import NamedTuple, Self
-
-import numpy as np
+from typing import Any, NamedTuple, Self
 
 from aeronio._core import AtomicBuffer
+from aeronio.cnc import CncFile
 from aeronio.errors import AeronError
 
 __all__ = [
@@ -91,20 +83,6 @@ SENDER_BPE_TYPE_ID = 13
 FLOW_CONTROL_RECEIVERS_TYPE_ID = 17  # fc-receivers: receivers a one-to-many sender tracks
 MDC_DESTINATIONS_TYPE_ID = 18  # mdc-num-dests: a multi-destination-cast channel's destinations
 
-MAGIC = b"AIOCNT01"
-VERSION = 1
-PAGE_SIZE = 4096
-HEADER_LENGTH = 4096
-
-MAGIC_OFFSET = 0
-VERSION_OFFSET = 8
-MAX_COUNTERS_OFFSET = 12
-METADATA_OFFSET_OFFSET = 16
-VALUES_OFFSET_OFFSET = 24
-DRIVER_PID_OFFSET = 32
-START_TIMESTAMP_OFFSET = 40
-DRIVER_HEARTBEAT_OFFSET = 48
-
 METADATA_LENGTH = 512
 STATE_OFFSET = 0
 TYPE_ID_OFFSET = 4
@@ -119,6 +97,7 @@ VALUE_LENGTH = 128
 VALUE_OFFSET = 0
 REGISTRATION_ID_OFFSET = 8
 OWNER_ID_OFFSET = 16
+REFERENCE_ID_OFFSET = 24
 
 RECORD_UNUSED = 0
 RECORD_ALLOCATED = 1
@@ -126,21 +105,13 @@ RECORD_RECLAIMED = -1
 
 NOT_FREE_TO_REUSE = 2**63 - 1
 
-_MAGIC_WORD: int = struct.unpack("=q", MAGIC)[0]
-
 
 class CountersFileError(AeronError, ValueError):
-    """A file that is not a valid counters file (bad magic, version or length)."""
+    """Counters buffers that do not fit together (lengths not Aeron's ratio)."""
 
 
 class CountersFullError(AeronError):
     """Every counter in the file is allocated or still waiting out its reuse timeout."""
-
-
-def file_length(max_counters: int) -> int:
-    """Bytes needed for a counters file of max_counters counters."""
-    raw = HEADER_LENGTH + max_counters * (METADATA_LENGTH + VALUE_LENGTH)
-    return -(-raw // PAGE_SIZE) * PAGE_SIZE
 
 
 def _epoch_ms() -> int:
@@ -212,101 +183,92 @@ class Counter:
 
 
 class CountersReader:
-    """Read access (and counter handles) on a counters file, from any process."""
+    """Read access (and counter handles) on the counters buffers, from any process."""
 
-    def __init__(self, mapped: np.ndarray, path: str | os.PathLike[str] | None = None):
-        self.path = path
-        self._map: np.ndarray | None = mapped
-        self._buffer: AtomicBuffer | None = AtomicBuffer(mapped)
-        self._validate()
+    def __init__(self, metadata: memoryview, values: memoryview, cnc: CncFile | None = None):
+        metadata, values = memoryview(metadata).cast("B"), memoryview(values).cast("B")
+        if len(values) < VALUE_LENGTH or len(metadata) != len(values) * 4:
+            raise CountersFileError(
+                f"counters metadata ({len(metadata)} bytes) must be 4 times the values "
+                f"({len(values)} bytes), a whole number of {VALUE_LENGTH}-byte records"
+            )
+        self.cnc = cnc
+        self.max_counters: int = len(values) // VALUE_LENGTH
+        self._metadata_view: memoryview | None = metadata
+        self._metadata: AtomicBuffer | None = AtomicBuffer(metadata)
+        self._buffer: AtomicBuffer | None = AtomicBuffer(values)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> Self:
-        """Map an existing counters file read-write (atomics need a writable mapping)."""
-        size = os.path.getsize(path)
-        if size < HEADER_LENGTH:
-            raise CountersFileError(
-                f"counters file {os.fspath(path)!r} is {size} bytes, shorter than its "
-                f"{HEADER_LENGTH}-byte header"
-            )
-        return cls(np.memmap(path, dtype=np.uint8, mode="r+"), path)
+    def of(cls, cnc: CncFile, **kwargs: Any) -> Self:
+        """The counters in cnc's buffers (closing them closes cnc)."""
+        return cls(cnc.counters_metadata_buffer, cnc.counters_values_buffer, cnc, **kwargs)
 
-    def _validate(self) -> None:
-        buf, name = self.buffer, os.fspath(self.path) if self.path is not None else "<buffer>"
-        if len(buf) < HEADER_LENGTH:
-            raise CountersFileError(f"counters file {name!r} is shorter than its header")
-        if buf.get_int64_volatile(MAGIC_OFFSET) != _MAGIC_WORD:
-            magic = bytes(self._bytes(MAGIC_OFFSET, len(MAGIC)))
-            raise CountersFileError(
-                f"counters file {name!r} has bad magic {magic!r}, expected {MAGIC!r}"
-            )
-        version = buf.get_int32(VERSION_OFFSET)
-        if version != VERSION:
-            raise CountersFileError(
-                f"counters file {name!r} has version {version}, expected {VERSION}"
-            )
-        self.max_counters: int = buf.get_int32(MAX_COUNTERS_OFFSET)
-        self.metadata_offset: int = buf.get_int64(METADATA_OFFSET_OFFSET)
-        self.values_offset: int = buf.get_int64(VALUES_OFFSET_OFFSET)
-        if (
-            self.max_counters <= 0
-            or self.metadata_offset != HEADER_LENGTH
-            or self.values_offset != HEADER_LENGTH + self.max_counters * METADATA_LENGTH
-            or len(buf) < file_length(self.max_counters)
-        ):
-            raise CountersFileError(
-                f"counters file {name!r} has an inconsistent header: max_counters="
-                f"{self.max_counters}, metadata_offset={self.metadata_offset}, values_offset="
-                f"{self.values_offset}, length={len(buf)}"
-            )
+    @classmethod
+    def open(cls, dir_or_path: str | os.PathLike[str]) -> Self:
+        """Map the counters of a driver directory's cnc.dat (or of that file).
+
+        Raises FileNotFoundError without one and CncFileError for one not usable."""
+        return cls.of(CncFile.map(dir_or_path))
 
     # -- plumbing --------------------------------------------------------------------------
 
     @property
     def buffer(self) -> AtomicBuffer:
-        """The AtomicBuffer over the whole file."""
+        """The AtomicBuffer over the values."""
         if self._buffer is None:
-            raise ValueError("counters file is closed")
+            raise ValueError("counters are closed")
         return self._buffer
 
+    @property
+    def metadata(self) -> AtomicBuffer:
+        """The AtomicBuffer over the metadata records."""
+        if self._metadata is None:
+            raise ValueError("counters are closed")
+        return self._metadata
+
     def _bytes(self, offset: int, length: int) -> bytes:
-        if self._map is None:
-            raise ValueError("counters file is closed")
-        return self._map[offset : offset + length].tobytes()
+        if self._metadata_view is None:
+            raise ValueError("counters are closed")
+        return bytes(self._metadata_view[offset : offset + length])
 
     def _check_id(self, counter_id: int) -> None:
         if not 0 <= counter_id < self.max_counters:
             raise ValueError(f"counter id {counter_id} out of range 0..{self.max_counters - 1}")
 
     def metadata_offset_of(self, counter_id: int) -> int:
-        """Byte offset of the counter's metadata record in the file."""
+        """Byte offset of the counter's metadata record in the metadata buffer."""
         self._check_id(counter_id)
-        return self.metadata_offset + counter_id * METADATA_LENGTH
+        return counter_id * METADATA_LENGTH
 
     def value_offset(self, counter_id: int) -> int:
-        """Byte offset of the counter's value in the file."""
+        """Byte offset of the counter's value in the values buffer."""
         self._check_id(counter_id)
-        return self.values_offset + counter_id * VALUE_LENGTH
+        return counter_id * VALUE_LENGTH
 
-    # -- header ----------------------------------------------------------------------------
+    # -- the driver, from cnc.dat ----------------------------------------------------------
+
+    def _cnc(self) -> CncFile:
+        if self.cnc is None:
+            raise ValueError("these counters were not mapped from a cnc.dat")
+        return self.cnc
 
     @property
     def driver_pid(self) -> int:
-        return self.buffer.get_int64_volatile(DRIVER_PID_OFFSET)
+        return self._cnc().pid
 
     @property
     def start_timestamp_ms(self) -> int:
-        return self.buffer.get_int64(START_TIMESTAMP_OFFSET)
+        return self._cnc().start_timestamp_ms
 
     @property
     def driver_heartbeat_ms(self) -> int:
-        return self.buffer.get_int64_volatile(DRIVER_HEARTBEAT_OFFSET)
+        return self._cnc().driver_heartbeat_ms
 
     # -- counters --------------------------------------------------------------------------
 
     def get_counter_state(self, counter_id: int) -> int:
         """RECORD_UNUSED (0), RECORD_ALLOCATED (1) or RECORD_RECLAIMED (-1)."""
-        return self.buffer.get_int32_volatile(self.metadata_offset_of(counter_id) + STATE_OFFSET)
+        return self.metadata.get_int32_volatile(self.metadata_offset_of(counter_id) + STATE_OFFSET)
 
     def get_counter_value(self, counter_id: int) -> int:
         return self.buffer.get_int64_volatile(self.value_offset(counter_id))
@@ -318,12 +280,15 @@ class CountersReader:
     def get_counter_owner_id(self, counter_id: int) -> int:
         return self.buffer.get_int64_volatile(self.value_offset(counter_id) + OWNER_ID_OFFSET)
 
+    def get_counter_reference_id(self, counter_id: int) -> int:
+        return self.buffer.get_int64_volatile(self.value_offset(counter_id) + REFERENCE_ID_OFFSET)
+
     def get_counter_type_id(self, counter_id: int) -> int:
-        return self.buffer.get_int32_volatile(self.metadata_offset_of(counter_id) + TYPE_ID_OFFSET)
+        return self.metadata.get_int32(self.metadata_offset_of(counter_id) + TYPE_ID_OFFSET)
 
     def get_counter_label(self, counter_id: int) -> str:
         record = self.metadata_offset_of(counter_id)
-        length = self.buffer.get_int32_volatile(record + LABEL_LENGTH_OFFSET)
+        length = self.metadata.get_int32_volatile(record + LABEL_LENGTH_OFFSET)
         length = min(max(length, 0), MAX_LABEL_LENGTH)
         return self._bytes(record + LABEL_OFFSET, length).decode("utf-8", "replace")
 
@@ -371,8 +336,9 @@ class CountersReader:
 
     def close(self) -> None:
         """Drop this reader's mapping (Counter handles keep their own reference alive)."""
-        self._buffer = None
-        self._map = None
+        self._buffer = self._metadata = self._metadata_view = None
+        if self.cnc is not None:
+            self.cnc.close()
 
     def __enter__(self) -> Self:
         return self
@@ -382,17 +348,18 @@ class CountersReader:
 
 
 class CountersManager(CountersReader):
-    """The driver's side of the counters file: allocates and frees counters (one writer)."""
+    """The driver's side of the counters: allocates and frees counters (one writer)."""
 
     def __init__(
         self,
-        mapped: np.ndarray,
-        path: str | os.PathLike[str] | None = None,
+        metadata: memoryview,
+        values: memoryview,
+        cnc: CncFile | None = None,
         *,
         reuse_timeout_ms: int = 0,
         clock: Callable[[], int] = _epoch_ms,
     ):
-        super().__init__(mapped, path)
+        super().__init__(metadata, values, cnc)
         if reuse_timeout_ms < 0:
             raise ValueError(f"reuse_timeout_ms must be >= 0, got {reuse_timeout_ms}")
         self.reuse_timeout_ms = reuse_timeout_ms
@@ -401,29 +368,6 @@ class CountersManager(CountersReader):
         self._free_ids: list[int] = []
         self._high_water_id = 0
 
-    @classmethod
-    def create(
-        cls,
-        path: str | os.PathLike[str],
-        max_counters: int = 1024,
-        *,
-        reuse_timeout_ms: int = 0,
-        clock: Callable[[], int] = _epoch_ms,
-    ) -> Self:
-        """Create (or truncate) the counters file at path and write its header."""
-        if not 0 < max_counters < 2**31 // (METADATA_LENGTH + VALUE_LENGTH):
-            raise ValueError(f"max_counters must be positive and fit the file, got {max_counters}")
-        mapped = np.memmap(path, dtype=np.uint8, mode="w+", shape=(file_length(max_counters),))
-        buf = AtomicBuffer(mapped)
-        buf.put_int32(VERSION_OFFSET, VERSION)
-        buf.put_int32(MAX_COUNTERS_OFFSET, max_counters)
-        buf.put_int64(METADATA_OFFSET_OFFSET, HEADER_LENGTH)
-        buf.put_int64(VALUES_OFFSET_OFFSET, HEADER_LENGTH + max_counters * METADATA_LENGTH)
-        buf.put_int64(START_TIMESTAMP_OFFSET, clock())
-        buf.put_int64_ordered(DRIVER_PID_OFFSET, os.getpid())
-        buf.put_int64_ordered(MAGIC_OFFSET, _MAGIC_WORD)  # publishes the header
-        return cls(mapped, path, reuse_timeout_ms=reuse_timeout_ms, clock=clock)
-
     def allocate(
         self,
         label: str,
@@ -431,44 +375,46 @@ class CountersManager(CountersReader):
         key: bytes = b"",
         registration_id: int = 0,
         owner_id: int = 0,
+        reference_id: int = 0,
     ) -> int:
         """Allocate a counter with value 0 and return its id."""
         if len(key) > MAX_KEY_LENGTH:
             raise ValueError(f"key is {len(key)} bytes, longer than {MAX_KEY_LENGTH}")
         label_bytes = _truncate_utf8(label)
-        buf, mapped = self.buffer, self._map
-        assert mapped is not None
+        values, metadata, view = self.buffer, self.metadata, self._metadata_view
+        assert view is not None
         with self._lock:
             counter_id = self._next_id()
-            record = self.metadata_offset + counter_id * METADATA_LENGTH
-            value = self.values_offset + counter_id * VALUE_LENGTH
-            buf.put_int32(record + TYPE_ID_OFFSET, type_id)
-            buf.put_int64(record + FREE_FOR_REUSE_DEADLINE_OFFSET, NOT_FREE_TO_REUSE)
+            record = counter_id * METADATA_LENGTH
+            value = counter_id * VALUE_LENGTH
+            metadata.put_int32(record + TYPE_ID_OFFSET, type_id)
+            metadata.put_int64(record + FREE_FOR_REUSE_DEADLINE_OFFSET, NOT_FREE_TO_REUSE)
             key_at = record + KEY_OFFSET
-            mapped[key_at : key_at + MAX_KEY_LENGTH] = 0
-            mapped[key_at : key_at + len(key)] = np.frombuffer(bytes(key), dtype=np.uint8)
+            view[key_at : key_at + MAX_KEY_LENGTH] = bytes(key).ljust(MAX_KEY_LENGTH, b"\0")
             label_at = record + LABEL_OFFSET
-            mapped[label_at : label_at + MAX_LABEL_LENGTH] = 0
-            mapped[label_at : label_at + len(label_bytes)] = np.frombuffer(label_bytes, np.uint8)
-            buf.put_int32(record + LABEL_LENGTH_OFFSET, len(label_bytes))
-            buf.put_int64_ordered(value + REGISTRATION_ID_OFFSET, registration_id)
-            buf.put_int64_ordered(value + OWNER_ID_OFFSET, owner_id)
-            buf.put_int64_ordered(value + VALUE_OFFSET, 0)
-            buf.put_int32_ordered(record + STATE_OFFSET, RECORD_ALLOCATED)  # publishes it
+            view[label_at : label_at + MAX_LABEL_LENGTH] = label_bytes.ljust(
+                MAX_LABEL_LENGTH, b"\0"
+            )
+            metadata.put_int32(record + LABEL_LENGTH_OFFSET, len(label_bytes))
+            values.put_int64_ordered(value + REGISTRATION_ID_OFFSET, registration_id)
+            values.put_int64_ordered(value + OWNER_ID_OFFSET, owner_id)
+            values.put_int64_ordered(value + REFERENCE_ID_OFFSET, reference_id)
+            values.put_int64_ordered(value + VALUE_OFFSET, 0)
+            metadata.put_int32_ordered(record + STATE_OFFSET, RECORD_ALLOCATED)  # publishes it
             return counter_id
 
     def _next_id(self) -> int:
         now = self._clock()
         for i, counter_id in enumerate(self._free_ids):
             deadline_at = self.metadata_offset_of(counter_id) + FREE_FOR_REUSE_DEADLINE_OFFSET
-            if now >= self.buffer.get_int64(deadline_at):
+            if now >= self.metadata.get_int64(deadline_at):
                 del self._free_ids[i]
                 return counter_id
         if self._high_water_id < self.max_counters:
             self._high_water_id += 1
             return self._high_water_id - 1
         raise CountersFullError(
-            f"counters file is full: all {self.max_counters} counters are allocated or "
+            f"counters are full: all {self.max_counters} counters are allocated or "
             f"waiting out the {self.reuse_timeout_ms} ms reuse timeout "
             f"({len(self._free_ids)} freed)"
         )
@@ -481,21 +427,9 @@ class CountersManager(CountersReader):
                 raise ValueError(f"counter id {counter_id} is not allocated (state {state})")
             record = self.metadata_offset_of(counter_id)
             deadline = self._clock() + self.reuse_timeout_ms
-            self.buffer.put_int64(record + FREE_FOR_REUSE_DEADLINE_OFFSET, deadline)
-            self.buffer.put_int32_ordered(record + STATE_OFFSET, RECORD_RECLAIMED)
+            self.metadata.put_int64(record + FREE_FOR_REUSE_DEADLINE_OFFSET, deadline)
+            self.metadata.put_int32_ordered(record + STATE_OFFSET, RECORD_RECLAIMED)
             self._free_ids.append(counter_id)
-
-    def set_heartbeat(self, now_ms: int) -> None:
-        self.buffer.put_int64_ordered(DRIVER_HEARTBEAT_OFFSET, now_ms)
-
-    def set_driver_pid(self, pid: int) -> None:
-        self.buffer.put_int64_ordered(DRIVER_PID_OFFSET, pid)
-
-    def close(self) -> None:
-        """Flush the file to disk and drop the mapping."""
-        if isinstance(self._map, np.memmap):
-            self._map.flush()
-        super().close()
 
 
 class SystemCounters(IntEnum):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from aeronio.driver.error_log import cut
+from aeronio.concurrent.error_log import cut
 from aeronio.protocol import control as p
 
 Reply = Callable[[p.Response], None]

@@ -4,7 +4,7 @@ cycle of the driver's resources.
 Commands arrive on a queue (`submit`); answers and notifications go out through the
 ClientProxy. Every client, subscription, publication and image is a resource held in the
 registry (`DriverResources`) and driven through one lifecycle on the timer. The conductor owns
-the counters file and every log file in the driver directory.
+cnc.dat and every log file in the driver directory.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from collections import deque
 from collections.abc import Callable
 
 from aeronio._core import DataPath
+from aeronio.cnc import CncFile
+from aeronio.concurrent.error_log import DistinctErrorLog
 from aeronio.counters import (
     MAX_KEY_LENGTH,
     CountersManager,
@@ -28,7 +30,6 @@ from aeronio.driver import storage
 from aeronio.driver.client_proxy import ClientProxy
 from aeronio.driver.context import DriverContext
 from aeronio.driver.driver_publication import DriverPublication, State
-from aeronio.driver.error_log import DistinctErrorLog
 from aeronio.driver.ipc_publication import IpcPublication
 from aeronio.driver.loss_report import LossReport
 from aeronio.driver.network_publication import NetworkPublication
@@ -70,14 +71,15 @@ class DriverConductor:
         self.wake = wake
         self.wake_id = wake_id
         os.makedirs(os.path.join(ctx.dir, layout.PUBLICATIONS_DIR), exist_ok=True)
-        self.error_log = DistinctErrorLog(os.path.join(ctx.dir, layout.ERROR_LOG_FILE))
-        self.loss_report = LossReport.create(os.path.join(ctx.dir, layout.LOSS_REPORT_FILE))
-        self.counters = CountersManager.create(
-            os.path.join(ctx.dir, layout.COUNTERS_FILE),
-            ctx.max_counters,
-            reuse_timeout_ms=COUNTER_REUSE_TIMEOUT_MS,
+        self.cnc = CncFile.create(
+            ctx.dir,
+            max_counters=ctx.max_counters,
+            client_liveness_timeout_ns=ctx.client_liveness_timeout_ns,
         )
-        self.counters.set_driver_pid(os.getpid())
+        self.cnc.to_driver.set_consumer_heartbeat_time(time.time_ns() // 1_000_000)
+        self.error_log = DistinctErrorLog(self.cnc.error_log_buffer)
+        self.loss_report = LossReport.create(os.path.join(ctx.dir, layout.LOSS_REPORT_FILE))
+        self.counters = CountersManager.of(self.cnc, reuse_timeout_ms=COUNTER_REUSE_TIMEOUT_MS)
         self.system = allocate_system_counters(self.counters)
         self.stream_counters = StreamCounters(self.counters)
         self.resources = DriverResources()
@@ -195,9 +197,11 @@ class DriverConductor:
                 self.system[SystemCounters.LOW_STORAGE_WARNINGS].increment()
 
     def record_error(self, error: BaseException | str) -> None:
-        """Count an error and keep it in the distinct error log (`aeronio errors`)."""
+        """Count an error and keep it in the distinct error log (`aeronio errors`); a new one
+        the full log cannot take is logged instead, as Aeron prints an unrecordable error."""
         self.system[SystemCounters.ERRORS].increment()
-        self.error_log.record(error)
+        if not self.error_log.record(error):
+            log.warning("error log in cnc.dat full, unrecordable error: %.500s", error)
 
     # -- publications -------------------------------------------------------------------
 
@@ -590,12 +594,10 @@ class DriverConductor:
         """What the conductor checks once per timer interval (`timer_interval_ns`, Aeron's
         `aeron.timer.interval`), apart from the data path: receiver liveness, the resources'
         lifecycle (client liveness, blocked publishers, lingering publications, dead images),
-        its heartbeat, the error log's deferred write."""
+        its heartbeat (cnc.dat's to-driver consumer heartbeat, as Aeron's)."""
         self.udp.on_timer(now_ns)
         self.resources.on_time_event(now_ns)
-        now_ms = time.time_ns() // 1_000_000
-        self.counters.set_heartbeat(now_ms)
-        self.error_log.maybe_flush(now_ms)
+        self.cnc.to_driver.set_consumer_heartbeat_time(time.time_ns() // 1_000_000)
 
     def on_idle(self, idle: bool) -> None:
         """While the conductor parks, an append to a network publication wakes it to send."""
@@ -609,8 +611,8 @@ class DriverConductor:
         for resource in self.resources:
             self.resources.end(resource)
         self.udp.close()
-        self.error_log.flush()
         self.loss_report.close()
+        self.cnc.flush()
         self.counters.close()
 
 

@@ -1,6 +1,6 @@
 """Every per-stream and per-client counter the driver allocates, with its label format (Aeron's
 StreamCounter kinds: PublisherLimit, PublisherPos, SubscriberPos, SenderPos, ...). `aeronio stat`
-and the tests read these labels and type ids: they are part of the counters file's format."""
+and the tests read these labels and type ids: they are part of the counters' format."""
 
 from __future__ import annotations
 

@@ -2,10 +2,11 @@
 
 A driver owns one directory (`<dir>`):
 
-- `counters.dat`: the counters file (system counters, positions, heartbeats);
+- `cnc.dat`: the CnC file, Aeron's (`aeronio.cnc`): the to-driver ring buffer (its consumer
+  heartbeat is the driver's heartbeat), the to-clients broadcast buffer, the counters (system
+  counters, positions, heartbeats) and the distinct error log;
 - `publications/<registration id>.logbuffer`: the log of each publication (IPC or network);
 - `images/<registration id>.logbuffer`: the log of each network image;
-- `errors.json`: the distinct error log;
 - `loss-report.dat`: the loss report (per image: loss observations and bytes lost), in Aeron's
   layout;
 - `driver.lock`: flocked by the live driver (the kernel drops it when the driver dies);
@@ -18,10 +19,8 @@ from __future__ import annotations
 import hashlib
 import os
 
-COUNTERS_FILE = "counters.dat"
 PUBLICATIONS_DIR = "publications"
 IMAGES_DIR = "images"
-ERROR_LOG_FILE = "errors.json"
 LOSS_REPORT_FILE = "loss-report.dat"
 LOCK_FILE = "driver.lock"
 LOG_SUFFIX = ".logbuffer"

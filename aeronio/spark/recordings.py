@@ -28,8 +28,8 @@ import numpy as np
 from aeronio.archive.catalog import CATALOG_FILE_NAME, Catalog, CatalogError
 from aeronio.archive.conductor import RECORDING_POSITION_TYPE_ID
 from aeronio.archive.segments import RecordingLayout, segment_file_name
+from aeronio.cnc import CNC_FILE
 from aeronio.errors import AeronError
-from aeronio.protocol.layout import COUNTERS_FILE
 from aeronio.spark import frames as fr
 
 log = logging.getLogger("aeronio.spark")
@@ -215,19 +215,17 @@ def is_frame_at(archive_dir: Path, r: Recording, position: int) -> bool:
 
 
 class RecordingPositions:
-    """The archive's `rec-pos` counters in a driver's counters file: recording id -> the
+    """The archive's `rec-pos` counters in a driver's cnc.dat: recording id -> the
     position recorded so far (active recordings only)."""
 
     def __init__(self, driver_dir: str | os.PathLike[str]):
         from aeronio.counters import CountersFileError, CountersReader
 
-        path = Path(driver_dir) / COUNTERS_FILE
         try:
-            self.reader = CountersReader.open(path)
+            self.reader = CountersReader.open(Path(driver_dir) / CNC_FILE)
         except FileNotFoundError:
             raise SourceError(
-                f"driver_dir {str(driver_dir)!r} has no media driver counters ({COUNTERS_FILE} "
-                "missing)"
+                f"driver_dir {str(driver_dir)!r} has no media driver counters ({CNC_FILE} missing)"
             ) from None
         except (CountersFileError, OSError, ValueError) as e:
             raise SourceError(f"driver_dir {str(driver_dir)!r}: {e}") from None

@@ -6,11 +6,8 @@ instant from the driver's counters, as `aeronio streams` shows them).
 
 from __future__ import annotations
 
-import os
-
 from aeronio.counters import CountersReader
 from aeronio.counters.stream_stat import streams
-from aeronio.protocol.layout import COUNTERS_FILE
 
 HEADER = (
     "      |    feed |      book (IPC)         |   book (multicast)      |     archive     "
@@ -26,7 +23,7 @@ class Lags:
 
     def __init__(self, driver_dir: str):
         self.driver_dir = driver_dir
-        self.reader = CountersReader.open(os.path.join(driver_dir, COUNTERS_FILE))
+        self.reader = CountersReader.open(driver_dir)
 
     def read(self) -> dict[int, int]:
         """Subscription registration id -> the publisher's position minus the subscriber's, for

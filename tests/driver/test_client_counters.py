@@ -1,4 +1,4 @@
-"""Counters a client allocates in the driver's counters file (Aeron's addCounter)."""
+"""Counters a client allocates in the driver's cnc.dat (Aeron's addCounter)."""
 
 import asyncio
 
@@ -8,7 +8,6 @@ from aeronio import connect
 from aeronio.counters import MAX_KEY_LENGTH, RECORD_ALLOCATED, CountersReader
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.errors import DriverError
-from aeronio.protocol.layout import COUNTERS_FILE
 
 
 @pytest.fixture
@@ -27,7 +26,7 @@ async def aeron(driver):
 async def test_a_client_counter_is_in_the_file_for_every_reader(aeron, tmp_path):
     counter = await aeron.add_counter(100, "rec-pos: 7 1 10 aeron:ipc", key=b"\x07" + bytes(7))
     counter.set(4096)
-    with CountersReader.open(tmp_path / "driver" / COUNTERS_FILE) as reader:
+    with CountersReader.open(tmp_path / "driver") as reader:
         assert reader.get_counter_label(counter.id) == "rec-pos: 7 1 10 aeron:ipc"
         assert reader.get_counter_type_id(counter.id) == 100
         assert reader.get_counter_key(counter.id)[:8] == b"\x07" + bytes(7)

@@ -9,8 +9,8 @@ import pytest
 
 import aeronio
 from aeronio import _core
+from aeronio.concurrent.error_log import read_error_log
 from aeronio.counters import SystemCounters
-from aeronio.driver.error_log import load_error_log
 from aeronio.driver.retransmit_handler import RetransmitHandler
 from aeronio.driver.sender_state import HEARTBEAT_TIMEOUT_NS, SETUP_TIMEOUT_NS
 from aeronio.logbuffer import descriptor as d
@@ -238,8 +238,7 @@ async def test_a_failing_data_path_is_recorded_and_the_duty_cycle_still_runs(ipc
     assert not conductor.commands and client.last_keepalive_ns == now
     assert conductor._next_timer_ns == now + conductor.ctx.timer_interval_ns
     assert type(conductor._data_path) is _core.DataPath
-    conductor.error_log.flush()
-    seen = load_error_log(conductor.error_log.path)[0]
+    seen = read_error_log(conductor.cnc.error_log_buffer)
     text = "OSError: [Errno 5] a data socket failed"
     assert [o.count for o in seen if o.text.splitlines()[0] == text] == [1]
 

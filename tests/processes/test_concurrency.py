@@ -348,7 +348,7 @@ async def test_processes_offer_to_one_concurrent_publication(tmp_path):
         sub = await aeron.add_subscription("aeron:ipc", 1002)
         pub = await aeron.add_publication(f"aeron:ipc?term-length=128k|mtu={MTU}", 1002)
         image = await wait_for_image(sub)
-        counters_file = os.path.join(aeron.driver_dir, "counters.dat")
+        counters_file = os.path.join(aeron.driver_dir, "cnc.dat")
         limit_id = find_counter(aeron.counters, PUBLISHER_LIMIT_TYPE_ID, pub.registration_id)
         assert aeron.counters.get_counter_value(limit_id) == pub.position_limit
         checker = Checker(writers, pub.session_id)
@@ -422,7 +422,7 @@ async def test_subscriber_position_moved_by_another_process_moves_publisher_limi
         assert pub.position_limit == limit  # nobody consumed: the limit stays
 
         sub_pos_id = find_counter(aeron.counters, SUBSCRIBER_POSITION_TYPE_ID, sub.registration_id)
-        counters_file = os.path.join(aeron.driver_dir, "counters.dat")
+        counters_file = os.path.join(aeron.driver_dir, "cnc.dat")
         proc = spawn("reader", pub.log_file, counters_file, sub_pos_id, sent)
         out, err = await wait_process(proc, 20)
         assert proc.returncode == 0, err
@@ -459,7 +459,7 @@ async def test_process_dying_mid_append_is_unblocked(kind):
         image = await wait_for_image(sub)
         assert await pub.offer(b"before") > 0
         limit_id = find_counter(aeron.counters, PUBLISHER_LIMIT_TYPE_ID, pub.registration_id)
-        counters_file = os.path.join(aeron.driver_dir, "counters.dat")
+        counters_file = os.path.join(aeron.driver_dir, "cnc.dat")
         proc = spawn("crash", pub.log_file, counters_file, limit_id, kind)
         _, err = await wait_process(proc, 20)
         assert proc.returncode == 3, err

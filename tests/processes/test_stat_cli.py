@@ -13,8 +13,9 @@ import types
 import pytest
 
 from aeronio import cli
+from aeronio.cnc import CNC_FILE, CncFile
+from aeronio.concurrent.error_log import DistinctErrorLog
 from aeronio.counters import CountersManager
-from aeronio.driver.error_log import DistinctErrorLog
 from tests.support.procs import await_until, procs_fixture
 
 # A driver (embedded in this child) with a publisher and a subscriber on aeron:ipc stream 10
@@ -57,7 +58,7 @@ CHILD = textwrap.dedent(
 
 COUNTER_LINE = re.compile(r"^ *(\d+): +([\d,]+) - (.*)$")
 HEADER = re.compile(
-    r"^\d\d:\d\d:\d\d - aeronio stat \(counters v1\), pid (\d+), heartbeat age (-?\d+)ms$"
+    r"^\d\d:\d\d:\d\d - aeronio stat \(CnC 0\.2\.0\), pid (\d+), heartbeat age (-?\d+)ms$"
 )
 
 
@@ -183,11 +184,16 @@ def test_errors_shows_the_provoked_error(live_driver):
 # -- in-process: formatting and error paths ---------------------------------------------------
 
 
+def small_cnc(dir, pid: int | None = None) -> CncFile:
+    return CncFile.create(
+        dir, to_driver_capacity=1024, to_clients_capacity=1024, max_counters=64, pid=pid
+    )
+
+
 def test_stat_format(tmp_path, capsys):
-    manager = CountersManager.create(tmp_path / "counters.dat", 64)
+    manager = CountersManager.of(small_cnc(tmp_path, pid=4242))
     try:
-        manager.set_driver_pid(4242)
-        manager.set_heartbeat(time.time_ns() // 1_000_000 - 1500)
+        manager.cnc.to_driver.set_consumer_heartbeat_time(time.time_ns() // 1_000_000 - 1500)
         small = manager.allocate("Bytes sent", 0)
         big = manager.allocate("sub-pos: 1 2 3 aeron:ipc @0", 4)
         manager.counter(small).set(7)
@@ -217,17 +223,17 @@ def test_stat_without_a_driver(tmp_path, capsys, monkeypatch):
     assert "no driver directory: pass --dir or set AERONIO_DIR" in capsys.readouterr().err
     assert cli.main(["stat", "--dir", str(tmp_path)]) == 1
     err = capsys.readouterr().err
-    assert f"no media driver counters in {tmp_path} (counters.dat missing)" in err
-    (tmp_path / "counters.dat").write_bytes(b"\0" * 8192)
+    assert f"no media driver in {tmp_path} (cnc.dat missing)" in err
+    (tmp_path / CNC_FILE).write_bytes(b"\0" * 8192)
     assert cli.main(["stat", "--dir", str(tmp_path)]) == 1
-    assert "bad magic" in capsys.readouterr().err
+    assert "is not ready: its driver is still writing it" in capsys.readouterr().err
     with pytest.raises(SystemExit) as info:
         cli.main(["stat", "--dir", str(tmp_path), "--iterations", "2"])  # needs --watch
     assert info.value.code == 2
 
 
 def test_stat_watch_stops_quietly_on_ctrl_c(tmp_path, capsys, monkeypatch):
-    manager = CountersManager.create(tmp_path / "counters.dat", 64)
+    manager = CountersManager.of(small_cnc(tmp_path))
     manager.allocate("Bytes sent", 0)
 
     def interrupt(seconds):
@@ -243,15 +249,17 @@ def test_stat_watch_stops_quietly_on_ctrl_c(tmp_path, capsys, monkeypatch):
 
 
 def test_errors_format(tmp_path, capsys):
-    log = DistinctErrorLog(tmp_path / "errors.json")
-    log.record("client 9 timed out", now_ms=1_700_000_000_000)
-    log.record("client 9 timed out", now_ms=1_700_000_001_500)
+    cnc = small_cnc(tmp_path)
+    times = iter([1_700_000_000_000, 1_700_000_001_500, 1_700_000_002_000])
+    log = DistinctErrorLog(cnc.error_log_buffer, clock=lambda: next(times))
+    log.record("client 9 timed out")
+    log.record("client 9 timed out")
     try:
         raise ValueError("bad frame")
     except ValueError as e:
-        log.record(e, now_ms=1_700_000_002_000)
-    log.flush()
+        log.record(e)
     assert cli.main(["errors", "--dir", str(tmp_path)]) == 0
+    cnc.close()
     out = capsys.readouterr().out
     first = cli._iso(1_700_000_000_000)
     assert re.fullmatch(r"2023-11-1[45]T\d\d:\d\d:20\.000[+-]\d\d:\d\d", first), first
@@ -263,13 +271,18 @@ def test_errors_format(tmp_path, capsys):
 
 
 def test_errors_paths(tmp_path, capsys):
+    assert cli.main(["errors", "--dir", str(tmp_path)]) == 1
+    assert f"no media driver in {tmp_path} (cnc.dat missing)" in capsys.readouterr().err
+    cnc = small_cnc(tmp_path)
     assert cli.main(["errors", "--dir", str(tmp_path)]) == 0  # a driver with no errors yet
     assert capsys.readouterr().out == "0 distinct errors observed.\n"
     assert cli.main(["errors", "--dir", str(tmp_path / "nope")]) == 1
     assert "no media driver directory" in capsys.readouterr().err
-    (tmp_path / "errors.json").write_text("{")
+    cnc.error_log_buffer[0:4] = (2**30).to_bytes(4, "little")  # a length past the end
     assert cli.main(["errors", "--dir", str(tmp_path)]) == 1
-    assert "is corrupt" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"the error log in {tmp_path}/cnc.dat is corrupt: error log record at 0" in err
+    cnc.close()
 
 
 # -- aeronio driver: options ---------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 
 from aeronio.counters import CountersReader
-from aeronio.protocol.layout import COUNTERS_FILE
 
 
 def held(pid: int, dir: str) -> dict[str, int]:
@@ -36,5 +35,5 @@ def held(pid: int, dir: str) -> dict[str, int]:
 
 def allocated_counters(dir: str) -> int:
     """How many counters the driver on `dir` has allocated (system counters included)."""
-    with CountersReader.open(os.path.join(dir, COUNTERS_FILE)) as reader:
+    with CountersReader.open(dir) as reader:
         return sum(1 for _ in reader.for_each())

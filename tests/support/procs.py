@@ -111,11 +111,11 @@ def procs_fixture() -> Iterator[Procs]:
 
 
 def counters_path(dir: str) -> str:
-    return os.path.join(dir, "counters.dat")
+    return os.path.join(dir, "cnc.dat")
 
 
 def system_counters(dir: str) -> dict:
-    """SystemCounters -> value, read from the driver's counters file."""
+    """SystemCounters -> value, read from the counters in the driver's cnc.dat."""
     from aeronio.counters import SYSTEM_COUNTER_TYPE_ID, CountersReader, SystemCounters
 
     values = {}

@@ -1,4 +1,4 @@
-"""Tests of the counters file: layout, allocation, cross-thread and cross-process atomics."""
+"""Counters in cnc.dat: layout, allocation, cross-thread and cross-process atomics."""
 
 import struct
 import subprocess
@@ -8,9 +8,9 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from aeronio.cnc import CncFile
 from aeronio.counters import (
     PUBLISHER_LIMIT_TYPE_ID,
     RECORD_ALLOCATED,
@@ -37,12 +37,26 @@ class FakeClock:
 
 @pytest.fixture
 def cnc(tmp_path: Path) -> Path:
-    return tmp_path / "counters.dat"
+    """A driver directory."""
+    return tmp_path
+
+
+def create(dir: Path, max_counters: int = 16, **kwargs) -> CountersManager:
+    """A small cnc.dat in dir, and the manager of its counters."""
+    cnc = CncFile.create(
+        dir,
+        to_driver_capacity=1024,
+        to_clients_capacity=1024,
+        max_counters=max_counters,
+        error_log_length=1024,
+        pid=kwargs.pop("pid", None),
+    )
+    return CountersManager(cnc.counters_metadata_buffer, cnc.counters_values_buffer, cnc, **kwargs)
 
 
 @pytest.fixture
 def manager(cnc: Path):
-    m = CountersManager.create(cnc, max_counters=16)
+    m = create(cnc)
     yield m
     m.close()
 
@@ -61,49 +75,40 @@ def run_python(code: str, *args: object, timeout: float = 60) -> subprocess.Comp
 
 
 def test_layout_at_documented_offsets(cnc: Path) -> None:
-    clock = FakeClock(123_456)
-    m = CountersManager.create(cnc, max_counters=10, clock=clock)
-    m.set_heartbeat(777)
-    m.set_driver_pid(4242)
+    """Aeron's records: metadata (512 bytes) and values (128 bytes, reference id @24), in
+    cnc.dat after the header (128), the to-driver (1024 + 768) and to-clients (1024 + 128)."""
+    m = create(cnc, max_counters=10)
     m.allocate("first", type_id=7)
-    cid = m.allocate("pub-lmt: 1 2 3", PUBLISHER_LIMIT_TYPE_ID, b"KEY", registration_id=99)
+    cid = m.allocate(
+        "pub-lmt: 1 2 3", PUBLISHER_LIMIT_TYPE_ID, b"KEY", registration_id=99, reference_id=-5
+    )
     m.counter(cid).set(0x0102030405060708)
     m.close()
 
-    raw = cnc.read_bytes()
-    assert len(raw) == 12288  # 4096 + 6400 = 10496, rounded up to 4096
-    assert raw[0:8] == b"AIOCNT01"
-    version, max_counters, meta_off, values_off, pid, start, heartbeat = struct.unpack_from(
-        "=iiqqqqq", raw, 8
-    )
-    assert (version, max_counters) == (1, 10)
-    assert (meta_off, values_off) == (4096, 4096 + 10 * 512)
-    assert (pid, start, heartbeat) == (4242, 123_456, 777)
-
+    raw = (cnc / "cnc.dat").read_bytes()
+    meta_off = 128 + 1024 + 768 + 1024 + 128
+    values_off = meta_off + 10 * 512
+    assert struct.unpack_from("<ii", raw, 12) == (10 * 512, 10 * 128)
     rec = meta_off + cid * 512
-    state, type_id, deadline = struct.unpack_from("=iiq", raw, rec)
+    state, type_id, deadline = struct.unpack_from("<iiq", raw, rec)
     assert (state, type_id) == (1, PUBLISHER_LIMIT_TYPE_ID)
     assert deadline == 2**63 - 1
     assert raw[rec + 16 : rec + 19] == b"KEY"
     assert raw[rec + 19 : rec + 128] == bytes(109)
-    (label_length,) = struct.unpack_from("=i", raw, rec + 128)
-    assert raw[rec + 132 : rec + 132 + label_length] == b"pub-lmt: 1 2 3"
-
+    assert struct.unpack_from("<i", raw, rec + 128) == (14,)
+    assert raw[rec + 132 : rec + 512] == b"pub-lmt: 1 2 3" + bytes(380 - 14)
     val = values_off + cid * 128
-    assert val % 128 == 0
-    assert struct.unpack_from("=qqq", raw, val) == (0x0102030405060708, 99, 0)
-
-    mapped = np.fromfile(cnc, dtype=np.uint8)
-    assert mapped[val : val + 8].view(np.int64)[0] == 0x0102030405060708
+    assert raw[val : val + 128] == struct.pack("<qqqq", 0x0102030405060708, 99, 0, -5) + bytes(96)
 
 
 def test_value_offset_matches_layout(manager: CountersManager) -> None:
     cid = manager.allocate("x")
-    assert manager.value_offset(cid) == 4096 + 16 * 512 + cid * 128
+    assert manager.value_offset(cid) == cid * 128
     counter = manager.counter(cid)
     assert counter.buffer is manager.buffer and counter.offset == manager.value_offset(cid)
     manager.buffer.put_int64_ordered(counter.offset, 5)
     assert counter.get() == manager.get_counter_value(cid) == 5
+    assert manager.get_counter_reference_id(cid) == 0
 
 
 # -- allocation -----------------------------------------------------------------------------
@@ -132,7 +137,7 @@ def test_allocate_and_read_back(manager: CountersManager) -> None:
 
 def test_free_and_reuse_after_deadline(cnc: Path) -> None:
     clock = FakeClock(1_000)
-    m = CountersManager.create(cnc, max_counters=4, reuse_timeout_ms=500, clock=clock)
+    m = create(cnc, max_counters=4, reuse_timeout_ms=500, clock=clock)
     ids = [m.allocate(f"c{i}") for i in range(3)]
     m.counter(ids[1]).set(77)
     m.free(ids[1])
@@ -180,7 +185,7 @@ def test_short_label_overwrites_longer_on_reuse(manager: CountersManager) -> Non
 
 
 def test_system_counters(cnc: Path) -> None:
-    manager = CountersManager.create(cnc)
+    manager = create(cnc, max_counters=64)
     counters = allocate_system_counters(manager)
     assert len(SystemCounters) == 27
     for descriptor, counter in counters.items():
@@ -229,22 +234,16 @@ def test_full_file(manager: CountersManager) -> None:
     assert isinstance(info.value, AeronError)
 
 
-def test_bad_files(tmp_path: Path) -> None:
-    bad_magic = tmp_path / "bad_magic"
-    bad_magic.write_bytes(b"NOTCNT01" + bytes(8192))
-    with pytest.raises(CountersFileError, match="bad magic b'NOTCNT01'"):
-        CountersReader.open(bad_magic)
-    short = tmp_path / "short"
-    short.write_bytes(b"AIOCNT01")
-    with pytest.raises(CountersFileError, match="shorter than"):
-        CountersReader.open(short)
-    wrong_version = tmp_path / "version"
-    CountersManager.create(wrong_version, 4).close()
-    raw = bytearray(wrong_version.read_bytes())
-    struct.pack_into("=i", raw, 8, 2)
-    wrong_version.write_bytes(bytes(raw))
-    with pytest.raises(CountersFileError, match="version 2, expected 1"):
-        CountersReader.open(wrong_version)
+def test_buffers_that_do_not_fit_together_are_refused() -> None:
+    with pytest.raises(CountersFileError, match="must be 4 times the values"):
+        CountersReader(memoryview(bytearray(1024)), memoryview(bytearray(128)))
+    with pytest.raises(CountersFileError, match="whole number"):
+        CountersReader(memoryview(bytearray(0)), memoryview(bytearray(0)))
+    with pytest.raises(ValueError, match="not mapped from a cnc.dat"):
+        _ = CountersReader(memoryview(bytearray(512)), memoryview(bytearray(128))).driver_pid
+
+
+def test_open_without_a_driver(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         CountersReader.open(tmp_path / "missing")
 
@@ -308,9 +307,9 @@ def test_threads_propose_max(manager: CountersManager) -> None:
 # -- across processes -----------------------------------------------------------------------
 
 
-def test_reader_in_another_process(cnc: Path, manager: CountersManager) -> None:
-    manager.set_driver_pid(1234)
-    manager.set_heartbeat(5678)
+def test_reader_in_another_process(cnc: Path) -> None:
+    manager = create(cnc, pid=1234)
+    manager.cnc.to_driver.set_consumer_heartbeat_time(5678)
     shared = manager.allocate("shared ☃", type_id=4, key=b"key!", registration_id=42)
     reply = manager.allocate("reply")
     manager.counter(shared).set(424242)
@@ -334,6 +333,7 @@ def test_reader_in_another_process(cnc: Path, manager: CountersManager) -> None:
     fields = out.stdout.strip().split("|")
     assert fields == ["424242", "shared ☃", "4", "42", "key!", "1234", "5678", "16", str(shared)]
     assert manager.get_counter_value(reply) == -99
+    manager.close()
 
 
 def test_two_processes_increment(cnc: Path, manager: CountersManager) -> None:

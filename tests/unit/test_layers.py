@@ -1,13 +1,15 @@
 """The layers of the package, enforced on every import (docs/architecture.md, "Layers").
 
 Rules, by the package a module is in:
-- `aeronio.client` imports only `protocol`, `logbuffer`, `counters`, `idle`, `errors` and `_core`:
-  a client reaches its driver only through the control protocol (and the registry of embedded
-  drivers in `protocol.embedded`);
+- `aeronio.client` imports only `protocol`, `logbuffer`, `counters`, `cnc`, `concurrent`, `idle`,
+  `errors` and `_core`: a client reaches its driver only through the control protocol and cnc.dat
+  (and the registry of embedded drivers in `protocol.embedded`);
 - `aeronio.driver` imports no `client`;
 - `aeronio.protocol` imports no `driver`, `client`, `logbuffer` or `counters` (it is what
   everyone builds on: only `_core` and `errors` are below it);
 - `aeronio.logbuffer` and `aeronio.counters` import no `driver` or `client`;
+- `aeronio.concurrent` (shared-memory structures) imports only `_core` and `errors`; `aeronio.cnc`
+  (cnc.dat) only those and `concurrent`;
 - `aeronio.archive` is a client of a driver, never part of one: it imports no `driver` (nor
   the top-level `aeronio`, which launches drivers), and nothing below it imports `archive`;
 - `aeronio.spark` is on top (it may launch drivers for its tasks); nothing else imports it.
@@ -22,12 +24,33 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).parents[2] / "aeronio"
 
-CLIENT_MAY_IMPORT = {"client", "protocol", "logbuffer", "counters", "idle", "errors", "_core"}
+CLIENT_MAY_IMPORT = {
+    "client",
+    "protocol",
+    "logbuffer",
+    "counters",
+    "cnc",
+    "concurrent",
+    "idle",
+    "errors",
+    "_core",
+}
 FORBIDDEN = {
     "driver": {"client", "archive", "spark"},
     "protocol": {"driver", "client", "logbuffer", "counters", "archive", "spark"},
     "logbuffer": {"driver", "client", "archive", "spark"},
     "counters": {"driver", "client", "archive", "spark"},
+    "cnc": {"driver", "client", "protocol", "logbuffer", "counters", "archive", "spark"},
+    "concurrent": {
+        "driver",
+        "client",
+        "protocol",
+        "logbuffer",
+        "counters",
+        "cnc",
+        "archive",
+        "spark",
+    },
     "archive": {"driver", "", "spark"},  # "": the top-level package
 }
 
@@ -69,7 +92,7 @@ def violations(package: Path) -> list[str]:
         is_package = relative.name == "__init__"
         module = ".".join(relative.parts[:-1] if is_package else relative.parts)
         layer = layer_of(module)
-        if layer is None or path.parent == package:
+        if layer is None or layer == "":
             continue  # the top level may import anything
         tree = ast.parse(path.read_text(), str(path))
         for line, name in sorted(imported_modules(tree, module, is_package)):

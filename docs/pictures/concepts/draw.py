@@ -419,7 +419,7 @@ def driver() -> Canvas:
         fc=BLUE,
         size=6.8,
     )
-    c.box(2, 2, 24, 9, "shared memory\nlogs (publications/),\ncounters.dat", fc=GREEN, size=6.8)
+    c.box(2, 2, 24, 9, "shared memory\nlogs (publications/),\ncnc.dat", fc=GREEN, size=6.8)
     c.arrow((14, 20), (14, 11), style="<|-|>")
     c.text(14.8, 15.5, "append, read", size=6.5, ha="left")
 

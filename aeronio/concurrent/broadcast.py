@@ -1,0 +1,186 @@
+"""Aeron's broadcast buffer (the to-clients buffer of cnc.dat): one transmitter, any number of
+receivers that each follow at their own pace; a receiver that falls a whole buffer behind is
+lapped: it notices, counts it and goes on after the latest record (as Aeron's, which reports
+the lap in place of that record).
+
+The layout is Aeron's (aeron_broadcast_descriptor.h, agrona's BroadcastBufferDescriptor)::
+
+    capacity bytes of records (capacity a power of two), then the 128-byte trailer:
+        @capacity + 0   tail intent counter  i64  where the tail will be once this write is done
+        @capacity + 8   tail counter         i64
+        @capacity + 16  latest counter       i64  start of the last record written
+
+    record, 8-byte aligned:
+        @0  length       i32  header + payload
+        @4  msg type id  i32  > 0; -1 for the padding that skips the end of the buffer
+        @8  payload
+
+The transmitter announces the tail intent before it overwrites anything; a receiver checks,
+after copying a record, that the intent has not gone a capacity past the record's start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aeronio._core import AtomicBuffer
+from aeronio.concurrent.records import (
+    HEADER_LENGTH,
+    PADDING_MSG_TYPE_ID,
+    align,
+    check_message,
+)
+
+__all__ = [
+    "TRAILER_LENGTH",
+    "BroadcastReceiver",
+    "BroadcastTransmitter",
+    "CopyBroadcastReceiver",
+]
+
+TAIL_INTENT_COUNTER_OFFSET = 0
+TAIL_COUNTER_OFFSET = 8
+LATEST_COUNTER_OFFSET = 16
+TRAILER_LENGTH = 128
+
+
+class _Broadcast:
+    def __init__(self, buffer: memoryview | bytearray):
+        view = memoryview(buffer).cast("B")
+        capacity = len(view) - TRAILER_LENGTH
+        if capacity <= 0 or capacity & (capacity - 1):
+            raise ValueError(
+                f"broadcast buffer capacity must be a power of two (buffer length - "
+                f"{TRAILER_LENGTH} trailer), got {capacity}"
+            )
+        self._view = view
+        self._atomic = AtomicBuffer(view)
+        self.capacity = capacity
+        self.max_msg_length = capacity // 8
+        self._tail_intent_at = capacity + TAIL_INTENT_COUNTER_OFFSET
+        self._tail_at = capacity + TAIL_COUNTER_OFFSET
+        self._latest_at = capacity + LATEST_COUNTER_OFFSET
+
+
+class BroadcastTransmitter(_Broadcast):
+    """The one writer of a broadcast buffer."""
+
+    def transmit(self, msg_type_id: int, payload: bytes | memoryview) -> None:
+        """Write one record (overwriting the oldest ones if need be).
+
+        Raises ValueError for a msg_type_id below 1 or a payload over max_msg_length."""
+        length = len(payload)
+        check_message(msg_type_id, length, self.max_msg_length)
+        atomic = self._atomic
+        tail = atomic.get_int64(self._tail_at)
+        offset = tail & (self.capacity - 1)
+        record_length = length + HEADER_LENGTH
+        aligned = align(record_length)
+        new_tail = tail + aligned
+        to_end = self.capacity - offset
+        if to_end < aligned:
+            atomic.put_int64_ordered(self._tail_intent_at, new_tail + to_end)
+            atomic.put_int32(offset + 4, PADDING_MSG_TYPE_ID)
+            atomic.put_int32(offset, to_end)
+            tail += to_end
+            offset = 0
+        else:
+            atomic.put_int64_ordered(self._tail_intent_at, new_tail)
+        atomic.put_int32(offset, record_length)
+        atomic.put_int32(offset + 4, msg_type_id)
+        self._view[offset + HEADER_LENGTH : offset + record_length] = payload
+        atomic.put_int64_ordered(self._latest_at, tail)
+        atomic.put_int64_ordered(self._tail_at, tail + aligned)
+
+
+class BroadcastReceiver(_Broadcast):
+    """One reader of a broadcast buffer, starting at the latest record when made.
+
+    `receive_next()` moves to the next record (True if there is one); then `msg_type_id`,
+    `length` and `offset` describe it in `buffer`, and `validate()` says whether it was
+    still intact after you read it."""
+
+    def __init__(self, buffer: memoryview | bytearray):
+        super().__init__(buffer)
+        latest = self._atomic.get_int64_volatile(self._latest_at)
+        self._cursor = self._next_record = latest
+        self._record_offset = latest & (self.capacity - 1)
+        self.lapped_count = 0
+
+    @property
+    def buffer(self) -> memoryview:
+        return self._view
+
+    @property
+    def offset(self) -> int:
+        """Where the current record's payload starts in buffer."""
+        return self._record_offset + HEADER_LENGTH
+
+    @property
+    def length(self) -> int:
+        """The current record's payload length."""
+        return self._atomic.get_int32(self._record_offset) - HEADER_LENGTH
+
+    @property
+    def msg_type_id(self) -> int:
+        return self._atomic.get_int32(self._record_offset + 4)
+
+    def receive_next(self) -> bool:
+        """Move to the next record; False if there is none yet. After a lap (the transmitter
+        overwrote records not read yet) lapped_count goes up and the current record is the
+        latest one."""
+        atomic, mask = self._atomic, self.capacity - 1
+        cursor = self._next_record
+        if atomic.get_int64_volatile(self._tail_at) <= cursor:
+            return False
+        if not self._validate_at(cursor):
+            self.lapped_count += 1
+            cursor = atomic.get_int64_volatile(self._latest_at)
+        offset = cursor & mask
+        self._cursor = cursor
+        self._next_record = cursor + align(atomic.get_int32(offset))
+        if atomic.get_int32(offset + 4) == PADDING_MSG_TYPE_ID:
+            offset = 0
+            self._cursor = self._next_record
+            self._next_record += align(atomic.get_int32(0))
+        self._record_offset = offset
+        return True
+
+    def validate(self) -> bool:
+        """True if the current record has not been overwritten since receive_next."""
+        return self._validate_at(self._cursor)
+
+    def _validate_at(self, cursor: int) -> bool:
+        return cursor + self.capacity > self._atomic.get_int64_volatile(self._tail_intent_at)
+
+
+class CopyBroadcastReceiver:
+    """A BroadcastReceiver that copies each record before handing it over, so the handler
+    never sees a record being overwritten."""
+
+    def __init__(self, buffer: memoryview | bytearray):
+        self.receiver = BroadcastReceiver(buffer)
+
+    @property
+    def lapped_count(self) -> int:
+        return self.receiver.lapped_count
+
+    def receive(self, handler: Callable[[int, memoryview], None]) -> int:
+        """Hand the next record, copied, to handler(msg_type_id, payload): 1, or 0 if there
+        is none or the receiver was lapped (counted in lapped_count; as Aeron's, the record
+        the receiver jumped to is the lap's report, and reading goes on after it)."""
+        receiver = self.receiver
+        lapped = receiver.lapped_count
+        if not receiver.receive_next() or receiver.lapped_count != lapped:
+            return 0
+        msg_type_id, offset = receiver.msg_type_id, receiver.offset
+        length = receiver.length
+        if not 0 <= length <= receiver.max_msg_length:
+            receiver.lapped_count += 1  # a torn header: overwritten while we read it
+            return 0
+        payload = bytes(receiver.buffer[offset : offset + length])
+        if not receiver.validate():
+            receiver.lapped_count += 1
+            return 0
+        handler(msg_type_id, memoryview(payload))
+        return 1
