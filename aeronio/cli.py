@@ -20,7 +20,7 @@ from typing import TextIO
 import aeronio
 from aeronio import samples
 from aeronio.archive import tool as archive_tool
-from aeronio.cnc import CNC_FILE, CNC_VERSION, CncFile, CncFileError, version_text
+from aeronio.cnc import CNC_FILE, CncFile, CncFileError, version_text
 from aeronio.concurrent.error_log import read_error_log
 from aeronio.counters import CountersFileError, CountersReader
 from aeronio.counters.stream_stat import format_streams, streams
@@ -35,7 +35,7 @@ from aeronio.driver.loss_report import LossReportError, load_loss_report
 from aeronio.errors import AeronError, ConfigurationError
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.logbuffer.logdump import dump_log
-from aeronio.protocol.layout import LOSS_REPORT_FILE
+from aeronio.protocol.layout import LOCK_FILE, LOSS_REPORT_FILE
 
 STAT_RULE = "=" * 70
 
@@ -185,6 +185,11 @@ def label_filter(text: str | None) -> Callable[[str], bool]:
     return lambda label: text in label
 
 
+# A driver without aeronio's lock (Aeron's) counts as running while its heartbeat is younger than
+# this: Aeron's clients' default driver timeout.
+DRIVER_TIMEOUT_MS = 10_000
+
+
 def open_cnc(dir: str) -> CncFile:
     """The cnc.dat of the driver on `dir`, or a CommandError saying why not."""
     try:
@@ -214,12 +219,18 @@ def stat_snapshot(dir: str, keep: Callable[[str], bool] = lambda label: True) ->
         age_ms = now_ms - reader.driver_heartbeat_ms
         header = (
             f"{time.strftime('%H:%M:%S', time.localtime(now_ms / 1000))} - aeronio stat "
-            f"(CnC {version_text(CNC_VERSION)}), pid {reader.driver_pid}, heartbeat age {age_ms}ms"
+            f"(CnC {version_text(reader.cnc.cnc_version)}), pid {reader.driver_pid}, "
+            f"heartbeat age {age_ms}ms"
         )
         lines = [header, STAT_RULE]
-        if not is_live(dir):
-            lines.insert(1, f"DRIVER NOT RUNNING: its lock is free; the last heartbeat was "
-                            f"{age_ms / 1000:.1f} s ago (pid {reader.driver_pid})")  # fmt: skip
+        if os.path.exists(os.path.join(dir, LOCK_FILE)):  # aeronio's driver: its lock says
+            if not is_live(dir):
+                lines.insert(1, f"DRIVER NOT RUNNING: its lock is free; the last heartbeat was "
+                                f"{age_ms / 1000:.1f} s ago (pid {reader.driver_pid})")  # fmt: skip
+        elif age_ms > DRIVER_TIMEOUT_MS:  # another driver (Aeron's): judged by its heartbeat
+            lines.insert(1, f"DRIVER NOT RUNNING: no heartbeat for {age_ms / 1000:.1f} s, more "
+                            f"than the {DRIVER_TIMEOUT_MS / 1000:g} s Aeron's clients allow "
+                            f"(pid {reader.driver_pid})")  # fmt: skip
         for c in reader.for_each():
             if keep(c.label):
                 lines.append(f"{c.id:3}: {c.value:>20,} - {c.label}")

@@ -1,6 +1,7 @@
 """Fixtures of the `aeron_c` tests: current Aeron's C client and C media driver (pyaeron) in child
 processes beside aeronio (tests/support/aeron_c.py)."""
 
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -37,3 +38,11 @@ def aeron_c(pyaeron_interpreter: PyaeronPython) -> Iterator[AeronC]:
         yield procs
     finally:
         procs.close()
+
+
+@pytest.fixture
+def free_udp_port() -> int:
+    """A UDP port of 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

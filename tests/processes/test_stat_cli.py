@@ -16,6 +16,7 @@ from aeronio import cli
 from aeronio.cnc import CNC_FILE, CncFile
 from aeronio.concurrent.error_log import DistinctErrorLog
 from aeronio.counters import CountersManager
+from aeronio.protocol.layout import LOCK_FILE
 from tests.support.procs import await_until, procs_fixture
 
 # A driver (embedded in this child) with a publisher and a subscriber on aeron:ipc stream 10
@@ -199,13 +200,25 @@ def test_stat_format(tmp_path, capsys):
         manager.counter(small).set(7)
         manager.counter(big).set(12_345_678_901)
         manager.free(manager.allocate("freed", 0))
+        (tmp_path / LOCK_FILE).touch()
         assert cli.main(["stat", "--dir", str(tmp_path)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        # Without aeronio's lock file (Aeron's driver keeps none), the heartbeat's age decides.
+        (tmp_path / LOCK_FILE).unlink()
+        assert cli.main(["stat", "--dir", str(tmp_path)]) == 0
+        assert capsys.readouterr().out.splitlines()[1] == "=" * 70  # 1.5 s: running
+        manager.cnc.to_driver.set_consumer_heartbeat_time(time.time_ns() // 1_000_000 - 20_000)
+        assert cli.main(["stat", "--dir", str(tmp_path)]) == 0
+        assert re.fullmatch(
+            r"DRIVER NOT RUNNING: no heartbeat for 2\d\.\d s, more than the 10 s Aeron's clients "
+            r"allow \(pid 4242\)",
+            capsys.readouterr().out.splitlines()[1],
+        )
     finally:
         manager.close()
-    lines = capsys.readouterr().out.splitlines()
     header = HEADER.match(lines[0])
     assert header and header[1] == "4242" and 1500 <= int(header[2]) < 60_000
-    # No driver holds the directory's lock (there is none): marked as not running.
+    # No driver holds the directory's lock: marked as not running.
     assert re.fullmatch(
         r"DRIVER NOT RUNNING: its lock is free; the last heartbeat was \d+\.\d s ago \(pid 4242\)",
         lines[1],
