@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import socket
 
-from aeronio.errors import ChannelUriError
 from aeronio.logbuffer import descriptor as d
 from aeronio.protocol.channel import ChannelUri
 
@@ -30,18 +29,11 @@ def os_default_socket_buffer_lengths() -> tuple[int, int]:
 
 
 def entity_tag(channel: ChannelUri) -> int:
-    """The entity tag of `tags=<channel tag>,<entity tag>`, or NULL_VALUE without one."""
+    """The entity tag of `tags=<channel tag>,<entity tag>` (checked by ChannelUri), or
+    NULL_VALUE without one."""
     tags = channel.get("tags")
     text = tags.partition(",")[2] if tags else ""
-    if not text:
-        return d.NULL_VALUE
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or not -(2**63) <= value < 2**63:
-        raise ChannelUriError(f"tags: entity tag {text!r} must be a 64-bit integer")
-    return value
+    return int(text) if text else d.NULL_VALUE
 
 
 def _common(channel: ChannelUri) -> dict[str, object]:
