@@ -170,6 +170,11 @@ class LogBuffers:
         return self.mapped.end_of_stream_position()
 
     @property
+    def active_transport_count(self) -> int:
+        """An image's: how many of its senders its driver hears."""
+        return self.metadata.get_int32_volatile(d.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET)
+
+    @property
     def is_connected(self) -> bool:
         return self.mapped.is_connected()
 

@@ -30,10 +30,7 @@ def dump_log(log: LogBuffers, max_frames: int, out: TextIO, data_bytes: int = 0)
     print(f"active term count: {log.active_term_count}", file=out)
     print(f"end of stream position: {log.end_of_stream_position}", file=out)
     print(f"is connected: {meta.get_int32_volatile(d.LOG_IS_CONNECTED_OFFSET)}", file=out)
-    print(
-        f"active transport count: {meta.get_int32_volatile(d.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET)}",
-        file=out,
-    )
+    print(f"active transport count: {log.active_transport_count}", file=out)
     print(f"correlation id: {log.correlation_id}", file=out)
     print(f"initial term id: {log.initial_term_id}", file=out)
     print(

@@ -135,6 +135,8 @@ async def test_log_metadata_pages_are_aeron_c_drivers_but_for_the_listed_fields(
         check_must_differ(ours, udp.registration_id)
 
         image = sub.images[0]
+        # as the C driver's page was captured: once its driver counted its sender
+        await await_until(lambda: image.active_transport_count == 1, 30, "transport counted")
         ours = page(image.log_file)
         compare("image", ours)
         check_must_differ(ours, image.correlation_id)

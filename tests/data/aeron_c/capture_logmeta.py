@@ -1,13 +1,14 @@
 """Capture the log buffer metadata pages Aeron's C media driver (1.53, through pyaeron) writes,
-for tests/unit/test_log_metadata_aeron_c.py. Run once with a Python that has pyaeron:
+for tests/driver/test_log_metadata_aeron_c.py. Run once with a Python that has pyaeron:
 
     /work/venv312/bin/python tests/data/aeron_c/capture_logmeta.py
 
 It starts pyaeron.MediaDriver in a temp dir (removed after) with the settings in SETTINGS,
 adds an IPC publication (no subscriber), an exclusive UDP publication and a subscription on
-the same endpoint (so an image comes), waits until both ends are connected, and copies the last
-4096 bytes (the metadata) of each log file to logmeta_<name>.bin, with logmeta.json naming each
-page's channel, stream id and the driver settings, so the test can make the same on aeronio.
+the same endpoint (so an image comes), waits until both ends are connected and the image's
+driver counted its sender, and copies the last 4096 bytes (the metadata) of each log file to
+logmeta_<name>.bin, with logmeta.json naming each page's channel, stream id and the driver
+settings, so the test can make the same on aeronio.
 """
 
 import json
@@ -21,6 +22,7 @@ import pyaeron
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 META_LENGTH = 4096
+ACTIVE_TRANSPORT_COUNT = 140  # offset in the metadata (i32, little-endian: its low byte)
 SETTINGS = {  # the C driver's; aeronio's DriverContext gets the same values
     "term_length": 65536,
     "ipc_term_length": 65536,
@@ -98,6 +100,8 @@ def main() -> None:
                     for name in os.listdir(os.path.join(driver.dir, "images"))
                 ),
             }
+            # the image's active transport count: 1 once the C driver counted its sender
+            wait(lambda: metadata(logs["image"])[ACTIVE_TRANSPORT_COUNT] == 1, "transport count")
             for name, path in logs.items():
                 page = metadata(path)
                 with open(os.path.join(HERE, f"logmeta_{name}.bin"), "wb") as f:
