@@ -97,6 +97,12 @@ class Image:
         return self.metadata.get_int32(descriptor.LOG_MTU_LENGTH_OFFSET)
 
     @property
+    def active_transport_count(self) -> int:
+        """How many of the image's senders its driver hears (0 on an IPC subscription's image:
+        no transport), as Aeron's Image.activeTransportCount."""
+        return self.metadata.get_int32_volatile(descriptor.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET)
+
+    @property
     def is_end_of_stream(self) -> bool:
         return self._reader.is_end_of_stream
 

@@ -31,6 +31,7 @@ from aeronio.driver.client_proxy import ClientProxy
 from aeronio.driver.context import DriverContext
 from aeronio.driver.driver_publication import DriverPublication, State
 from aeronio.driver.ipc_publication import IpcPublication
+from aeronio.driver.log_params import publication_log_params
 from aeronio.driver.loss_report import LossReport
 from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.resources import (
@@ -275,6 +276,17 @@ class DriverConductor:
         window = (ctx.ipc_publication_term_window_length if channel.is_ipc else 0) or (
             term_length // 2
         )
+        window = min(window, term_length // 2)
+        linger_ns = (
+            channel.linger_ns if channel.linger_ns is not None else ctx.publication_linger_ns
+        )
+        params = publication_log_params(
+            channel,
+            exclusive=command.exclusive,
+            window_length=window,
+            linger_ns=linger_ns,
+            sparse=channel.sparse if channel.sparse is not None else ctx.term_buffer_sparse_file,
+        )
         self.check_storage(log_file, term_length)
         with contextlib.ExitStack() as undo:
             undo.callback(_unlink, log_file)
@@ -288,9 +300,7 @@ class DriverConductor:
                 correlation_id=registration_id,
                 term_id=term_id,
                 term_offset=term_offset,
-                sparse=channel.sparse
-                if channel.sparse is not None
-                else ctx.term_buffer_sparse_file,
+                params=params,
             )
             undo.callback(log.close)
             counters = self.stream_counters.publication(
@@ -305,11 +315,9 @@ class DriverConductor:
                 log=log,
                 log_file=log_file,
                 counters=counters,
-                term_window_length=min(window, term_length // 2),
+                term_window_length=window,
                 unblock_timeout_ns=ctx.publication_unblock_timeout_ns,
-                linger_ns=channel.linger_ns
-                if channel.linger_ns is not None
-                else ctx.publication_linger_ns,
+                linger_ns=linger_ns,
                 unblocked_counter=self.system[SystemCounters.UNBLOCKED_PUBLICATIONS],
                 stream_counters=self.stream_counters,
                 proxy=self.proxy,

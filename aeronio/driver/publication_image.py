@@ -19,6 +19,7 @@ from aeronio.driver.loss_report import LossReport, ReportEntry
 from aeronio.driver.receiver_state import IMAGE_LIVENESS_TIMEOUT_NS, ReceiverStateMachine
 from aeronio.driver.resources import SubscriberPosition, slowest
 from aeronio.driver.stream_counters import StreamCounters
+from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer import signals
 
 # How long the session of an image that ended is ignored: longer than a publication's default
@@ -109,11 +110,21 @@ class PublicationImage:
         consumed = self.consumption()
         drained = consumed is None or consumed >= receiver.rebuild_position.get()
         silent = now_ns - receiver.time_of_last_packet_ns > IMAGE_LIVENESS_TIMEOUT_NS
+        self._update_active_transport_count(silent)
         if not self._ended and not receiver.is_alive(now_ns) and (drained or silent):
             self.endpoint.dispatcher.cool_down(
                 self.session_id, self.stream_id, now_ns + IMAGE_COOL_DOWN_NS
             )
             self._ended = True
+
+    def _update_active_transport_count(self, silent: bool) -> None:
+        """The log's active transport count, which Aeron's clients read (Image's
+        activeTransportCount): the senders it hears, none once it went silent."""
+        key = (self.session_id, self.stream_id)
+        count = 0 if silent else len(self.endpoint.connections.get(key, ()))
+        metadata = self.receiver.log.metadata
+        if metadata.get_int32_volatile(d.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET) != count:
+            metadata.put_int32_ordered(d.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET, count)
 
     def has_reached_end_of_life(self) -> bool:
         return self._ended

@@ -32,6 +32,7 @@ from aeronio.driver.client_proxy import ClientProxy
 from aeronio.driver.context import DriverContext
 from aeronio.driver.data_dispatcher import DataDispatcher
 from aeronio.driver.flow_control import flow_control_for, group_tag_feedback
+from aeronio.driver.log_params import image_log_params
 from aeronio.driver.loss_detector import LossDetector, multicast_nak_delay
 from aeronio.driver.loss_report import LossReport
 from aeronio.driver.network_publication import NetworkPublication
@@ -241,6 +242,15 @@ class UdpMedia:
         services = self.services
         registration_id = services.next_id()
         log_file = layout.image_log(services.ctx.dir, registration_id)
+        links = self._links_on(endpoint, setup.stream_id)
+        setting = _first_setting(links)
+        params = image_log_params(
+            endpoint.channel,
+            receiver_window_length=setting("rcv_wnd"),
+            reliable=setting("reliable") is not False,
+            multicast=endpoint.multicast,
+            sparse=services.ctx.term_buffer_sparse_file,
+        )
         with contextlib.ExitStack() as undo:
             undo.callback(_unlink, log_file)
             try:
@@ -255,7 +265,7 @@ class UdpMedia:
                     correlation_id=registration_id,
                     term_id=setup.active_term_id,
                     term_offset=setup.term_offset,
-                    sparse=services.ctx.term_buffer_sparse_file,
+                    params=params,
                 )
                 undo.callback(log.close)
                 counters = services.counters.image(
@@ -267,8 +277,6 @@ class UdpMedia:
             undo.pop_all()
         hwm, pos = counters
         log.mapped.set_conductor_wake_id(services.wake_id)
-        links = self._links_on(endpoint, setup.stream_id)
-        setting = _first_setting(links)
         nak_delay = setting("nak_delay_ns")
         subscribers: list[SubscriberPosition] = []  # the image's, read by its receiver
         receiver = ReceiverStateMachine(

@@ -5,7 +5,7 @@ the same file. Mutable shared fields (tails, active term count, end of stream, i
 only touched through the Cython atomics.
 
 A file created sparse gets its pages on first touch (cheap to create, slow the first time through
-the terms); a file created allocated (`sparse=False`, Aeron's default) is mapped with
+the terms); a file created allocated (not `LogParams.sparse`, Java Aeron's default) is mapped with
 MAP_POPULATE, so no appender or reader ever takes a page fault on it.
 """
 
@@ -49,9 +49,12 @@ class LogBuffers:
         page_size: int = limits.PAGE_MIN_SIZE,
         term_id: int | None = None,
         term_offset: int = 0,
-        sparse: bool = True,
+        params: d.LogParams | None = None,
     ) -> LogBuffers:
-        """Create and initialise a log file; term_id/term_offset start it at a chosen position."""
+        """Create and initialise a log file; term_id/term_offset start it at a chosen position.
+        `params` go into the metadata as Aeron's driver writes them (default: a sparse
+        concurrent publication's); a log not sparse is allocated on disk now."""
+        params = params or d.LogParams(sparse=True)
         limits.check_term_length(term_length)
         limits.check_page_size(page_size)
         limits.check_mtu(mtu)
@@ -68,12 +71,16 @@ class LogBuffers:
         length = d.compute_log_length(term_length, page_size)
         with open(path, "xb") as f:  # never over a live log
             f.truncate(length)
-            if not sparse:
+            if not params.sparse:
                 os.posix_fallocate(f.fileno(), 0, length)
         array = _map(path)
         meta = array[-d.LOG_META_DATA_LENGTH :]
-        header = data_header(
-            frame_length=0, term_offset=0, session_id=session_id, stream_id=stream_id, term_id=0
+        header = data_header(  # Aeron's default header: its term id is the initial one
+            frame_length=0,
+            term_offset=0,
+            session_id=session_id,
+            stream_id=stream_id,
+            term_id=initial_term_id,
         ).encode()
         struct.pack_into("<q", meta, d.LOG_CORRELATION_ID_OFFSET, correlation_id)
         struct.pack_into(
@@ -89,6 +96,7 @@ class LogBuffers:
         meta[d.LOG_DEFAULT_FRAME_HEADER_OFFSET : d.LOG_DEFAULT_FRAME_HEADER_OFFSET + 32] = (
             np.frombuffer(header, dtype=np.uint8)
         )
+        d.write_log_params(meta, params)
         struct.pack_into("<q", meta, d.LOG_END_OF_STREAM_POSITION_OFFSET, d.END_OF_STREAM_UNSET)
         # The active term starts at term_offset; the other two hold the ids they would have had.
         for i in range(d.PARTITION_COUNT):
@@ -128,6 +136,12 @@ class LogBuffers:
         return self.metadata.get_int64(d.LOG_CORRELATION_ID_OFFSET)
 
     @property
+    def params(self) -> d.LogParams:
+        """What the driver made this log with (fixed before the log was handed out)."""
+        start = len(self.array) - d.LOG_META_DATA_LENGTH
+        return d.read_log_params(self.array[start:])
+
+    @property
     def default_frame_header(self) -> bytes:
         start = len(self.array) - d.LOG_META_DATA_LENGTH + d.LOG_DEFAULT_FRAME_HEADER_OFFSET
         return bytes(self.array[start : start + 32])
@@ -154,6 +168,11 @@ class LogBuffers:
     @property
     def end_of_stream_position(self) -> int:
         return self.mapped.end_of_stream_position()
+
+    @property
+    def active_transport_count(self) -> int:
+        """An image's: how many of its senders its driver hears."""
+        return self.metadata.get_int32_volatile(d.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET)
 
     @property
     def is_connected(self) -> bool:

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import TextIO
 
+import msgspec
+
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.frames import DataHeader
 
 FRAME_TYPES = {0: "PAD", 1: "DATA", 2: "NAK", 3: "SM", 4: "ERR", 5: "SETUP", 6: "RTTM"}
+LOG_TYPES = {
+    d.LOG_TYPE_CONCURRENT_PUBLICATION: "concurrent publication",
+    d.LOG_TYPE_EXCLUSIVE_PUBLICATION: "exclusive publication",
+    d.LOG_TYPE_PUBLICATION_IMAGE: "publication image",
+}
 
 
 def dump_log(log: LogBuffers, max_frames: int, out: TextIO, data_bytes: int = 0) -> None:
@@ -23,10 +30,7 @@ def dump_log(log: LogBuffers, max_frames: int, out: TextIO, data_bytes: int = 0)
     print(f"active term count: {log.active_term_count}", file=out)
     print(f"end of stream position: {log.end_of_stream_position}", file=out)
     print(f"is connected: {meta.get_int32_volatile(d.LOG_IS_CONNECTED_OFFSET)}", file=out)
-    print(
-        f"active transport count: {meta.get_int32_volatile(d.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET)}",
-        file=out,
-    )
+    print(f"active transport count: {log.active_transport_count}", file=out)
     print(f"correlation id: {log.correlation_id}", file=out)
     print(f"initial term id: {log.initial_term_id}", file=out)
     print(
@@ -36,6 +40,10 @@ def dump_log(log: LogBuffers, max_frames: int, out: TextIO, data_bytes: int = 0)
     print(f"mtu length: {log.mtu}", file=out)
     print(f"term length: {term_length}", file=out)
     print(f"page size: {log.page_size}", file=out)
+    params = log.params
+    for name, value in msgspec.structs.asdict(params).items():
+        shown = LOG_TYPES.get(value, f"unknown ({value})") if name == "type" else value
+        print(f"{name.replace('_', ' ')}: {shown}", file=out)
     print(f"default frame header: {log.default_frame_header.hex(' ')}", file=out)
     print(f"producer position: {log.producer_position}", file=out)
     for index in range(d.PARTITION_COUNT):

@@ -155,6 +155,8 @@ def _validate(prefix: str, media: str, params: Mapping[str, str]) -> dict[str, A
     for key, (lo, hi) in _RANGES.items():
         if key in typed and not lo <= typed[key] <= hi:
             raise ChannelUriError(f"{key} {params[key]} must be between {lo} and {hi}")
+    if "tags" in typed:
+        _check_tags(typed["tags"])
     term_length = typed.get("term-length")
     if term_length is not None:
         limits.check_term_length(term_length, "term-length", ChannelUriError, params["term-length"])
@@ -194,6 +196,18 @@ def _validate(prefix: str, media: str, params: Mapping[str, str]) -> dict[str, A
     if media == UDP_MEDIA and not ("endpoint" in typed or "control" in typed or mode == "manual"):
         raise ChannelUriError("udp channel requires an endpoint (or a control address for MDC)")
     return typed
+
+
+def _check_tags(tags: str) -> None:
+    """`tags=<channel tag>[,<entity tag>]`: 64-bit integers (either may be empty), as Aeron's."""
+    parts = tags.split(",")
+    if len(parts) > 2 or not all(
+        not part or (_INT_RE.fullmatch(part) and _INT64_MIN <= int(part) <= _INT64_MAX)
+        for part in parts
+    ):
+        raise ChannelUriError(
+            f"tags {tags!r} must be <channel tag>[,<entity tag>], each a 64-bit integer"
+        )
 
 
 class FlowControlSpec(NamedTuple):

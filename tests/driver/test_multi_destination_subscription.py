@@ -106,6 +106,7 @@ async def test_an_image_goes_on_across_destinations_with_every_message_once(b_ki
         )
         await sub.add_destination(b_destination)
         await await_until(lambda: pub_b.is_connected, 10, "B to hear the subscriber on B")
+        await await_until(lambda: image.active_transport_count == 2, 10, "A and B counted")
         for message in expected[1000:2000]:  # both send every message: each is taken once
             position = await pub_a.offer(message, timeout=20)
             assert await pub_b.offer(message, timeout=20) == position
@@ -117,6 +118,7 @@ async def test_an_image_goes_on_across_destinations_with_every_message_once(b_ki
         await sub.remove_destination(a_destination)
         positions += [await pub_b.offer(message, timeout=20) for message in expected[2000:]]
         await receiver.wait_for(len(expected), 20)
+        await await_until(lambda: image.active_transport_count == 1, 10, "B alone counted")
         await asyncio.sleep(0.3)  # a duplicate delivered late would show now
         await receiver.stop()
         assert receiver.received == expected

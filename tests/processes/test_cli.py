@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from aeronio import _core
+from aeronio.logbuffer.descriptor import LOG_TYPE_EXCLUSIVE_PUBLICATION, LogParams
 from aeronio.logbuffer.log_buffers import LogBuffers
 from tests.support.procs import procs_fixture
 
@@ -55,6 +56,9 @@ def test_logdump_prints_metadata_and_frames(tmp_path):
         stream_id=9,
         mtu=1408,
         correlation_id=77,
+        params=LogParams(
+            type=LOG_TYPE_EXCLUSIVE_PUBLICATION, publication_window_length=32768, sparse=True
+        ),
     )
     limit = np.zeros(8, dtype=np.uint8)
     _core.AtomicBuffer(limit).put_int64_ordered(0, 1 << 40)
@@ -69,6 +73,10 @@ def test_logdump_prints_metadata_and_frames(tmp_path):
     assert "term length: 65536" in out
     assert "mtu length: 1408" in out
     assert "correlation id: 77" in out
+    assert "type: exclusive publication" in out.splitlines()
+    assert "publication window length: 32768" in out.splitlines()
+    assert "sparse: True" in out.splitlines()
+    assert "default frame header: 00 00 00 00 00 c0 01 00" in out  # then offset, ids, term id
     assert "tail counter 0: term id -7, term offset 2144" in out
     assert "@0: DATA length 37 flags 0xc0 term offset 0 session 42 stream 9 term id -7" in out
     assert "@64: DATA length 1408 flags 0x80 term offset 64" in out

@@ -7,6 +7,9 @@ subscribers read it to its end (or it goes silent)."""
 
 from types import SimpleNamespace
 
+import numpy as np
+from aeronio._core import AtomicBuffer
+
 from aeronio.counters import SystemCounters
 from aeronio.driver.driver_publication import State
 from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS
@@ -15,6 +18,7 @@ from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.publication_image import PublicationImage
 from aeronio.driver.receiver_state import IMAGE_LIVENESS_TIMEOUT_NS
 from aeronio.driver.resources import SubscriberPosition
+from aeronio.logbuffer.descriptor import LOG_ACTIVE_TRANSPORT_COUNT_OFFSET, LOG_META_DATA_LENGTH
 from aeronio.protocol.frames import EOS_FLAG, iter_frames, status_message
 from tests.sans_io.test_udp_sans_io import MS, MTU, TERM_LENGTH
 from tests.support.udp_harness import Publisher, Slot
@@ -195,13 +199,17 @@ def image_whose_stream_ended(tmp_path, read: int) -> tuple[PublicationImage, Slo
         rebuild_position=Slot(1024),
         time_of_last_packet_ns=0,
         is_alive=lambda now_ns: False,  # ended and rebuilt to its end
+        log=SimpleNamespace(metadata=AtomicBuffer(np.zeros(LOG_META_DATA_LENGTH, np.uint8))),
     )
     cooled = []
     image = PublicationImage(
         registration_id=3,
         receiver=receiver,
         subscribers=[],
-        endpoint=SimpleNamespace(dispatcher=SimpleNamespace(cool_down=lambda *a: cooled.append(a))),
+        endpoint=SimpleNamespace(
+            dispatcher=SimpleNamespace(cool_down=lambda *a: cooled.append(a)),
+            connections={(77, 10): {("127.0.0.1", 40123): ("127.0.0.1", 40124)}},
+        ),
         source=("127.0.0.1", 40124),
         log_file=str(tmp_path / "image.log"),
         counters=[],
@@ -231,6 +239,16 @@ def test_an_ended_image_its_subscriber_does_not_read_ends_when_silent(tmp_path):
     assert not image.has_reached_end_of_life()
     image.on_time_event(IMAGE_LIVENESS_TIMEOUT_NS + 1)
     assert image.has_reached_end_of_life()
+
+
+def test_an_images_active_transport_count_is_its_senders_until_it_is_silent(tmp_path):
+    image, _ = image_whose_stream_ended(tmp_path, read=512)
+    count = image.receiver.log.metadata
+    assert count.get_int32_volatile(LOG_ACTIVE_TRANSPORT_COUNT_OFFSET) == 0
+    image.on_time_event(IMAGE_LIVENESS_TIMEOUT_NS)
+    assert count.get_int32_volatile(LOG_ACTIVE_TRANSPORT_COUNT_OFFSET) == 1
+    image.on_time_event(IMAGE_LIVENESS_TIMEOUT_NS + 1)
+    assert count.get_int32_volatile(LOG_ACTIVE_TRANSPORT_COUNT_OFFSET) == 0
 
 
 def test_a_linger_whose_receivers_are_gone_ends_then_and_reports_the_loss(tmp_path):

@@ -290,6 +290,13 @@ def test_buffer_ranges() -> None:
     assert ChannelUri.parse(f"{UDP}|so-sndbuf=0").so_sndbuf == 0
 
 
+def test_tags_are_a_channel_tag_and_an_entity_tag_of_64_bits() -> None:
+    for tags in ("5", "-1,9", ",9", "5,", f"{2**63 - 1},{-(2**63)}"):
+        assert ChannelUri.parse(f"aeron:ipc?tags={tags}").get("tags") == tags
+    for tags in ("1,abc", "x", "1,2,3", f"{2**63}", "1,0x10"):
+        bad(f"aeron:ipc?tags={tags}", f"tags '{tags}' must be <channel tag>[,<entity tag>]")
+
+
 def test_duration_errors_name_key() -> None:
     bad("aeron:ipc?linger=5h", "invalid duration for linger: '5h'")
     bad(f"{UDP}|nak-delay=-1", "invalid duration for nak-delay")
