@@ -1,7 +1,9 @@
 """The counters the media driver shares with its clients in cnc.dat (positions, system counters)."""
 
 from aeronio.counters.counters_file import (
+    CLIENT_DOORBELL_TYPE_ID,
     CLIENT_HEARTBEAT_TYPE_ID,
+    DRIVER_DOORBELL_TYPE_ID,
     FLOW_CONTROL_RECEIVERS_TYPE_ID,
     MAX_KEY_LENGTH,
     MAX_LABEL_LENGTH,
@@ -30,7 +32,9 @@ from aeronio.counters.counters_file import (
 )
 
 __all__ = [
+    "CLIENT_DOORBELL_TYPE_ID",
     "CLIENT_HEARTBEAT_TYPE_ID",
+    "DRIVER_DOORBELL_TYPE_ID",
     "PER_IMAGE_TYPE_ID",
     "PUBLISHER_LIMIT_TYPE_ID",
     "PUBLISHER_POS_TYPE_ID",

@@ -44,7 +44,9 @@ from aeronio.cnc import CncFile
 from aeronio.errors import AeronError
 
 __all__ = [
+    "CLIENT_DOORBELL_TYPE_ID",
     "CLIENT_HEARTBEAT_TYPE_ID",
+    "DRIVER_DOORBELL_TYPE_ID",
     "Counter",
     "CounterInfo",
     "CountersFileError",
@@ -82,6 +84,12 @@ PUBLISHER_POS_TYPE_ID = 12
 SENDER_BPE_TYPE_ID = 13
 FLOW_CONTROL_RECEIVERS_TYPE_ID = 17  # fc-receivers: receivers a one-to-many sender tracks
 MDC_DESTINATIONS_TYPE_ID = 18  # mdc-num-dests: a multi-destination-cast channel's destinations
+# aeronio's doorbells, beside Aeron's counters (type ids outside Aeron's): the key is a process's
+# wake id (aeronio.logbuffer.waker), the first 8 bytes, native order. The driver allocates one
+# for its own process; a client registers its process's with ADD_COUNTER, and the driver rings
+# it after transmitting to clients. Aeron's clients and drivers ignore them.
+DRIVER_DOORBELL_TYPE_ID = 0x41494F01  # "AIO" 1
+CLIENT_DOORBELL_TYPE_ID = 0x41494F02  # "AIO" 2
 
 METADATA_LENGTH = 512
 STATE_OFFSET = 0
