@@ -1,6 +1,9 @@
 """Aeron's command protocol flyweights: each message to and from Aeron's bytes
 (aeron_control_protocol.h, packed on 4 bytes, little-endian)."""
 
+import struct
+from pathlib import Path
+
 import pytest
 
 from aeronio.protocol import control as p
@@ -172,3 +175,69 @@ def test_the_handshake_is_no_aeron_message():
 def test_aerons_error_codes():
     codes = (p.GENERIC_ERROR, p.STORAGE_SPACE, p.UNKNOWN_COMMAND_TYPE_ID, p.MALFORMED_COMMAND)
     assert codes == (11, 12, 6, 7)
+
+
+# -- against the bytes of Aeron's C client and C driver ------------------------------------
+# Captured by tests/data/aeron_c/capture_control.py: the to-driver ring buffer's records as the
+# C client wrote them, the to-clients broadcast buffer's as the C driver did.
+
+CAPTURES = Path(__file__).parent.parent / "data" / "aeron_c"
+
+
+def records(name: str) -> list[tuple[int, bytes]]:
+    """The (msg type id, payload) of each record (length i32, type i32, payload, 8-aligned)."""
+    data, found, at = (CAPTURES / name).read_bytes(), [], 0
+    while at < len(data):
+        length, type_id = struct.unpack_from("<ii", data, at)
+        found.append((type_id, data[at + 8 : at + length]))
+        at += (length + 7) & ~7
+    return found
+
+
+def _type_ids(value: int | bytes) -> str:
+    return hex(value) if isinstance(value, int) else "payload"
+
+
+C_COMMANDS = records("control_commands.bin")
+C_RESPONSES = records("control_responses.bin")
+
+
+@pytest.mark.parametrize(("type_id", "data"), C_COMMANDS, ids=_type_ids)
+def test_a_c_clients_command_decodes_and_encodes_to_its_bytes(type_id, data):
+    assert p.encode(p.decode_command(type_id, data)) == (type_id, data)
+
+
+@pytest.mark.parametrize(("type_id", "data"), C_RESPONSES, ids=_type_ids)
+def test_a_c_drivers_response_decodes_and_encodes_to_its_bytes(type_id, data):
+    assert p.encode(p.decode_response(type_id, data)) == (type_id, data)
+
+
+def test_the_captures_hold_every_message_but_the_keepalive():
+    """The C client sends no CLIENT_KEEPALIVE: it keeps its heartbeat counter instead."""
+    commands = {type_id for type_id, _ in C_COMMANDS}
+    assert commands == set(range(0x01, 0x0F)) - {p.CLIENT_KEEPALIVE}
+    assert {type_id for type_id, _ in C_RESPONSES} == set(range(0x0F01, 0x0F0B))
+
+
+def test_the_c_messages_carry_what_the_capture_did():
+    commands = [p.decode_command(*record) for record in C_COMMANDS]
+    assert p.AddCounter(5, 1, 1001, b"\x01\x02\x03\x04\x05", "captured counter") in commands
+    assert p.TerminateDriver(22, 21, b"token") in commands
+    assert p.ClientClose(1) in commands
+    assert p.RemovePublication(14, 1, 2) in commands
+    assert p.AddRcvDestination(10, 1, 9, "aeron:udp?endpoint=localhost:24327") in commands
+    # The C client leaves the subscription's registration correlation id 0.
+    assert p.AddSubscription(4, 1, "aeron:ipc", 1001, registration_correlation_id=0) in commands
+    responses = [p.decode_response(*record) for record in C_RESPONSES]
+    assert p.ImageUnavailable(2, 4, 1001, "aeron:ipc") in responses
+    assert p.UnavailableCounter(5, 58) in responses
+    assert p.ClientTimeout(19) in responses
+    error = next(r for r in responses if isinstance(r, p.ErrorResponse))
+    assert (error.correlation_id, error.code) == (12, p.INVALID_CHANNEL)
+    assert "aeron:bogus" in error.message
+    image = next(r for r in responses if isinstance(r, p.ImageReady))
+    assert (image.correlation_id, image.subscription_registration_id) == (2, 4)
+    assert (image.source_identity, image.log_file.endswith("/publications/2.logbuffer")) == (
+        "aeron:ipc",
+        True,
+    )
