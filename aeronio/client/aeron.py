@@ -294,7 +294,7 @@ class Aeron:
         reader = _core.ImageReader(
             log.mapped,
             self.counters.buffer.owner,
-            self.counters.value_offset(ready.subscriber_position_counter_id),
+            self.counters.value_offset(ready.subscriber_position_id),
             log_signals.consumed,
         )
         image = Image(
@@ -302,7 +302,8 @@ class Aeron:
             ready.correlation_id,
             ready.session_id,
             ready.log_file,
-            ready.join_position,
+            # The driver sets the position before it tells; only this image moves it on.
+            self.counters.get_counter_value(ready.subscriber_position_id),
             ready.source_identity,
             reader,
             log_signals,
@@ -448,7 +449,7 @@ class Aeron:
 def _check_length(command: p.Command) -> None:
     """ConfigurationError, naming the longest field, for a command longer than the control
     protocol carries (the same for an embedded driver as for one in another process)."""
-    length = len(p.encode(command))
+    length = len(p.pack(command))
     if length > p.MAX_FRAME_LENGTH:
         sizes = {
             name: len(value)

@@ -84,7 +84,7 @@ class SocketTransport:
         except BaseException:  # cancelled: the socket goes with the attempt
             writer.close()
             raise
-        hello = p.decode_response(data) if data else None
+        hello = p.unpack_response(data) if data else None
         if isinstance(hello, p.ErrorResponse):
             writer.close()
             raise DriverError(f"driver on {dir} refused this client: {hello.message}", hello.code)
@@ -105,7 +105,7 @@ class SocketTransport:
         reason = "the driver closed the control connection"
         try:
             while (data := await p.read_frame(self._reader)) is not None:
-                self._on_response(p.decode_response(data))
+                self._on_response(p.unpack_response(data))
         except (ConnectionError, ValueError) as e:
             reason = f"control connection failed: {e}"
         except asyncio.CancelledError:

@@ -19,17 +19,18 @@ class ClientProxy:
         self._clients = clients  # client id -> ClientSession (its `send`)
 
     @staticmethod
-    def publication_ready(reply: Reply, correlation_id: int, publication, exclusive: bool) -> None:
+    def publication_ready(reply: Reply, correlation_id: int, publication) -> None:
+        """aeronio has no channel status counters (yet): its indicator is not allocated."""
         reply(
             p.PublicationReady(
-                correlation_id,
-                publication.registration_id,
-                publication.session_id,
-                publication.stream_id,
-                publication.log_file,
-                publication.publisher_limit.id,
-                publication.publisher_position.id,
-                exclusive,
+                correlation_id=correlation_id,
+                registration_id=publication.registration_id,
+                session_id=publication.session_id,
+                stream_id=publication.stream_id,
+                position_limit_counter_id=publication.publisher_limit.id,
+                channel_status_indicator_id=p.CHANNEL_STATUS_INDICATOR_NOT_ALLOCATED,
+                log_file=publication.log_file,
+                exclusive=publication.exclusive,
             )
         )
 
@@ -52,20 +53,19 @@ class ClientProxy:
         if client is not None:
             client.send(message)
 
-    def image_ready(self, image, subscriber, source: str, join_position: int) -> None:
+    def image_ready(self, image, subscriber, source: str) -> None:
         """`subscriber` (a SubscriberPosition) now reads `image` (a publication's log for IPC
-        and spies, a PublicationImage for UDP) from `join_position`."""
+        and spies, a PublicationImage for UDP) from its position counter's value."""
         self._send(
             subscriber.client_id,
             p.ImageReady(
-                image.registration_id,
-                subscriber.subscription_id,
-                image.session_id,
-                image.stream_id,
-                image.log_file,
-                subscriber.counter.id,
-                source,
-                join_position,
+                correlation_id=image.registration_id,
+                session_id=image.session_id,
+                stream_id=image.stream_id,
+                subscription_registration_id=subscriber.subscription_id,
+                subscriber_position_id=subscriber.counter.id,
+                log_file=image.log_file,
+                source_identity=source,
             ),
         )
 
@@ -73,7 +73,10 @@ class ClientProxy:
         self._send(
             subscriber.client_id,
             p.ImageUnavailable(
-                image.registration_id, subscriber.subscription_id, image.session_id, image.stream_id
+                correlation_id=image.registration_id,
+                subscription_registration_id=subscriber.subscription_id,
+                stream_id=image.stream_id,
+                channel=subscriber.channel,
             ),
         )
 

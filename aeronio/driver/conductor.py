@@ -133,7 +133,7 @@ class DriverConductor:
         correlation_id = getattr(command, "correlation_id", 0)
         if command.client_id in self._timed_out_clients:
             message = f"client {command.client_id} was timed out by the driver"
-            self.proxy.error(reply, correlation_id, p.CLIENT_TIMEOUT, message)
+            self.proxy.error(reply, correlation_id, p.GENERIC_ERROR, message)
             return
         try:
             client = self._client(command.client_id, reply)
@@ -160,6 +160,8 @@ class DriverConductor:
                 case p.ClientClose():
                     client.closed = True
                     self.resources.end(client)
+                case p.TerminateDriver():
+                    raise AeronError("this driver accepts no request to terminate it")
         except ChannelUriError as e:
             self._error(reply, correlation_id, p.INVALID_CHANNEL, str(e))
         except StorageSpaceError as e:
@@ -235,9 +237,7 @@ class DriverConductor:
             _check_same_log_params(channel, publication)
             publication.ref_count += 1
         client.publications.append(publication.registration_id)
-        self.proxy.publication_ready(
-            client.send, command.correlation_id, publication, publication.exclusive
-        )
+        self.proxy.publication_ready(client.send, command.correlation_id, publication)
 
     def _new_publication(
         self, channel: ChannelUri, command: p.AddPublication, now_ns: int
@@ -447,7 +447,9 @@ class DriverConductor:
             key,
         )
         source = "aeron:ipc" if link.channel.is_ipc else f"aeron-spy:{publication.channel}"
-        subscriber = SubscriberPosition(link.registration_id, link.client_id, counter)
+        subscriber = SubscriberPosition(
+            link.registration_id, link.client_id, str(link.channel), counter
+        )
         publication.add_subscriber(subscriber, source)
 
     def _remove_subscription(self, command: p.RemoveSubscription, client: ClientSession) -> None:

@@ -67,7 +67,7 @@ class ControlServer:
             first = await p.read_frame(reader)
             if first is None:
                 return  # a liveness probe: connected and went away
-            hello = p.decode_command(first)
+            hello = p.unpack_command(first)
             if not isinstance(hello, p.ClientHello):
                 raise ValueError(f"expected ClientHello, got {type(hello).__name__}")
             if hello.version != p.PROTOCOL_VERSION:
@@ -116,7 +116,7 @@ class ControlServer:
                 self._on_bad_input(f"control connection ended inside a command of {length} bytes")
                 return
             try:
-                command = p.decode_command(data)
+                command = p.unpack_command(data)
             except msgspec.DecodeError as e:
                 self._refuse(data, reply, str(e))
                 continue

@@ -98,11 +98,10 @@ class DriverPublication:
     # -- subscribers ------------------------------------------------------------------
 
     def add_subscriber(self, subscriber: SubscriberPosition, source: str) -> None:
-        join = subscriber.counter.get()
         self.subscribers.append(subscriber)
         self._subscribers_changed()
         self.update_publisher_limit()
-        self._proxy.image_ready(self, subscriber, source, join)
+        self._proxy.image_ready(self, subscriber, source)
 
     def remove_subscriber(self, subscription_id: int) -> None:
         for sub in self.subscribers:

@@ -70,7 +70,7 @@ class PublicationImage:
 
     def add_subscriber(self, subscriber: SubscriberPosition) -> None:
         self.subscribers.append(subscriber)
-        self._proxy.image_ready(self, subscriber, self.source_address, subscriber.counter.get())
+        self._proxy.image_ready(self, subscriber, self.source_address)
 
     def remove_subscriber(self, subscription_id: int) -> None:
         for sub in list(self.subscribers):

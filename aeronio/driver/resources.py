@@ -33,6 +33,7 @@ class SubscriberPosition:
 
     subscription_id: int
     client_id: int
+    channel: str  # the subscription's
     counter: Counter
 
 

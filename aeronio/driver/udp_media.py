@@ -326,7 +326,9 @@ class UdpMedia:
             link.registration_id, image.session_id, image.stream_id, link.channel, join,
             link.client_id,
         )  # fmt: skip
-        image.add_subscriber(SubscriberPosition(link.registration_id, link.client_id, counter))
+        image.add_subscriber(
+            SubscriberPosition(link.registration_id, link.client_id, str(link.channel), counter)
+        )
 
     def watch_activity(self, idle: bool) -> None:
         """While idle, be woken by appends to network publications (to send them) and by

@@ -1,16 +1,24 @@
-"""Client <-> driver control messages (typed msgspec structs, tagged for a wire encoding).
+"""Client <-> driver control messages: Aeron's command protocol (1.53).
 
-Commands flow from clients to the driver conductor; responses and image notifications flow back.
-The embedded driver passes the structs in-process; other processes reach a driver through its
-control socket (`layout.control_address`, served by driver/control_server.py), where every
-message is msgpack-encoded in a frame with a 4-byte little-endian length prefix. A connection
-starts with ClientHello / DriverHello; a client and driver of different protocol versions refuse
-each other."""
+Each message is a frozen msgspec Struct with the fields of Aeron's flyweight for it
+(aeron_control_protocol.h, io.aeron.command.*Flyweight); `encode` gives Aeron's msg type id and
+bytes for one, `decode_command` / `decode_response` read them back, refusing a malformed
+payload with a `MalformedMessageError` (an `UnknownMessageTypeError` for a type id Aeron's
+protocol does not have here). Integers are little-endian, structures packed on 4 bytes; a
+channel, log file name, source identity or error message is an i32 length then its bytes; a
+counter's key and label are each length-prefixed, the key padded to 4 bytes.
+
+Until the driver reads Aeron's to-driver ring buffer (phase 2 of issue 26), commands and
+responses travel in-process to an embedded driver or over the driver's control socket
+(`layout.control_address`, served by driver/control_server.py), msgpack-encoded in frames with a
+4-byte little-endian length prefix. A connection starts with ClientHello / DriverHello (aeronio's
+own, not Aeron's); a client and driver of different protocol versions refuse each other."""
 
 from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Callable
 from typing import Annotated
 
 import msgspec
@@ -18,18 +26,83 @@ import msgspec
 # Every integer on the wire is bounded, so a frame with an absurd value is refused at decoding.
 I32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+U64 = Annotated[int, msgspec.Meta(ge=0)]  # msgpack carries up to 2**64 - 1
 
-PROTOCOL_VERSION = 3  # 2: AddRcvDestination, RemoveRcvDestination; 3: heartbeat_interval_ns
+# 2: AddRcvDestination, RemoveRcvDestination; 3: heartbeat_interval_ns; 4: Aeron's messages
+PROTOCOL_VERSION = 4
 MAX_FRAME_LENGTH = 1024 * 1024
+NULL_VALUE = -1  # Aeron's "none" for an id
+CHANNEL_STATUS_INDICATOR_NOT_ALLOCATED = -1
+REMOVE_PUBLICATION_FLAG_REVOKE = 0x1
+
+# Aeron's msg type ids (aeron_control_protocol.h).
+ADD_PUBLICATION = 0x01
+REMOVE_PUBLICATION = 0x02
+ADD_EXCLUSIVE_PUBLICATION = 0x03
+ADD_SUBSCRIPTION = 0x04
+REMOVE_SUBSCRIPTION = 0x05
+CLIENT_KEEPALIVE = 0x06
+ADD_DESTINATION = 0x07
+REMOVE_DESTINATION = 0x08
+ADD_COUNTER = 0x09
+REMOVE_COUNTER = 0x0A
+CLIENT_CLOSE = 0x0B
+ADD_RCV_DESTINATION = 0x0C
+REMOVE_RCV_DESTINATION = 0x0D
+TERMINATE_DRIVER = 0x0E
+ON_ERROR = 0x0F01
+ON_AVAILABLE_IMAGE = 0x0F02
+ON_PUBLICATION_READY = 0x0F03
+ON_OPERATION_SUCCESS = 0x0F04
+ON_UNAVAILABLE_IMAGE = 0x0F05
+ON_EXCLUSIVE_PUBLICATION_READY = 0x0F06
+ON_SUBSCRIPTION_READY = 0x0F07
+ON_COUNTER_READY = 0x0F08
+ON_UNAVAILABLE_COUNTER = 0x0F09
+ON_CLIENT_TIMEOUT = 0x0F0A
+
+# Aeron's error codes (ErrorCode.java, aeron_client_error.h).
+UNUSED = 0
+INVALID_CHANNEL = 1
+UNKNOWN_SUBSCRIPTION = 2
+UNKNOWN_PUBLICATION = 3
+CHANNEL_ENDPOINT_ERROR = 4
+UNKNOWN_COUNTER = 5
+UNKNOWN_COMMAND_TYPE_ID = 6
+MALFORMED_COMMAND = 7
+NOT_SUPPORTED = 8
+UNKNOWN_HOST = 9
+RESOURCE_TEMPORARILY_UNAVAILABLE = 10
+GENERIC_ERROR = 11
+STORAGE_SPACE = 12
+IMAGE_REJECTED = 13
+PUBLICATION_REVOKED = 14
+# aeronio's own, outside Aeron's range: a handshake refused (ClientHello goes in phase 2).
+VERSION_MISMATCH = 1001
+
+
+class MalformedMessageError(ValueError):
+    """A payload that is not the message its type id says (short, or a length past its end)."""
+
+
+class UnknownMessageTypeError(MalformedMessageError):
+    """A msg type id that is no command (or no response) of the protocol."""
 
 
 class ClientHello(msgspec.Struct, tag=True, frozen=True):
+    """aeronio's handshake on the control socket (not Aeron's; goes in phase 2)."""
+
     version: I32
     client_id: I64
     pid: I64
 
 
+# -- commands (client -> driver); each starts with Aeron's client id and correlation id -------
+
+
 class AddPublication(msgspec.Struct, tag=True, frozen=True):
+    """ADD_PUBLICATION, or ADD_EXCLUSIVE_PUBLICATION when `exclusive`."""
+
     correlation_id: I64
     client_id: I64
     channel: str
@@ -41,6 +114,7 @@ class RemovePublication(msgspec.Struct, tag=True, frozen=True):
     correlation_id: I64
     client_id: I64
     registration_id: I64
+    flags: U64 = 0  # REMOVE_PUBLICATION_FLAG_REVOKE
 
 
 class AddSubscription(msgspec.Struct, tag=True, frozen=True):
@@ -48,6 +122,7 @@ class AddSubscription(msgspec.Struct, tag=True, frozen=True):
     client_id: I64
     channel: str
     stream_id: I32
+    registration_correlation_id: I64 = NULL_VALUE
 
 
 class RemoveSubscription(msgspec.Struct, tag=True, frozen=True):
@@ -72,22 +147,6 @@ class RemoveDestination(msgspec.Struct, tag=True, frozen=True):
     channel: str
 
 
-class AddCounter(msgspec.Struct, tag=True, frozen=True):
-    """A counter the client owns (Aeron's ADD_COUNTER): freed when removed or the client ends."""
-
-    correlation_id: I64
-    client_id: I64
-    type_id: I32
-    key: bytes
-    label: str
-
-
-class RemoveCounter(msgspec.Struct, tag=True, frozen=True):
-    correlation_id: I64
-    client_id: I64
-    registration_id: I64
-
-
 class AddRcvDestination(msgspec.Struct, tag=True, frozen=True):
     """Receive a multi-destination subscription's images on one more endpoint too (Aeron's
     ADD_RCV_DESTINATION); `registration_id` is the subscription's."""
@@ -105,21 +164,46 @@ class RemoveRcvDestination(msgspec.Struct, tag=True, frozen=True):
     channel: str
 
 
+class AddCounter(msgspec.Struct, tag=True, frozen=True):
+    """A counter the client owns (Aeron's ADD_COUNTER): freed when removed or the client ends."""
+
+    correlation_id: I64
+    client_id: I64
+    type_id: I32
+    key: bytes
+    label: str
+
+
+class RemoveCounter(msgspec.Struct, tag=True, frozen=True):
+    correlation_id: I64
+    client_id: I64
+    registration_id: I64
+
+
 class ClientKeepalive(msgspec.Struct, tag=True, frozen=True):
     client_id: I64
+    correlation_id: I64 = NULL_VALUE
 
 
 class ClientClose(msgspec.Struct, tag=True, frozen=True):
     client_id: I64
+    correlation_id: I64 = NULL_VALUE
 
 
-class ClientTimeout(msgspec.Struct, tag=True, frozen=True):
-    """The driver timed this client out: its resources are gone, its commands are refused."""
+class TerminateDriver(msgspec.Struct, tag=True, frozen=True):
+    """Ask the driver to stop; its termination validator judges the token."""
 
+    correlation_id: I64
     client_id: I64
+    token: bytes = b""
+
+
+# -- responses (driver -> clients) -----------------------------------------------------
 
 
 class DriverHello(msgspec.Struct, tag=True, frozen=True):
+    """aeronio's handshake answer on the control socket (not Aeron's; goes in phase 2)."""
+
     version: I32
     driver_pid: I64
     client_liveness_timeout_ns: I64
@@ -129,39 +213,54 @@ class DriverHello(msgspec.Struct, tag=True, frozen=True):
 
 
 class PublicationReady(msgspec.Struct, tag=True, frozen=True):
+    """ON_PUBLICATION_READY, or ON_EXCLUSIVE_PUBLICATION_READY when `exclusive`."""
+
     correlation_id: I64
     registration_id: I64
     session_id: I32
     stream_id: I32
-    log_file: str
     position_limit_counter_id: I32
-    position_counter_id: I32
-    exclusive: bool
+    channel_status_indicator_id: I32
+    log_file: str
+    exclusive: bool = False
 
 
 class SubscriptionReady(msgspec.Struct, tag=True, frozen=True):
     correlation_id: I64
+    channel_status_indicator_id: I32 = CHANNEL_STATUS_INDICATOR_NOT_ALLOCATED
 
 
 class ImageReady(msgspec.Struct, tag=True, frozen=True):
+    """ON_AVAILABLE_IMAGE: `correlation_id` is the image's; its join position is the value of
+    the subscriber position counter, set before this is sent."""
+
     correlation_id: I64
-    subscription_registration_id: I64
     session_id: I32
     stream_id: I32
+    subscription_registration_id: I64
+    subscriber_position_id: I32
     log_file: str
-    subscriber_position_counter_id: I32
     source_identity: str
-    join_position: I64
 
 
 class ImageUnavailable(msgspec.Struct, tag=True, frozen=True):
+    """ON_UNAVAILABLE_IMAGE: the image of `correlation_id` went; `channel` is the
+    subscription's."""
+
     correlation_id: I64
     subscription_registration_id: I64
-    session_id: I32
     stream_id: I32
+    channel: str
 
 
 class CounterReady(msgspec.Struct, tag=True, frozen=True):
+    correlation_id: I64
+    counter_id: I32
+
+
+class UnavailableCounter(msgspec.Struct, tag=True, frozen=True):
+    """ON_UNAVAILABLE_COUNTER: `correlation_id` is the counter's registration id."""
+
     correlation_id: I64
     counter_id: I32
 
@@ -171,9 +270,17 @@ class OperationSuccess(msgspec.Struct, tag=True, frozen=True):
 
 
 class ErrorResponse(msgspec.Struct, tag=True, frozen=True):
+    """ON_ERROR: Aeron's offending command correlation id, error code and error message."""
+
     correlation_id: I64
     code: I32
     message: str
+
+
+class ClientTimeout(msgspec.Struct, tag=True, frozen=True):
+    """The driver timed this client out: its resources are gone, its commands are refused."""
+
+    client_id: I64
 
 
 Command = (
@@ -190,6 +297,7 @@ Command = (
     | RemoveRcvDestination
     | ClientKeepalive
     | ClientClose
+    | TerminateDriver
 )
 Response = (
     DriverHello
@@ -199,35 +307,278 @@ Response = (
     | ImageReady
     | ImageUnavailable
     | CounterReady
+    | UnavailableCounter
     | OperationSuccess
     | ErrorResponse
 )
 
-# Error codes (Aeron's ErrorCode values where they exist).
-GENERIC_ERROR = 0
-INVALID_CHANNEL = 1
-UNKNOWN_SUBSCRIPTION = 2
-UNKNOWN_PUBLICATION = 3
-CHANNEL_ENDPOINT_ERROR = 4
-VERSION_MISMATCH = 6
-CLIENT_TIMEOUT = 7
-UNKNOWN_COUNTER = 5
-STORAGE_SPACE = 11  # as Aeron's later ErrorCode.STORAGE_SPACE
+# -- Aeron's binary codec ------------------------------------------------------------------
+
+
+def encode(message: Command | Response) -> tuple[int, bytes]:
+    """Aeron's msg type id and flyweight bytes for `message` (TypeError for the handshake
+    messages, which are aeronio's own)."""
+    m = message
+    match m:
+        case AddPublication():
+            kind = ADD_EXCLUSIVE_PUBLICATION if m.exclusive else ADD_PUBLICATION
+            return kind, _head(m, "i", m.stream_id) + _var(m.channel)
+        case RemovePublication():
+            return REMOVE_PUBLICATION, _head(m, "qQ", m.registration_id, m.flags)
+        case AddSubscription():
+            body = _head(m, "qi", m.registration_correlation_id, m.stream_id)
+            return ADD_SUBSCRIPTION, body + _var(m.channel)
+        case RemoveSubscription():
+            return REMOVE_SUBSCRIPTION, _head(m, "q", m.registration_id)
+        case AddDestination() | RemoveDestination() | AddRcvDestination() | RemoveRcvDestination():
+            body = _head(m, "q", m.registration_id) + _var(m.channel)
+            return _DESTINATION_TYPE_IDS[type(m)], body
+        case AddCounter():
+            body = _head(m, "i", m.type_id) + _var(m.key, align=True)
+            return ADD_COUNTER, body + _var(m.label)
+        case RemoveCounter():
+            return REMOVE_COUNTER, _head(m, "q", m.registration_id)
+        case ClientKeepalive():
+            return CLIENT_KEEPALIVE, _head(m, "")
+        case ClientClose():
+            return CLIENT_CLOSE, _head(m, "")
+        case TerminateDriver():
+            return TERMINATE_DRIVER, _head(m, "") + _var(m.token)
+        case PublicationReady():
+            kind = ON_EXCLUSIVE_PUBLICATION_READY if m.exclusive else ON_PUBLICATION_READY
+            fields = (m.correlation_id, m.registration_id, m.session_id, m.stream_id)
+            fields += (m.position_limit_counter_id, m.channel_status_indicator_id)
+            return kind, struct.pack("<qqiiii", *fields) + _var(m.log_file)
+        case SubscriptionReady():
+            body = struct.pack("<qi", m.correlation_id, m.channel_status_indicator_id)
+            return ON_SUBSCRIPTION_READY, body
+        case ImageReady():
+            fields = (m.correlation_id, m.session_id, m.stream_id, m.subscription_registration_id)
+            body = struct.pack("<qiiqi", *fields, m.subscriber_position_id)
+            return ON_AVAILABLE_IMAGE, body + _var(m.log_file, align=True) + _var(m.source_identity)
+        case ImageUnavailable():
+            fields = (m.correlation_id, m.subscription_registration_id, m.stream_id)
+            return ON_UNAVAILABLE_IMAGE, struct.pack("<qqi", *fields) + _var(m.channel)
+        case CounterReady():
+            return ON_COUNTER_READY, struct.pack("<qi", m.correlation_id, m.counter_id)
+        case UnavailableCounter():
+            return ON_UNAVAILABLE_COUNTER, struct.pack("<qi", m.correlation_id, m.counter_id)
+        case OperationSuccess():
+            return ON_OPERATION_SUCCESS, struct.pack("<q", m.correlation_id)
+        case ErrorResponse():
+            return ON_ERROR, struct.pack("<qi", m.correlation_id, m.code) + _var(m.message)
+        case ClientTimeout():
+            return ON_CLIENT_TIMEOUT, struct.pack("<q", m.client_id)
+    raise TypeError(f"{type(message).__name__} is no message of Aeron's command protocol")
+
+
+def decode_command(msg_type_id: int, payload: bytes | memoryview) -> Command:
+    """The command of Aeron's `msg_type_id` in `payload` (exactly its bytes)."""
+    return _decode(_COMMAND_DECODERS, "command", msg_type_id, payload)
+
+
+def decode_response(msg_type_id: int, payload: bytes | memoryview) -> Response:
+    """The response of Aeron's `msg_type_id` in `payload` (exactly its bytes)."""
+    return _decode(_RESPONSE_DECODERS, "response", msg_type_id, payload)
+
+
+def _decode(decoders: dict, kind: str, msg_type_id: int, payload: bytes | memoryview):
+    decoder = decoders.get(msg_type_id)
+    if decoder is None:
+        raise UnknownMessageTypeError(f"unknown {kind} msg type id {msg_type_id:#x}")
+    reader = _Reader(msg_type_id, payload)
+    message = decoder(reader)
+    reader.end()
+    return message
+
+
+def _head(command, fmt: str, *fields: int) -> bytes:
+    """A command's bytes up to its variable part: client id, correlation id, then `fields`
+    (struct format `fmt`)."""
+    return struct.pack("<qq" + fmt, command.client_id, command.correlation_id, *fields)
+
+
+def _var(data: str | bytes, *, align: bool = False) -> bytes:
+    """A variable-length field: i32 length then the bytes, padded to 4 bytes when `align`."""
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    return struct.pack("<i", len(raw)) + raw + (bytes(-len(raw) % 4) if align else b"")
+
+
+class _Reader:
+    """Reads a payload field by field: MalformedMessageError for one that runs past its end."""
+
+    def __init__(self, msg_type_id: int, payload: bytes | memoryview):
+        self._view = memoryview(payload).cast("B")
+        self._at = 0
+        self._what = f"msg type id {msg_type_id:#x} of {len(self._view)} bytes"
+
+    def ints(self, fmt: str) -> tuple[int, ...]:
+        size = struct.calcsize(fmt)
+        if self._at + size > len(self._view):
+            raise MalformedMessageError(
+                f"{self._what} too short: {size} bytes of fields at offset {self._at}"
+            )
+        values = struct.unpack_from(fmt, self._view, self._at)
+        self._at += size
+        return values
+
+    def var(self, *, align: bool = False) -> bytes:
+        at = self._at
+        (length,) = self.ints("<i")
+        padded = length + (-length % 4 if align else 0)
+        if not 0 <= length <= padded <= len(self._view) - self._at:
+            raise MalformedMessageError(
+                f"{self._what}: length field {length} at offset {at} runs past its end"
+            )
+        data = bytes(self._view[self._at : self._at + length])
+        self._at += padded
+        return data
+
+    def text(self, *, align: bool = False) -> str:
+        at = self._at
+        try:
+            return self.var(align=align).decode()
+        except UnicodeDecodeError as e:
+            raise MalformedMessageError(f"{self._what}: the text at offset {at}: {e}") from None
+
+    def end(self) -> None:
+        if self._at != len(self._view):
+            raise MalformedMessageError(
+                f"{self._what}: {len(self._view) - self._at} bytes past its end at {self._at}"
+            )
+
+
+def _head_of(r: _Reader) -> dict[str, int]:
+    client_id, correlation_id = r.ints("<qq")
+    return {"client_id": client_id, "correlation_id": correlation_id}
+
+
+def _publication(exclusive: bool) -> Callable[[_Reader], AddPublication]:
+    def decode(r: _Reader) -> AddPublication:
+        head = _head_of(r)
+        (stream_id,) = r.ints("<i")
+        return AddPublication(**head, channel=r.text(), stream_id=stream_id, exclusive=exclusive)
+
+    return decode
+
+
+def _remove_publication(r: _Reader) -> RemovePublication:
+    head = _head_of(r)
+    registration_id, flags = r.ints("<qQ")
+    return RemovePublication(**head, registration_id=registration_id, flags=flags)
+
+
+def _add_subscription(r: _Reader) -> AddSubscription:
+    head = _head_of(r)
+    registration_correlation_id, stream_id = r.ints("<qi")
+    return AddSubscription(
+        **head,
+        channel=r.text(),
+        stream_id=stream_id,
+        registration_correlation_id=registration_correlation_id,
+    )
+
+
+def _registration(cls: type) -> Callable[[_Reader], Command]:
+    """A command of the correlated head and a registration id (RemoveSubscription, ...)."""
+
+    def decode(r: _Reader) -> Command:
+        head = _head_of(r)
+        return cls(**head, registration_id=r.ints("<q")[0])
+
+    return decode
+
+
+def _destination(cls: type) -> Callable[[_Reader], Command]:
+    def decode(r: _Reader) -> Command:
+        head = _head_of(r)
+        return cls(**head, registration_id=r.ints("<q")[0], channel=r.text())
+
+    return decode
+
+
+def _add_counter(r: _Reader) -> AddCounter:
+    head = _head_of(r)
+    (type_id,) = r.ints("<i")
+    return AddCounter(**head, type_id=type_id, key=r.var(align=True), label=r.text())
+
+
+def _terminate_driver(r: _Reader) -> TerminateDriver:
+    return TerminateDriver(**_head_of(r), token=r.var())
+
+
+_DESTINATION_TYPE_IDS = {
+    AddDestination: ADD_DESTINATION,
+    RemoveDestination: REMOVE_DESTINATION,
+    AddRcvDestination: ADD_RCV_DESTINATION,
+    RemoveRcvDestination: REMOVE_RCV_DESTINATION,
+}
+_COMMAND_DECODERS: dict[int, Callable[[_Reader], Command]] = {
+    ADD_PUBLICATION: _publication(exclusive=False),
+    ADD_EXCLUSIVE_PUBLICATION: _publication(exclusive=True),
+    REMOVE_PUBLICATION: _remove_publication,
+    ADD_SUBSCRIPTION: _add_subscription,
+    REMOVE_SUBSCRIPTION: _registration(RemoveSubscription),
+    ADD_COUNTER: _add_counter,
+    REMOVE_COUNTER: _registration(RemoveCounter),
+    CLIENT_KEEPALIVE: lambda r: ClientKeepalive(**_head_of(r)),
+    CLIENT_CLOSE: lambda r: ClientClose(**_head_of(r)),
+    TERMINATE_DRIVER: _terminate_driver,
+} | {type_id: _destination(cls) for cls, type_id in _DESTINATION_TYPE_IDS.items()}
+
+
+def _publication_ready(exclusive: bool) -> Callable[[_Reader], PublicationReady]:
+    def decode(r: _Reader) -> PublicationReady:  # the fields in their order on the wire
+        return PublicationReady(*r.ints("<qqiiii"), r.text(), exclusive)
+
+    return decode
+
+
+def _image_ready(r: _Reader) -> ImageReady:  # the fields in their order on the wire
+    return ImageReady(*r.ints("<qiiqi"), r.text(align=True), r.text())
+
+
+def _image_unavailable(r: _Reader) -> ImageUnavailable:
+    correlation_id, subscription_id, stream_id = r.ints("<qqi")
+    return ImageUnavailable(correlation_id, subscription_id, stream_id, r.text())
+
+
+def _error(r: _Reader) -> ErrorResponse:
+    correlation_id, code = r.ints("<qi")
+    return ErrorResponse(correlation_id, code, r.text())
+
+
+_RESPONSE_DECODERS: dict[int, Callable[[_Reader], Response]] = {
+    ON_ERROR: _error,
+    ON_AVAILABLE_IMAGE: _image_ready,
+    ON_PUBLICATION_READY: _publication_ready(exclusive=False),
+    ON_EXCLUSIVE_PUBLICATION_READY: _publication_ready(exclusive=True),
+    ON_OPERATION_SUCCESS: lambda r: OperationSuccess(*r.ints("<q")),
+    ON_UNAVAILABLE_IMAGE: _image_unavailable,
+    ON_SUBSCRIPTION_READY: lambda r: SubscriptionReady(*r.ints("<qi")),
+    ON_COUNTER_READY: lambda r: CounterReady(*r.ints("<qi")),
+    ON_UNAVAILABLE_COUNTER: lambda r: UnavailableCounter(*r.ints("<qi")),
+    ON_CLIENT_TIMEOUT: lambda r: ClientTimeout(*r.ints("<q")),
+}
+
+
+# -- the control socket's framing (msgpack; goes in phase 2) ----------------------------------
 
 _encoder = msgspec.msgpack.Encoder()
 _command_decoder = msgspec.msgpack.Decoder(Command)
 _response_decoder = msgspec.msgpack.Decoder(Response)
 
 
-def encode(message: Command | Response) -> bytes:
+def pack(message: Command | Response) -> bytes:
+    """A message msgpack-encoded for the control socket."""
     return _encoder.encode(message)
 
 
-def decode_command(data: bytes) -> Command:
+def unpack_command(data: bytes) -> Command:
     return _command_decoder.decode(data)
 
 
-def decode_response(data: bytes) -> Response:
+def unpack_response(data: bytes) -> Response:
     return _response_decoder.decode(data)
 
 
@@ -279,7 +630,7 @@ def _str_or_int(view: memoryview, at: int) -> tuple[str | int | None, int]:
 
 def frame(message: Command | Response) -> bytes:
     """A message as a length-prefixed frame for the control socket."""
-    data = _encoder.encode(message)
+    data = pack(message)
     return len(data).to_bytes(4, "little") + data
 
 

@@ -522,7 +522,7 @@ async def test_control_protocol_refuses_other_versions_and_garbage(procs, monkey
     procs.driver(dir)
     with _raw_connection(dir) as s:
         s.sendall(p.frame(p.ClientHello(999, 1, os.getpid())))
-        reply = p.decode_response(_read_frame(s))
+        reply = p.unpack_response(_read_frame(s))
         assert isinstance(reply, p.ErrorResponse), reply
         assert reply.code == p.VERSION_MISMATCH
         assert "v999" in reply.message and f"v{p.PROTOCOL_VERSION}" in reply.message
@@ -549,7 +549,7 @@ async def test_control_protocol_refuses_other_versions_and_garbage(procs, monkey
         for name, data in garbage.items():
             rest = await asyncio.to_thread(send_garbage, data)
             if name.endswith("after the hello"):  # answered, then dropped, unanswered
-                assert isinstance(p.decode_response(rest[4:]), p.DriverHello), rest
+                assert isinstance(p.unpack_response(rest[4:]), p.DriverHello), rest
             else:
                 assert rest == b"", name
         after = await await_until(

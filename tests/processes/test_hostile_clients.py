@@ -83,8 +83,8 @@ async def test_the_driver_answers_a_bad_command_and_keeps_the_connection(procs):
         refused = {
             p.AddCounter(cid(), me, 2**40, b"", "x"): "at `$.type_id`",
             p.AddCounter(cid(), me, 1001, b"", None): "at `$.label`",
-            long_label: f"a command of {len(p.encode(long_label))} bytes exceeds",
-            long_channel: f"a command of {len(p.encode(long_channel))} bytes exceeds",
+            long_label: f"a command of {len(p.pack(long_label))} bytes exceeds",
+            long_channel: f"a command of {len(p.pack(long_channel))} bytes exceeds",
             p.AddSubscription(cid(), me, IPC, 2**40): "at `$.stream_id`",
             p.ClientHello(p.PROTOCOL_VERSION, me, 1): "ClientHello sent twice",
         }
@@ -163,4 +163,4 @@ async def test_an_error_echoing_a_long_argument_is_cut_to_fit_the_protocol(procs
 
 
 def _add_destination(aeron, channel: str) -> bytes:
-    return p.encode(p.AddDestination(2**62, aeron.client_id, 2**62, channel))
+    return p.pack(p.AddDestination(2**62, aeron.client_id, 2**62, channel))

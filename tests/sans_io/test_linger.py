@@ -171,7 +171,7 @@ def test_an_ipc_publication_drains_to_its_subscribers_then_lingers_its_whole_tim
     reports: list[str] = []
     publication = IpcPublication(**stubs(tmp_path, publisher, reports))
     publication._subscribers_changed = lambda: None  # no log flags to set here
-    subscriber = SubscriberPosition(2, 3, Slot(0))
+    subscriber = SubscriberPosition(2, 3, "aeron:ipc", Slot(0))
     publication.add_subscriber(subscriber, "aeron:ipc")
     publication.update_publisher_limit()
     assert publisher.offer(0, 3, 3) == 3
@@ -218,7 +218,7 @@ def image_whose_stream_ended(tmp_path, read: int) -> tuple[PublicationImage, Slo
         wake=lambda: None,
         loss_report=None,
     )
-    subscriber = SubscriberPosition(2, 3, Slot(read))
+    subscriber = SubscriberPosition(2, 3, "aeron:ipc", Slot(read))
     image.add_subscriber(subscriber)
     return image, subscriber.counter
 

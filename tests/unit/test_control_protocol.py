@@ -4,7 +4,7 @@ from aeronio.protocol import control as p
 
 
 def test_head_fields_reads_type_and_correlation_id_of_a_bad_or_cut_command():
-    bad = p.encode(p.AddCounter(-5, 2**62, 2**40, b"", None))
+    bad = p.pack(p.AddCounter(-5, 2**62, 2**40, b"", None))
     assert p.head_fields(bad) == {
         "type": "AddCounter",
         "correlation_id": -5,
