@@ -1,0 +1,96 @@
+"""aeronio's client on Aeron's C media driver (1.53): it speaks Aeron's client protocol through the
+driver's cnc.dat, as Aeron's own clients do."""
+
+import asyncio
+import zlib
+
+import aeronio
+from tests.support.pyaeron_roles import payload
+
+IPC = "aeron:ipc"
+COUNT, SIZES = 500, [1, 100, 3000]  # 3000 bytes: fragmented (MTU 1408)
+
+
+async def test_the_readme_example_runs_on_a_c_drivers_directory(aeron_c):
+    dir = aeron_c.new_dir()
+    driver = aeron_c.pyaeron("driver", dir=dir)
+    driver_pid = (await driver.aexpect_json("ready", 30))["pid"]
+    received = []
+    async with aeronio.connect(dir) as aeron:
+        subscription = await aeron.add_subscription("aeron:ipc", stream_id=10)
+        publication = await aeron.add_publication("aeron:ipc?term-length=64k", stream_id=10)
+        await publication.wait_connected(timeout=5)
+        position = await publication.offer(b"hello", timeout=5)
+        assert position == 64  # a 32-byte header, aligned to 32
+        assert publication.try_offer(b"world") == 128
+        async with publication.claim(8) as buf:
+            buf[:] = b"claimed!"
+        async for message in subscription:
+            received.append((message.data, message.header.position))
+            if message.data == b"claimed!":
+                break
+        assert aeron.driver_pid == driver_pid
+    assert received == [(b"hello", 64), (b"world", 128), (b"claimed!", 192)]
+
+
+async def test_a_pyaeron_publication_reaches_an_aeronio_subscription_and_its_image_goes(aeron_c):
+    dir = aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
+    available, unavailable = asyncio.Event(), asyncio.Event()
+    async with aeronio.connect(dir) as aeron:
+        subscription = await aeron.add_subscription(
+            IPC,
+            7,
+            available_image=lambda image: available.set(),
+            unavailable_image=lambda image: unavailable.set(),
+        )
+        publisher = aeron_c.pyaeron(
+            "publish", dir=dir, channel=IPC, stream_id=7, count=COUNT, sizes=SIZES
+        )
+        session_id = (await publisher.aexpect_json("publication", 30))["session_id"]
+        async with asyncio.timeout(30):
+            await available.wait()
+        assert [image.session_id for image in subscription.images] == [session_id]
+        received = []
+        async with asyncio.timeout(60):
+            async for message in subscription:
+                received.append(message.data)
+                if len(received) == COUNT:
+                    break
+        assert received == [payload(i, SIZES[i % len(SIZES)]) for i in range(COUNT)]
+        await publisher.aexpect_json("sent", 30)
+        publisher.release()  # the publication closes: its image goes
+        async with asyncio.timeout(30):
+            await unavailable.wait()
+        assert subscription.images == ()
+
+
+async def test_an_aeronio_publication_reaches_a_pyaeron_subscription_and_its_image_goes(aeron_c):
+    dir = aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
+    subscriber = aeron_c.pyaeron("subscribe", dir=dir, channel=IPC, stream_id=8, count=COUNT)
+    await subscriber.aexpect("subscribed", 30)
+    async with aeronio.connect(dir) as aeron:
+        publication = await aeron.add_exclusive_publication(IPC, 8)
+        await publication.wait_connected(timeout=30)
+        image = await subscriber.aexpect_json("image-available", 30)
+        assert image["session_id"] == publication.session_id
+        for i in range(COUNT):
+            await publication.offer(payload(i, SIZES[i % len(SIZES)]), timeout=30)
+        assert await subscriber.aexpect_json("received", 60) == {
+            "count": COUNT,
+            "crc": _crc(COUNT),
+            "in_order": True,
+        }
+        await publication.close()
+        gone = await subscriber.aexpect_json("image-unavailable", 30)
+        assert gone["session_id"] == publication.session_id
+
+
+def _crc(count: int) -> int:
+    """The CRC-32 the `subscribe` role reports for messages 0..count-1 of SIZES."""
+    crc = 0
+    for i in range(count):
+        data = payload(i, SIZES[i % len(SIZES)])
+        crc = zlib.crc32(len(data).to_bytes(4, "big") + data, crc)
+    return crc
