@@ -4,7 +4,12 @@ driver's cnc.dat, as Aeron's own clients do."""
 import asyncio
 import zlib
 
+import numpy
+import pytest
+
 import aeronio
+from aeronio.counters import CountersReader
+from aeronio.errors import DriverNotFoundError, DriverTimeoutError
 from tests.support.pyaeron_roles import payload
 
 IPC = "aeron:ipc"
@@ -94,3 +99,79 @@ def _crc(count: int) -> int:
         data = payload(i, SIZES[i % len(SIZES)])
         crc = zlib.crc32(len(data).to_bytes(4, "big") + data, crc)
     return crc
+
+
+async def test_claims_batches_and_counters_on_a_c_driver(aeron_c):
+    dir = aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
+    async with aeronio.connect(dir) as aeron:
+        subscription = await aeron.add_subscription(IPC, 9)
+        publication = await aeron.add_publication(IPC, 9)
+        await publication.wait_connected(timeout=30)
+        async with publication.claim(5, timeout=30) as buf:
+            buf[:] = b"claim"
+        records = numpy.arange(4 * 16, dtype=numpy.uint8).reshape(4, 16)
+        await publication.offer_batch(records, timeout=30)
+        await publication.offer_batch([b"a", b"bc"], timeout=30)
+        received = []
+        async with asyncio.timeout(30):
+            async for batch in subscription.batches():
+                received += [message.data for message in batch]
+                if len(received) >= 7:
+                    break
+        assert received == [b"claim", *(bytes(r) for r in records), b"a", b"bc"]
+
+        counter = await aeron.add_counter(1001, "an aeronio counter", key=b"\x07" * 8)
+        counter.set(42)
+        with CountersReader.open(dir) as reader:  # as any other process sees it
+            seen = {info.id: info for info in reader.for_each()}
+            info = seen[counter.id]
+            assert (info.type_id, info.label, info.value) == (1001, "an aeronio counter", 42)
+            assert info.key[:8] == b"\x07" * 8
+            await counter.close()
+            assert reader.get_counter_state(counter.id) != 1  # freed by the driver
+
+
+async def test_udp_from_an_aeronio_client_to_a_pyaeron_subscriber_on_another_c_driver(
+    aeron_c, free_udp_port
+):
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_udp_port}"
+    receiving_dir, sending_dir = aeron_c.new_dir(), aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=receiving_dir).aexpect_json("ready", 30)
+    await aeron_c.pyaeron("driver", dir=sending_dir).aexpect_json("ready", 30)
+    subscriber = aeron_c.pyaeron(
+        "subscribe", dir=receiving_dir, channel=channel, stream_id=11, count=COUNT
+    )
+    await subscriber.aexpect("subscribed", 30)
+    async with aeronio.connect(sending_dir) as aeron:
+        publication = await aeron.add_publication(channel, 11)
+        await publication.wait_connected(timeout=30)
+        image = await subscriber.aexpect_json("image-available", 30)
+        assert image["session_id"] == publication.session_id
+        for i in range(COUNT):
+            await publication.offer(payload(i, SIZES[i % len(SIZES)]), timeout=30)
+        assert await subscriber.aexpect_json("received", 60) == {
+            "count": COUNT,
+            "crc": _crc(COUNT),
+            "in_order": True,
+        }
+
+
+async def test_a_dead_c_driver_fails_the_client_with_driver_timeout(aeron_c):
+    dir = aeron_c.new_dir()
+    driver = aeron_c.pyaeron("driver", dir=dir)
+    await driver.aexpect_json("ready", 30)
+    async with aeronio.connect(dir, driver_timeout_s=2.0) as aeron:
+        subscription = await aeron.add_subscription(IPC, 12)
+        driver.kill()
+        with pytest.raises(DriverTimeoutError, match="no driver heartbeat"):
+            async with asyncio.timeout(30):
+                async for _ in subscription:
+                    pass
+        with pytest.raises(DriverTimeoutError):
+            await aeron.add_publication(IPC, 12)
+
+
+async def test_connect_names_what_is_missing_on_a_directory_without_driver(tmp_path):
+    with pytest.raises(DriverNotFoundError, match=rf"{tmp_path}: no cnc.dat after waiting 0.1 s"):
+        await aeronio.connect(tmp_path, driver_timeout_s=0.1)
