@@ -26,6 +26,7 @@ from aeronio.counters import CountersReader
 from aeronio.counters.counters_file import (
     CLIENT_HEARTBEAT_TYPE_ID,
     DRIVER_DOORBELL_TYPE_ID,
+    RECORD_ALLOCATED,
     Counter,
 )
 from aeronio.errors import AeronError, ClientTimeoutError, DriverNotFoundError, DriverTimeoutError
@@ -192,7 +193,10 @@ class CncTransport:
                 return
             self._heartbeat = self.counters.counter(counter_id)
         counter_id = self._heartbeat.id
-        if self.counters.get_counter_registration_id(counter_id) != self.client_id:
+        if (
+            self.counters.get_counter_state(counter_id) != RECORD_ALLOCATED
+            or self.counters.get_counter_registration_id(counter_id) != self.client_id
+        ):
             self._on_fail(
                 ClientTimeoutError(
                     f"the driver on {self.dir} freed the heartbeat counter of client "
