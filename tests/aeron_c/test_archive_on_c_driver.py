@@ -5,9 +5,9 @@ import asyncio
 
 import aeronio
 from aeronio import archive
-from tests.support.pyaeron_roles import payload
+from tests.aeron_c.streams import COUNT, SIZES, expected, receive
 
-STREAM, COUNT, SIZES = 1001, 300, [8, 200, 3000]
+STREAM = 1001
 
 
 async def test_the_archive_records_and_replays_a_pyaeron_publication_on_a_c_driver(
@@ -34,12 +34,5 @@ async def test_the_archive_records_and_replays_a_pyaeron_publication_on_a_c_driv
         assert recording.start_position == 0
 
         replay = await client.replay(0, 0, sent, "aeron:ipc", 2002)
-        replayed = []
-        async with asyncio.timeout(30):
-            async for message in replay:
-                replayed.append(message.data)
-                if len(replayed) == COUNT:
-                    break
+        assert await receive(replay, COUNT) == expected()
         await replay.close()
-        assert replayed == [payload(i, SIZES[i % len(SIZES)]) for i in range(COUNT)]
-        assert message.position == sent

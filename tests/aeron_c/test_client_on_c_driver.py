@@ -2,7 +2,6 @@
 driver's cnc.dat, as Aeron's own clients do."""
 
 import asyncio
-import zlib
 
 import numpy
 import pytest
@@ -10,10 +9,9 @@ import pytest
 import aeronio
 from aeronio.counters import CountersReader
 from aeronio.errors import DriverNotFoundError, DriverTimeoutError
-from tests.support.pyaeron_roles import payload
+from tests.aeron_c.streams import COUNT, SIZES, expected, receive, send_to_pyaeron
 
 IPC = "aeron:ipc"
-COUNT, SIZES = 500, [1, 100, 3000]  # 3000 bytes: fragmented (MTU 1408)
 
 
 async def test_the_readme_example_runs_on_a_c_drivers_directory(aeron_c):
@@ -56,13 +54,7 @@ async def test_a_pyaeron_publication_reaches_an_aeronio_subscription_and_its_ima
         async with asyncio.timeout(30):
             await available.wait()
         assert [image.session_id for image in subscription.images] == [session_id]
-        received = []
-        async with asyncio.timeout(60):
-            async for message in subscription:
-                received.append(message.data)
-                if len(received) == COUNT:
-                    break
-        assert received == [payload(i, SIZES[i % len(SIZES)]) for i in range(COUNT)]
+        assert await receive(subscription, COUNT) == expected()
         await publisher.aexpect_json("sent", 30)
         publisher.release()  # the publication closes: its image goes
         async with asyncio.timeout(30):
@@ -78,27 +70,10 @@ async def test_an_aeronio_publication_reaches_a_pyaeron_subscription_and_its_ima
     async with aeronio.connect(dir) as aeron:
         publication = await aeron.add_exclusive_publication(IPC, 8)
         await publication.wait_connected(timeout=30)
-        image = await subscriber.aexpect_json("image-available", 30)
-        assert image["session_id"] == publication.session_id
-        for i in range(COUNT):
-            await publication.offer(payload(i, SIZES[i % len(SIZES)]), timeout=30)
-        assert await subscriber.aexpect_json("received", 60) == {
-            "count": COUNT,
-            "crc": _crc(COUNT),
-            "in_order": True,
-        }
+        await send_to_pyaeron(publication, subscriber)
         await publication.close()
         gone = await subscriber.aexpect_json("image-unavailable", 30)
         assert gone["session_id"] == publication.session_id
-
-
-def _crc(count: int) -> int:
-    """The CRC-32 the `subscribe` role reports for messages 0..count-1 of SIZES."""
-    crc = 0
-    for i in range(count):
-        data = payload(i, SIZES[i % len(SIZES)])
-        crc = zlib.crc32(len(data).to_bytes(4, "big") + data, crc)
-    return crc
 
 
 async def test_claims_batches_and_counters_on_a_c_driver(aeron_c):
@@ -146,15 +121,7 @@ async def test_udp_from_an_aeronio_client_to_a_pyaeron_subscriber_on_another_c_d
     async with aeronio.connect(sending_dir) as aeron:
         publication = await aeron.add_publication(channel, 11)
         await publication.wait_connected(timeout=30)
-        image = await subscriber.aexpect_json("image-available", 30)
-        assert image["session_id"] == publication.session_id
-        for i in range(COUNT):
-            await publication.offer(payload(i, SIZES[i % len(SIZES)]), timeout=30)
-        assert await subscriber.aexpect_json("received", 60) == {
-            "count": COUNT,
-            "crc": _crc(COUNT),
-            "in_order": True,
-        }
+        await send_to_pyaeron(publication, subscriber)
 
 
 async def test_a_dead_c_driver_fails_the_client_with_driver_timeout(aeron_c):
