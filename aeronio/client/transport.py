@@ -181,12 +181,19 @@ class CncTransport:
     # -- liveness ----------------------------------------------------------------------------
 
     def keepalive(self) -> None:
-        """Store now into this client's heartbeat counter; until the driver made it, send
-        CLIENT_KEEPALIVE (the first command allocates it). The counter gone or taken by another
-        registration: the driver timed this client out."""
+        """Store now into this client's heartbeat counter (type CLIENT_HEARTBEAT_TYPE_ID, key
+        the client id: Aeron's clients find it so); until the driver made it, send
+        CLIENT_KEEPALIVE (the first command allocates it). The counter freed or reused: the
+        driver timed this client out."""
+        key = self.client_id.to_bytes(8, sys.byteorder, signed=True)
         if self._heartbeat is None:
-            counter_id = self.counters.find_by_type_id_and_registration_id(
-                CLIENT_HEARTBEAT_TYPE_ID, self.client_id
+            counter_id = next(
+                (
+                    info.id
+                    for info in self.counters.for_each()
+                    if info.type_id == CLIENT_HEARTBEAT_TYPE_ID and info.key[:8] == key
+                ),
+                None,
             )
             if counter_id is None:
                 self.submit(p.ClientKeepalive(self.client_id))
@@ -195,7 +202,8 @@ class CncTransport:
         counter_id = self._heartbeat.id
         if (
             self.counters.get_counter_state(counter_id) != RECORD_ALLOCATED
-            or self.counters.get_counter_registration_id(counter_id) != self.client_id
+            or self.counters.get_counter_type_id(counter_id) != CLIENT_HEARTBEAT_TYPE_ID
+            or self.counters.get_counter_key(counter_id)[:8] != key
         ):
             self._on_fail(
                 ClientTimeoutError(

@@ -7,8 +7,9 @@ import time
 
 import pytest
 
+from aeronio import _core
 from aeronio.client.transport import CncTransport, wake_key
-from aeronio.cnc import CncFile
+from aeronio.cnc import CNC_VERSION_OFFSET, CncFile, CncFileError, semantic_version
 from aeronio.concurrent.broadcast import BroadcastTransmitter
 from aeronio.counters import (
     CLIENT_HEARTBEAT_TYPE_ID,
@@ -138,8 +139,7 @@ async def test_the_heartbeat_counter_is_kept_and_its_loss_is_a_client_timeout(dr
         counter_id = driver.counters.allocate(
             f"client-heartbeat: {client.client_id}",
             CLIENT_HEARTBEAT_TYPE_ID,
-            client.client_id.to_bytes(8, "little"),
-            registration_id=client.client_id,
+            client.client_id.to_bytes(8, "little"),  # found by its key, as Aeron's clients
         )
         before = time.time_ns() // 1_000_000
         client.keepalive()
@@ -156,3 +156,17 @@ async def test_a_stale_heartbeat_is_no_driver(driver, tmp_path):
     driver.cnc.to_driver.set_consumer_heartbeat_time(time.time_ns() // 1_000_000 - 60_000)
     with pytest.raises(DriverNotFoundError, match=r"driver heartbeat is \d+ ms old after waiting"):
         await driver.client(tmp_path, timeout_s=0.1)
+
+
+async def test_a_cnc_dat_not_ready_is_waited_for_then_named(driver, tmp_path):
+    atomic = _core.AtomicBuffer(memoryview(driver.cnc._mmap))
+    atomic.put_int32_ordered(CNC_VERSION_OFFSET, 0)  # as while a driver writes it
+    with pytest.raises(DriverNotFoundError, match=r"cnc.dat not ready after waiting 0.1 s"):
+        await driver.client(tmp_path, timeout_s=0.1)
+
+
+async def test_another_cnc_version_is_refused_at_once_naming_both(driver, tmp_path):
+    atomic = _core.AtomicBuffer(memoryview(driver.cnc._mmap))
+    atomic.put_int32_ordered(CNC_VERSION_OFFSET, semantic_version(0, 1, 0))
+    with pytest.raises(CncFileError, match=r"CnC version 0\.1\.0, this client needs 0\.2\.0"):
+        await driver.client(tmp_path, timeout_s=30)
