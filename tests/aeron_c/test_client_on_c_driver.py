@@ -62,13 +62,18 @@ async def test_a_pyaeron_publication_reaches_an_aeronio_subscription_and_its_ima
         assert subscription.images == ()
 
 
-async def test_an_aeronio_publication_reaches_a_pyaeron_subscription_and_its_image_goes(aeron_c):
+# 64 KiB terms: the publisher is held back by the subscriber and waits on its idle strategy (an
+# Aeron driver rings no doorbell when it moves the publication's limit)
+@pytest.mark.parametrize("channel", [IPC, "aeron:ipc?term-length=64k"])
+async def test_an_aeronio_publication_reaches_a_pyaeron_subscription_and_its_image_goes(
+    aeron_c, channel
+):
     dir = aeron_c.new_dir()
     await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
     subscriber = aeron_c.pyaeron("subscribe", dir=dir, channel=IPC, stream_id=8, count=COUNT)
     await subscriber.aexpect("subscribed", 30)
     async with aeronio.connect(dir) as aeron:
-        publication = await aeron.add_exclusive_publication(IPC, 8)
+        publication = await aeron.add_exclusive_publication(channel, 8)
         await publication.wait_connected(timeout=30)
         await send_to_pyaeron(publication, subscriber)
         await publication.close()
@@ -142,3 +147,26 @@ async def test_a_dead_c_driver_fails_the_client_with_driver_timeout(aeron_c):
 async def test_connect_names_what_is_missing_on_a_directory_without_driver(tmp_path):
     with pytest.raises(DriverNotFoundError, match=rf"{tmp_path}: no cnc.dat after waiting 0.1 s"):
         await aeronio.connect(tmp_path, driver_timeout_s=0.1)
+
+
+async def test_two_clients_of_one_process_keep_to_their_own_responses(aeron_c):
+    dir = aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
+    async with aeronio.connect(dir) as first, aeronio.connect(dir) as second:
+        assert first.client_id != second.client_id
+        came, gone = asyncio.Event(), asyncio.Event()
+        subscription = await first.add_subscription(
+            IPC,
+            13,
+            available_image=lambda image: came.set(),
+            unavailable_image=lambda image: gone.set(),
+        )
+        publication = await second.add_publication(IPC, 13)
+        async with asyncio.timeout(30):
+            await came.wait()
+        assert [image.session_id for image in subscription.images] == [publication.session_id]
+        await second.close()  # its publication goes, and with it the first one's image
+        async with asyncio.timeout(30):
+            await gone.wait()
+        first.check_alive()  # the other client's close is not this one's
+        assert (await first.add_publication(IPC, 14)).stream_id == 14
