@@ -100,6 +100,7 @@ class Aeron:
                 )
             )
         except BaseException:
+            self._owned_driver = None  # the caller, who launched it, closes it
             await self.close()
             raise
         return self
@@ -112,8 +113,9 @@ class Aeron:
 
     async def _keep_alive(self, interval: float) -> None:
         liveness_s = self._transport.client_liveness_timeout_ns / 1e9
-        last = time.monotonic()
+        last = time.monotonic()  # attach made the first keepalive
         while not self._lost:
+            await asyncio.sleep(interval)
             now = time.monotonic()
             if now - last > liveness_s:
                 # This loop was blocked for longer than the driver waits: it has timed us out.
@@ -131,7 +133,6 @@ class Aeron:
                 return
             self._transport.keepalive()
             self._transport.poll()  # a doorbell or a watcher look lost is made up for here
-            await asyncio.sleep(interval)
 
     def _on_driver_lost(self, reason: str) -> None:
         self._fail(DriverTimeoutError(f"media driver on {self.driver_dir} lost: {reason}"))

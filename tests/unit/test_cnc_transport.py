@@ -8,10 +8,12 @@ import time
 import pytest
 
 from aeronio import _core
+from aeronio.client.aeron import Aeron
 from aeronio.client.transport import CncTransport, wake_key
 from aeronio.cnc import CNC_VERSION_OFFSET, CncFile, CncFileError, semantic_version
 from aeronio.concurrent.broadcast import BroadcastTransmitter
 from aeronio.counters import (
+    CLIENT_DOORBELL_TYPE_ID,
     CLIENT_HEARTBEAT_TYPE_ID,
     DRIVER_DOORBELL_TYPE_ID,
     CountersManager,
@@ -170,3 +172,24 @@ async def test_another_cnc_version_is_refused_at_once_naming_both(driver, tmp_pa
     atomic.put_int32_ordered(CNC_VERSION_OFFSET, semantic_version(0, 1, 0))
     with pytest.raises(CncFileError, match=r"CnC version 0\.1\.0, this client needs 0\.2\.0"):
         await driver.client(tmp_path, timeout_s=30)
+
+
+async def test_attach_registers_the_doorbell_and_fails_when_the_driver_does_not_answer(
+    driver, tmp_path
+):
+    aeron = Aeron(str(tmp_path), driver_timeout_s=0.3)
+    with pytest.raises(DriverTimeoutError, match="did not answer AddCounter within 0.3 s"):
+        await aeron.attach()
+    client_id = aeron.client_id
+    assert driver.commands() == [
+        p.ClientKeepalive(client_id),
+        p.AddCounter(
+            client_id + 1,
+            client_id,
+            CLIENT_DOORBELL_TYPE_ID,
+            wake_key(waker.waker().id),
+            f"aeronio client doorbell: {client_id}",
+        ),
+        p.ClientClose(client_id),
+    ]
+    assert aeron.is_closed
