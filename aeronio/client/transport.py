@@ -89,6 +89,7 @@ class CncTransport:
         timeout_s: float,
     ):
         self.dir = dir
+        self._closed = False
         self.cnc = cnc
         self.counters = CountersReader.of(cnc)
         self.timeout_s = timeout_s
@@ -109,7 +110,6 @@ class CncTransport:
         self._eventfd = -1
         if self.driver_wake_id is None:
             self._watch()
-        self._closed = False
 
     @classmethod
     async def connect(
