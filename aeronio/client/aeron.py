@@ -1,10 +1,10 @@
 """The Aeron client: connects to a media driver and creates publications and subscriptions.
 
-Commands go to the driver as typed messages (in-process to an embedded driver, over the control
-socket to a driver in another process); the driver's answers resolve the awaiting calls and its
-image notifications add and remove the images of subscriptions. A keepalive task tells the
-driver this client lives and watches the driver's heartbeat: when the driver dies, every pending
-and later call raises DriverTimeoutError.
+Commands go to the driver, any driver (aeronio's or Aeron's), as Aeron's client protocol through
+the driver directory's cnc.dat (client/transport.py); the driver's answers resolve the awaiting
+calls and its image notifications add and remove the images of subscriptions. A keepalive task
+keeps this client's heartbeat counter and watches the driver's heartbeat: when the driver dies,
+every pending and later call raises DriverTimeoutError.
 """
 
 from __future__ import annotations
@@ -13,15 +13,14 @@ import asyncio
 import contextlib
 import logging
 import os
-import random
 import time
 
 from aeronio import _core
 from aeronio.client.counter import ClientCounter
 from aeronio.client.publication import ExclusivePublication, Publication
 from aeronio.client.subscription import Image, Subscription
-from aeronio.client.transport import EmbeddedTransport, SocketTransport
-from aeronio.counters import CountersReader
+from aeronio.client.transport import CncTransport, wake_key
+from aeronio.counters import CLIENT_DOORBELL_TYPE_ID, CountersReader
 from aeronio.errors import (
     AeronError,
     ChannelUriError,
@@ -39,6 +38,7 @@ from aeronio.protocol import embedded, limits
 from aeronio.protocol.channel import ChannelUri
 
 DEFAULT_DRIVER_TIMEOUT_S = 10.0
+KEEPALIVE_INTERVAL_S = 0.5  # Aeron's: how often the heartbeat counter is stored
 log = logging.getLogger("aeronio.client")
 _REPLIES = (
     p.PublicationReady,
@@ -62,13 +62,12 @@ class Aeron:
         self.driver_dir = os.path.abspath(dir)
         self.idle_strategy = idle_strategy
         self.driver_timeout_s = driver_timeout_s
-        self.client_id = random.getrandbits(63)
-        self._next_correlation = random.getrandbits(40)
+        self.client_id = -1  # from the driver's ring buffer, on attach
         self._pending: dict[int, asyncio.Future] = {}
         self._subscriptions: dict[int, Subscription] = {}
         self._publications: dict[int, Publication] = {}
         self._logs: dict[str, tuple[LogBuffers, int]] = {}
-        self._transport: EmbeddedTransport | SocketTransport | None = None
+        self._transport: CncTransport | None = None
         self._owned_driver: embedded.EmbeddedDriver | None = None
         self._keepalive: asyncio.Task | None = None
         self._lost: AeronError | None = None
@@ -77,53 +76,46 @@ class Aeron:
         self.is_closed = False
 
     async def attach(self, owned: embedded.EmbeddedDriver | None = None) -> Aeron:
-        """Reach the driver of `driver_dir`: in-process when one runs there in this process
-        (`owned`: one launched for this client, which closes it), else over its control socket.
+        """Reach the driver of `driver_dir` through its cnc.dat (`owned`: one launched for this
+        client, which closes it); register this process's doorbell with it.
         `aeronio.connect` calls this."""
-        loop = asyncio.get_running_loop()
-        waker.waker().attach(loop)
         self._owned_driver = owned
-        driver = owned or embedded.find(self.driver_dir)
-        if driver is not None:
-            self._transport = EmbeddedTransport(driver, self._on_response)
-        else:
-            self._transport = await SocketTransport.connect(
-                self.driver_dir,
-                self.client_id,
-                self._on_response,
-                self._on_driver_lost,
-                self.driver_timeout_s,
+        self._transport = await CncTransport.connect(
+            self.driver_dir, self._on_response, self._fail, self.driver_timeout_s
+        )
+        self.client_id = self._transport.client_id
+        self.counters = self._transport.counters
+        self._transport.keepalive()  # the first command: the driver makes the heartbeat counter
+        liveness_s = self._transport.client_liveness_timeout_ns / 1e9
+        interval = min(KEEPALIVE_INTERVAL_S, liveness_s / 4)
+        self._keepalive = asyncio.get_running_loop().create_task(self._keep_alive(interval))
+        try:
+            await self._request(
+                p.AddCounter(
+                    self._correlation_id(),
+                    self.client_id,
+                    CLIENT_DOORBELL_TYPE_ID,
+                    wake_key(waker.waker().id),
+                    f"aeronio client doorbell: {self.client_id}",
+                )
             )
-        hello = self._transport.hello
-        if self.driver_timeout_s * 1e9 < 2 * hello.heartbeat_interval_ns:
-            await self._transport.close()
-            raise ConfigurationError(
-                f"driver_timeout_s {self.driver_timeout_s} is too short: the driver on "
-                f"{self.driver_dir} updates its heartbeat every "
-                f"{hello.heartbeat_interval_ns / 1e9:g} s (its timer_interval_ns); give at least "
-                "twice that"
-            )
-        self.counters = CountersReader.open(self.driver_dir)
-        self._transport.submit(p.ClientKeepalive(self.client_id))
-        interval = min(hello.client_keepalive_interval_ns, hello.client_liveness_timeout_ns // 4)
-        if isinstance(self._transport, EmbeddedTransport):
-            # The driver runs on this loop: it cannot miss a keepalive this loop could send, so
-            # an idle service wakes for them less often.
-            interval = hello.client_liveness_timeout_ns // 4
-        interval /= 1e9
-        self._keepalive = loop.create_task(self._keep_alive(interval))
+        except BaseException:
+            self._owned_driver = None  # the caller, who launched it, closes it
+            await self.close()
+            raise
         return self
 
     @property
     def driver_pid(self) -> int:
-        return self._transport.hello.driver_pid
+        return self._transport.driver_pid
 
     # -- liveness -----------------------------------------------------------------------
 
     async def _keep_alive(self, interval: float) -> None:
-        liveness_s = self._transport.hello.client_liveness_timeout_ns / 1e9
-        last = time.monotonic()
+        liveness_s = self._transport.client_liveness_timeout_ns / 1e9
+        last = time.monotonic()  # attach made the first keepalive
         while not self._lost:
+            await asyncio.sleep(interval)
             now = time.monotonic()
             if now - last > liveness_s:
                 # This loop was blocked for longer than the driver waits: it has timed us out.
@@ -135,12 +127,12 @@ class Aeron:
                 )
                 return
             last = now
-            self._transport.submit(p.ClientKeepalive(self.client_id))
-            age_ms = time.time() * 1000 - self.counters.driver_heartbeat_ms
+            age_ms = self._transport.driver_heartbeat_age_ms
             if age_ms > self.driver_timeout_s * 1000:
                 self._on_driver_lost(f"no driver heartbeat for {age_ms:.0f} ms")
                 return
-            await asyncio.sleep(interval)
+            self._transport.keepalive()
+            self._transport.poll()  # a doorbell or a watcher look lost is made up for here
 
     def _on_driver_lost(self, reason: str) -> None:
         self._fail(DriverTimeoutError(f"media driver on {self.driver_dir} lost: {reason}"))
@@ -171,8 +163,7 @@ class Aeron:
     # -- commands -----------------------------------------------------------------------
 
     def _correlation_id(self) -> int:
-        self._next_correlation += 1
-        return self._next_correlation
+        return self._transport.next_correlation_id()
 
     async def _destination(
         self, owner: Publication | Subscription, channel: str, add: bool
@@ -191,10 +182,14 @@ class Aeron:
 
     async def _request(self, command: p.Command) -> p.Response:
         self.check_alive()
-        _check_length(command)
+        _check_length(command, self._transport.max_command_length)
         future = asyncio.get_running_loop().create_future()
         self._pending[command.correlation_id] = future
-        self._transport.submit(command)
+        try:
+            await self._transport.send(command)
+        except BaseException:
+            self._pending.pop(command.correlation_id, None)
+            raise
         try:
             # Not wait_for (on 3.11 it loses a cancel that meets the answer); shielded, so that
             # an answer that comes as the caller gives up is still seen, and released.
@@ -434,8 +429,6 @@ class Aeron:
             if not self._lost:
                 self._transport.submit(p.ClientClose(self.client_id))
             await self._transport.close()
-        if self.counters is not None:
-            self.counters.close()
         if self._owned_driver is not None:
             await self._owned_driver.close()
 
@@ -446,11 +439,11 @@ class Aeron:
         await self.close()
 
 
-def _check_length(command: p.Command) -> None:
-    """ConfigurationError, naming the longest field, for a command longer than the control
-    protocol carries (the same for an embedded driver as for one in another process)."""
-    length = len(p.pack(command))
-    if length > p.MAX_FRAME_LENGTH:
+def _check_length(command: p.Command, max_length: int) -> None:
+    """ConfigurationError, naming the longest field, for a command longer than the driver's
+    ring buffer takes."""
+    length = len(p.encode(command)[1])
+    if length > max_length:
         sizes = {
             name: len(value)
             for name in command.__struct_fields__
@@ -459,5 +452,5 @@ def _check_length(command: p.Command) -> None:
         name = max(sizes, key=sizes.get)
         raise ConfigurationError(
             f"{name} of {sizes[name]} characters makes {type(command).__name__} {length} bytes "
-            f"long, over the control protocol's maximum of {p.MAX_FRAME_LENGTH}"
+            f"long, over the {max_length} bytes the driver's ring buffer takes"
         )

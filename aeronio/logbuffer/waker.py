@@ -50,6 +50,14 @@ class Waker:
         except OSError:
             pass  # the process is gone or its socket is full: it will wake on its timer
 
+    def wake(self, wake_id: int) -> None:
+        """Wake the process of `wake_id`: a datagram, or the callbacks here when it is this one."""
+        if wake_id == self.id:
+            for callback in list(self.callbacks):
+                callback()
+        else:
+            self.send(wake_id)
+
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Read wake-ups on `loop` (idempotent)."""
         if loop not in self._loops:

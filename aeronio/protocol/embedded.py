@@ -1,15 +1,12 @@
-"""The drivers running in this process, by directory: how a client finds an embedded driver
-without importing the driver. A `MediaDriver` registers itself when it starts and unregisters
-when it closes; a client on the same directory then hands it commands in-process instead of
-over the control socket."""
+"""The drivers running in this process, by directory: how an application finds an embedded
+driver without importing the driver (to run its duty cycle itself, `invoke`). A `MediaDriver`
+registers itself when it starts and unregisters when it closes. Clients reach every driver,
+this process's too, through its cnc.dat (client/transport.py)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Protocol
-
-from aeronio.protocol.control import Command, DriverHello, Response
 
 
 class EmbeddedDriver(Protocol):
@@ -20,10 +17,6 @@ class EmbeddedDriver(Protocol):
 
     @property
     def is_running(self) -> bool: ...
-
-    def hello(self) -> DriverHello: ...
-
-    def submit(self, command: Command, reply: Callable[[Response], None]) -> None: ...
 
     def invoke(self) -> int:
         """One duty cycle of the driver now, on its loop (Aeron's agent invoker)."""

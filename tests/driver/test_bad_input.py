@@ -317,9 +317,9 @@ def test_bad_driver_option_value_is_named(option, value):
 async def test_connect_to_a_dir_with_no_driver(tmp_path):
     missing = tmp_path / "no-driver-here"
     with pytest.raises(aeronio.DriverNotFoundError, match=re.escape(str(missing))):
-        await aeronio.connect(dir=missing)
+        await aeronio.connect(dir=missing, driver_timeout_s=0.2)  # how long it waits for one
     with pytest.raises(aeronio.DriverNotFoundError):
-        async with aeronio.connect(dir=str(missing)):
+        async with aeronio.connect(dir=str(missing), driver_timeout_s=0.2):
             pass
     assert not os.path.exists(missing)  # looking did not create anything
 
@@ -333,7 +333,7 @@ async def test_connect_to_an_explicit_driver_and_a_second_driver_on_its_dir(tmp_
         with pytest.raises(aeronio.ConfigurationError, match="already runs"):
             await aeronio.MediaDriver.launch(dir=driver_dir).start()
     with pytest.raises(aeronio.DriverNotFoundError):
-        await aeronio.connect(dir=driver_dir)
+        await aeronio.connect(dir=driver_dir, driver_timeout_s=0.5)
 
 
 # -- max position -------------------------------------------------------------------------------

@@ -457,8 +457,9 @@ async def test_second_driver_refused_while_first_lives_and_takes_over_a_dead_one
     await round_trip(dir)  # the refused driver left the first one alone
 
     first.kill()
-    with pytest.raises(aeronio.DriverNotFoundError):
-        await asyncio.wait_for(aeronio.connect(dir), 10)  # a stale socket: nobody listens
+    with pytest.raises(aeronio.DriverNotFoundError, match="driver heartbeat is"):
+        # the dead driver's cnc.dat: its heartbeat stays old for as long as the client waits
+        await asyncio.wait_for(aeronio.connect(dir, driver_timeout_s=1), 10)
 
     third = procs.driver(dir, name="third driver")  # takes over the dead driver's directory
     with CountersReader.open(counters_path(dir)) as reader:
@@ -483,8 +484,8 @@ def test_second_driver_refusal_is_a_one_line_error_not_a_traceback(procs):
 
 async def test_connect_without_a_driver_raises_driver_not_found(tmp_path):
     for dir in (tmp_path / "never-created", tmp_path):
-        with pytest.raises(aeronio.DriverNotFoundError, match="no media driver"):
-            await asyncio.wait_for(aeronio.connect(dir), 5)
+        with pytest.raises(aeronio.DriverNotFoundError, match="no media driver.*no cnc.dat"):
+            await asyncio.wait_for(aeronio.connect(dir, driver_timeout_s=0.5), 5)
 
 
 def _raw_connection(dir: str) -> socket.socket:

@@ -1,0 +1,172 @@
+"""aeronio's client on Aeron's C media driver (1.53): it speaks Aeron's client protocol through the
+driver's cnc.dat, as Aeron's own clients do."""
+
+import asyncio
+
+import numpy
+import pytest
+
+import aeronio
+from aeronio.counters import CountersReader
+from aeronio.errors import DriverNotFoundError, DriverTimeoutError
+from tests.aeron_c.streams import COUNT, SIZES, expected, receive, send_to_pyaeron
+
+IPC = "aeron:ipc"
+
+
+async def test_the_readme_example_runs_on_a_c_drivers_directory(aeron_c):
+    dir = aeron_c.new_dir()
+    driver = aeron_c.pyaeron("driver", dir=dir)
+    driver_pid = (await driver.aexpect_json("ready", 30))["pid"]
+    received = []
+    async with aeronio.connect(dir) as aeron:
+        subscription = await aeron.add_subscription("aeron:ipc", stream_id=10)
+        publication = await aeron.add_publication("aeron:ipc?term-length=64k", stream_id=10)
+        await publication.wait_connected(timeout=5)
+        position = await publication.offer(b"hello", timeout=5)
+        assert position == 64  # a 32-byte header, aligned to 32
+        assert publication.try_offer(b"world") == 128
+        async with publication.claim(8) as buf:
+            buf[:] = b"claimed!"
+        async for message in subscription:
+            received.append((message.data, message.header.position))
+            if message.data == b"claimed!":
+                break
+        assert aeron.driver_pid == driver_pid
+    assert received == [(b"hello", 64), (b"world", 128), (b"claimed!", 192)]
+
+
+async def test_a_pyaeron_publication_reaches_an_aeronio_subscription_and_its_image_goes(aeron_c):
+    dir = aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
+    available, unavailable = asyncio.Event(), asyncio.Event()
+    async with aeronio.connect(dir) as aeron:
+        subscription = await aeron.add_subscription(
+            IPC,
+            7,
+            available_image=lambda image: available.set(),
+            unavailable_image=lambda image: unavailable.set(),
+        )
+        publisher = aeron_c.pyaeron(
+            "publish", dir=dir, channel=IPC, stream_id=7, count=COUNT, sizes=SIZES
+        )
+        session_id = (await publisher.aexpect_json("publication", 30))["session_id"]
+        async with asyncio.timeout(30):
+            await available.wait()
+        assert [image.session_id for image in subscription.images] == [session_id]
+        assert await receive(subscription, COUNT) == expected()
+        await publisher.aexpect_json("sent", 30)
+        publisher.release()  # the publication closes: its image goes
+        async with asyncio.timeout(30):
+            await unavailable.wait()
+        assert subscription.images == ()
+
+
+# 64 KiB terms: the publisher is held back by the subscriber and waits on its idle strategy (an
+# Aeron driver rings no doorbell when it moves the publication's limit)
+@pytest.mark.parametrize("channel", [IPC, "aeron:ipc?term-length=64k"])
+async def test_an_aeronio_publication_reaches_a_pyaeron_subscription_and_its_image_goes(
+    aeron_c, channel
+):
+    dir = aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
+    subscriber = aeron_c.pyaeron("subscribe", dir=dir, channel=IPC, stream_id=8, count=COUNT)
+    await subscriber.aexpect("subscribed", 30)
+    async with aeronio.connect(dir) as aeron:
+        publication = await aeron.add_exclusive_publication(channel, 8)
+        await publication.wait_connected(timeout=30)
+        await send_to_pyaeron(publication, subscriber)
+        await publication.close()
+        gone = await subscriber.aexpect_json("image-unavailable", 30)
+        assert gone["session_id"] == publication.session_id
+
+
+async def test_claims_batches_and_counters_on_a_c_driver(aeron_c):
+    dir = aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
+    async with aeronio.connect(dir) as aeron:
+        subscription = await aeron.add_subscription(IPC, 9)
+        publication = await aeron.add_publication(IPC, 9)
+        await publication.wait_connected(timeout=30)
+        async with publication.claim(5, timeout=30) as buf:
+            buf[:] = b"claim"
+        records = numpy.arange(4 * 16, dtype=numpy.uint8).reshape(4, 16)
+        await publication.offer_batch(records, timeout=30)
+        await publication.offer_batch([b"a", b"bc"], timeout=30)
+        received = []
+        async with asyncio.timeout(30):
+            async for batch in subscription.batches():
+                received += [message.data for message in batch]
+                if len(received) >= 7:
+                    break
+        assert received == [b"claim", *(bytes(r) for r in records), b"a", b"bc"]
+
+        counter = await aeron.add_counter(1001, "an aeronio counter", key=b"\x07" * 8)
+        counter.set(42)
+        with CountersReader.open(dir) as reader:  # as any other process sees it
+            seen = {info.id: info for info in reader.for_each()}
+            info = seen[counter.id]
+            assert (info.type_id, info.label, info.value) == (1001, "an aeronio counter", 42)
+            assert info.key[:8] == b"\x07" * 8
+            await counter.close()
+            assert reader.get_counter_state(counter.id) != 1  # freed by the driver
+
+
+async def test_udp_from_an_aeronio_client_to_a_pyaeron_subscriber_on_another_c_driver(
+    aeron_c, free_udp_port
+):
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_udp_port}"
+    receiving_dir, sending_dir = aeron_c.new_dir(), aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=receiving_dir).aexpect_json("ready", 30)
+    await aeron_c.pyaeron("driver", dir=sending_dir).aexpect_json("ready", 30)
+    subscriber = aeron_c.pyaeron(
+        "subscribe", dir=receiving_dir, channel=channel, stream_id=11, count=COUNT
+    )
+    await subscriber.aexpect("subscribed", 30)
+    async with aeronio.connect(sending_dir) as aeron:
+        publication = await aeron.add_publication(channel, 11)
+        await publication.wait_connected(timeout=30)
+        await send_to_pyaeron(publication, subscriber)
+
+
+async def test_a_dead_c_driver_fails_the_client_with_driver_timeout(aeron_c):
+    dir = aeron_c.new_dir()
+    driver = aeron_c.pyaeron("driver", dir=dir)
+    await driver.aexpect_json("ready", 30)
+    async with aeronio.connect(dir, driver_timeout_s=2.0) as aeron:
+        subscription = await aeron.add_subscription(IPC, 12)
+        driver.kill()
+        with pytest.raises(DriverTimeoutError, match="no driver heartbeat"):
+            async with asyncio.timeout(30):
+                async for _ in subscription:
+                    pass
+        with pytest.raises(DriverTimeoutError):
+            await aeron.add_publication(IPC, 12)
+
+
+async def test_connect_names_what_is_missing_on_a_directory_without_driver(tmp_path):
+    with pytest.raises(DriverNotFoundError, match=rf"{tmp_path}: no cnc.dat after waiting 0.1 s"):
+        await aeronio.connect(tmp_path, driver_timeout_s=0.1)
+
+
+async def test_two_clients_of_one_process_keep_to_their_own_responses(aeron_c):
+    dir = aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
+    async with aeronio.connect(dir) as first, aeronio.connect(dir) as second:
+        assert first.client_id != second.client_id
+        came, gone = asyncio.Event(), asyncio.Event()
+        subscription = await first.add_subscription(
+            IPC,
+            13,
+            available_image=lambda image: came.set(),
+            unavailable_image=lambda image: gone.set(),
+        )
+        publication = await second.add_publication(IPC, 13)
+        async with asyncio.timeout(30):
+            await came.wait()
+        assert [image.session_id for image in subscription.images] == [publication.session_id]
+        await second.close()  # its publication goes, and with it the first one's image
+        async with asyncio.timeout(30):
+            await gone.wait()
+        first.check_alive()  # the other client's close is not this one's
+        assert (await first.add_publication(IPC, 14)).stream_id == 14
