@@ -50,6 +50,13 @@ class Waker:
         except OSError:
             pass  # the process is gone or its socket is full: it will wake on its timer
 
+    def ring(self, wake_id: int) -> None:
+        """Wake the process of `wake_id`: a datagram, or for this process its callbacks now."""
+        if wake_id == self.id:
+            self._wake_here()
+        else:
+            self.send(wake_id)
+
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Read wake-ups on `loop` (idempotent)."""
         if loop not in self._loops:
