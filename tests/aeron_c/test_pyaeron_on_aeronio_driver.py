@@ -116,3 +116,34 @@ def test_a_killed_pyaeron_client_is_timed_out_and_its_resources_freed(aeron_c):
         )
     finally:
         reader.close()
+
+
+@pytest.mark.slow
+def test_one_ipc_stream_shared_by_aeronio_and_pyaeron_clients(aeron_c):
+    """An aeronio publisher and subscriber (on the control socket) and a pyaeron publisher and
+    subscriber (on cnc.dat) on one IPC stream: one log (one session), every message of both
+    publishers to both subscribers, in order per publisher."""
+    dir = _aeronio_driver(aeron_c, "standalone", "--ipc-term-length", "65536")
+    counts = {"aeronio": 500, "pyaeron": 500}
+    subscribers = [
+        aeron_c.role("tagged_subscriber", stdin=True, dir=dir, stream=4, counts=counts),
+        aeron_c.pyaeron(
+            "subscribe_tagged", dir=dir, channel="aeron:ipc", stream_id=4, counts=counts
+        ),
+    ]
+    for subscriber in subscribers:
+        subscriber.expect("subscribed", 30)
+    publishers = [
+        aeron_c.role("tagged_publisher", stdin=True, dir=dir, stream=4, tag="aeronio", count=500),
+        aeron_c.pyaeron(
+            "publish_tagged", dir=dir, channel="aeron:ipc", stream_id=4, tag="pyaeron", count=500
+        ),
+    ]
+    sessions = {publisher.expect_json("connected", 30)["session_id"] for publisher in publishers}
+    assert len(sessions) == 1  # one log
+    for publisher in publishers:
+        publisher.send("go")
+    for publisher in publishers:
+        publisher.expect("sent", 60)
+    for subscriber in subscribers:
+        assert subscriber.expect_json("received", 90) == {"counts": counts, "errors": []}
