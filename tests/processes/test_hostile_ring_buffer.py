@@ -2,15 +2,17 @@
 process: records that are no command are counted and answered, a record a producer claimed and
 never finished is unblocked after the client liveness timeout, and the driver serves on."""
 
+import os
 import struct
 
 import pytest
 
+from aeronio.concurrent.error_log import read_error_log
 from aeronio.concurrent.records import HEADER_LENGTH, align
 from aeronio.concurrent.ring_buffer import TAIL_POSITION_OFFSET
 from aeronio.counters import SystemCounters
 from aeronio.protocol import control as p
-from tests.support.procs import procs_fixture, system_counters
+from tests.support.procs import await_until, procs_fixture, system_counters
 from tests.support.ring_client import RingClient
 
 procs = pytest.fixture(procs_fixture, name="procs")
@@ -75,3 +77,34 @@ async def test_hostile_records_and_a_dead_producers_claim(procs):
         assert after[SystemCounters.ERRORS] == before[SystemCounters.ERRORS] + len(hostile)
     finally:
         client.close()
+
+
+async def test_terminate_driver_stops_a_standalone_driver_only_when_enabled(procs):
+    """Off (the default) the command is recorded and ignored; with terminate_driver_enabled the
+    driver stops as on SIGTERM: exit status 0, its directory removed."""
+    dir = procs.new_dir()
+    driver = procs.driver(dir, "--terminate-driver-enabled", "true")
+    refusing_dir = procs.new_dir()
+    procs.driver(refusing_dir, name="refusing-driver")
+    refusing = RingClient(refusing_dir)
+    try:
+        refusing.send(p.TerminateDriver(refusing.next_id(), refusing.client_id, b""))
+        await await_until(
+            lambda: any(
+                "TERMINATE_DRIVER" in o.text for o in read_error_log(refusing.cnc.error_log_buffer)
+            ),
+            30,
+            "the refused TERMINATE_DRIVER recorded",
+        )
+        client = RingClient(dir)
+        try:
+            client.send(p.TerminateDriver(client.next_id(), client.client_id, b"token"))
+        finally:
+            client.close()
+        assert await driver.await_exit(30) == 0
+        assert not os.path.exists(dir)
+        add = p.AddSubscription(refusing.next_id(), refusing.client_id, "aeron:ipc", 1)
+        refusing.send(add)  # the other driver serves on
+        assert await refusing.answer(add.correlation_id) == p.SubscriptionReady(add.correlation_id)
+    finally:
+        refusing.close()
