@@ -102,7 +102,7 @@ class MediaDriver:
             wake_id=self._waker.id,
             watch=lambda fd: loop.add_reader(fd, self._runner.wake),
             unwatch=loop.remove_reader,
-            ring=self._waker.ring,
+            ring=self._waker.wake,
             terminate=self.terminated.set,
         )
         self._waker.callbacks.append(self._runner.wake)

@@ -50,10 +50,11 @@ class Waker:
         except OSError:
             pass  # the process is gone or its socket is full: it will wake on its timer
 
-    def ring(self, wake_id: int) -> None:
-        """Wake the process of `wake_id`: a datagram, or for this process its callbacks now."""
+    def wake(self, wake_id: int) -> None:
+        """Wake the process of `wake_id`: a datagram, or the callbacks here when it is this one."""
         if wake_id == self.id:
-            self._wake_here()
+            for callback in list(self.callbacks):
+                callback()
         else:
             self.send(wake_id)
 
