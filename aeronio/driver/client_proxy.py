@@ -1,11 +1,14 @@
 """ClientProxy: the one place that tells clients what the driver did (Aeron's ClientProxy).
 Responses go to the command's reply callback; notifications (images, timeouts) to the client
-they concern, if it is still there."""
+they concern, if it is still there. A client of cnc.dat's to-driver ring buffer is answered on
+the to-clients broadcast buffer (`transmit`), which every such client reads; after a duty cycle
+that transmitted, `ring_doorbells` wakes each process that registered a client doorbell."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from aeronio.concurrent.broadcast import BroadcastTransmitter
 from aeronio.concurrent.error_log import cut
 from aeronio.protocol import control as p
 
@@ -15,8 +18,27 @@ MAX_ERROR_LENGTH = 16 * 1024
 
 
 class ClientProxy:
-    def __init__(self, clients: dict):
-        self._clients = clients  # client id -> ClientSession (its `send`)
+    def __init__(
+        self, clients: dict, transmitter: BroadcastTransmitter, ring: Callable[[int], None]
+    ):
+        self._clients = clients  # client id -> ClientSession (its `send`, its `doorbells`)
+        self._transmitter = transmitter
+        self._ring = ring  # rings a process's doorbell, by its wake id
+        self._transmitted = False
+
+    def transmit(self, response: p.Response) -> None:
+        """Send `response` to the clients of the broadcast buffer (the reply of their commands)."""
+        self._transmitter.transmit(*p.encode(response))
+        self._transmitted = True
+
+    def ring_doorbells(self) -> None:
+        """Once something was transmitted: one wake-up per distinct registered client doorbell."""
+        if not self._transmitted:
+            return
+        self._transmitted = False
+        wake_ids = {w for client in self._clients.values() for w in client.doorbells.values()}
+        for wake_id in wake_ids:
+            self._ring(wake_id)
 
     @staticmethod
     def publication_ready(reply: Reply, correlation_id: int, publication) -> None:
@@ -82,3 +104,11 @@ class ClientProxy:
 
     def client_timeout(self, client) -> None:
         client.send(p.ClientTimeout(client.client_id))
+
+    @staticmethod
+    def counter_ready(reply: Reply, registration_id: int, counter_id: int) -> None:
+        reply(p.CounterReady(registration_id, counter_id))
+
+    @staticmethod
+    def unavailable_counter(reply: Reply, registration_id: int, counter_id: int) -> None:
+        reply(p.UnavailableCounter(registration_id, counter_id))

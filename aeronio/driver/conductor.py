@@ -1,8 +1,10 @@
 """The driver conductor (Aeron's DriverConductor): handles client commands and runs the duty
 cycle of the driver's resources.
 
-Commands arrive on a queue (`submit`); answers and notifications go out through the
-ClientProxy. Every client, subscription, publication and image is a resource held in the
+Commands arrive in cnc.dat's to-driver ring buffer (Aeron's clients, read in the duty cycle:
+driver/to_driver_commands.py) or on a queue (`submit`: the control socket); answers and
+notifications go out through the ClientProxy (the to-clients broadcast buffer for the ring
+buffer's clients). Every client, subscription, publication and image is a resource held in the
 registry (`DriverResources`) and driven through one lifecycle on the timer. The conductor owns
 cnc.dat and every log file in the driver directory.
 """
@@ -13,14 +15,17 @@ import contextlib
 import logging
 import os
 import random
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
 
 from aeronio._core import DataPath
 from aeronio.cnc import CncFile
+from aeronio.concurrent.broadcast import BroadcastTransmitter
 from aeronio.concurrent.error_log import DistinctErrorLog
 from aeronio.counters import (
+    CLIENT_DOORBELL_TYPE_ID,
     MAX_KEY_LENGTH,
     CountersManager,
     SystemCounters,
@@ -41,6 +46,7 @@ from aeronio.driver.resources import (
     SubscriptionLink,
 )
 from aeronio.driver.stream_counters import StreamCounters, position_key
+from aeronio.driver.to_driver_commands import ToDriverCommands
 from aeronio.driver.udp_media import UdpMedia, UdpServices
 from aeronio.errors import AeronError, ChannelUriError, ClientTimeoutError, StorageSpaceError
 from aeronio.logbuffer.descriptor import compute_log_length
@@ -67,8 +73,13 @@ class DriverConductor:
         wake_id: int,
         watch: Callable[[int], None],
         unwatch: Callable[[int], None],
+        ring: Callable[[int], None] = lambda wake_id: None,
+        terminate: Callable[[], None] = lambda: None,
     ):
+        """`ring(wake_id)` rings a process's doorbell; `terminate()` stops the driver (a
+        TERMINATE_DRIVER command, when `ctx.terminate_driver_enabled`)."""
         self.ctx = ctx
+        self._terminate = terminate
         self.wake = wake
         self.wake_id = wake_id
         os.makedirs(os.path.join(ctx.dir, layout.PUBLICATIONS_DIR), exist_ok=True)
@@ -84,7 +95,16 @@ class DriverConductor:
         self.system = allocate_system_counters(self.counters)
         self.stream_counters = StreamCounters(self.counters)
         self.resources = DriverResources()
-        self.proxy = ClientProxy(self.resources.clients)
+        self.proxy = ClientProxy(
+            self.resources.clients, BroadcastTransmitter(self.cnc.to_clients_buffer), ring
+        )
+        self.to_driver = ToDriverCommands(
+            self.cnc.to_driver,
+            self._on_ring_command,
+            self._on_bad_record,
+            ctx.client_liveness_timeout_ns,
+        )
+        self.doorbell = self.stream_counters.driver_doorbell(wake_id)
         self.commands: deque[tuple[p.Command, Callable[[p.Response], None]]] = deque()
         self._next_id = random.getrandbits(32)
         self._timed_out_clients: set[int] = set()
@@ -127,6 +147,16 @@ class DriverConductor:
         self._next_id += 1
         return self._next_id
 
+    def _on_ring_command(self, command: p.Command) -> None:
+        """A command of the to-driver ring buffer: answered on the broadcast buffer."""
+        self._on_command(command, self.proxy.transmit, self._now_ns)
+
+    def _on_bad_record(self, code: int, correlation_id: int | None, message: str) -> None:
+        """A ring buffer record that is no command: counted, recorded, answered if it can be."""
+        self.record_error(message)
+        if correlation_id is not None:
+            self.proxy.error(self.proxy.transmit, correlation_id, code, message)
+
     def _on_command(
         self, command: p.Command, reply: Callable[[p.Response], None], now_ns: int
     ) -> None:
@@ -137,7 +167,7 @@ class DriverConductor:
             return
         try:
             client = self._client(command.client_id, reply)
-            client.on_keepalive(now_ns)
+            client.on_keepalive()
             match command:
                 case p.AddPublication():
                     self._add_publication(command, client, now_ns)
@@ -161,7 +191,7 @@ class DriverConductor:
                     client.closed = True
                     self.resources.end(client)
                 case p.TerminateDriver():
-                    raise AeronError("this driver accepts no request to terminate it")
+                    self._terminate_driver(command)
         except ChannelUriError as e:
             self._error(reply, correlation_id, p.INVALID_CHANNEL, str(e))
         except StorageSpaceError as e:
@@ -183,7 +213,20 @@ class DriverConductor:
                 self._release_client,
             )
             self.resources.add(client)
+            self.proxy.counter_ready(reply, client_id, client.heartbeat.id)
         return client
+
+    def _terminate_driver(self, command: p.TerminateDriver) -> None:
+        """As Aeron's driver: no answer; the driver stops if its context allows it (off by
+        default: the refusal is only recorded)."""
+        if self.ctx.terminate_driver_enabled:
+            log.info("driver terminated by client %d", command.client_id)
+            self._terminate()
+        else:
+            self.record_error(
+                f"TERMINATE_DRIVER from client {command.client_id} ignored: "
+                "terminate_driver_enabled is off"
+            )
 
     def _error(self, reply, correlation_id: int, code: int, message: str) -> None:
         self.record_error(message)
@@ -480,12 +523,17 @@ class DriverConductor:
             command.correlation_id, client.client_id, command.type_id, command.key, command.label
         )
         client.counters[command.correlation_id] = counter
-        reply(p.CounterReady(command.correlation_id, counter.id))
+        if command.type_id == CLIENT_DOORBELL_TYPE_ID and len(command.key) >= 8:
+            client.doorbells[command.correlation_id] = int.from_bytes(
+                command.key[:8], sys.byteorder
+            )
+        self.proxy.counter_ready(reply, command.correlation_id, counter.id)
 
     def _remove_counter(self, command: p.RemoveCounter, client: ClientSession, reply) -> None:
         counter = client.counters.pop(command.registration_id, None)
         if counter is None:
             raise AeronError(f"unknown counter registration id {command.registration_id}")
+        client.doorbells.pop(command.registration_id, None)
         self.stream_counters.free(counter)
         self.proxy.operation_success(reply, command.correlation_id)
 
@@ -496,8 +544,12 @@ class DriverConductor:
             self.resources.end(link)
         for registration_id in client.publications:
             self._release_publication(registration_id, self._now_ns)
+        for registration_id, counter in client.counters.items():
+            self.proxy.unavailable_counter(client.send, registration_id, counter.id)
+        self.proxy.unavailable_counter(client.send, client.client_id, client.heartbeat.id)
         self.stream_counters.free(client.heartbeat, *client.counters.values())
         client.counters.clear()
+        client.doorbells.clear()
         if client.timed_out:
             self.system[SystemCounters.CLIENT_TIMEOUTS].increment()
             self.record_error(
@@ -540,6 +592,7 @@ class DriverConductor:
             due
             or self._busy
             or self.commands
+            or self.to_driver.pending()
             or now_ns >= self._next_deadline_ns
             or (data_path_deadline and timer)
         ):
@@ -551,6 +604,8 @@ class DriverConductor:
             while self.commands:
                 command, reply = self.commands.popleft()
                 self._on_command(command, reply, now_ns)
+            if self.to_driver.read():
+                reshaped = busy = True  # more may wait: the next duty cycle looks again
             rebuilt, sent = self.udp.do_work(now_ns, data_path)
             traffic += rebuilt
             # Look again after sending: a sender stops at a batch of datagrams, and what this
@@ -566,6 +621,7 @@ class DriverConductor:
                     self._on_timer(now_ns)
             finally:
                 data_path.bookkept()
+                self.proxy.ring_doorbells()
                 if reshaped or timer or self.udp.images_added:
                     self._data_path = self._new_data_path(data_path)
                     self.udp.images_added = False
@@ -585,7 +641,7 @@ class DriverConductor:
 
     def park_ns(self) -> int:
         """How long the agent may park now: until the next deadline (0: run again at once)."""
-        if self._busy or self.commands:
+        if self._busy or self.commands or self.to_driver.pending():
             return 0
         deadline = min(self._next_deadline_ns, self._data_path_deadline_ns)
         return max(0, deadline - time.monotonic_ns())
@@ -607,6 +663,8 @@ class DriverConductor:
         its heartbeat (cnc.dat's to-driver consumer heartbeat, as Aeron's)."""
         self.udp.on_timer(now_ns)
         self.resources.on_time_event(now_ns)
+        if self.to_driver.check_blocked(now_ns):
+            self.system[SystemCounters.UNBLOCKED_COMMANDS].increment()
         self.cnc.to_driver.set_consumer_heartbeat_time(time.time_ns() // 1_000_000)
 
     def on_idle(self, idle: bool) -> None:

@@ -24,7 +24,8 @@ from aeronio.protocol.channel import parse_duration_ns, parse_size
 
 ENV_PREFIX = "AERONIO_"
 # AERONIO_* variables that are not driver options (read by clients or tools), never rejected.
-NON_DRIVER_ENV_VARS: frozenset[str] = frozenset({"AERONIO_CACHE"})  # aeronio.spark.jvm
+# AERONIO_CACHE: aeronio.spark.jvm; AERONIO_PYAERON_PYTHON: the tests' tests/support/aeron_c.py.
+NON_DRIVER_ENV_VARS: frozenset[str] = frozenset({"AERONIO_CACHE", "AERONIO_PYAERON_PYTHON"})
 
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _TRUE = ("true", "1", "yes")
@@ -61,6 +62,12 @@ class DriverContext(msgspec.Struct, kw_only=True):
     udp_offload: bool = True
     # How often a client tells the driver it is alive (well under client_liveness_timeout_ns).
     client_keepalive_interval_ns: int = 500_000_000
+    # How often a thread (no GIL) looks for commands in cnc.dat's to-driver ring buffer while the
+    # driver parks: the longest a command of a client without a doorbell waits (Aeron's clients).
+    command_watch_interval_ns: int = 10_000_000
+    # Stop the driver on a client's TERMINATE_DRIVER command (Aeron's termination validator);
+    # off, the command is recorded in the error log and ignored.
+    terminate_driver_enabled: bool = False
     # Check the storage (and on a tmpfs, memory) left before making a log (driver/storage.py).
     perform_storage_checks: bool = True
     low_storage_warning_threshold: int = 160 * 1024 * 1024
@@ -86,7 +93,11 @@ class DriverContext(msgspec.Struct, kw_only=True):
         ):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must not be negative")
-        for name in ("client_keepalive_interval_ns", "timer_interval_ns"):
+        for name in (
+            "client_keepalive_interval_ns",
+            "timer_interval_ns",
+            "command_watch_interval_ns",
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"{name} {getattr(self, name)} must be positive")
         if self.client_keepalive_interval_ns >= self.client_liveness_timeout_ns:

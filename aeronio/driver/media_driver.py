@@ -1,8 +1,10 @@
 """MediaDriver: the driver's agents on an event loop, owning a driver directory.
 
 Embedded (`MediaDriver.launch` on the application's loop) or standalone (`aeronio driver`), the
-driver is the same: a conductor agent, a control socket for clients in other processes, and a
-waker so that parked clients and the conductor wake each other across processes. One driver
+driver is the same: a conductor agent serving cnc.dat's to-driver ring buffer (and, until every
+client uses cnc.dat, a control socket), and a waker so that parked clients and the conductor
+wake each other across processes. A client's doorbell (or, without one, a ChangeWatcher thread
+looking at the ring buffer every `command_watch_interval_ns`) wakes the parked conductor. One driver
 owns a directory: a second refuses to start while the first is alive, and takes over a dead
 one's directory. Every driver, when it starts, removes the directories that dead embedded
 drivers left under /dev/shm (aeronio.driver.directories). Closing, it first runs until its
@@ -14,12 +16,14 @@ leaves right after its last offer loses nothing; what is lost all the same is re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import fcntl
 import os
 import shutil
 from collections.abc import Callable
 
+from aeronio._core import AtomicBuffer, ChangeWatcher
 from aeronio.counters import SystemCounters
 from aeronio.driver.agent import AgentRunner
 from aeronio.driver.conductor import DriverConductor
@@ -43,6 +47,10 @@ class MediaDriver:
         self._server: ControlServer | None = None
         self._lock_fd: int | None = None
         self._delivered: asyncio.Future | None = None  # while closing: all delivered
+        self._watcher: ChangeWatcher | None = None
+        self._watch_fd: int | None = None
+        # Set when a client's TERMINATE_DRIVER stopped it (ctx.terminate_driver_enabled).
+        self.terminated = asyncio.Event()
 
     @classmethod
     def launch(
@@ -94,8 +102,11 @@ class MediaDriver:
             wake_id=self._waker.id,
             watch=lambda fd: loop.add_reader(fd, self._runner.wake),
             unwatch=loop.remove_reader,
+            ring=self._waker.wake,
+            terminate=self.terminated.set,
         )
         self._waker.callbacks.append(self._runner.wake)
+        self._watch_commands(loop)
         self._runner.start()
         embedded.register(self)
         self._server = ControlServer(
@@ -110,6 +121,36 @@ class MediaDriver:
                 f"another media driver still serves {path} although its files were deleted "
                 "(its control socket is in use): stop that driver, or use another dir"
             ) from None
+
+    def _watch_commands(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A ChangeWatcher on the to-driver ring buffer's tail and head wakes the agent when a
+        client wrote a command and rang no doorbell."""
+        to_driver = self.conductor.to_driver
+        self._watch_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        loop.add_reader(self._watch_fd, self._on_commands_written)
+        self._watcher = ChangeWatcher(
+            AtomicBuffer(self.conductor.cnc.to_driver_buffer),
+            to_driver.tail_offset,
+            to_driver.head_offset,
+            self.ctx.command_watch_interval_ns,
+            self._watch_fd,
+        )
+        self._watcher.start()
+
+    def _on_commands_written(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.eventfd_read(self._watch_fd)
+        self._runner.wake()
+
+    def _unwatch_commands(self) -> None:
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+        if self._watch_fd is not None:
+            with contextlib.suppress(Exception):
+                self._runner.loop.remove_reader(self._watch_fd)
+            os.close(self._watch_fd)
+            self._watch_fd = None
 
     def hello(self) -> p.DriverHello:
         """What this driver tells a client that attaches (its pid, timeouts, wake id)."""
@@ -181,6 +222,7 @@ class MediaDriver:
 
     async def _close(self) -> None:
         if self._runner is not None:
+            self._unwatch_commands()
             await self._runner.close()
             self._waker.callbacks.remove(self._runner.wake)
             self._runner = None

@@ -48,27 +48,29 @@ def slowest(subscribers: list[SubscriberPosition]) -> int | None:
 
 @dataclass(eq=False)
 class ClientSession:
-    """A client of the driver (Aeron's AeronClient): alive while it sends keepalives; at the end
-    of its life (closed, or timed out) `release` gives up everything it held."""
+    """A client of the driver (Aeron's AeronClient): alive while its heartbeat counter (epoch
+    ms, written by the client itself or by the driver on a keepalive command) is younger than
+    the client liveness timeout; at the end of its life (closed, or timed out) `release` gives
+    up everything it held."""
 
     client_id: int
     send: Callable[[p.Response], None]
     heartbeat: Counter
     liveness_timeout_ns: int
     release: Callable[[ClientSession], None]
-    last_keepalive_ns: int = 0
     publications: list[int] = field(default_factory=list)  # registration ids, one per add
     subscriptions: list[int] = field(default_factory=list)
     counters: dict[int, Counter] = field(default_factory=dict)  # by registration id
+    doorbells: dict[int, int] = field(default_factory=dict)  # wake ids, by registration id
     closed: bool = False
     timed_out: bool = False
 
-    def on_keepalive(self, now_ns: int) -> None:
-        self.last_keepalive_ns = now_ns
+    def on_keepalive(self) -> None:
         self.heartbeat.set(time.time_ns() // 1_000_000)
 
     def on_time_event(self, now_ns: int) -> None:
-        if now_ns - self.last_keepalive_ns > self.liveness_timeout_ns:
+        timeout_ms = max(1, self.liveness_timeout_ns // 1_000_000)
+        if time.time_ns() // 1_000_000 > self.heartbeat.get() + timeout_ms:
             self.timed_out = True
 
     def has_reached_end_of_life(self) -> bool:

@@ -1,5 +1,6 @@
 """The standalone driver: `aeronio driver` runs the media driver on its own event loop in its
-own process until SIGINT or SIGTERM, then shuts down cleanly."""
+own process until SIGINT or SIGTERM (or a client's TERMINATE_DRIVER, when the driver's
+`terminate_driver_enabled` allows it), then shuts down cleanly."""
 
 from __future__ import annotations
 
@@ -21,8 +22,13 @@ async def run(ctx: DriverContext, ready_message: bool = True) -> None:
         loop.add_signal_handler(signum, stop.set)
     if ready_message:
         print(f"aeronio driver pid {os.getpid()} on {driver.dir}", flush=True)
-    try:
-        await stop.wait()
+    try:  # until a signal, or a client's TERMINATE_DRIVER (ctx.terminate_driver_enabled)
+        waits = [asyncio.ensure_future(e.wait()) for e in (stop, driver.terminated)]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)

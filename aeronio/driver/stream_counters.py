@@ -5,10 +5,12 @@ and the tests read these labels and type ids: they are part of the counters' for
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import NamedTuple
 
 from aeronio.counters import (
     CLIENT_HEARTBEAT_TYPE_ID,
+    DRIVER_DOORBELL_TYPE_ID,
     FLOW_CONTROL_RECEIVERS_TYPE_ID,
     MDC_DESTINATIONS_TYPE_ID,
     PUBLISHER_LIMIT_TYPE_ID,
@@ -62,8 +64,16 @@ class StreamCounters:
             self.manager.free(counter.id)
 
     def client_heartbeat(self, client_id: int) -> Counter:
+        """A client's heartbeat (epoch ms): key and registration id its client id, as Aeron's
+        clients look for it."""
         label = f"client-heartbeat: {client_id}"
-        return self._allocate(_Spec(label, CLIENT_HEARTBEAT_TYPE_ID, b"", client_id, client_id))[0]
+        key = client_id.to_bytes(8, "little", signed=True)
+        return self._allocate(_Spec(label, CLIENT_HEARTBEAT_TYPE_ID, key, client_id, client_id))[0]
+
+    def driver_doorbell(self, wake_id: int) -> Counter:
+        """The driver's doorbell: key its process's wake id (8 bytes, native order)."""
+        key = wake_id.to_bytes(8, sys.byteorder)
+        return self._allocate(_Spec("aeronio driver doorbell", DRIVER_DOORBELL_TYPE_ID, key))[0]
 
     def client_counter(
         self, registration_id: int, client_id: int, type_id: int, key: bytes, label: str

@@ -509,7 +509,51 @@ async def role_idle_ipc_client(dir: str, stream: int, side: str) -> None:
                 say("got", (await subscription.receive()).data.decode())
 
 
+async def role_tagged_publisher(dir: str, stream: int, tag: str, count: int) -> None:
+    """The aeronio side of pyaeron_roles.publish_tagged: once connected and told "go" on
+    stdin, offer `count` tagged messages."""
+    import aeronio
+    from tests.support.pyaeron_roles import tagged
+
+    async with aeronio.connect(dir) as aeron:
+        publication = await aeron.add_publication(IPC, stream)
+        await publication.wait_connected(60)
+        say("connected", {"session_id": publication.session_id})
+        await read_stdin_line()
+        for i in range(count):
+            await publication.offer(tagged(tag, i), timeout=30)
+        say("sent", {"count": count})
+        await read_stdin_line()
+
+
+async def role_tagged_subscriber(dir: str, stream: int, counts: dict[str, int]) -> None:
+    """The aeronio side of pyaeron_roles.subscribe_tagged."""
+    import aeronio
+    from tests.support.pyaeron_roles import check_tagged
+
+    next_index = dict.fromkeys(counts, 0)
+    errors: list[str] = []
+    async with aeronio.connect(dir) as aeron:
+        subscription = await aeron.add_subscription(IPC, stream)
+        say("subscribed")
+
+        async def receive_all() -> None:
+            async for message in subscription:
+                error = check_tagged(message.data, next_index)
+                if error is not None:
+                    errors.append(error)
+                if next_index == counts or errors:
+                    return
+
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(receive_all(), 60)
+        say("received", {"counts": next_index, "errors": errors})
+        await read_stdin_line()
+
+
 ROLES = {
+    "tagged_publisher": role_tagged_publisher,
+    "tagged_subscriber": role_tagged_subscriber,
     "publisher": role_publisher,
     "checking_subscriber": role_checking_subscriber,
     "claimer": role_claimer,

@@ -165,7 +165,68 @@ def add_publication_error(pyaeron, dir: str, channel: str, stream_id: int = 1) -
     aeron.close()
 
 
+def tagged(tag: str, index: int) -> bytes:
+    """Message `index` of the publisher `tag` in the tagged roles (aeronio's too)."""
+    return f"{tag}:{index}:".encode() + bytes(index % 300)
+
+
+def check_tagged(data: bytes, next_index: dict[str, int]) -> str | None:
+    """Count a tagged message in `next_index` (tag -> next expected index); an error, if any."""
+    tag, _, rest = data.partition(b":")
+    index = int(rest.partition(b":")[0] or -1)
+    expected = next_index.get(tag.decode(errors="replace"))
+    if expected is None or index != expected or data != tagged(tag.decode(), index):
+        return f"{data[:40]!r}: expected index {expected}"
+    next_index[tag.decode()] = index + 1
+    return None
+
+
+def publish_tagged(pyaeron, dir: str, channel: str, stream_id: int, tag: str, count: int) -> None:
+    """Once connected and told "go" on stdin, offer `count` tagged messages; stay until stdin
+    ends."""
+    aeron = connect(pyaeron, dir)
+    publication = aeron.add_publication(channel, stream_id)
+    publication.await_connected(60)
+    say("connected", {"session_id": publication.session_id})
+    sys.stdin.readline()
+    for i in range(count):
+        while not publication.offer(tagged(tag, i)):
+            time.sleep(POLL_PAUSE_S)
+    say("sent", {"count": count})
+    stdin_closed().wait()
+    publication.close()
+    aeron.close()
+
+
+def subscribe_tagged(
+    pyaeron, dir: str, channel: str, stream_id: int, counts: dict[str, int], timeout_s: float = 60
+) -> None:
+    """Receive every tagged message of `counts` (tag -> count), checking each publisher's
+    order; say what was received (tag -> count, errors)."""
+    aeron = connect(pyaeron, dir)
+    subscription = aeron.add_subscription(channel, stream_id)
+    say("subscribed")
+    next_index = dict.fromkeys(counts, 0)
+    errors: list[str] = []
+
+    def on_message(buffer, header) -> None:
+        error = check_tagged(bytes(buffer), next_index)
+        if error is not None and len(errors) < 10:
+            errors.append(error)
+
+    deadline = time.monotonic() + timeout_s
+    while next_index != counts and not errors and time.monotonic() < deadline:
+        if not subscription.poll(on_message, 256):
+            time.sleep(POLL_PAUSE_S)
+    say("received", {"counts": next_index, "errors": errors})
+    stdin_closed().wait()
+    subscription.close()
+    aeron.close()
+
+
 ROLES = {
+    "publish_tagged": publish_tagged,
+    "subscribe_tagged": subscribe_tagged,
     "driver": driver,
     "publish": publish,
     "subscribe": subscribe,

@@ -1,0 +1,94 @@
+"""The clients' commands in cnc.dat's to-driver ring buffer (Aeron's `to_driver_commands`), read
+by the conductor in its duty cycle.
+
+Each record is one of Aeron's commands (`protocol.control.decode_command`). A record that is
+not (an unknown msg type id, a payload too short or with a length past its end) never reaches
+the conductor: it is reported to `on_bad_record` with Aeron's error code (UNKNOWN_COMMAND_TYPE_ID
+or MALFORMED_COMMAND) and the correlation id at its usual place (@8, after the client id) when
+the payload is long enough to hold one. A producer that died inside its claim would stop the
+buffer: `check_blocked` turns its record into padding once the head has not moved for the client
+liveness timeout while records wait (Aeron's check for blocked driver commands).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aeronio.concurrent.ring_buffer import (
+    HEAD_POSITION_OFFSET,
+    TAIL_POSITION_OFFSET,
+    ManyToOneRingBuffer,
+)
+from aeronio.protocol import control as p
+
+CORRELATION_ID_END = 16  # client id i64, correlation id i64: every command starts with them
+# Records read per duty cycle (Aeron's conductor reads up to 10 commands per duty cycle).
+READ_LIMIT = 10
+
+OnCommand = Callable[[p.Command], None]
+OnBadRecord = Callable[[int, int | None, str], None]  # code, correlation id, message
+
+
+class ToDriverCommands:
+    def __init__(
+        self,
+        ring: ManyToOneRingBuffer,
+        on_command: OnCommand,
+        on_bad_record: OnBadRecord,
+        blocked_timeout_ns: int,
+    ):
+        self.ring = ring
+        self._on_command = on_command
+        self._on_bad_record = on_bad_record
+        self._blocked_timeout_ns = blocked_timeout_ns
+        self._last_head = ring.consumer_position()
+        self._last_head_change_ns: int | None = None
+
+    @property
+    def tail_offset(self) -> int:
+        """Where the producers' tail is, in the ring buffer's bytes (for a ChangeWatcher)."""
+        return self.ring.capacity + TAIL_POSITION_OFFSET
+
+    @property
+    def head_offset(self) -> int:
+        return self.ring.capacity + HEAD_POSITION_OFFSET
+
+    def pending(self) -> bool:
+        """Records wait to be read."""
+        ring = self.ring
+        return ring.producer_position() != ring.consumer_position()
+
+    def read(self, limit: int = READ_LIMIT) -> int:
+        """Hand the conductor up to `limit` commands; returns the records read."""
+        return self.ring.read(self._on_record, limit)
+
+    def _on_record(self, msg_type_id: int, payload: memoryview) -> None:
+        try:
+            command = p.decode_command(msg_type_id, payload)
+        except p.UnknownMessageTypeError as e:
+            self._refuse(p.UNKNOWN_COMMAND_TYPE_ID, payload, str(e))
+        except p.MalformedMessageError as e:
+            self._refuse(p.MALFORMED_COMMAND, payload, str(e))
+        else:
+            self._on_command(command)
+
+    def _refuse(self, code: int, payload: memoryview, reason: str) -> None:
+        correlation_id = None
+        if len(payload) >= CORRELATION_ID_END:
+            correlation_id = int.from_bytes(payload[8:CORRELATION_ID_END], "little", signed=True)
+        self._on_bad_record(code, correlation_id, f"command refused: {reason}")
+
+    def check_blocked(self, now_ns: int) -> bool:
+        """Unblock the buffer if a record has stopped it for the timeout (a producer died while
+        writing it); True if it did."""
+        ring = self.ring
+        head = ring.consumer_position()
+        if head != self._last_head or ring.producer_position() == head:
+            self._last_head, self._last_head_change_ns = head, now_ns
+            return False
+        if self._last_head_change_ns is None:
+            self._last_head_change_ns = now_ns
+        if now_ns - self._last_head_change_ns <= self._blocked_timeout_ns:
+            return False
+        self._last_head_change_ns = now_ns
+        return ring.unblock()

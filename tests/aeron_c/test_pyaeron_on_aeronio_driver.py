@@ -1,0 +1,149 @@
+"""Current Aeron's C client (pyaeron, 1.53) served by aeronio's media driver through cnc.dat:
+the to-driver ring buffer, the broadcast buffer, heartbeat counters; the driver standalone
+(`aeronio driver`) or embedded in another aeronio process."""
+
+import signal
+import zlib
+
+import pytest
+
+from aeronio.counters import CLIENT_HEARTBEAT_TYPE_ID, CountersReader, SystemCounters
+from tests.support.procs import system_counters, wait_until
+from tests.support.pyaeron_roles import payload
+
+UDP = "aeron:udp?endpoint=127.0.0.1:{port}"
+IPC = "aeron:ipc?term-length=64k"
+COUNT = 200
+SIZES = [100, 3000]  # 3000: fragmented at the 1408 mtu
+
+
+def _crc(count: int) -> int:
+    """What the `subscribe` role reports for `count` messages of the `publish` role."""
+    crc = 0
+    for i in range(count):
+        data = payload(i, SIZES[i % len(SIZES)])
+        crc = zlib.crc32(len(data).to_bytes(4, "big") + data, crc)
+    return crc
+
+
+def _aeronio_driver(aeron_c, kind: str, *options: str) -> str:
+    """The directory of an aeronio driver: standalone, or embedded in an aeronio process."""
+    if kind == "standalone":
+        dir = aeron_c.new_dir()
+        aeron_c.driver(dir, *options)
+        return dir
+    service = aeron_c.role("idle_service", name="embedded-driver", stdin=True)
+    dir = service.expect_json("ready", 30)["dir"]
+    aeron_c.dirs.append(dir)  # the teardown's SIGKILL leaves it
+    return dir
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["standalone", "embedded"])
+@pytest.mark.parametrize("medium", ["ipc", "udp"])
+def test_pyaeron_publishes_and_subscribes_on_an_aeronio_driver(
+    aeron_c, free_udp_port, kind, medium
+):
+    """Every message, in order, byte for byte; the image comes with the publisher's session and,
+    once the publisher closes, goes."""
+    dir = _aeronio_driver(aeron_c, kind)
+    channel = IPC if medium == "ipc" else UDP.format(port=free_udp_port)
+    subscriber = aeron_c.pyaeron("subscribe", dir=dir, channel=channel, stream_id=9, count=COUNT)
+    subscriber.expect("subscribed", 30)
+    publisher = aeron_c.pyaeron(
+        "publish", dir=dir, channel=channel, stream_id=9, count=COUNT, sizes=SIZES
+    )
+    session_id = publisher.expect_json("publication", 30)["session_id"]
+    publisher.expect("sent", 60)
+    image = subscriber.expect_json("image-available", 60)
+    assert image["session_id"] == session_id
+    assert subscriber.expect_json("received", 60) == {
+        "count": COUNT,
+        "crc": _crc(COUNT),
+        "in_order": True,
+    }
+    publisher.release()
+    publisher.wait(30)
+    assert subscriber.expect_json("image-unavailable", 60)["session_id"] == session_id
+
+
+def test_an_invalid_channel_is_refused_with_aerons_code(aeron_c):
+    dir = _aeronio_driver(aeron_c, "standalone")
+    failing = aeron_c.pyaeron("add_publication_error", dir=dir, channel="aeron:udp?endpoint=nope")
+    message = failing.expect_json("error", 30)["message"]
+    assert "endpoint=nope" in message and "INVALID_CHANNEL" in message.upper().replace(" ", "_")
+
+
+@pytest.mark.slow
+def test_a_killed_pyaeron_client_is_timed_out_and_its_resources_freed(aeron_c):
+    """SIGKILLed, the client writes its heartbeat counter no more: after the client liveness
+    timeout the driver frees the counter and the client's publication (its counters go)."""
+    dir = _aeronio_driver(aeron_c, "standalone", "--client-liveness-timeout-ns", "1000000000")
+    publisher = aeron_c.pyaeron(
+        "publish", dir=dir, channel=IPC, stream_id=3, count=1, sizes=[100], timeout_s=600
+    )
+    client_id = publisher.expect_json("publication", 30)["client_id"]
+    reader = CountersReader.open(dir)
+    try:
+
+        def labels() -> list[str]:
+            return [c.label for c in reader.for_each()]
+
+        heartbeat = wait_until(
+            lambda: reader.find_by_type_id_and_registration_id(CLIENT_HEARTBEAT_TYPE_ID, client_id),
+            30,
+            "the client's heartbeat counter",
+        )
+        assert any(label.startswith("pub-lmt") for label in labels())
+        # Aeron's client finds its counter by type and key, and writes its liveness into it.
+        wait_until(
+            lambda: " name=" in reader.get_counter_label(heartbeat), 30, "the client's label"
+        )
+        publisher.send_signal(signal.SIGKILL)
+        publisher.wait(30)
+        wait_until(
+            lambda: system_counters(dir)[SystemCounters.CLIENT_TIMEOUTS] == 1,
+            30,
+            "the client timed out",
+        )
+        assert (
+            reader.find_by_type_id_and_registration_id(CLIENT_HEARTBEAT_TYPE_ID, client_id) is None
+        )
+        wait_until(
+            lambda: not any(label.startswith(("pub-lmt", "pub-pos")) for label in labels()),
+            60,
+            "the publication released",
+        )
+    finally:
+        reader.close()
+
+
+@pytest.mark.slow
+def test_one_ipc_stream_shared_by_aeronio_and_pyaeron_clients(aeron_c):
+    """An aeronio publisher and subscriber (on the control socket) and a pyaeron publisher and
+    subscriber (on cnc.dat) on one IPC stream: one log (one session), every message of both
+    publishers to both subscribers, in order per publisher."""
+    dir = _aeronio_driver(aeron_c, "standalone", "--ipc-term-length", "65536")
+    counts = {"aeronio": 500, "pyaeron": 500}
+    subscribers = [
+        aeron_c.role("tagged_subscriber", stdin=True, dir=dir, stream=4, counts=counts),
+        aeron_c.pyaeron(
+            "subscribe_tagged", dir=dir, channel="aeron:ipc", stream_id=4, counts=counts
+        ),
+    ]
+    for subscriber in subscribers:
+        subscriber.expect("subscribed", 30)
+    publishers = [
+        aeron_c.role("tagged_publisher", stdin=True, dir=dir, stream=4, tag="aeronio", count=500),
+        aeron_c.pyaeron(
+            "publish_tagged", dir=dir, channel="aeron:ipc", stream_id=4, tag="pyaeron", count=500
+        ),
+    ]
+    sessions = {publisher.expect_json("connected", 30)["session_id"] for publisher in publishers}
+    assert len(sessions) == 1  # one log
+    for publisher in publishers:
+        publisher.send("go")
+    for publisher in publishers:
+        publisher.expect("sent", 60)
+    for subscriber in subscribers:
+        assert subscriber.expect_json("received", 90) == {"counts": counts, "errors": []}

@@ -1,0 +1,256 @@
+"""The driver serves Aeron's command protocol through cnc.dat: commands written to the to-driver
+ring buffer are answered on the to-clients broadcast buffer; clients live by their heartbeat
+counters; records that are no command are counted, recorded and answered with Aeron's codes;
+doorbells and the ChangeWatcher wake the parked conductor."""
+
+import socket
+import struct
+import sys
+import time
+
+import pytest
+
+from aeronio.concurrent.error_log import read_error_log
+from aeronio.counters import (
+    CLIENT_DOORBELL_TYPE_ID,
+    CLIENT_HEARTBEAT_TYPE_ID,
+    DRIVER_DOORBELL_TYPE_ID,
+    RECORD_ALLOCATED,
+    SystemCounters,
+)
+from aeronio.driver.media_driver import MediaDriver
+from aeronio.logbuffer import waker
+from aeronio.protocol import control as p
+from tests.support.procs import await_until
+from tests.support.ring_client import TIMEOUT_S, RingClient
+
+
+@pytest.fixture
+async def driver(request):
+    options = getattr(request, "param", {})
+    async with MediaDriver.launch(**options) as driver:
+        yield driver
+
+
+@pytest.fixture
+def client(driver):
+    client = RingClient(driver.dir)
+    yield client
+    client.close()
+
+
+def _add_publication(client: RingClient, channel: str = "aeron:ipc", stream_id: int = 7):
+    command = p.AddPublication(client.next_id(), client.client_id, channel, stream_id)
+    client.send(command)
+    return command
+
+
+async def test_a_command_is_answered_on_the_broadcast_buffer_and_makes_a_heartbeat(client):
+    """The first command of a client makes its heartbeat counter (Aeron's: type 11, key and
+    registration id its client id, value epoch ms), told with ON_COUNTER_READY; the publication
+    is answered with ON_PUBLICATION_READY, a subscription with ON_SUBSCRIPTION_READY and the
+    image with ON_AVAILABLE_IMAGE."""
+    before_ms = time.time_ns() // 1_000_000
+    add = _add_publication(client)
+    ready = await client.answer(add.correlation_id)
+    assert isinstance(ready, p.PublicationReady) and ready.stream_id == 7
+    counter = await client.expect(
+        lambda r: isinstance(r, p.CounterReady) and r.correlation_id == client.client_id,
+        "the heartbeat counter",
+    )
+    reader = client.counters
+    assert reader.get_counter_type_id(counter.counter_id) == CLIENT_HEARTBEAT_TYPE_ID
+    assert reader.get_counter_key(counter.counter_id)[:8] == struct.pack("<q", client.client_id)
+    assert reader.get_counter_registration_id(counter.counter_id) == client.client_id
+    assert reader.get_counter_label(counter.counter_id) == f"client-heartbeat: {client.client_id}"
+    assert reader.get_counter_value(counter.counter_id) >= before_ms
+
+    subscribe = p.AddSubscription(client.next_id(), client.client_id, "aeron:ipc", 7)
+    client.send(subscribe)
+    assert await client.answer(subscribe.correlation_id) == p.SubscriptionReady(
+        subscribe.correlation_id
+    )
+    image = await client.expect(lambda r: isinstance(r, p.ImageReady), "the image")
+    assert image.subscription_registration_id == subscribe.correlation_id
+    assert image.session_id == ready.session_id and image.log_file == ready.log_file
+
+
+@pytest.mark.parametrize(
+    "driver", [{"timer_interval_ns": 30_000_000_000, "conductor_idle_spins": 0}], indirect=True
+)
+async def test_a_parked_driver_sees_a_command_by_its_change_watcher(driver, client):
+    """Nothing rings the driver's doorbell: its ChangeWatcher (10 ms) wakes it, long before its
+    timer (30 s) would."""
+    await client.answer(_add_publication(client).correlation_id)  # the driver parks after it
+    await await_until(lambda: driver._runner._wakeup is not None, TIMEOUT_S, "a parked driver")
+    start = time.monotonic()
+    await client.answer(_add_publication(client).correlation_id)
+    assert time.monotonic() - start < 5
+
+
+async def test_records_that_are_no_command_are_counted_answered_and_the_driver_lives(
+    driver, client
+):
+    """An unknown msg type id and malformed payloads: each counted as an error and kept in the
+    error log, answered with Aeron's code to the correlation id when the record holds one; the
+    commands after them are served."""
+    errors = driver.conductor.system[SystemCounters.ERRORS]
+    before = errors.get()
+    unknown_id = client.next_id()
+    client.write(0x77, struct.pack("<qq", client.client_id, unknown_id) + b"xyz")
+    truncated_id = client.next_id()
+    channel = b"aeron:ipc"
+    client.write(
+        p.ADD_PUBLICATION,
+        struct.pack("<qqii", client.client_id, truncated_id, 7, 1000) + channel,
+    )
+    bad_text_id = client.next_id()
+    client.write(
+        p.ADD_SUBSCRIPTION,
+        struct.pack("<qqqii", client.client_id, bad_text_id, -1, 7, 2) + b"\xff\xfe",
+    )
+    client.write(p.REMOVE_PUBLICATION, b"\x01\x02\x03")  # no correlation id to answer
+    add = _add_publication(client)
+    assert isinstance(await client.answer(add.correlation_id), p.PublicationReady)
+
+    unknown = await client.answer(unknown_id)
+    assert (unknown.code, type(unknown)) == (p.UNKNOWN_COMMAND_TYPE_ID, p.ErrorResponse)
+    assert "unknown command msg type id 0x77" in unknown.message
+    truncated = await client.answer(truncated_id)
+    assert truncated.code == p.MALFORMED_COMMAND and "runs past its end" in truncated.message
+    bad_text = await client.answer(bad_text_id)
+    assert bad_text.code == p.MALFORMED_COMMAND
+    assert errors.get() == before + 4
+    texts = [o.text for o in read_error_log(client.cnc.error_log_buffer)]
+    assert any("msg type id 0x2 of 3 bytes too short" in text for text in texts)
+
+
+async def test_an_invalid_channel_is_answered_with_aerons_code(client):
+    add = _add_publication(client, "aeron:udp?endpoint=nope")
+    error = await client.answer(add.correlation_id)
+    assert error.code == p.INVALID_CHANNEL and "nope" in error.message
+
+
+@pytest.mark.parametrize(
+    "driver",
+    [
+        {
+            "client_liveness_timeout_ns": 1_000_000_000,
+            "client_keepalive_interval_ns": 100_000_000,
+            "timer_interval_ns": 100_000_000,
+        }
+    ],
+    indirect=True,
+)
+async def test_a_client_lives_by_its_heartbeat_counter(driver, client):
+    """Two clients: the one that writes its heartbeat counter lives; the one that does not is
+    timed out: ON_CLIENT_TIMEOUT, its counters unavailable and freed, its publication
+    released."""
+    silent = RingClient(driver.dir)
+    try:
+        live = await client.answer(_add_publication(client, stream_id=1).correlation_id)
+        gone = await silent.answer(_add_publication(silent, stream_id=2).correlation_id)
+        counters = client.counters
+        live_heartbeat = counters.find_by_type_id_and_registration_id(
+            CLIENT_HEARTBEAT_TYPE_ID, client.client_id
+        )
+        silent_heartbeat = counters.find_by_type_id_and_registration_id(
+            CLIENT_HEARTBEAT_TYPE_ID, silent.client_id
+        )
+        live_counter = counters.counter(live_heartbeat)
+
+        def beating(condition):
+            def beat():
+                live_counter.set(time.time_ns() // 1_000_000)
+                client._poll()
+                return condition()
+
+            return beat
+
+        timed_out = beating(lambda: any(isinstance(r, p.ClientTimeout) for r in client.seen))
+        await await_until(timed_out, TIMEOUT_S, "the silent client's timeout")
+        assert p.ClientTimeout(silent.client_id) in client.seen
+        assert p.ClientTimeout(client.client_id) not in client.seen
+        assert p.UnavailableCounter(silent.client_id, silent_heartbeat) in client.seen
+        assert counters.get_counter_state(silent_heartbeat) != RECORD_ALLOCATED
+        assert counters.get_counter_state(live_heartbeat) == RECORD_ALLOCATED
+        registrations = {pub.registration_id for pub in driver.conductor.publications}
+        assert live.registration_id in registrations
+        await await_until(
+            beating(
+                lambda: (
+                    gone.registration_id
+                    not in {pub.registration_id for pub in driver.conductor.publications}
+                )
+            ),
+            TIMEOUT_S,
+            "the silent client's publication released",
+        )
+        assert driver.conductor.system[SystemCounters.CLIENT_TIMEOUTS].get() == 1
+    finally:
+        silent.close()
+
+
+async def test_a_closed_client_is_ended_at_once(driver, client):
+    await client.answer(_add_publication(client).correlation_id)
+    client.send(p.ClientClose(client.client_id))
+    await client.expect(
+        lambda r: (
+            r == p.UnavailableCounter(client.client_id, r.counter_id)
+            if isinstance(r, p.UnavailableCounter)
+            else False
+        ),
+        "the heartbeat counter unavailable",
+    )
+    assert client.client_id not in driver.conductor.resources.clients
+    assert p.ClientTimeout(client.client_id) not in client.seen
+
+
+async def test_the_driver_doorbell_counter_and_a_client_doorbell_rung(driver, client):
+    """The driver's doorbell counter holds its process's wake id; a client doorbell (ADD_COUNTER
+    of CLIENT_DOORBELL_TYPE_ID, key a wake id) gets one datagram after the driver transmits."""
+    counters = client.counters
+    (doorbell,) = [c for c in counters.for_each() if c.type_id == DRIVER_DOORBELL_TYPE_ID]
+    assert doorbell.key[:8] == waker.waker().id.to_bytes(8, sys.byteorder)
+
+    wake_id = 0x5EA4_D21E_0001
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as bell:
+        bell.bind(waker._address(wake_id))
+        bell.setblocking(False)
+        key = wake_id.to_bytes(8, sys.byteorder)
+        label = f"aeronio client doorbell: {client.client_id}"
+        add = p.AddCounter(client.next_id(), client.client_id, CLIENT_DOORBELL_TYPE_ID, key, label)
+        client.send(add)
+        await client.answer(add.correlation_id)
+
+        def rung():
+            try:
+                return bell.recv(64)
+            except BlockingIOError:
+                return None
+
+        while rung():  # the datagrams of the counter's own answer
+            pass
+        await client.answer(_add_publication(client).correlation_id)
+        assert await await_until(rung, TIMEOUT_S, "a doorbell datagram") == b"\x01"
+
+
+@pytest.mark.parametrize(
+    "driver, stops",
+    [({}, False), ({"terminate_driver_enabled": True}, True)],
+    indirect=["driver"],
+)
+async def test_terminate_driver_only_when_enabled(driver, client, stops):
+    """As Aeron's driver: no answer; off (the default) the command is recorded and ignored."""
+    client.send(p.TerminateDriver(client.next_id(), client.client_id, b"token"))
+    if stops:
+        await await_until(driver.terminated.is_set, TIMEOUT_S, "the driver terminated")
+    else:
+        await await_until(
+            lambda: any(
+                "TERMINATE_DRIVER" in o.text for o in read_error_log(client.cnc.error_log_buffer)
+            ),
+            TIMEOUT_S,
+            "the ignored TERMINATE_DRIVER recorded",
+        )
+        assert not driver.terminated.is_set()
