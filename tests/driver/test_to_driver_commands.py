@@ -39,6 +39,16 @@ def client(driver):
     client.close()
 
 
+def _heartbeat_of(client: RingClient) -> int:
+    """The id of the client's heartbeat counter, told by ON_COUNTER_READY."""
+    (counter_id,) = [
+        r.counter_id
+        for r in client.poll()
+        if isinstance(r, p.CounterReady) and r.correlation_id == client.client_id
+    ]
+    return counter_id
+
+
 def _add_publication(client: RingClient, channel: str = "aeron:ipc", stream_id: int = 7):
     command = p.AddPublication(client.next_id(), client.client_id, channel, stream_id)
     client.send(command)
@@ -149,24 +159,35 @@ async def test_a_client_lives_by_its_heartbeat_counter(driver, client):
     silent = RingClient(driver.dir)
     try:
         live = await client.answer(_add_publication(client, stream_id=1).correlation_id)
-        gone = await silent.answer(_add_publication(silent, stream_id=2).correlation_id)
+        live_heartbeat = _heartbeat_of(client)
         counters = client.counters
-        live_heartbeat = counters.find_by_type_id_and_registration_id(
-            CLIENT_HEARTBEAT_TYPE_ID, client.client_id
-        )
-        silent_heartbeat = counters.find_by_type_id_and_registration_id(
-            CLIENT_HEARTBEAT_TYPE_ID, silent.client_id
-        )
         live_counter = counters.counter(live_heartbeat)
 
         def beating(condition):
             def beat():
                 live_counter.set(time.time_ns() // 1_000_000)
-                client._poll()
+                client.poll()
                 return condition()
 
             return beat
 
+        silent_add = _add_publication(silent, stream_id=2)
+        gone = await await_until(
+            beating(
+                lambda: next(
+                    (
+                        r
+                        for r in silent.poll()
+                        if getattr(r, "correlation_id", None) == silent_add.correlation_id
+                    ),
+                    None,
+                )
+            ),
+            TIMEOUT_S,
+            "the silent client's publication",
+        )
+        assert isinstance(gone, p.PublicationReady)
+        silent_heartbeat = _heartbeat_of(silent)
         timed_out = beating(lambda: any(isinstance(r, p.ClientTimeout) for r in client.seen))
         await await_until(timed_out, TIMEOUT_S, "the silent client's timeout")
         assert p.ClientTimeout(silent.client_id) in client.seen

@@ -30,17 +30,19 @@ class RingClient:
     def send(self, command: p.Command) -> None:
         self.write(*p.encode(command))
 
-    def _poll(self) -> None:
+    def poll(self) -> list[p.Response]:
+        """Every response seen so far (those transmitted since, read now)."""
         while self.receiver.receive(
             lambda type_id, payload: self.seen.append(p.decode_response(type_id, payload))
         ):
             pass
+        return self.seen
 
     async def expect(self, match, what: str) -> p.Response:
         """The first response seen for which `match(response)` holds."""
 
         def found():
-            self._poll()
+            self.poll()
             return next((r for r in self.seen if match(r)), None)
 
         return await await_until(found, TIMEOUT_S, what)
