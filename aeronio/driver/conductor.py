@@ -1,12 +1,11 @@
 """The driver conductor (Aeron's DriverConductor): handles client commands and runs the duty
 cycle of the driver's resources.
 
-Commands arrive in cnc.dat's to-driver ring buffer (Aeron's clients, read in the duty cycle:
-driver/to_driver_commands.py) or on a queue (`submit`: the control socket); answers and
-notifications go out through the ClientProxy (the to-clients broadcast buffer for the ring
-buffer's clients). Every client, subscription, publication and image is a resource held in the
-registry (`DriverResources`) and driven through one lifecycle on the timer. The conductor owns
-cnc.dat and every log file in the driver directory.
+Commands arrive in cnc.dat's to-driver ring buffer, from aeronio's clients and Aeron's alike,
+read in the duty cycle (driver/to_driver_commands.py); answers and notifications go out through
+the ClientProxy on the to-clients broadcast buffer. Every client, subscription, publication and
+image is a resource held in the registry (`DriverResources`) and driven through one lifecycle on
+the timer. The conductor owns cnc.dat and every log file in the driver directory.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import os
 import random
 import sys
 import time
-from collections import deque
 from collections.abc import Callable
 
 from aeronio._core import DataPath
@@ -105,7 +103,6 @@ class DriverConductor:
             ctx.client_liveness_timeout_ns,
         )
         self.doorbell = self.stream_counters.driver_doorbell(wake_id)
-        self.commands: deque[tuple[p.Command, Callable[[p.Response], None]]] = deque()
         self._next_id = random.getrandbits(32)
         self._timed_out_clients: set[int] = set()
         self._next_timer_ns = 0
@@ -137,11 +134,6 @@ class DriverConductor:
         return self.resources.publications
 
     # -- commands -----------------------------------------------------------------------
-
-    def submit(self, command: p.Command, reply: Callable[[p.Response], None]) -> None:
-        """Queue a client command (thread-safe for one loop: called on the conductor's loop)."""
-        self.commands.append((command, reply))
-        self.wake()
 
     def _next_correlation_id(self) -> int:
         self._next_id += 1
@@ -591,19 +583,15 @@ class DriverConductor:
         if not (
             due
             or self._busy
-            or self.commands
             or self.to_driver.pending()
             or now_ns >= self._next_deadline_ns
             or (data_path_deadline and timer)
         ):
             return work or int(data_path.pending)
-        reshaped = bool(self.commands)  # publications, images or subscribers may come or go
+        reshaped = False  # publications, images or subscribers may come or go
         busy = timer
         traffic = int(data_path.moved > 0)
         try:
-            while self.commands:
-                command, reply = self.commands.popleft()
-                self._on_command(command, reply, now_ns)
             if self.to_driver.read():
                 reshaped = busy = True  # more may wait: the next duty cycle looks again
             rebuilt, sent = self.udp.do_work(now_ns, data_path)
@@ -641,7 +629,7 @@ class DriverConductor:
 
     def park_ns(self) -> int:
         """How long the agent may park now: until the next deadline (0: run again at once)."""
-        if self._busy or self.commands or self.to_driver.pending():
+        if self._busy or self.to_driver.pending():
             return 0
         deadline = min(self._next_deadline_ns, self._data_path_deadline_ns)
         return max(0, deadline - time.monotonic_ns())

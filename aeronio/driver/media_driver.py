@@ -1,11 +1,11 @@
 """MediaDriver: the driver's agents on an event loop, owning a driver directory.
 
 Embedded (`MediaDriver.launch` on the application's loop) or standalone (`aeronio driver`), the
-driver is the same: a conductor agent serving cnc.dat's to-driver ring buffer (and, until every
-client uses cnc.dat, a control socket), and a waker so that parked clients and the conductor
-wake each other across processes. A client's doorbell (or, without one, a ChangeWatcher thread
-looking at the ring buffer every `command_watch_interval_ns`) wakes the parked conductor. One driver
-owns a directory: a second refuses to start while the first is alive, and takes over a dead
+driver is the same: a conductor agent serving cnc.dat's to-driver ring buffer (aeronio's clients
+and Aeron's alike), and a waker so that parked clients and the conductor wake each other across
+processes. A client's doorbell (or, without one, a ChangeWatcher thread
+looking at the ring buffer every `command_watch_interval_ns`) wakes the parked conductor. One
+driver owns a directory: a second refuses to start while the first is alive, and takes over a dead
 one's directory. Every driver, when it starts, removes the directories that dead embedded
 drivers left under /dev/shm (aeronio.driver.directories). Closing, it first runs until its
 released publications have delivered what they hold (network: sent and acknowledged by their
@@ -17,24 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import fcntl
 import os
 import shutil
-from collections.abc import Callable
 
 from aeronio._core import AtomicBuffer, ChangeWatcher
-from aeronio.counters import SystemCounters
 from aeronio.driver.agent import AgentRunner
 from aeronio.driver.conductor import DriverConductor
 from aeronio.driver.context import DriverContext
-from aeronio.driver.control_server import ControlServer
 from aeronio.driver.directories import remove_dead_driver_dirs
 from aeronio.errors import ConfigurationError, DriverError
 from aeronio.logbuffer import waker
-from aeronio.protocol import control as p
 from aeronio.protocol import embedded
-from aeronio.protocol.layout import LOCK_FILE, control_address
+from aeronio.protocol.layout import LOCK_FILE
 
 
 class MediaDriver:
@@ -44,7 +39,6 @@ class MediaDriver:
         self.ctx = ctx
         self.conductor: DriverConductor | None = None
         self._runner: AgentRunner | None = None
-        self._server: ControlServer | None = None
         self._lock_fd: int | None = None
         self._delivered: asyncio.Future | None = None  # while closing: all delivered
         self._watcher: ChangeWatcher | None = None
@@ -72,7 +66,7 @@ class MediaDriver:
 
     async def start(self) -> MediaDriver:
         """Claim the directory (refused while another driver is alive on it), remove dead
-        drivers' directories, start the conductor and the control socket; returns self."""
+        drivers' directories, start the conductor; returns self."""
         path = os.path.abspath(self.ctx.dir)
         self.ctx.dir = path
         remove_dead_driver_dirs()  # what drivers killed before they could clean up left
@@ -109,18 +103,6 @@ class MediaDriver:
         self._watch_commands(loop)
         self._runner.start()
         embedded.register(self)
-        self._server = ControlServer(
-            control_address(path), self.submit, self.hello, self._on_bad_control_input
-        )
-        try:
-            await self._server.start()
-        except OSError as e:
-            if e.errno != errno.EADDRINUSE:
-                raise
-            raise DriverError(
-                f"another media driver still serves {path} although its files were deleted "
-                "(its control socket is in use): stop that driver, or use another dir"
-            ) from None
 
     def _watch_commands(self, loop: asyncio.AbstractEventLoop) -> None:
         """A ChangeWatcher on the to-driver ring buffer's tail and head wakes the agent when a
@@ -151,17 +133,6 @@ class MediaDriver:
                 self._runner.loop.remove_reader(self._watch_fd)
             os.close(self._watch_fd)
             self._watch_fd = None
-
-    def hello(self) -> p.DriverHello:
-        """What this driver tells a client that attaches (its pid, timeouts, wake id)."""
-        return p.DriverHello(
-            p.PROTOCOL_VERSION,
-            os.getpid(),
-            self.ctx.client_liveness_timeout_ns,
-            self.ctx.client_keepalive_interval_ns,
-            self._waker.id,
-            self.ctx.timer_interval_ns,
-        )
 
     def invoke(self) -> int:
         """Run one duty cycle of the driver's agent now (Aeron's agent invoker): for an
@@ -199,22 +170,12 @@ class MediaDriver:
     def _on_agent_error(self, error: BaseException) -> None:
         self.conductor.record_error(error)
 
-    def _on_bad_control_input(self, reason: str) -> None:
-        self.conductor.system[SystemCounters.INVALID_PACKETS].increment()
-        self.conductor.record_error(reason)
-
-    def submit(self, command: p.Command, reply: Callable[[p.Response], None]) -> None:
-        """Hand a client command to the conductor."""
-        self.conductor.submit(command, reply)
-
     async def close(self) -> None:
         """Let released publications deliver what they hold (bounded), stop the agents, release
         every resource, remove (or keep) the directory, unlock it."""
         if self._lock_fd is None:
             return
         try:
-            if self._server is not None:
-                await self._server.close()
             if self._runner is not None and self.conductor is not None:
                 await self._deliver_released()
         finally:  # cancelled (a second SIGTERM) while it waits, the driver still closes

@@ -8,29 +8,21 @@ protocol does not have here). Integers are little-endian, structures packed on 4
 channel, log file name, source identity or error message is an i32 length then its bytes; a
 counter's key and label are each length-prefixed, the key padded to 4 bytes.
 
-Until the driver reads Aeron's to-driver ring buffer (phase 2 of issue 26), commands and
-responses travel in-process to an embedded driver or over the driver's control socket
-(`layout.control_address`, served by driver/control_server.py), msgpack-encoded in frames with a
-4-byte little-endian length prefix. A connection starts with ClientHello / DriverHello (aeronio's
-own, not Aeron's); a client and driver of different protocol versions refuse each other."""
+Commands go into cnc.dat's to-driver ring buffer, responses come on its to-clients broadcast
+buffer (aeronio/cnc.py), whoever the client and driver are: aeronio's or Aeron's."""
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from collections.abc import Callable
 from typing import Annotated
 
 import msgspec
 
-# Every integer on the wire is bounded, so a frame with an absurd value is refused at decoding.
+# The width of each integer field on the wire (what `encode` packs it into).
 I32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
-U64 = Annotated[int, msgspec.Meta(ge=0)]  # msgpack carries up to 2**64 - 1
-
-# 2: AddRcvDestination, RemoveRcvDestination; 3: heartbeat_interval_ns; 4: Aeron's messages
-PROTOCOL_VERSION = 4
-MAX_FRAME_LENGTH = 1024 * 1024
+U64 = Annotated[int, msgspec.Meta(ge=0, le=2**64 - 1)]
 NULL_VALUE = -1  # Aeron's "none" for an id
 CHANNEL_STATUS_INDICATOR_NOT_ALLOCATED = -1
 REMOVE_PUBLICATION_FLAG_REVOKE = 0x1
@@ -77,8 +69,6 @@ GENERIC_ERROR = 11
 STORAGE_SPACE = 12
 IMAGE_REJECTED = 13
 PUBLICATION_REVOKED = 14
-# aeronio's own, outside Aeron's range: a handshake refused (ClientHello goes in phase 2).
-VERSION_MISMATCH = 1001
 
 
 class MalformedMessageError(ValueError):
@@ -87,14 +77,6 @@ class MalformedMessageError(ValueError):
 
 class UnknownMessageTypeError(MalformedMessageError):
     """A msg type id that is no command (or no response) of the protocol."""
-
-
-class ClientHello(msgspec.Struct, tag=True, frozen=True):
-    """aeronio's handshake on the control socket (not Aeron's; goes in phase 2)."""
-
-    version: I32
-    client_id: I64
-    pid: I64
 
 
 # -- commands (client -> driver); each starts with Aeron's client id and correlation id -------
@@ -201,17 +183,6 @@ class TerminateDriver(msgspec.Struct, tag=True, frozen=True):
 # -- responses (driver -> clients) -----------------------------------------------------
 
 
-class DriverHello(msgspec.Struct, tag=True, frozen=True):
-    """aeronio's handshake answer on the control socket (not Aeron's; goes in phase 2)."""
-
-    version: I32
-    driver_pid: I64
-    client_liveness_timeout_ns: I64
-    client_keepalive_interval_ns: I64
-    wake_id: I64
-    heartbeat_interval_ns: I64  # how often the driver's heartbeat is updated (its timer)
-
-
 class PublicationReady(msgspec.Struct, tag=True, frozen=True):
     """ON_PUBLICATION_READY, or ON_EXCLUSIVE_PUBLICATION_READY when `exclusive`."""
 
@@ -284,8 +255,7 @@ class ClientTimeout(msgspec.Struct, tag=True, frozen=True):
 
 
 Command = (
-    ClientHello
-    | AddPublication
+    AddPublication
     | RemovePublication
     | AddSubscription
     | RemoveSubscription
@@ -300,8 +270,7 @@ Command = (
     | TerminateDriver
 )
 Response = (
-    DriverHello
-    | ClientTimeout
+    ClientTimeout
     | PublicationReady
     | SubscriptionReady
     | ImageReady
@@ -316,8 +285,7 @@ Response = (
 
 
 def encode(message: Command | Response) -> tuple[int, bytes]:
-    """Aeron's msg type id and flyweight bytes for `message` (TypeError for the handshake
-    messages, which are aeronio's own)."""
+    """Aeron's msg type id and flyweight bytes for `message`."""
     m = message
     match m:
         case AddPublication():
@@ -560,90 +528,3 @@ _RESPONSE_DECODERS: dict[int, Callable[[_Reader], Response]] = {
     ON_UNAVAILABLE_COUNTER: lambda r: UnavailableCounter(*r.ints("<qi")),
     ON_CLIENT_TIMEOUT: lambda r: ClientTimeout(*r.ints("<q")),
 }
-
-
-# -- the control socket's framing (msgpack; goes in phase 2) ----------------------------------
-
-_encoder = msgspec.msgpack.Encoder()
-_command_decoder = msgspec.msgpack.Decoder(Command)
-_response_decoder = msgspec.msgpack.Decoder(Response)
-
-
-def pack(message: Command | Response) -> bytes:
-    """A message msgpack-encoded for the control socket."""
-    return _encoder.encode(message)
-
-
-def unpack_command(data: bytes) -> Command:
-    return _command_decoder.decode(data)
-
-
-def unpack_response(data: bytes) -> Response:
-    return _response_decoder.decode(data)
-
-
-def head_fields(data: bytes) -> dict[str, str | int]:
-    """The leading string and integer fields of an encoded message, read without decoding the
-    whole (which may be malformed or cut short): a tagged message starts with its `type`, then
-    its `correlation_id` if it has one, so a refusal can answer the request it refuses."""
-    fields: dict[str, str | int] = {}
-    view = memoryview(data)
-    if not view or not 0x80 <= view[0] <= 0x8F:  # a fixmap: every message has < 16 fields
-        return fields
-    at = 1
-    for _ in range(view[0] & 0x0F):
-        key, at = _str_or_int(view, at)
-        value, at = _str_or_int(view, at) if isinstance(key, str) else (None, at)
-        if value is None:
-            break
-        fields[key] = value
-    return fields
-
-
-_INT_FORMATS = {0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h"}
-_INT_FORMATS |= {0xD2: ">i", 0xD3: ">q"}
-
-
-def _str_or_int(view: memoryview, at: int) -> tuple[str | int | None, int]:
-    """The msgpack string or integer at `at` and the offset after it; None for anything else
-    (or for one cut short)."""
-    if at >= len(view):
-        return None, at
-    marker = view[at]
-    if marker <= 0x7F or marker >= 0xE0:  # positive or negative fixint
-        return (marker if marker <= 0x7F else marker - 0x100), at + 1
-    if 0xA0 <= marker <= 0xBF or marker == 0xD9:  # fixstr, str8
-        length, at = (marker & 0x1F, at + 1) if marker != 0xD9 else (view[at + 1], at + 2)
-        if at + length > len(view):
-            return None, at
-        try:
-            return str(view[at : at + length], "utf-8"), at + length
-        except UnicodeDecodeError:
-            return None, at
-    if marker in _INT_FORMATS:
-        size = struct.calcsize(_INT_FORMATS[marker])
-        if at + 1 + size > len(view):
-            return None, at
-        return struct.unpack_from(_INT_FORMATS[marker], view, at + 1)[0], at + 1 + size
-    return None, at
-
-
-def frame(message: Command | Response) -> bytes:
-    """A message as a length-prefixed frame for the control socket."""
-    data = pack(message)
-    return len(data).to_bytes(4, "little") + data
-
-
-async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
-    """The next frame's payload, or None at end of stream; ValueError for an absurd length."""
-    try:
-        prefix = await reader.readexactly(4)
-    except asyncio.IncompleteReadError:
-        return None
-    length = int.from_bytes(prefix, "little")
-    if length > MAX_FRAME_LENGTH:
-        raise ValueError(f"control frame of {length} bytes exceeds {MAX_FRAME_LENGTH}")
-    try:
-        return await reader.readexactly(length)
-    except asyncio.IncompleteReadError:
-        return None

@@ -9,14 +9,12 @@ A driver owns one directory (`<dir>`):
 - `images/<registration id>.logbuffer`: the log of each network image;
 - `loss-report.dat`: the loss report (per image: loss observations and bytes lost), in Aeron's
   layout;
-- `driver.lock`: flocked by the live driver (the kernel drops it when the driver dies);
-- and, outside the file system, its control socket: an abstract Unix socket named after the
-  directory (`control_address`), so that no file can go stale.
+- `driver.lock`: flocked by the live driver (the kernel drops it when the driver dies); aeronio's
+  own, beside Aeron's files (Aeron's driver keeps none).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 PUBLICATIONS_DIR = "publications"
@@ -34,9 +32,3 @@ def publication_log(dir: str, registration_id: int) -> str:
 def image_log(dir: str, registration_id: int) -> str:
     """The path of a network image's log."""
     return os.path.join(dir, IMAGES_DIR, f"{registration_id}{LOG_SUFFIX}")
-
-
-def control_address(dir: str) -> str:
-    """The abstract Unix socket address of the driver that owns `dir`."""
-    digest = hashlib.sha256(os.path.realpath(dir).encode()).hexdigest()[:32]
-    return f"\0aeronio-control-{digest}"

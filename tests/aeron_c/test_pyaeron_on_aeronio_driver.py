@@ -120,8 +120,8 @@ def test_a_killed_pyaeron_client_is_timed_out_and_its_resources_freed(aeron_c):
 
 @pytest.mark.slow
 def test_one_ipc_stream_shared_by_aeronio_and_pyaeron_clients(aeron_c):
-    """An aeronio publisher and subscriber (on the control socket) and a pyaeron publisher and
-    subscriber (on cnc.dat) on one IPC stream: one log (one session), every message of both
+    """An aeronio publisher and subscriber and a pyaeron publisher and subscriber, all clients
+    of one aeronio driver's cnc.dat, on one IPC stream: one log (one session), every message of both
     publishers to both subscribers, in order per publisher."""
     dir = _aeronio_driver(aeron_c, "standalone", "--ipc-term-length", "65536")
     counts = {"aeronio": 500, "pyaeron": 500}

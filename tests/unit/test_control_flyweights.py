@@ -167,11 +167,6 @@ def test_an_unknown_type_id_or_bad_text_is_refused():
     assert issubclass(p.MalformedMessageError, ValueError)
 
 
-def test_the_handshake_is_no_aeron_message():
-    with pytest.raises(TypeError, match="ClientHello is no message"):
-        p.encode(p.ClientHello(p.PROTOCOL_VERSION, 1, 2))
-
-
 def test_aerons_error_codes():
     codes = (p.GENERIC_ERROR, p.STORAGE_SPACE, p.UNKNOWN_COMMAND_TYPE_ID, p.MALFORMED_COMMAND)
     assert codes == (11, 12, 6, 7)
