@@ -592,8 +592,8 @@ class DriverConductor:
         busy = timer
         traffic = int(data_path.moved > 0)
         try:
-            if self.to_driver.read():
-                reshaped = busy = True  # more may wait: the next duty cycle looks again
+            # More than READ_LIMIT may wait: the next duty cycle looks again (to_driver.pending).
+            reshaped = self.to_driver.read() > 0
             rebuilt, sent = self.udp.do_work(now_ns, data_path)
             traffic += rebuilt
             # Look again after sending: a sender stops at a batch of datagrams, and what this

@@ -231,11 +231,11 @@ async def test_a_failing_data_path_is_recorded_and_the_duty_cycle_still_runs(ipc
     errors = conductor.system[SystemCounters.ERRORS]
     now, before = conductor._next_timer_ns, errors.get()
     conductor._data_path = FailingDataPath([], [], [], [], [])
-    conductor.submit(p.ClientKeepalive(ipc.client.client_id), lambda response: None)
+    conductor.cnc.to_driver.write(*p.encode(p.ClientKeepalive(ipc.client.client_id)))
     conductor.do_work(now)
     assert errors.get() == before + 1
     client = conductor.resources.clients[ipc.client.client_id]
-    assert not conductor.commands and client.heartbeat.get() > 0
+    assert not conductor.to_driver.pending() and client.heartbeat.get() > 0
     assert conductor._next_timer_ns == now + conductor.ctx.timer_interval_ns
     assert type(conductor._data_path) is _core.DataPath
     seen = read_error_log(conductor.cnc.error_log_buffer)
@@ -281,7 +281,7 @@ async def test_the_rebuilt_data_path_sees_what_moved_during_the_full_duty_cycle(
         handle(*args)
 
     conductor._on_command = consume_then_handle
-    conductor.submit(p.ClientKeepalive(ipc.client.client_id), lambda response: None)
+    conductor.cnc.to_driver.write(*p.encode(p.ClientKeepalive(ipc.client.client_id)))
     old = conductor._data_path
     conductor.do_work(now)
     new, fresh = conductor._data_path, conductor._new_data_path()

@@ -372,7 +372,8 @@ async def test_killed_subscriber_stops_holding_the_publisher_back(procs):
 @pytest.mark.slow
 @pytest.mark.parametrize("death", ["SIGKILL", "SIGSTOP"])
 async def test_driver_death_fails_pending_awaits_with_driver_timeout(procs, death):
-    """SIGKILL ends the driver; SIGSTOP leaves it there but stops its heartbeat. Either way every pending await and every later call raises DriverTimeoutError."""
+    """SIGKILL ends the driver; SIGSTOP leaves it there but stops its heartbeat. Either way
+    every pending await and every later call raises DriverTimeoutError."""
     dir = procs.new_dir()
     driver = procs.driver(dir, *TERM_64K)
     aeron = await asyncio.wait_for(aeronio.connect(dir, driver_timeout_s=2), 10)
