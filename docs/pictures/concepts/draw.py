@@ -406,7 +406,7 @@ def driver() -> Canvas:
         32,
         20,
         8,
-        "Aeron client\n(commands, keepalives,\nimage notifications)",
+        "Aeron client\n(commands, heartbeat,\nresponses: cnc.dat)",
         fc=YELLOW,
         size=6.8,
     )
@@ -419,7 +419,15 @@ def driver() -> Canvas:
         fc=BLUE,
         size=6.8,
     )
-    c.box(2, 2, 24, 9, "shared memory\nlogs (publications/),\ncnc.dat", fc=GREEN, size=6.8)
+    c.box(
+        2,
+        2,
+        24,
+        9,
+        "shared memory: logs,\ncnc.dat (ring buffer,\nbroadcast, counters)",
+        fc=GREEN,
+        size=6.8,
+    )
     c.arrow((14, 20), (14, 11), style="<|-|>")
     c.text(14.8, 15.5, "append, read", size=6.5, ha="left")
 
@@ -440,7 +448,7 @@ def driver() -> Canvas:
     c.text(
         57,
         22.2,
-        "client commands; control frames (SM, NAK, RTTM);\n"
+        "commands (cnc.dat's ring buffer); control frames;\n"
         "SETUP, heartbeats, retransmits (SenderStateMachine);\n"
         "rcv-pos, NAKs, status messages (ReceiverStateMachine);\n"
         "publisher limits, cleaning",
