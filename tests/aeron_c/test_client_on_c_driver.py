@@ -129,6 +129,24 @@ async def test_udp_from_an_aeronio_client_to_a_pyaeron_subscriber_on_another_c_d
         await send_to_pyaeron(publication, subscriber)
 
 
+async def test_udp_from_an_aeronio_client_on_a_c_driver_to_an_aeronio_driver(
+    aeron_c, free_udp_port
+):
+    """An aeronio client of Aeron's C driver sends over UDP to an aeronio client of an aeronio
+    driver (embedded in this process): every message, in order, byte for byte."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_udp_port}"
+    sending_dir = aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=sending_dir).aexpect_json("ready", 30)
+    async with aeronio.connect() as receiving, aeronio.connect(sending_dir) as sending:
+        subscription = await receiving.add_subscription(channel, 13)
+        publication = await sending.add_publication(channel, 13)
+        await publication.wait_connected(timeout=30)
+        received = asyncio.create_task(receive(subscription, COUNT))
+        for data in expected():
+            await publication.offer(data, timeout=30)
+        assert await received == expected()
+
+
 async def test_a_dead_c_driver_fails_the_client_with_driver_timeout(aeron_c):
     dir = aeron_c.new_dir()
     driver = aeron_c.pyaeron("driver", dir=dir)
