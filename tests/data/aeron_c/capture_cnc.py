@@ -19,22 +19,14 @@ import os
 import shutil
 import struct
 import tempfile
-import time
 
 import pyaeron
+from capture_support import wait
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEADER_LENGTH = 128
 RB_TRAILER_LENGTH = 768
 COUNTERS = 64
-
-
-def wait(condition, what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.01)
 
 
 def save(name: str, data: bytes) -> None:

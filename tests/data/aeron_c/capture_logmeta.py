@@ -16,9 +16,9 @@ import os
 import shutil
 import socket
 import tempfile
-import time
 
 import pyaeron
+from capture_support import wait
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 META_LENGTH = 4096
@@ -44,14 +44,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait(condition, what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.01)
 
 
 def metadata(path: str) -> bytes:
