@@ -120,6 +120,9 @@ class DistinctErrorLog:
         start = offset + HEADER_LENGTH
         self._view[start : start + len(data)] = data
         self._atomic.put_int64(offset + FIRST_OBSERVATION_OFFSET, now)
+        # The last observation too, before the record is published: a reader that sees the
+        # count go up (record() adds before it stores the time) never sees a last time of 0.
+        self._atomic.put_int64(offset + LAST_OBSERVATION_OFFSET, now)
         self._atomic.put_int32(offset + OBSERVATION_COUNT_OFFSET, 0)
         self._next_offset = _align(offset + length)
         self._atomic.put_int32_ordered(offset + LENGTH_OFFSET, length)  # publishes it
