@@ -13,7 +13,8 @@ from aeronio.concurrent.error_log import cut
 from aeronio.protocol import control as p
 
 Reply = Callable[[p.Response], None]
-# The longest error message sent to a client (well within a control frame).
+# The longest error message sent to a client (well within the broadcast buffer's longest
+# message, an eighth of its capacity: 128 KiB by default).
 MAX_ERROR_LENGTH = 16 * 1024
 
 
@@ -67,7 +68,7 @@ class ClientProxy:
     @staticmethod
     def error(reply: Reply, correlation_id: int, code: int, message: str) -> None:
         """An ErrorResponse; a message over MAX_ERROR_LENGTH (quoting a long argument) is cut,
-        so that the response fits in a control frame."""
+        so that the response fits in a broadcast buffer message."""
         reply(p.ErrorResponse(correlation_id, code, cut(message, MAX_ERROR_LENGTH)))
 
     def _send(self, client_id: int, message: p.Response) -> None:
