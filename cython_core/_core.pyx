@@ -9,6 +9,16 @@ from libc.string cimport memcpy, memset
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from atomics cimport *
+from posix.time cimport timespec
+
+cdef extern from "<poll.h>" nogil:
+    cdef struct pollfd:
+        int fd
+        short events
+        short revents
+    enum: POLLIN
+    int c_poll "poll" (pollfd* fds, unsigned long nfds, int timeout)
+    int ppoll(pollfd* fds, unsigned long nfds, const timespec* timeout, const void* sigmask)
 
 cdef extern from "aeronio_cpython.h":
     # See aeronio_cpython.h: reused fragment views and completed awaitables.
@@ -38,6 +48,7 @@ include "control_receiver.pxi"
 include "data_path.pxi"
 include "awaitables.pxi"
 include "change_watcher.pxi"
+include "file_watch.pxi"
 
 # Constants for Python code (the layout constants of frame.pxi are exported by its cpdef enum).
 LOG_WAKE_SPACE_BIT = WAKE_SPACE_BIT

@@ -1,14 +1,6 @@
 # DataPath: the driver's per-message work in one C call per duty cycle (Aeron's sender and
 # receiver agents in their steady state), and whether the conductor's Python duty cycle is due.
 
-cdef extern from "<poll.h>" nogil:
-    cdef struct pollfd:
-        int fd
-        short events
-        short revents
-    int c_poll "poll" (pollfd* fds, unsigned long nfds, int timeout)
-    enum: POLLIN
-
 cdef extern from "<stdlib.h>" nogil:
     long long llabs(long long value)
 

@@ -4,7 +4,8 @@ Embedded (`MediaDriver.launch` on the application's loop) or standalone (`aeroni
 driver is the same: a conductor agent serving cnc.dat's to-driver ring buffer (aeronio's clients
 and Aeron's alike), and a waker so that parked clients and the conductor wake each other across
 processes. A client's doorbell (or, without one, a ChangeWatcher thread
-looking at the ring buffer every `command_watch_interval_ns`) wakes the parked conductor. One
+looking at the ring buffer every `command_watch_interval_ns` while such a client may be there:
+aeronio.driver.command_watch) wakes the parked conductor. One
 driver owns a directory: a second refuses to start while the first is alive, and takes over a dead
 one's directory. Every driver, when it starts, removes the directories that dead embedded
 drivers left under /dev/shm (aeronio.driver.directories). Closing, it first runs until its
@@ -16,13 +17,13 @@ leaves right after its last offer loses nothing; what is lost all the same is re
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fcntl
 import os
 import shutil
 
-from aeronio._core import AtomicBuffer, ChangeWatcher
+from aeronio._core import AtomicBuffer
 from aeronio.driver.agent import AgentRunner
+from aeronio.driver.command_watch import CommandWatch
 from aeronio.driver.conductor import DriverConductor
 from aeronio.driver.context import DriverContext
 from aeronio.driver.directories import remove_dead_driver_dirs
@@ -41,8 +42,7 @@ class MediaDriver:
         self._runner: AgentRunner | None = None
         self._lock_fd: int | None = None
         self._delivered: asyncio.Future | None = None  # while closing: all delivered
-        self._watcher: ChangeWatcher | None = None
-        self._watch_fd: int | None = None
+        self.command_watch: CommandWatch | None = None
         # Set when a client's TERMINATE_DRIVER stopped it (ctx.terminate_driver_enabled).
         self.terminated = asyncio.Event()
 
@@ -105,34 +105,18 @@ class MediaDriver:
         embedded.register(self)
 
     def _watch_commands(self, loop: asyncio.AbstractEventLoop) -> None:
-        """A ChangeWatcher on the to-driver ring buffer's tail and head wakes the agent when a
-        client wrote a command and rang no doorbell."""
+        """Commands that no doorbell announces (Aeron's clients) wake the agent within
+        `command_watch_interval_ns` (aeronio.driver.command_watch)."""
         to_driver = self.conductor.to_driver
-        self._watch_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        loop.add_reader(self._watch_fd, self._on_commands_written)
-        self._watcher = ChangeWatcher(
+        self.command_watch = CommandWatch(
+            loop,
+            self.conductor.cnc.path,
             AtomicBuffer(self.conductor.cnc.to_driver_buffer),
             to_driver.tail_offset,
             to_driver.head_offset,
             self.ctx.command_watch_interval_ns,
-            self._watch_fd,
+            self._runner.wake,
         )
-        self._watcher.start()
-
-    def _on_commands_written(self) -> None:
-        with contextlib.suppress(BlockingIOError):
-            os.eventfd_read(self._watch_fd)
-        self._runner.wake()
-
-    def _unwatch_commands(self) -> None:
-        if self._watcher is not None:
-            self._watcher.close()
-            self._watcher = None
-        if self._watch_fd is not None:
-            with contextlib.suppress(Exception):
-                self._runner.loop.remove_reader(self._watch_fd)
-            os.close(self._watch_fd)
-            self._watch_fd = None
 
     def invoke(self) -> int:
         """Run one duty cycle of the driver's agent now (Aeron's agent invoker): for an
@@ -183,7 +167,9 @@ class MediaDriver:
 
     async def _close(self) -> None:
         if self._runner is not None:
-            self._unwatch_commands()
+            if self.command_watch is not None:
+                self.command_watch.close()
+                self.command_watch = None
             await self._runner.close()
             self._waker.callbacks.remove(self._runner.wake)
             self._runner = None

@@ -1,7 +1,7 @@
 """The driver serves Aeron's command protocol through cnc.dat: commands written to the to-driver
 ring buffer are answered on the to-clients broadcast buffer; clients live by their heartbeat
 counters; records that are no command are counted, recorded and answered with Aeron's codes;
-doorbells and the ChangeWatcher wake the parked conductor."""
+doorbells wake the parked conductor (the ChangeWatcher: test_command_watch)."""
 
 import socket
 import struct
@@ -83,19 +83,6 @@ async def test_a_command_is_answered_on_the_broadcast_buffer_and_makes_a_heartbe
     image = await client.expect(lambda r: isinstance(r, p.ImageReady), "the image")
     assert image.subscription_registration_id == subscribe.correlation_id
     assert image.session_id == ready.session_id and image.log_file == ready.log_file
-
-
-@pytest.mark.parametrize(
-    "driver", [{"timer_interval_ns": 30_000_000_000, "conductor_idle_spins": 0}], indirect=True
-)
-async def test_a_parked_driver_sees_a_command_by_its_change_watcher(driver, client):
-    """Nothing rings the driver's doorbell: its ChangeWatcher (10 ms) wakes it, long before its
-    timer (30 s) would."""
-    await client.answer(_add_publication(client).correlation_id)  # the driver parks after it
-    await await_until(lambda: driver._runner._wakeup is not None, TIMEOUT_S, "a parked driver")
-    start = time.monotonic()
-    await client.answer(_add_publication(client).correlation_id)
-    assert time.monotonic() - start < 5
 
 
 async def test_records_that_are_no_command_are_counted_answered_and_the_driver_lives(

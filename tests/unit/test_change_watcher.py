@@ -79,3 +79,19 @@ def test_close_stops_the_thread_and_bad_arguments_are_refused(eventfd):
         ChangeWatcher(buffer, 4, 8, INTERVAL_NS, eventfd)
     with pytest.raises(ValueError, match="interval_ns"):
         ChangeWatcher(buffer, 0, 8, 0, eventfd)
+
+
+def test_paused_it_does_not_look_and_resumed_it_looks_at_once(eventfd):
+    buffer = AtomicBuffer(np.zeros(64, dtype=np.uint8))
+    watcher = ChangeWatcher(buffer, 0, 8, 3_600 * 1_000_000_000, eventfd)  # an hour apart
+    watcher.start()
+    try:
+        assert watcher.active
+        watcher.pause()
+        assert not watcher.active
+        buffer.put_int64_ordered(0, 64)  # unread work while paused
+        assert signals_over(eventfd, QUIET_S) == 0
+        watcher.resume()  # looks now, not in an hour
+        assert watcher.active and signals(eventfd, 10.0) == 1
+    finally:
+        watcher.close()  # wakes the thread from its hour-long pause
