@@ -23,7 +23,8 @@ cdef class DataPath:
     Due at once: what a control socket's ControlReceiver or a data socket's router left
     (`slow_datagrams(receiver)`: status messages that are no repeat, NAKs; SETUPs, EOS, unknown
     sessions; their socket is not read again until they are taken), an image's data from a
-    sender new to it (`sources_changed`). Due as bookkeeping (receiver positions, status messages, NAKs, publisher limits, cleaning) once a
+    sender new to it (`sources_changed`), commands in the to-driver ring buffer (its tail past
+    its head). Due as bookkeeping (receiver positions, status messages, NAKs, publisher limits, cleaning) once a
     watched position moved (`pending`: subscriber positions, receiver high-water marks, sender
     positions, producer positions): when they have moved BOOKKEEPING_BACKLOG bytes in all, or after
     BOOKKEEPING_IDLE_CYCLES duty cycles in a row that moved no data. So a stream's bookkeeping
@@ -51,15 +52,19 @@ cdef class DataPath:
     cdef int _idle_cycles
     cdef readonly bint conductor_due
     cdef readonly int64_t next_deadline_ns  # `deadline_ns()` as the last do_work left it
+    cdef AtomicBuffer _commands  # cnc.dat's to-driver ring buffer, or None
+    cdef char* _commands_tail
+    cdef char* _commands_head
 
     def __cinit__(self, controls, receivers, senders, counters, logs,
-                  DataPath previous=None):
+                  DataPath previous=None, commands=None):
         """controls: (fd, DatagramReceiver, ControlReceiver) per control socket; receivers:
         (fd, DatagramReceiver, ImageRouter) per data socket; senders: (PublicationSender, DatagramSender) per network publication;
         counters: positions (with `buffer` and `offset`) that give bookkeeping when they move;
         logs: MappedLogs whose producer positions do. A position `previous` (the data path this
         one replaces) watched starts from what it saw, so that a move since is seen; the others
-        from where they are."""
+        from where they are. commands: (AtomicBuffer, tail offset, head offset) of the to-driver
+        ring buffer, whose unread records make the conductor due."""
         cdef Py_ssize_t i, j
         cdef AtomicBuffer buffer
         controls, receivers, counters = list(controls), list(receivers), list(counters)
@@ -114,6 +119,11 @@ cdef class DataPath:
         self._idle_cycles = 0
         self.conductor_due = False
         self.next_deadline_ns = 0  # unknown until the first do_work
+        self._commands_tail = self._commands_head = NULL
+        if commands is not None:
+            self._commands, tail, head = commands
+            self._commands_tail = self._commands._at(tail, 8)
+            self._commands_head = self._commands._at(head, 8)
 
     def __dealloc__(self):
         free(self._fds)
@@ -163,6 +173,8 @@ cdef class DataPath:
         self.moved = moved
         self._backlog += moved
         self.pending |= moved > 0
+        if self._commands_tail != NULL:
+            urgent |= aio_load_i64(self._commands_tail) != aio_load_i64(self._commands_head)
         self.conductor_due = urgent or self.pending and (
             self._backlog >= BOOKKEEPING_BACKLOG or self._idle_cycles >= BOOKKEEPING_IDLE_CYCLES)
         return work

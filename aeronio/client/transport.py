@@ -253,10 +253,8 @@ class CncTransport:
             return 0
         count = 0
         receiver = self._receiver
-        while True:
-            lapped = receiver.lapped_count
-            if not receiver.receive(self._handle):
-                break
+        lapped = receiver.lapped_count
+        while receiver.receive(self._handle):
             count += 1
         if receiver.lapped_count != lapped:
             # As Aeron's clients: responses were lost, this client's state is not the driver's.

@@ -166,6 +166,12 @@ class ManyToOneRingBuffer:
     def set_consumer_heartbeat_time(self, now_ms: int) -> None:
         self._atomic.put_int64_ordered(self._heartbeat_at, now_ms)
 
+    @property
+    def positions(self) -> tuple[AtomicBuffer, int, int]:
+        """The buffer and its tail's and head's offsets: for a look from C (records wait while
+        they differ)."""
+        return self._atomic, self._tail_at, self._head_at
+
     def producer_position(self) -> int:
         return self._atomic.get_int64_volatile(self._tail_at)
 

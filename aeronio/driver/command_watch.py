@@ -150,7 +150,8 @@ def foreign_writers(path: str) -> list[int]:
 
 
 class CommandWatch:
-    """The driver's ChangeWatcher on the to-driver ring buffer (its tail against its head),
+    """The driver's ChangeWatcher on the to-driver ring buffer's `positions` (its tail against
+    its head),
     paused and resumed by `WatchRules` from inotify's events on cnc.dat and scans of /proc (on a
     worker thread). `on_written` runs on the loop when a look found unread commands."""
 
@@ -158,9 +159,7 @@ class CommandWatch:
         self,
         loop: asyncio.AbstractEventLoop,
         cnc_path: str,
-        buffer: AtomicBuffer,
-        tail_offset: int,
-        head_offset: int,
+        positions: tuple[AtomicBuffer, int, int],
         interval_ns: int,
         on_written,
     ) -> None:
@@ -173,7 +172,7 @@ class CommandWatch:
         self._scan: asyncio.Future | None = None
         self._eventfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         loop.add_reader(self._eventfd, self._on_signal)
-        self.watcher = ChangeWatcher(buffer, tail_offset, head_offset, interval_ns, self._eventfd)
+        self.watcher = ChangeWatcher(*positions, interval_ns, self._eventfd)
         try:
             self._inotify: int | None = inotify_watch(
                 cnc_path, IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE

@@ -581,9 +581,8 @@ class DriverConductor:
         data_path_deadline = now_ns >= self._data_path_deadline_ns
         self._data_path_deadline_ns = data_path.next_deadline_ns
         if not (
-            due
+            due  # commands waiting too
             or self._busy
-            or self.to_driver.pending()
             or now_ns >= self._next_deadline_ns
             or (data_path_deadline and timer)
         ):
@@ -642,7 +641,7 @@ class DriverConductor:
         data_path["counters"] += [
             sub.counter for pub in self.publications for sub in pub.subscribers
         ]
-        return DataPath(**data_path, previous=previous)
+        return DataPath(**data_path, previous=previous, commands=self.cnc.to_driver.positions)
 
     def _on_timer(self, now_ns: int) -> None:
         """What the conductor checks once per timer interval (`timer_interval_ns`, Aeron's

@@ -21,7 +21,6 @@ import fcntl
 import os
 import shutil
 
-from aeronio._core import AtomicBuffer
 from aeronio.driver.agent import AgentRunner
 from aeronio.driver.command_watch import CommandWatch
 from aeronio.driver.conductor import DriverConductor
@@ -107,13 +106,10 @@ class MediaDriver:
     def _watch_commands(self, loop: asyncio.AbstractEventLoop) -> None:
         """Commands that no doorbell announces (Aeron's clients) wake the agent within
         `command_watch_interval_ns` (aeronio.driver.command_watch)."""
-        to_driver = self.conductor.to_driver
         self.command_watch = CommandWatch(
             loop,
             self.conductor.cnc.path,
-            AtomicBuffer(self.conductor.cnc.to_driver_buffer),
-            to_driver.tail_offset,
-            to_driver.head_offset,
+            self.conductor.cnc.to_driver.positions,
             self.ctx.command_watch_interval_ns,
             self._runner.wake,
         )

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from aeronio.concurrent.ring_buffer import (
-    HEAD_POSITION_OFFSET,
-    TAIL_POSITION_OFFSET,
     ManyToOneRingBuffer,
 )
 from aeronio.protocol import control as p
@@ -43,15 +41,6 @@ class ToDriverCommands:
         self._blocked_timeout_ns = blocked_timeout_ns
         self._last_head = ring.consumer_position()
         self._last_head_change_ns: int | None = None
-
-    @property
-    def tail_offset(self) -> int:
-        """Where the producers' tail is, in the ring buffer's bytes (for a ChangeWatcher)."""
-        return self.ring.capacity + TAIL_POSITION_OFFSET
-
-    @property
-    def head_offset(self) -> int:
-        return self.ring.capacity + HEAD_POSITION_OFFSET
 
     def pending(self) -> bool:
         """Records wait to be read."""

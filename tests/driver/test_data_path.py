@@ -19,6 +19,8 @@ import pytest
 from aeronio._core import AtomicBuffer, DatagramReceiver, DataPath, Doorbell
 
 from aeronio import _core
+from aeronio.concurrent.ring_buffer import TRAILER_LENGTH as RING_TRAILER_LENGTH
+from aeronio.concurrent.ring_buffer import ManyToOneRingBuffer
 from aeronio.driver.channel_endpoints import SM_REPEAT_WINDOW_NS
 from aeronio.driver.sender_state import HEARTBEAT_TIMEOUT_NS
 from aeronio.logbuffer import descriptor as d
@@ -320,6 +322,22 @@ def test_bookkeeping_is_due_after_idle_cycles_until_bookkept():
     assert path.do_work(0) == 0 and path.pending and path.conductor_due
     path.bookkept()
     assert idle_until_due(path) is None and not path.pending
+
+
+def test_commands_in_the_to_driver_ring_buffer_make_the_conductor_due():
+    """A record written and not yet read (the ring buffer's tail past its head) makes the
+    conductor due at the do_work that sees it, and every one after until it is read: a command
+    waits for no bookkeeping."""
+    ring = ManyToOneRingBuffer(bytearray(1024 + RING_TRAILER_LENGTH))
+    path = DataPath([], [], [], [], [], commands=ring.positions)
+    assert path.do_work(0) == 0 and not path.conductor_due
+    assert ring.write(1, b"command")
+    for _ in range(3):
+        path.do_work(0)
+        assert path.conductor_due and not path.pending
+        path.bookkept()
+    assert ring.read(lambda *record: None, 10) == 1
+    assert path.do_work(0) == 0 and not path.conductor_due
 
 
 @pytest.mark.parametrize("short", [0, 1], ids=["backlog", "one byte short"])

@@ -51,6 +51,7 @@ async def test_ended_streams_logs_are_unmapped_without_the_garbage_collector(cha
             async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
                 await (await aeron.add_subscription("aeron:ipc", 1)).close()
                 baseline = allocated_counters(dir)
+                await watch_settled(driver)  # a scan of /proc holds a file open while it runs
                 before = held(os.getpid(), dir)
                 channel = channel.format(port=free_port())
                 for _ in range(CYCLES):
@@ -68,11 +69,19 @@ async def test_ended_streams_logs_are_unmapped_without_the_garbage_collector(cha
                 assert os.listdir(os.path.join(dir, "publications")) == []
                 # Within a few duty cycles (the data path lets go of a sender at its next
                 # rebuild), with the garbage collector off.
-                after = await await_until(
-                    lambda: (h := held(os.getpid(), dir))["logs_mapped"] == 0 and h,
+                await await_until(
+                    lambda: held(os.getpid(), dir)["logs_mapped"] == 0,
                     10,
                     lambda: f"logs still mapped: {held(os.getpid(), dir)}",
                 )
+                await watch_settled(driver)
+                after = held(os.getpid(), dir)
                 assert after["fds"] == before["fds"], (before, after)
     # And the driver left no reference cycle behind (no receive buffer waits for the collector).
     assert not [name for name in found if name.startswith("aeronio.driver.")], found
+
+
+async def watch_settled(driver: MediaDriver) -> None:
+    """The driver's command watch is not scanning, nor waiting to (after a client's open)."""
+    rules = driver.command_watch.rules
+    await await_until(lambda: not (rules.scanning or rules.settling), 10, "a settled watch")
