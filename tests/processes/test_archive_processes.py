@@ -463,6 +463,8 @@ async def test_an_archive_killed_mid_recording_is_recovered_and_the_recording_ex
         again = await archive_tool("verify", archive_dir)  # nothing left to recover
         assert (again.returncode, again.stdout) == (0, "recordingId=0 OK\n"), describe_run(again)
         await wait_reaped(aeron, errors_label)
+        sent_before = publisher.sent  # the dead archive held it back until the driver reaped it
+        await await_until(lambda: publisher.sent > sent_before + 100, 10, "the publisher")
         sent = await publisher.stop()
         await collector.reach(recovered)
         check_recorded(archive_dir, collector, end, recovered)
