@@ -292,6 +292,7 @@ class DriverConductor:
             _check_same_log_params(channel, publication)
             publication.ref_count += 1
         client.publications.append(publication.registration_id)
+        client.publication_adds[command.correlation_id] = publication.registration_id
         self.proxy.publication_ready(client.send, command.correlation_id, publication)
 
     def _new_publication(
@@ -403,10 +404,17 @@ class DriverConductor:
     def _remove_publication(
         self, command: p.RemovePublication, client: ClientSession, now_ns: int
     ) -> None:
-        if command.registration_id not in client.publications:
-            raise AeronError(f"unknown publication registration id {command.registration_id}")
-        client.publications.remove(command.registration_id)
-        self._release_publication(command.registration_id, now_ns)
+        registration_id = client.publication_adds.get(command.registration_id)
+        if registration_id is None:  # named by its registration id (aeronio's clients)
+            registration_id = command.registration_id
+            if registration_id not in client.publications:
+                raise AeronError(f"unknown publication registration id {registration_id}")
+            add = next(k for k, v in client.publication_adds.items() if v == registration_id)
+        else:
+            add = command.registration_id
+        del client.publication_adds[add]
+        client.publications.remove(registration_id)
+        self._release_publication(registration_id, now_ns)
         self.proxy.operation_success(client.send, command.correlation_id)
 
     def _release_publication(self, registration_id: int, now_ns: int) -> None:
@@ -438,13 +446,15 @@ class DriverConductor:
         client: ClientSession,
         now_ns: int,
     ) -> None:
-        """A destination of a manual multi-destination-cast publication: added (its
-        registration id is the command's correlation id), or removed by its channel or by that
-        id (as Aeron's: an id no destination has removes nothing)."""
+        """A destination of a manual multi-destination-cast publication (named by its
+        registration id or its add's correlation id): added (the destination's registration id
+        is the command's correlation id), or removed by its channel or by that id (as Aeron's:
+        an id no destination has removes nothing)."""
         if isinstance(command, p.RemoveDestinationById):
-            registration_id = command.resource_registration_id
+            named = command.resource_registration_id
         else:
-            registration_id = command.registration_id
+            named = command.registration_id
+        registration_id = client.publication_adds.get(named, named)  # as Aeron's clients name it
         publication = next(
             (pub for pub in self.publications if pub.registration_id == registration_id), None
         )

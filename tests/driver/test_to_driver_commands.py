@@ -18,6 +18,7 @@ from aeronio.counters import (
     RECORD_ALLOCATED,
     SystemCounters,
 )
+from aeronio.driver.driver_publication import State
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.logbuffer import waker
 from aeronio.protocol import control as p
@@ -458,3 +459,33 @@ async def test_rejecting_an_image_is_refused_with_aerons_codes(client):
     assert isinstance(
         await client.answer(_add_publication(client).correlation_id), p.PublicationReady
     )
+
+
+async def test_a_publication_is_named_by_its_adds_correlation_id_as_aerons_clients_do(
+    driver, client
+):
+    """Aeron's clients name a publication in REMOVE_PUBLICATION (and the destination commands)
+    by the correlation id of their add, aeronio's by its registration id: both are served."""
+    first = _add_publication(client, stream_id=3)
+    ready = await client.answer(first.correlation_id)
+    assert ready.registration_id != first.correlation_id  # aeronio's driver makes its own
+    second = _add_publication(client, stream_id=3)
+    assert (await client.answer(second.correlation_id)).registration_id == ready.registration_id
+
+    def remove(registration_id: int) -> p.Response:
+        command = p.RemovePublication(client.next_id(), client.client_id, registration_id)
+        client.send(command)
+        return command
+
+    for named in (second.correlation_id, ready.registration_id):
+        command = remove(named)
+        assert await client.answer(command.correlation_id) == p.OperationSuccess(
+            command.correlation_id
+        )
+    assert all(  # both adds released: it lingers, or has ended already
+        pub.state is not State.ACTIVE
+        for pub in driver.conductor.publications
+        if pub.registration_id == ready.registration_id
+    )
+    again = remove(first.correlation_id)
+    assert (await client.answer(again.correlation_id)).code == p.GENERIC_ERROR
