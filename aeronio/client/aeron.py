@@ -20,7 +20,7 @@ from aeronio.client.counter import ClientCounter
 from aeronio.client.publication import ExclusivePublication, Publication
 from aeronio.client.subscription import Image, Subscription
 from aeronio.client.transport import CncTransport, wake_key
-from aeronio.counters import CLIENT_DOORBELL_TYPE_ID, CountersReader
+from aeronio.counters import CLIENT_DOORBELL_TYPE_ID, Counter, CountersReader
 from aeronio.errors import (
     AeronError,
     ChannelUriError,
@@ -46,6 +46,8 @@ _REPLIES = (
     p.CounterReady,
     p.OperationSuccess,
     p.ErrorResponse,
+    p.StaticCounter,
+    p.NextAvailableSessionId,
 )
 
 
@@ -166,19 +168,22 @@ class Aeron:
         return self._transport.next_correlation_id()
 
     async def _destination(
-        self, owner: Publication | Subscription, channel: str, add: bool
-    ) -> None:
+        self, owner: Publication | Subscription, channel: str | int, add: bool
+    ) -> int:
         """Add or remove a destination of a publication (multi-destination-cast) or of a
-        subscription (multi-destination)."""
+        subscription (multi-destination): by its channel, or a publication's by the
+        registration id that adding it returned."""
         if isinstance(owner, Subscription):
             what, kind = "subscription", p.AddRcvDestination if add else p.RemoveRcvDestination
+        elif isinstance(channel, int):
+            what, kind = "publication", p.RemoveDestinationById
         else:
             what, kind = "publication", p.AddDestination if add else p.RemoveDestination
         if owner.is_closed:
             raise AeronError(f"the {what} is closed")
-        await self._request(
-            kind(self._correlation_id(), self.client_id, owner.registration_id, channel)
-        )
+        correlation_id = self._correlation_id()
+        await self._request(kind(correlation_id, self.client_id, owner.registration_id, channel))
+        return correlation_id
 
     async def _request(self, command: p.Command) -> p.Response:
         self.check_alive()
@@ -392,6 +397,31 @@ class Aeron:
             p.AddCounter(correlation_id, self.client_id, type_id, bytes(key), label)
         )
         return ClientCounter(self.counters, ready.counter_id, correlation_id, self._release_counter)
+
+    async def add_static_counter(
+        self, type_id: int, label: str, registration_id: int, key: bytes = b""
+    ) -> Counter:
+        """The driver's counter of `type_id` and `registration_id`, made (with `label` and
+        `key`) if there is none: no client owns it, it outlives this one (Aeron's
+        addStaticCounter); DriverError if a client owns the one there is."""
+        limits.check_int32(type_id, "type_id")
+        limits.check_int64(registration_id, "registration_id")
+        if not isinstance(label, str):
+            raise ConfigurationError(f"label must be a str, not {type(label).__name__}")
+        if not isinstance(key, bytes | bytearray | memoryview):
+            raise ConfigurationError(f"key must be bytes, not {type(key).__name__}")
+        command = p.AddStaticCounter(
+            self._correlation_id(), self.client_id, registration_id, type_id, bytes(key), label
+        )
+        ready = await self._request(command)
+        return self.counters.counter(ready.counter_id)
+
+    async def next_session_id(self, stream_id: int) -> int:
+        """A session id the driver gives no publication on `stream_id` now, for a channel's
+        `session-id=` (Aeron's nextSessionId); the driver will not give it itself soon."""
+        limits.check_int32(stream_id, "stream_id")
+        command = p.GetNextAvailableSessionId(self._correlation_id(), self.client_id, stream_id)
+        return (await self._request(command)).next_session_id
 
     async def _release_counter(self, counter: ClientCounter) -> None:
         if not self.is_closed and not self._lost:

@@ -259,14 +259,20 @@ class Publication(_core.PublicationBase):
 
     # -- multi-destination-cast ---------------------------------------------------------
 
-    async def add_destination(self, endpoint_channel: str) -> None:
+    async def add_destination(self, endpoint_channel: str) -> int:
         """Also send to `aeron:udp?endpoint=host:port` (a publication on a channel with
-        `control-mode=manual` only); ChannelUriError/DriverError when refused."""
-        await self._client._destination(self, endpoint_channel, add=True)
+        `control-mode=manual` only); ChannelUriError/DriverError when refused. Returns the
+        destination's registration id (for `remove_destination_by_id`)."""
+        return await self._client._destination(self, endpoint_channel, add=True)
 
     async def remove_destination(self, endpoint_channel: str) -> None:
         """Stop sending to a destination `add_destination` added."""
         await self._client._destination(self, endpoint_channel, add=False)
+
+    async def remove_destination_by_id(self, registration_id: int) -> None:
+        """Stop sending to the destination whose `add_destination` returned `registration_id`
+        (as Aeron's driver, one that is no destination's changes nothing)."""
+        await self._client._destination(self, registration_id, add=False)
 
     # -- lifecycle ----------------------------------------------------------------------
 

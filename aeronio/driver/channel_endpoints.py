@@ -190,6 +190,7 @@ class SendChannelEndpoint(_Endpoint):
         )
         # destination -> (the largest GSO segment its path takes, when it last sent an SM)
         self.destinations: dict[Address, list[int]] = {}
+        self.destination_ids: dict[int, Address] = {}  # a manual one's, by registration id
         if channel.endpoint is not None:
             self._add(resolve(channel.endpoint), 0)
         self.publications: dict[tuple[int, int], SenderStateMachine] = {}
@@ -201,20 +202,39 @@ class SendChannelEndpoint(_Endpoint):
 
     # -- destinations -------------------------------------------------------------------
 
-    def add_destination(self, endpoint: str, now_ns: int) -> None:
-        """A manual multi-destination-cast publication also sends to `endpoint`."""
-        if not self.manual:
-            raise AeronError("destinations are added only to publications with control-mode=manual")
-        self._add(resolve(endpoint), now_ns)
+    def add_destination(self, endpoint: str, now_ns: int, registration_id: int) -> None:
+        """A manual multi-destination-cast publication also sends to `endpoint`, a destination
+        that `remove_destination_by_id(registration_id)` removes too."""
+        self._check_manual("added to")
+        destination = resolve(endpoint)
+        self._add(destination, now_ns)
+        self.destination_ids[registration_id] = destination
 
     def remove_destination(self, endpoint: str) -> None:
-        if not self.manual:
-            raise AeronError(
-                "destinations are removed only from publications with control-mode=manual"
-            )
-        if self.destinations.pop(resolve(endpoint), None) is None:
+        self._check_manual("removed from")
+        if not self._remove(resolve(endpoint)):
             raise AeronError(f"{endpoint} is not a destination of this publication")
+
+    def remove_destination_by_id(self, registration_id: int) -> None:
+        """Remove the destination `add_destination` added with `registration_id`; as Aeron's,
+        an id that no destination has removes nothing."""
+        self._check_manual("removed from")
+        destination = self.destination_ids.get(registration_id)
+        if destination is not None:
+            self._remove(destination)
+
+    def _remove(self, destination: Address) -> bool:
+        if self.destinations.pop(destination, None) is None:
+            return False
+        self.destination_ids = {
+            k: address for k, address in self.destination_ids.items() if address != destination
+        }
         self._destinations_changed()
+        return True
+
+    def _check_manual(self, verb: str) -> None:
+        if not self.manual:
+            raise AeronError(f"destinations are {verb} only publications with control-mode=manual")
 
     def _add(self, destination: Address, now_ns: int) -> None:
         if destination not in self.destinations:

@@ -111,5 +111,13 @@ class ClientProxy:
         reply(p.CounterReady(registration_id, counter_id))
 
     @staticmethod
+    def static_counter(reply: Reply, correlation_id: int, counter_id: int) -> None:
+        reply(p.StaticCounter(correlation_id, counter_id))
+
+    @staticmethod
+    def next_available_session_id(reply: Reply, correlation_id: int, session_id: int) -> None:
+        reply(p.NextAvailableSessionId(correlation_id, session_id))
+
+    @staticmethod
     def unavailable_counter(reply: Reply, registration_id: int, counter_id: int) -> None:
         reply(p.UnavailableCounter(registration_id, counter_id))

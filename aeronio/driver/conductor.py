@@ -46,7 +46,13 @@ from aeronio.driver.resources import (
 from aeronio.driver.stream_counters import StreamCounters, position_key
 from aeronio.driver.to_driver_commands import ToDriverCommands
 from aeronio.driver.udp_media import UdpMedia, UdpServices
-from aeronio.errors import AeronError, ChannelUriError, ClientTimeoutError, StorageSpaceError
+from aeronio.errors import (
+    AeronError,
+    ChannelUriError,
+    ClientTimeoutError,
+    DriverError,
+    StorageSpaceError,
+)
 from aeronio.logbuffer.descriptor import compute_log_length
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol import control as p
@@ -60,6 +66,10 @@ COUNTER_REUSE_TIMEOUT_MS = 1000
 # Deadlines this close run together, so that an idle driver wakes once for them (heartbeats,
 # status messages and the timer of its streams drift apart otherwise).
 COALESCE_NS = 10_000_000
+# The session ids a driver never gives a publication itself (Aeron's default range: kept for
+# the session-id= of channels).
+PUBLICATION_RESERVED_SESSION_IDS = range(-1, 1001)
+MAX_REJECT_REASON_LENGTH = 1023  # Aeron's AERON_ERROR_MAX_TEXT_LENGTH
 
 
 class DriverConductor:
@@ -104,6 +114,7 @@ class DriverConductor:
         )
         self.doorbell = self.stream_counters.driver_doorbell(wake_id)
         self._next_id = random.getrandbits(32)
+        self._session_id_sequence = random.randint(-(2**31), 2**31 - 1)
         self._timed_out_clients: set[int] = set()
         self._next_timer_ns = 0
         self._next_deadline_ns = 0  # the timer's or a sender's, receiver's or endpoint's
@@ -169,10 +180,17 @@ class DriverConductor:
                     self._add_subscription(command, client)
                 case p.RemoveSubscription():
                     self._remove_subscription(command, client)
-                case p.AddDestination() | p.RemoveDestination():
+                case p.AddDestination() | p.RemoveDestination() | p.RemoveDestinationById():
                     self._change_destination(command, client, now_ns)
+                case p.GetNextAvailableSessionId():
+                    session_id = self._next_session_id(command.stream_id)
+                    self.proxy.next_available_session_id(reply, command.correlation_id, session_id)
+                case p.RejectImage():
+                    self._reject_image(command)
                 case p.AddCounter():
                     self._add_counter(command, client, reply)
+                case p.AddStaticCounter():
+                    self._add_static_counter(command, reply)
                 case p.RemoveCounter():
                     self._remove_counter(command, client, reply)
                 case p.AddRcvDestination() | p.RemoveRcvDestination():
@@ -188,6 +206,8 @@ class DriverConductor:
             self._error(reply, correlation_id, p.INVALID_CHANNEL, str(e))
         except StorageSpaceError as e:
             self._error(reply, correlation_id, p.STORAGE_SPACE, str(e))
+        except DriverError as e:
+            self._error(reply, correlation_id, e.code, str(e))
         except AeronError as e:
             self._error(reply, correlation_id, p.GENERIC_ERROR, str(e))
         except Exception as e:  # a bug or a resource problem: refuse this command, keep running
@@ -272,6 +292,7 @@ class DriverConductor:
             _check_same_log_params(channel, publication)
             publication.ref_count += 1
         client.publications.append(publication.registration_id)
+        client.publication_adds[command.correlation_id] = publication.registration_id
         self.proxy.publication_ready(client.send, command.correlation_id, publication)
 
     def _new_publication(
@@ -288,7 +309,7 @@ class DriverConductor:
             raise AeronError(f"mtu {mtu} is too large for term-length {term_length}")
         session_id = channel.session_id
         if session_id is None:
-            session_id = self._new_session_id()
+            session_id = self._next_session_id(command.stream_id)
         elif any(
             pub.session_id == session_id
             and pub.stream_id == command.stream_id
@@ -367,20 +388,33 @@ class DriverConductor:
         log.mapped.set_conductor_wake_id(self.wake_id)
         return made
 
-    def _new_session_id(self) -> int:
-        in_use = {pub.session_id for pub in self.publications}
+    def _next_session_id(self, stream_id: int) -> int:
+        """As Aeron's driver: the next id of its sequence (from a random start, wrapping, past
+        PUBLICATION_RESERVED_SESSION_IDS) that no publication on `stream_id` has (lingering
+        ones included); each call takes one, for a new publication or a client that asked."""
+        in_use = {pub.session_id for pub in self.publications if pub.stream_id == stream_id}
         while True:
-            session_id = random.randint(-(2**31), 2**31 - 1)
+            session_id = self._session_id_sequence
+            if session_id in PUBLICATION_RESERVED_SESSION_IDS:
+                session_id = PUBLICATION_RESERVED_SESSION_IDS.stop
+            self._session_id_sequence = (session_id + 1 + 2**31) % 2**32 - 2**31
             if session_id not in in_use:
                 return session_id
 
     def _remove_publication(
         self, command: p.RemovePublication, client: ClientSession, now_ns: int
     ) -> None:
-        if command.registration_id not in client.publications:
-            raise AeronError(f"unknown publication registration id {command.registration_id}")
-        client.publications.remove(command.registration_id)
-        self._release_publication(command.registration_id, now_ns)
+        registration_id = client.publication_adds.get(command.registration_id)
+        if registration_id is None:  # named by its registration id (aeronio's clients)
+            registration_id = command.registration_id
+            if registration_id not in client.publications:
+                raise AeronError(f"unknown publication registration id {registration_id}")
+            add = next(k for k, v in client.publication_adds.items() if v == registration_id)
+        else:
+            add = command.registration_id
+        del client.publication_adds[add]
+        client.publications.remove(registration_id)
+        self._release_publication(registration_id, now_ns)
         self.proxy.operation_success(client.send, command.correlation_id)
 
     def _release_publication(self, registration_id: int, now_ns: int) -> None:
@@ -407,22 +441,60 @@ class DriverConductor:
         return ended
 
     def _change_destination(
-        self, command: p.AddDestination | p.RemoveDestination, client: ClientSession, now_ns: int
+        self,
+        command: p.AddDestination | p.RemoveDestination | p.RemoveDestinationById,
+        client: ClientSession,
+        now_ns: int,
     ) -> None:
-        publication = next(
-            (pub for pub in self.publications if pub.registration_id == command.registration_id),
-            None,
-        )
-        if publication is None or command.registration_id not in client.publications:
-            raise AeronError(f"no publication {command.registration_id} of this client")
-        destination = _destination_channel(command.channel)
-        if not isinstance(publication, NetworkPublication):
-            raise AeronError(f"publication {command.registration_id} is not on a udp channel")
-        if isinstance(command, p.AddDestination):
-            publication.endpoint.add_destination(destination.endpoint, now_ns)
+        """A destination of a manual multi-destination-cast publication (named by its
+        registration id or its add's correlation id): added (the destination's registration id
+        is the command's correlation id), or removed by its channel or by that id (as Aeron's:
+        an id no destination has removes nothing)."""
+        if isinstance(command, p.RemoveDestinationById):
+            named = command.resource_registration_id
         else:
-            publication.endpoint.remove_destination(destination.endpoint)
+            named = command.registration_id
+        registration_id = client.publication_adds.get(named, named)  # as Aeron's clients name it
+        publication = next(
+            (pub for pub in self.publications if pub.registration_id == registration_id), None
+        )
+        if publication is None or registration_id not in client.publications:
+            raise DriverError(
+                f"unknown publication registration id {registration_id} of client "
+                f"{client.client_id}",
+                p.UNKNOWN_PUBLICATION,
+            )
+        if not isinstance(publication, NetworkPublication):
+            raise AeronError(f"publication {registration_id} is not on a udp channel")
+        endpoint = publication.endpoint
+        match command:
+            case p.AddDestination():
+                destination = _destination_channel(command.channel).endpoint
+                endpoint.add_destination(destination, now_ns, command.correlation_id)
+            case p.RemoveDestination():
+                endpoint.remove_destination(_destination_channel(command.channel).endpoint)
+            case p.RemoveDestinationById():
+                endpoint.remove_destination_by_id(command.destination_registration_id)
         self.proxy.operation_success(client.send, command.correlation_id)
+
+    def _reject_image(self, command: p.RejectImage) -> None:
+        """Aeron's driver sends the image's publisher an error frame; aeronio's has no error
+        frames: an image it has is refused with NOT_SUPPORTED, after Aeron's own checks."""
+        if len(command.reason.encode()) > MAX_REJECT_REASON_LENGTH:
+            raise AeronError(
+                f"Invalidation reason_text must be {MAX_REJECT_REASON_LENGTH} bytes or less"
+            )
+        image_id = command.image_correlation_id
+        images = self.resources.images + [
+            pub for pub in self.publications if isinstance(pub, IpcPublication)
+        ]
+        if not any(image.registration_id == image_id for image in images):
+            raise AeronError(f"Unable to resolve image for correlationId={image_id}")
+        raise DriverError(
+            f"rejecting an image (correlationId={image_id}) is not supported by aeronio's "
+            "driver: it sends no error frames",
+            p.NOT_SUPPORTED,
+        )
 
     # -- subscriptions ------------------------------------------------------------------
 
@@ -506,11 +578,7 @@ class DriverConductor:
     # -- client counters ----------------------------------------------------------------
 
     def _add_counter(self, command: p.AddCounter, client: ClientSession, reply) -> None:
-        limits.check_int32(command.type_id, "type_id")
-        if not isinstance(command.label, str):
-            raise AeronError(f"counter label must be a str, not {type(command.label).__name__}")
-        if len(command.key) > MAX_KEY_LENGTH:
-            raise AeronError(f"counter key is {len(command.key)} bytes, over {MAX_KEY_LENGTH}")
+        _check_counter(command)
         counter = self.stream_counters.client_counter(
             command.correlation_id, client.client_id, command.type_id, command.key, command.label
         )
@@ -520,6 +588,24 @@ class DriverConductor:
                 command.key[:8], sys.byteorder
             )
         self.proxy.counter_ready(reply, command.correlation_id, counter.id)
+
+    def _add_static_counter(self, command: p.AddStaticCounter, reply) -> None:
+        """As Aeron's: the counter of this type and registration id if there is one (refused if
+        a client owns it), else a new one that no client owns and nothing frees."""
+        _check_counter(command)
+        type_id, registration_id = command.type_id, command.registration_id
+        counter_id = self.counters.find_by_type_id_and_registration_id(type_id, registration_id)
+        if counter_id is None:
+            counter_id = self.stream_counters.static_counter(
+                registration_id, type_id, command.key, command.label
+            ).id
+        elif self.counters.get_counter_owner_id(counter_id) != p.NULL_VALUE:
+            raise AeronError(
+                "cannot add static counter, because a non-static counter exists "
+                f"(counterId={counter_id}) for typeId={type_id} and "
+                f"registrationId={registration_id}"
+            )
+        self.proxy.static_counter(reply, command.correlation_id, counter_id)
 
     def _remove_counter(self, command: p.RemoveCounter, client: ClientSession, reply) -> None:
         counter = client.counters.pop(command.registration_id, None)
@@ -676,6 +762,14 @@ def _coalesced(deadlines: list[int]) -> int:
     close together run in one duty cycle, each at most COALESCE_NS late)."""
     first = min(deadlines)
     return max(deadline for deadline in deadlines if deadline - first <= COALESCE_NS)
+
+
+def _check_counter(command: p.AddCounter | p.AddStaticCounter) -> None:
+    limits.check_int32(command.type_id, "type_id")
+    if not isinstance(command.label, str):
+        raise AeronError(f"counter label must be a str, not {type(command.label).__name__}")
+    if len(command.key) > MAX_KEY_LENGTH:
+        raise AeronError(f"counter key is {len(command.key)} bytes, over {MAX_KEY_LENGTH}")
 
 
 def _check_same_log_params(channel: ChannelUri, publication: DriverPublication) -> None:

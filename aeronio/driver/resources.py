@@ -59,6 +59,9 @@ class ClientSession:
     liveness_timeout_ns: int
     release: Callable[[ClientSession], None]
     publications: list[int] = field(default_factory=list)  # registration ids, one per add
+    # Aeron's clients name a publication by their add's correlation id: its registration id, by
+    # that correlation id.
+    publication_adds: dict[int, int] = field(default_factory=dict)
     subscriptions: list[int] = field(default_factory=list)
     counters: dict[int, Counter] = field(default_factory=dict)  # by registration id
     doorbells: dict[int, int] = field(default_factory=dict)  # wake ids, by registration id

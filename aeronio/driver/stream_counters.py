@@ -24,6 +24,7 @@ from aeronio.counters import (
     Counter,
     CountersManager,
 )
+from aeronio.protocol.control import NULL_VALUE
 
 
 class _Spec(NamedTuple):
@@ -80,6 +81,10 @@ class StreamCounters:
     ) -> Counter:
         """A counter a client asked for (its type, key and label), owned by that client."""
         return self._allocate(_Spec(label, type_id, key, registration_id, client_id))[0]
+
+    def static_counter(self, registration_id: int, type_id: int, key: bytes, label: str) -> Counter:
+        """A counter a client asked for that no client owns (owner id Aeron's NULL_VALUE)."""
+        return self._allocate(_Spec(label, type_id, key, registration_id, NULL_VALUE))[0]
 
     def publication(
         self, registration_id: int, session_id: int, stream_id: int, channel: str, owner_id: int

@@ -42,6 +42,10 @@ CLIENT_CLOSE = 0x0B
 ADD_RCV_DESTINATION = 0x0C
 REMOVE_RCV_DESTINATION = 0x0D
 TERMINATE_DRIVER = 0x0E
+ADD_STATIC_COUNTER = 0x0F
+REJECT_IMAGE = 0x10
+REMOVE_DESTINATION_BY_ID = 0x11
+GET_NEXT_AVAILABLE_SESSION_ID = 0x12
 ON_ERROR = 0x0F01
 ON_AVAILABLE_IMAGE = 0x0F02
 ON_PUBLICATION_READY = 0x0F03
@@ -52,6 +56,9 @@ ON_SUBSCRIPTION_READY = 0x0F07
 ON_COUNTER_READY = 0x0F08
 ON_UNAVAILABLE_COUNTER = 0x0F09
 ON_CLIENT_TIMEOUT = 0x0F0A
+ON_STATIC_COUNTER = 0x0F0B
+ON_PUBLICATION_ERROR = 0x0F0C  # an error frame's news to the publishers: not decoded here
+ON_NEXT_AVAILABLE_SESSION_ID = 0x0F0D
 
 # Aeron's error codes (ErrorCode.java, aeron_client_error.h).
 UNUSED = 0
@@ -129,6 +136,16 @@ class RemoveDestination(msgspec.Struct, tag=True, frozen=True):
     channel: str
 
 
+class RemoveDestinationById(msgspec.Struct, tag=True, frozen=True):
+    """Stop sending a manual multi-destination-cast publication's data to the destination that
+    the AddDestination of correlation id `destination_registration_id` added."""
+
+    correlation_id: I64
+    client_id: I64
+    resource_registration_id: I64  # the publication's
+    destination_registration_id: I64
+
+
 class AddRcvDestination(msgspec.Struct, tag=True, frozen=True):
     """Receive a multi-destination subscription's images on one more endpoint too (Aeron's
     ADD_RCV_DESTINATION); `registration_id` is the subscription's."""
@@ -156,6 +173,18 @@ class AddCounter(msgspec.Struct, tag=True, frozen=True):
     label: str
 
 
+class AddStaticCounter(msgspec.Struct, tag=True, frozen=True):
+    """A counter no client owns (Aeron's ADD_STATIC_COUNTER): it outlives the client that
+    added it; there is one per (type id, registration id), which a second add is answered with."""
+
+    correlation_id: I64
+    client_id: I64
+    registration_id: I64
+    type_id: I32
+    key: bytes
+    label: str
+
+
 class RemoveCounter(msgspec.Struct, tag=True, frozen=True):
     correlation_id: I64
     client_id: I64
@@ -178,6 +207,24 @@ class TerminateDriver(msgspec.Struct, tag=True, frozen=True):
     correlation_id: I64
     client_id: I64
     token: bytes = b""
+
+
+class RejectImage(msgspec.Struct, tag=True, frozen=True):
+    """Refuse an image (Aeron's REJECT_IMAGE): its publisher is sent an error frame."""
+
+    correlation_id: I64
+    client_id: I64
+    image_correlation_id: I64
+    position: I64
+    reason: str
+
+
+class GetNextAvailableSessionId(msgspec.Struct, tag=True, frozen=True):
+    """The driver's next session id free on `stream_id` (for a publication's session-id=)."""
+
+    correlation_id: I64
+    client_id: I64
+    stream_id: I32
 
 
 # -- responses (driver -> clients) -----------------------------------------------------
@@ -236,6 +283,18 @@ class UnavailableCounter(msgspec.Struct, tag=True, frozen=True):
     counter_id: I32
 
 
+class StaticCounter(msgspec.Struct, tag=True, frozen=True):
+    """ON_STATIC_COUNTER: the counter of an AddStaticCounter (made then, or found)."""
+
+    correlation_id: I64
+    counter_id: I32
+
+
+class NextAvailableSessionId(msgspec.Struct, tag=True, frozen=True):
+    correlation_id: I64
+    next_session_id: I32
+
+
 class OperationSuccess(msgspec.Struct, tag=True, frozen=True):
     correlation_id: I64
 
@@ -268,6 +327,10 @@ Command = (
     | ClientKeepalive
     | ClientClose
     | TerminateDriver
+    | AddStaticCounter
+    | RejectImage
+    | RemoveDestinationById
+    | GetNextAvailableSessionId
 )
 Response = (
     ClientTimeout
@@ -279,6 +342,8 @@ Response = (
     | UnavailableCounter
     | OperationSuccess
     | ErrorResponse
+    | StaticCounter
+    | NextAvailableSessionId
 )
 
 # -- Aeron's binary codec ------------------------------------------------------------------
@@ -304,6 +369,9 @@ def encode(message: Command | Response) -> tuple[int, bytes]:
         case AddCounter():
             body = _head(m, "i", m.type_id) + _var(m.key, align=True)
             return ADD_COUNTER, body + _var(m.label)
+        case AddStaticCounter():
+            body = _head(m, "qi", m.registration_id, m.type_id) + _var(m.key, align=True)
+            return ADD_STATIC_COUNTER, body + _var(m.label)
         case RemoveCounter():
             return REMOVE_COUNTER, _head(m, "q", m.registration_id)
         case ClientKeepalive():
@@ -312,6 +380,14 @@ def encode(message: Command | Response) -> tuple[int, bytes]:
             return CLIENT_CLOSE, _head(m, "")
         case TerminateDriver():
             return TERMINATE_DRIVER, _head(m, "") + _var(m.token)
+        case RejectImage():
+            body = _head(m, "qq", m.image_correlation_id, m.position) + _var(m.reason)
+            return REJECT_IMAGE, body + _REJECT_IMAGE_TAIL
+        case RemoveDestinationById():
+            fields = (m.resource_registration_id, m.destination_registration_id)
+            return REMOVE_DESTINATION_BY_ID, _head(m, "qq", *fields)
+        case GetNextAvailableSessionId():
+            return GET_NEXT_AVAILABLE_SESSION_ID, _head(m, "i", m.stream_id)
         case PublicationReady():
             kind = ON_EXCLUSIVE_PUBLICATION_READY if m.exclusive else ON_PUBLICATION_READY
             fields = (m.correlation_id, m.registration_id, m.session_id, m.stream_id)
@@ -337,6 +413,11 @@ def encode(message: Command | Response) -> tuple[int, bytes]:
             return ON_ERROR, struct.pack("<qi", m.correlation_id, m.code) + _var(m.message)
         case ClientTimeout():
             return ON_CLIENT_TIMEOUT, struct.pack("<q", m.client_id)
+        case StaticCounter():
+            return ON_STATIC_COUNTER, struct.pack("<qi", m.correlation_id, m.counter_id)
+        case NextAvailableSessionId():
+            fields = (m.correlation_id, m.next_session_id)
+            return ON_NEXT_AVAILABLE_SESSION_ID, struct.pack("<qi", *fields)
     raise TypeError(f"{type(message).__name__} is no message of Aeron's command protocol")
 
 
@@ -409,6 +490,9 @@ class _Reader:
         except UnicodeDecodeError as e:
             raise MalformedMessageError(f"{self._what}: the text at offset {at}: {e}") from None
 
+    def skip_rest(self) -> None:
+        self._at = len(self._view)
+
     def end(self) -> None:
         if self._at != len(self._view):
             raise MalformedMessageError(
@@ -475,6 +559,42 @@ def _terminate_driver(r: _Reader) -> TerminateDriver:
     return TerminateDriver(**_head_of(r), token=r.var())
 
 
+def _add_static_counter(r: _Reader) -> AddStaticCounter:
+    head = _head_of(r)
+    registration_id, type_id = r.ints("<qi")
+    key = r.var(align=True)
+    return AddStaticCounter(
+        **head, registration_id=registration_id, type_id=type_id, key=key, label=r.text()
+    )
+
+
+# What Aeron's C client writes after the reason: its NUL and the rest of the C struct's size
+# (aeron_reject_image_command_t ends in reason_text[1]); the C driver wants at least that much.
+_REJECT_IMAGE_TAIL = bytes(5)
+
+
+def _reject_image(r: _Reader) -> RejectImage:
+    """The reason's length field counts its bytes; what follows (_REJECT_IMAGE_TAIL from Aeron's
+    C client, nothing from the Java one) is ignored, as Aeron's drivers do."""
+    head = _head_of(r)
+    image_correlation_id, position = r.ints("<qq")
+    reason = r.text()
+    r.skip_rest()
+    return RejectImage(
+        **head, image_correlation_id=image_correlation_id, position=position, reason=reason
+    )
+
+
+def _remove_destination_by_id(r: _Reader) -> RemoveDestinationById:
+    head = _head_of(r)
+    resource_registration_id, destination_registration_id = r.ints("<qq")
+    return RemoveDestinationById(
+        **head,
+        resource_registration_id=resource_registration_id,
+        destination_registration_id=destination_registration_id,
+    )
+
+
 _DESTINATION_TYPE_IDS = {
     AddDestination: ADD_DESTINATION,
     RemoveDestination: REMOVE_DESTINATION,
@@ -492,6 +612,12 @@ _COMMAND_DECODERS: dict[int, Callable[[_Reader], Command]] = {
     CLIENT_KEEPALIVE: lambda r: ClientKeepalive(**_head_of(r)),
     CLIENT_CLOSE: lambda r: ClientClose(**_head_of(r)),
     TERMINATE_DRIVER: _terminate_driver,
+    ADD_STATIC_COUNTER: _add_static_counter,
+    REJECT_IMAGE: _reject_image,
+    REMOVE_DESTINATION_BY_ID: _remove_destination_by_id,
+    GET_NEXT_AVAILABLE_SESSION_ID: lambda r: GetNextAvailableSessionId(
+        **_head_of(r), stream_id=r.ints("<i")[0]
+    ),
 } | {type_id: _destination(cls) for cls, type_id in _DESTINATION_TYPE_IDS.items()}
 
 
@@ -527,4 +653,6 @@ _RESPONSE_DECODERS: dict[int, Callable[[_Reader], Response]] = {
     ON_COUNTER_READY: lambda r: CounterReady(*r.ints("<qi")),
     ON_UNAVAILABLE_COUNTER: lambda r: UnavailableCounter(*r.ints("<qi")),
     ON_CLIENT_TIMEOUT: lambda r: ClientTimeout(*r.ints("<q")),
+    ON_STATIC_COUNTER: lambda r: StaticCounter(*r.ints("<qi")),
+    ON_NEXT_AVAILABLE_SESSION_ID: lambda r: NextAvailableSessionId(*r.ints("<qi")),
 }

@@ -66,8 +66,18 @@ def check_mtu(
 
 def check_int32(value: object, name: str, error: Error = ConfigurationError) -> None:
     """A signed 32-bit integer (an `int`, not a `bool`): stream ids, session ids, term ids."""
-    if not isinstance(value, int) or isinstance(value, bool) or not INT32_MIN <= value <= INT32_MAX:
-        raise error(f"{name} {value!r} must be a signed 32-bit integer")
+    _check_signed(value, name, 32, error)
+
+
+def check_int64(value: object, name: str, error: Error = ConfigurationError) -> None:
+    """A signed 64-bit integer (an `int`, not a `bool`): registration ids."""
+    _check_signed(value, name, 64, error)
+
+
+def _check_signed(value: object, name: str, bits: int, error: Error) -> None:
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise error(f"{name} {value!r} must be a signed {bits}-bit integer")
 
 
 def max_message_length(term_length: int) -> int:

@@ -188,3 +188,36 @@ async def test_two_clients_of_one_process_keep_to_their_own_responses(aeron_c):
             await gone.wait()
         first.check_alive()  # the other client's close is not this one's
         assert (await first.add_publication(IPC, 14)).stream_id == 14
+
+
+async def test_static_counters_session_ids_and_destinations_by_id_on_a_c_driver(
+    aeron_c, free_udp_port
+):
+    """The commands of 1.53 from aeronio's client, answered by Aeron's driver: a static counter
+    found again by its type and registration id (refused where a client owns the counter); a
+    next session id free for a publication's session-id=; a destination removed by id."""
+    dir = aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
+    async with aeronio.connect(dir) as aeron:
+        static = await aeron.add_static_counter(1006, "a static counter", 777, key=b"\x07")
+        static.set(5)
+        async with aeronio.connect(dir) as other:
+            found = await other.add_static_counter(1006, "another label", 777)
+            assert (found.id, found.get(), found.label) == (static.id, 5, "a static counter")
+            owned = await other.add_counter(1007, "owned")
+            with pytest.raises(aeronio.DriverError, match="non-static counter") as refused:
+                await other.add_static_counter(1007, "static", owned.registration_id)
+            assert refused.value.code == 11  # GENERIC_ERROR
+        assert aeron.counters.get_counter_owner_id(static.id) == -1
+
+        first = await aeron.add_publication(IPC, 7)
+        session_id = await aeron.next_session_id(7)
+        assert session_id != first.session_id
+        chosen = await aeron.add_exclusive_publication(f"{IPC}?session-id={session_id}", 7)
+        assert chosen.session_id == session_id
+
+        control = f"127.0.0.1:{free_udp_port}"
+        mdc = await aeron.add_publication(f"aeron:udp?control={control}|control-mode=manual", 8)
+        # A destination is only sent to: any port will do.
+        destination = await mdc.add_destination("aeron:udp?endpoint=127.0.0.1:9")
+        await mdc.remove_destination_by_id(destination)  # answered ON_OPERATION_SUCCESS

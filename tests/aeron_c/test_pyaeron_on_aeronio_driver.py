@@ -147,3 +147,27 @@ def test_one_ipc_stream_shared_by_aeronio_and_pyaeron_clients(aeron_c):
         publisher.expect("sent", 60)
     for subscriber in subscribers:
         assert subscriber.expect_json("received", 90) == {"counts": counts, "errors": []}
+
+
+def test_static_counters_and_publications_named_as_aerons_c_client_names_them(aeron_c):
+    """Aeron's C client adds a static counter twice (one counter, owned by no client, that
+    outlives the client); it names a publication by its add's correlation id: its
+    REMOVE_DESTINATION_BY_ID is answered (with the publication's id where the destination's
+    goes, as that client writes it: nothing removed, as Aeron's driver does) and its
+    REMOVE_PUBLICATION releases the publication while the client lives."""
+    dir = _aeronio_driver(aeron_c, "standalone")
+    client = aeron_c.pyaeron("commands_1_53", dir=dir, static_type_id=1006, registration_id=777)
+    first, second = client.expect_json("answered", 30)["counter_ids"]
+    assert first == second
+    with CountersReader.open(dir) as reader:
+        assert reader.get_counter_registration_id(first) == 777
+        assert reader.get_counter_owner_id(first) == -1
+        assert reader.get_counter_label(first) == "a static counter"
+        wait_until(
+            lambda: not any("control-mode=manual" in c.label for c in reader.for_each()),
+            30,
+            "the closed publication's counters freed",
+        )
+        client.release()
+        client.wait(30)
+        assert reader.get_counter_state(first) == 1  # the client is gone, the counter not

@@ -7,7 +7,7 @@ import pytest
 from aeronio import connect
 from aeronio.counters import MAX_KEY_LENGTH, RECORD_ALLOCATED, CountersReader
 from aeronio.driver.media_driver import MediaDriver
-from aeronio.errors import DriverError
+from aeronio.errors import ConfigurationError, DriverError
 
 
 @pytest.fixture
@@ -53,3 +53,23 @@ async def test_a_key_over_the_limit_is_refused(aeron):
         await aeron.add_counter(100, "too long", key=bytes(MAX_KEY_LENGTH + 1))
     counter = await aeron.add_counter(100, "still works")
     assert counter.get() == 0
+
+
+async def test_a_static_counter_is_found_again_and_outlives_its_client(driver):
+    """Aeron's addStaticCounter: the counter of a type and registration id, made by the first
+    add, found by the next (another client's); no client owns it, its client's close leaves it;
+    where a client owns the counter of that type and registration id, DriverError."""
+    async with connect(driver.dir) as other:
+        async with connect(driver.dir) as first:
+            made = await first.add_static_counter(1006, "static", 777, key=b"\x07")
+            made.set(42)
+            assert first.counters.get_counter_owner_id(made.id) == -1
+            owned = await first.add_counter(1007, "owned")
+            with pytest.raises(DriverError, match="non-static counter exists") as refused:
+                await first.add_static_counter(1007, "static", owned.registration_id)
+            assert refused.value.code == 11  # Aeron's GENERIC_ERROR
+        found = await other.add_static_counter(1006, "another label", 777)
+        assert (found.id, found.get(), found.label) == (made.id, 42, "static")
+        assert other.counters.get_counter_state(made.id) == RECORD_ALLOCATED
+        with pytest.raises(ConfigurationError, match="registration_id"):
+            await other.add_static_counter(1006, "static", 2**63)

@@ -18,6 +18,7 @@ from aeronio.counters import (
     RECORD_ALLOCATED,
     SystemCounters,
 )
+from aeronio.driver.driver_publication import State
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.logbuffer import waker
 from aeronio.protocol import control as p
@@ -262,3 +263,229 @@ async def test_terminate_driver_only_when_enabled(driver, client, stops):
             "the ignored TERMINATE_DRIVER recorded",
         )
         assert not driver.terminated.is_set()
+
+
+# -- the commands of Aeron 1.53: static counters, destinations by id, session ids, rejection --
+
+
+def _free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _static_counter(client: RingClient, type_id: int, registration_id: int, label: str):
+    command = p.AddStaticCounter(
+        client.next_id(), client.client_id, registration_id, type_id, b"\x07\x08", label
+    )
+    client.send(command)
+    return command
+
+
+async def test_a_static_counter_is_found_again_and_outlives_its_client(driver, client):
+    """ON_STATIC_COUNTER; no client owns it (owner id Aeron's NULL_VALUE -1), the registration
+    id is the command's; a second add of the same type and registration id (another client,
+    another label) is answered with the same counter; the adding client's close frees it not."""
+    other = RingClient(driver.dir)
+    try:
+        add = _static_counter(client, 1006, 777, "static one")
+        answer = await client.answer(add.correlation_id)
+        assert answer == p.StaticCounter(add.correlation_id, answer.counter_id)
+        counters, counter_id = client.counters, answer.counter_id
+        assert counters.get_counter_type_id(counter_id) == 1006
+        assert counters.get_counter_registration_id(counter_id) == 777
+        assert counters.get_counter_owner_id(counter_id) == -1
+        assert counters.get_counter_key(counter_id)[:2] == b"\x07\x08"
+        assert counters.get_counter_label(counter_id) == "static one"
+
+        again = _static_counter(other, 1006, 777, "another label")
+        assert await other.answer(again.correlation_id) == p.StaticCounter(
+            again.correlation_id, counter_id
+        )
+        other_type = _static_counter(other, 1016, 777, "another type")
+        assert (await other.answer(other_type.correlation_id)).counter_id != counter_id
+
+        client.send(p.ClientClose(client.client_id))
+        await await_until(
+            lambda: client.client_id not in driver.conductor.resources.clients,
+            TIMEOUT_S,
+            "the client closed",
+        )
+        assert counters.get_counter_state(counter_id) == RECORD_ALLOCATED
+        assert counters.get_counter_label(counter_id) == "static one"
+    finally:
+        other.close()
+
+
+async def test_a_static_counter_where_a_client_owns_the_counter_is_refused(client):
+    """As Aeron's driver: GENERIC_ERROR when the counter of that type and registration id is a
+    client's (ADD_COUNTER's registration id is its correlation id)."""
+    owned = p.AddCounter(client.next_id(), client.client_id, 1007, b"", "owned")
+    client.send(owned)
+    counter_id = (await client.answer(owned.correlation_id)).counter_id
+    add = _static_counter(client, 1007, owned.correlation_id, "static")
+    error = await client.answer(add.correlation_id)
+    assert error == p.ErrorResponse(
+        add.correlation_id,
+        p.GENERIC_ERROR,
+        "cannot add static counter, because a non-static counter exists "
+        f"(counterId={counter_id}) for typeId=1007 and registrationId={owned.correlation_id}",
+    )
+
+
+async def test_a_destination_is_removed_by_the_id_its_add_got(driver, client):
+    """REMOVE_DESTINATION_BY_ID: the destination ADD_DESTINATION of that correlation id added
+    goes (ON_OPERATION_SUCCESS); an id no destination has removes nothing and succeeds (as
+    Aeron's driver); an unknown publication is UNKNOWN_PUBLICATION."""
+    control = f"127.0.0.1:{_free_udp_port()}"
+    add = _add_publication(client, f"aeron:udp?control={control}|control-mode=manual")
+    publication = await client.answer(add.correlation_id)
+    (endpoint,) = [
+        pub.endpoint
+        for pub in driver.conductor.publications
+        if pub.registration_id == publication.registration_id
+    ]
+    ports = [_free_udp_port() for _ in range(2)]
+    adds = []
+    for port in ports:
+        command = p.AddDestination(
+            client.next_id(),
+            client.client_id,
+            publication.registration_id,
+            f"aeron:udp?endpoint=127.0.0.1:{port}",
+        )
+        client.send(command)
+        assert await client.answer(command.correlation_id) == p.OperationSuccess(
+            command.correlation_id
+        )
+        adds.append(command)
+    assert set(endpoint.destinations) == {("127.0.0.1", port) for port in ports}
+
+    def remove(registration_id: int, destination_id: int) -> p.RemoveDestinationById:
+        command = p.RemoveDestinationById(
+            client.next_id(), client.client_id, registration_id, destination_id
+        )
+        client.send(command)
+        return command
+
+    by_id = remove(publication.registration_id, adds[0].correlation_id)
+    assert await client.answer(by_id.correlation_id) == p.OperationSuccess(by_id.correlation_id)
+    assert set(endpoint.destinations) == {("127.0.0.1", ports[1])}
+    for destination_id in (adds[0].correlation_id, publication.registration_id):
+        nothing = remove(publication.registration_id, destination_id)
+        assert await client.answer(nothing.correlation_id) == p.OperationSuccess(
+            nothing.correlation_id
+        )
+    assert set(endpoint.destinations) == {("127.0.0.1", ports[1])}
+
+    unknown = remove(publication.registration_id + 1000, adds[1].correlation_id)
+    error = await client.answer(unknown.correlation_id)
+    assert error.code == p.UNKNOWN_PUBLICATION
+    assert f"unknown publication registration id {publication.registration_id + 1000}" in (
+        error.message
+    )
+    assert set(endpoint.destinations) == {("127.0.0.1", ports[1])}
+
+
+def _next_session_id(client: RingClient, stream_id: int) -> p.GetNextAvailableSessionId:
+    command = p.GetNextAvailableSessionId(client.next_id(), client.client_id, stream_id)
+    client.send(command)
+    return command
+
+
+async def test_the_next_session_id_is_the_drivers_next_free_on_the_stream(driver, client):
+    """ON_NEXT_AVAILABLE_SESSION_ID: the driver's session ids come in sequence (from a random
+    start: set here), for its publications and for this command alike; one a live publication
+    of the stream has (here given with session-id=) is passed over; another stream's
+    publication is no obstacle."""
+    driver.conductor._session_id_sequence = 5000
+    first = await client.answer(_add_publication(client, stream_id=7).correlation_id)
+    assert first.session_id == 5000
+    taken = 5001
+    explicit = _add_publication(client, f"aeron:ipc?session-id={taken}", stream_id=7)
+    assert (await client.answer(explicit.correlation_id)).session_id == taken
+    other_stream = _add_publication(client, f"aeron:ipc?session-id={taken + 1}", stream_id=8)
+    assert isinstance(await client.answer(other_stream.correlation_id), p.PublicationReady)
+
+    ask = _next_session_id(client, 7)
+    answer = await client.answer(ask.correlation_id)
+    assert answer == p.NextAvailableSessionId(ask.correlation_id, taken + 1)
+    after = await client.answer(_add_publication(client, stream_id=9).correlation_id)
+    assert after.session_id == taken + 2
+
+
+async def test_the_session_ids_pass_over_aerons_reserved_range_and_wrap(driver, client):
+    """Aeron's default reserved range, -1..1000, is for channels' session-id=; the int32
+    sequence wraps."""
+    driver.conductor._session_id_sequence = -2
+    answers = []
+    for _ in range(3):
+        ask = _next_session_id(client, 7)
+        answers.append((await client.answer(ask.correlation_id)).next_session_id)
+    assert answers == [-2, 1001, 1002]
+    driver.conductor._session_id_sequence = 2**31 - 1
+    ask = _next_session_id(client, 7)
+    assert (await client.answer(ask.correlation_id)).next_session_id == 2**31 - 1
+    publication = await client.answer(_add_publication(client).correlation_id)
+    assert publication.session_id == -(2**31)
+
+
+async def test_rejecting_an_image_is_refused_with_aerons_codes(client):
+    """aeronio's driver sends no error frames: an image it has (here an IPC publication's, by
+    its ON_AVAILABLE_IMAGE correlation id) is NOT_SUPPORTED; as Aeron's driver, an unknown image
+    or a reason over 1023 bytes is GENERIC_ERROR."""
+    await client.answer(_add_publication(client).correlation_id)
+    subscribe = p.AddSubscription(client.next_id(), client.client_id, "aeron:ipc", 7)
+    client.send(subscribe)
+    image = await client.expect(lambda r: isinstance(r, p.ImageReady), "the image")
+
+    def reject(image_id: int, reason: str = "bad data") -> p.RejectImage:
+        command = p.RejectImage(client.next_id(), client.client_id, image_id, 0, reason)
+        client.send(command)
+        return command
+
+    known = await client.answer(reject(image.correlation_id).correlation_id)
+    assert known.code == p.NOT_SUPPORTED
+    assert f"rejecting an image (correlationId={image.correlation_id})" in known.message
+    unknown = await client.answer(reject(image.correlation_id + 1000).correlation_id)
+    assert unknown == p.ErrorResponse(
+        unknown.correlation_id,
+        p.GENERIC_ERROR,
+        f"Unable to resolve image for correlationId={image.correlation_id + 1000}",
+    )
+    too_long = await client.answer(reject(image.correlation_id, "x" * 1024).correlation_id)
+    assert too_long.code == p.GENERIC_ERROR
+    assert too_long.message == "Invalidation reason_text must be 1023 bytes or less"
+    assert isinstance(
+        await client.answer(_add_publication(client).correlation_id), p.PublicationReady
+    )
+
+
+async def test_a_publication_is_named_by_its_adds_correlation_id_as_aerons_clients_do(
+    driver, client
+):
+    """Aeron's clients name a publication in REMOVE_PUBLICATION (and the destination commands)
+    by the correlation id of their add, aeronio's by its registration id: both are served."""
+    first = _add_publication(client, stream_id=3)
+    ready = await client.answer(first.correlation_id)
+    assert ready.registration_id != first.correlation_id  # aeronio's driver makes its own
+    second = _add_publication(client, stream_id=3)
+    assert (await client.answer(second.correlation_id)).registration_id == ready.registration_id
+
+    def remove(registration_id: int) -> p.Response:
+        command = p.RemovePublication(client.next_id(), client.client_id, registration_id)
+        client.send(command)
+        return command
+
+    for named in (second.correlation_id, ready.registration_id):
+        command = remove(named)
+        assert await client.answer(command.correlation_id) == p.OperationSuccess(
+            command.correlation_id
+        )
+    assert all(  # both adds released: it lingers, or has ended already
+        pub.state is not State.ACTIVE
+        for pub in driver.conductor.publications
+        if pub.registration_id == ready.registration_id
+    )
+    again = remove(first.correlation_id)
+    assert (await client.answer(again.correlation_id)).code == p.GENERIC_ERROR

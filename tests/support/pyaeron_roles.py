@@ -165,6 +165,65 @@ def add_publication_error(pyaeron, dir: str, channel: str, stream_id: int = 1) -
     aeron.close()
 
 
+def commands_1_53(pyaeron, dir: str, static_type_id: int, registration_id: int) -> None:
+    """Aeron's C client (through ctypes: pyaeron has no API for them) adds the static counter of
+    `static_type_id` and `registration_id` twice, removes a manual multi-destination-cast
+    destination by id and closes that publication; says what it was answered, then stays
+    until stdin ends. (Its GET_NEXT_AVAILABLE_SESSION_ID goes to a driver only if the driver has
+    Aeron's "Control protocol version" system counter, id 43.)"""
+    import ctypes
+
+    c = ctypes.CDLL(pyaeron._pyaeron.__file__)
+    c.aeron_errmsg.restype = ctypes.c_char_p
+    c.aeron_async_destination_get_registration_id.restype = ctypes.c_int64
+    p, key, label = ctypes.c_void_p, b"\x07", b"a static counter"
+
+    def call(name: str, *args) -> int:
+        result = getattr(c, name)(*args)
+        if result < 0:
+            raise RuntimeError(f"{name}: {c.aeron_errmsg().decode()}")
+        return result
+
+    def until(poll, *args) -> None:
+        deadline = time.monotonic() + 30
+        while not call(poll, *args):
+            if time.monotonic() > deadline:
+                raise TimeoutError(poll)
+            time.sleep(POLL_PAUSE_S)
+
+    context, aeron = p(), p()
+    call("aeron_context_init", ctypes.byref(context))
+    call("aeron_context_set_dir", context, dir.encode())
+    call("aeron_init", ctypes.byref(aeron), context)
+    call("aeron_start", aeron)
+    counters = []
+    for _ in range(2):
+        pending, counter = p(), p()
+        call("aeron_async_add_static_counter", ctypes.byref(pending), aeron, static_type_id,
+             key, ctypes.c_size_t(len(key)), label, ctypes.c_size_t(len(label)),
+             ctypes.c_int64(registration_id))  # fmt: skip
+        until("aeron_async_add_counter_poll", ctypes.byref(counter), pending)
+        constants = (ctypes.c_int64 * 3)()  # aeron_counter_constants_t: counter id @16
+        call("aeron_counter_constants", counter, constants)
+        counters.append(ctypes.c_int32.from_buffer(constants, 16).value)
+    pending, mdc = p(), p()
+    call("aeron_async_add_publication", ctypes.byref(pending), aeron,
+         b"aeron:udp?control=127.0.0.1:0|control-mode=manual", 8)  # fmt: skip
+    until("aeron_async_add_publication_poll", ctypes.byref(mdc), pending)
+    destination = p()
+    call("aeron_publication_async_add_destination", ctypes.byref(destination), aeron, mdc,
+         b"aeron:udp?endpoint=127.0.0.1:9")  # fmt: skip
+    registration_id = c.aeron_async_destination_get_registration_id(destination)
+    until("aeron_publication_async_destination_poll", destination)
+    call("aeron_publication_async_remove_destination_by_id", ctypes.byref(destination), aeron,
+         mdc, ctypes.c_int64(registration_id))  # fmt: skip
+    until("aeron_publication_async_destination_poll", destination)
+    call("aeron_publication_close", mdc, None, None)
+    say("answered", {"counter_ids": counters})
+    stdin_closed().wait()
+    call("aeron_close", aeron)
+
+
 def tagged(tag: str, index: int) -> bytes:
     """Message `index` of the publisher `tag` in the tagged roles (aeronio's too)."""
     return f"{tag}:{index}:".encode() + bytes(index % 300)
@@ -232,6 +291,7 @@ ROLES = {
     "subscribe": subscribe,
     "attach": attach,
     "add_publication_error": add_publication_error,
+    "commands_1_53": commands_1_53,
 }
 
 

@@ -59,6 +59,19 @@ COMMANDS = [
     (p.AddRcvDestination(CORRELATION, CLIENT, 4, "aeron:udp?endpoint=b:2"), 0x0C, None),
     (p.RemoveRcvDestination(CORRELATION, CLIENT, 4, "aeron:udp?endpoint=b:2"), 0x0D, None),
     (p.TerminateDriver(CORRELATION, CLIENT, b"tok"), 0x0E, HEAD + text(b"tok")),
+    (
+        p.AddStaticCounter(CORRELATION, CLIENT, 777, 1006, b"\x01\x02\x03\x04\x05", "label"),
+        0x0F,
+        HEAD + i64(777) + i32(1006) + text(b"\x01\x02\x03\x04\x05", pad=3) + text(b"label"),
+    ),
+    (
+        # As Aeron's C client writes it: the reason, its NUL, the C struct's padding.
+        p.RejectImage(CORRELATION, CLIENT, 5, 4096, "bad"),
+        0x10,
+        HEAD + i64(5) + i64(4096) + text(b"bad") + bytes(5),
+    ),
+    (p.RemoveDestinationById(CORRELATION, CLIENT, 4, 8), 0x11, HEAD + i64(4) + i64(8)),
+    (p.GetNextAvailableSessionId(CORRELATION, CLIENT, 1001), 0x12, HEAD + i32(1001)),
 ]
 DESTINATION = HEAD + i64(4) + text(b"aeron:udp?endpoint=b:2")
 
@@ -113,7 +126,11 @@ RESPONSES = [
     (p.CounterReady(5, 9), 0x0F08, i64(5) + i32(9)),
     (p.UnavailableCounter(5, 9), 0x0F09, i64(5) + i32(9)),
     (p.ClientTimeout(CLIENT), 0x0F0A, i64(CLIENT)),
+    (p.StaticCounter(5, 9), 0x0F0B, i64(5) + i32(9)),
+    (p.NextAvailableSessionId(5, -7), 0x0F0D, i64(5) + i32(-7)),
 ]
+# ON_PUBLICATION_ERROR (0x0F0C), the news of an error frame, is no response aeronio decodes.
+RESPONSE_TYPE_IDS = set(range(0x0F01, 0x0F0E)) - {p.ON_PUBLICATION_ERROR}
 
 
 @pytest.mark.parametrize(("message", "type_id", "data"), COMMANDS, ids=lambda v: repr(v)[:30])
@@ -131,11 +148,15 @@ def test_a_response_is_aerons_bytes_and_back(message, type_id, data):
 
 
 def test_every_aeron_message_type_id_has_its_test():
-    assert sorted({type_id for _, type_id, _ in COMMANDS}) == list(range(0x01, 0x0F))
-    assert sorted({type_id for _, type_id, _ in RESPONSES}) == list(range(0x0F01, 0x0F0B))
+    assert sorted({type_id for _, type_id, _ in COMMANDS}) == list(range(0x01, 0x13))
+    assert {type_id for _, type_id, _ in RESPONSES} == RESPONSE_TYPE_IDS
 
 
-@pytest.mark.parametrize(("message", "type_id", "data"), COMMANDS, ids=lambda v: repr(v)[:30])
+@pytest.mark.parametrize(
+    ("message", "type_id", "data"),
+    [command for command in COMMANDS if command[1] != p.REJECT_IMAGE],
+    ids=lambda v: repr(v)[:30],
+)
 def test_a_cut_or_overlong_command_is_refused(message, type_id, data):
     data = DESTINATION if data is None else data
     for cut in range(len(data)):
@@ -143,6 +164,18 @@ def test_a_cut_or_overlong_command_is_refused(message, type_id, data):
             p.decode_command(type_id, data[:cut])
     with pytest.raises(p.MalformedMessageError, match="1 bytes past its end"):
         p.decode_command(type_id, data + b"\0")
+
+
+def test_what_follows_a_reject_images_reason_is_ignored_as_aerons_drivers_do():
+    """Aeron's C client writes a NUL and the C struct's padding after the reason, the Java
+    client nothing: both are the same command; a cut into the reason is refused."""
+    command = p.RejectImage(CORRELATION, CLIENT, 5, 4096, "bad")
+    fixed = HEAD + i64(5) + i64(4096) + text(b"bad")
+    for tail in (b"", bytes(5), b"\0xyz"):
+        assert p.decode_command(p.REJECT_IMAGE, fixed + tail) == command
+    for cut in range(len(fixed)):
+        with pytest.raises(p.MalformedMessageError):
+            p.decode_command(p.REJECT_IMAGE, fixed[:cut])
 
 
 def test_a_length_field_past_the_end_or_negative_is_refused_naming_it():
@@ -156,8 +189,8 @@ def test_a_length_field_past_the_end_or_negative_is_refused_naming_it():
 
 
 def test_an_unknown_type_id_or_bad_text_is_refused():
-    with pytest.raises(p.UnknownMessageTypeError, match="unknown command msg type id 0x11"):
-        p.decode_command(0x11, HEAD)
+    with pytest.raises(p.UnknownMessageTypeError, match="unknown command msg type id 0x13"):
+        p.decode_command(0x13, HEAD)
     with pytest.raises(p.UnknownMessageTypeError, match="unknown response msg type id 0x1"):
         p.decode_response(p.ADD_PUBLICATION, HEAD)
     with pytest.raises(p.UnknownMessageTypeError, match="command msg type id 0xf01"):
@@ -210,8 +243,8 @@ def test_a_c_drivers_response_decodes_and_encodes_to_its_bytes(type_id, data):
 def test_the_captures_hold_every_message_but_the_keepalive():
     """The C client sends no CLIENT_KEEPALIVE: it keeps its heartbeat counter instead."""
     commands = {type_id for type_id, _ in C_COMMANDS}
-    assert commands == set(range(0x01, 0x0F)) - {p.CLIENT_KEEPALIVE}
-    assert {type_id for type_id, _ in C_RESPONSES} == set(range(0x0F01, 0x0F0B))
+    assert commands == set(range(0x01, 0x13)) - {p.CLIENT_KEEPALIVE}
+    assert {type_id for type_id, _ in C_RESPONSES} == RESPONSE_TYPE_IDS
 
 
 def test_the_c_messages_carry_what_the_capture_did():
@@ -231,8 +264,39 @@ def test_the_c_messages_carry_what_the_capture_did():
     assert (error.correlation_id, error.code) == (12, p.INVALID_CHANNEL)
     assert "aeron:bogus" in error.message
     image = next(r for r in responses if isinstance(r, p.ImageReady))
+    assert_the_commands_of_1_53(commands, responses)
     assert (image.correlation_id, image.subscription_registration_id) == (2, 4)
     assert (image.source_identity, image.log_file.endswith("/publications/2.logbuffer")) == (
         "aeron:ipc",
         True,
     )
+
+
+def assert_the_commands_of_1_53(commands: list, responses: list) -> None:
+    """The third client's (capture_control.commands_of_1_53)."""
+    static = p.AddStaticCounter(24, 23, 777, 1006, b"\x01\x02\x03\x04\x05", "captured counter")
+    assert static in commands
+    # A second add of that type and registration id: the first's counter.
+    (first, second) = [r for r in responses if isinstance(r, p.StaticCounter)]
+    assert (first.correlation_id, second.correlation_id) == (24, 25)
+    assert first.counter_id == second.counter_id
+    # Where a client owns the counter (ADD_COUNTER 26): GENERIC_ERROR.
+    assert p.AddStaticCounter(27, 23, 26, 1007, static.key, static.label) in commands
+    refused = next(r for r in responses if getattr(r, "correlation_id", None) == 27)
+    assert refused.code == p.GENERIC_ERROR and "non-static counter exists" in refused.message
+    # The next session id is the next of the driver's sequence, which publications take too.
+    assert p.GetNextAvailableSessionId(28, 23, 1001) in commands
+    session = next(r for r in responses if isinstance(r, p.NextAvailableSessionId))
+    after = next(r for r in responses if isinstance(r, p.PublicationReady) and r.stream_id == 1008)
+    assert after.session_id == session.next_session_id + 1
+    # The C client (1.53.0-SNAPSHOT) puts the publication's registration id where the
+    # destination's goes; the C driver removes nothing then and answers success.
+    assert p.RemoveDestinationById(31, 23, 29, 29) in commands
+    assert p.OperationSuccess(31) in responses
+    # The C client's REJECT_IMAGE carries neither client id nor correlation id (0, 0); a reason
+    # over 1023 bytes is refused with GENERIC_ERROR.
+    assert p.RejectImage(0, 0, 32, 0, "x" * 1100) in commands
+    rejected = next(
+        r for r in responses if isinstance(r, p.ErrorResponse) and r.correlation_id == 0
+    )
+    assert rejected.code == p.GENERIC_ERROR

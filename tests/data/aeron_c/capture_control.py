@@ -11,7 +11,8 @@ records of the to-driver ring buffer (the driver zeroes what it reads), then let
 work. One client adds a publication, an exclusive publication, a subscription (an image comes),
 a counter, a send and a receive destination, tries an invalid channel, removes everything (the
 image goes) and closes; a second one stops working until the driver times it out; then a driver
-termination is requested (refused by the default validator).
+termination is requested (refused by the default validator). A third client then writes the
+commands 1.53 added (`commands_of_1_53`) and closes.
 
 - control_commands.bin: every command record the clients wrote, in order.
 - control_responses.bin: the to-clients broadcast buffer's records, from 0 to its tail.
@@ -21,6 +22,7 @@ each record 8-byte aligned. The few cnc.dat offsets needed are read with struct.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
@@ -33,6 +35,9 @@ import pyaeron
 
 C = ctypes.CDLL(pyaeron._pyaeron.__file__)
 C.aeron_errmsg.restype = ctypes.c_char_p
+C.aeron_async_add_counter_get_registration_id.restype = ctypes.c_int64
+C.aeron_async_destination_get_registration_id.restype = ctypes.c_int64
+C.aeron_subscription_image_at_index.restype = ctypes.c_void_p
 P, S = ctypes.c_void_p, ctypes.c_size_t
 THREADING_MODE_SHARED = 2
 CNC_HEADER = 128  # AERON_CNC_VERSION_AND_META_DATA_LENGTH
@@ -113,25 +118,41 @@ class Session:
         self.until(lambda: call(f"aeron_async_add_{kind}_poll", ctypes.byref(made), pending), kind)
         return made
 
-    def destination(self, aeron: P, owner: str, verb: str, resource: P, channel: bytes) -> None:
+    def destination(self, aeron: P, owner: str, verb: str, resource: P, *target) -> int:
+        """Add or remove a destination (`target`: its channel, or for `verb`
+        "remove_destination_by_id" its registration id); the command's registration id."""
         pending = P()
-        call(f"aeron_{owner}_async_{verb}_destination", ctypes.byref(pending), aeron, resource,
-             channel)  # fmt: skip
+        name = verb if verb.endswith("by_id") else f"{verb}_destination"
+        call(f"aeron_{owner}_async_{name}", ctypes.byref(pending), aeron, resource, *target)
+        registration_id = C.aeron_async_destination_get_registration_id(pending)
         self.until(lambda: call(f"aeron_{owner}_async_destination_poll", pending), verb)
+        return registration_id
+
+    def counter(self, aeron: P, kind: str, type_id: int, *extra) -> tuple[P, int]:
+        """aeron_async_add_counter, or _static_counter (`extra`: its registration id); the
+        counter and its command's registration id."""
+        pending, counter = P(), P()
+        call(f"aeron_async_add_{kind}", ctypes.byref(pending), aeron, type_id, KEY, S(len(KEY)),
+             LABEL, S(len(LABEL)), *extra)  # fmt: skip
+        registration_id = C.aeron_async_add_counter_get_registration_id(pending)
+        self.until(
+            lambda: call("aeron_async_add_counter_poll", ctypes.byref(counter), pending), kind
+        )
+        return counter, registration_id
 
     def responses(self) -> bytes:
         tail = struct.unpack_from("<q", self.cnc, self.broadcast + self.broadcast_capacity + 8)[0]
         assert tail <= self.broadcast_capacity, "the broadcast buffer wrapped"
         return bytes(self.cnc[self.broadcast : self.broadcast + tail])
 
-    def responded(self, type_id: int) -> bool:
-        data, at = self.responses(), 0
+    def responded(self, type_id: int) -> int:
+        """How many responses of `type_id` the driver sent."""
+        data, at, seen = self.responses(), 0, 0
         while at < len(data):
             length, found = struct.unpack_from("<ii", data, at)
-            if found == type_id:
-                return True
+            seen += found == type_id
             at += (length + 7) & ~7
-        return False
+        return seen
 
 
 def capture(out: str) -> None:
@@ -144,10 +165,7 @@ def capture(out: str) -> None:
         )
         subscription = s.add(aeron, "subscription", b"aeron:ipc", 1001, None, None, None, None)
         s.until(lambda: s.responded(0x0F02), "ON_AVAILABLE_IMAGE")
-        counter, pending = P(), P()
-        call("aeron_async_add_counter", ctypes.byref(pending), aeron, 1001, KEY, S(len(KEY)),
-             LABEL, S(len(LABEL)))  # fmt: skip
-        s.until(lambda: call("aeron_async_add_counter_poll", ctypes.byref(counter), pending), "ctr")
+        counter, _ = s.counter(aeron, "counter", 1001)
         mdc = s.add(aeron, "publication", b"aeron:udp?control-mode=manual", 1003)
         s.destination(aeron, "publication", "add", mdc, b"aeron:udp?endpoint=localhost:24326")
         s.destination(aeron, "publication", "remove", mdc, b"aeron:udp?endpoint=localhost:24326")
@@ -177,6 +195,7 @@ def capture(out: str) -> None:
         call("aeron_context_request_driver_termination", s.dir.encode(), b"token", S(5))
         for _ in range(20):
             s.step()
+        commands_of_1_53(s)
         with open(os.path.join(out, "control_commands.bin"), "wb") as f:
             f.write(s.commands)
         with open(os.path.join(out, "control_responses.bin"), "wb") as f:
@@ -184,6 +203,38 @@ def capture(out: str) -> None:
         s.cnc.close()
         call("aeron_close", other)
         call("aeron_driver_close", s.driver)
+
+
+def commands_of_1_53(s: Session) -> None:
+    """A static counter added twice (the second add is answered with the first's counter) and
+    once where a client owns the counter of its type and registration id (refused); the next
+    session id of a stream; a manual multi-destination-cast destination removed by id; an image
+    rejected with a reason over Aeron's 1023 bytes (refused: a rejection that passes makes an
+    ON_PUBLICATION_ERROR, which aeronio does not decode); then the client closes."""
+    aeron = s.client()
+    for _ in range(2):
+        s.counter(aeron, "static_counter", 1006, ctypes.c_int64(777))
+    _, owned = s.counter(aeron, "counter", 1007)
+    with contextlib.suppress(RuntimeError):  # ON_ERROR, as wanted
+        s.counter(aeron, "static_counter", 1007, ctypes.c_int64(owned))
+    pending, session_id = P(), ctypes.c_int32()
+    call("aeron_async_next_session_id", ctypes.byref(pending), aeron, 1001)
+    s.until(lambda: call("aeron_async_next_session_id_poll", ctypes.byref(session_id), pending),
+            "the next session id")  # fmt: skip
+    mdc = s.add(aeron, "publication", b"aeron:udp?control-mode=manual", 1008)
+    added = s.destination(aeron, "publication", "add", mdc, b"aeron:udp?endpoint=localhost:24328")
+    s.destination(aeron, "publication", "remove_destination_by_id", mdc, ctypes.c_int64(added))
+    s.add(aeron, "publication", b"aeron:ipc", 1009)
+    subscription = s.add(aeron, "subscription", b"aeron:ipc", 1009, None, None, None, None)
+    s.until(lambda: C.aeron_subscription_image_count(subscription) > 0, "the image")
+    image = C.aeron_subscription_image_at_index(subscription, S(0))
+    errors = s.responded(0x0F01)
+    call("aeron_image_reject", P(image), b"x" * 1100)
+    s.until(lambda: s.responded(0x0F01) > errors, "the rejection refused")
+    call("aeron_close", aeron)
+    s.clients.remove(aeron)
+    for _ in range(20):
+        s.step()
 
 
 if __name__ == "__main__":
