@@ -15,8 +15,11 @@ Scenarios, each a fresh set of processes:
                  subscription on it, connected (each process measured)
   1 ms timer     `embedded udp` with the driver's timer every millisecond (timer_interval_ns):
                  a driver that ticks, for comparison
+  aeron client   `aeronio driver` and one of Aeron's C clients (pyaeron, run by the Python of
+                 --pyaeron-python, 3.12+) with an IPC subscription: the driver looks for its
+                 commands every 10 ms (it rings no doorbell). Only with --pyaeron-python.
 
-    python bench/idle_cpu.py [--seconds 10] [--repeats 3] [--json FILE]
+    python bench/idle_cpu.py [--seconds 10] [--repeats 3] [--json FILE] [--pyaeron-python PY]
 """
 
 from __future__ import annotations
@@ -34,6 +37,17 @@ import tempfile
 import time
 
 SCENARIOS = ("asyncio 10/s", "embedded", "embedded udp", "standalone", "1 ms timer")
+AERON_CLIENT = "aeron client"
+# An idle Aeron C client: connects, subscribes to aeron:ipc, says ready, waits for stdin.
+PYAERON_CHILD = """
+import sys, pyaeron
+aeron = pyaeron.Aeron.connect(dir=sys.argv[1])
+subscription = aeron.add_subscription("aeron:ipc", 1001)
+print("ready", flush=True)
+sys.stdin.readline()
+subscription.close()
+aeron.close()
+"""
 
 
 def cpu_seconds(pid: int) -> float:
@@ -126,20 +140,31 @@ def free_udp_channel() -> str:
         return f"aeron:udp?endpoint=127.0.0.1:{s.getsockname()[1]}"
 
 
-def run_scenario(name: str, seconds: float) -> dict[str, dict[str, float]]:
+def run_scenario(
+    name: str, seconds: float, pyaeron_python: str | None = None
+) -> dict[str, dict[str, float]]:
     me = os.path.abspath(__file__)
     procs: dict[str, subprocess.Popen] = {}
     dir = None
     try:
-        if name == "standalone":
+        if name in ("standalone", AERON_CLIENT):
             dir = tempfile.mkdtemp(prefix="aeronio-idle-", dir="/dev/shm")
             shutil.rmtree(dir)
             procs["driver"] = spawn("-m", "aeronio.cli", "driver", "--dir", dir)
             wait_ready(procs["driver"], "the driver")
+        if name == "standalone":
             for side in ("pub", "sub"):
                 procs[side] = spawn(me, "--child", side, dir)
             for side in ("pub", "sub"):
                 wait_ready(procs[side], side)
+        elif name == AERON_CLIENT:
+            procs["aeron"] = subprocess.Popen(
+                [pyaeron_python, "-c", PYAERON_CHILD, dir],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            wait_ready(procs["aeron"], "the Aeron client")
         else:
             role = {"asyncio 10/s": "asyncio", "embedded": "embedded"}.get(name)
             role = role or ("ticking" if name == "1 ms timer" else "embedded-udp")
@@ -147,8 +172,8 @@ def run_scenario(name: str, seconds: float) -> dict[str, dict[str, float]]:
             wait_ready(procs["process"], name)
         return measure(procs, seconds)
     finally:
-        for proc in procs.values():
-            if proc.poll() is None and proc.args[1:3] != ["-m", "aeronio.cli"]:
+        for key, proc in procs.items():
+            if proc.poll() is None and key != "driver":
                 proc.stdin.write("\n")
                 proc.stdin.flush()
         for key, proc in procs.items():
@@ -168,6 +193,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="measured per run")
     parser.add_argument("--repeats", type=int, default=3, help="runs per scenario (median shown)")
     parser.add_argument("--json", metavar="FILE", help="also write every run as JSON")
+    parser.add_argument(
+        "--pyaeron-python", metavar="PY", help="a Python with pyaeron: adds `aeron client`"
+    )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -179,8 +207,11 @@ def main() -> None:
         f"{os.cpu_count()} cores"
     )
     print(f"{'scenario':14} {'process':8} {'% of a core':>24} {'wake-ups/s':>11}")
-    for name in SCENARIOS:
-        runs = results[name] = [run_scenario(name, args.seconds) for _ in range(args.repeats)]
+    scenarios = SCENARIOS + ((AERON_CLIENT,) if args.pyaeron_python else ())
+    for name in scenarios:
+        runs = results[name] = [
+            run_scenario(name, args.seconds, args.pyaeron_python) for _ in range(args.repeats)
+        ]
         for process in runs[0]:
             shares = sorted(run[process]["core_percent"] for run in runs)
             wakeups = statistics.median(run[process]["wakeups_per_s"] for run in runs)
