@@ -18,12 +18,13 @@ Rules
   does, the driver looks; otherwise it stops.
 - Stale: a scan begun before the latest open settles nothing; another follows.
 - Gone: while a foreign writer maps it, a scan repeats after 1 s, doubling to 8 s, to see it go.
-- Unwatchable: without inotify (its per-user limit reached), or once the file's watch is lost,
-  the driver looks always.
+- Always: without inotify (its per-user limit reached), once the file's watch is lost, or with
+  `command_watch_always`, the driver looks always.
 
-Not seen by the scan, so waiting up to the conductor's timer (`timer_interval_ns`, 1 s): an Aeron
-client in a process that also loaded aeronio's core, and one in a process whose /proc maps the
-driver may not read (another user's, where cnc.dat's mode lets that user write it).
+Not seen by the scan, so waiting up to the conductor's timer (`timer_interval_ns`, 1 s) unless
+`command_watch_always` is set: an Aeron client in a process that also loaded aeronio's core, and
+one in a process whose /proc maps the driver may not read (another user's, where cnc.dat's mode
+lets that user write it).
 """
 
 from __future__ import annotations
@@ -59,16 +60,16 @@ class WatchRules:
         self.generation = 0  # moves at each open: older scans are stale
         self.foreign: bool | None = None  # the last settled scan's verdict; None: to settle
         self.scanning = False
-        self.unwatchable = False
+        self.always = False
         self._rescan_s = RESCAN_FIRST_S
 
     @property
     def watching(self) -> bool:
-        return self.unwatchable or self.foreign is not False
+        return self.always or self.foreign is not False
 
     @property
     def scan_wanted(self) -> bool:
-        if self.unwatchable or self.scanning or self.foreign is not None:
+        if self.always or self.scanning or self.foreign is not None:
             return False
         return not self.opened or not self.settling
 
@@ -93,8 +94,9 @@ class WatchRules:
         self.generation += 1
         self.foreign = None
 
-    def on_watch_lost(self) -> None:
-        self.unwatchable = True
+    def look_always(self) -> None:
+        """No inotify, its watch lost, or asked for: look for good."""
+        self.always = True
 
     def begin_scan(self) -> int:
         """A scan starts: returns the generation to hand back to `end_scan`."""
@@ -162,6 +164,7 @@ class CommandWatch:
         positions: tuple[AtomicBuffer, int, int],
         interval_ns: int,
         on_written,
+        always: bool = False,
     ) -> None:
         self._loop = loop
         self._path = cnc_path
@@ -179,9 +182,11 @@ class CommandWatch:
             )
         except OSError:
             self._inotify = None
-            self.rules.on_watch_lost()
+            self.rules.look_always()
         else:
             loop.add_reader(self._inotify, self._on_events)
+        if always:
+            self.rules.look_always()
         self.watcher.start()  # looking, until the first scan settles who maps cnc.dat
         self._apply()
 
@@ -211,7 +216,7 @@ class CommandWatch:
             if mask & (IN_CLOSE_WRITE | IN_CLOSE_NOWRITE):
                 self.rules.on_close()
             if mask & IN_IGNORED:
-                self.rules.on_watch_lost()
+                self.rules.look_always()
         self._apply()
 
     def _apply(self) -> None:

@@ -65,6 +65,10 @@ class DriverContext(msgspec.Struct, kw_only=True):
     # How often a thread (no GIL) looks for commands in cnc.dat's to-driver ring buffer while the
     # driver parks: the longest a command of a client without a doorbell waits (Aeron's clients).
     command_watch_interval_ns: int = 10_000_000
+    # Look every command_watch_interval_ns always, not only while a process without aeronio's
+    # core maps cnc.dat (driver/command_watch.py): for Aeron's clients the scan cannot see, in a
+    # process that also loaded aeronio, or of another user.
+    command_watch_always: bool = False
     # Stop the driver on a client's TERMINATE_DRIVER command (Aeron's termination validator);
     # off, the command is recorded in the error log and ignored.
     terminate_driver_enabled: bool = False

@@ -112,6 +112,7 @@ class MediaDriver:
             self.conductor.cnc.to_driver.positions,
             self.ctx.command_watch_interval_ns,
             self._runner.wake,
+            self.ctx.command_watch_always,
         )
 
     def invoke(self) -> int:

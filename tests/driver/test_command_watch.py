@@ -78,3 +78,33 @@ async def test_a_parked_driver_sees_a_command_that_rang_no_doorbell(driver):
                 assert time.monotonic() - start < 5
     finally:
         client.close()
+
+
+@pytest.mark.parametrize(
+    "driver",
+    [
+        {
+            "command_watch_always": True,
+            "timer_interval_ns": 30_000_000_000,
+            "conductor_idle_spins": 0,
+        }
+    ],
+    indirect=True,
+)
+async def test_asked_to_look_always_it_sees_a_client_the_scan_cannot(driver):
+    """A client that rings no doorbell inside this process (aeronio's core loaded: not foreign
+    to the scan) is seen within the look's 10 ms with `command_watch_always`, not the 30 s
+    timer."""
+    await await_until(lambda: driver.command_watch.rules.foreign is False, SETTLE_S, "a scan")
+    assert looking(driver)
+    client = RingClient(driver.dir)
+    try:
+        for _ in range(2):  # the second finds the driver parked
+            await await_until(lambda: driver._runner._wakeup is not None, TIMEOUT_S, "parked")
+            start = time.monotonic()
+            add = p.AddPublication(client.next_id(), client.client_id, "aeron:ipc", 7)
+            client.send(add)
+            assert isinstance(await client.answer(add.correlation_id), p.PublicationReady)
+            assert time.monotonic() - start < 5
+    finally:
+        client.close()

@@ -93,5 +93,5 @@ def test_lost_events_ask_for_a_scan_and_a_lost_watch_looks_for_good():
     assert not rules.watching
     rules.on_close()  # an unmatched close (an open from before the watch) counts nothing
     assert rules.opened == 0 and not rules.watching
-    rules.on_watch_lost()
+    rules.look_always()
     assert rules.watching and not rules.scan_wanted
