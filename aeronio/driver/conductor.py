@@ -464,15 +464,17 @@ class DriverConductor:
                 f"{client.client_id}",
                 p.UNKNOWN_PUBLICATION,
             )
+        destination = None  # the channel's, checked before the publication's kind
+        if not isinstance(command, p.RemoveDestinationById):
+            destination = _destination_channel(command.channel).endpoint
         if not isinstance(publication, NetworkPublication):
             raise AeronError(f"publication {registration_id} is not on a udp channel")
         endpoint = publication.endpoint
         match command:
             case p.AddDestination():
-                destination = _destination_channel(command.channel).endpoint
                 endpoint.add_destination(destination, now_ns, command.correlation_id)
             case p.RemoveDestination():
-                endpoint.remove_destination(_destination_channel(command.channel).endpoint)
+                endpoint.remove_destination(destination)
             case p.RemoveDestinationById():
                 endpoint.remove_destination_by_id(command.destination_registration_id)
         self.proxy.operation_success(client.send, command.correlation_id)

@@ -70,6 +70,8 @@ public class ArchiveCapture {
             while (publication.offer(message) < 0) Thread.sleep(1);
         }
         long end = publication.position();
+        // The recording is in the catalog once the archive says it started (RecordingStarted).
+        while (events.poll((b, o, l, h) -> lines.add("event " + hex(b, o, l)), 100) == 0) Thread.sleep(1);
         long recordingId = archive.findLastMatchingRecording(0, "endpoint=localhost:40123", 1001, publication.sessionId());
         say("findLastMatchingRecording " + recordingId);
         while (archive.getRecordingPosition(recordingId) < end) Thread.sleep(1);
