@@ -153,9 +153,9 @@ def foreign_writers(path: str) -> list[int]:
 
 class CommandWatch:
     """The driver's ChangeWatcher on the to-driver ring buffer's `positions` (its tail against
-    its head),
-    paused and resumed by `WatchRules` from inotify's events on cnc.dat and scans of /proc (on a
-    worker thread). `on_written` runs on the loop when a look found unread commands."""
+    its head), paused and resumed by `WatchRules` from inotify's events on cnc.dat and scans of
+    /proc (on a worker thread); `always` keeps it looking. `on_written` runs on the loop when a
+    look found unread commands."""
 
     def __init__(
         self,
