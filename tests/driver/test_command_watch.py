@@ -59,46 +59,15 @@ async def test_aeronio_processes_and_readers_leave_it_idle(driver):
         assert not looking(driver)
 
 
-@pytest.mark.parametrize(
-    "driver", [{"timer_interval_ns": 30_000_000_000, "conductor_idle_spins": 0}], indirect=True
-)
-async def test_a_parked_driver_sees_a_command_that_rang_no_doorbell(driver):
-    """With a foreign mapper about, a command written without ringing (as Aeron's clients do)
-    wakes the parked driver through its ChangeWatcher (10 ms), long before its timer (30 s)."""
-    client = RingClient(driver.dir)
-    try:
-        with mapping(driver.conductor.cnc.path, "rw"):
-            await await_until(lambda: driver.command_watch.rules.foreign, SETTLE_S, "the mapper")
-            for _ in range(2):  # the second finds the driver parked
-                await await_until(lambda: driver._runner._wakeup is not None, TIMEOUT_S, "parked")
-                start = time.monotonic()
-                add = p.AddPublication(client.next_id(), client.client_id, "aeron:ipc", 7)
-                client.send(add)
-                assert isinstance(await client.answer(add.correlation_id), p.PublicationReady)
-                assert time.monotonic() - start < 5
-    finally:
-        client.close()
+PARKED = {"timer_interval_ns": 30_000_000_000, "conductor_idle_spins": 0}  # only a look wakes it
 
 
-@pytest.mark.parametrize(
-    "driver",
-    [
-        {
-            "command_watch_always": True,
-            "timer_interval_ns": 30_000_000_000,
-            "conductor_idle_spins": 0,
-        }
-    ],
-    indirect=True,
-)
-async def test_asked_to_look_always_it_sees_a_client_the_scan_cannot(driver):
-    """A client that rings no doorbell inside this process (aeronio's core loaded: not foreign
-    to the scan) is seen within the look's 10 ms with `command_watch_always`, not the 30 s
-    timer."""
-    assert looking(driver) and driver.command_watch.rules.always
+async def answered_while_parked(driver: MediaDriver) -> None:
+    """Commands written without ringing (as Aeron's clients write them) are answered within 5 s
+    (the look's 10 ms, not the timer's 30 s), the second by a driver parked since the first."""
     client = RingClient(driver.dir)
     try:
-        for _ in range(2):  # the second finds the driver parked
+        for _ in range(2):
             await await_until(lambda: driver._runner._wakeup is not None, TIMEOUT_S, "parked")
             start = time.monotonic()
             add = p.AddPublication(client.next_id(), client.client_id, "aeron:ipc", 7)
@@ -107,3 +76,19 @@ async def test_asked_to_look_always_it_sees_a_client_the_scan_cannot(driver):
             assert time.monotonic() - start < 5
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("driver", [PARKED], indirect=True)
+async def test_a_parked_driver_sees_a_command_that_rang_no_doorbell(driver):
+    """With a foreign mapper about, the driver's ChangeWatcher looks, and wakes it."""
+    with mapping(driver.conductor.cnc.path, "rw"):
+        await await_until(lambda: driver.command_watch.rules.foreign, SETTLE_S, "the mapper")
+        await answered_while_parked(driver)
+
+
+@pytest.mark.parametrize("driver", [{**PARKED, "command_watch_always": True}], indirect=True)
+async def test_asked_to_look_always_it_sees_a_client_the_scan_cannot(driver):
+    """A client inside this process (aeronio's core loaded: not foreign to the scan) is seen
+    with `command_watch_always`."""
+    assert looking(driver) and driver.command_watch.rules.always
+    await answered_while_parked(driver)
