@@ -291,8 +291,7 @@ class DriverConductor:
         else:
             _check_same_log_params(channel, publication)
             publication.ref_count += 1
-        client.publications.append(publication.registration_id)
-        client.publication_adds[command.correlation_id] = publication.registration_id
+        client.publications[command.correlation_id] = publication.registration_id
         self.proxy.publication_ready(client.send, command.correlation_id, publication)
 
     def _new_publication(
@@ -404,16 +403,13 @@ class DriverConductor:
     def _remove_publication(
         self, command: p.RemovePublication, client: ClientSession, now_ns: int
     ) -> None:
-        registration_id = client.publication_adds.get(command.registration_id)
-        if registration_id is None:  # named by its registration id (aeronio's clients)
-            registration_id = command.registration_id
-            if registration_id not in client.publications:
-                raise AeronError(f"unknown publication registration id {registration_id}")
-            add = next(k for k, v in client.publication_adds.items() if v == registration_id)
-        else:
-            add = command.registration_id
-        del client.publication_adds[add]
-        client.publications.remove(registration_id)
+        adds = client.publications
+        add = command.registration_id  # an add's correlation id (Aeron's clients)
+        if add not in adds:  # or the registration id (aeronio's clients): one of its adds
+            add = next((k for k, v in adds.items() if v == command.registration_id), None)
+            if add is None:
+                raise AeronError(f"unknown publication registration id {command.registration_id}")
+        registration_id = adds.pop(add)
         self._release_publication(registration_id, now_ns)
         self.proxy.operation_success(client.send, command.correlation_id)
 
@@ -454,11 +450,11 @@ class DriverConductor:
             named = command.resource_registration_id
         else:
             named = command.registration_id
-        registration_id = client.publication_adds.get(named, named)  # as Aeron's clients name it
+        registration_id = client.publications.get(named, named)  # as Aeron's clients name it
         publication = next(
             (pub for pub in self.publications if pub.registration_id == registration_id), None
         )
-        if publication is None or registration_id not in client.publications:
+        if publication is None or registration_id not in client.publications.values():
             raise DriverError(
                 f"unknown publication registration id {registration_id} of client "
                 f"{client.client_id}",
@@ -622,7 +618,7 @@ class DriverConductor:
         released (they linger), its heartbeat counter goes."""
         for link in [s for s in self.resources.subscriptions if s.client_id == client.client_id]:
             self.resources.end(link)
-        for registration_id in client.publications:
+        for registration_id in client.publications.values():
             self._release_publication(registration_id, self._now_ns)
         for registration_id, counter in client.counters.items():
             self.proxy.unavailable_counter(client.send, registration_id, counter.id)

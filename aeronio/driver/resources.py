@@ -58,10 +58,9 @@ class ClientSession:
     heartbeat: Counter
     liveness_timeout_ns: int
     release: Callable[[ClientSession], None]
-    publications: list[int] = field(default_factory=list)  # registration ids, one per add
-    # Aeron's clients name a publication by their add's correlation id: its registration id, by
-    # that correlation id.
-    publication_adds: dict[int, int] = field(default_factory=dict)
+    # One entry per add: the publication's registration id, by the add's correlation id (Aeron's
+    # clients name a publication by the latter, aeronio's by the former).
+    publications: dict[int, int] = field(default_factory=dict)
     subscriptions: list[int] = field(default_factory=list)
     counters: dict[int, Counter] = field(default_factory=dict)  # by registration id
     doorbells: dict[int, int] = field(default_factory=dict)  # wake ids, by registration id
