@@ -256,7 +256,7 @@ class Subscription(_core.SubscriptionBase):
         await self._wait(batches.ready)
         return self._take_all()
 
-    async def _view_slowly(self, views: _core.MessageViews) -> Message:
+    async def _view_slowly(self, views: _core.MessageViews) -> Message[bytes | memoryview]:
         await self._wait(views.ready)
         return views.take()
 

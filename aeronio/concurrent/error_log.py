@@ -22,7 +22,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from aeronio._core import AtomicBuffer
 
@@ -37,7 +37,8 @@ RECORD_ALIGNMENT = 8
 MAX_MESSAGE_LENGTH = 16 * 1024
 
 
-class ErrorObservation(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ErrorObservation:
     """One distinct error: how often it was seen, first and last (epoch ms), and its text."""
 
     count: int

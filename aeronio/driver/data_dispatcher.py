@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Protocol
 
-from aeronio._core import ImageRouter
+from aeronio._core import DatagramReceiver, ImageRouter
 from aeronio.counters import SystemCounters
 from aeronio.driver.receiver_state import ReceiverStateMachine
 from aeronio.driver.sender_state import Position
@@ -175,7 +175,7 @@ class DataDispatcher:
             self.router.add(image.rebuilder)
         self._connect(key, image, source, now_ns)
 
-    def forget_receiver(self, receiver: object) -> None:
+    def forget_receiver(self, receiver: DatagramReceiver) -> None:
         """A destination's socket is gone: its images' rebuilders let go of its receiver."""
         for image in self.images.values():
             image.rebuilder.forget_receiver(receiver)

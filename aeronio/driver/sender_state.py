@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from aeronio._core import PublicationSender, scan_datagrams
+from aeronio._core import AtomicBuffer, PublicationSender, scan_datagrams
 from aeronio.counters import SystemCounters
 from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS, FlowControl, UnicastFlowControl
 from aeronio.driver.retransmit_handler import RetransmitHandler
@@ -41,6 +41,12 @@ MAX_DATAGRAMS_PER_SEND = 64
 
 
 class Position(Protocol):
+    """A counter: read and moved here, and by the core in place (at `offset` of `buffer`)."""
+
+    @property
+    def buffer(self) -> AtomicBuffer: ...
+    @property
+    def offset(self) -> int: ...
     def get(self) -> int: ...
     def set(self, value: int) -> None: ...
     def increment(self, delta: int = 1) -> int: ...

@@ -74,7 +74,7 @@ class LogBuffers:
             if not params.sparse:
                 os.posix_fallocate(f.fileno(), 0, length)
         array = _map(path)
-        meta = array[-d.LOG_META_DATA_LENGTH :]
+        meta = array[-d.LOG_META_DATA_LENGTH :].data  # a memoryview: struct takes it
         header = data_header(  # Aeron's default header: its term id is the initial one
             frame_length=0,
             term_offset=0,
@@ -93,9 +93,7 @@ class LogBuffers:
             term_length,
             page_size,
         )
-        meta[d.LOG_DEFAULT_FRAME_HEADER_OFFSET : d.LOG_DEFAULT_FRAME_HEADER_OFFSET + 32] = (
-            np.frombuffer(header, dtype=np.uint8)
-        )
+        meta[d.LOG_DEFAULT_FRAME_HEADER_OFFSET : d.LOG_DEFAULT_FRAME_HEADER_OFFSET + 32] = header
         d.write_log_params(meta, params)
         struct.pack_into("<q", meta, d.LOG_END_OF_STREAM_POSITION_OFFSET, d.END_OF_STREAM_UNSET)
         # The active term starts at term_offset; the other two hold the ids they would have had.
@@ -182,10 +180,10 @@ class LogBuffers:
         return self.array[index * self.term_length : (index + 1) * self.term_length]
 
     def close(self) -> None:
-        """Drop this mapping; views handed out keep the memory alive until they go too."""
-        self.array = None
-        self.mapped = None
-        self.metadata = None
+        """Drop this mapping (once: then the array, mapped log and metadata are gone); views
+        handed out keep the memory alive until they go too."""
+        if hasattr(self, "array"):
+            del self.array, self.mapped, self.metadata
 
 
 def _map(path: str | os.PathLike) -> np.ndarray:

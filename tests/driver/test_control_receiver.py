@@ -6,8 +6,8 @@ import select
 import time
 
 import pytest
-from aeronio._core import ControlReceiver, DatagramReceiver, DatagramSender
 
+from aeronio._core import ControlReceiver, DatagramReceiver, DatagramSender
 from aeronio.driver.channel_endpoints import SM_REPEAT_WINDOW_NS
 from aeronio.driver.receiver_state import SM_EARLY_NS, SM_TIMEOUT_NS
 from aeronio.protocol.frames import SM_SETUP_FLAG, nak_frame, rttm_frame, status_message

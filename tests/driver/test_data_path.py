@@ -16,9 +16,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from aeronio._core import AtomicBuffer, DatagramReceiver, DataPath, Doorbell
 
 from aeronio import _core
+from aeronio._core import AtomicBuffer, DatagramReceiver, DataPath, Doorbell
 from aeronio.concurrent.ring_buffer import TRAILER_LENGTH as RING_TRAILER_LENGTH
 from aeronio.concurrent.ring_buffer import ManyToOneRingBuffer
 from aeronio.driver.channel_endpoints import SM_REPEAT_WINDOW_NS

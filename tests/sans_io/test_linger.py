@@ -8,8 +8,8 @@ subscribers read it to its end (or it goes silent)."""
 from types import SimpleNamespace
 
 import numpy as np
-from aeronio._core import AtomicBuffer
 
+from aeronio._core import AtomicBuffer
 from aeronio.counters import SystemCounters
 from aeronio.driver.driver_publication import State
 from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+
 from aeronio._core import AtomicBuffer, ChangeWatcher
 
 INTERVAL_NS = 2_000_000
