@@ -11,7 +11,7 @@ import numpy as np
 from aeronio._core import AtomicBuffer
 
 from aeronio.counters import SystemCounters
-from aeronio.driver.driver_publication import State
+from aeronio.driver.driver_publication import PublicationParts, State
 from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS
 from aeronio.driver.ipc_publication import IpcPublication
 from aeronio.driver.network_publication import NetworkPublication
@@ -39,15 +39,14 @@ def status(consumed: int, receiver_id: int = 5):
     )
 
 
-def stubs(tmp_path, publisher: Publisher, reports: list[str]) -> dict:
-    """DriverPublication's arguments around `publisher`'s log, the driver's parts stubbed."""
-    return dict(
+def stubs(publisher: Publisher, reports: list[str]) -> PublicationParts:
+    """A publication's parts around `publisher`'s log, the driver's stubbed."""
+    return PublicationParts(
         registration_id=1,
         channel="aeron:udp?endpoint=127.0.0.1:40123",
         media_key="udp:127.0.0.1:40123",
         exclusive=False,
         log=publisher.log,
-        log_file=str(tmp_path / "pub.log"),
         counters=[publisher.pub_limit, Slot()],
         term_window_length=TERM_LENGTH // 2,
         unblock_timeout_ns=10_000 * MS,
@@ -67,12 +66,12 @@ def network(tmp_path) -> tuple[NetworkPublication, Publisher, list[str]]:
     )
     reports: list[str] = []
     publication = NetworkPublication(
+        stubs(publisher, reports),
         sender=publisher.sender,
         sender_counters=[],
         endpoint=SimpleNamespace(publications={}),
         release_endpoint=lambda endpoint: None,
         spies_simulate_connection=False,
-        **stubs(tmp_path, publisher, reports),
     )
     publisher.datagrams(0)
     publisher.sender.on_status_message(status(0), MS)
@@ -169,7 +168,7 @@ def test_an_ipc_publication_drains_to_its_subscribers_then_lingers_its_whole_tim
         tmp_path / "pub.log", TERM_LENGTH, MTU, INITIAL_TERM_ID, {c: Slot() for c in SystemCounters}
     )
     reports: list[str] = []
-    publication = IpcPublication(**stubs(tmp_path, publisher, reports))
+    publication = IpcPublication(stubs(publisher, reports))
     publication._subscribers_changed = lambda: None  # no log flags to set here
     subscriber = SubscriberPosition(2, 3, "aeron:ipc", Slot(0))
     publication.add_subscriber(subscriber, "aeron:ipc")
