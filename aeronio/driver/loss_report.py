@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -134,6 +135,29 @@ class LossReport:
         if isinstance(self._map, np.memmap):
             self._map.flush()
         self._map = None
+
+
+class ImageLosses:
+    """One image's losses in the driver's report (Aeron's LossHandler, the image's): its entry
+    is made at its first loss, and each further loss is an observation in it; once the report
+    is full, no entry is tried again."""
+
+    def __init__(
+        self, report: LossReport, session_id: int, stream_id: int, channel: str, source: str
+    ):
+        self._report: LossReport | None = report  # None once it is full
+        self._entry: ReportEntry | None = None
+        self._image = (session_id, stream_id, channel, source)
+
+    def on_gap_detected(self, term_id: int, term_offset: int, length: int) -> None:
+        """The receiver NAKed (or filled) a gap of `length` bytes."""
+        now_ms = time.time_ns() // 1_000_000
+        if self._entry is not None:
+            self._entry.record_observation(length, now_ms)
+        elif self._report is not None:
+            self._entry = self._report.create_entry(length, now_ms, *self._image)
+            if self._entry is None:
+                self._report = None
 
 
 def read_loss_report(mapped: np.ndarray) -> list[LossEntry]:

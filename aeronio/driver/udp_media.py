@@ -36,7 +36,7 @@ from aeronio.driver.driver_publication import PublicationParts
 from aeronio.driver.flow_control import flow_control_for, group_tag_feedback
 from aeronio.driver.log_params import image_log_params
 from aeronio.driver.loss_detector import LossDetector, multicast_nak_delay
-from aeronio.driver.loss_report import LossReport
+from aeronio.driver.loss_report import ImageLosses, LossReport
 from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.publication_image import PublicationImage
 from aeronio.driver.raw_log_factory import RawLogFactory, free_log
@@ -51,7 +51,7 @@ from aeronio.driver.sender_state import Position, SenderStateMachine
 from aeronio.driver.stream_counters import StreamCounters
 from aeronio.errors import StorageSpaceError
 from aeronio.logbuffer import descriptor as d
-from aeronio.logbuffer import waker
+from aeronio.logbuffer import signals, waker
 from aeronio.protocol.channel import ChannelUri
 from aeronio.protocol.frames import SetupFrame
 
@@ -264,6 +264,18 @@ class UdpMedia:
                 )
                 undo.callback(services.counters.free, *counters)
                 hwm, pos = counters
+                log_file = os.fspath(log.path)
+                log_signals = signals.acquire(log_file)
+                undo.callback(signals.release, log_file)
+                host, port = source.sender
+                source_address = f"{host}:{port}"
+                losses = ImageLosses(
+                    services.loss_report,
+                    setup.session_id,
+                    setup.stream_id,
+                    str(endpoint.channel),
+                    source_address,
+                )
                 subscribers: list[SubscriberPosition] = []  # the image's, read by its receiver
                 receiver = ReceiverStateMachine(
                     log,
@@ -288,19 +300,21 @@ class UdpMedia:
                         else None,
                     ),
                     feedback=group_tag_feedback(_first(channel.gtag for channel in channels)),
+                    loss_handler=losses.on_gap_detected,
+                    data_doorbell=log_signals.data,
                 )
                 image = PublicationImage(
                     registration_id=registration_id,
                     receiver=receiver,
                     subscribers=subscribers,
                     endpoint=endpoint,
-                    source=source.sender,
-                    log_file=os.fspath(log.path),
+                    source_address=source_address,
+                    log_file=log_file,
+                    log_signals=log_signals,
                     counters=counters,
                     stream_counters=services.counters,
                     proxy=services.proxy,
                     wake=services.wake,
-                    loss_report=services.loss_report,
                 )
             except (OSError, CountersFullError, StorageSpaceError) as e:  # ours, not the SETUP's
                 services.record_error(e)

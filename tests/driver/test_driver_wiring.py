@@ -1,8 +1,11 @@
-"""A publication or image whose making fails at any step leaves nothing behind: each step's
-constructor (or allocation) is made to raise in an embedded driver, and afterwards every counter
-made for it is freed, every socket made for it is closed, its log file is gone, the client that
-asked is told (an error response) and the same thing made again works."""
+"""How an embedded driver makes its publications and images. Each piece is made before what
+refers to it (an image's receiver does not lead back to its image). A publication or image
+whose making fails at any step leaves nothing behind: each step's constructor (or allocation)
+is made to raise, and afterwards every counter made for it is freed, every socket made for it
+is closed, its log file is gone, the client that asked is told (an error response) and the
+same thing made again works."""
 
+import gc
 import os
 import socket
 
@@ -156,3 +159,26 @@ async def test_an_image_failing_at_any_step_leaves_nothing_behind(tmp_path, monk
                 assert driver.conductor.resources.images == []
             await await_until(lambda: sub.images, 10, "the image, once it can be made")
             await await_until(lambda: pub.is_connected, 10, "the publication connected")
+
+
+def reachable(start: object, depth: int) -> list[object]:
+    """What `start` refers to, within `depth` references."""
+    found, layer = [], [start]
+    for _ in range(depth):
+        layer = [referent for item in layer for referent in gc.get_referents(item)]
+        found += layer
+    return found
+
+
+async def test_an_images_receiver_is_made_before_its_image_and_leads_not_back_to_it(tmp_path):
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.MediaDriver.launch(str(tmp_path / "driver")) as driver:
+        async with aeronio.connect(driver.dir) as client:
+            sub = await client.add_subscription(channel, 3)
+            await client.add_publication(channel, 3)
+            await await_until(lambda: sub.images, 10, "the image")
+            (image,) = driver.conductor.resources.images
+            receiver = image.receiver
+            assert receiver.rebuilder.data_doorbell is image.signals.data
+            assert receiver.loss_handler is not None
+            assert not any(item is image for item in reachable(receiver, 4))

@@ -18,6 +18,7 @@ from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.publication_image import PublicationImage
 from aeronio.driver.receiver_state import IMAGE_LIVENESS_TIMEOUT_NS
 from aeronio.driver.resources import SubscriberPosition
+from aeronio.logbuffer import signals
 from aeronio.logbuffer.descriptor import LOG_ACTIVE_TRANSPORT_COUNT_OFFSET, LOG_META_DATA_LENGTH
 from aeronio.protocol.frames import EOS_FLAG, iter_frames, status_message
 from tests.sans_io.test_udp_sans_io import MS, MTU, TERM_LENGTH
@@ -209,13 +210,13 @@ def image_whose_stream_ended(tmp_path, read: int) -> tuple[PublicationImage, Slo
             dispatcher=SimpleNamespace(cool_down=lambda *a: cooled.append(a)),
             connections={(77, 10): {("127.0.0.1", 40123): ("127.0.0.1", 40124)}},
         ),
-        source=("127.0.0.1", 40124),
+        source_address="127.0.0.1:40124",
         log_file=str(tmp_path / "image.log"),
+        log_signals=signals.acquire(str(tmp_path / "image.log")),
         counters=[],
         stream_counters=SimpleNamespace(free=lambda *counters: None),
         proxy=SimpleNamespace(image_ready=lambda *args: None),
         wake=lambda: None,
-        loss_report=None,
     )
     subscriber = SubscriberPosition(2, 3, "aeron:ipc", Slot(read))
     image.add_subscriber(subscriber)
