@@ -123,7 +123,7 @@ class LossReport:
         buffer.put_int32(offset + STREAM_ID_OFFSET, stream_id)
         at = offset + CHANNEL_OFFSET
         for text in (channel_bytes, source_bytes):
-            _LENGTH.pack_into(mapped, at, len(text))
+            _LENGTH.pack_into(mapped.data, at, len(text))
             mapped[at + 4 : at + 4 + len(text)] = np.frombuffer(text, dtype=np.uint8)
             at += 4 + len(text)
         buffer.put_int64_ordered(offset + OBSERVATION_COUNT_OFFSET, 1)  # publishes the entry
@@ -173,7 +173,7 @@ def read_loss_report(mapped: np.ndarray) -> list[LossEntry]:
         texts = []
         at = offset + CHANNEL_OFFSET
         for _ in range(2):
-            length = _LENGTH.unpack_from(mapped, at)[0] if at + 4 <= capacity else -1
+            length = _LENGTH.unpack_from(mapped.data, at)[0] if at + 4 <= capacity else -1
             if not 0 <= length <= capacity - at - 4:
                 raise LossReportError(f"loss report entry at {offset} runs past the end")
             texts.append(mapped[at + 4 : at + 4 + length].tobytes().decode("ascii", "replace"))

@@ -15,7 +15,7 @@ LossHandler), if given: the driver keeps it in its loss report (`ImageLosses`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from aeronio._core import Doorbell, ImageRebuilder, term_rebuild_insert
 from aeronio.counters import SystemCounters
@@ -53,7 +53,7 @@ class ReceiverStateMachine:
         rebuild_position: Position,
         hwm_position: Position,
         consumption_position: Callable[[], int | None],
-        system: dict[SystemCounters, Position],
+        system: Mapping[SystemCounters, Position],
         now_ns: int,
         window: int | None = None,
         reliable: bool = True,

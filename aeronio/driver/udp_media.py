@@ -213,7 +213,7 @@ class UdpMedia:
         endpoint.close()
 
     def _dispatcher_for(self, endpoint: ReceiveChannelEndpoint) -> DataDispatcher:
-        return DataDispatcher(
+        return DataDispatcher[Connection](
             self.receiver_id,
             self.services.system,
             lambda setup, source, now_ns: self._new_image(endpoint, setup, source, now_ns),
@@ -419,15 +419,16 @@ class UdpMedia:
             if datagrams:
                 publication.endpoint.send(datagrams)
                 sent += len(datagrams)
-        for endpoint in self.receive_endpoints.values():
-            if endpoint.dispatcher.router.sources_changed:  # before an EOS among the rest
-                endpoint.connect_data_senders(now_ns)
-            for destination in endpoint.destinations.values():
+        for receive_endpoint in self.receive_endpoints.values():
+            if receive_endpoint.dispatcher.router.sources_changed:  # before an EOS among the rest
+                receive_endpoint.connect_data_senders(now_ns)
+            for destination in receive_endpoint.destinations.values():
                 rest = data_path.slow_datagrams(destination.receiver)
                 if rest:
-                    endpoint.on_slow_datagrams(destination, rest, now_ns)
-            if endpoint.deadline_ns is not None and now_ns >= endpoint.deadline_ns:
-                endpoint.on_timer(now_ns)
+                    receive_endpoint.on_slow_datagrams(destination, rest, now_ns)
+            deadline_ns = receive_endpoint.deadline_ns
+            if deadline_ns is not None and now_ns >= deadline_ns:
+                receive_endpoint.on_timer(now_ns)
         for image in self.resources.images:
             receiver = image.receiver
             rebuilt = receiver.rebuild_position.get()
