@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 
 from aeronio.counters import Counter
 from aeronio.driver import storage
@@ -39,52 +40,9 @@ class RawLogFactory:
         params: LogParams,
     ) -> LogBuffers:
         """The log of a new publication (its active term `term_id`, None: the initial one)."""
-        return self._new(
-            layout.publication_log(self._ctx.dir, registration_id),
-            registration_id,
-            term_length=term_length,
-            initial_term_id=initial_term_id,
-            session_id=session_id,
-            stream_id=stream_id,
-            mtu=mtu,
-            term_id=term_id,
-            term_offset=term_offset,
-            params=params,
-        )
-
-    def new_image(self, registration_id: int, setup: SetupFrame, params: LogParams) -> LogBuffers:
-        """The log of a new image, where `setup` says its session is."""
-        return self._new(
-            layout.image_log(self._ctx.dir, registration_id),
-            registration_id,
-            term_length=setup.term_length,
-            initial_term_id=setup.initial_term_id,
-            session_id=setup.session_id,
-            stream_id=setup.stream_id,
-            mtu=setup.mtu,
-            term_id=setup.active_term_id,
-            term_offset=setup.term_offset,
-            params=params,
-        )
-
-    def _new(
-        self,
-        path: str,
-        registration_id: int,
-        *,
-        term_length: int,
-        initial_term_id: int,
-        session_id: int,
-        stream_id: int,
-        mtu: int,
-        term_id: int | None,
-        term_offset: int,
-        params: LogParams,
-    ) -> LogBuffers:
-        """StorageSpaceError if the log does not fit; a log that cannot be made (bad
-        parameters, no space for its allocation) leaves no file."""
+        path = layout.publication_log(self._ctx.dir, registration_id)
         self._check_storage(path, term_length)
-        try:
+        with _removed_on_failure(path):
             return LogBuffers.create(
                 path,
                 term_length=term_length,
@@ -97,11 +55,24 @@ class RawLogFactory:
                 term_offset=term_offset,
                 params=params,
             )
-        except FileExistsError:  # not this one's to remove
-            raise
-        except BaseException:
-            _unlink(path)
-            raise
+
+    def new_image(self, registration_id: int, setup: SetupFrame, params: LogParams) -> LogBuffers:
+        """The log of a new image, where `setup` says its session is."""
+        path = layout.image_log(self._ctx.dir, registration_id)
+        self._check_storage(path, setup.term_length)
+        with _removed_on_failure(path):
+            return LogBuffers.create(
+                path,
+                term_length=setup.term_length,
+                initial_term_id=setup.initial_term_id,
+                session_id=setup.session_id,
+                stream_id=setup.stream_id,
+                mtu=setup.mtu,
+                correlation_id=registration_id,
+                term_id=setup.active_term_id,
+                term_offset=setup.term_offset,
+                params=params,
+            )
 
     def _check_storage(self, path: str, term_length: int) -> None:
         """StorageSpaceError if a log of `term_length` cannot be made as `path` (unless the
@@ -118,6 +89,19 @@ def free_log(log: LogBuffers) -> None:
     """Unmap a log the factory made and remove its file (Aeron's RawLog.close)."""
     log.close()
     _unlink(os.fspath(log.path))
+
+
+@contextlib.contextmanager
+def _removed_on_failure(path: str) -> Iterator[None]:
+    """A log that cannot be made (bad parameters, no space for its allocation) leaves no file
+    (one already there is not its own: FileExistsError)."""
+    try:
+        yield
+    except FileExistsError:
+        raise
+    except BaseException:
+        _unlink(path)
+        raise
 
 
 def _unlink(path: str) -> None:

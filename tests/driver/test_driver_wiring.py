@@ -14,9 +14,14 @@ import pytest
 import aeronio
 from aeronio.concurrent.error_log import read_error_log
 from aeronio.driver import conductor, udp_media
+from aeronio.driver.context import DriverContext
+from aeronio.driver.raw_log_factory import RawLogFactory, free_log
 from aeronio.driver.stream_counters import StreamCounters
+from aeronio.logbuffer import log_buffers
+from aeronio.logbuffer.descriptor import LogParams
 from aeronio.logbuffer.log_buffers import LogBuffers
 from tests.support.procs import await_until
+from tests.support.udp_harness import Slot
 
 
 def free_port() -> int:
@@ -60,6 +65,17 @@ PUBLICATION_CASES = (
     + [("mdc", step) for step in [*UDP, "mdc counter"]]
     + [("shared endpoint", step) for step in ["sender", "network publication"]]
 )
+
+
+def failing_for_images(create):
+    """LogBuffers.create, failing for images' logs."""
+
+    def create_or_fail(path, **log):
+        if os.path.basename(os.path.dirname(path)) == "images":
+            fail_os()
+        return create(path, **log)
+
+    return create_or_fail
 
 
 def counters(client) -> list[tuple[int, str]]:
@@ -131,13 +147,7 @@ async def test_an_image_failing_at_any_step_leaves_nothing_behind(tmp_path, monk
             before = counters(client)
             with monkeypatch.context() as patch:
                 if step == "log":  # an image's, not the publication's
-                    create = LogBuffers.create
-                    logs_but_images = lambda path, **log: (  # noqa: E731
-                        fail_os()
-                        if os.path.dirname(path).endswith("images")
-                        else create(path, **log)
-                    )
-                    patch.setattr(LogBuffers, "create", logs_but_images)
+                    patch.setattr(LogBuffers, "create", failing_for_images(LogBuffers.create))
                 else:
                     patch.setattr(*STEPS[step], fail_os)
                 pub = await client.add_publication(channel, 3)
@@ -182,3 +192,37 @@ async def test_an_images_receiver_is_made_before_its_image_and_leads_not_back_to
             assert receiver.rebuilder.data_doorbell is image.signals.data
             assert receiver.loss_handler is not None
             assert not any(item is image for item in reachable(receiver, 4))
+
+
+def new_log(factory: RawLogFactory, registration_id: int) -> LogBuffers:
+    return factory.new_publication(
+        registration_id,
+        term_length=64 * 1024,
+        initial_term_id=0,
+        session_id=1,
+        stream_id=2,
+        mtu=1408,
+        term_id=None,
+        term_offset=0,
+        params=LogParams(sparse=True),
+    )
+
+
+def test_the_log_factory_removes_what_it_made_and_only_that(tmp_path, monkeypatch):
+    """A log that cannot be mapped leaves no file; a file already there is not the factory's
+    to remove; `free_log` removes the file of a log it made."""
+    factory = RawLogFactory(DriverContext(dir=str(tmp_path)), Slot())
+    publications = tmp_path / "publications"
+    with monkeypatch.context() as patch:
+        patch.setattr(log_buffers, "_map", fail)
+        with pytest.raises(Injected):
+            new_log(factory, 1)
+    assert os.listdir(publications) == []
+    (publications / "2.logbuffer").write_bytes(b"another's")
+    with pytest.raises(FileExistsError):
+        new_log(factory, 2)
+    assert (publications / "2.logbuffer").read_bytes() == b"another's"
+    log = new_log(factory, 3)
+    assert log.session_id == 1 and log.correlation_id == 3
+    free_log(log)
+    assert sorted(os.listdir(publications)) == ["2.logbuffer"]
