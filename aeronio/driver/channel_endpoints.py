@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from aeronio._core import ControlReceiver, DatagramReceiver, DatagramSender
-from aeronio.counters import SystemCounters
+from aeronio.counters import Counter, SystemCounters
 from aeronio.driver.data_dispatcher import ELICIT_INTERVAL_NS, DataDispatcher
 from aeronio.driver.receiver_state import SM_TIMEOUT_NS
 from aeronio.driver.sender_state import Position, SenderStateMachine
@@ -157,9 +157,9 @@ class SendChannelEndpoint(_Endpoint):
     def __init__(
         self,
         channel: ChannelUri,
-        system: dict[SystemCounters, Position],
+        system: Mapping[SystemCounters, Position],
         offload: bool = True,
-        destinations_counter: Position | None = None,
+        destinations_counter: Counter | None = None,
     ):
         self.key = send_endpoint_key(channel)
         self.system = system
@@ -387,7 +387,7 @@ class ReceiveChannelEndpoint:
         channel: ChannelUri,
         key: str,
         dispatcher_factory: Callable[[ReceiveChannelEndpoint], DataDispatcher],
-        system: dict[SystemCounters, Position],
+        system: Mapping[SystemCounters, Position],
         offload: bool = True,
     ):
         self.key = key

@@ -184,7 +184,7 @@ class CommandWatch:
             self._inotify = None
             self.rules.look_always()
         else:
-            loop.add_reader(self._inotify, self._on_events)
+            loop.add_reader(self._inotify, self._on_events, self._inotify)
         if always:
             self.rules.look_always()
         self.watcher.start()  # looking, until the first scan settles who maps cnc.dat
@@ -199,9 +199,9 @@ class CommandWatch:
             os.eventfd_read(self._eventfd)
         self._on_written()
 
-    def _on_events(self) -> None:
+    def _on_events(self, inotify: int) -> None:
         try:
-            data = os.read(self._inotify, 64 * 1024)
+            data = os.read(inotify, 64 * 1024)
         except BlockingIOError:
             return
         for offset in _event_offsets(data):

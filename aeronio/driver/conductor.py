@@ -29,14 +29,14 @@ from aeronio.counters import (
     SystemCounters,
     allocate_system_counters,
 )
-from aeronio.driver import storage
 from aeronio.driver.client_proxy import ClientProxy
 from aeronio.driver.context import DriverContext
-from aeronio.driver.driver_publication import DriverPublication, State
+from aeronio.driver.driver_publication import DriverPublication, PublicationParts, State
 from aeronio.driver.ipc_publication import IpcPublication
 from aeronio.driver.log_params import publication_log_params
 from aeronio.driver.loss_report import LossReport
 from aeronio.driver.network_publication import NetworkPublication
+from aeronio.driver.raw_log_factory import RawLogFactory, free_log
 from aeronio.driver.resources import (
     ClientSession,
     DriverResources,
@@ -53,8 +53,6 @@ from aeronio.errors import (
     DriverError,
     StorageSpaceError,
 )
-from aeronio.logbuffer.descriptor import compute_log_length
-from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol import control as p
 from aeronio.protocol import layout, limits
 from aeronio.protocol.channel import ChannelUri
@@ -90,7 +88,6 @@ class DriverConductor:
         self._terminate = terminate
         self.wake = wake
         self.wake_id = wake_id
-        os.makedirs(os.path.join(ctx.dir, layout.PUBLICATIONS_DIR), exist_ok=True)
         self.cnc = CncFile.create(
             ctx.dir,
             max_counters=ctx.max_counters,
@@ -102,6 +99,7 @@ class DriverConductor:
         self.counters = CountersManager.of(self.cnc, reuse_timeout_ms=COUNTER_REUSE_TIMEOUT_MS)
         self.system = allocate_system_counters(self.counters)
         self.stream_counters = StreamCounters(self.counters)
+        self.logs = RawLogFactory(ctx, self.system[SystemCounters.LOW_STORAGE_WARNINGS])
         self.resources = DriverResources()
         self.proxy = ClientProxy(
             self.resources.clients, BroadcastTransmitter(self.cnc.to_clients_buffer), ring
@@ -122,19 +120,19 @@ class DriverConductor:
         self._now_ns = 0  # of the duty cycle that runs
         self.udp = UdpMedia(
             UdpServices(
-                ctx,
-                self.resources,
-                self.stream_counters,
-                self.proxy,
-                self.system,
-                self._next_correlation_id,
-                self.record_error,
-                wake,
-                wake_id,
-                watch,
-                unwatch,
-                self.check_storage,
-                self.loss_report,
+                ctx=ctx,
+                resources=self.resources,
+                counters=self.stream_counters,
+                logs=self.logs,
+                proxy=self.proxy,
+                system=self.system,
+                next_id=self._next_correlation_id,
+                record_error=self.record_error,
+                wake=wake,
+                wake_id=wake_id,
+                watch=watch,
+                unwatch=unwatch,
+                loss_report=self.loss_report,
             )
         )
         self._data_path = self._new_data_path()
@@ -244,16 +242,6 @@ class DriverConductor:
         self.record_error(message)
         self.proxy.error(reply, correlation_id, code, message)
 
-    def check_storage(self, log_file: str, term_length: int) -> None:
-        """StorageSpaceError if a log of `term_length` cannot be made as `log_file` (unless the
-        checks are off); a low-storage warning is counted (driver/storage.py)."""
-        ctx = self.ctx
-        if ctx.perform_storage_checks:
-            length = compute_log_length(term_length, limits.PAGE_MIN_SIZE)
-            directory = os.path.dirname(log_file)
-            if storage.check(ctx.dir, directory, length, ctx.low_storage_warning_threshold):
-                self.system[SystemCounters.LOW_STORAGE_WARNINGS].increment()
-
     def record_error(self, error: BaseException | str) -> None:
         """Count an error and keep it in the distinct error log (`aeronio errors`); a new one
         the full log cannot take is logged instead, as Aeron prints an unrecordable error."""
@@ -327,7 +315,6 @@ class DriverConductor:
         else:
             initial_term_id = random.randint(-(2**31), 2**31 - 1)
             term_id, term_offset = None, 0
-        log_file = layout.publication_log(ctx.dir, registration_id)
         window = (ctx.ipc_publication_term_window_length if channel.is_ipc else 0) or (
             term_length // 2
         )
@@ -342,33 +329,29 @@ class DriverConductor:
             linger_ns=linger_ns,
             sparse=channel.sparse if channel.sparse is not None else ctx.term_buffer_sparse_file,
         )
-        self.check_storage(log_file, term_length)
         with contextlib.ExitStack() as undo:
-            undo.callback(_unlink, log_file)
-            log = LogBuffers.create(
-                log_file,
+            log = self.logs.new_publication(
+                registration_id,
                 term_length=term_length,
                 initial_term_id=initial_term_id,
                 session_id=session_id,
                 stream_id=command.stream_id,
                 mtu=mtu,
-                correlation_id=registration_id,
                 term_id=term_id,
                 term_offset=term_offset,
                 params=params,
             )
-            undo.callback(log.close)
+            undo.callback(free_log, log)
             counters = self.stream_counters.publication(
                 registration_id, session_id, command.stream_id, str(channel), command.client_id
             )
             undo.callback(self.stream_counters.free, *counters)
-            publication = dict(
+            parts = PublicationParts(
                 registration_id=registration_id,
                 channel=str(channel),
                 media_key=_media_key(channel),
                 exclusive=command.exclusive,
                 log=log,
-                log_file=log_file,
                 counters=counters,
                 term_window_length=window,
                 unblock_timeout_ns=ctx.publication_unblock_timeout_ns,
@@ -379,10 +362,11 @@ class DriverConductor:
                 wake=self.wake,
                 report=self._report_loss,
             )
+            made: DriverPublication
             if channel.is_udp:  # a socket for it may be refused (a bound port, a group...)
-                made = self.udp.new_publication(channel, now_ns, **publication)
+                made = self.udp.new_publication(channel, now_ns, parts)
             else:
-                made = IpcPublication(**publication)
+                made = IpcPublication(parts)
             undo.pop_all()
         log.mapped.set_conductor_wake_id(self.wake_id)
         return made
@@ -843,8 +827,3 @@ def _reads(link: SubscriptionLink, publication: DriverPublication) -> bool:
         and publication.stream_id == link.stream_id
         and (session_id is None or session_id == publication.session_id)
     )
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)

@@ -16,8 +16,8 @@ of `on_slow_datagrams`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from typing import Protocol
+from collections.abc import Callable, Hashable, Mapping
+from typing import Generic, Protocol, TypeVar
 
 from aeronio._core import DatagramReceiver, ImageRouter
 from aeronio.counters import SystemCounters
@@ -41,33 +41,33 @@ from aeronio.protocol.frames import (
 
 ELICIT_INTERVAL_NS = 100_000_000
 
-Source = Hashable  # where a datagram came from, as `send_control` answers it (a Connection)
-OnSetup = Callable[[SetupFrame, Source, int], ReceiverStateMachine | None]
-SendControl = Callable[[bytes, Source], None]
+# Where a datagram came from, as `send_control` answers it (the driver's: a Connection).
+Source = TypeVar("Source", bound=Hashable)
+Source_contra = TypeVar("Source_contra", bound=Hashable, contravariant=True)
 
 
-class Connections(Protocol):
+class Connections(Protocol[Source_contra]):
     """The sources each image heard (the driver's ReceiveChannelEndpoint)."""
 
-    def connect(self, image: tuple[int, int], source: Source) -> bool:
+    def connect(self, image: tuple[int, int], source: Source_contra) -> bool:
         """A SETUP, heartbeat or data packet of `image` from `source`: True if the source is
         new to it."""
         ...
 
-    def end_of_stream(self, image: tuple[int, int], source: Source) -> bool:
+    def end_of_stream(self, image: tuple[int, int], source: Source_contra) -> bool:
         """`source` ended its stream: True once every source of `image` did."""
         ...
 
 
-class DataDispatcher:
+class DataDispatcher(Generic[Source]):
     def __init__(
         self,
         receiver_id: int,
-        system: dict[SystemCounters, Position],
-        on_setup: OnSetup,
-        send_control: SendControl,
+        system: Mapping[SystemCounters, Position],
+        on_setup: Callable[[SetupFrame, Source, int], ReceiverStateMachine | None],
+        send_control: Callable[[bytes, Source], None],
         hears_naks: bool = False,
-        connections: Connections | None = None,
+        connections: Connections[Source] | None = None,
     ):
         """`hears_naks`: the endpoint is a multicast group member that hears the other
         receivers' NAKs (they suppress the images' own). `connections`: the sources each image

@@ -15,10 +15,12 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from aeronio._core import unblock_log
 from aeronio.counters import Counter
 from aeronio.driver.client_proxy import ClientProxy
+from aeronio.driver.raw_log_factory import free_log
 from aeronio.driver.resources import SubscriberPosition
 from aeronio.driver.stream_counters import StreamCounters
 from aeronio.logbuffer import descriptor as d
@@ -33,47 +35,52 @@ class State(enum.Enum):
     DONE = "done"
 
 
+@dataclass(frozen=True, kw_only=True)
+class PublicationParts:
+    """What a publication is made of (the conductor makes them; a network publication also
+    has its sender): its log (from the RawLogFactory) and pub-lmt, pub-pos counters, its
+    settings, and what it uses of the driver."""
+
+    registration_id: int
+    channel: str
+    media_key: str
+    exclusive: bool
+    log: LogBuffers
+    counters: list[Counter]  # pub-lmt, pub-pos
+    term_window_length: int
+    unblock_timeout_ns: int
+    linger_ns: int
+    unblocked_counter: Counter
+    stream_counters: StreamCounters
+    proxy: ClientProxy
+    wake: Callable[[], None]
+    report: Callable[[str], None]
+
+
 class DriverPublication:
     """A publication's log in the driver. Subclasses say who its consumers are."""
 
     KIND = "publications"
 
-    def __init__(
-        self,
-        *,
-        registration_id: int,
-        channel: str,
-        media_key: str,
-        exclusive: bool,
-        log: LogBuffers,
-        log_file: str,
-        counters: list[Counter],
-        term_window_length: int,
-        unblock_timeout_ns: int,
-        linger_ns: int,
-        unblocked_counter: Counter,
-        stream_counters: StreamCounters,
-        proxy: ClientProxy,
-        wake: Callable[[], None],
-        report: Callable[[str], None],
-    ):
-        self.registration_id = registration_id
+    def __init__(self, parts: PublicationParts):
+        log = parts.log
+        self.registration_id = parts.registration_id
         self.session_id = log.session_id
         self.stream_id = log.stream_id
-        self.channel = channel
-        self.media_key = media_key  # publications share a log only within one media key
-        self.exclusive = exclusive
+        self.channel = parts.channel
+        self.media_key = parts.media_key  # publications share a log only within one media key
+        self.exclusive = parts.exclusive
         self.log = log
-        self.log_file = log_file
-        self.publisher_limit, self.publisher_position = counters
-        self.term_window_length = term_window_length
-        self.unblock_timeout_ns = unblock_timeout_ns
-        self.linger_ns = linger_ns
-        self.unblocked_counter = unblocked_counter
-        self._counters = stream_counters
-        self._proxy = proxy
-        self._wake = wake
-        self._report = report  # where what a publication lost is said (the error log)
+        self.log_file = os.fspath(log.path)
+        self.publisher_limit, self.publisher_position = parts.counters
+        self.term_window_length = parts.term_window_length
+        self.unblock_timeout_ns = parts.unblock_timeout_ns
+        self.linger_ns = parts.linger_ns
+        self.unblocked_counter = parts.unblocked_counter
+        self._counters = parts.stream_counters
+        self._proxy = parts.proxy
+        self._wake = parts.wake
+        self._report = parts.report  # where what a publication lost is said (the error log)
         self.ref_count = 1
         self.state = State.ACTIVE
         self.subscribers: list[SubscriberPosition] = []
@@ -85,8 +92,8 @@ class DriverPublication:
         self.clean_position = self.last_consumer_position = position
         self.publisher_limit.set(position)
         self.publisher_position.set(position)
-        self.signals = signals.acquire(log_file)
-        self.signals.consumed.add_callback(wake)
+        self.signals = signals.acquire(self.log_file)
+        self.signals.consumed.add_callback(self._wake)
 
     @property
     def producer_position(self) -> int:
@@ -259,9 +266,5 @@ class DriverPublication:
         self.subscribers.clear()
         self._counters.free(self.publisher_limit, self.publisher_position)
         self.signals.consumed.remove_callback(self._wake)
-        self.log.close()
         signals.release(self.log_file)
-        try:
-            os.unlink(self.log_file)
-        except FileNotFoundError:
-            pass
+        free_log(self.log)

@@ -199,4 +199,5 @@ def flow_control_for(fc: str | None, one_to_many: bool) -> FlowControl:
         return MaxFlowControl(**options)
     if spec.strategy == "min":
         return MinFlowControl(min_group_size=spec.min_group_size, **options)
+    assert spec.group_tag is not None  # parse_flow_control requires one of "tagged"
     return TaggedFlowControl(spec.group_tag, spec.min_group_size, **options)

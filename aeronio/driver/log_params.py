@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import socket
+from typing import TypedDict
 
 from aeronio.logbuffer import descriptor as d
 from aeronio.protocol.channel import ChannelUri
@@ -36,9 +37,20 @@ def entity_tag(channel: ChannelUri) -> int:
     return int(text) if text else d.NULL_VALUE
 
 
-def _common(channel: ChannelUri) -> dict[str, object]:
+class _Common(TypedDict):
+    socket_sndbuf_length: int
+    socket_rcvbuf_length: int
+    os_default_socket_sndbuf_length: int
+    os_default_socket_rcvbuf_length: int
+    untethered_window_limit_timeout_ns: int
+    untethered_resting_timeout_ns: int
+    untethered_linger_timeout_ns: int
+
+
+def _common(channel: ChannelUri) -> _Common:
+    """What every log's params hold alike: socket buffers and untethered timeouts."""
     sndbuf, rcvbuf = os_default_socket_buffer_lengths()
-    return dict(
+    return _Common(
         socket_sndbuf_length=(channel.so_sndbuf or 0) if channel.is_udp else 0,
         socket_rcvbuf_length=(channel.so_rcvbuf or 0) if channel.is_udp else 0,
         os_default_socket_sndbuf_length=sndbuf,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -122,7 +123,7 @@ class LossReport:
         buffer.put_int32(offset + STREAM_ID_OFFSET, stream_id)
         at = offset + CHANNEL_OFFSET
         for text in (channel_bytes, source_bytes):
-            _LENGTH.pack_into(mapped, at, len(text))
+            _LENGTH.pack_into(mapped.data, at, len(text))
             mapped[at + 4 : at + 4 + len(text)] = np.frombuffer(text, dtype=np.uint8)
             at += 4 + len(text)
         buffer.put_int64_ordered(offset + OBSERVATION_COUNT_OFFSET, 1)  # publishes the entry
@@ -134,6 +135,29 @@ class LossReport:
         if isinstance(self._map, np.memmap):
             self._map.flush()
         self._map = None
+
+
+class ImageLosses:
+    """One image's losses in the driver's report (Aeron's LossHandler, the image's): its entry
+    is made at its first loss, and each further loss is an observation in it; once the report
+    is full, no entry is tried again."""
+
+    def __init__(
+        self, report: LossReport, session_id: int, stream_id: int, channel: str, source: str
+    ):
+        self._report: LossReport | None = report  # None once it is full
+        self._entry: ReportEntry | None = None
+        self._image = (session_id, stream_id, channel, source)
+
+    def on_gap_detected(self, term_id: int, term_offset: int, length: int) -> None:
+        """The receiver NAKed (or filled) a gap of `length` bytes."""
+        now_ms = time.time_ns() // 1_000_000
+        if self._entry is not None:
+            self._entry.record_observation(length, now_ms)
+        elif self._report is not None:
+            self._entry = self._report.create_entry(length, now_ms, *self._image)
+            if self._entry is None:
+                self._report = None
 
 
 def read_loss_report(mapped: np.ndarray) -> list[LossEntry]:
@@ -149,7 +173,7 @@ def read_loss_report(mapped: np.ndarray) -> list[LossEntry]:
         texts = []
         at = offset + CHANNEL_OFFSET
         for _ in range(2):
-            length = _LENGTH.unpack_from(mapped, at)[0] if at + 4 <= capacity else -1
+            length = _LENGTH.unpack_from(mapped.data, at)[0] if at + 4 <= capacity else -1
             if not 0 <= length <= capacity - at - 4:
                 raise LossReportError(f"loss report entry at {offset} runs past the end")
             texts.append(mapped[at + 4 : at + 4 + length].tobytes().decode("ascii", "replace"))

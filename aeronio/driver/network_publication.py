@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from aeronio.counters import Counter
 from aeronio.driver.channel_endpoints import SendChannelEndpoint
-from aeronio.driver.driver_publication import DriverPublication, State
+from aeronio.driver.driver_publication import DriverPublication, PublicationParts, State
 from aeronio.driver.resources import slowest
 from aeronio.driver.sender_state import SenderStateMachine
 
@@ -29,15 +29,15 @@ from aeronio.driver.sender_state import SenderStateMachine
 class NetworkPublication(DriverPublication):
     def __init__(
         self,
+        parts: PublicationParts,
         *,
         sender: SenderStateMachine,
         sender_counters: list[Counter],
         endpoint: SendChannelEndpoint,
         release_endpoint: Callable[[SendChannelEndpoint], None],
         spies_simulate_connection: bool,
-        **publication,
     ):
-        super().__init__(**publication)
+        super().__init__(parts)
         self.sender = sender
         self.sender_counters = sender_counters
         self.endpoint = endpoint

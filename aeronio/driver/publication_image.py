@@ -1,21 +1,19 @@
 """The driver's side of a network image (Aeron's PublicationImage): the log a session is rebuilt
-into, its receiver (the ReceiverStateMachine and the ReceiveChannelEndpoint it came in on, which
-sends its control frames to every sender it heard), its rcv-hwm and rcv-pos counters and the
-subscribers that read it, its entry in the driver's loss report (made at its first loss). It ends
-when its stream ended and its subscribers consumed it to its end (Aeron's drained image), or
-when it went silent (then its session is ignored for a while), or with its endpoint (the
+into, its receiver (the ReceiverStateMachine, whose losses go to the driver's loss report, and
+the ReceiveChannelEndpoint it came in on, which sends its control frames to every sender it
+heard), its rcv-hwm and rcv-pos counters and the subscribers that read it. It ends when its
+stream ended and its subscribers consumed it to its end (Aeron's drained image), or when it
+went silent (then its session is ignored for a while), or with its endpoint (the
 registry ends it then)."""
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Callable
 
 from aeronio.counters import Counter
 from aeronio.driver.channel_endpoints import ReceiveChannelEndpoint
 from aeronio.driver.client_proxy import ClientProxy
-from aeronio.driver.loss_report import LossReport, ReportEntry
+from aeronio.driver.raw_log_factory import free_log
 from aeronio.driver.receiver_state import IMAGE_LIVENESS_TIMEOUT_NS, ReceiverStateMachine
 from aeronio.driver.resources import SubscriberPosition, slowest
 from aeronio.driver.stream_counters import StreamCounters
@@ -37,20 +35,23 @@ class PublicationImage:
         receiver: ReceiverStateMachine,
         subscribers: list[SubscriberPosition],
         endpoint: ReceiveChannelEndpoint,
-        source: tuple[str, int],
+        source_address: str,
         log_file: str,
+        log_signals: signals.LogSignals,
         counters: list[Counter],
         stream_counters: StreamCounters,
         proxy: ClientProxy,
         wake: Callable[[], None],
-        loss_report: LossReport,
     ):
+        """Made of its parts, each made first: `receiver` (ringing `log_signals.data`, its
+        losses reported) reads its consumption from `subscribers`; `log_signals`, acquired for
+        `log_file`, are released when it closes."""
         self.registration_id = registration_id
         self.receiver = receiver
         self.session_id = receiver.session_id
         self.stream_id = receiver.stream_id
         self.endpoint = endpoint
-        self.source_address = f"{source[0]}:{source[1]}"  # host:port of the sender
+        self.source_address = source_address  # host:port of the sender
         self.log_file = log_file
         self.counters = counters
         self.subscribers = subscribers  # the receiver's consumption is theirs (no cycle)
@@ -58,12 +59,8 @@ class PublicationImage:
         self._proxy = proxy
         self._wake = wake
         self._ended = False
-        self._loss_report: LossReport | None = loss_report  # None once it is full
-        self._loss_entry: ReportEntry | None = None
-        self.signals = signals.acquire(log_file)
+        self.signals = log_signals
         self.signals.consumed.add_callback(wake)
-        receiver.rebuilder.data_doorbell = self.signals.data
-        receiver.loss_handler = self.on_gap_detected
 
     def consumption(self) -> int | None:
         return slowest(self.subscribers)
@@ -77,23 +74,6 @@ class PublicationImage:
             if sub.subscription_id == subscription_id:
                 self.subscribers.remove(sub)
                 self._stream_counters.free(sub.counter)
-
-    def on_gap_detected(self, term_id: int, term_offset: int, length: int) -> None:
-        """The receiver NAKed (or filled) a gap: one more loss observation in the report."""
-        now_ms = time.time_ns() // 1_000_000
-        if self._loss_entry is not None:
-            self._loss_entry.record_observation(length, now_ms)
-        elif self._loss_report is not None:
-            self._loss_entry = self._loss_report.create_entry(
-                length,
-                now_ms,
-                self.session_id,
-                self.stream_id,
-                str(self.endpoint.channel),
-                self.source_address,
-            )
-            if self._loss_entry is None:  # the report is full: no further tries
-                self._loss_report = None
 
     def wake_subscribers(self) -> None:
         """The receiver position moved: wake the image's parked subscribers, here and in other
@@ -142,9 +122,4 @@ class PublicationImage:
         self._stream_counters.free(*self.counters)
         self.signals.consumed.remove_callback(self._wake)
         signals.release(self.log_file)
-        self.receiver.loss_handler = None  # a cycle through the image would keep its log mapped
-        self.receiver.log.close()
-        try:
-            os.unlink(self.log_file)
-        except FileNotFoundError:
-            pass
+        free_log(self.receiver.log)

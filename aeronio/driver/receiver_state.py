@@ -10,14 +10,14 @@ publication's source. The status message it sent last, while consumption stays w
 the rebuilder's `status_message`: the driver's DataPath repeats it every 200 ms in C (an idle
 stream needs no Python), and the timing is the rebuilder's (`time_of_last_sm_ns`,
 `status_message_is_due`). Each gap it NAKs (or fills) is also handed to `loss_handler` (Aeron's
-LossHandler), if set: the image keeps it in the driver's loss report.
+LossHandler), if given: the driver keeps it in its loss report (`ImageLosses`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from aeronio._core import ImageRebuilder, term_rebuild_insert
+from aeronio._core import Doorbell, ImageRebuilder, term_rebuild_insert
 from aeronio.counters import SystemCounters
 from aeronio.driver.loss_detector import LossDetector
 from aeronio.driver.sender_state import Position
@@ -53,13 +53,17 @@ class ReceiverStateMachine:
         rebuild_position: Position,
         hwm_position: Position,
         consumption_position: Callable[[], int | None],
-        system: dict[SystemCounters, Position],
+        system: Mapping[SystemCounters, Position],
         now_ns: int,
         window: int | None = None,
         reliable: bool = True,
         loss_detector: LossDetector | None = None,
         feedback: bytes = b"",
+        loss_handler: Callable[[int, int, int], None] | None = None,
+        data_doorbell: Doorbell | None = None,
     ):
+        """`loss_handler` is called with (term_id, term_offset, length) of each gap NAKed or
+        filled; `data_doorbell` rings for this process's subscribers parked for data."""
         self.log = log
         self.term_length = log.term_length
         self.initial_term_id = log.initial_term_id
@@ -75,8 +79,7 @@ class ReceiverStateMachine:
         self.reliable = reliable
         self.loss = loss_detector or LossDetector()
         self.feedback = feedback  # carried by every status message (a receiver group tag)
-        # Called with (term_id, term_offset, length) of each gap NAKed or filled.
-        self.loss_handler: Callable[[int, int, int], None] | None = None
+        self.loss_handler = loss_handler
         self._last_nak: tuple[int, int, int] | None = None
         rebuild_position.set(join_position)
         hwm_position.set(join_position)
@@ -93,6 +96,7 @@ class ReceiverStateMachine:
             SM_EARLY_NS,
             now_ns,
         )
+        self.rebuilder.data_doorbell = data_doorbell
         self._clean_position = join_position
         self._last_sm_position = join_position
         self._last_consumption: int | None = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from aeronio.counters import Counter
 from aeronio.protocol import control as p
@@ -20,6 +20,10 @@ from aeronio.protocol.channel import ChannelUri
 
 
 class DriverResource(Protocol):
+    @property
+    def KIND(self) -> str:  # noqa: N802 (a class constant): the registry's list of its kind
+        ...
+
     def on_time_event(self, now_ns: int) -> None: ...
 
     def has_reached_end_of_life(self) -> bool: ...
@@ -52,6 +56,8 @@ class ClientSession:
     ms, written by the client itself or by the driver on a keepalive command) is younger than
     the client liveness timeout; at the end of its life (closed, or timed out) `release` gives
     up everything it held."""
+
+    KIND: ClassVar[str] = "clients"
 
     client_id: int
     send: Callable[[p.Response], None]

@@ -19,6 +19,7 @@ publication has delivered its stream (`has_delivered`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from aeronio._core import AtomicBuffer, PublicationSender, scan_datagrams
@@ -60,7 +61,7 @@ class SenderStateMachine:
         sender_position: Position,
         sender_limit: Position,
         sender_bpe: Position,
-        system: dict[SystemCounters, Position],
+        system: Mapping[SystemCounters, Position],
         now_ns: int,
         ttl: int = 0,
         flow_control: FlowControl | None = None,
@@ -81,7 +82,7 @@ class SenderStateMachine:
         self.flow_control = flow_control or UnicastFlowControl()
         self.receivers = receivers  # fc-receivers: how many receivers flow control tracks
         self.retransmit = retransmit or RetransmitHandler()
-        self._terms = [memoryview(log.term(index)) for index in range(d.PARTITION_COUNT)]
+        self._terms = [log.term(index).data for index in range(d.PARTITION_COUNT)]
         start = log.producer_position
         sender_position.set(start)
         sender_limit.set(start)

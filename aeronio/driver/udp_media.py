@@ -17,11 +17,12 @@ import contextlib
 import functools
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from aeronio._core import DataPath
-from aeronio.counters import CountersFullError
+from aeronio.counters import CountersFullError, SystemCounters
 from aeronio.driver.channel_endpoints import (
     Connection,
     ReceiveChannelEndpoint,
@@ -31,12 +32,14 @@ from aeronio.driver.channel_endpoints import (
 from aeronio.driver.client_proxy import ClientProxy
 from aeronio.driver.context import DriverContext
 from aeronio.driver.data_dispatcher import DataDispatcher
+from aeronio.driver.driver_publication import PublicationParts
 from aeronio.driver.flow_control import flow_control_for, group_tag_feedback
 from aeronio.driver.log_params import image_log_params
 from aeronio.driver.loss_detector import LossDetector, multicast_nak_delay
-from aeronio.driver.loss_report import LossReport
+from aeronio.driver.loss_report import ImageLosses, LossReport
 from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.publication_image import PublicationImage
+from aeronio.driver.raw_log_factory import RawLogFactory, free_log
 from aeronio.driver.receiver_state import ReceiverStateMachine
 from aeronio.driver.resources import (
     DriverResources,
@@ -44,33 +47,33 @@ from aeronio.driver.resources import (
     SubscriptionLink,
     slowest,
 )
-from aeronio.driver.sender_state import SenderStateMachine
+from aeronio.driver.sender_state import Position, SenderStateMachine
 from aeronio.driver.stream_counters import StreamCounters
 from aeronio.errors import StorageSpaceError
 from aeronio.logbuffer import descriptor as d
-from aeronio.logbuffer import waker
-from aeronio.logbuffer.log_buffers import LogBuffers
-from aeronio.protocol import layout
+from aeronio.logbuffer import signals, waker
 from aeronio.protocol.channel import ChannelUri
 from aeronio.protocol.frames import SetupFrame
 
+T = TypeVar("T")
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, kw_only=True)
 class UdpServices:
     """What UDP media uses of the driver."""
 
     ctx: DriverContext
     resources: DriverResources
     counters: StreamCounters
+    logs: RawLogFactory  # the images' logs
     proxy: ClientProxy
-    system: dict
+    system: Mapping[SystemCounters, Position]
     next_id: Callable[[], int]  # registration ids
     record_error: Callable[[BaseException], None]
     wake: Callable[[], None]
     wake_id: int
     watch: Callable[[int], None]  # a socket the conductor's loop should wake on
     unwatch: Callable[[int], None]
-    check_storage: Callable[[str, int], None]  # (log file, term length): StorageSpaceError
     loss_report: LossReport  # the images' losses (`aeronio loss`)
 
 
@@ -84,7 +87,6 @@ class UdpMedia:
         self._watches: list = []
         self._watched: int | None = None  # the resources' `changes` when they were made
         self.images_added = False  # since the conductor last looked
-        os.makedirs(os.path.join(services.ctx.dir, layout.IMAGES_DIR), exist_ok=True)
 
     @property
     def publications(self) -> list[NetworkPublication]:
@@ -92,41 +94,41 @@ class UdpMedia:
 
     # -- publications -----------------------------------------------------------------
 
-    def new_publication(self, uri: ChannelUri, now_ns: int, **publication) -> NetworkPublication:
-        """A network publication on a new log (`publication`: DriverPublication's arguments),
-        with its sender, counters and (shared) endpoint; on failure none of these is left."""
-        log = publication["log"]
+    def new_publication(
+        self, uri: ChannelUri, now_ns: int, parts: PublicationParts
+    ) -> NetworkPublication:
+        """A network publication of `parts` (a new log), with its sender, counters and (shared)
+        endpoint; on failure none of these is left."""
+        log = parts.log
         one_to_many = uri.is_multicast or uri.is_multi_destination
         with contextlib.ExitStack() as undo:
             counters = self.services.counters.sender(
-                publication["registration_id"],
-                log.session_id,
-                log.stream_id,
-                publication["channel"],
-                one_to_many,
+                parts.registration_id, log.session_id, log.stream_id, parts.channel, one_to_many
             )
             undo.callback(self.services.counters.free, *counters)
-            endpoint = self._acquire_send_endpoint(uri, publication["registration_id"])
+            endpoint = self._acquire_send_endpoint(uri, parts.registration_id)
+            undo.callback(self._release_send_endpoint, endpoint)
+            sender = SenderStateMachine(
+                log,
+                sender_position=counters[0],
+                sender_limit=counters[1],
+                sender_bpe=counters[2],
+                system=self.services.system,
+                now_ns=now_ns,
+                ttl=uri.ttl or 0,
+                flow_control=flow_control_for(uri.fc, one_to_many),
+                receivers=counters[3] if one_to_many else None,
+            )
+            publication = NetworkPublication(
+                parts,
+                sender=sender,
+                sender_counters=counters,
+                endpoint=endpoint,
+                release_endpoint=self._release_send_endpoint,
+                spies_simulate_connection=bool(uri.spies_simulate_connection),
+            )
             undo.pop_all()
-        sender = SenderStateMachine(
-            log,
-            sender_position=counters[0],
-            sender_limit=counters[1],
-            sender_bpe=counters[2],
-            system=self.services.system,
-            now_ns=now_ns,
-            ttl=uri.ttl or 0,
-            flow_control=flow_control_for(uri.fc, one_to_many),
-            receivers=counters[3] if one_to_many else None,
-        )
-        return NetworkPublication(
-            sender=sender,
-            sender_counters=counters,
-            endpoint=endpoint,
-            release_endpoint=self._release_send_endpoint,
-            spies_simulate_connection=bool(uri.spies_simulate_connection),
-            **publication,
-        )
+        return publication
 
     def _acquire_send_endpoint(self, channel: ChannelUri, registration_id: int):
         """The send endpoint of the channel, made (with its mdc-num-dests counter for
@@ -211,7 +213,7 @@ class UdpMedia:
         endpoint.close()
 
     def _dispatcher_for(self, endpoint: ReceiveChannelEndpoint) -> DataDispatcher:
-        return DataDispatcher(
+        return DataDispatcher[Connection](
             self.receiver_id,
             self.services.system,
             lambda setup, source, now_ns: self._new_image(endpoint, setup, source, now_ns),
@@ -241,76 +243,84 @@ class UdpMedia:
         (no space, no counter left) is recorded and leaves nothing behind (None)."""
         services = self.services
         registration_id = services.next_id()
-        log_file = layout.image_log(services.ctx.dir, registration_id)
         links = self._links_on(endpoint, setup.stream_id)
-        setting = _first_setting(links)
+        channels = [link.channel for link in links]  # the first to give a setting gives it
+        window = _first(channel.rcv_wnd for channel in channels)
+        reliable = _first(channel.reliable for channel in channels) is not False
+        nak_delay = _first(channel.nak_delay_ns for channel in channels)
         params = image_log_params(
             endpoint.channel,
-            receiver_window_length=setting("rcv_wnd"),
-            reliable=setting("reliable") is not False,
+            receiver_window_length=window,
+            reliable=reliable,
             multicast=endpoint.multicast,
             sparse=services.ctx.term_buffer_sparse_file,
         )
         with contextlib.ExitStack() as undo:
-            undo.callback(_unlink, log_file)
             try:
-                services.check_storage(log_file, setup.term_length)
-                log = LogBuffers.create(
-                    log_file,
-                    term_length=setup.term_length,
-                    initial_term_id=setup.initial_term_id,
-                    session_id=setup.session_id,
-                    stream_id=setup.stream_id,
-                    mtu=setup.mtu,
-                    correlation_id=registration_id,
-                    term_id=setup.active_term_id,
-                    term_offset=setup.term_offset,
-                    params=params,
-                )
-                undo.callback(log.close)
+                log = services.logs.new_image(registration_id, setup, params)
+                undo.callback(free_log, log)
                 counters = services.counters.image(
                     registration_id, setup.session_id, setup.stream_id, endpoint.key
+                )
+                undo.callback(services.counters.free, *counters)
+                hwm, pos = counters
+                log_file = os.fspath(log.path)
+                log_signals = signals.acquire(log_file)
+                undo.callback(signals.release, log_file)
+                host, port = source.sender
+                source_address = f"{host}:{port}"
+                losses = ImageLosses(
+                    services.loss_report,
+                    setup.session_id,
+                    setup.stream_id,
+                    str(endpoint.channel),
+                    source_address,
+                )
+                subscribers: list[SubscriberPosition] = []  # the image's, read by its receiver
+                receiver = ReceiverStateMachine(
+                    log,
+                    join_position=d.compute_position(
+                        setup.active_term_id,
+                        setup.term_offset,
+                        setup.term_length,
+                        setup.initial_term_id,
+                    ),
+                    receiver_id=self.receiver_id,
+                    rebuild_position=pos,
+                    hwm_position=hwm,
+                    consumption_position=functools.partial(slowest, subscribers),
+                    system=services.system,
+                    now_ns=now_ns,
+                    window=window,
+                    reliable=reliable,
+                    loss_detector=LossDetector(
+                        delay_ns=nak_delay or 0,
+                        delay=multicast_nak_delay()
+                        if endpoint.multicast and nak_delay is None
+                        else None,
+                    ),
+                    feedback=group_tag_feedback(_first(channel.gtag for channel in channels)),
+                    loss_handler=losses.on_gap_detected,
+                    data_doorbell=log_signals.data,
+                )
+                image = PublicationImage(
+                    registration_id=registration_id,
+                    receiver=receiver,
+                    subscribers=subscribers,
+                    endpoint=endpoint,
+                    source_address=source_address,
+                    log_file=log_file,
+                    log_signals=log_signals,
+                    counters=counters,
+                    stream_counters=services.counters,
+                    proxy=services.proxy,
+                    wake=services.wake,
                 )
             except (OSError, CountersFullError, StorageSpaceError) as e:  # ours, not the SETUP's
                 services.record_error(e)
                 return None
             undo.pop_all()
-        hwm, pos = counters
         log.mapped.set_conductor_wake_id(services.wake_id)
-        nak_delay = setting("nak_delay_ns")
-        subscribers: list[SubscriberPosition] = []  # the image's, read by its receiver
-        receiver = ReceiverStateMachine(
-            log,
-            join_position=d.compute_position(
-                setup.active_term_id, setup.term_offset, setup.term_length, setup.initial_term_id
-            ),
-            receiver_id=self.receiver_id,
-            rebuild_position=pos,
-            hwm_position=hwm,
-            consumption_position=functools.partial(slowest, subscribers),
-            system=services.system,
-            now_ns=now_ns,
-            window=setting("rcv_wnd"),
-            reliable=setting("reliable") is not False,
-            loss_detector=LossDetector(
-                delay_ns=nak_delay or 0,
-                delay=multicast_nak_delay() if endpoint.multicast and nak_delay is None else None,
-            ),
-            feedback=group_tag_feedback(setting("gtag")),
-        )
-        image = PublicationImage(
-            registration_id=registration_id,
-            receiver=receiver,
-            subscribers=subscribers,
-            endpoint=endpoint,
-            source=source.sender,
-            log_file=log_file,
-            counters=counters,
-            stream_counters=services.counters,
-            proxy=services.proxy,
-            wake=services.wake,
-            loss_report=services.loss_report,
-        )
         self.resources.add(image)
         self.images_added = True
         for link in links:
@@ -409,15 +419,16 @@ class UdpMedia:
             if datagrams:
                 publication.endpoint.send(datagrams)
                 sent += len(datagrams)
-        for endpoint in self.receive_endpoints.values():
-            if endpoint.dispatcher.router.sources_changed:  # before an EOS among the rest
-                endpoint.connect_data_senders(now_ns)
-            for destination in endpoint.destinations.values():
+        for receive_endpoint in self.receive_endpoints.values():
+            if receive_endpoint.dispatcher.router.sources_changed:  # before an EOS among the rest
+                receive_endpoint.connect_data_senders(now_ns)
+            for destination in receive_endpoint.destinations.values():
                 rest = data_path.slow_datagrams(destination.receiver)
                 if rest:
-                    endpoint.on_slow_datagrams(destination, rest, now_ns)
-            if endpoint.deadline_ns is not None and now_ns >= endpoint.deadline_ns:
-                endpoint.on_timer(now_ns)
+                    receive_endpoint.on_slow_datagrams(destination, rest, now_ns)
+            deadline_ns = receive_endpoint.deadline_ns
+            if deadline_ns is not None and now_ns >= deadline_ns:
+                receive_endpoint.on_timer(now_ns)
         for image in self.resources.images:
             receiver = image.receiver
             rebuilt = receiver.rebuild_position.get()
@@ -469,16 +480,6 @@ def _receive_endpoint_key(link: SubscriptionLink) -> str:
     return link.channel.endpoint or f"mds:{link.registration_id}"
 
 
-def _unlink(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-
-
-def _first_setting(links: list[SubscriptionLink]) -> Callable[[str], object]:
-    """The value the first of `links` whose channel gives parameter `name` (rcv_wnd, reliable,
-    nak_delay_ns, gtag) gives it, or None."""
-
-    def setting(name: str) -> object:
-        return next((v for link in links if (v := getattr(link.channel, name)) is not None), None)
-
-    return setting
+def _first(values: Iterable[T | None]) -> T | None:
+    """The first of `values` that is not None (None if none is)."""
+    return next((value for value in values if value is not None), None)

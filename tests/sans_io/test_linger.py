@@ -11,13 +11,14 @@ import numpy as np
 
 from aeronio._core import AtomicBuffer
 from aeronio.counters import SystemCounters
-from aeronio.driver.driver_publication import State
+from aeronio.driver.driver_publication import PublicationParts, State
 from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS
 from aeronio.driver.ipc_publication import IpcPublication
 from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.publication_image import PublicationImage
 from aeronio.driver.receiver_state import IMAGE_LIVENESS_TIMEOUT_NS
 from aeronio.driver.resources import SubscriberPosition
+from aeronio.logbuffer import signals
 from aeronio.logbuffer.descriptor import LOG_ACTIVE_TRANSPORT_COUNT_OFFSET, LOG_META_DATA_LENGTH
 from aeronio.protocol.frames import EOS_FLAG, iter_frames, status_message
 from tests.sans_io.test_udp_sans_io import MS, MTU, TERM_LENGTH
@@ -39,15 +40,14 @@ def status(consumed: int, receiver_id: int = 5):
     )
 
 
-def stubs(tmp_path, publisher: Publisher, reports: list[str]) -> dict:
-    """DriverPublication's arguments around `publisher`'s log, the driver's parts stubbed."""
-    return dict(
+def stubs(publisher: Publisher, reports: list[str]) -> PublicationParts:
+    """A publication's parts around `publisher`'s log, the driver's stubbed."""
+    return PublicationParts(
         registration_id=1,
         channel="aeron:udp?endpoint=127.0.0.1:40123",
         media_key="udp:127.0.0.1:40123",
         exclusive=False,
         log=publisher.log,
-        log_file=str(tmp_path / "pub.log"),
         counters=[publisher.pub_limit, Slot()],
         term_window_length=TERM_LENGTH // 2,
         unblock_timeout_ns=10_000 * MS,
@@ -67,12 +67,12 @@ def network(tmp_path) -> tuple[NetworkPublication, Publisher, list[str]]:
     )
     reports: list[str] = []
     publication = NetworkPublication(
+        stubs(publisher, reports),
         sender=publisher.sender,
         sender_counters=[],
         endpoint=SimpleNamespace(publications={}),
         release_endpoint=lambda endpoint: None,
         spies_simulate_connection=False,
-        **stubs(tmp_path, publisher, reports),
     )
     publisher.datagrams(0)
     publisher.sender.on_status_message(status(0), MS)
@@ -169,7 +169,7 @@ def test_an_ipc_publication_drains_to_its_subscribers_then_lingers_its_whole_tim
         tmp_path / "pub.log", TERM_LENGTH, MTU, INITIAL_TERM_ID, {c: Slot() for c in SystemCounters}
     )
     reports: list[str] = []
-    publication = IpcPublication(**stubs(tmp_path, publisher, reports))
+    publication = IpcPublication(stubs(publisher, reports))
     publication._subscribers_changed = lambda: None  # no log flags to set here
     subscriber = SubscriberPosition(2, 3, "aeron:ipc", Slot(0))
     publication.add_subscriber(subscriber, "aeron:ipc")
@@ -210,13 +210,13 @@ def image_whose_stream_ended(tmp_path, read: int) -> tuple[PublicationImage, Slo
             dispatcher=SimpleNamespace(cool_down=lambda *a: cooled.append(a)),
             connections={(77, 10): {("127.0.0.1", 40123): ("127.0.0.1", 40124)}},
         ),
-        source=("127.0.0.1", 40124),
+        source_address="127.0.0.1:40124",
         log_file=str(tmp_path / "image.log"),
+        log_signals=signals.acquire(str(tmp_path / "image.log")),
         counters=[],
         stream_counters=SimpleNamespace(free=lambda *counters: None),
         proxy=SimpleNamespace(image_ready=lambda *args: None),
         wake=lambda: None,
-        loss_report=None,
     )
     subscriber = SubscriberPosition(2, 3, "aeron:ipc", Slot(read))
     image.add_subscriber(subscriber)
