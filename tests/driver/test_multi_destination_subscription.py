@@ -28,6 +28,7 @@ from tests.driver.test_one_to_many import (
     free_port,
     messages,
 )
+from tests.support.driver_internals import udp_media
 from tests.support.procs import await_until
 
 MDS = "aeron:udp?control-mode=manual"
@@ -405,6 +406,6 @@ async def test_a_subscription_goes_on_after_its_destinations_are_removed():
             ]
             assert got == offered[k], f"publication {k}"
         await sub.close()
-        assert not subscriber._owned_driver.conductor.udp.receive_endpoints
+        assert not udp_media(subscriber).receive_endpoints
         for port in ports:
             assert_port_free(port)
