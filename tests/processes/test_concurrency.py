@@ -29,6 +29,7 @@ from aeronio.counters import (
     SystemCounters,
 )
 from aeronio.logbuffer.log_buffers import LogBuffers
+from tests.support.procs import wait_for_image
 
 MTU = 1408
 MAX_PAYLOAD = MTU - 32
@@ -128,15 +129,6 @@ async def consume(sub, checker: Checker, total: int, alive=lambda: True) -> None
         else:
             idle_since = None
             await asyncio.sleep(0)
-
-
-async def wait_for_image(sub, timeout: float = 5.0):
-    async def wait():
-        while not sub.images:
-            await asyncio.sleep(0.001)
-        return sub.images[0]
-
-    return await asyncio.wait_for(wait(), timeout)
 
 
 # -- threads ------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import os
 import random
@@ -137,11 +138,14 @@ def counter_labels(dir: str) -> list[str]:
 async def await_until(
     condition: Callable[[], object], timeout: float, what: str | Callable[[], str]
 ) -> object:
-    """Poll `condition` on the loop until truthy (returned); AssertionError after `timeout`
-    seconds, saying what `what()` says, or that it timed out waiting for `what`."""
+    """Poll `condition` on the loop until truthy (returned; awaited first if it is awaitable, as
+    a request's answer); AssertionError after `timeout` seconds, saying what `what()` says, or
+    that it timed out waiting for `what`."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
+        if inspect.isawaitable(value):
+            value = await value
         if value:
             return value
         if time.monotonic() > deadline:
@@ -216,12 +220,14 @@ async def read_stdin_line() -> str:
     return await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
 
 
-async def wait_for_image(subscription, timeout: float = 15.0) -> None:
+async def wait_for_image(subscription, timeout: float = 15.0):
+    """The subscription's first image, once it has one; TimeoutError after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while not subscription.images:
         if time.monotonic() > deadline:
             raise TimeoutError(f"no image on {subscription} within {timeout} s")
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.001)
+    return subscription.images[0]
 
 
 async def role_publisher(
