@@ -475,21 +475,29 @@ async def test_max_flow_control_is_not_held_by_a_receiver_that_stops_consuming()
 @pytest.mark.slow
 async def test_a_receiver_left_more_than_a_term_behind_loses_its_image():
     """What Aeron does with a receiver that max flow control left behind for good: it cannot
-    catch up (what it lacks is no longer retransmitted), and with no packet within its window
-    its image goes unavailable after the image liveness timeout (10 s)."""
-    gone = asyncio.Event()
+    catch up (what it lacks is no longer retransmitted, and the heartbeats at the publisher's
+    position are beyond its window: over-runs, not signs of life), so its image goes
+    unavailable after the image liveness timeout (10 s), having delivered nothing past the
+    term it held."""
+    gone: list[int] = []  # the image's position when it went
     async with contextlib.AsyncExitStack() as stack:
-        _, pub, _, slow, slow_sub = await stalled_under_max_flow_control(
-            stack, "224.20.30.11", 17, lambda image: gone.set()
+        _, pub, producer, slow, slow_sub = await stalled_under_max_flow_control(
+            stack, "224.20.30.11", 17, lambda image: gone.append(image.position)
         )
         liveness_s = IMAGE_LIVENESS_TIMEOUT_NS / 1e9
         await await_until(
-            lambda: gone.is_set() or slow.positions[-1:] == [pub.position],
-            liveness_s + 3,
-            f"the stalled receiver to catch up or lose its image (it is at "
-            f"{slow_sub.images[0].position if slow_sub.images else '?'} of {pub.position})",
+            lambda: gone,
+            liveness_s + 20,
+            lambda: (
+                f"the stalled receiver to lose its image (it is at "
+                f"{slow_sub.images[0].position if slow_sub.images else '?'} of {pub.position})"
+            ),
         )
         await slow.stop()
+        assert gone == [TERM] and slow_sub.images == ()
+        got = len(slow.received)
+        assert slow.received == producer.expected[:got], "out of order, duplicated or corrupt"
+        assert TERM - 2048 < slow.positions[-1] <= TERM < pub.position, slow.positions[-1]
 
 
 @pytest.mark.slow
