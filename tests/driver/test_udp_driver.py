@@ -240,7 +240,10 @@ async def test_spy_reads_the_network_publications_log_without_holding_the_sender
     async with aeronio.connect() as a, aeronio.connect() as b:
         spy = await a.add_subscription("aeron-spy:" + channel, 14)
         pub = await a.add_publication(channel, 14)
-        await asyncio.sleep(0.3)
+        await await_until(lambda: spy.images, 10, "the spy's image of the publication")
+        bytes_sent = conductor(a).system[SystemCounters.BYTES_SENT]
+        before = bytes_sent.get()
+        await await_until(lambda: bytes_sent.get() > before, 10, "a SETUP sent after the spy came")
         assert not pub.is_connected and pub.try_offer(b"x") == aeronio.NOT_CONNECTED
         sub = await b.add_subscription(channel, 14)
         await connected(pub, sub)
@@ -287,8 +290,10 @@ async def test_a_spy_never_sees_network_images_and_closing_it_holds_nothing_back
         spy = await b.add_subscription("aeron-spy:" + channel, 9)
         pub = await a.add_publication(channel, 9)
         await connected(pub, sub)
-        await asyncio.sleep(0.2)
+        later = await b.add_subscription(channel, 9)  # its image: told after any of the spy's
+        await await_until(lambda: later.images, 10, "the later subscription's image")
         assert spy.images == ()
+        await later.close()  # it reads nothing: it would hold the image back
         await spy.close()
         expected = [payload(i, 200) for i in range(3000)]  # 10 windows of 32 KiB
         assert await exchange(pub, sub, expected, 30) == expected
@@ -418,8 +423,13 @@ async def test_a_sender_with_more_than_a_batch_keeps_sending_without_new_appends
             sub = await client.add_subscription(sub_channel, 9)
             pub = await client.add_publication(pub_channel, 9)
             await connected(pub, sub)
-            await asyncio.sleep(0.3)  # the window of the first status messages
             sender = udp_media(driver).publications[0].sender
+            window = 300 * 1056  # the datagrams below, each a 1000-byte message and its header
+            await await_until(
+                lambda: sender.sender_limit.get() - sender.sender_position.get() >= window,
+                10,
+                "status messages that open a window for 300 datagrams",
+            )
             start = sender.sender_position.get()
             for i in range(300):  # a datagram each: several batches
                 assert pub.try_offer(payload(i, 1000)) > 0
