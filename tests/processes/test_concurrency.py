@@ -29,7 +29,7 @@ from aeronio.counters import (
     SystemCounters,
 )
 from aeronio.logbuffer.log_buffers import LogBuffers
-from tests.support.procs import wait_for_image
+from tests.support.procs import await_until, wait_for_image
 
 MTU = 1408
 MAX_PAYLOAD = MTU - 32
@@ -395,9 +395,13 @@ async def test_subscriber_position_moved_by_another_process_moves_publisher_limi
         sub = await aeron.add_subscription("aeron:ipc", 1003)
         pub = await aeron.add_publication("aeron:ipc?term-length=64k", 1003)
         image = await wait_for_image(sub)
-        await asyncio.sleep(0.01)
+        window = pub.term_length // 2
+        await await_until(
+            lambda: pub.position_limit == image.position + window,
+            10,
+            "the publisher limit a term window past the subscriber",
+        )
         limit = pub.position_limit
-        assert limit == image.position + pub.term_length // 2
 
         # Fill the window: offers stop with BACK_PRESSURED at the limit.
         sent = 0
