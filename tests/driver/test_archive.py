@@ -17,7 +17,7 @@ from aeronio.archive.codecs import ErrorCode
 from aeronio.archive.conductor import RECORDING_POSITION_TYPE_ID
 from aeronio.counters import MDC_DESTINATIONS_TYPE_ID
 from tests.support.cancelling import cancel_at_each_step
-from tests.support.procs import await_until
+from tests.support.procs import await_until, wait_recorded
 
 TERM = 64 * 1024
 SEGMENT = 128 * 1024
@@ -61,12 +61,6 @@ def messages(count: int, seed: int = 1) -> list[bytes]:
         i.to_bytes(4, "little") + rng.randbytes(rng.choice([28, 100, 500, 3000]))
         for i in range(count)
     ]
-
-
-async def wait_recorded(client, recording_id: int, position: int) -> None:
-    async with asyncio.timeout(10):
-        while await client.get_recording_position(recording_id) < position:
-            await asyncio.sleep(0.005)
 
 
 class Terms:

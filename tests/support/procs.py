@@ -155,6 +155,15 @@ async def await_until(
         await asyncio.sleep(0.01)
 
 
+async def wait_recorded(client, recording_id: int, position: int, timeout: float = 15) -> None:
+    """Until the archive (its control client `client`) recorded `recording_id` to `position`."""
+
+    async def reached() -> bool:
+        return await client.get_recording_position(recording_id) >= position
+
+    await await_until(reached, timeout, f"recording {recording_id} to reach {position}")
+
+
 def wait_until(condition: Callable[[], object], timeout: float, what: str) -> object:
     """Poll `condition` until truthy (returned) or fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
