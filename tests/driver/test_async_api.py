@@ -346,10 +346,16 @@ async def test_closing_one_of_two_concurrent_publications_keeps_the_log(aeron):
     sub = await aeron.add_subscription("aeron:ipc", 11)
     a = await aeron.add_publication(TERM_64K, 11)
     b = await aeron.add_publication(TERM_64K, 11)
+    alone = await aeron.add_publication(TERM_64K, 12)  # no subscriber: it goes after its linger
+    alone_log = alone.log_file
     image = await image_of(sub)
     await a.close()
+    await alone.close()
     assert a.try_offer(b"closed") == aeronio.CLOSED
-    await asyncio.sleep(0.1)  # well past the linger
+    await await_until(  # the linger of what was closed with `a` has passed
+        lambda: not os.path.exists(alone_log), 10, "the lone publication's log to go"
+    )
+    await aeron.add_subscription("aeron:ipc", 12)  # a round trip: all the driver said is heard
     assert sub.images == (image,)
     assert not image.is_end_of_stream
     assert await b.offer(b"still here") > 0
