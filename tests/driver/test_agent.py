@@ -1,15 +1,21 @@
 """The driver's AgentRunner parks until woken or until its next deadline, never on a fixed tick;
 it asks to be woken before its last look, so what comes in between is not missed; a deadline
-that finds no work costs one duty cycle, run from its timer while the agent stays parked."""
+that finds no work costs one duty cycle, run from its timer while the agent stays parked.
+
+The tests run on a virtual clock (tests/support/virtual_time.py): the instants of the duty
+cycles are exact, whatever the load of the machine."""
 
 import asyncio
 
+from pytest import approx
+
 from aeronio.driver.agent import AgentRunner
+from tests.support.virtual_time import on_virtual_time
 
 
 class Agent:
     def __init__(self, park_s, work=lambda: 0):
-        self.calls: list[float] = []
+        self.calls: list[float] = []  # the instant of each duty cycle, on the loop's clock
         self.idle: list[bool] = []
         self._work, self.park_s = work, park_s
 
@@ -26,6 +32,7 @@ async def run_for(runner: AgentRunner, seconds: float) -> None:
         await runner.close()
 
 
+@on_virtual_time
 async def test_it_parks_until_its_deadline():
     agent = Agent(park_s=lambda: 0.1)
     idle = []
@@ -33,13 +40,12 @@ async def test_it_parks_until_its_deadline():
     await run_for(runner, 0.55)
     # a duty cycle and its look after asking to be woken, then one duty cycle per 100 ms
     # deadline, from the timer: the agent stays parked and watched
-    assert 5 <= len(agent.calls) <= 8, agent.calls
-    gaps = [b - a for a, b in zip(agent.calls[1:], agent.calls[2:], strict=False)]
-    assert all(gap >= 0.09 for gap in gaps), gaps
+    assert agent.calls == approx([0, 0, 0.1, 0.2, 0.3, 0.4, 0.5])
     # asked before the last look and again at each deadline (renewed); closing ends the park
-    assert idle == [True] * (len(agent.calls) - 1) + [False]
+    assert idle == [True] * 6 + [False]
 
 
+@on_virtual_time
 async def test_a_deadline_that_finds_work_runs_the_agent_again():
     """Work found by a deadline's duty cycle ends the park: the agent spins, then asks to be
     woken again and parks."""
@@ -52,12 +58,13 @@ async def test_a_deadline_that_finds_work_runs_the_agent_again():
         await asyncio.sleep(0.15)
         # 1: nothing, on_idle(True), 2: last look, parked; on_idle(True), 3 (deadline): work,
         # on_idle(False); 4, 5: spins; 6: nothing, on_idle(True), 7: last look, parked again
-        assert len(agent.calls) == 7, agent.calls
+        assert agent.calls == approx([0, 0, 0.1, 0.1, 0.1, 0.1, 0.1])
         assert idle == [True, True, False, True]
     finally:
         await runner.close()
 
 
+@on_virtual_time
 async def test_a_wake_up_during_a_deadlines_duty_cycle_runs_the_agent_again():
     agent = Agent(park_s=lambda: 0.1)
     runner = AgentRunner("a", agent.do_work, agent.park_s)
@@ -72,12 +79,12 @@ async def test_a_wake_up_during_a_deadlines_duty_cycle_runs_the_agent_again():
     try:
         await asyncio.sleep(0.15)
         # 3 (deadline, woken during it); 4: the agent's duty cycle, 5: its last look; parked
-        assert len(agent.calls) == 5, agent.calls
-        assert agent.calls[4] - agent.calls[2] < 0.05
+        assert agent.calls == approx([0, 0, 0.1, 0.1, 0.1])
     finally:
         await runner.close()
 
 
+@on_virtual_time
 async def test_a_deadline_that_fails_hands_over_to_the_agent():
     """park_s failing in a deadline's timer callback does not leave the agent parked without
     deadlines: the task runs again and parks with its next deadline."""
@@ -100,34 +107,35 @@ async def test_a_deadline_that_fails_hands_over_to_the_agent():
         loop.set_exception_handler(None)
     assert [str(e) for e in failures] == ["park_s failed"]
     # 1, 2: parked; 3 (deadline): park_s fails; 4, 5: the task's cycle and look; 6: a deadline
-    assert len(agent.calls) == 6, agent.calls
+    assert agent.calls == approx([0, 0, 0.1, 0.1, 0.1, 0.2])
 
 
+@on_virtual_time
 async def test_no_deadline_runs_after_close():
     agent = Agent(park_s=lambda: 0.03)
     runner = AgentRunner("a", agent.do_work, agent.park_s)
     await run_for(runner, 0.1)  # parked with a timer set again by a deadline
-    ran = len(agent.calls)
-    assert ran >= 4
-    await asyncio.sleep(0.1)
-    assert len(agent.calls) == ran
+    assert agent.calls == approx([0, 0, 0.03, 0.06, 0.09])
+    await asyncio.sleep(0.1)  # the clock passes the next deadline (0.12): nothing runs
+    assert agent.calls == approx([0, 0, 0.03, 0.06, 0.09])
 
 
+@on_virtual_time
 async def test_without_a_deadline_it_parks_until_woken():
     agent = Agent(park_s=lambda: None)
     runner = AgentRunner("a", agent.do_work, agent.park_s)
     runner.start()
     try:
         await asyncio.sleep(0.3)
-        parked = len(agent.calls)
-        assert parked == 2  # the duty cycle and the last look: then nothing for 300 ms
+        assert agent.calls == [0, 0]  # the duty cycle and the last look: then nothing
         runner.wake()
         await asyncio.sleep(0.05)
-        assert len(agent.calls) == parked + 2
+        assert agent.calls == approx([0, 0, 0.3, 0.3])  # at once: a cycle and its last look
     finally:
         await runner.close()
 
 
+@on_virtual_time
 async def test_what_comes_before_it_parks_is_seen_by_its_last_look():
     """Work that arrives after a duty cycle found none, but before the runner parks, is found
     by the duty cycle it runs after asking to be woken (on_idle(True)): no wake-up needed."""
@@ -147,5 +155,5 @@ async def test_what_comes_before_it_parks_is_seen_by_its_last_look():
     await run_for(runner, 0.2)
     # 1: nothing; on_idle(True); 2: the work; on_idle(False); 3 spins (yields, no park); then
     # 6: nothing, on_idle(True), 7: its last look, parked for good
-    assert len(agent.calls) == 7, agent.calls
+    assert agent.calls == [0] * 7
     assert agent.idle == [True, False, True, False]  # closing ends the park

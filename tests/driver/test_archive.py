@@ -17,6 +17,7 @@ from aeronio.archive.codecs import ErrorCode
 from aeronio.archive.conductor import RECORDING_POSITION_TYPE_ID
 from aeronio.counters import MDC_DESTINATIONS_TYPE_ID
 from tests.support.cancelling import cancel_at_each_step
+from tests.support.procs import await_until, wait_recorded
 
 TERM = 64 * 1024
 SEGMENT = 128 * 1024
@@ -60,12 +61,6 @@ def messages(count: int, seed: int = 1) -> list[bytes]:
         i.to_bytes(4, "little") + rng.randbytes(rng.choice([28, 100, 500, 3000]))
         for i in range(count)
     ]
-
-
-async def wait_recorded(client, recording_id: int, position: int) -> None:
-    async with asyncio.timeout(10):
-        while await client.get_recording_position(recording_id) < position:
-            await asyncio.sleep(0.005)
 
 
 class Terms:
@@ -262,7 +257,15 @@ async def test_a_corrupt_frame_in_the_image_stops_its_recording_and_the_archive_
 async def test_recording_events(aeron, arch, client):
     events = client.recording_events()
     first = asyncio.ensure_future(events.__anext__())
-    await asyncio.sleep(0.05)  # the events subscription is in place
+    joined = f" {client.recording_events_stream_id} {client.recording_events_channel} @"
+    await await_until(  # the events subscription's image of the archive's events publication
+        lambda: any(
+            info.label.startswith("sub-pos: ") and joined in info.label
+            for info in aeron.counters.for_each()
+        ),
+        10,
+        "the events subscription to join the archive's events",
+    )
     await client.start_recording(IPC, STREAM)
     publication = await aeron.add_exclusive_publication(IPC, STREAM)
     end = await publish(publication, messages(50))

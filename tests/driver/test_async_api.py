@@ -16,20 +16,10 @@ from aeronio import ControlledPollAction
 from aeronio.counters import SystemCounters
 from aeronio.counters.counters_file import SUBSCRIBER_POSITION_TYPE_ID
 from tests.support.cancelling import cancel_at_each_step
+from tests.support.procs import await_until
 
 TERM_64K = "aeron:ipc?term-length=64k"
 WINDOW_64K = 64 * 1024 // 2
-
-
-async def wait_until(predicate, timeout: float = 5.0, what: str = "condition") -> None:
-    async def wait():
-        while not predicate():
-            await asyncio.sleep(0.001)
-
-    try:
-        await asyncio.wait_for(wait(), timeout)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 async def image_of(sub, session_id: int | None = None, timeout: float = 5.0):
@@ -38,7 +28,7 @@ async def image_of(sub, session_id: int | None = None, timeout: float = 5.0):
             return sub.images[0] if sub.images else None
         return sub.image_by_session_id(session_id)
 
-    await wait_until(lambda: find() is not None, timeout, "an image")
+    await await_until(lambda: find() is not None, timeout, "an image")
     return find()
 
 
@@ -333,7 +323,7 @@ async def test_exclusive_gets_own_session_concurrent_share_one(aeron):
     assert a.log_file == b.log_file
     assert len({a.session_id, x.session_id, y.session_id}) == 3
     assert len({a.log_file, x.log_file, y.log_file}) == 3
-    await wait_until(lambda: sub.image_count == 3, what="3 images")
+    await await_until(lambda: sub.image_count == 3, 5, "3 images")
 
     await a.offer(b"a1")
     await b.offer(b"b1")
@@ -356,10 +346,16 @@ async def test_closing_one_of_two_concurrent_publications_keeps_the_log(aeron):
     sub = await aeron.add_subscription("aeron:ipc", 11)
     a = await aeron.add_publication(TERM_64K, 11)
     b = await aeron.add_publication(TERM_64K, 11)
+    alone = await aeron.add_publication(TERM_64K, 12)  # no subscriber: it goes after its linger
+    alone_log = alone.log_file
     image = await image_of(sub)
     await a.close()
+    await alone.close()
     assert a.try_offer(b"closed") == aeronio.CLOSED
-    await asyncio.sleep(0.1)  # well past the linger
+    await await_until(  # the linger of what was closed with `a` has passed
+        lambda: not os.path.exists(alone_log), 10, "the lone publication's log to go"
+    )
+    await aeron.add_subscription("aeron:ipc", 12)  # a round trip: all the driver said is heard
     assert sub.images == (image,)
     assert not image.is_end_of_stream
     assert await b.offer(b"still here") > 0
@@ -388,7 +384,7 @@ async def test_publication_close_ends_the_stream_then_image_goes_away(aeron):
     assert image.is_end_of_stream
     assert sub.images == (image,) and not gone
 
-    await wait_until(lambda: gone, 5, "unavailable_image")
+    await await_until(lambda: gone, 5, "unavailable_image")
     assert gone == [image]
     assert sub.images == ()
     assert image.is_closed
@@ -402,7 +398,7 @@ async def test_unconsumed_image_goes_away_after_unblock_timeout_and_linger(aeron
     image = await image_of(sub)
     await pub.offer(b"never read")
     await pub.close()
-    await wait_until(lambda: gone, 5, "unavailable_image")
+    await await_until(lambda: gone, 5, "unavailable_image")
     assert gone == [image] and sub.images == ()
 
 
@@ -700,8 +696,8 @@ async def test_client_unmaps_the_log_of_a_deleted_publication(aeron):
     log_file = pub.log_file
     assert maps_of(log_file) >= 1  # the client's (and, embedded, the driver's) mapping
     await pub.close()
-    await wait_until(lambda: gone, 5, "unavailable_image")
-    await wait_until(lambda: not os.path.exists(log_file), 5, "the log file to be deleted")
+    await await_until(lambda: gone, 5, "unavailable_image")
+    await await_until(lambda: not os.path.exists(log_file), 5, "the log file to be deleted")
     del pub
     gone.clear()
     gc.collect()
@@ -728,6 +724,6 @@ async def test_a_command_cancelled_as_the_driver_answers_is_cancelled(aeron):
     await cancel_at_each_step(add_forever, 40)
     for subscription in added:
         await subscription.close()
-    await wait_until(lambda: subscriber_positions() == 0, what="every subscription released")
+    await await_until(lambda: subscriber_positions() == 0, 5, "every subscription released")
     assert not aeron._abandoned
     await publication.close()

@@ -18,16 +18,18 @@ import socket
 import pytest
 
 import aeronio
-from aeronio.counters import MDC_DESTINATIONS_TYPE_ID
+from aeronio.counters import MDC_DESTINATIONS_TYPE_ID, SystemCounters
 from tests.driver.test_one_to_many import (
     HOST,
     TERM,
     Producer,
     Receiver,
+    counted_more,
     counter,
     free_port,
     messages,
 )
+from tests.support.driver_internals import udp_media
 from tests.support.procs import await_until
 
 MDS = "aeron:udp?control-mode=manual"
@@ -119,7 +121,10 @@ async def test_an_image_goes_on_across_destinations_with_every_message_once(b_ki
         positions += [await pub_b.offer(message, timeout=20) for message in expected[2000:]]
         await receiver.wait_for(len(expected), 20)
         await await_until(lambda: image.active_transport_count == 1, 10, "B alone counted")
-        await asyncio.sleep(0.3)  # a duplicate delivered late would show now
+        # a duplicate delivered late would come before a message sent after the last
+        expected.append(b"after the last")
+        positions.append(await pub_b.offer(expected[-1], timeout=20))
+        await receiver.wait_for(len(expected), 20)
         await receiver.stop()
         assert receiver.received == expected
         assert receiver.positions == positions
@@ -277,7 +282,8 @@ async def test_replay_merge_joins_a_live_stream_that_is_ahead():
             10,
             "the live destination to make itself a destination of the live publication",
         )
-        await asyncio.sleep(0.3)
+        # live packets come, beyond the image's window: refused (over-runs), not delivered
+        await counted_more(subscriber, SystemCounters.FLOW_CONTROL_OVER_RUNS, "live over-runs")
         assert len(merged.received) == 600, "delivered past the gap the replay has to fill"
 
         replayer.resume()
@@ -289,9 +295,11 @@ async def test_replay_merge_joins_a_live_stream_that_is_ahead():
         await replay.close()
         producer.fast()
         await producer.done(30)
+        # a duplicate delivered late would come before a message sent after the last
+        expected.append(b"after the last")
+        producer.positions.append(await live.offer(expected[-1], timeout=20))
         await merged.wait_for(len(expected), 30)
         await recording.wait_for(len(expected), 30)
-        await asyncio.sleep(0.3)  # a duplicate delivered late would show now
         await merged.stop()
         await recording.stop()
         assert recording.received == expected
@@ -361,7 +369,7 @@ async def test_a_subscription_goes_on_after_its_destinations_are_removed():
     bring both images back where they were: every message arrives once, in order."""
     ports = free_port(), free_port()
     offered: dict[int, list[tuple[bytes, int]]] = {0: [], 1: []}
-    batches = iter(messages(1500, sizes=(4, 100, 1377, 3000)))
+    batches = iter(messages(1502, sizes=(4, 100, 1377, 3000)))
 
     async def offer(k: int, count: int) -> None:
         for _ in range(count):
@@ -394,8 +402,9 @@ async def test_a_subscription_goes_on_after_its_destinations_are_removed():
             await sub.add_destination(unicast(port))
         await offer(0, 300)
         await offer(1, 300)
-        await receiver.wait_for(1500, 20)
-        await asyncio.sleep(0.3)
+        await offer(0, 1)  # after the last: a duplicate delivered late would come before
+        await offer(1, 1)
+        await receiver.wait_for(1502, 20)
         await receiver.stop()
         for k in (0, 1):
             got = [
@@ -405,6 +414,6 @@ async def test_a_subscription_goes_on_after_its_destinations_are_removed():
             ]
             assert got == offered[k], f"publication {k}"
         await sub.close()
-        assert not subscriber._owned_driver.conductor.udp.receive_endpoints
+        assert not udp_media(subscriber).receive_endpoints
         for port in ports:
             assert_port_free(port)

@@ -74,6 +74,15 @@ def system_counter(aeron, which: SystemCounters) -> int:
     raise AssertionError(f"no system counter {which.label!r}")
 
 
+async def counted_more(aeron, which: SystemCounters, what: str, more: int = 2) -> None:
+    """Until `aeron`'s driver counted `more` more of `which` (heartbeats, status messages):
+    proof that the stream went on past now, so what was to come before has come."""
+    start = system_counter(aeron, which)
+    await await_until(
+        lambda: system_counter(aeron, which) >= start + more, 10, f"{more} more {what}"
+    )
+
+
 class Receiver:
     """Reads a subscription into `received` (data) and `positions` (each message's end
     position) in a task, from `start()` until `stop()`; an image lost is kept in `lost`, with
@@ -265,9 +274,9 @@ async def test_mdc_manual_destinations_added_and_removed_while_publishing():
         await producer.at(2000)
         await pub.remove_destination(endpoints[0])
         assert dests() == 1
+        # what the sender sent by now is all the removed destination can get
+        sent_at_removal = counter(a, SENDER_POSITION_TYPE_ID, pub.registration_id)
         removed_at = pub.position
-        await asyncio.sleep(0.3)  # settle: what was sent before the removal arrives
-        got_before = len(first.received)
         producer.fast()
         await producer.done(30)
         await await_until(
@@ -279,9 +288,9 @@ async def test_mdc_manual_destinations_added_and_removed_while_publishing():
         await second.stop()
 
         assert_joined_live("the second destination", second, producer, join, since)
-        assert len(first.received) == got_before, "the removed destination still received"
+        got_before = len(first.received)
         assert first.received == expected[:got_before]  # a prefix, in order
-        assert first.positions[-1] <= removed_at
+        assert first.positions[-1] <= sent_at_removal, "the removed destination still received"
         assert 1000 <= got_before < len(expected)
         assert subs[0].images[0].position <= removed_at
 
@@ -377,7 +386,7 @@ async def test_min_flow_control_is_held_by_the_slowest_until_it_dies():
                     break
                 await asyncio.sleep(0.01)
         held = pub.position
-        await asyncio.sleep(0.5)
+        await counted_more(a, SystemCounters.STATUS_MESSAGES_RECEIVED, "status messages, held")
         assert pub.try_offer(expected[len(sent)]) == aeronio.BACK_PRESSURED
         assert pub.position == held
         assert slow_image.position == 0
@@ -390,7 +399,7 @@ async def test_min_flow_control_is_held_by_the_slowest_until_it_dies():
         # The consuming receiver gets what the sender sent, and no more is sent.
         sendable = sum(1 for position in sent if position <= sender_position())
         await fast.wait_for(sendable, 10)
-        await asyncio.sleep(0.2)
+        await counted_more(fast_driver, SystemCounters.HEARTBEATS_RECEIVED, "heartbeats, held")
         assert fast.received == expected[:sendable]
 
         # The slow receiver's driver goes: after the receiver timeout the publisher moves on.
@@ -417,8 +426,8 @@ async def test_min_flow_control_is_held_by_the_slowest_until_it_dies():
 async def stalled_under_max_flow_control(stack, group: str, stream: int, on_unavailable=None):
     """Two receivers of a multicast publication (fc=max, the default); one stops consuming
     while 2000 messages (~40 terms) go out: the publisher is not held back, the other receiver
-    gets everything. The stalled receiver then resumes. Returns (publisher client, publication,
-    producer, the resumed receiver, its subscription)."""
+    gets everything. The stalled receiver then resumes. Returns (the stalled receiver's client,
+    the publication, the producer, the resumed receiver, its subscription)."""
     channel = multicast(group, free_port())
     expected = messages(2000, (4, 300, 1377, 2000))
     a = await stack.enter_async_context(aeronio.connect())
@@ -444,7 +453,7 @@ async def stalled_under_max_flow_control(stack, group: str, stream: int, on_unav
     assert slow_image.position == 0
     assert pub.position > 20 * TERM  # the publisher went on, far past the stalled receiver
     slow = Receiver(slow_sub, "the resumed receiver").start()
-    return a, pub, producer, slow, slow_sub
+    return drivers[1], pub, producer, slow, slow_sub
 
 
 async def test_max_flow_control_is_not_held_by_a_receiver_that_stops_consuming():
@@ -455,7 +464,7 @@ async def test_max_flow_control_is_not_held_by_a_receiver_that_stops_consuming()
     gone from the sender's term of retransmits. It does not catch up; its image goes unavailable
     (the test below)."""
     async with contextlib.AsyncExitStack() as stack:
-        _, pub, producer, slow, slow_sub = await stalled_under_max_flow_control(
+        slow_driver, pub, producer, slow, slow_sub = await stalled_under_max_flow_control(
             stack, "224.20.30.5", 14
         )
         await await_until(
@@ -463,7 +472,8 @@ async def test_max_flow_control_is_not_held_by_a_receiver_that_stops_consuming()
             10,
             "the resumed receiver to read the term it holds",
         )
-        await asyncio.sleep(0.5)  # settle: nothing further arrives
+        # nothing further arrives: what comes now is beyond its window (over-runs)
+        await counted_more(slow_driver, SystemCounters.FLOW_CONTROL_OVER_RUNS, "over-runs")
         await slow.stop()
         got = len(slow.received)
         assert slow.received == producer.expected[:got], "out of order, duplicated or corrupt"
@@ -475,21 +485,29 @@ async def test_max_flow_control_is_not_held_by_a_receiver_that_stops_consuming()
 @pytest.mark.slow
 async def test_a_receiver_left_more_than_a_term_behind_loses_its_image():
     """What Aeron does with a receiver that max flow control left behind for good: it cannot
-    catch up (what it lacks is no longer retransmitted), and with no packet within its window
-    its image goes unavailable after the image liveness timeout (10 s)."""
-    gone = asyncio.Event()
+    catch up (what it lacks is no longer retransmitted, and the heartbeats at the publisher's
+    position are beyond its window: over-runs, not signs of life), so its image goes
+    unavailable after the image liveness timeout (10 s), having delivered nothing past the
+    term it held."""
+    gone: list[int] = []  # the image's position when it went
     async with contextlib.AsyncExitStack() as stack:
-        _, pub, _, slow, slow_sub = await stalled_under_max_flow_control(
-            stack, "224.20.30.11", 17, lambda image: gone.set()
+        _, pub, producer, slow, slow_sub = await stalled_under_max_flow_control(
+            stack, "224.20.30.11", 17, lambda image: gone.append(image.position)
         )
         liveness_s = IMAGE_LIVENESS_TIMEOUT_NS / 1e9
         await await_until(
-            lambda: gone.is_set() or slow.positions[-1:] == [pub.position],
-            liveness_s + 3,
-            f"the stalled receiver to catch up or lose its image (it is at "
-            f"{slow_sub.images[0].position if slow_sub.images else '?'} of {pub.position})",
+            lambda: gone,
+            liveness_s + 20,
+            lambda: (
+                f"the stalled receiver to lose its image (it is at "
+                f"{slow_sub.images[0].position if slow_sub.images else '?'} of {pub.position})"
+            ),
         )
         await slow.stop()
+        assert gone == [TERM] and slow_sub.images == ()
+        got = len(slow.received)
+        assert slow.received == producer.expected[:got], "out of order, duplicated or corrupt"
+        assert TERM - 2048 < slow.positions[-1] <= TERM < pub.position, slow.positions[-1]
 
 
 @pytest.mark.slow

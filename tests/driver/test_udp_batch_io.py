@@ -28,6 +28,7 @@ from aeronio.protocol.frames import (
     setup_frame,
 )
 from tests.driver.test_udp_driver import connected, exchange, free_port, payload
+from tests.support.driver_internals import udp_media
 from tests.support.procs import ROOT
 from tests.support.udp_harness import Slot
 
@@ -692,9 +693,9 @@ async def test_driver_delivers_with_and_without_udp_offload(offload):
         sub = await b.add_subscription(channel, 21)
         pub = await a.add_publication(channel, 21)
         await connected(pub, sub)
-        (send_endpoint,) = a._owned_driver.conductor.udp.send_endpoints.values()
+        (send_endpoint,) = udp_media(a).send_endpoints.values()
         assert send_endpoint.sender.gso is (offload and kernel_refuses(UDP_SEGMENT, 0) is None)
-        (receive_endpoint,) = b._owned_driver.conductor.udp.receive_endpoints.values()
+        (receive_endpoint,) = udp_media(b).receive_endpoints.values()
         (destination,) = receive_endpoint.destinations.values()
         gro = destination.socket.getsockopt(SOL_UDP, UDP_GRO)
         assert gro == (offload and kernel_refuses(UDP_GRO, 1) is None)

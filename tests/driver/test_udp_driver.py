@@ -11,6 +11,7 @@ import pytest
 
 import aeronio
 from aeronio.counters import SystemCounters
+from tests.support.driver_internals import conductor, udp_media
 from tests.support.procs import await_until
 
 
@@ -225,7 +226,7 @@ async def test_subscription_reliable_and_nak_delay_shape_the_image(params, relia
         sub = await b.add_subscription(channel + params, 13)
         pub = await a.add_publication(channel, 13)
         await connected(pub, sub)
-        (image,) = b._owned_driver.conductor.resources.images
+        (image,) = conductor(b).resources.images
         assert image.receiver.reliable is reliable
         assert image.receiver.loss.delay_ns == nak_delay_ns
 
@@ -239,7 +240,10 @@ async def test_spy_reads_the_network_publications_log_without_holding_the_sender
     async with aeronio.connect() as a, aeronio.connect() as b:
         spy = await a.add_subscription("aeron-spy:" + channel, 14)
         pub = await a.add_publication(channel, 14)
-        await asyncio.sleep(0.3)
+        await await_until(lambda: spy.images, 10, "the spy's image of the publication")
+        bytes_sent = conductor(a).system[SystemCounters.BYTES_SENT]
+        before = bytes_sent.get()
+        await await_until(lambda: bytes_sent.get() > before, 10, "a SETUP sent after the spy came")
         assert not pub.is_connected and pub.try_offer(b"x") == aeronio.NOT_CONNECTED
         sub = await b.add_subscription(channel, 14)
         await connected(pub, sub)
@@ -286,8 +290,10 @@ async def test_a_spy_never_sees_network_images_and_closing_it_holds_nothing_back
         spy = await b.add_subscription("aeron-spy:" + channel, 9)
         pub = await a.add_publication(channel, 9)
         await connected(pub, sub)
-        await asyncio.sleep(0.2)
+        later = await b.add_subscription(channel, 9)  # its image: told after any of the spy's
+        await await_until(lambda: later.images, 10, "the later subscription's image")
         assert spy.images == ()
+        await later.close()  # it reads nothing: it would hold the image back
         await spy.close()
         expected = [payload(i, 200) for i in range(3000)]  # 10 windows of 32 KiB
         assert await exchange(pub, sub, expected, 30) == expected
@@ -304,11 +310,13 @@ async def test_a_session_without_counters_left_leaves_no_image_log_behind():
             for stream in range(100, 200):  # each takes a publisher limit and position
                 await b.add_publication("aeron:ipc?term-length=64k", stream)
         await a.add_publication(channel, 7)
-        await asyncio.sleep(1.0)  # SETUPs every 100 ms
+
+        def errors() -> int:
+            return {c.label: c.value for c in b.counters.for_each()}["Errors"]
+
+        await await_until(lambda: errors() >= 5, 15, "5 SETUPs (every 100 ms) counted as errors")
         images = os.path.join(b.driver_dir, "images")
         assert os.listdir(images) == []
-        errors = {c.label: c.value for c in b.counters.for_each()}["Errors"]
-        assert errors >= 5
 
 
 async def test_a_spy_that_stopped_reading_does_not_stop_unblocking():
@@ -415,16 +423,21 @@ async def test_a_sender_with_more_than_a_batch_keeps_sending_without_new_appends
             sub = await client.add_subscription(sub_channel, 9)
             pub = await client.add_publication(pub_channel, 9)
             await connected(pub, sub)
-            await asyncio.sleep(0.3)  # the window of the first status messages
-            sender = driver.conductor.udp.publications[0].sender
+            sender = udp_media(driver).publications[0].sender
+            window = 300 * 1056  # the datagrams below, each a 1000-byte message and its header
+            await await_until(
+                lambda: sender.sender_limit.get() - sender.sender_position.get() >= window,
+                10,
+                "status messages that open a window for 300 datagrams",
+            )
             start = sender.sender_position.get()
             for i in range(300):  # a datagram each: several batches
                 assert pub.try_offer(payload(i, 1000)) > 0
-            conductor = driver.conductor
-            now = conductor._next_timer_ns - 1  # no timer tick during what follows
+            driver_conductor = conductor(driver)
+            now = driver_conductor._next_timer_ns - 1  # no timer tick during what follows
             positions = []
             for _ in range(6):
-                conductor.do_work(now)
+                driver_conductor.do_work(now)
                 positions.append(sender.sender_position.get())
             assert positions[-1] == pub.position, positions
             assert positions[0] - start < pub.position - start  # one batch did not send it all
@@ -473,28 +486,28 @@ async def test_an_idle_stream_keeps_connected_without_the_drivers_python():
         await connected(pub, sub)
         assert await exchange(pub, sub, [b"before"], 10) == [b"before"]
         await asyncio.sleep(0.5)  # the last bookkeeping of the message done
-        sender, receiver = a._owned_driver.conductor, b._owned_driver.conductor
+        sender, receiver = conductor(a), conductor(b)
         full_cycles = {"sender": 0, "receiver": 0}
-        for key, conductor in (("sender", sender), ("receiver", receiver)):
-            run = conductor.udp.do_work
+        for key, of in (("sender", a), ("receiver", b)):
+            run = udp_media(of).do_work
 
             def counted(now_ns, data_path, run=run, key=key):
                 full_cycles[key] += 1
                 return run(now_ns, data_path)
 
-            conductor.udp.do_work = counted
+            udp_media(of).do_work = counted
         counters = [
             (sender, SystemCounters.HEARTBEATS_SENT),
             (receiver, SystemCounters.HEARTBEATS_RECEIVED),
             (receiver, SystemCounters.STATUS_MESSAGES_SENT),
             (sender, SystemCounters.STATUS_MESSAGES_RECEIVED),
         ]
-        before = [conductor.system[counter].get() for conductor, counter in counters]
+        before = [driver.system[counter].get() for driver, counter in counters]
         idle_s, start = 3.5, asyncio.get_running_loop().time()
         while asyncio.get_running_loop().time() - start < idle_s:
             assert pub.is_connected and len(sub.images) == 1
             await asyncio.sleep(0.1)
-        after = [conductor.system[counter].get() for conductor, counter in counters]
+        after = [driver.system[counter].get() for driver, counter in counters]
         counted = [a - b for a, b in zip(after, before, strict=True)]
         heartbeats_sent, heartbeats_received, sms_sent, sms_received = counted
         assert heartbeats_sent >= 25 and heartbeats_received >= 25, counted
@@ -511,20 +524,32 @@ async def test_an_idle_driver_watches_what_came_while_it_idled():
     stays watching while it stays idle; a publication added meanwhile is watched from its next
     park on, and one removed is not watched any more."""
     async with aeronio.connect() as aeron:
-        conductor = aeron._owned_driver.conductor
+        media = udp_media(aeron)
 
         def watched() -> list[int]:
-            return [publication.signals.data.waiters for publication in conductor.udp.publications]
+            return [publication.signals.data.waiters for publication in media.publications]
+
+        bytes_sent = conductor(aeron).system[SystemCounters.BYTES_SENT]
+
+        async def watched_past_a_setup(expected: list[int]) -> None:
+            """Watched as `expected` once parked again after a SETUP deadline's wake-up."""
+            before = bytes_sent.get()
+            await await_until(
+                lambda: bytes_sent.get() > before and watched() == expected,
+                10,
+                lambda: f"watched {watched()}, not {expected}, after a SETUP went out",
+            )
 
         channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|linger=0"
         first = await aeron.add_publication(channel, 1)
-        await asyncio.sleep(0.3)  # parked, heartbeat wake-ups included
-        assert watched() == [1]
+        await watched_past_a_setup([1])
         second = await aeron.add_publication(f"aeron:udp?endpoint=127.0.0.1:{free_port()}", 2)
-        await asyncio.sleep(0.3)
-        assert watched() == [1, 1]
-        (kept,) = [p for p in conductor.udp.publications if p.stream_id == 2]
+        await watched_past_a_setup([1, 1])
+        (kept,) = [p for p in media.publications if p.stream_id == 2]
         await first.close()
-        await asyncio.sleep(1.5)  # gone at the driver's next timer (1 s)
-        assert watched() == [1] and kept.signals.data.waiters == 1
+        await await_until(  # gone at the driver's next timer (1 s)
+            lambda: watched() == [1] and kept.signals.data.waiters == 1,
+            10,
+            lambda: f"the closed publication still watched: {watched()}",
+        )
         await second.close()

@@ -106,14 +106,6 @@ def expected_fragments(
     return fragments
 
 
-async def wait_connected(publication: aeronio.Publication, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not publication.is_connected:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"aeronio publication not connected within {timeout} s")
-        await asyncio.sleep(0.01)
-
-
 # -- aeronio publication -> Java subscriber ------------------------------------------------------
 
 
@@ -144,7 +136,7 @@ async def test_aeronio_publication_to_java_subscriber(java: JavaDriver, term_len
         publication = await aeron.add_publication(
             f"{endpoint}|term-length={term_length}", STREAM_ID
         )
-        await wait_connected(publication)
+        await publication.wait_connected(20)
         session = publication.session_id
         available = await subscriber.wait_for(
             rf"Available image on {re.escape(endpoint)} streamId={STREAM_ID} "
@@ -197,7 +189,7 @@ async def test_aeronio_publication_to_java_rate_subscriber(java: JavaDriver):
     count = 200_000
     async with aeronio.connect() as aeron:
         publication = await aeron.add_publication(endpoint, STREAM_ID)
-        await wait_connected(publication)
+        await publication.wait_connected(20)
         payload = bytes(range(32))
         for _ in range(count):
             await publication.offer(payload, timeout=20)

@@ -29,7 +29,14 @@ from aeronio import archive
 from aeronio.archive import segments
 from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT
 from tests.support.child import Child, child_env
-from tests.support.procs import Procs, await_until, cpu_seconds, make_payload, procs_fixture
+from tests.support.procs import (
+    Procs,
+    await_until,
+    cpu_seconds,
+    make_payload,
+    procs_fixture,
+    wait_recorded,
+)
 
 TERM = 64 * 1024
 SEGMENT = 128 * 1024
@@ -318,12 +325,6 @@ def assert_same_messages(got, expected) -> None:
     assert len(got) == len(expected), (len(got), len(expected))
     for i, (g, e) in enumerate(zip(got, expected, strict=True)):
         assert g == e, f"message {i}: {len(g[0])} bytes at {g[1]}, expected {len(e[0])} at {e[1]}"
-
-
-async def wait_recorded(client, recording_id: int, position: int, timeout: float = 15) -> None:
-    async with asyncio.timeout(timeout):
-        while await client.get_recording_position(recording_id) < position:
-            await asyncio.sleep(0.005)
 
 
 async def wait_rec_pos(aeron, recording_id: int, position: int, timeout: float = 15) -> int:

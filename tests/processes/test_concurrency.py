@@ -29,6 +29,7 @@ from aeronio.counters import (
     SystemCounters,
 )
 from aeronio.logbuffer.log_buffers import LogBuffers
+from tests.support.procs import await_until, wait_for_image
 
 MTU = 1408
 MAX_PAYLOAD = MTU - 32
@@ -128,15 +129,6 @@ async def consume(sub, checker: Checker, total: int, alive=lambda: True) -> None
         else:
             idle_since = None
             await asyncio.sleep(0)
-
-
-async def wait_for_image(sub, timeout: float = 5.0):
-    async def wait():
-        while not sub.images:
-            await asyncio.sleep(0.001)
-        return sub.images[0]
-
-    return await asyncio.wait_for(wait(), timeout)
 
 
 # -- threads ------------------------------------------------------------------------------
@@ -403,9 +395,13 @@ async def test_subscriber_position_moved_by_another_process_moves_publisher_limi
         sub = await aeron.add_subscription("aeron:ipc", 1003)
         pub = await aeron.add_publication("aeron:ipc?term-length=64k", 1003)
         image = await wait_for_image(sub)
-        await asyncio.sleep(0.01)
+        window = pub.term_length // 2
+        await await_until(
+            lambda: pub.position_limit == image.position + window,
+            10,
+            "the publisher limit a term window past the subscriber",
+        )
         limit = pub.position_limit
-        assert limit == image.position + pub.term_length // 2
 
         # Fill the window: offers stop with BACK_PRESSURED at the limit.
         sent = 0

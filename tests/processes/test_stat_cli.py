@@ -17,7 +17,7 @@ from aeronio.cnc import CNC_FILE, CncFile
 from aeronio.concurrent.error_log import DistinctErrorLog
 from aeronio.counters import CountersManager
 from aeronio.protocol.layout import LOCK_FILE
-from tests.support.procs import await_until, procs_fixture
+from tests.support.procs import await_until, procs_fixture, wait_until
 
 # A driver (embedded in this child) with a publisher and a subscriber on aeron:ipc stream 10
 # that keep the positions moving; it provokes one driver-side error before saying "ready".
@@ -116,12 +116,28 @@ def live_driver(tmp_path_factory):
 
 def test_stat_shows_the_live_driver_and_moving_positions(live_driver):
     pid, dir, _ = live_driver
-    snapshots = []
-    for _ in range(2):
+
+    def snapshot() -> str:
         result = aeronio_cmd("stat", "--dir", dir)
         assert result.returncode == 0, result.stderr
-        snapshots.append(result.stdout)
-        time.sleep(1.2)  # over a timer interval: the conductor samples pub-pos at its timer
+        return result.stdout
+
+    snapshots = [snapshot()]
+    first = counters(snapshots[0])
+    assert "Errors" in first and "Bytes sent" in first
+    positions = [label for label in first if label.startswith(("pub-pos", "sub-pos"))]
+    assert any(label.startswith("pub-pos (sampled): ") for label in positions)
+    assert any(re.match(r"sub-pos: \d+ -?\d+ 10 aeron:ipc @\d+$", label) for label in positions)
+    assert all(first[label] >= 0 for label in positions), first
+
+    def moved() -> str | None:
+        """A snapshot in which every position moved past the first's (the conductor samples
+        pub-pos at its timer, once a second)."""
+        out = snapshot()
+        later = counters(out)
+        return out if all(later.get(label, -1) > first[label] for label in positions) else None
+
+    snapshots.append(wait_until(moved, 30, "a snapshot with every position moved"))
     for out in snapshots:
         lines = out.splitlines()
         header = HEADER.match(lines[0])
@@ -130,13 +146,6 @@ def test_stat_shows_the_live_driver_and_moving_positions(live_driver):
         assert 0 <= int(header[2]) < 10_000  # the driver is alive and heartbeating
         assert lines[1] == "=" * 70
         assert all(COUNTER_LINE.match(line) for line in lines[2:]), out
-    first, second = map(counters, snapshots)
-    assert "Errors" in first and "Bytes sent" in first
-    positions = [label for label in first if label.startswith(("pub-pos", "sub-pos"))]
-    assert any(label.startswith("pub-pos (sampled): ") for label in positions)
-    assert any(re.match(r"sub-pos: \d+ -?\d+ 10 aeron:ipc @\d+$", label) for label in positions)
-    for label in positions:
-        assert second[label] > first[label] >= 0, label  # the counters move
 
 
 def test_stat_filter(live_driver):

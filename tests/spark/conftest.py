@@ -16,6 +16,7 @@ import pytest
 
 import aeronio
 from aeronio import archive
+from tests.support.procs import wait_recorded
 
 TERM = 64 * 1024
 SEGMENT = 128 * 1024  # two terms: recordings span many segment files
@@ -120,13 +121,8 @@ class Host:
         for payload in payloads:
             end = await publication.offer(payload)
             rows.append((end - frames_length(len(payload), mtu), reserved, bytes(payload)))
-        await self.wait_recorded(rid, publication.position)
+        await wait_recorded(self.client, rid, publication.position, 20)
         return rows
-
-    async def wait_recorded(self, rid: int, position: int) -> None:
-        async with asyncio.timeout(20):
-            while await self.client.get_recording_position(rid) < position:
-                await asyncio.sleep(0.002)
 
     async def stop(self, rid: int, channel: str, stream_id: int) -> None:
         await self.client.stop_recording(channel, stream_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import os
 import random
@@ -137,11 +138,14 @@ def counter_labels(dir: str) -> list[str]:
 async def await_until(
     condition: Callable[[], object], timeout: float, what: str | Callable[[], str]
 ) -> object:
-    """Poll `condition` on the loop until truthy (returned); AssertionError after `timeout`
-    seconds, saying what `what()` says, or that it timed out waiting for `what`."""
+    """Poll `condition` on the loop until truthy (returned; awaited first if it is awaitable, as
+    a request's answer); AssertionError after `timeout` seconds, saying what `what()` says, or
+    that it timed out waiting for `what`."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
+        if inspect.isawaitable(value):
+            value = await value
         if value:
             return value
         if time.monotonic() > deadline:
@@ -149,6 +153,15 @@ async def await_until(
                 what() if callable(what) else f"timed out after {timeout} s waiting for {what}"
             )
         await asyncio.sleep(0.01)
+
+
+async def wait_recorded(client, recording_id: int, position: int, timeout: float = 15) -> None:
+    """Until the archive (its control client `client`) recorded `recording_id` to `position`."""
+
+    async def reached() -> bool:
+        return await client.get_recording_position(recording_id) >= position
+
+    await await_until(reached, timeout, f"recording {recording_id} to reach {position}")
 
 
 def wait_until(condition: Callable[[], object], timeout: float, what: str) -> object:
@@ -216,12 +229,14 @@ async def read_stdin_line() -> str:
     return await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
 
 
-async def wait_for_image(subscription, timeout: float = 15.0) -> None:
+async def wait_for_image(subscription, timeout: float = 15.0):
+    """The subscription's first image, once it has one; TimeoutError after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while not subscription.images:
         if time.monotonic() > deadline:
             raise TimeoutError(f"no image on {subscription} within {timeout} s")
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.001)
+    return subscription.images[0]
 
 
 async def role_publisher(

@@ -2,7 +2,6 @@
 driver of: ids from the ring buffer, commands into it, responses from the broadcast buffer (on
 the watcher or the doorbell), the heartbeat counter, and the failures a client must name."""
 
-import asyncio
 import time
 
 import pytest
@@ -21,6 +20,7 @@ from aeronio.counters import (
 from aeronio.errors import AeronError, ClientTimeoutError, DriverNotFoundError, DriverTimeoutError
 from aeronio.logbuffer import waker
 from aeronio.protocol import control as p
+from tests.support.procs import await_until
 
 
 class FakeDriver:
@@ -60,12 +60,6 @@ def driver(tmp_path):
     fake.counters.close()
 
 
-async def until(condition, timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.001)
-
-
 async def test_ids_come_from_the_ring_buffer_and_commands_go_into_it(driver, tmp_path):
     client = await driver.client(tmp_path)
     try:
@@ -83,7 +77,8 @@ async def test_responses_are_read_within_the_watch_interval_without_a_doorbell(d
         driver.transmit(p.OperationSuccess(5))
         driver.transmit(p.ClientTimeout(client.client_id + 1))  # another client's: not ours
         driver.transmit(p.ClientTimeout(client.client_id))
-        await until(lambda: len(driver.responses) == 2)  # no poll by the test: the watcher's
+        # no poll by the test: the watcher's wake-ups read the responses
+        await await_until(lambda: len(driver.responses) == 2, 10, "two responses")
         assert driver.responses == [p.OperationSuccess(5), p.ClientTimeout(client.client_id)]
     finally:
         await client.close()
