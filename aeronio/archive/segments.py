@@ -124,20 +124,6 @@ def walk_sound_frames(
     return offset, last, None
 
 
-def check_segment_length(segment_length: int, term_length: int, name: str = "segment_length"):
-    """A segment file length must be a power-of-two multiple of the term length."""
-    if (
-        segment_length <= 0
-        or segment_length & (segment_length - 1)
-        or segment_length < term_length
-        or segment_length > 1 << 30
-    ):
-        raise SegmentError(
-            f"{name} {segment_length} must be a power of two from the term length "
-            f"({term_length}) to 1 GiB"
-        )
-
-
 def segment_indices(archive_dir: str | os.PathLike[str], recording_id: int) -> list[int]:
     """The indices of the recording's segment files present in the directory, in order."""
     prefix = f"{recording_id}-"
