@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from aeronio._core import HDR_TYPE_DATA, HDR_TYPE_PAD, HEADER_LENGTH, scan_whole_frames
+from aeronio.errors import AeronError
 from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT, align
 
 SEGMENT_SUFFIX = ".rec"
@@ -43,7 +44,7 @@ _FRAME = struct.Struct("<iBBHiiiiq")  # the DATA/PAD header, for dumps and check
 _LENGTH = struct.Struct("<i")
 
 
-class SegmentError(ValueError):
+class SegmentError(AeronError, ValueError):
     """A segment file or position that does not fit its recording."""
 
 
