@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from aeronio.archive.segments import SegmentError
 from aeronio.errors import AeronError
 
 LAZY_PACKAGES = ("aeronio", "aeronio.archive")
+SOURCE = Path(aeronio.__file__).parent
 
 
 def run_python(code: str) -> str:
@@ -139,3 +141,14 @@ def test_star_import_gives_all():
 def test_a_segment_error_is_an_aeron_error():
     assert issubclass(SegmentError, AeronError)
     assert issubclass(SegmentError, ValueError)  # as before, for who catches ValueError
+
+
+def test_no_private_asyncio_name_is_used():
+    """Only asyncio's public API (`asyncio.get_running_loop`, not `events._get_running_loop`)."""
+    found = [
+        f"{path.relative_to(SOURCE)}:{number}"
+        for path in sorted(SOURCE.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"asyncio\.events\.|asyncio\._|\b_get_running_loop\b", line)
+    ]
+    assert found == []
