@@ -1,7 +1,10 @@
-"""The `aeronio` command: `driver` (a standalone media driver), `stat` (a driver's counters),
-`errors` (its distinct-error log), `demo` (IPC publisher and subscriber on an embedded driver),
-`archive ...` (run or inspect an archive), `clean` (remove what dead drivers left) and
-`logdump FILE` (a log buffer's metadata and frames)."""
+"""The `aeronio` command. On a driver: `driver` (run a standalone media driver), `stat` (its
+counters), `streams` (per-stream positions, backlogs and log memory), `errors` (its
+distinct-error log), `loss` (its loss report) and `clean` (remove what dead drivers left).
+Messages: `demo` (IPC publisher and subscriber on an embedded driver), `ping` and `pong` (round
+trips with latency percentiles) and `rate` (messages/s arriving). Files: `archive ACTION` (serve,
+list, describe, verify or dump an archive) and `logdump FILE` (a log buffer's metadata and
+frames)."""
 
 from __future__ import annotations
 
@@ -382,8 +385,8 @@ def run_driver(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run a command; its mistakes are one line on stderr (a traceback only with --debug)."""
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The `aeronio` command's parser, and its subcommands' parsers by name."""
     parser = argparse.ArgumentParser(prog="aeronio", description=__doc__)
     parser.add_argument("--version", action="version", version=f"aeronio {aeronio.__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of failures")
@@ -433,9 +436,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="BYTES",
         help="also show each message's payload, up to BYTES (64) as hex and text",
     )
+    return parser, commands.choices
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a command; its mistakes are one line on stderr (a traceback only with --debug)."""
+    parser, commands = build_parser()
     args = parser.parse_args(argv)
     try:
-        return _run_command(args, parser, stat)
+        return _run_command(args, parser, commands["stat"])
     except BrokenPipeError:  # `aeronio stat | head`: the reader left; leave quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

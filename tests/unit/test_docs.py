@@ -1,6 +1,7 @@
 """The documents stay true to the repository: every picture is rendered from its checked-in
 source as it is now, nothing in docs/ or README.md points outside the repository, the site
-builds without a warning and the API it documents has its docstrings."""
+builds without a warning and the API it documents has its docstrings; cli.py's docstring names
+every subcommand."""
 
 import hashlib
 import importlib
@@ -11,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from aeronio import cli
 
 ROOT = Path(__file__).parents[2]
 PICTURES = sorted((ROOT / "docs" / "pictures").glob("*.dot"))
@@ -121,3 +124,11 @@ def test_every_class_and_function_of_the_api_reference_has_a_docstring():
                     if not (value.__doc__ or "").strip():
                         missing.append(f"{module_name}.{name}.{attr}")
     assert not missing, f"no docstring: {missing}"
+
+
+# -- the layout and the command line ------------------------------------------------------------
+
+
+def test_the_command_lines_docstring_names_every_subcommand():
+    _, commands = cli.build_parser()
+    assert set(re.findall(r"`(\w+)", cli.__doc__)) - {"aeronio"} == set(commands)
