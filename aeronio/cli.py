@@ -96,6 +96,7 @@ async def run_demo(
             f"pub-lmt {publication.position_limit}",
             file=out,
         )
+        assert aeron.counters is not None  # a connected client has its driver's counters
         for info in aeron.counters.for_each():
             if info.type_id != 0 or info.value:
                 print(f"{info.id:4d}: {info.value:>16,} - {info.label}", file=out)
@@ -217,6 +218,7 @@ def stat_snapshot(dir: str, keep: Callable[[str], bool] = lambda label: True) ->
     """AeronStat-style lines: a header (time, driver pid, heartbeat age), a rule, one line per
     allocated counter whose label `keep` accepts."""
     reader = open_counters(dir)
+    assert reader.cnc is not None  # open_counters maps them from the cnc.dat
     try:
         now_ms = time.time_ns() // 1_000_000
         age_ms = now_ms - reader.driver_heartbeat_ms
@@ -324,10 +326,11 @@ def run_loss(dir: str, out: TextIO | None = None) -> int:
         raise CommandError(f"cannot read {path}: {e}") from None
     print("#" + LOSS_COLUMNS, file=out)
     rows = csv.writer(out, lineterminator="\n")
-    for e in entries:
+    for entry in entries:
         rows.writerow((
-            e.observation_count, e.total_bytes_lost, _iso(e.first_observation_ms),
-            _iso(e.last_observation_ms), e.session_id, e.stream_id, e.channel, e.source,
+            entry.observation_count, entry.total_bytes_lost, _iso(entry.first_observation_ms),
+            _iso(entry.last_observation_ms), entry.session_id, entry.stream_id, entry.channel,
+            entry.source,
         ))  # fmt: skip
     print(f"{len(entries)} entries read", file=out)
     return 0
