@@ -1,7 +1,15 @@
-"""aeronio: Aeron's log buffers, media driver and protocol for Python, with an asyncio API."""
+"""aeronio: Aeron's log buffers, media driver and protocol for Python, with an asyncio API.
+
+The public names below are imported on first use (PEP 562), so `import aeronio.protocol.channel`
+loads the channel module and what it needs, not the driver and the client."""
+
+from __future__ import annotations
 
 import importlib
 import importlib.metadata
+from typing import TYPE_CHECKING
+
+from aeronio import _lazy
 
 try:
     __version__ = importlib.metadata.version("aeronio")
@@ -18,56 +26,68 @@ except ModuleNotFoundError as error:
         "`pip install .` (or `pip install -e .` in a checkout), or build it in place with "
         "`python setup.py build_ext --inplace` (needs Cython and a C compiler)"
     ) from None
-from aeronio._connect import connect
-from aeronio._core import BufferClaim, FragmentAssembler, FragmentBatch, Header, Message
-from aeronio._run import run
-from aeronio.client.aeron import Aeron
-from aeronio.client.publication import (
-    ADMIN_ACTION,
-    BACK_PRESSURED,
-    CLOSED,
-    MAX_POSITION_EXCEEDED,
-    NOT_CONNECTED,
-    ExclusivePublication,
-    Publication,
-)
-from aeronio.client.subscription import ControlledPollAction, Image, Subscription
-from aeronio.driver.context import DriverContext
-from aeronio.driver.media_driver import MediaDriver
-from aeronio.errors import (
-    AeronError,
-    ChannelUriError,
-    ClaimError,
-    ClientTimeoutError,
-    ConfigurationError,
-    DriverError,
-    DriverNotFoundError,
-    DriverTimeoutError,
-    ImageUnavailableError,
-    MaxPositionExceededError,
-    MessageTooLargeError,
-    PublicationClosedError,
-    StorageSpaceError,
-    SubscriptionClosedError,
-)
-from aeronio.idle import (
-    BackoffIdleStrategy,
-    BusySpinIdleStrategy,
-    NotifyingIdleStrategy,
-    YieldingIdleStrategy,
-)
+
+# The public names: type checkers see these imports, the run time imports each from the table
+# below on first use (tests/unit/test_package.py keeps the imports, the table and __all__ equal).
+if TYPE_CHECKING:
+    from aeronio._connect import connect
+    from aeronio._core import (
+        BufferClaim,
+        FragmentAssembler,
+        FragmentBatch,
+        Header,
+        Message,
+    )
+    from aeronio._run import run
+    from aeronio.client.aeron import Aeron
+    from aeronio.client.publication import (
+        ADMIN_ACTION,
+        BACK_PRESSURED,
+        CLOSED,
+        MAX_POSITION_EXCEEDED,
+        NOT_CONNECTED,
+        ExclusivePublication,
+        Publication,
+    )
+    from aeronio.client.subscription import (
+        ControlledPollAction,
+        Image,
+        Subscription,
+    )
+    from aeronio.driver.context import DriverContext
+    from aeronio.driver.media_driver import MediaDriver
+    from aeronio.errors import (
+        AeronError,
+        ChannelUriError,
+        ClaimError,
+        ClientTimeoutError,
+        ConfigurationError,
+        DriverError,
+        DriverNotFoundError,
+        DriverTimeoutError,
+        ImageUnavailableError,
+        MaxPositionExceededError,
+        MessageTooLargeError,
+        PublicationClosedError,
+        StorageSpaceError,
+        SubscriptionClosedError,
+    )
+    from aeronio.idle import (
+        BackoffIdleStrategy,
+        BusySpinIdleStrategy,
+        NotifyingIdleStrategy,
+        YieldingIdleStrategy,
+    )
 
 __all__ = [
     "ADMIN_ACTION",
-    "BACK_PRESSURED",
-    "CLOSED",
-    "MAX_POSITION_EXCEEDED",
-    "NOT_CONNECTED",
     "Aeron",
     "AeronError",
+    "BACK_PRESSURED",
     "BackoffIdleStrategy",
     "BufferClaim",
     "BusySpinIdleStrategy",
+    "CLOSED",
     "ChannelUriError",
     "ClaimError",
     "ClientTimeoutError",
@@ -77,24 +97,76 @@ __all__ = [
     "DriverError",
     "DriverNotFoundError",
     "DriverTimeoutError",
-    "ImageUnavailableError",
     "ExclusivePublication",
     "FragmentAssembler",
     "FragmentBatch",
     "Header",
     "Image",
+    "ImageUnavailableError",
+    "MAX_POSITION_EXCEEDED",
     "MaxPositionExceededError",
     "MediaDriver",
     "Message",
     "MessageTooLargeError",
+    "NOT_CONNECTED",
     "NotifyingIdleStrategy",
     "Publication",
     "PublicationClosedError",
     "StorageSpaceError",
-    "SubscriptionClosedError",
     "Subscription",
+    "SubscriptionClosedError",
     "YieldingIdleStrategy",
     "connect",
     "run",
 ]
-__version__ = "0.1.0"
+
+if not TYPE_CHECKING:  # a type checker sees the imports above, not a catch-all __getattr__
+    __getattr__, __dir__ = _lazy.exports(
+        __name__,
+        {
+            "aeronio._connect": ("connect",),
+            "aeronio._core": (
+                "BufferClaim",
+                "FragmentAssembler",
+                "FragmentBatch",
+                "Header",
+                "Message",
+            ),
+            "aeronio._run": ("run",),
+            "aeronio.client.aeron": ("Aeron",),
+            "aeronio.client.publication": (
+                "ADMIN_ACTION",
+                "BACK_PRESSURED",
+                "CLOSED",
+                "MAX_POSITION_EXCEEDED",
+                "NOT_CONNECTED",
+                "ExclusivePublication",
+                "Publication",
+            ),
+            "aeronio.client.subscription": ("ControlledPollAction", "Image", "Subscription"),
+            "aeronio.driver.context": ("DriverContext",),
+            "aeronio.driver.media_driver": ("MediaDriver",),
+            "aeronio.errors": (
+                "AeronError",
+                "ChannelUriError",
+                "ClaimError",
+                "ClientTimeoutError",
+                "ConfigurationError",
+                "DriverError",
+                "DriverNotFoundError",
+                "DriverTimeoutError",
+                "ImageUnavailableError",
+                "MaxPositionExceededError",
+                "MessageTooLargeError",
+                "PublicationClosedError",
+                "StorageSpaceError",
+                "SubscriptionClosedError",
+            ),
+            "aeronio.idle": (
+                "BackoffIdleStrategy",
+                "BusySpinIdleStrategy",
+                "NotifyingIdleStrategy",
+                "YieldingIdleStrategy",
+            ),
+        },
+    )

@@ -25,6 +25,7 @@ def run(main: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
     async def guarded() -> T:
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
+        assert task is not None  # a coroutine that asyncio.run runs is a task
 
         def on_signal(signum: int) -> None:
             received.append(signum)

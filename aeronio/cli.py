@@ -1,7 +1,10 @@
-"""The `aeronio` command: `driver` (a standalone media driver), `stat` (a driver's counters),
-`errors` (its distinct-error log), `demo` (IPC publisher and subscriber on an embedded driver),
-`archive ...` (run or inspect an archive), `clean` (remove what dead drivers left) and
-`logdump FILE` (a log buffer's metadata and frames)."""
+"""The `aeronio` command. On a driver: `driver` (run a standalone media driver), `stat` (its
+counters), `streams` (per-stream positions, backlogs and log memory), `errors` (its
+distinct-error log), `loss` (its loss report) and `clean` (remove what dead drivers left).
+Messages: `demo` (IPC publisher and subscriber on an embedded driver), `ping` and `pong` (round
+trips with latency percentiles) and `rate` (messages/s arriving). Files: `archive ACTION` (serve,
+list, describe, verify or dump an archive) and `logdump FILE` (a log buffer's metadata and
+frames)."""
 
 from __future__ import annotations
 
@@ -93,6 +96,7 @@ async def run_demo(
             f"pub-lmt {publication.position_limit}",
             file=out,
         )
+        assert aeron.counters is not None  # a connected client has its driver's counters
         for info in aeron.counters.for_each():
             if info.type_id != 0 or info.value:
                 print(f"{info.id:4d}: {info.value:>16,} - {info.label}", file=out)
@@ -214,6 +218,7 @@ def stat_snapshot(dir: str, keep: Callable[[str], bool] = lambda label: True) ->
     """AeronStat-style lines: a header (time, driver pid, heartbeat age), a rule, one line per
     allocated counter whose label `keep` accepts."""
     reader = open_counters(dir)
+    assert reader.cnc is not None  # open_counters maps them from the cnc.dat
     try:
         now_ms = time.time_ns() // 1_000_000
         age_ms = now_ms - reader.driver_heartbeat_ms
@@ -321,10 +326,11 @@ def run_loss(dir: str, out: TextIO | None = None) -> int:
         raise CommandError(f"cannot read {path}: {e}") from None
     print("#" + LOSS_COLUMNS, file=out)
     rows = csv.writer(out, lineterminator="\n")
-    for e in entries:
+    for entry in entries:
         rows.writerow((
-            e.observation_count, e.total_bytes_lost, _iso(e.first_observation_ms),
-            _iso(e.last_observation_ms), e.session_id, e.stream_id, e.channel, e.source,
+            entry.observation_count, entry.total_bytes_lost, _iso(entry.first_observation_ms),
+            _iso(entry.last_observation_ms), entry.session_id, entry.stream_id, entry.channel,
+            entry.source,
         ))  # fmt: skip
     print(f"{len(entries)} entries read", file=out)
     return 0
@@ -382,8 +388,8 @@ def run_driver(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run a command; its mistakes are one line on stderr (a traceback only with --debug)."""
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The `aeronio` command's parser, and its subcommands' parsers by name."""
     parser = argparse.ArgumentParser(prog="aeronio", description=__doc__)
     parser.add_argument("--version", action="version", version=f"aeronio {aeronio.__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of failures")
@@ -433,9 +439,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="BYTES",
         help="also show each message's payload, up to BYTES (64) as hex and text",
     )
+    return parser, commands.choices
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a command; its mistakes are one line on stderr (a traceback only with --debug)."""
+    parser, commands = build_parser()
     args = parser.parse_args(argv)
     try:
-        return _run_command(args, parser, stat)
+        return _run_command(args, parser, commands["stat"])
     except BrokenPipeError:  # `aeronio stat | head`: the reader left; leave quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -3,7 +3,7 @@
 One type per kind of bad input, whatever the value: an option or argument (a driver option, a
 CLI flag, a `stream_id`) raises ConfigurationError; anything wrong in a channel URI, ChannelUriError
 (a ConfigurationError); a frame off the wire, `protocol.frames.MalformedFrameError`. The limits
-themselves (term length, MTU, page size, 32-bit ids) have one validator each, in
+themselves (term length, MTU, page size, segment length, 32-bit ids) have one validator each, in
 `protocol.limits`, which every entry point calls with its own exception type.
 """
 

@@ -24,6 +24,11 @@ cpdef enum:
     EOS_FLAG = 0x20
 
     PARTITION_COUNT = 3
+    # The limits of a term and of a message in it (LogBufferDescriptor, FrameDescriptor);
+    # aeronio/protocol/limits.py validates against them.
+    TERM_MIN_LENGTH = 64 * 1024
+    TERM_MAX_LENGTH = 1024 * 1024 * 1024
+    MAX_MESSAGE_LENGTH = 16 * 1024 * 1024
     TERM_TAIL_COUNTERS_OFFSET = 0
     LOG_ACTIVE_TERM_COUNT_OFFSET = 24
     LOG_END_OF_STREAM_POSITION_OFFSET = 128

@@ -43,7 +43,7 @@ cdef class LogAppender:
         self.session_id = aio_get_i32(self.default_header + SESSION_ID_FIELD_OFFSET)
         self.stream_id = aio_get_i32(self.default_header + STREAM_ID_FIELD_OFFSET)
         self.max_payload_length = log.mtu_length - HEADER_LENGTH
-        self.max_message_length = min(log.term_length // 8, 16 * 1024 * 1024)
+        self.max_message_length = min(log.term_length // 8, MAX_MESSAGE_LENGTH)
         self.max_possible_position = (<int64_t> log.term_length) << 31
         self._limit_owner = limit_buffer
         self._limit = buffer_address(limit_buffer, &limit_length)

@@ -54,12 +54,12 @@ cdef class MappedLog:
         self.owner = buffer
         self.base = buffer_address(buffer, &length)
         self.length = length
-        if length < LOG_META_DATA_LENGTH + 3 * 65536:
+        if length < LOG_META_DATA_LENGTH + PARTITION_COUNT * TERM_MIN_LENGTH:
             raise ValueError(f"log buffer of {length} bytes is too short")
         self.meta = self.base + length - LOG_META_DATA_LENGTH
         self.term_length = aio_get_i32(self.meta + LOG_TERM_LENGTH_OFFSET)
-        if self.term_length < 65536 or (self.term_length & (self.term_length - 1)) != 0 \
-                or 3 * <Py_ssize_t> self.term_length + LOG_META_DATA_LENGTH > length:
+        if self.term_length < TERM_MIN_LENGTH or (self.term_length & (self.term_length - 1)) != 0 \
+                or PARTITION_COUNT * <Py_ssize_t> self.term_length + LOG_META_DATA_LENGTH > length:
             raise ValueError(f"log metadata has an invalid term length {self.term_length}")
         self.initial_term_id = aio_get_i32(self.meta + LOG_INITIAL_TERM_ID_OFFSET)
         self.mtu_length = aio_get_i32(self.meta + LOG_MTU_LENGTH_OFFSET)

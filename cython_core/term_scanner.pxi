@@ -60,7 +60,7 @@ cdef char* term_address(object term, int32_t term_offset, Py_ssize_t* length) ex
     1 GiB: the longest term) for the Python entries of the scanners, `term_offset` a frame
     boundary in it."""
     cdef char* address = buffer_address(term, length)
-    if length[0] > (1 << 30) or length[0] % FRAME_ALIGNMENT:
+    if length[0] > TERM_MAX_LENGTH or length[0] % FRAME_ALIGNMENT:
         raise ValueError(f"a term is a multiple of {FRAME_ALIGNMENT} bytes up to 1 GiB, "
                          f"not {length[0]}")
     if term_offset < 0 or term_offset > length[0] or term_offset % FRAME_ALIGNMENT:

@@ -9,21 +9,30 @@ and replays them, speaking the reference 1.15.1 archive's control protocol.
 Reading what was recorded needs no archive process: `Catalog` and `RecordingReader`.
 """
 
-from aeronio.archive.archive import Archive
-from aeronio.archive.catalog import Catalog, CatalogError
-from aeronio.archive.client import NULL_LENGTH, NULL_POSITION, ArchiveClient, connect
-from aeronio.archive.codecs import (
-    ControlResponseCode,
-    ErrorCode,
-    RecordingDescriptor,
-    RecordingProgress,
-    RecordingStarted,
-    RecordingStopped,
-    SourceLocation,
-)
-from aeronio.archive.context import ArchiveContext
-from aeronio.archive.errors import ArchiveError
-from aeronio.archive.segments import RecordingLayout, RecordingReader
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aeronio import _lazy
+
+# The public names: type checkers see these imports, the run time imports each from the table
+# below on first use (tests/unit/test_package.py keeps the imports, the table and __all__ equal).
+if TYPE_CHECKING:
+    from aeronio.archive.archive import Archive
+    from aeronio.archive.catalog import Catalog, CatalogError
+    from aeronio.archive.client import NULL_LENGTH, NULL_POSITION, ArchiveClient, connect
+    from aeronio.archive.codecs import (
+        ControlResponseCode,
+        ErrorCode,
+        RecordingDescriptor,
+        RecordingProgress,
+        RecordingStarted,
+        RecordingStopped,
+        SourceLocation,
+    )
+    from aeronio.archive.context import ArchiveContext
+    from aeronio.archive.errors import ArchiveError
+    from aeronio.archive.segments import RecordingLayout, RecordingReader
 
 # An archive and its clients on one driver, over IPC only (no UDP port taken): the archive's
 # options (`Archive.launch(aeron, **LOCAL_ARCHIVE, ...)`) and its clients' (`connect`).
@@ -58,3 +67,25 @@ __all__ = [
     "SourceLocation",
     "connect",
 ]
+
+if not TYPE_CHECKING:  # a type checker sees the imports above, not a catch-all __getattr__
+    __getattr__, __dir__ = _lazy.exports(
+        __name__,
+        {
+            "aeronio.archive.archive": ("Archive",),
+            "aeronio.archive.catalog": ("Catalog", "CatalogError"),
+            "aeronio.archive.client": ("NULL_LENGTH", "NULL_POSITION", "ArchiveClient", "connect"),
+            "aeronio.archive.codecs": (
+                "ControlResponseCode",
+                "ErrorCode",
+                "RecordingDescriptor",
+                "RecordingProgress",
+                "RecordingStarted",
+                "RecordingStopped",
+                "SourceLocation",
+            ),
+            "aeronio.archive.context": ("ArchiveContext",),
+            "aeronio.archive.errors": ("ArchiveError",),
+            "aeronio.archive.segments": ("RecordingLayout", "RecordingReader"),
+        },
+    )

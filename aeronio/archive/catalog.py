@@ -75,8 +75,10 @@ def descriptor_problem(d: RecordingDescriptor) -> str | None:
     """What makes a descriptor's layout fields impossible (Aeron's limits), or None."""
     try:
         limits.check_term_length(d.term_buffer_length, "term length", CatalogError)
-        segments.check_segment_length(d.segment_file_length, d.term_buffer_length, "segment length")
-    except (CatalogError, segments.SegmentError) as e:
+        limits.check_segment_length(
+            d.segment_file_length, d.term_buffer_length, "segment length", CatalogError
+        )
+    except CatalogError as e:
         return str(e)
     if d.start_position < 0 or d.start_position % FRAME_ALIGNMENT:
         return f"start position {d.start_position} is not a frame aligned position"

@@ -9,6 +9,7 @@ import os
 
 from aeronio.archive.catalog import DEFAULT_MAX_ENTRIES
 from aeronio.errors import ConfigurationError
+from aeronio.protocol import limits
 
 CONTROL_CHANNEL = "aeron:udp?endpoint=localhost:8010"
 CONTROL_STREAM_ID = 10
@@ -56,11 +57,7 @@ class ArchiveContext:
         for name in ("file_sync_level", "catalog_file_sync_level"):
             if getattr(self, name) not in (0, 1, 2):
                 raise ConfigurationError(f"{name} must be 0, 1 or 2, got {getattr(self, name)}")
-        length = self.segment_file_length
-        if length <= 0 or length & (length - 1) or length > 1 << 30:
-            raise ConfigurationError(
-                f"segment_file_length {length} must be a power of two of at most 1 GiB"
-            )
+        limits.check_segment_length(self.segment_file_length, name="segment_file_length")
         for name in (
             "max_concurrent_recordings",
             "max_concurrent_replays",

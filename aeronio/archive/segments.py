@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from aeronio._core import HDR_TYPE_DATA, HDR_TYPE_PAD, HEADER_LENGTH, scan_whole_frames
+from aeronio.errors import AeronError
 from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT, align
 
 SEGMENT_SUFFIX = ".rec"
@@ -43,7 +44,7 @@ _FRAME = struct.Struct("<iBBHiiiiq")  # the DATA/PAD header, for dumps and check
 _LENGTH = struct.Struct("<i")
 
 
-class SegmentError(ValueError):
+class SegmentError(AeronError, ValueError):
     """A segment file or position that does not fit its recording."""
 
 
@@ -122,20 +123,6 @@ def walk_sound_frames(
         last = offset
         offset += align(_LENGTH.unpack_from(segment, offset)[0], FRAME_ALIGNMENT)
     return offset, last, None
-
-
-def check_segment_length(segment_length: int, term_length: int, name: str = "segment_length"):
-    """A segment file length must be a power-of-two multiple of the term length."""
-    if (
-        segment_length <= 0
-        or segment_length & (segment_length - 1)
-        or segment_length < term_length
-        or segment_length > 1 << 30
-    ):
-        raise SegmentError(
-            f"{name} {segment_length} must be a power of two from the term length "
-            f"({term_length}) to 1 GiB"
-        )
 
 
 def segment_indices(archive_dir: str | os.PathLike[str], recording_id: int) -> list[int]:

@@ -68,10 +68,17 @@ class AgentRunner:
         loop = self._loop
         if loop is None or loop.is_closed():
             return
-        if asyncio.events._get_running_loop() is loop:
+        if self.on_its_loop():
             self._set_wakeup()
         else:
             loop.call_soon_threadsafe(self._set_wakeup)
+
+    def on_its_loop(self) -> bool:
+        """Whether the caller runs on the agent's loop (its thread, the loop running)."""
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:  # no loop runs on this thread
+            return False
 
     def _set_wakeup(self) -> None:
         self._woken = True

@@ -292,8 +292,7 @@ class DriverConductor:
             ctx.ipc_term_length if channel.is_ipc else ctx.term_length
         )
         mtu = channel.mtu or (ctx.ipc_mtu if channel.is_ipc else ctx.mtu_length)
-        if mtu - 32 > limits.max_message_length(term_length):
-            raise AeronError(f"mtu {mtu} is too large for term-length {term_length}")
+        limits.check_mtu_for_term_length(mtu, term_length, error=AeronError)
         session_id = channel.session_id
         if session_id is None:
             session_id = self._next_session_id(command.stream_id)

@@ -83,8 +83,8 @@ class DriverContext(msgspec.Struct, kw_only=True):
         limits.check_mtu(self.ipc_mtu, "ipc_mtu")
         limits.check_term_length(self.term_length, "term_length")
         limits.check_mtu(self.mtu_length, "mtu_length")
-        if self.ipc_mtu - 32 > limits.max_message_length(self.ipc_term_length):
-            raise ConfigurationError(f"ipc_mtu {self.ipc_mtu} is too large for the term length")
+        limits.check_mtu_for_term_length(self.ipc_mtu, self.ipc_term_length, "ipc_mtu")
+        limits.check_mtu_for_term_length(self.mtu_length, self.term_length, "mtu_length")
         window = self.ipc_publication_term_window_length
         if window < 0 or window > self.ipc_term_length:
             raise ConfigurationError(

@@ -121,7 +121,7 @@ class MediaDriver:
         between polls. Call it from the loop's thread only; returns the work done (0: idle)."""
         if self._runner is None:
             raise DriverError("the driver is not running")
-        if asyncio.events._get_running_loop() is not self._runner.loop:
+        if not self._runner.on_its_loop():
             raise DriverError("MediaDriver.invoke() must be called on the driver's event loop")
         if self._runner.in_duty_cycle:
             raise DriverError("MediaDriver.invoke() from a callback of the driver's duty cycle")

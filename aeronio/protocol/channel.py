@@ -291,6 +291,8 @@ class ChannelUri:
     prefix: str
     media: str
     params: Mapping[str, str]
+    _values: dict[str, Any]  # the typed values of the params, by key
+    _text: str
 
     def __init__(self, media: str, params: Mapping[str, str] | None = None, prefix: str = ""):
         params = dict(params or {})
@@ -409,6 +411,8 @@ class ChannelUri:
     @property
     def multicast_control(self) -> str:
         """The control group of a multicast channel: the data group's next address."""
+        if self.endpoint is None:
+            raise ValueError(f"{self} has no endpoint: no multicast control group")
         host, _, port = self.endpoint.rpartition(":")
         return f"{ipaddress.IPv4Address(host) + 1}:{port}"
 

@@ -384,7 +384,7 @@ def encode(message: Command | Response) -> tuple[int, bytes]:
             body = _head(m, "qq", m.image_correlation_id, m.position) + _var(m.reason)
             return REJECT_IMAGE, body + _REJECT_IMAGE_TAIL
         case RemoveDestinationById():
-            fields = (m.resource_registration_id, m.destination_registration_id)
+            fields: tuple[int, ...] = (m.resource_registration_id, m.destination_registration_id)
             return REMOVE_DESTINATION_BY_ID, _head(m, "qq", *fields)
         case GetNextAvailableSessionId():
             return GET_NEXT_AVAILABLE_SESSION_ID, _head(m, "i", m.stream_id)
@@ -618,18 +618,29 @@ _COMMAND_DECODERS: dict[int, Callable[[_Reader], Command]] = {
     GET_NEXT_AVAILABLE_SESSION_ID: lambda r: GetNextAvailableSessionId(
         **_head_of(r), stream_id=r.ints("<i")[0]
     ),
-} | {type_id: _destination(cls) for cls, type_id in _DESTINATION_TYPE_IDS.items()}
+}
+_COMMAND_DECODERS |= {type_id: _destination(cls) for cls, type_id in _DESTINATION_TYPE_IDS.items()}
 
 
 def _publication_ready(exclusive: bool) -> Callable[[_Reader], PublicationReady]:
     def decode(r: _Reader) -> PublicationReady:  # the fields in their order on the wire
-        return PublicationReady(*r.ints("<qqiiii"), r.text(), exclusive)
+        correlation_id, registration_id, session_id, stream_id, limit_id, status_id = r.ints(
+            "<qqiiii"
+        )
+        return PublicationReady(
+            correlation_id, registration_id, session_id, stream_id, limit_id, status_id, r.text(),
+            exclusive,
+        )  # fmt: skip
 
     return decode
 
 
 def _image_ready(r: _Reader) -> ImageReady:  # the fields in their order on the wire
-    return ImageReady(*r.ints("<qiiqi"), r.text(align=True), r.text())
+    correlation_id, session_id, stream_id, subscription_id, position_id = r.ints("<qiiqi")
+    return ImageReady(
+        correlation_id, session_id, stream_id, subscription_id, position_id,
+        r.text(align=True), r.text(),
+    )  # fmt: skip
 
 
 def _image_unavailable(r: _Reader) -> ImageUnavailable:

@@ -31,7 +31,7 @@ import struct
 from collections import namedtuple
 from collections.abc import Iterator
 from functools import partial
-from typing import NamedTuple, Self
+from typing import Any, NamedTuple, Self
 
 from aeronio._core import (  # the DATA/PAD layout, defined once in cython_core/frame.pxi
     BEGIN_FRAG_FLAG,
@@ -159,10 +159,11 @@ def _require(buffer, offset: int, length: int, what: str) -> None:
 
 def _codec(name: str, fields: tuple, extra: tuple[str, ...] = ()) -> type:
     """The NamedTuple base of a frame's codec, made from its table (`extra`: fields after the
-    fixed header, not in the struct, empty by default)."""
+    fixed header, not in the struct, empty by default). Made at import, it is a dynamic base
+    to type checkers: the classes below say so (`type: ignore[misc]`), their fields are Any."""
     layout = struct.Struct("<" + "".join(code for _, code, _ in fields))
     names = [f for f, _, _ in fields] + list(extra)
-    base = namedtuple(name, names, defaults=(b"",) * len(extra))
+    base: Any = namedtuple(name, names, defaults=(b"",) * len(extra))  # type: ignore[misc]
     # `build`, made from the table as namedtuple makes its __new__: keyword-only arguments with
     # the table's defaults, one tuple made. The frame length defaults to the header's plus the
     # extra (bytes) fields'.
@@ -176,7 +177,7 @@ def _codec(name: str, fields: tuple, extra: tuple[str, ...] = ()) -> type:
         f"        frame_length = {' + '.join([str(layout.size)] + [f'len({f})' for f in extra])}",
         f"    return _new(cls, ({', '.join(names)},))",
     ]
-    namespace = {"_d": defaults, "_new": tuple.__new__}
+    namespace: dict[str, Any] = {"_d": defaults, "_new": tuple.__new__}
     exec("\n".join(lines), namespace)  # noqa: S102  (the source is made from the table above)
 
     class Codec(base):
@@ -184,7 +185,7 @@ def _codec(name: str, fields: tuple, extra: tuple[str, ...] = ()) -> type:
         STRUCT = layout
         LENGTH = layout.size
         FIELDS = fields
-        build = classmethod(namespace["build"])
+        build: Any = classmethod(namespace["build"])
         build.__doc__ = "A frame of this type: the table's defaults with the given fields."
 
         def encode(self) -> bytes:
@@ -199,13 +200,13 @@ def _codec(name: str, fields: tuple, extra: tuple[str, ...] = ()) -> type:
     return Codec
 
 
-class DataHeader(_codec("DataHeader", DATA_FIELDS)):
+class DataHeader(_codec("DataHeader", DATA_FIELDS)):  # type: ignore[misc]
     """A DATA or PAD frame header (a heartbeat is a DATA header, frame length 0)."""
 
     __slots__ = ()
 
 
-class SetupFrame(_codec("SetupFrame", SETUP_FIELDS)):
+class SetupFrame(_codec("SetupFrame", SETUP_FIELDS)):  # type: ignore[misc]
     """A SETUP frame (40 bytes): sender -> receiver, announces a stream and its term layout."""
 
     __slots__ = ()
@@ -216,7 +217,7 @@ class SetupFrame(_codec("SetupFrame", SETUP_FIELDS)):
         return super().build(**values)
 
 
-class StatusMessage(_codec("StatusMessage", SM_FIELDS, ("feedback",))):
+class StatusMessage(_codec("StatusMessage", SM_FIELDS, ("feedback",))):  # type: ignore[misc]
     """A Status Message: 36 bytes plus `frame_length - 36` bytes of application feedback.
 
     `encode` writes the fields as given (it does not recompute `frame_length`); `decode` reads
@@ -251,13 +252,13 @@ class StatusMessage(_codec("StatusMessage", SM_FIELDS, ("feedback",))):
         return cls(*header, feedback)
 
 
-class NakFrame(_codec("NakFrame", NAK_FIELDS)):
+class NakFrame(_codec("NakFrame", NAK_FIELDS)):  # type: ignore[misc]
     """A NAK (28 bytes): receiver -> sender, asks for `length` bytes from term_id/term_offset."""
 
     __slots__ = ()
 
 
-class RttmFrame(_codec("RttmFrame", RTTM_FIELDS)):
+class RttmFrame(_codec("RttmFrame", RTTM_FIELDS)):  # type: ignore[misc]
     """An RTT Measurement (40 bytes); flags `RTTM_REPLY_FLAG` on a request, 0 on the reply."""
 
     __slots__ = ()

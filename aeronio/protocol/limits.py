@@ -1,5 +1,7 @@
 """Every limit on what enters aeronio (Aeron's LogBufferDescriptor and Configuration checks),
-with one validator each: term length, page size, MTU, message length, 32-bit ids.
+with one validator each: term length, page size, MTU (alone and against the term length),
+segment file length, message length, 32-bit ids. The term and message limits are the compiled
+core's (cython_core/frame.pxi), so the core and Python check the same numbers.
 
 A validator raises `error`, the exception type of the kind of input (ConfigurationError for
 options and arguments, ChannelUriError for a channel URI, MalformedFrameError for a frame off the
@@ -10,16 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from aeronio._core import FRAME_ALIGNMENT, HEADER_LENGTH
+from aeronio._core import (
+    FRAME_ALIGNMENT,
+    HEADER_LENGTH,
+    MAX_MESSAGE_LENGTH,
+    TERM_MAX_LENGTH,
+    TERM_MIN_LENGTH,
+)
 from aeronio.errors import ConfigurationError
 
-TERM_MIN_LENGTH = 64 * 1024
-TERM_MAX_LENGTH = 1024 * 1024 * 1024
 PAGE_MIN_SIZE = 4 * 1024
 PAGE_MAX_SIZE = 1024 * 1024 * 1024
 MTU_MIN_LENGTH = 2 * HEADER_LENGTH
 MTU_MAX_LENGTH = 65504  # the largest multiple of 32 that a UDP datagram carries (65507)
-MAX_MESSAGE_LENGTH_CAP = 16 * 1024 * 1024
+SEGMENT_MAX_LENGTH = TERM_MAX_LENGTH  # a segment file holds at least one whole term
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 Error = Callable[[str], Exception]
@@ -64,6 +70,32 @@ def check_mtu(
         )
 
 
+def check_mtu_for_term_length(
+    mtu: int, term_length: int, name: str = "mtu", error: Error = ConfigurationError
+) -> None:
+    """A frame of `mtu` bytes carries no more payload than the longest message of a term of
+    `term_length` bytes (Aeron's validateMtuForMaxMessage)."""
+    if mtu - HEADER_LENGTH > max_message_length(term_length):
+        raise error(f"{name} {mtu} is too large for the term length {term_length}")
+
+
+def check_segment_length(
+    segment_length: int,
+    term_length: int = 1,
+    name: str = "segment_length",
+    error: Error = ConfigurationError,
+) -> None:
+    """A power of two from `term_length` (a recording's; 1 for an option, which the archive
+    raises to the term length of each recording) to 1 GiB: Aeron's segment file length."""
+    if not (
+        term_length <= segment_length <= SEGMENT_MAX_LENGTH and _is_power_of_two(segment_length)
+    ):
+        raise error(
+            f"{name} {segment_length} must be a power of two between {term_length} and "
+            f"{SEGMENT_MAX_LENGTH}"
+        )
+
+
 def check_int32(value: object, name: str, error: Error = ConfigurationError) -> None:
     """A signed 32-bit integer (an `int`, not a `bool`): stream ids, session ids, term ids."""
     _check_signed(value, name, 32, error)
@@ -81,4 +113,5 @@ def _check_signed(value: object, name: str, bits: int, error: Error) -> None:
 
 
 def max_message_length(term_length: int) -> int:
-    return min(term_length // 8, MAX_MESSAGE_LENGTH_CAP)
+    """The longest message a term of `term_length` bytes takes (Aeron's computeMaxMessageLength)."""
+    return min(term_length // 8, MAX_MESSAGE_LENGTH)

@@ -157,3 +157,20 @@ async def test_what_comes_before_it_parks_is_seen_by_its_last_look():
     # 6: nothing, on_idle(True), 7: its last look, parked for good
     assert agent.calls == [0] * 7
     assert agent.idle == [True, False, True, False]  # closing ends the park
+
+
+async def test_it_knows_whether_the_caller_runs_on_its_loop():
+    """`wake()` sets the wake-up directly on the loop and hands it over from other threads."""
+    runner = AgentRunner("loop", lambda: 0, lambda: None)
+    assert not runner.on_its_loop()  # not started: no loop of its own
+    runner.start()
+    try:
+        assert runner.on_its_loop()
+        assert not await asyncio.to_thread(runner.on_its_loop)  # a thread with no loop
+        assert not await asyncio.to_thread(asyncio.run, _on_its_loop(runner))  # another loop
+    finally:
+        await runner.close()
+
+
+async def _on_its_loop(runner: AgentRunner) -> bool:
+    return runner.on_its_loop()

@@ -1,6 +1,7 @@
 """The documents stay true to the repository: every picture is rendered from its checked-in
 source as it is now, nothing in docs/ or README.md points outside the repository, the site
-builds without a warning and the API it documents has its docstrings."""
+builds without a warning and the API it documents has its docstrings; architecture.md's layout
+names every source file and module, and cli.py's docstring every subcommand."""
 
 import hashlib
 import importlib
@@ -11,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from aeronio import cli
 
 ROOT = Path(__file__).parents[2]
 PICTURES = sorted((ROOT / "docs" / "pictures").glob("*.dot"))
@@ -121,3 +124,69 @@ def test_every_class_and_function_of_the_api_reference_has_a_docstring():
                     if not (value.__doc__ or "").strip():
                         missing.append(f"{module_name}.{name}.{attr}")
     assert not missing, f"no docstring: {missing}"
+
+
+# -- the layout and the command line ------------------------------------------------------------
+
+BUILT = {".so", ".c", ".pyc"}  # build outputs, not sources
+
+
+def layout() -> dict[str, list[list]]:
+    """architecture.md's Layout block: for each top directory (`aeronio/`) the entries under it,
+    each as [the names it starts with, the rest of its text with its continuation lines]; the
+    top directory's own entry first."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    blocks: dict[str, list[list]] = {}
+    top, entry = "", []
+    for line in section.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if indent < 4 or not line.strip():
+            continue
+        if indent > 6:
+            entry[1] += " " + line.strip()
+            continue
+        names, rest = re.match(r"((?:[\w.]+/?)(?:, [\w.]+/?)*)(.*)", line.strip()).groups()
+        entry = [names.split(", "), rest.strip()]
+        if indent == 4:
+            top = names
+            blocks[top] = []
+        blocks[top].append(entry)
+    return blocks
+
+
+def sources(directory: Path) -> set[str]:
+    """The files and packages (as `name/`) directly in `directory`."""
+    return {
+        f"{path.name}/" if path.is_dir() else path.name
+        for path in directory.iterdir()
+        if path.name != "__pycache__" and path.suffix not in BUILT
+    }
+
+
+def test_the_layout_names_every_file_of_the_core_and_the_package():
+    blocks = layout()
+    for top in ("cython_core/", "aeronio/"):
+        named = [name for names, _ in blocks[top][1:] for name in names]
+        assert len(named) == len(set(named)), f"{top} names a file twice"
+        assert sorted(named) == sorted(sources(ROOT / top)), top
+
+
+def test_the_layout_lists_every_module_of_each_package():
+    for names, text in layout()["aeronio/"][1:]:
+        if names[0].endswith("/"):
+            package = ROOT / "aeronio" / names[0]
+            modules = {name.removesuffix(".py") for name in sources(package) - {"__init__.py"}}
+            assert sorted(text.split(", ")) == sorted(modules), names[0]
+
+
+def test_the_layout_names_every_directory_of_the_tests_and_examples():
+    for top in ("tests/", "examples/"):
+        ((_, text),) = layout()[top]
+        named = set(re.findall(r"\b([\w]+)/", text))
+        assert named == {name.rstrip("/") for name in sources(ROOT / top) if name.endswith("/")}
+
+
+def test_the_command_lines_docstring_names_every_subcommand():
+    _, commands = cli.build_parser()
+    assert set(re.findall(r"`(\w+)", cli.__doc__)) - {"aeronio"} == set(commands)
