@@ -61,8 +61,6 @@ ARCHIVE_ERROR_COUNT_TYPE_ID = 101
 RECORDER_MAX_WRITE_TIME_TYPE_ID = 105
 RECORDER_TOTAL_WRITE_BYTES_TYPE_ID = 106
 RECORDER_TOTAL_WRITE_TIME_TYPE_ID = 107
-# A stripped channel keeps what identifies the source (the reference's stripped channel).
-_STRIPPED_KEYS = ("endpoint", "interface", "control", "session-id", "tags")
 NULL_VALUE = -1
 
 
@@ -71,15 +69,10 @@ class RecordingSubscription:
     """A subscription the archive records (StartRecording / ExtendRecording)."""
 
     subscription: Subscription
-    key: tuple[str, int]  # (stripped channel, stream id)
+    key: tuple[str, int]  # (the channel's recording key, stream id)
     original_channel: str
     extend: tuple[int, int, int] | None = None  # recording id, control session, correlation
     sessions: list[RecordingSession] = field(default_factory=list)
-
-
-def stripped_channel(channel: ChannelUri) -> str:
-    kept = {k: v for k, v in channel.params.items() if k in _STRIPPED_KEYS}
-    return str(ChannelUri(channel.media, kept))
 
 
 class ArchiveConductor:
@@ -291,7 +284,7 @@ class ArchiveConductor:
                 )  # fmt: skip
                 session.ok(correlation_id, subscription_id)
             case codecs.StopRecordingRequest():
-                key = (stripped_channel(ChannelUri.parse(request.channel)), request.stream_id)
+                key = (ChannelUri.parse(request.channel).recording_key(), request.stream_id)
                 found = [r for r in self.recording_subscriptions.values() if r.key == key]
                 if not found:
                     raise ArchiveError(
@@ -422,7 +415,7 @@ class ArchiveConductor:
             raise ArchiveError(
                 f"streamId={stream_id} channel={channel} is this archive's own {own} stream"
             )
-        key = (stripped_channel(uri), stream_id)
+        key = (uri.recording_key(), stream_id)
         if any(r.key == key for r in self.recording_subscriptions.values()):
             raise ArchiveError(
                 f"recording exists for streamId={stream_id} channel={channel}",
@@ -457,7 +450,7 @@ class ArchiveConductor:
             return
         ctx = self.ctx
         segment_length = max(ctx.segment_file_length, image.term_length)
-        stripped = recording.key[0]
+        stripped = ChannelUri.parse(recording.original_channel).stripped_channel()
         try:
             if recording.extend is not None:
                 recording_id, control_session_id, correlation_id = recording.extend

@@ -11,7 +11,6 @@ Every IPC channel with the same stream id is the same stream, whatever its param
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import socket
 from typing import NamedTuple
@@ -81,12 +80,7 @@ class OwnStreams:
 
 
 def _port(uri: ChannelUri) -> int | None:
-    endpoint = uri.endpoint
-    if endpoint is None:
-        return None
-    with contextlib.suppress(ValueError):
-        return int(endpoint.rpartition(":")[2])
-    return None
+    return None if uri.endpoint is None else uri.address("endpoint")[1]
 
 
 async def _udp_address(uri: ChannelUri) -> tuple[str, int] | None:
@@ -95,7 +89,7 @@ async def _udp_address(uri: ChannelUri) -> tuple[str, int] | None:
     port = _port(uri)
     if not uri.is_udp or port is None:
         return None
-    host = uri.endpoint.rpartition(":")[0].strip("[]")
+    host = uri.address("endpoint")[0]
     try:
         return str(ipaddress.IPv4Address(host)), port
     except ValueError:

@@ -22,7 +22,7 @@ from aeronio.driver.data_dispatcher import ELICIT_INTERVAL_NS, DataDispatcher
 from aeronio.driver.receiver_state import SM_TIMEOUT_NS
 from aeronio.driver.sender_state import Position, SenderStateMachine
 from aeronio.errors import AeronError
-from aeronio.protocol.channel import ChannelUri
+from aeronio.protocol.channel import ChannelUri, split_address
 from aeronio.protocol.frames import (
     HDR_TYPE_NAK,
     HDR_TYPE_RTTM,
@@ -48,19 +48,18 @@ SM_REPEAT_WINDOW_NS = 2 * SM_TIMEOUT_NS
 REPEAT_MEMORY_NS = 10_000_000_000
 
 
-def resolve(endpoint: str) -> Address:
-    """`host:port` as an IPv4 (address, port)."""
-    host, _, port = endpoint.rpartition(":")
+def resolve_host(host: str) -> str:
+    """A host name or address as the IPv4 address the driver's sockets use (what
+    `ChannelUri.canonical_form` resolves with)."""
     try:
-        return socket.gethostbyname(host.strip("[]")), int(port)
-    except (OSError, ValueError) as e:
-        raise AeronError(f"cannot resolve endpoint {endpoint!r}: {e}") from None
+        return socket.gethostbyname(host)
+    except (OSError, UnicodeError) as e:
+        raise AeronError(f"cannot resolve host {host!r}: {e}") from None
 
 
-def send_endpoint_key(channel: ChannelUri) -> str:
-    """Publications share a send endpoint by this key: the endpoint, or for
-    multi-destination-cast its control address (kept apart from a unicast endpoint of it)."""
-    return channel.endpoint if channel.endpoint else f"mdc:{channel.control}"
+def resolve(address: Address) -> Address:
+    """(host, port) as an IPv4 (address, port)."""
+    return resolve_host(address[0]), address[1]
 
 
 def _udp_socket(
@@ -101,11 +100,9 @@ def _multicast_options(sock: socket.socket, channel: ChannelUri, interface: str)
 
 
 def _interface(channel: ChannelUri) -> str:
-    """The local address `interface=` names (host or host:port), else any."""
-    if not channel.interface:
-        return "0.0.0.0"
-    host = channel.interface.rpartition(":")[0] if ":" in channel.interface else channel.interface
-    return resolve(f"{host}:0")[0]
+    """The local address `interface=` names, else any."""
+    interface = channel.interface_address()
+    return "0.0.0.0" if interface is None else resolve_host(interface[0])
 
 
 def _supports_gso(sock: socket.socket) -> bool:
@@ -161,14 +158,14 @@ class SendChannelEndpoint(_Endpoint):
         offload: bool = True,
         destinations_counter: Counter | None = None,
     ):
-        self.key = send_endpoint_key(channel)
+        self.key = channel.canonical_form(resolve_host)
         self.system = system
         self.manual = channel.is_multi_destination and channel.control_mode == "manual"
         self.dynamic = channel.is_multi_destination and not self.manual
         self.destinations_counter = destinations_counter
         interface = _interface(channel)
         if channel.is_multicast:
-            control = resolve(channel.multicast_control)
+            control = channel.multicast_control
             control_socket = _udp_socket(channel, control, (control[0],), interface)
             try:
                 self._send_socket = _udp_socket(channel, (interface, 0))
@@ -176,7 +173,8 @@ class SendChannelEndpoint(_Endpoint):
                 control_socket.close()
                 raise
         elif channel.is_multi_destination:
-            control_socket = self._send_socket = _udp_socket(channel, resolve(channel.control))
+            control = resolve(channel.address("control"))
+            control_socket = self._send_socket = _udp_socket(channel, control)
         else:
             control_socket = self._send_socket = _udp_socket(channel, (interface, 0))
         super().__init__(control_socket, DatagramReceiver(32, 2048))
@@ -192,7 +190,7 @@ class SendChannelEndpoint(_Endpoint):
         self.destinations: dict[Address, list[int]] = {}
         self.destination_ids: dict[int, Address] = {}  # a manual one's, by registration id
         if channel.endpoint is not None:
-            self._add(resolve(channel.endpoint), 0)
+            self._add(resolve(channel.address("endpoint")), 0)
         self.publications: dict[tuple[int, int], SenderStateMachine] = {}
 
     def close(self) -> None:
@@ -206,13 +204,13 @@ class SendChannelEndpoint(_Endpoint):
         """A manual multi-destination-cast publication also sends to `endpoint`, a destination
         that `remove_destination_by_id(registration_id)` removes too."""
         self._check_manual("added to")
-        destination = resolve(endpoint)
+        destination = resolve(split_address("endpoint", endpoint))
         self._add(destination, now_ns)
         self.destination_ids[registration_id] = destination
 
     def remove_destination(self, endpoint: str) -> None:
         self._check_manual("removed from")
-        if not self._remove(resolve(endpoint)):
+        if not self._remove(resolve(split_address("endpoint", endpoint))):
             raise AeronError(f"{endpoint} is not a destination of this publication")
 
     def remove_destination_by_id(self, registration_id: int) -> None:
@@ -310,8 +308,8 @@ class SendChannelEndpoint(_Endpoint):
         if sm.session_id == 0 and sm.stream_id == 0 and sm.is_setup_eliciting:
             if not self.dynamic:
                 return
-            for publication in self.publications.values():  # a new receiver asks for all
-                publication.on_status_message(sm, now_ns)
+            for each in self.publications.values():  # a new receiver asks for all
+                each.on_status_message(sm, now_ns)
             return
         publication = self.publications.get((sm.session_id, sm.stream_id))
         if publication is not None:
@@ -329,15 +327,16 @@ class ReceiveDestination(_Endpoint):
     other receivers' NAKs), sending control frames to the control group."""
 
     def __init__(self, channel: ChannelUri, short_sends: Position, offload: bool = True):
-        self.address = resolve(channel.endpoint)
+        self.address = resolve(channel.address("endpoint"))
         self.multicast = channel.is_multicast
         self.dynamic = channel.control is not None  # asks the control address to add it
         if self.multicast:
-            self.control: Address | None = resolve(channel.multicast_control)
-            groups = (self.address[0], self.control[0])
+            control = channel.multicast_control
+            self.control: Address | None = control
+            groups = (self.address[0], control[0])
             sock = _udp_socket(channel, ("0.0.0.0", self.address[1]), groups, _interface(channel))
         else:
-            self.control = resolve(channel.control) if self.dynamic else None
+            self.control = resolve(channel.address("control")) if self.dynamic else None
             sock = _udp_socket(channel, self.address)
         super().__init__(sock, DatagramReceiver(64, 65536))
         if offload:
@@ -405,7 +404,7 @@ class ReceiveChannelEndpoint:
 
     def add_destination(self, channel: ChannelUri) -> ReceiveDestination:
         """A socket bound to `channel`'s endpoint, feeding this endpoint's images."""
-        if resolve(channel.endpoint) in self.destinations:
+        if resolve(channel.address("endpoint")) in self.destinations:
             raise AeronError(f"{channel.endpoint} is already a destination of this subscription")
         destination = ReceiveDestination(channel, self._short_sends, self._offload)
         self.destinations[destination.address] = destination
@@ -416,7 +415,7 @@ class ReceiveChannelEndpoint:
     def remove_destination(self, channel: ChannelUri) -> ReceiveDestination:
         """Take the destination of `channel`'s endpoint and its connections out (the caller
         closes it)."""
-        address = resolve(channel.endpoint)
+        address = resolve(channel.address("endpoint"))
         destination = self.destinations.pop(address, None)
         if destination is None:
             raise AeronError(f"{channel.endpoint} is not a destination of this subscription")
@@ -434,7 +433,7 @@ class ReceiveChannelEndpoint:
         for destination in self.destinations.values():
             destination.close()
         self.destinations.clear()
-        self.dispatcher = None
+        del self.dispatcher
 
     # -- datagrams and connections ------------------------------------------------------
 
@@ -507,10 +506,11 @@ class ReceiveChannelEndpoint:
         image has a connection asks to be added, again every ELICIT_INTERVAL_NS until one has."""
         asking = False
         for destination in self.destinations.values():
-            if destination.dynamic and not any(
+            control = destination.control if destination.dynamic else None
+            if control is not None and not any(
                 destination.address in senders for senders in self.connections.values()
             ):
-                connection = Connection(destination.address, destination.control)
+                connection = Connection(destination.address, control)
                 self.dispatcher.elicit_setup((0, 0), connection, now_ns)
                 asking = True
         self.deadline_ns = now_ns + ELICIT_INTERVAL_NS if asking else None

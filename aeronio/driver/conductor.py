@@ -29,6 +29,7 @@ from aeronio.counters import (
     SystemCounters,
     allocate_system_counters,
 )
+from aeronio.driver.channel_endpoints import resolve_host
 from aeronio.driver.client_proxy import ClientProxy
 from aeronio.driver.context import DriverContext
 from aeronio.driver.driver_publication import DriverPublication, PublicationParts, State
@@ -257,6 +258,7 @@ class DriverConductor:
         channel = ChannelUri.parse(command.channel)
         limits.check_int32(command.stream_id, "stream_id")
         _check_publication_channel(channel)
+        media_key = channel.canonical_form(resolve_host)
         publication = None
         if not command.exclusive and channel.session_id is None:
             publication = next(
@@ -265,7 +267,7 @@ class DriverConductor:
                     for pub in self.publications
                     if not pub.exclusive
                     and pub.stream_id == command.stream_id
-                    and pub.media_key == _media_key(channel)
+                    and pub.media_key == media_key
                     and pub.state is State.ACTIVE
                 ),
                 None,
@@ -293,19 +295,20 @@ class DriverConductor:
         )
         mtu = channel.mtu or (ctx.ipc_mtu if channel.is_ipc else ctx.mtu_length)
         limits.check_mtu_for_term_length(mtu, term_length, error=AeronError)
+        media_key = channel.canonical_form(resolve_host)
         session_id = channel.session_id
         if session_id is None:
             session_id = self._next_session_id(command.stream_id)
         elif any(
             pub.session_id == session_id
             and pub.stream_id == command.stream_id
-            and pub.media_key == _media_key(channel)
+            and pub.media_key == media_key
             for pub in self.publications
         ):  # a clash where both would reach the same receivers (an archive's replay to a
             # late joiner uses the live stream's session id, on another endpoint)
             raise AeronError(
                 f"session-id {session_id} is already in use on stream {command.stream_id} "
-                f"of {_media_key(channel)}"
+                f"of {channel}"
             )
         registration_id = self._next_correlation_id()
         if channel.initial_term_id is not None:
@@ -348,7 +351,7 @@ class DriverConductor:
             parts = PublicationParts(
                 registration_id=registration_id,
                 channel=str(channel),
-                media_key=_media_key(channel),
+                media_key=media_key,
                 exclusive=command.exclusive,
                 log=log,
                 counters=counters,
@@ -510,6 +513,7 @@ class DriverConductor:
             channel,
             command.stream_id,
             self._release_subscription,
+            media_key=channel.canonical_form(resolve_host, unique_id=command.correlation_id),
         )
         if not link.reads_logs:
             self.udp.add_subscription(link)  # binds first: a bind error fails the command
@@ -766,14 +770,6 @@ def _check_same_log_params(channel: ChannelUri, publication: DriverPublication) 
             )
 
 
-def _media_key(channel: ChannelUri) -> str:
-    """Publications share a log, and spies find them, by media key: `ipc`, `udp:<endpoint>`
-    or, for multi-destination-cast, `udp:mdc:<control>`."""
-    if channel.is_ipc:
-        return "ipc"
-    return f"udp:{channel.endpoint}" if channel.endpoint else f"udp:mdc:{channel.control}"
-
-
 def _check_publication_channel(channel: ChannelUri) -> None:
     if channel.is_udp and channel.endpoint is None and channel.control is None:
         raise ChannelUriError(
@@ -822,7 +818,7 @@ def _reads(link: SubscriptionLink, publication: DriverPublication) -> bool:
     session_id = link.channel.session_id
     return (
         link.reads_logs
-        and publication.media_key == _media_key(link.channel)
+        and publication.media_key == link.media_key
         and publication.stream_id == link.stream_id
         and (session_id is None or session_id == publication.session_id)
     )

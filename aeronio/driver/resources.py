@@ -98,6 +98,9 @@ class SubscriptionLink:
     channel: ChannelUri
     stream_id: int
     release: Callable[[SubscriptionLink], None]
+    # its channel's canonical form: the logs it reads (IPC, spies: their publications'), or
+    # the receive endpoint it shares (a multi-destination subscription's is its own)
+    media_key: str
     KIND = "subscriptions"
 
     @property

@@ -134,10 +134,10 @@ class StreamCounters:
         )
 
     def image(
-        self, registration_id: int, session_id: int, stream_id: int, endpoint: str
+        self, registration_id: int, session_id: int, stream_id: int, channel: str
     ) -> list[Counter]:
-        """rcv-hwm and rcv-pos of an image."""
-        label = f"{registration_id} {session_id} {stream_id} udp {endpoint}"
+        """rcv-hwm and rcv-pos of an image, labelled with its receive endpoint's channel."""
+        label = f"{registration_id} {session_id} {stream_id} {channel}"
         return self._allocate(
             _Spec(f"rcv-hwm: {label}", RECEIVER_HWM_TYPE_ID, registration_id=registration_id),
             _Spec(f"rcv-pos: {label}", RECEIVER_POS_TYPE_ID, registration_id=registration_id),

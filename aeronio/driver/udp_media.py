@@ -27,7 +27,7 @@ from aeronio.driver.channel_endpoints import (
     Connection,
     ReceiveChannelEndpoint,
     SendChannelEndpoint,
-    send_endpoint_key,
+    resolve_host,
 )
 from aeronio.driver.client_proxy import ClientProxy
 from aeronio.driver.context import DriverContext
@@ -133,8 +133,7 @@ class UdpMedia:
     def _acquire_send_endpoint(self, channel: ChannelUri, registration_id: int):
         """The send endpoint of the channel, made (with its mdc-num-dests counter for
         multi-destination-cast) if it is the first publication on it."""
-        key = send_endpoint_key(channel)
-        endpoint = self.send_endpoints.get(key)
+        endpoint = self.send_endpoints.get(channel.canonical_form(resolve_host))
         if endpoint is not None:
             return endpoint
         with contextlib.ExitStack() as undo:
@@ -146,7 +145,7 @@ class UdpMedia:
                 channel, self.services.system, self.services.ctx.udp_offload, counter
             )
             undo.pop_all()
-        self.send_endpoints[key] = endpoint
+        self.send_endpoints[endpoint.key] = endpoint
         self.services.watch(endpoint.socket.fileno())
         return endpoint
 
@@ -163,17 +162,16 @@ class UdpMedia:
     # -- subscriptions ----------------------------------------------------------------
 
     def add_subscription(self, link: SubscriptionLink) -> None:
-        key = _receive_endpoint_key(link)
-        endpoint = self.receive_endpoints.get(key)
+        endpoint = self.receive_endpoints.get(link.media_key)
         if endpoint is None:
             endpoint = ReceiveChannelEndpoint(
                 link.channel,
-                key,
+                link.media_key,
                 self._dispatcher_for,
                 self.services.system,
                 self.services.ctx.udp_offload,
             )
-            self.receive_endpoints[key] = endpoint
+            self.receive_endpoints[link.media_key] = endpoint
             for destination in endpoint.destinations.values():
                 self.services.watch(destination.fd)
         endpoint.dispatcher.add_subscription(link.stream_id)
@@ -182,7 +180,7 @@ class UdpMedia:
                 self._link(image, link)
 
     def remove_subscription(self, link: SubscriptionLink) -> None:
-        endpoint = self.receive_endpoints.get(_receive_endpoint_key(link))
+        endpoint = self.receive_endpoints.get(link.media_key)
         if endpoint is None:
             return
         endpoint.dispatcher.remove_subscription(link.stream_id)
@@ -196,13 +194,13 @@ class UdpMedia:
 
     def add_destination(self, link: SubscriptionLink, destination: ChannelUri) -> None:
         """A multi-destination subscription also receives on `destination`'s endpoint."""
-        endpoint = self.receive_endpoints[_receive_endpoint_key(link)]
+        endpoint = self.receive_endpoints[link.media_key]
         self.services.watch(endpoint.add_destination(destination).fd)
 
     def remove_destination(self, link: SubscriptionLink, destination: ChannelUri) -> None:
         """Close a multi-destination subscription's socket on `destination`'s endpoint; its
         images go on with the other destinations."""
-        endpoint = self.receive_endpoints[_receive_endpoint_key(link)]
+        endpoint = self.receive_endpoints[link.media_key]
         removed = endpoint.remove_destination(destination)
         self.services.unwatch(removed.fd)
         removed.close()
@@ -227,7 +225,7 @@ class UdpMedia:
             link
             for link in self.resources.subscriptions
             if not link.reads_logs
-            and _receive_endpoint_key(link) == endpoint.key
+            and link.media_key == endpoint.key
             and link.stream_id == stream_id
         ]
 
@@ -260,7 +258,7 @@ class UdpMedia:
                 log = services.logs.new_image(registration_id, setup, params)
                 undo.callback(free_log, log)
                 counters = services.counters.image(
-                    registration_id, setup.session_id, setup.stream_id, endpoint.key
+                    registration_id, setup.session_id, setup.stream_id, str(endpoint.channel)
                 )
                 undo.callback(services.counters.free, *counters)
                 hwm, pos = counters
@@ -472,12 +470,6 @@ class UdpMedia:
             self._close_receive_endpoint(receive_endpoint)
         self.send_endpoints.clear()
         self.receive_endpoints.clear()
-
-
-def _receive_endpoint_key(link: SubscriptionLink) -> str:
-    """Subscriptions share a receive endpoint by its endpoint; a multi-destination subscription
-    has its own (its destinations are its own)."""
-    return link.channel.endpoint or f"mds:{link.registration_id}"
 
 
 def _first(values: Iterable[T | None]) -> T | None:

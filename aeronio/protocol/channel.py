@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Generic, NamedTuple, TypeVar, overload
 
@@ -17,7 +17,7 @@ from aeronio._core import FRAME_ALIGNMENT
 from aeronio.errors import ChannelUriError
 from aeronio.protocol import limits
 
-__all__ = ["ChannelUri", "parse_duration_ns", "parse_size"]
+__all__ = ["ChannelUri", "parse_duration_ns", "parse_size", "split_address"]
 
 SCHEME = "aeron"
 SPY_PREFIX = "aeron-spy"
@@ -27,6 +27,8 @@ CONTROL_MODES = ("manual", "dynamic")
 
 _T = TypeVar("_T")
 _Value = str | int | bool | None
+Address = tuple[str, int]  # (host, port)
+Resolver = Callable[[str], str]  # a host name or address -> its IP address
 _INT32_MIN, _INT32_MAX = limits.INT32_MIN, limits.INT32_MAX
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -52,6 +54,10 @@ _RANGES: dict[str, tuple[int, int]] = {
     "linger": (0, _INT64_MAX), "nak-delay": (0, _INT64_MAX),
 }  # fmt: skip
 _TERM_IDS = ("init-term-id", "term-id", "term-offset")
+# The params the archive keeps, in Aeron's ChannelUriStringBuilder order: of a stripped channel,
+# and of the key recording subscriptions are told apart by.
+_STRIPPED_KEYS = ("tags", "endpoint", "interface", "control", "session-id", "alias")
+_RECORDING_KEYS = ("endpoint", "interface", "control", "tags")
 
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _SIZE_RE = re.compile(r"([0-9]+)([kmg]?)", re.IGNORECASE)
@@ -100,7 +106,9 @@ def _parse_bool(key: str, value: str) -> bool:
     return value == "true"
 
 
-def _check_address(key: str, value: str) -> str:
+def split_address(key: str, value: str) -> Address:
+    """``host:port`` or ``[ipv6]:port`` as (host, port), the IPv6 host without its brackets: the
+    one parser of channel addresses. ChannelUriError naming `key` when `value` is neither."""
     m = _ADDRESS_RE.fullmatch(value)
     if m is None:
         raise ChannelUriError(f"{key} {value!r} must be host:port or [ipv6]:port")
@@ -116,6 +124,11 @@ def _check_address(key: str, value: str) -> str:
         raise ChannelUriError(f"invalid host in {key}: {value!r}") from None
     if int(port6 or port) > 65535:
         raise ChannelUriError(f"port in {key} {value!r} must be between 0 and 65535")
+    return ipv6 or host, int(port6 or port)
+
+
+def _check_address(key: str, value: str) -> str:
+    split_address(key, value)
     return value
 
 
@@ -258,12 +271,22 @@ def parse_flow_control(fc: str) -> FlowControlSpec:
 
 def multicast_group(address: str) -> ipaddress.IPv4Address | None:
     """The IPv4 multicast group of a `host:port` address, None when it is not one."""
-    host = address.rpartition(":")[0]
     try:
-        ip = ipaddress.IPv4Address(host)
-    except ValueError:
+        ip = ipaddress.IPv4Address(split_address("endpoint", address)[0])
+    except (ChannelUriError, ValueError):
         return None
     return ip if ip.is_multicast else None
+
+
+def _uri_text(prefix: str, media: str, params: Mapping[str, str]) -> str:
+    text = (f"{prefix}:" if prefix else "") + f"{SCHEME}:{media}"
+    return text + ("?" + "|".join(f"{k}={v}" for k, v in params.items()) if params else "")
+
+
+def _hex_address(address: Address, resolve: Resolver) -> str:
+    """`<IP address in hex>-<port>`, as ``UdpChannel.canonicalise`` writes an address."""
+    host, port = address
+    return f"{ipaddress.ip_address(resolve(host)).packed.hex()}-{port}"
 
 
 class _Param(Generic[_T]):
@@ -296,9 +319,7 @@ class ChannelUri:
 
     def __init__(self, media: str, params: Mapping[str, str] | None = None, prefix: str = ""):
         params = dict(params or {})
-        text = (f"{prefix}:" if prefix else "") + f"{SCHEME}:{media}"
-        if params:
-            text += "?" + "|".join(f"{k}={v}" for k, v in params.items())
+        text = _uri_text(prefix, media, params)
         try:
             values = _validate(prefix, media, params)
         except ChannelUriError as e:
@@ -409,12 +430,64 @@ class ChannelUri:
         )
 
     @property
-    def multicast_control(self) -> str:
+    def multicast_control(self) -> Address:
         """The control group of a multicast channel: the data group's next address."""
-        if self.endpoint is None:
-            raise ValueError(f"{self} has no endpoint: no multicast control group")
-        host, _, port = self.endpoint.rpartition(":")
-        return f"{ipaddress.IPv4Address(host) + 1}:{port}"
+        host, port = self.address("endpoint")
+        return str(ipaddress.IPv4Address(host) + 1), port
+
+    def address(self, key: str) -> Address:
+        """The (host, port) of address param `key` (``endpoint`` or ``control``);
+        ChannelUriError naming it when the channel has none."""
+        value = self.params.get(key)
+        if value is None:
+            raise ChannelUriError(f"{self} has no {key} address")
+        return split_address(key, value)
+
+    def interface_address(self) -> Address | None:
+        """The local address `interface=` names (``host``, ``host:port``, ``[ipv6]`` or
+        ``[ipv6]:port``; port 0 when not given), None without one."""
+        value = self.interface
+        if value is None:
+            return None
+        if _ADDRESS_RE.fullmatch(value):
+            return split_address("interface", value)
+        return value.removeprefix("[").removesuffix("]"), 0
+
+    def canonical_form(self, resolve: Resolver, unique_id: int | None = None) -> str:
+        """The identity of the channel's media endpoint, what Aeron 1.15's
+        ``UdpChannel.canonicalForm()`` gives: ``UDP-<local>-<port>-<remote>-<port>``, each
+        address resolved by `resolve` (host -> IP address) and in hex. Local is the interface
+        (multicast, unicast) or the control address (multi-destination-cast), else the
+        wildcard 0.0.0.0:0; remote is the endpoint, else the wildcard. Params that do not
+        make another endpoint (order, mtu, session-id, ...) do not count. A udp channel with
+        neither endpoint nor control address (a multi-destination subscription's) is no one
+        endpoint: `unique_id` (its registration id) is appended. ``IPC`` for ipc."""
+        if self.is_ipc:
+            return "IPC"
+        wildcard = ("0.0.0.0", 0)
+        remote = wildcard if self.endpoint is None else self.address("endpoint")
+        if self.control is not None and not self.is_multicast:
+            local = self.address("control")
+        else:
+            local = self.interface_address() or wildcard
+        form = f"UDP-{_hex_address(local, resolve)}-{_hex_address(remote, resolve)}"
+        if self.endpoint is None and self.control is None:
+            if unique_id is None:
+                raise ChannelUriError(f"{self} is no one endpoint: its form needs a unique id")
+            form += f"-{unique_id}"
+        return form
+
+    def stripped_channel(self) -> str:
+        """The archive's stripped channel (the catalog's ``strippedChannel``, Aeron 1.15's
+        ``ArchiveConductor.strippedChannelBuilder``): the media and the params that name the
+        source, in ``ChannelUriStringBuilder``'s order; no spy prefix."""
+        return _uri_text("", self.media, {k: self.params[k] for k in _STRIPPED_KEYS if k in self})
+
+    def recording_key(self) -> str:
+        """What the archive tells recording subscriptions apart by (with the stream id; Aeron
+        1.15's ``ArchiveConductor.makeKey``): the media, endpoint, interface, control and tags
+        (session-id and alias do not make another recording subscription)."""
+        return _uri_text("", self.media, {k: self.params[k] for k in _RECORDING_KEYS if k in self})
 
     # Typed accessors: validated values, None when the key is absent.
     term_length = _Param[int]("term-length")

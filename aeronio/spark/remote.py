@@ -59,15 +59,10 @@ class Remote(NamedTuple):
         return f"archive control channel {self.control_channel!r} stream {self.control_stream_id}"
 
 
-def _endpoint(channel: str) -> tuple[str, int]:
-    host, _, port = ChannelUri.parse(channel).params["endpoint"].rpartition(":")
-    return host.strip("[]"), int(port)
-
-
 def local_address(remote: Remote) -> str:
     """This host's address on the route to the archive's control endpoint (where the archive
     sends its responses and replays)."""
-    host, port = _endpoint(remote.control_channel)
+    host, port = ChannelUri.parse(remote.control_channel).address("endpoint")
     try:
         family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
         with socket.socket(family, socket.SOCK_DGRAM) as s:

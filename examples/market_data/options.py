@@ -4,7 +4,11 @@ usage error naming the option)."""
 from __future__ import annotations
 
 import argparse
+import ipaddress
 from collections.abc import Callable
+
+from aeronio.errors import ChannelUriError
+from aeronio.protocol.channel import split_address
 
 
 def number(kind: type, low: float, high: float | None = None) -> Callable[[str], float]:
@@ -32,21 +36,22 @@ def multicast(any_port: bool = False) -> Callable[[str], tuple[str, int]]:
     control address is the next one) and a port (or 0 for any free one, with `any_port`)."""
 
     def parse(text: str) -> tuple[str, int]:
-        group, _, port = text.rpartition(":")
-        parts = group.split(".")
+        try:
+            group, port = split_address("GROUP:PORT", text)
+            ip = ipaddress.IPv4Address(group)
+        except (ChannelUriError, ValueError):
+            ip, port = None, 0
         if (
-            len(parts) != 4
-            or not all(p.isdigit() and int(p) < 256 for p in parts)
-            or not 224 <= int(parts[0]) <= 239
-            or int(parts[3]) % 2 == 0
-            or not port.isdigit()
-            or not (0 if any_port else 1) <= int(port) <= 65535
+            ip is None
+            or not ip.is_multicast
+            or ip.packed[3] % 2 == 0
+            or port < (0 if any_port else 1)
         ):
             raise argparse.ArgumentTypeError(
                 f"{text!r}: want GROUP:PORT, GROUP a multicast address 224-239.x.y.z with z odd"
                 + (", PORT 0 for any free one" if any_port else ", PORT from 1")
             )
-        return group, int(port)
+        return str(ip), port
 
     return parse
 

@@ -413,8 +413,9 @@ def test_with_params() -> None:
 def test_multicast_data_groups_are_odd_and_control_is_the_next_address() -> None:
     uri = ChannelUri.parse("aeron:udp?endpoint=224.10.9.7:4050")
     assert uri.is_multicast and not uri.is_multi_destination
-    assert uri.multicast_control == "224.10.9.8:4050"
-    assert ChannelUri.parse("aeron:udp?endpoint=224.0.0.255:1").multicast_control == "224.0.1.0:1"
+    assert uri.multicast_control == ("224.10.9.8", 4050)
+    last = ChannelUri.parse("aeron:udp?endpoint=224.0.0.255:1")
+    assert last.multicast_control == ("224.0.1.0", 1)
     assert not ChannelUri.parse("aeron:udp?endpoint=10.0.0.1:1").is_multicast
     assert not ChannelUri.parse("aeron:udp?endpoint=localhost:1").is_multicast
     bad("aeron:udp?endpoint=224.10.9.8:4050", "endpoint '224.10.9.8:4050' is a multicast group "
