@@ -41,6 +41,7 @@ from aeronio.archive.errors import ArchiveError
 from aeronio.archive.own_streams import OwnStreams
 from aeronio.archive.proxies import ControlResponseProxy, RecordingEventsProxy
 from aeronio.archive.recorder import Recorder
+from aeronio.archive.recording_pos import RecordingPos
 from aeronio.archive.recording_session import RecordingSession
 from aeronio.archive.recording_session import State as RecordingState
 from aeronio.archive.recording_writer import RecorderCounters, RecordingWriter
@@ -56,7 +57,6 @@ from aeronio.protocol.channel import SPY_PREFIX, ChannelUri
 log = logging.getLogger("aeronio.archive")
 
 # Counter type ids (Aeron's AeronCounters).
-RECORDING_POSITION_TYPE_ID = 100
 ARCHIVE_ERROR_COUNT_TYPE_ID = 101
 RECORDER_MAX_WRITE_TIME_TYPE_ID = 105
 RECORDER_TOTAL_WRITE_BYTES_TYPE_ID = 106
@@ -489,16 +489,13 @@ class ArchiveConductor:
             log.warning("not recording %r: %s", image, e)
             await self._stop_recording(recording)
             return
-        key = (
-            recording_id.to_bytes(8, "little", signed=True)
-            + image.session_id.to_bytes(4, "little", signed=True)
-            + len(image.source_identity.encode()).to_bytes(4, "little")
-            + image.source_identity.encode()[:96]
-        )
-        counter = await self.aeron.add_counter(
-            RECORDING_POSITION_TYPE_ID,
-            f"rec-pos: {recording_id} {image.session_id} {image.stream_id} {stripped}",
-            key,
+        counter = await RecordingPos.allocate(
+            self.aeron,
+            recording_id,
+            image.session_id,
+            image.stream_id,
+            stripped,
+            image.source_identity,
         )
         writer = RecordingWriter(
             ctx.archive_dir, layout, start, ctx.file_sync_level, self.recorder_counters

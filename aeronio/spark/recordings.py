@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from aeronio.archive.catalog import CATALOG_FILE_NAME, Catalog, CatalogError
-from aeronio.archive.conductor import RECORDING_POSITION_TYPE_ID
+from aeronio.archive.recording_pos import RecordingPos
 from aeronio.archive.segments import RecordingLayout, segment_file_name
 from aeronio.cnc import CNC_FILE
 from aeronio.errors import AeronError
@@ -231,11 +231,7 @@ class RecordingPositions:
             raise SourceError(f"driver_dir {str(driver_dir)!r}: {e}") from None
 
     def snapshot(self) -> dict[int, int]:
-        out = {}
-        for info in self.reader.for_each():
-            if info.type_id == RECORDING_POSITION_TYPE_ID:
-                out[int.from_bytes(info.key[:8], "little", signed=True)] = info.value
-        return out
+        return RecordingPos.positions(self.reader)
 
     def close(self) -> None:
         self.reader.close()
