@@ -43,6 +43,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from aeronio.archive.segments import HEADER_LENGTH
 from aeronio.spark import frames as fr
 from aeronio.spark.recordings import Recording, SourceError
 
@@ -237,7 +238,7 @@ class Decoder:
         n = len(messages)
         records = None
         if n and np.array_equal(messages.first, messages.last):  # one frame each
-            records = _strided_records(buffer, messages.offset + fr.HEADER_LENGTH, self.dtype)
+            records = _strided_records(buffer, messages.offset + HEADER_LENGTH, self.dtype)
         if records is None:
             if payloads is None:
                 payloads = payload_array(buffer, frames, messages)
