@@ -29,6 +29,7 @@ from aeronio.archive.recording_pos import RecordingPos
 from aeronio.archive.segments import RecordingLayout, SegmentError
 from aeronio.cnc import CNC_FILE
 from aeronio.errors import AeronError
+from aeronio.protocol import limits
 from aeronio.spark import frames as fr
 
 log = logging.getLogger("aeronio.spark")
@@ -104,11 +105,15 @@ def from_descriptor(d, where: str) -> Recording:
     `where` names it in errors), checked."""
     term = d.term_buffer_length
 
-    if term < 64 * 1024 or term & (term - 1) or d.segment_file_length % term:
-        raise SourceError(
+    def corrupt_lengths(_: str = "") -> SourceError:
+        return SourceError(
             f"{where}: recording {d.recording_id} has a corrupt descriptor: term length "
             f"{term}, segment file length {d.segment_file_length}"
         )
+
+    limits.check_term_length(term, error=corrupt_lengths)
+    if d.segment_file_length % term:
+        raise corrupt_lengths()
     if d.start_position < 0 or d.start_position & (segments.FRAME_ALIGNMENT - 1):
         raise SourceError(
             f"{where}: recording {d.recording_id} has a corrupt descriptor: start "
