@@ -49,6 +49,7 @@ from aeronio.archive.replay_session import ReplaySession
 from aeronio.archive.replay_session import State as ReplayState
 from aeronio.archive.segments import RecordingReader
 from aeronio.client.aeron import Aeron
+from aeronio.client.counter import ClientCounter
 from aeronio.client.subscription import Image, Subscription, park_for_data
 from aeronio.errors import AeronError
 from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT
@@ -107,7 +108,7 @@ class ArchiveConductor:
         self.own_streams = OwnStreams([])
         self._logged: set[str] = set()  # the kinds of dropped message logged once
         self.events = RecordingEventsProxy(None)
-        self.errors = None
+        self.errors: ClientCounter | None = None
         self.recorder_counters: RecorderCounters | None = None
         self.recorder = Recorder(on_done=self.wakeup.ring)
 
@@ -147,7 +148,7 @@ class ArchiveConductor:
         self.recorder.start()
         for _, entry in self.catalog.entries():
             if isinstance(entry, CatalogError):  # said once; each request for it is refused
-                self._count_error()
+                self.count_error()
                 log.warning("%s", entry)
 
     # -- duty cycle -----------------------------------------------------------------------
@@ -211,7 +212,9 @@ class ArchiveConductor:
         except codecs.CodecError as e:
             self._drop("undecodable control message", e)
             return
-        if type(request) not in codecs.CONTROL_REQUESTS:
+        if type(request) not in codecs.CONTROL_REQUESTS or not isinstance(
+            request, codecs.ConnectRequest | codecs.CloseSessionRequest | codecs.SessionMessage
+        ):
             self._drop("not a control request", request)
             return
         if isinstance(request, codecs.ConnectRequest):
@@ -225,24 +228,25 @@ class ArchiveConductor:
         else:
             await self._answer(request, session)
 
-    async def _answer(self, request: codecs.Message, session: ControlSession) -> None:
+    async def _answer(self, request: codecs.SessionMessage, session: ControlSession) -> None:
         try:
             await self._on_request(request, session)
         except ArchiveError as e:
-            self._count_error()
+            self.count_error()
             session.error(request.correlation_id, e.error_code, str(e))
         except (AeronError, CatalogError, segments.SegmentError, OSError) as e:
-            self._count_error()
+            self.count_error()
             session.error(request.correlation_id, ErrorCode.GENERIC, f"{type(e).__name__}: {e}")
 
-    def _count_error(self) -> None:
+    def count_error(self) -> None:
+        """One more in the `archive-errors` counter (once it exists)."""
         if self.errors is not None:
             self.errors.increment()
 
     def _drop(self, kind: str, what: object) -> None:
         """Count a control message dropped unanswered; log the first of each kind with `what`
         (a flood of them shows in the `archive-errors` counter, not in the log)."""
-        self._count_error()
+        self.count_error()
         if kind not in self._logged:
             self._logged.add(kind)
             log.warning("dropped %s: %.200s (further ones only counted)", kind, what)
@@ -275,7 +279,7 @@ class ArchiveConductor:
             now_ns,
         )
 
-    async def _on_request(self, request: codecs.Message, session: ControlSession) -> None:
+    async def _on_request(self, request: codecs.SessionMessage, session: ControlSession) -> None:
         correlation_id = request.correlation_id
         match request:
             case codecs.StartRecordingRequest():
@@ -339,8 +343,8 @@ class ArchiveConductor:
                 else:
                     session.recording_unknown(correlation_id, request.recording_id)
             case codecs.RecordingPositionRequest():
-                recording = self.recordings.get(request.recording_id)
-                position = NULL_VALUE if recording is None else recording.recorded_position
+                recorded = self.recordings.get(request.recording_id)
+                position = NULL_VALUE if recorded is None else recorded.recorded_position
                 session.ok(correlation_id, position)
             case codecs.StopPositionRequest():
                 self._check_recording(request.recording_id)
@@ -382,7 +386,7 @@ class ArchiveConductor:
                 try:
                     d = self.catalog.descriptor(recording_id)
                 except CatalogError as e:  # counted and skipped: it hides no other recording
-                    self._count_error()
+                    self.count_error()
                     log.warning("listing skips %s", e)
                     recording_id += 1
                     continue
@@ -485,7 +489,7 @@ class ArchiveConductor:
         except (ArchiveError, CatalogError) as e:
             # an image this archive cannot record: the subscription goes, so that its
             # publication is not held back by a subscriber that never reads
-            self._count_error()
+            self.count_error()
             log.warning("not recording %r: %s", image, e)
             await self._stop_recording(recording)
             return
@@ -501,7 +505,7 @@ class ArchiveConductor:
             ctx.archive_dir, layout, start, ctx.file_sync_level, self.recorder_counters
         )
         session = RecordingSession(
-            recording_id, image, writer, counter, self.events, lambda e: self._count_error()
+            recording_id, image, writer, counter, self.events, lambda e: self.count_error()
         )
         recording.sessions.append(session)
         self.recordings[recording_id] = session
@@ -647,7 +651,7 @@ class ArchiveConductor:
     def _replay_failed(self, session: ControlSession, correlation_id: int, message: str) -> None:
         """A replay ended by damaged recorded bytes: an ERROR for its request (the reference's
         ReplaySession does the same) and a count."""
-        self._count_error()
+        self.count_error()
         log.warning("replay failed: %s", message)
         if session.state is not ControlState.DONE:
             session.error(correlation_id, ErrorCode.GENERIC, message)
@@ -663,7 +667,7 @@ class ArchiveConductor:
     async def _close_control_session(self, session: ControlSession) -> None:
         self.control_sessions.pop(session.control_session_id, None)
         if session.abort_reason is not None:
-            self._count_error()
+            self.count_error()
             log.warning(
                 "control session %d aborted: %s", session.control_session_id, session.abort_reason
             )
@@ -678,8 +682,8 @@ class ArchiveConductor:
             await self._stop_recording_session(session)
         for replay in list(self.replays.values()):
             await self._close_replay(replay)
-        for session in list(self.control_sessions.values()):
-            await self._close_control_session(session)
+        for control in list(self.control_sessions.values()):
+            await self._close_control_session(control)
         self.catalog.close()
 
 
