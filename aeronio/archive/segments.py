@@ -316,15 +316,16 @@ class RecordingReader:
         return self.archive_dir / self.layout.file_name(self.layout.segment_index(self.position))
 
     def _segment(self, index: int) -> memoryview:
-        if index != self._index:
+        mapped = self._map
+        if index != self._index or mapped is None:
             self.close()
             path = self.archive_dir / self.layout.file_name(index)
             try:
-                self._map = map_segment(path)
+                mapped = map_segment(path)
             except SegmentError as e:
                 raise self._damage(str(e)) from None
-            self._index = index
-        return memoryview(self._map)
+            self._map, self._index = mapped, index
+        return memoryview(mapped)
 
     def _damage(self, problem: str, position: int | None = None) -> SegmentError:
         at = self.position if position is None else position
@@ -480,7 +481,7 @@ def check_segments(
 ) -> list[SegmentReport]:
     """Every segment of a stopped recording checked: present, and its recorded positions whole
     frames that tile each term, every header sound (`walk_sound_frames`)."""
-    reports = []
+    reports: list[SegmentReport] = []
     if stop_position <= layout.start_position:
         return reports
     for index in range(layout.segment_index(stop_position - 1) + 1):
