@@ -150,10 +150,10 @@ def scan(
         at = one.end
     if len(pieces) == 1:
         return pieces[0]
-    return Frames(
-        *(np.concatenate([getattr(p, name) for p in pieces]) for name in Frames._fields[:5]),
-        pieces[-1].end,
+    offset, length, flags, kind, reserved = (
+        np.concatenate([getattr(p, name) for p in pieces]) for name in Frames._fields[:5]
     )
+    return Frames(offset, length, flags, kind, reserved, pieces[-1].end)
 
 
 def _frames_at(buffer: np.ndarray, offsets: np.ndarray, end: int) -> Frames:
