@@ -373,11 +373,10 @@ class Catalog:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)  # releases the lock
             self._lock_fd = -1
-        if self._map is not None:
+        if "_map" in vars(self):  # not closed yet
             if not self.readonly:
                 self._map.flush()
-            self.buffer = None
-            self._map = None  # type: ignore[assignment]  # the mapping goes with its last reference
+            del self.buffer, self._map  # the mapping goes with its last reference
 
     def __enter__(self) -> Catalog:
         return self
