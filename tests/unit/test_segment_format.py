@@ -27,16 +27,17 @@ def test_the_format_is_the_cores_and_the_protocols():
 
 
 def format_definitions(source: str, name: str) -> list[str]:
-    """Where a module defines the frame format itself: a struct of its own, a module-level int
-    constant named like a frame fact, an alignment by hand (`& 31`, `+ 31`, `& ~31`), or a
-    format name imported from elsewhere than segments."""
+    """Where a module defines the frame format, or reads segment files, itself: a struct or a
+    mapping of its own, a file opened, an int constant named like a frame fact, an alignment by
+    hand (`& 31`, `+ 31`, `& ~31`), or a format name imported from elsewhere than segments."""
     found = []
     for node in ast.walk(ast.parse(source, name)):
         where = f"{name}:{getattr(node, 'lineno', 0)}"
         if isinstance(node, ast.Import | ast.ImportFrom):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            if "struct" in modules or getattr(node, "module", None) == "struct":
-                found.append(f"{where}: imports struct")
+            for own in ("struct", "mmap"):  # a header read, a segment file mapped, by hand
+                if own in modules or getattr(node, "module", None) == own:
+                    found.append(f"{where}: imports {own}")
             if isinstance(node, ast.ImportFrom) and node.module != "aeronio.archive.segments":
                 found += [
                     f"{where}: {a.name} from {node.module}" for a in node.names if a.name in FORMAT
@@ -46,13 +47,15 @@ def format_definitions(source: str, name: str) -> list[str]:
             for target in names:
                 if re.search(r"HEADER|FLAG|TYPE_|ALIGN|FRAME", target):
                     found.append(f"{where}: defines {target}")
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "open":
+            found.append(f"{where}: opens a file (segment files are read through segments)")
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitAnd | ast.Add):
             for side in (node.left, node.right):
                 if isinstance(side, ast.UnaryOp) and isinstance(side.op, ast.Invert):
                     side = side.operand
                 if isinstance(side, ast.Constant) and side.value == 31:
                     found.append(f"{where}: aligns by hand")
-    return found
+    return sorted(found, key=lambda f: int(f.split(":")[1]))  # by line
 
 
 def test_spark_defines_no_frame_format_of_its_own():
@@ -72,6 +75,8 @@ def test_the_check_finds_a_format_defined_elsewhere():
         "from aeronio._core import HEADER_LENGTH\n"
         "BEGIN_FLAG, END_FLAG = 0x80, 0x40\n"
         "def aligned(n):\n    return (n + 31) & ~31\n"
+        "import mmap\n"
+        "f = open('0-0.rec', 'rb')\n"
     )
     found = format_definitions(source, "aeronio/spark/frames.py")
     assert found == [
@@ -81,6 +86,8 @@ def test_the_check_finds_a_format_defined_elsewhere():
         "aeronio/spark/frames.py:3: defines END_FLAG",
         "aeronio/spark/frames.py:5: aligns by hand",
         "aeronio/spark/frames.py:5: aligns by hand",
+        "aeronio/spark/frames.py:6: imports mmap",
+        "aeronio/spark/frames.py:7: opens a file (segment files are read through segments)",
     ]
 
 
