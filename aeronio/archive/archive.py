@@ -70,7 +70,7 @@ class Archive:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                self.conductor.errors.increment()
+                self.conductor.count_error()
                 if not failures:
                     log.exception("archive duty cycle failed (until one succeeds: counted only)")
                 failures += 1

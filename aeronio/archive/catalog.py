@@ -35,6 +35,7 @@ import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 import numpy as np
@@ -143,10 +144,11 @@ class Catalog:
         if size < 2 * RECORD_LENGTH:
             raise CatalogError(f"{self.path}: {size} bytes is too short for a catalog")
         self._lock_fd = _lock(self.path) if lock else -1
-        mode = "c" if readonly else "r+"  # "c": never written, so it sees the writer's changes
+        # "c": never written, so it sees the writer's changes
+        mode: Literal["c", "r+"] = "c" if readonly else "r+"
         self._map = np.memmap(self.path, dtype=np.uint8, mode=mode)
         self.buffer = AtomicBuffer(self._map)
-        header, _ = CatalogHeader.decode_block(self._map)
+        header, _ = CatalogHeader.decode_block(self._map.data)
         if header.version != CATALOG_VERSION or header.entry_length != RECORD_LENGTH:
             raise CatalogError(
                 f"{self.path}: version {header.version}, entry length {header.entry_length} "
@@ -373,11 +375,10 @@ class Catalog:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)  # releases the lock
             self._lock_fd = -1
-        if self._map is not None:
+        if "_map" in vars(self):  # not closed yet
             if not self.readonly:
                 self._map.flush()
-            self.buffer = None
-            self._map = None  # the mapping goes with its last reference
+            del self.buffer, self._map  # the mapping goes with its last reference
 
     def __enter__(self) -> Catalog:
         return self

@@ -74,7 +74,7 @@ class ArchiveClient:
             raise ArchiveError("the archive client is closed")
         await self.publication.offer(request.encode(), timeout=self.message_timeout_s)
 
-    async def _next(self, correlation_id: int, deadline: float) -> codecs.Message:
+    async def _next(self, correlation_id: int, deadline: float) -> codecs.SessionMessage:
         """The next response for this request (a ControlResponse or a RecordingDescriptor)."""
         loop = asyncio.get_running_loop()
         while True:
@@ -96,7 +96,7 @@ class ArchiveClient:
             if response is not None:
                 return response
 
-    def _decode(self, message: Message, awaited: int | None = None) -> codecs.Message | None:
+    def _decode(self, message: Message, awaited: int | None = None) -> codecs.SessionMessage | None:
         """The response to request `awaited` for this session (not another's sharing the
         stream), or None. An ERROR for another of its requests (sent after answering it: a
         replay ended by damage) is kept for `poll_for_error_response`."""
@@ -104,7 +104,7 @@ class ArchiveClient:
             response = codecs.decode(message.data)
         except codecs.CodecError:
             return None
-        if not hasattr(response, "correlation_id") or (
+        if not isinstance(response, codecs.SessionMessage) or (
             self.control_session_id != -1 and response.control_session_id != self.control_session_id
         ):
             return None
@@ -152,7 +152,10 @@ class ArchiveClient:
                 response = await self._next(correlation_id, deadline)
                 if isinstance(response, codecs.RecordingDescriptor):
                     found.append(response)
-                elif response.code == ControlResponseCode.RECORDING_UNKNOWN:
+                elif (
+                    isinstance(response, codecs.ControlResponse)
+                    and response.code == ControlResponseCode.RECORDING_UNKNOWN
+                ):
                     break
                 else:
                     _relevant_id(response)
@@ -458,7 +461,7 @@ def _same_image(subscription: Subscription, session_id: int, image, position: in
     current = subscription.image_by_session_id(session_id)
     if image is None and (current is None or current.join_position == position):
         return current
-    if current is image and not image.is_closed:
+    if current is image and image is not None and not image.is_closed:
         return current
     raise _lost_at(session_id, subscription.stream_id, position)
 

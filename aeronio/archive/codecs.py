@@ -154,6 +154,14 @@ def _table(template_id: int, block_length: int, *fields: str, var: tuple[str, ..
     return apply
 
 
+class SessionMessage(Message, frozen=True):
+    """A message of a control session that answers or awaits an answer: its first fields are
+    the session's id and the request's correlation id."""
+
+    control_session_id: int
+    correlation_id: int
+
+
 MESSAGES: dict[int, type[Message]] = {}
 _SESSION = ("control_session_id:q", "correlation_id:q")
 
@@ -173,18 +181,14 @@ class CloseSessionRequest(Message, frozen=True):
 
 
 @_table(4, 21, *_SESSION, "stream_id:i", "source_location:B", var=("channel",))
-class StartRecordingRequest(Message, frozen=True):
-    control_session_id: int
-    correlation_id: int
+class StartRecordingRequest(SessionMessage, frozen=True):
     stream_id: int
     source_location: int
     channel: str
 
 
 @_table(5, 20, *_SESSION, "stream_id:i", var=("channel",))
-class StopRecordingRequest(Message, frozen=True):
-    control_session_id: int
-    correlation_id: int
+class StopRecordingRequest(SessionMessage, frozen=True):
     stream_id: int
     channel: str
 
@@ -193,9 +197,7 @@ class StopRecordingRequest(Message, frozen=True):
     6, 44, *_SESSION, "recording_id:q", "position:q", "length:q", "replay_stream_id:i",
     var=("replay_channel",),
 )  # fmt: skip
-class ReplayRequest(Message, frozen=True):
-    control_session_id: int
-    correlation_id: int
+class ReplayRequest(SessionMessage, frozen=True):
     recording_id: int
     position: int
     length: int
@@ -204,24 +206,18 @@ class ReplayRequest(Message, frozen=True):
 
 
 @_table(7, 24, *_SESSION, "replay_session_id:q")
-class StopReplayRequest(Message, frozen=True):
-    control_session_id: int
-    correlation_id: int
+class StopReplayRequest(SessionMessage, frozen=True):
     replay_session_id: int
 
 
 @_table(8, 28, *_SESSION, "from_recording_id:q", "record_count:i")
-class ListRecordingsRequest(Message, frozen=True):
-    control_session_id: int
-    correlation_id: int
+class ListRecordingsRequest(SessionMessage, frozen=True):
     from_recording_id: int
     record_count: int
 
 
 @_table(9, 32, *_SESSION, "from_recording_id:q", "record_count:i", "stream_id:i", var=("channel",))
-class ListRecordingsForUriRequest(Message, frozen=True):
-    control_session_id: int
-    correlation_id: int
+class ListRecordingsForUriRequest(SessionMessage, frozen=True):
     from_recording_id: int
     record_count: int
     stream_id: int
@@ -229,16 +225,12 @@ class ListRecordingsForUriRequest(Message, frozen=True):
 
 
 @_table(10, 24, *_SESSION, "recording_id:q")
-class ListRecordingRequest(Message, frozen=True):
-    control_session_id: int
-    correlation_id: int
+class ListRecordingRequest(SessionMessage, frozen=True):
     recording_id: int
 
 
 @_table(11, 29, *_SESSION, "recording_id:q", "stream_id:i", "source_location:B", var=("channel",))
-class ExtendRecordingRequest(Message, frozen=True):
-    control_session_id: int
-    correlation_id: int
+class ExtendRecordingRequest(SessionMessage, frozen=True):
     recording_id: int
     stream_id: int
     source_location: int
@@ -246,38 +238,28 @@ class ExtendRecordingRequest(Message, frozen=True):
 
 
 @_table(12, 24, *_SESSION, "recording_id:q")
-class RecordingPositionRequest(Message, frozen=True):
-    control_session_id: int
-    correlation_id: int
+class RecordingPositionRequest(SessionMessage, frozen=True):
     recording_id: int
 
 
 @_table(13, 32, *_SESSION, "recording_id:q", "position:q")
-class TruncateRecordingRequest(Message, frozen=True):
-    control_session_id: int
-    correlation_id: int
+class TruncateRecordingRequest(SessionMessage, frozen=True):
     recording_id: int
     position: int
 
 
 @_table(14, 24, *_SESSION, "subscription_id:q")
-class StopRecordingSubscriptionRequest(Message, frozen=True):
-    control_session_id: int
-    correlation_id: int
+class StopRecordingSubscriptionRequest(SessionMessage, frozen=True):
     subscription_id: int
 
 
 @_table(15, 24, *_SESSION, "recording_id:q")
-class StopPositionRequest(Message, frozen=True):
-    control_session_id: int
-    correlation_id: int
+class StopPositionRequest(SessionMessage, frozen=True):
     recording_id: int
 
 
 @_table(16, 32, *_SESSION, "min_recording_id:q", "session_id:i", "stream_id:i", var=("channel",))
-class FindLastMatchingRecordingRequest(Message, frozen=True):
-    control_session_id: int
-    correlation_id: int
+class FindLastMatchingRecordingRequest(SessionMessage, frozen=True):
     min_recording_id: int
     session_id: int
     stream_id: int
@@ -293,9 +275,7 @@ CONTROL_REQUESTS: frozenset[type[Message]] = frozenset(MESSAGES.values())
 
 
 @_table(1, 28, *_SESSION, "relevant_id:q", "code:i", var=("error_message",))
-class ControlResponse(Message, frozen=True):
-    control_session_id: int
-    correlation_id: int
+class ControlResponse(SessionMessage, frozen=True):
     relevant_id: int
     code: int
     error_message: str = ""
@@ -307,12 +287,10 @@ class ControlResponse(Message, frozen=True):
     "term_buffer_length:i", "mtu_length:i", "session_id:i", "stream_id:i",
     var=("stripped_channel", "original_channel", "source_identity"),
 )  # fmt: skip
-class RecordingDescriptor(Message, frozen=True):
+class RecordingDescriptor(SessionMessage, frozen=True):
     """One recording, as the catalog holds it and `list_recordings` returns it (the catalog
     stores control session and correlation ids of 0)."""
 
-    control_session_id: int
-    correlation_id: int
     recording_id: int
     start_timestamp: int
     stop_timestamp: int

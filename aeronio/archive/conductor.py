@@ -41,6 +41,7 @@ from aeronio.archive.errors import ArchiveError
 from aeronio.archive.own_streams import OwnStreams
 from aeronio.archive.proxies import ControlResponseProxy, RecordingEventsProxy
 from aeronio.archive.recorder import Recorder
+from aeronio.archive.recording_pos import RecordingPos
 from aeronio.archive.recording_session import RecordingSession
 from aeronio.archive.recording_session import State as RecordingState
 from aeronio.archive.recording_writer import RecorderCounters, RecordingWriter
@@ -48,6 +49,7 @@ from aeronio.archive.replay_session import ReplaySession
 from aeronio.archive.replay_session import State as ReplayState
 from aeronio.archive.segments import RecordingReader
 from aeronio.client.aeron import Aeron
+from aeronio.client.counter import ClientCounter
 from aeronio.client.subscription import Image, Subscription, park_for_data
 from aeronio.errors import AeronError
 from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT
@@ -56,7 +58,6 @@ from aeronio.protocol.channel import SPY_PREFIX, ChannelUri
 log = logging.getLogger("aeronio.archive")
 
 # Counter type ids (Aeron's AeronCounters).
-RECORDING_POSITION_TYPE_ID = 100
 ARCHIVE_ERROR_COUNT_TYPE_ID = 101
 RECORDER_MAX_WRITE_TIME_TYPE_ID = 105
 RECORDER_TOTAL_WRITE_BYTES_TYPE_ID = 106
@@ -100,7 +101,7 @@ class ArchiveConductor:
         self.own_streams = OwnStreams([])
         self._logged: set[str] = set()  # the kinds of dropped message logged once
         self.events = RecordingEventsProxy(None)
-        self.errors = None
+        self.errors: ClientCounter | None = None
         self.recorder_counters: RecorderCounters | None = None
         self.recorder = Recorder(on_done=self.wakeup.ring)
 
@@ -140,7 +141,7 @@ class ArchiveConductor:
         self.recorder.start()
         for _, entry in self.catalog.entries():
             if isinstance(entry, CatalogError):  # said once; each request for it is refused
-                self._count_error()
+                self.count_error()
                 log.warning("%s", entry)
 
     # -- duty cycle -----------------------------------------------------------------------
@@ -204,7 +205,9 @@ class ArchiveConductor:
         except codecs.CodecError as e:
             self._drop("undecodable control message", e)
             return
-        if type(request) not in codecs.CONTROL_REQUESTS:
+        if type(request) not in codecs.CONTROL_REQUESTS or not isinstance(
+            request, codecs.ConnectRequest | codecs.CloseSessionRequest | codecs.SessionMessage
+        ):
             self._drop("not a control request", request)
             return
         if isinstance(request, codecs.ConnectRequest):
@@ -218,24 +221,25 @@ class ArchiveConductor:
         else:
             await self._answer(request, session)
 
-    async def _answer(self, request: codecs.Message, session: ControlSession) -> None:
+    async def _answer(self, request: codecs.SessionMessage, session: ControlSession) -> None:
         try:
             await self._on_request(request, session)
         except ArchiveError as e:
-            self._count_error()
+            self.count_error()
             session.error(request.correlation_id, e.error_code, str(e))
         except (AeronError, CatalogError, segments.SegmentError, OSError) as e:
-            self._count_error()
+            self.count_error()
             session.error(request.correlation_id, ErrorCode.GENERIC, f"{type(e).__name__}: {e}")
 
-    def _count_error(self) -> None:
+    def count_error(self) -> None:
+        """One more in the `archive-errors` counter (once it exists)."""
         if self.errors is not None:
             self.errors.increment()
 
     def _drop(self, kind: str, what: object) -> None:
         """Count a control message dropped unanswered; log the first of each kind with `what`
         (a flood of them shows in the `archive-errors` counter, not in the log)."""
-        self._count_error()
+        self.count_error()
         if kind not in self._logged:
             self._logged.add(kind)
             log.warning("dropped %s: %.200s (further ones only counted)", kind, what)
@@ -268,7 +272,7 @@ class ArchiveConductor:
             now_ns,
         )
 
-    async def _on_request(self, request: codecs.Message, session: ControlSession) -> None:
+    async def _on_request(self, request: codecs.SessionMessage, session: ControlSession) -> None:
         correlation_id = request.correlation_id
         match request:
             case codecs.StartRecordingRequest():
@@ -332,8 +336,8 @@ class ArchiveConductor:
                 else:
                     session.recording_unknown(correlation_id, request.recording_id)
             case codecs.RecordingPositionRequest():
-                recording = self.recordings.get(request.recording_id)
-                position = NULL_VALUE if recording is None else recording.recorded_position
+                recorded = self.recordings.get(request.recording_id)
+                position = NULL_VALUE if recorded is None else recorded.recorded_position
                 session.ok(correlation_id, position)
             case codecs.StopPositionRequest():
                 self._check_recording(request.recording_id)
@@ -375,7 +379,7 @@ class ArchiveConductor:
                 try:
                     d = self.catalog.descriptor(recording_id)
                 except CatalogError as e:  # counted and skipped: it hides no other recording
-                    self._count_error()
+                    self.count_error()
                     log.warning("listing skips %s", e)
                     recording_id += 1
                     continue
@@ -478,26 +482,23 @@ class ArchiveConductor:
         except (ArchiveError, CatalogError) as e:
             # an image this archive cannot record: the subscription goes, so that its
             # publication is not held back by a subscriber that never reads
-            self._count_error()
+            self.count_error()
             log.warning("not recording %r: %s", image, e)
             await self._stop_recording(recording)
             return
-        key = (
-            recording_id.to_bytes(8, "little", signed=True)
-            + image.session_id.to_bytes(4, "little", signed=True)
-            + len(image.source_identity.encode()).to_bytes(4, "little")
-            + image.source_identity.encode()[:96]
-        )
-        counter = await self.aeron.add_counter(
-            RECORDING_POSITION_TYPE_ID,
-            f"rec-pos: {recording_id} {image.session_id} {image.stream_id} {stripped}",
-            key,
+        counter = await RecordingPos.allocate(
+            self.aeron,
+            recording_id,
+            image.session_id,
+            image.stream_id,
+            stripped,
+            image.source_identity,
         )
         writer = RecordingWriter(
             ctx.archive_dir, layout, start, ctx.file_sync_level, self.recorder_counters
         )
         session = RecordingSession(
-            recording_id, image, writer, counter, self.events, lambda e: self._count_error()
+            recording_id, image, writer, counter, self.events, lambda e: self.count_error()
         )
         recording.sessions.append(session)
         self.recordings[recording_id] = session
@@ -643,7 +644,7 @@ class ArchiveConductor:
     def _replay_failed(self, session: ControlSession, correlation_id: int, message: str) -> None:
         """A replay ended by damaged recorded bytes: an ERROR for its request (the reference's
         ReplaySession does the same) and a count."""
-        self._count_error()
+        self.count_error()
         log.warning("replay failed: %s", message)
         if session.state is not ControlState.DONE:
             session.error(correlation_id, ErrorCode.GENERIC, message)
@@ -659,7 +660,7 @@ class ArchiveConductor:
     async def _close_control_session(self, session: ControlSession) -> None:
         self.control_sessions.pop(session.control_session_id, None)
         if session.abort_reason is not None:
-            self._count_error()
+            self.count_error()
             log.warning(
                 "control session %d aborted: %s", session.control_session_id, session.abort_reason
             )
@@ -674,8 +675,8 @@ class ArchiveConductor:
             await self._stop_recording_session(session)
         for replay in list(self.replays.values()):
             await self._close_replay(replay)
-        for session in list(self.control_sessions.values()):
-            await self._close_control_session(session)
+        for control in list(self.control_sessions.values()):
+            await self._close_control_session(control)
         self.catalog.close()
 
 

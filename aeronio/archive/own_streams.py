@@ -86,8 +86,8 @@ def _port(uri: ChannelUri) -> int | None:
 async def _udp_address(uri: ChannelUri) -> tuple[str, int] | None:
     """A UDP channel's endpoint as an IPv4 (address, port), resolved off the event loop as the
     driver resolves it; None without one or when it does not resolve."""
-    port = _port(uri)
-    if not uri.is_udp or port is None:
+    port, endpoint = _port(uri), uri.endpoint
+    if not uri.is_udp or port is None or endpoint is None:
         return None
     host = uri.address("endpoint")[0]
     try:
@@ -100,7 +100,7 @@ async def _udp_address(uri: ChannelUri) -> tuple[str, int] | None:
         )
     except (OSError, UnicodeError):
         return None
-    return (infos[0][4][0], port) if infos else None
+    return (str(infos[0][4][0]), port) if infos else None
 
 
 def _is_local(address: str) -> bool:

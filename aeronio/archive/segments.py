@@ -14,6 +14,15 @@ The rules (the reference 1.15.1 archive's, so that each side reads the other's d
 - A frame's length word is written last (see `recording_writer`), so a reader stops at the
   first zero length: what it sees is only whole frames.
 
+The frame format, for every reader
+----------------------------------
+This module is where the archive's readers (replay, `aeronio archive dump`/`verify`) and Spark's
+(aeronio/spark, and the constants of its Java reader, checked by a test) take the recorded
+format from: the DATA/PAD header (`FRAME_HEADER`, `HEADER_LENGTH`, the `*_FIELD_OFFSET`s), the
+frame types and flags, `align_frame`, and `written_end`, the end of the last whole frame of a
+recording being written. The constants are `aeronio._core`'s (cython_core/frame.pxi), the header
+struct `protocol.frames.DataHeader`'s.
+
 Damage
 ------
 Below a recording's recorded end (its stop position, or `rec-pos` while it records) every byte
@@ -33,15 +42,55 @@ import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
-from aeronio._core import HDR_TYPE_DATA, HDR_TYPE_PAD, HEADER_LENGTH, scan_whole_frames
+import numpy as np
+
+from aeronio._core import (
+    BEGIN_FRAG_FLAG,
+    END_FRAG_FLAG,
+    FLAGS_FIELD_OFFSET,
+    FRAME_ALIGNMENT,
+    FRAME_LENGTH_FIELD_OFFSET,
+    HDR_TYPE_DATA,
+    HDR_TYPE_PAD,
+    HEADER_LENGTH,
+    RESERVED_VALUE_FIELD_OFFSET,
+    TERM_ID_FIELD_OFFSET,
+    TERM_OFFSET_FIELD_OFFSET,
+    TYPE_FIELD_OFFSET,
+    scan_whole_frames,
+)
 from aeronio.errors import AeronError
-from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT, align
+from aeronio.protocol.frames import DataHeader
+
+__all__ = [  # the frame format, re-exported for every reader of segment files
+    "BEGIN_FRAG_FLAG",
+    "END_FRAG_FLAG",
+    "FLAGS_FIELD_OFFSET",
+    "FRAME_ALIGNMENT",
+    "FRAME_HEADER",
+    "FRAME_LENGTH_FIELD_OFFSET",
+    "HDR_TYPE_DATA",
+    "HDR_TYPE_PAD",
+    "HEADER_LENGTH",
+    "RESERVED_VALUE_FIELD_OFFSET",
+    "TERM_ID_FIELD_OFFSET",
+    "TERM_OFFSET_FIELD_OFFSET",
+    "TYPE_FIELD_OFFSET",
+]
 
 SEGMENT_SUFFIX = ".rec"
-_FRAME = struct.Struct("<iBBHiiiiq")  # the DATA/PAD header, for dumps and checks
+FRAME_HEADER: struct.Struct = DataHeader.STRUCT  # the DATA/PAD header
 _LENGTH = struct.Struct("<i")
+
+
+_Lengths = TypeVar("_Lengths", int, np.ndarray)
+
+
+def align_frame(length: _Lengths) -> _Lengths:
+    """A frame length (an int or a numpy array of them) aligned to `FRAME_ALIGNMENT`."""
+    return (length + FRAME_ALIGNMENT - 1) & -FRAME_ALIGNMENT
 
 
 class SegmentError(AeronError, ValueError):
@@ -90,7 +139,7 @@ def frame_problem(segment, offset: int, position: int, term_length: int, stop: i
     size = len(segment)
     if offset + HEADER_LENGTH > size:
         return f"the file ends at {size} bytes"
-    length, _, _, kind, term_offset = _FRAME.unpack_from(segment, offset)[:5]
+    length, _, _, kind, term_offset = FRAME_HEADER.unpack_from(segment, offset)[:5]
     expected = position & (term_length - 1)
     if length < HEADER_LENGTH:
         return f"frame length {length}"
@@ -98,7 +147,7 @@ def frame_problem(segment, offset: int, position: int, term_length: int, stop: i
         return f"frame type {kind}"
     if term_offset != expected:
         return f"term offset {term_offset} where {expected} belongs"
-    aligned = align(length, FRAME_ALIGNMENT)
+    aligned = align_frame(length)
     if expected + aligned > term_length:
         return f"frame length {length} goes past its term's end"
     if position + aligned > stop:
@@ -121,7 +170,7 @@ def walk_sound_frames(
         if problem is not None:
             return offset, last, problem
         last = offset
-        offset += align(_LENGTH.unpack_from(segment, offset)[0], FRAME_ALIGNMENT)
+        offset += align_frame(_LENGTH.unpack_from(segment, offset)[0])
     return offset, last, None
 
 
@@ -151,16 +200,71 @@ def recover_stop_position(archive_dir: str | os.PathLike[str], layout: Recording
     indices = segment_indices(archive_dir, layout.recording_id)
     if not indices:
         return layout.start_position
-    last = indices[-1]
-    path = Path(archive_dir, layout.file_name(last))
-    first = layout.segment_offset(layout.start_position) if last == 0 else 0
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size <= first:
-            return layout.segment_base_position(last) + first
+    return written_end(archive_dir, layout, indices[-1])
+
+
+def written_end(
+    archive_dir: str | os.PathLike[str],
+    layout: RecordingLayout,
+    segment_index: int,
+    known_end: int | None = None,
+) -> int:
+    """The end of the last whole frame of a recording being written whose last segment is
+    `segment_index`: terms fill in order, so the last one started in that segment (a nonzero
+    first length word) is scanned, from `known_end` (where whole frames were found to end
+    before) when that is in it. The segment's first position when nothing is written in it or
+    it does not exist."""
+    base = layout.segment_base_position(segment_index)
+    first = max(base, layout.start_position)
+    path = Path(archive_dir, layout.file_name(segment_index))
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return first  # not yet made (or removed): nothing beyond its base
+    with f:
+        size = min(os.fstat(f.fileno()).st_size, layout.segment_length)
+        if size <= first - base:
+            return first
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            end = scan_frames(mapped, first, min(size, layout.segment_length))
-    return layout.segment_base_position(last) + end
+            start = _last_started_term(mapped, layout, first - base, size)
+            if start is None:
+                return first
+            stop = min(start - (start & (layout.term_length - 1)) + layout.term_length, size)
+            if known_end is not None and start <= known_end - base <= stop:
+                start = known_end - base
+            return base + scan_frames(mapped, start, stop)
+
+
+def _last_started_term(segment, layout: RecordingLayout, first: int, size: int) -> int | None:
+    """The offset of the last term of a segment with its first frame written (a recording's
+    first term from its start offset `first`), or None."""
+    term_length = layout.term_length
+    starts = np.arange(first - first % term_length, size, term_length, dtype=np.int64)
+    starts[0] = first
+    starts = starts[starts + _LENGTH.size <= size]
+    started = starts[np.frombuffer(segment, np.int32, size // 4)[starts // 4] != 0]
+    return int(started[-1]) if len(started) else None
+
+
+def read_segment(
+    archive_dir: str | os.PathLike[str], layout: RecordingLayout, position: int, out: memoryview
+) -> int:
+    """The recording's bytes from `position` copied into `out` (a writable byte view that
+    ends within the segment holding `position`) from its segment file: how many were copied,
+    fewer when the file ends first. SegmentError naming the file when it is missing."""
+    path = Path(archive_dir, layout.file_name(layout.segment_index(position)))
+    try:
+        with open(path, "rb", buffering=0) as f:
+            f.seek(layout.segment_offset(position))
+            got = 0
+            while got < len(out):
+                n = f.readinto(out[got:])
+                if not n:
+                    break
+                got += n
+    except FileNotFoundError:
+        raise SegmentError(f"segment file {path} is missing") from None
+    return got
 
 
 class Block(NamedTuple):
@@ -199,15 +303,16 @@ class RecordingReader:
         return self.archive_dir / self.layout.file_name(self.layout.segment_index(self.position))
 
     def _segment(self, index: int) -> memoryview:
-        if index != self._index:
+        mapped = self._map
+        if index != self._index or mapped is None:
             self.close()
             path = self.archive_dir / self.layout.file_name(index)
             try:
-                self._map = map_segment(path)
+                mapped = map_segment(path)
             except SegmentError as e:
                 raise self._damage(str(e)) from None
-            self._index = index
-        return memoryview(self._map)
+            self._map, self._index = mapped, index
+        return memoryview(mapped)
 
     def _damage(self, problem: str, position: int | None = None) -> SegmentError:
         at = self.position if position is None else position
@@ -313,9 +418,9 @@ def iter_frame_headers(path: str | os.PathLike[str], start: int = 0) -> Iterator
         offset = start
         end = scan_frames(mapped, start)
         while offset < end:
-            fields = _FRAME.unpack_from(mapped, offset)
+            fields = FRAME_HEADER.unpack_from(mapped, offset)
             yield FrameInfo(offset, *fields)
-            offset += align(fields[0], FRAME_ALIGNMENT)
+            offset += align_frame(fields[0])
 
 
 def truncate(archive_dir: str | os.PathLike[str], layout: RecordingLayout, position: int) -> None:
@@ -363,7 +468,7 @@ def check_segments(
 ) -> list[SegmentReport]:
     """Every segment of a stopped recording checked: present, and its recorded positions whole
     frames that tile each term, every header sound (`walk_sound_frames`)."""
-    reports = []
+    reports: list[SegmentReport] = []
     if stop_position <= layout.start_position:
         return reports
     for index in range(layout.segment_index(stop_position - 1) + 1):

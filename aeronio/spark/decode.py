@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import operator
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -43,6 +44,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from aeronio.archive.segments import HEADER_LENGTH
 from aeronio.spark import frames as fr
 from aeronio.spark.recordings import Recording, SourceError
 
@@ -134,7 +136,7 @@ class Decoder:
         self.record_fields = [f for f in schema.fields if f.name not in self.metadata]
         if layout != "raw" and not self.record_fields:
             raise SourceError(f"layout {layout} needs record columns in the schema")
-        self.dtype: np.dtype | None = None
+        self.dtype = np.dtype([])  # the record (layout fixed); no fields for the others
         if layout == "fixed":
             formats = []
             for f in self.record_fields:
@@ -155,7 +157,7 @@ class Decoder:
                 except SourceError as e:
                     raise SourceError(f"layout {layout}: column {f.name!r}: {e}") from None
         self._arrow_schema: pa.Schema | None = None
-        self._decode = None
+        self._decode: Callable[[bytes], Any] | None = None
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -171,7 +173,7 @@ class Decoder:
 
     @property
     def record_size(self) -> int:
-        return self.dtype.itemsize if self.dtype is not None else 0
+        return self.dtype.itemsize
 
     # -- batches -------------------------------------------------------------------------
 
@@ -232,12 +234,12 @@ class Decoder:
             raise SourceError(
                 f"layout fixed: the message at position {position + int(messages.offset[i])} of "
                 f"recording {r.recording_id} is {int(messages.length[i])} bytes, the record "
-                f"({', '.join(self.dtype.names)}) is {size} bytes"
+                f"({', '.join(f.name for f in self.record_fields)}) is {size} bytes"
             )
         n = len(messages)
         records = None
         if n and np.array_equal(messages.first, messages.last):  # one frame each
-            records = _strided_records(buffer, messages.offset + fr.HEADER_LENGTH, self.dtype)
+            records = _strided_records(buffer, messages.offset + HEADER_LENGTH, self.dtype)
         if records is None:
             if payloads is None:
                 payloads = payload_array(buffer, frames, messages)
@@ -255,8 +257,9 @@ class Decoder:
         return out
 
     def _structured(self, r: Recording, position: int, messages: fr.Messages, payloads):
-        if self._decode is None:
-            fields = []
+        decode = self._decode
+        if decode is None:
+            fields: list[tuple[str, Any] | tuple[str, Any, None]] = []
             for f in self.record_fields:
                 kind = _python_type(f.dataType)
                 if f.nullable:
@@ -265,14 +268,14 @@ class Decoder:
                     fields.append((f.name, kind))
             record = msgspec.defstruct("Record", fields, kw_only=True)
             module = msgspec.msgpack if self.layout == "msgpack" else msgspec.json
-            self._decode = module.Decoder(record).decode
+            decode = self._decode = module.Decoder(record).decode
         items = payloads.to_pylist()
         try:
-            rows = list(map(self._decode, items))
+            rows = list(map(decode, items))
         except (msgspec.DecodeError, msgspec.ValidationError):
             for i, item in enumerate(items):
                 try:
-                    self._decode(item)
+                    decode(item)
                 except (msgspec.DecodeError, msgspec.ValidationError) as e:
                     raise SourceError(
                         f"layout {self.layout}: the message at position "
@@ -281,6 +284,7 @@ class Decoder:
                     ) from None
             raise
         names = [f.name for f in self.record_fields]
+        columns: list[Sequence[Any]]
         if len(names) == 1:
             columns = [[getattr(row, names[0]) for row in rows]]
         else:

@@ -1,8 +1,8 @@
 """Frames and messages of recorded terms, found with numpy rather than a Python loop per frame.
 
-A recording's bytes are its stream's terms verbatim: DATA and PAD frames, each a 32-byte header
-(frame length i32, version u8, flags u8, type u16, term offset i32, session id i32, stream id
-i32, term id i32, reserved value i64) and its payload, aligned to 32 bytes. The frames of a
+A recording's bytes are its stream's terms verbatim: DATA and PAD frames, each a header and its
+payload, aligned (the format is archive/segments.py's: `FRAME_HEADER`, `HEADER_LENGTH`, the
+field offsets, types and flags, `align_frame`, all imported from there). The frames of a
 region chain from a frame boundary by their lengths; a sequential reader stops at the first zero
 length (the archive writes a block's first length word last, so what is behind it is not there
 yet).
@@ -29,18 +29,22 @@ trailing message without its END are not messages.
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 import numpy as np
 
-HEADER_LENGTH = 32
-TYPE_PAD, TYPE_DATA = 0, 1
-BEGIN_FLAG, END_FLAG = 0x80, 0x40
-# Words (int32) of a header: length, version|flags<<8|type<<16, term offset, session id,
-# stream id, term id, reserved value (two words).
-_LENGTH, _VFT, _TERM_OFFSET, _TERM_ID = 0, 1, 2, 5
-_HEADER = struct.Struct("<iBBHiiiiq")
+from aeronio.archive import segments as seg  # the recorded format, defined there once
+from aeronio.archive.segments import FRAME_HEADER, HEADER_LENGTH, align_frame
+from aeronio.logbuffer.descriptor import compute_term_id_from_position
+
+# A header seen as int32 words (the flags and type share a word) and int64 words.
+_LENGTH = seg.FRAME_LENGTH_FIELD_OFFSET // 4
+_TERM_OFFSET = seg.TERM_OFFSET_FIELD_OFFSET // 4
+_TERM_ID = seg.TERM_ID_FIELD_OFFSET // 4
+_FLAGS_TYPE = seg.FLAGS_FIELD_OFFSET // 4
+_FLAGS_SHIFT = 8 * (seg.FLAGS_FIELD_OFFSET % 4)
+_TYPE_SHIFT = 8 * (seg.TYPE_FIELD_OFFSET % 4)
+_RESERVED = seg.RESERVED_VALUE_FIELD_OFFSET // 8
 
 
 class Frames(NamedTuple):
@@ -100,11 +104,9 @@ def header_ok(
     """Whether a frame header for `position` sits at `offset` (a quick check of one slot)."""
     if offset < 0 or offset + HEADER_LENGTH > len(buffer):
         return False
-    length, _, _, _, term_offset, _, _, term_id, _ = _HEADER.unpack_from(buffer, offset)
+    length, _, _, _, term_offset, _, _, term_id, _ = FRAME_HEADER.unpack_from(buffer.data, offset)
     expected_offset = position & (term_length - 1)
-    expected_id = (initial_term_id + (position >> (term_length.bit_length() - 1)) + 2**31) % (
-        2**32
-    ) - 2**31
+    expected_id = compute_term_id_from_position(position, term_length, initial_term_id)
     return (
         HEADER_LENGTH <= length <= term_length - expected_offset
         and term_offset == expected_offset
@@ -148,22 +150,22 @@ def scan(
         at = one.end
     if len(pieces) == 1:
         return pieces[0]
-    return Frames(
-        *(np.concatenate([getattr(p, name) for p in pieces]) for name in Frames._fields[:5]),
-        pieces[-1].end,
+    offset, length, flags, kind, reserved = (
+        np.concatenate([getattr(p, name) for p in pieces]) for name in Frames._fields[:5]
     )
+    return Frames(offset, length, flags, kind, reserved, pieces[-1].end)
 
 
 def _frames_at(buffer: np.ndarray, offsets: np.ndarray, end: int) -> Frames:
     """The frames whose headers are at `offsets` (checked by the caller)."""
     heads = buffer[offsets[:, None] + np.arange(HEADER_LENGTH)].view(np.int32)
-    vft = heads[:, _VFT].view(np.uint32)
+    vft = heads[:, _FLAGS_TYPE].view(np.uint32)
     return Frames(
         offsets.astype(np.int64),
         heads[:, _LENGTH].copy(),
-        ((vft >> 8) & 0xFF).astype(np.uint8),
-        (vft >> 16).astype(np.uint16),
-        heads.view(np.int64)[:, 3].copy(),
+        ((vft >> _FLAGS_SHIFT) & 0xFF).astype(np.uint8),
+        (vft >> _TYPE_SHIFT).astype(np.uint16),
+        heads.view(np.int64)[:, _RESERVED].copy(),
         end,
     )
 
@@ -175,8 +177,8 @@ def _uniform_run(
     `end` (empty unless a header for `position` is at `at`)."""
     if not header_ok(buffer, at, position, term_length, initial_term_id):
         return _empty_frames(at)
-    (length,) = struct.unpack_from("<i", buffer, at)
-    aligned = (length + 31) & ~31
+    length = FRAME_HEADER.unpack_from(buffer.data, at)[0]
+    aligned = align_frame(length)
     term_offset = position & (term_length - 1)
     count = min((term_length - term_offset) // aligned, (end - at) // aligned)
     if count <= 0:
@@ -197,13 +199,13 @@ def _uniform_run(
             n += int(np.argmin(ok))
             break
         n, window = high, window * 2
-    vft = words[:n, _VFT].view(np.uint32)
+    vft = words[:n, _FLAGS_TYPE].view(np.uint32)
     return Frames(
         at + np.arange(n, dtype=np.int64) * aligned,
         np.full(n, length, np.int32),
-        ((vft >> 8) & 0xFF).astype(np.uint8),
-        (vft >> 16).astype(np.uint16),
-        region.view(np.int64).reshape(count, aligned // 8)[:n, 3].copy(),
+        ((vft >> _FLAGS_SHIFT) & 0xFF).astype(np.uint8),
+        (vft >> _TYPE_SHIFT).astype(np.uint16),
+        region.view(np.int64).reshape(count, aligned // 8)[:n, _RESERVED].copy(),
         at + n * aligned,
     )
 
@@ -215,8 +217,8 @@ def _one_frame(
     `end`."""
     if not header_ok(buffer, at, position, term_length, initial_term_id):
         return None
-    (length,) = struct.unpack_from("<i", buffer, at)
-    after = at + ((length + 31) & ~31)
+    length = FRAME_HEADER.unpack_from(buffer.data, at)[0]
+    after = at + align_frame(length)
     if after > end:
         return None
     return _frames_at(buffer, np.array([at], np.int64), after)
@@ -235,7 +237,7 @@ def _scan_candidates(
     if count <= 0:
         return _empty_frames(start)
     region = buffer[start : start + count * HEADER_LENGTH]
-    words = region.view(np.int32).reshape(count, 8)
+    words = region.view(np.int32).reshape(count, HEADER_LENGTH // 4)
     length = words[:, _LENGTH]
     term_offset, term_id = expected_fields(position, count, term_length, initial_term_id)
     candidate = (
@@ -247,7 +249,7 @@ def _scan_candidates(
     slots = np.flatnonzero(candidate)
     if len(slots) == 0 or slots[0] != 0:
         return _empty_frames(start)
-    following = slots + ((length[slots].astype(np.int64) + 31) >> 5)  # in slots
+    following = slots + align_frame(length[slots].astype(np.int64)) // HEADER_LENGTH  # in slots
     breaks = np.flatnonzero(following[:-1] != slots[1:])
     runs = []
     i = 0
@@ -277,13 +279,13 @@ def _scan_candidates(
     chain = chain[:fits]
     if fits == 0:
         return _empty_frames(start)
-    vft = words[chain, _VFT].view(np.uint32)
-    reserved = region.view(np.int64).reshape(count, 4)[chain, 3]
+    vft = words[chain, _FLAGS_TYPE].view(np.uint32)
+    reserved = region.view(np.int64).reshape(count, HEADER_LENGTH // 8)[chain, _RESERVED]
     return Frames(
         start + chain.astype(np.int64) * HEADER_LENGTH,
         length[chain].copy(),
-        ((vft >> 8) & 0xFF).astype(np.uint8),
-        (vft >> 16).astype(np.uint16),
+        ((vft >> _FLAGS_SHIFT) & 0xFF).astype(np.uint8),
+        (vft >> _TYPE_SHIFT).astype(np.uint16),
         reserved.copy(),
         start + int(chain_following[fits - 1]) * HEADER_LENGTH,
     )
@@ -294,10 +296,12 @@ def boundaries(frames: Frames, start: int) -> np.ndarray:
     the start of each BEGIN frame, the end of each END frame and of each PAD."""
     if len(frames) == 0:
         return np.array([start], np.int64)
-    data = frames.type == TYPE_DATA
-    ends = frames.offset + ((frames.length.astype(np.int64) + 31) & ~31)
-    before = frames.offset[data & ((frames.flags & BEGIN_FLAG) != 0)]
-    after = ends[(frames.type == TYPE_PAD) | (data & ((frames.flags & END_FLAG) != 0))]
+    data = frames.type == seg.HDR_TYPE_DATA
+    ends = frames.offset + align_frame(frames.length.astype(np.int64))
+    before = frames.offset[data & ((frames.flags & seg.BEGIN_FRAG_FLAG) != 0)]
+    after = ends[
+        (frames.type == seg.HDR_TYPE_PAD) | (data & ((frames.flags & seg.END_FRAG_FLAG) != 0))
+    ]
     return np.unique(np.concatenate([[start], before, after]))
 
 
@@ -307,8 +311,8 @@ def assemble(frames: Frames) -> Messages:
     if n == 0:
         e = np.empty(0, np.int64)
         return Messages(e, e, e, np.empty(0, np.int32), e)
-    data = frames.type == TYPE_DATA
-    whole = BEGIN_FLAG | END_FLAG
+    data = frames.type == seg.HDR_TYPE_DATA
+    whole = seg.BEGIN_FRAG_FLAG | seg.END_FRAG_FLAG
     if np.all(((frames.flags & whole) == whole) | ~data):  # every DATA frame a message
         index = np.flatnonzero(data)
         return Messages(
@@ -319,8 +323,8 @@ def assemble(frames: Frames) -> Messages:
             frames.reserved_value[index],
         )
     index = np.arange(n, dtype=np.int64)
-    is_begin = data & ((frames.flags & BEGIN_FLAG) != 0)
-    is_end = data & ((frames.flags & END_FLAG) != 0)
+    is_begin = data & ((frames.flags & seg.BEGIN_FRAG_FLAG) != 0)
+    is_end = data & ((frames.flags & seg.END_FRAG_FLAG) != 0)
     last_begin = np.maximum.accumulate(np.where(is_begin, index, -1))
     ends = np.flatnonzero(is_end)
     firsts = last_begin[ends]
@@ -367,8 +371,8 @@ def walk(
     while offset + HEADER_LENGTH <= end:
         if not header_ok(buffer, offset, position + offset - start, term_length, initial_term_id):
             break
-        length, _, flags, kind, *_, reserved = _HEADER.unpack_from(buffer, offset)
-        aligned = (length + 31) & ~31
+        length, _, flags, kind, *_, reserved = FRAME_HEADER.unpack_from(buffer.data, offset)
+        aligned = align_frame(length)
         if offset + aligned > end:
             break
         out.append((offset, length, flags, kind, reserved))

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql.types import StructType
@@ -136,10 +137,11 @@ def plan(archive: str | os.PathLike[str] | None, schema: StructType, options: di
     parts = [
         p.value for p in BatchReader(opts._replace(archive=str(archive_dir)), decoder).partitions()
     ]
+    fields: Mapping[str, tuple] = decoder.dtype.fields or {}  # name -> (dtype, offset), in order
     return json.dumps(
         {
             "record_size": decoder.record_size,
-            "fields": [[name, decoder.dtype.fields[name][1]] for name in decoder.dtype.names],
+            "fields": [[name, offset] for name, (_, offset, *_) in fields.items()],
             "fail_on_data_loss": opts.fail_on_data_loss,
             "batch_rows": BATCH_ROWS,
             "parts": [_part(archive_dir, p) for p in parts],
@@ -185,8 +187,9 @@ def read_fixed(
     fail_on_data_loss), planned when this is called: recorded bytes that come later are not
     read. Filters are applied by Spark after the scan (none are pushed down); columns are
     pruned. The first call compiles the reader (`jar`)."""
-    if isinstance(schema, str):
-        schema = StructType.fromDDL(schema)
-    text = plan(archive, schema, options)
+    struct = StructType.fromDDL(schema) if isinstance(schema, str) else schema
+    if not isinstance(struct, StructType):
+        raise SourceError(f"schema {schema!r} is not a struct of columns")
+    text = plan(archive, struct, options)
     enable(spark)
-    return spark.read.format(CLASS).schema(schema).option("plan", text).load()
+    return spark.read.format(CLASS).schema(struct).option("plan", text).load()

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from aeronio.archive.segments import FRAME_ALIGNMENT
 from aeronio.spark import frames as fr
 from aeronio.spark import recordings as recs
 from aeronio.spark.recordings import DataLossError, Recording
@@ -67,7 +68,7 @@ def scan_start(archive_dir: Path, part: Part) -> int:
     the nearest boundary known without a scan (the start of its term or recording)."""
     r = part.recording
     position = part.scan_from
-    if position > part.emit_from or position & 31:
+    if position > part.emit_from or position & (FRAME_ALIGNMENT - 1):
         position = r.known_boundary(part.emit_from)
     if position != r.known_boundary(position) and not recs.is_frame_at(archive_dir, r, position):
         position = r.known_boundary(position)  # not a frame boundary: scan from the term's start

@@ -16,20 +16,20 @@ boundary; any other boundary is found by scanning frames from one of those.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import mmap
 import os
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
+from aeronio.archive import segments
 from aeronio.archive.catalog import CATALOG_FILE_NAME, Catalog, CatalogError
-from aeronio.archive.conductor import RECORDING_POSITION_TYPE_ID
-from aeronio.archive.segments import RecordingLayout, segment_file_name
+from aeronio.archive.recording_pos import RecordingPos
+from aeronio.archive.segments import RecordingLayout, SegmentError
 from aeronio.cnc import CNC_FILE
 from aeronio.errors import AeronError
+from aeronio.protocol import limits
 from aeronio.spark import frames as fr
 
 log = logging.getLogger("aeronio.spark")
@@ -85,9 +85,7 @@ class Recording(NamedTuple):
         return layout.segment_base_position(layout.segment_index(position) + 1)
 
     def segment_path(self, archive_dir: Path, position: int) -> Path:
-        return archive_dir / segment_file_name(
-            self.recording_id, self.layout.segment_index(position)
-        )
+        return archive_dir / self.layout.file_name(self.layout.segment_index(position))
 
 
 def open_catalog(archive_dir: str | os.PathLike[str]) -> Catalog:
@@ -106,12 +104,17 @@ def from_descriptor(d, where: str) -> Recording:
     """The Recording of a RecordingDescriptor (from a catalog, or a remote archive's listing:
     `where` names it in errors), checked."""
     term = d.term_buffer_length
-    if term < 64 * 1024 or term & (term - 1) or d.segment_file_length % term:
-        raise SourceError(
+
+    def corrupt_lengths(_: str = "") -> SourceError:
+        return SourceError(
             f"{where}: recording {d.recording_id} has a corrupt descriptor: term length "
             f"{term}, segment file length {d.segment_file_length}"
         )
-    if d.start_position < 0 or d.start_position & 31:
+
+    limits.check_term_length(term, error=corrupt_lengths)
+    if d.segment_file_length % term:
+        raise corrupt_lengths()
+    if d.start_position < 0 or d.start_position & (segments.FRAME_ALIGNMENT - 1):
         raise SourceError(
             f"{where}: recording {d.recording_id} has a corrupt descriptor: start "
             f"position {d.start_position}"
@@ -162,34 +165,25 @@ def read_bytes(
     partial: bool = False,
     into: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The recording's bytes [position, end) (one segment), copied from its segment file (into
-    the start of `into` when it is large enough: a buffer reused, its pages touched once);
-    DataLossError when the file is missing or, unless `partial` (then what there is, in whole
-    32-byte slots, is returned), shorter."""
-    path = r.segment_path(archive_dir, position)
-    offset = r.layout.segment_offset(position)
+    """The recording's bytes [position, end) (one segment), copied from its segment file by
+    `segments.read_segment` (into the start of `into` when it is large enough: a buffer reused,
+    its pages touched once); DataLossError when the file is missing or, unless `partial` (then
+    what there is, in whole frame slots, is returned), shorter."""
     length = end - position
     out = into[:length] if into is not None and len(into) >= length else np.empty(length, np.uint8)
     try:
-        with open(path, "rb", buffering=0) as f:
-            f.seek(offset)
-            got = 0
-            while got < length:
-                n = f.readinto(memoryview(out)[got:])
-                if not n:
-                    break
-                got += n
-    except FileNotFoundError:
+        got = segments.read_segment(archive_dir, r.layout, position, out.data)
+    except SegmentError as e:
         raise DataLossError(
-            f"recording {r.recording_id}: segment file {path} is missing (positions "
-            f"{position}..{end} are gone)"
+            f"recording {r.recording_id}: {e} (positions {position}..{end} are gone)"
         ) from None
     if got != length:
         if partial:
-            return out[: got & ~31]
+            return out[: got & ~(segments.FRAME_ALIGNMENT - 1)]
         raise DataLossError(
-            f"recording {r.recording_id}: segment file {path} is cut short: {offset + got} "
-            f"bytes, positions up to {end} need {offset + length}"
+            f"recording {r.recording_id}: segment file {r.segment_path(archive_dir, position)} "
+            f"is cut short: {r.layout.segment_offset(position) + got} bytes, positions up to "
+            f"{end} need {r.layout.segment_offset(position) + length}"
         )
     return out
 
@@ -205,7 +199,7 @@ def scan_range(
 def is_frame_at(archive_dir: Path, r: Recording, position: int) -> bool:
     """Whether a frame header for `position` is recorded there."""
     try:
-        buffer = read_bytes(archive_dir, r, position, position + fr.HEADER_LENGTH)
+        buffer = read_bytes(archive_dir, r, position, position + segments.HEADER_LENGTH)
     except DataLossError:
         return False
     return fr.header_ok(buffer, 0, position, r.term_length, r.initial_term_id)
@@ -231,11 +225,7 @@ class RecordingPositions:
             raise SourceError(f"driver_dir {str(driver_dir)!r}: {e}") from None
 
     def snapshot(self) -> dict[int, int]:
-        out = {}
-        for info in self.reader.for_each():
-            if info.type_id == RECORDING_POSITION_TYPE_ID:
-                out[int.from_bytes(info.key[:8], "little", signed=True)] = info.value
-        return out
+        return RecordingPos.positions(self.reader)
 
     def close(self) -> None:
         self.reader.close()
@@ -244,44 +234,14 @@ class RecordingPositions:
 def written_end(
     archive_dir: Path, r: Recording, hint: int | None = None, known_end: int | None = None
 ) -> int:
-    """The end of the last whole frame of an active recording, from its segment files: the
-    last segment present from `hint`'s on, its last started term scanned (from `known_end`,
-    where whole frames were found to end before, when that is in the term)."""
+    """The end of the last whole frame of an active recording, from its segment files
+    (`segments.written_end`): the last segment present from `hint`'s on, from `known_end`,
+    where whole frames were found to end before, when that is in its last started term."""
     layout = r.layout
     index = layout.segment_index(max(hint or 0, r.start_position))
-    while (archive_dir / segment_file_name(r.recording_id, index + 1)).exists():
+    while (archive_dir / layout.file_name(index + 1)).exists():
         index += 1
-    base = layout.segment_base_position(index)
-    path = archive_dir / segment_file_name(r.recording_id, index)
-    first = max(base, r.start_position)
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                return first
-            with contextlib.closing(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)) as m:
-                words = np.frombuffer(m, np.int32)
-                terms = min(size, r.segment_length) // r.term_length
-                starts = [
-                    max(base + t * r.term_length, r.start_position)
-                    for t in range(terms)
-                    if base + (t + 1) * r.term_length > r.start_position
-                ]
-                firsts = np.array([(p - base) // 4 for p in starts], np.int64)
-                started = np.flatnonzero(words[firsts] != 0)
-                del words
-                if len(started) == 0:
-                    return first
-                term_start = starts[int(started[-1])]
-                term_stop = min(r.term_end(term_start), base + min(size, r.segment_length))
-                if known_end is not None and term_start <= known_end <= term_stop:
-                    term_start = known_end
-                lo, hi = term_start - base, term_stop - base
-                buffer = np.frombuffer(m, np.uint8, hi - lo, lo).copy()
-    except FileNotFoundError:
-        return first  # not yet made (or removed): nothing beyond its base
-    frames = fr.scan(buffer, term_start, r.term_length, r.initial_term_id)
-    return term_start + frames.end
+    return segments.written_end(archive_dir, layout, index, known_end)
 
 
 def last_boundary(archive_dir: Path, r: Recording, low: int, target: int) -> int:
@@ -317,10 +277,12 @@ def is_message_start(archive_dir: Path, r: Recording, position: int) -> bool:
     if position == r.known_boundary(position):
         return True
     try:
-        buffer = read_bytes(archive_dir, r, position, position + fr.HEADER_LENGTH)
+        buffer = read_bytes(archive_dir, r, position, position + segments.HEADER_LENGTH)
     except DataLossError:
         return False
     if not fr.header_ok(buffer, 0, position, r.term_length, r.initial_term_id):
         return False
-    flags, kind = int(buffer[5]), int(buffer[6]) | int(buffer[7]) << 8
-    return kind == fr.TYPE_PAD or (kind == fr.TYPE_DATA and bool(flags & fr.BEGIN_FLAG))
+    _, _, flags, kind = segments.FRAME_HEADER.unpack_from(buffer.data)[:4]
+    return kind == segments.HDR_TYPE_PAD or (
+        kind == segments.HDR_TYPE_DATA and bool(flags & segments.BEGIN_FRAG_FLAG)
+    )

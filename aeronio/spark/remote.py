@@ -112,6 +112,7 @@ async def session(remote: Remote):
                 ) from None
             except archive.ArchiveError as e:
                 raise SourceError(f"{remote.where()}: connecting to the archive: {e}") from None
+        assert client is not None  # else the last attempt raised
         try:
             yield aeron, client, channel
         finally:
@@ -298,7 +299,7 @@ async def _receive(
                 f"{what}: no replay arrived within {remote.timeout} s on {subscription.channel} "
                 "(can the archive reach this host?)"
             )
-        await idle.idle(attempt, None)
+        await idle.idle(attempt, asyncio.sleep)
         attempt += 1
     if (image.join_position, image.term_length, image.initial_term_id) != (
         start, r.term_length, r.initial_term_id
@@ -358,5 +359,5 @@ async def _receive(
                 f"{what}: the replay stalled at position {position} for {remote.timeout} s "
                 f"(it reads to {end})"
             )
-        await idle.idle(attempt, None)
+        await idle.idle(attempt, asyncio.sleep)
         attempt += 1

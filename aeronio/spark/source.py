@@ -4,6 +4,7 @@ a sink that publishes rows (see docs/spark.md)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 from pyspark.sql.datasource import (
@@ -19,6 +20,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from aeronio.archive.catalog import Catalog
 from aeronio.spark import reader as rd
 from aeronio.spark import recordings as recs
 from aeronio.spark import remote
@@ -50,9 +52,10 @@ class _Reading:
         self.options = options
         self.decoder = decoder
         self.archive_dir = Path(options.archive)
-        self._catalog = None
-        self._positions = None
-        self._listing = None  # a remote archive's: (recordings, positions of active ones)
+        self._catalog: Catalog | None = None
+        self._positions: recs.RecordingPositions | None = None
+        # a remote archive's: (recordings, positions of active ones)
+        self._listing: tuple[list[Recording], dict[int, int]] | None = None
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -61,32 +64,32 @@ class _Reading:
         state["_listing"] = None
         return state
 
-    def _remote_listing(self):
+    def _remote_listing(self, archive: remote.Remote) -> tuple[list[Recording], dict[int, int]]:
         if self._listing is None:
-            self._listing = remote.list_recordings(self.options.remote, self.options.selection)
+            self._listing = remote.list_recordings(archive, self.options.selection)
         return self._listing
 
     @property
-    def catalog(self):
+    def catalog(self) -> Catalog:
         if self._catalog is None:
             self._catalog = recs.open_catalog(self.archive_dir)
         return self._catalog
 
     def recordings(self) -> list[Recording]:
         if self.options.remote is not None:
-            return self._remote_listing()[0]
+            return self._remote_listing(self.options.remote)[0]
         return [r for r in recs.recordings(self.catalog) if self.options.selection(r)]
 
     def rec_positions(self) -> dict[int, int] | None:
         if self.options.remote is not None:
-            return self._remote_listing()[1]
+            return self._remote_listing(self.options.remote)[1]
         if self.options.driver_dir is None:
             return None
         if self._positions is None:
             self._positions = recs.RecordingPositions(self.options.driver_dir)
         return self._positions.snapshot()
 
-    def read(self, partition: AeronioPartition):
+    def read(self, partition: InputPartition) -> Iterator:
         if partition.value is None:  # Spark's stand-in when there is nothing to read
             return iter(())
         if self.options.remote is not None:
@@ -171,13 +174,14 @@ class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow
             elif wanted in ("latest", LATEST):
                 out[rid] = self._latest(r, positions)
             else:
+                position = int(wanted)  # the options leave no other string
                 end = rd.readable_end(self.archive_dir, r, positions)
-                if not r.start_position <= wanted <= end:
+                if not r.start_position <= position <= end:
                     raise SourceError(
                         f"option starting_positions: recording {rid} holds positions "
                         f"{r.start_position} to {end}, not {wanted}"
                     )
-                out[rid] = wanted
+                out[rid] = position
         return rd.as_offset(out)
 
     def getDefaultReadLimit(self):

@@ -14,7 +14,7 @@ import aeronio
 from aeronio import archive
 from aeronio.archive import codecs, segments
 from aeronio.archive.codecs import ErrorCode
-from aeronio.archive.conductor import RECORDING_POSITION_TYPE_ID
+from aeronio.archive.recording_pos import RECORDING_POSITION_TYPE_ID
 from aeronio.counters import MDC_DESTINATIONS_TYPE_ID
 from tests.support.cancelling import cancel_at_each_step
 from tests.support.procs import await_until, wait_recorded

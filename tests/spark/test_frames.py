@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 pytest.importorskip("pyarrow", reason='needs pyarrow: pip install -e ".[spark]"')
 pytest.importorskip("pyspark.sql.datasource", reason='needs PySpark: pip install -e ".[spark]"')
 
+from aeronio.archive.segments import HEADER_LENGTH  # noqa: E402
 from aeronio.spark import frames as fr  # noqa: E402
 from aeronio.spark.decode import payload_array  # noqa: E402
 from tests.spark.terms import HEADER, TermWriter  # noqa: E402
@@ -208,7 +209,7 @@ def test_fixed_records_decode_through_strided_views_as_through_payloads(size):
     buffer = log_of(writer)
     frames = fr.scan(buffer, 0, TERM, writer.initial_term_id)
     messages = fr.assemble(frames)
-    views = _strided_records(buffer, messages.offset + fr.HEADER_LENGTH, dtype)
+    views = _strided_records(buffer, messages.offset + HEADER_LENGTH, dtype)
     assert views is not None and len(views) <= len(np.unique(messages.offset // TERM))
     expected = np.frombuffer(raw.tobytes(), dtype)
     for name in dtype.names:

@@ -3,6 +3,7 @@ written from terms laid out as the appender lays them (no Spark session, no driv
 
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -12,7 +13,7 @@ pytest.importorskip("pyspark.sql.datasource", reason='needs PySpark: pip install
 from aeronio.spark import reader as rd  # noqa: E402
 from aeronio.spark import recordings as recs  # noqa: E402
 from aeronio.spark.decode import Decoder, raw_schema  # noqa: E402
-from aeronio.spark.recordings import DataLossError, Recording  # noqa: E402
+from aeronio.spark.recordings import DataLossError, Recording, SourceError  # noqa: E402
 from tests.spark.terms import TermWriter  # noqa: E402
 
 TERM = 64 * 1024
@@ -127,3 +128,26 @@ def test_the_reader_on_missing_and_zeroed_bytes(tmp_path):
     (tmp_path / "0-1.rec").unlink()
     with pytest.raises(DataLossError, match="0-1.rec is missing"):
         read_all(tmp_path, parts)
+
+
+def test_a_descriptors_term_length_is_checked_by_the_limits():
+    """Term lengths as `limits.check_term_length` allows them (64 KiB .. 1 GiB, a power of two),
+    the segment file length a multiple of it; else the descriptor is corrupt."""
+    fields = dict(
+        recording_id=3, session_id=1, stream_id=2, original_channel="aeron:ipc", start_position=0,
+        stop_position=-1, initial_term_id=0, mtu_length=1408,
+    )  # fmt: skip
+    for term, segment in ((TERM, SEGMENT), (1 << 30, 1 << 30)):
+        d = SimpleNamespace(term_buffer_length=term, segment_file_length=segment, **fields)
+        assert recs.from_descriptor(d, "here").term_length == term
+    for term, segment in ((1 << 31, 1 << 31), (TERM // 2, SEGMENT), (3 * TERM, 6 * TERM)):
+        d = SimpleNamespace(term_buffer_length=term, segment_file_length=segment, **fields)
+        with pytest.raises(SourceError) as e:
+            recs.from_descriptor(d, "here")
+        assert str(e.value) == (
+            f"here: recording 3 has a corrupt descriptor: term length {term}, segment file "
+            f"length {segment}"
+        )
+    d = SimpleNamespace(term_buffer_length=TERM, segment_file_length=TERM + 32, **fields)
+    with pytest.raises(SourceError, match="corrupt descriptor: term length 65536, segment"):
+        recs.from_descriptor(d, "here")

@@ -111,3 +111,12 @@ def test_control_requests_are_what_the_reference_client_sends():
     assert kinds == {("request", True), ("response", False), ("event", False)}
     sent = {type(codecs.decode(data)) for kind, data in _captured() if kind == "request"}
     assert sent == codecs.CONTROL_REQUESTS
+
+
+def test_a_message_of_a_control_session_is_a_session_message():
+    """Every message whose block starts with the session's id and a correlation id is a
+    `SessionMessage` (what the archive and its client answer and match on), and no other."""
+    session = ("control_session_id", "correlation_id")
+    for cls in codecs.MESSAGES.values():
+        assert issubclass(cls, codecs.SessionMessage) == (cls.FIXED_FIELDS[:2] == session), cls
+    assert codecs.ControlResponse(1, 2, 3, 0).correlation_id == 2  # positional order kept

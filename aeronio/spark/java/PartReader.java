@@ -39,9 +39,17 @@ import org.slf4j.LoggerFactory;
  */
 final class PartReader implements PartitionReader<ColumnarBatch> {
   private static final Logger LOG = LoggerFactory.getLogger("aeronio.spark");
-  private static final int HEADER = 32;
-  private static final int BEGIN = 0x80, END = 0x40;
-  private static final int TYPE_DATA = 1;
+  // The recorded frame format: aeronio/archive/segments.py's names and values (a test compares
+  // them, tests/unit/test_segment_format.py).
+  private static final int HEADER_LENGTH = 32;
+  private static final int FRAME_ALIGNMENT = 32;
+  private static final int FLAGS_FIELD_OFFSET = 5;
+  private static final int TYPE_FIELD_OFFSET = 6;
+  private static final int TERM_OFFSET_FIELD_OFFSET = 8;
+  private static final int TERM_ID_FIELD_OFFSET = 20;
+  private static final int RESERVED_VALUE_FIELD_OFFSET = 24;
+  private static final int HDR_TYPE_DATA = 1;
+  private static final int BEGIN_FRAG_FLAG = 0x80, END_FRAG_FLAG = 0x40;
 
   private final FixedScan.Part part;
   private final FixedScan.Plan plan;
@@ -143,22 +151,22 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
         lost(shortWhy(at));
         break;
       }
-      int aligned = (length + HEADER - 1) & -HEADER;
-      if (bytes.getShort(at + 6) != TYPE_DATA) {
+      int aligned = (length + FRAME_ALIGNMENT - 1) & -FRAME_ALIGNMENT;
+      if (bytes.getShort(at + TYPE_FIELD_OFFSET) != HDR_TYPE_DATA) {
         messageStart = -1; // a PAD (or another frame) ends no message: one open is broken
       } else {
-        int flags = bytes.get(at + 5) & 0xff;
-        if ((flags & BEGIN) != 0) {
+        int flags = bytes.get(at + FLAGS_FIELD_OFFSET) & 0xff;
+        if ((flags & BEGIN_FRAG_FLAG) != 0) {
           messageStart = position;
           messageLength = 0;
         }
         if (messageStart >= 0) {
-          int payload = length - HEADER;
+          int payload = length - HEADER_LENGTH;
           if (messageLength + payload <= plan.recordSize) {
-            columns.copy(rows, messageLength, bytes, at + HEADER, payload);
+            columns.copy(rows, messageLength, bytes, at + HEADER_LENGTH, payload);
           }
           messageLength += payload;
-          if ((flags & END) != 0) {
+          if ((flags & END_FRAG_FLAG) != 0) {
             if (messageStart >= part.emitFrom() && messageStart < part.emitTo()) {
               if (messageLength != plan.recordSize) {
                 throw new IllegalArgumentException(
@@ -172,7 +180,7 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
                         + plan.recordSize
                         + " bytes");
               }
-              columns.message(rows, messageStart, messageLength, bytes.getLong(at + 24));
+              columns.message(rows, messageStart, messageLength, bytes.getLong(at + RESERVED_VALUE_FIELD_OFFSET));
               rows++;
             }
             messageStart = -1;
@@ -185,17 +193,17 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
 
   /** The length of the frame at `at` when its header is whole and trusted there, else -1. */
   private int frameLength(int at) {
-    if (at + HEADER > bytes.limit()) {
+    if (at + HEADER_LENGTH > bytes.limit()) {
       return -1;
     }
     int length = bytes.getInt(at);
     int termOffset = (int) (position & (part.termLength() - 1));
     int termId = part.initialTermId() + (int) (position >> termShift);
-    if (length < HEADER
+    if (length < HEADER_LENGTH
         || length > part.termLength() - termOffset
-        || bytes.getInt(at + 8) != termOffset
-        || bytes.getInt(at + 20) != termId
-        || at + ((length + HEADER - 1) & -HEADER) > bytes.limit()) {
+        || bytes.getInt(at + TERM_OFFSET_FIELD_OFFSET) != termOffset
+        || bytes.getInt(at + TERM_ID_FIELD_OFFSET) != termId
+        || at + ((length + FRAME_ALIGNMENT - 1) & -FRAME_ALIGNMENT) > bytes.limit()) {
       return -1;
     }
     return length;
