@@ -76,3 +76,18 @@ async def test_a_refused_command_has_aerons_error_code(aeron):
         command = p.RemoveCounter(conductor.next_correlation_id(), aeron.client_id, 99)
         await conductor.request(command, p.OperationSuccess)
     assert refused.value.code == p.GENERIC_ERROR == 11
+
+
+async def test_an_answer_of_another_type_than_asked_is_a_driver_error(aeron):
+    """The client conductor takes from the driver only the answer a command has."""
+    counter = await aeron.add_counter(1001, "answered")
+    conductor = aeron._conductor
+    command = p.RemoveCounter(
+        conductor.next_correlation_id(), aeron.client_id, counter.registration_id
+    )
+    with pytest.raises(aeronio.DriverError) as wrong:
+        await conductor.request(command, p.CounterReady)
+    assert str(wrong.value) == (
+        "the driver answered RemoveCounter with OperationSuccess, not CounterReady"
+    )
+    assert wrong.value.code == p.GENERIC_ERROR
