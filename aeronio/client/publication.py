@@ -18,9 +18,10 @@ from aeronio import _core
 from aeronio.counters import SENDER_POSITION_TYPE_ID
 from aeronio.errors import MaxPositionExceededError, PublicationClosedError
 from aeronio.logbuffer import signals, waker
+from aeronio.protocol import control as p
 
 if TYPE_CHECKING:
-    from aeronio.client.aeron import Aeron
+    from aeronio.client.conductor import ClientConductor
 
 NOT_CONNECTED: int = _core.NOT_CONNECTED
 BACK_PRESSURED: int = _core.BACK_PRESSURED
@@ -38,7 +39,7 @@ class Publication(_core.PublicationBase):
 
     def __init__(
         self,
-        client: Aeron,
+        conductor: ClientConductor,
         channel: str,
         stream_id: int,
         registration_id: int,
@@ -48,7 +49,7 @@ class Publication(_core.PublicationBase):
         log_signals: signals.LogSignals,
         metadata: _core.AtomicBuffer,
     ):
-        self._client = client
+        self._conductor = conductor
         self.channel = channel
         self.stream_id = stream_id
         self.registration_id = registration_id
@@ -152,7 +153,7 @@ class Publication(_core.PublicationBase):
     async def _wait(self, result: int, deadline: float | None, attempt: int) -> None:
         """Handle a failed append: raise for a terminal code, else idle until space may exist."""
         if result == CLOSED:
-            self._client.check_alive()
+            self._conductor.check_alive()
             raise self._closed_error()
         if result == MAX_POSITION_EXCEEDED:
             raise MaxPositionExceededError(
@@ -178,8 +179,8 @@ class Publication(_core.PublicationBase):
         self, attempt: int, deadline: float | None, still_waiting: Callable[[], bool]
     ) -> None:
         """One idle step of a wait: the client must be alive; parks while `still_waiting`."""
-        self._client.check_alive()
-        await self._client.idle_strategy.idle(
+        self._conductor.check_alive()
+        await self._conductor.idle_strategy.idle(
             attempt, lambda t: self._park(t, deadline, still_waiting)
         )
 
@@ -233,7 +234,7 @@ class Publication(_core.PublicationBase):
         went out, with its own timeout (an error to act on, rather than a loss reported by
         the driver)."""
         position = self.position if position is None else position
-        counters = self._client.counters
+        counters = self._conductor.counters
         counter_id = counters.find_by_type_id_and_registration_id(
             SENDER_POSITION_TYPE_ID, self.registration_id
         )
@@ -263,16 +264,16 @@ class Publication(_core.PublicationBase):
         """Also send to `aeron:udp?endpoint=host:port` (a publication on a channel with
         `control-mode=manual` only); ChannelUriError/DriverError when refused. Returns the
         destination's registration id (for `remove_destination_by_id`)."""
-        return await self._client._destination(self, endpoint_channel, add=True)
+        return await self._conductor.change_destination(p.AddDestination, self, endpoint_channel)
 
     async def remove_destination(self, endpoint_channel: str) -> None:
         """Stop sending to a destination `add_destination` added."""
-        await self._client._destination(self, endpoint_channel, add=False)
+        await self._conductor.change_destination(p.RemoveDestination, self, endpoint_channel)
 
     async def remove_destination_by_id(self, registration_id: int) -> None:
         """Stop sending to the destination whose `add_destination` returned `registration_id`
         (as Aeron's driver, one that is no destination's changes nothing)."""
-        await self._client._destination(self, registration_id, add=False)
+        await self._conductor.remove_destination_by_id(self, registration_id)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -283,8 +284,7 @@ class Publication(_core.PublicationBase):
         self._released = True
         self._appender.close()
         self._signals.limit.ring()  # an offer parked on this publication sees CLOSED at once
-        signals.release(self.log_file)
-        await self._client._release_publication(self)
+        await self._conductor.release_publication(self)
 
     async def __aenter__(self) -> Publication:
         return self

@@ -21,20 +21,22 @@ import enum
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from aeronio import _core
 from aeronio.errors import ImageUnavailableError, SubscriptionClosedError
 from aeronio.logbuffer import descriptor, signals, waker
+from aeronio.protocol import control as p
 
 if TYPE_CHECKING:
-    from aeronio.client.aeron import Aeron
+    from aeronio.client.conductor import ClientConductor
 
-Header = _core.Header
-Message = _core.Message
-FragmentAssembler = _core.FragmentAssembler
-FragmentBatch = _core.FragmentBatch
+Header: TypeAlias = _core.Header
+Message: TypeAlias = _core.Message
+FragmentAssembler: TypeAlias = _core.FragmentAssembler
+FragmentBatch: TypeAlias = _core.FragmentBatch
 FragmentHandler = Callable[[memoryview, Header], object]
+ImageHandler = Callable[["Image"], object]
 log = logging.getLogger("aeronio.client")
 MAX_LOST_IMAGES = 64  # image losses kept for the iterators to raise
 
@@ -78,7 +80,6 @@ class Image:
         self.block_poll = reader.block_poll
         self.batch_poll = reader.batch_poll
         self.poll_messages = reader.poll_messages
-        self.is_closed = False
 
     @property
     def position(self) -> int:
@@ -106,14 +107,10 @@ class Image:
     def is_end_of_stream(self) -> bool:
         return self._reader.is_end_of_stream
 
-    def _close(self) -> None:
-        """Make the image inert (polls return 0, its position counter is left alone) and let go
-        of its log."""
-        if not self.is_closed:
-            self.is_closed = True
-            self._reader.close()
-            signals.release(self.log_file)
-            self.subscription._client._unmap_log(self.log_file)
+    @property
+    def is_closed(self) -> bool:
+        """The image went: its polls return 0 (the client conductor closed its reader)."""
+        return self._reader.is_closed
 
     def __repr__(self) -> str:
         return (
@@ -122,27 +119,39 @@ class Image:
         )
 
 
+class ImageEvents(NamedTuple):
+    """What the client conductor tells a subscription: the subscription's own methods, handed
+    to the conductor (`track_subscription`) when it is made."""
+
+    available: Callable[[Image], None]
+    unavailable: Callable[[int], None]  # by the image's correlation id
+    client_lost: Callable[[], None]
+
+
 class Subscription(_core.SubscriptionBase):
     """Receives the messages of every publication session on a channel and stream."""
 
     def __init__(
         self,
-        client: Aeron,
+        conductor: ClientConductor,
         channel: str,
         stream_id: int,
         registration_id: int,
-        available_image: Callable[[Image], None] | None = None,
-        unavailable_image: Callable[[Image], None] | None = None,
+        available_image: ImageHandler | None = None,
+        unavailable_image: ImageHandler | None = None,
     ):
-        self._client = client
+        self._conductor = conductor
         self.channel = channel
         self.stream_id = stream_id
         self.registration_id = registration_id
         self.available_image = available_image
         self.unavailable_image = unavailable_image
         self._round_robin = 0
-        self._changed = _core.Doorbell()  # rung when images come or go, or the driver is lost
+        self.changed = _core.Doorbell()  # rung when images come or go, or the driver is lost
         self.is_closed = False
+        conductor.track_subscription(
+            self, ImageEvents(self._add_image, self._remove_image, self._remove_images)
+        )
 
     @property
     def images(self) -> tuple[Image, ...]:
@@ -160,11 +169,11 @@ class Subscription(_core.SubscriptionBase):
         """The image of the publication with this session id, or None."""
         return next((i for i in self._images if i.session_id == session_id), None)
 
-    # -- image lifecycle (called by the client conductor) -------------------------------
+    # -- image lifecycle (the ImageEvents handed to the client conductor) ----------------
 
     def _add_image(self, image: Image) -> None:
         self._set_images([*self._images, image])
-        self._changed.ring()
+        self.changed.ring()
         _call_back(self.available_image, image)
 
     def _remove_image(self, correlation_id: int) -> None:
@@ -182,8 +191,8 @@ class Subscription(_core.SubscriptionBase):
                     position=image.position,
                 )
             )
-        image._close()
-        self._changed.ring()
+        self._conductor.release_image(image)
+        self.changed.ring()
         _call_back(self.unavailable_image, image)
 
     def _remove_images(self) -> None:
@@ -192,7 +201,7 @@ class Subscription(_core.SubscriptionBase):
         for image in self.images:
             self._remove_image(image.correlation_id)
         self._lost.clear()
-        self._changed.ring()
+        self.changed.ring()
 
     # -- polling ------------------------------------------------------------------------
 
@@ -242,7 +251,7 @@ class Subscription(_core.SubscriptionBase):
     def _check_client(self) -> None:
         """Raise what the client lost (ClientTimeoutError, DriverTimeoutError), if it did: a
         poll without images tells it (its images went with it)."""
-        lost = self._client._lost
+        lost = self._conductor.lost
         if lost is not None:
             raise lost
 
@@ -269,8 +278,8 @@ class Subscription(_core.SubscriptionBase):
                 raise self._lost.pop(0)
             if self.is_closed:
                 raise StopAsyncIteration
-            self._client.check_alive()
-            await self._client.idle_strategy.idle(attempt, lambda t: self._park(t, ready))
+            self._conductor.check_alive()
+            await self._conductor.idle_strategy.idle(attempt, lambda t: self._park(t, ready))
             attempt += 1
 
     async def _park(self, timeout: float, ready: Callable[[], bool]) -> None:
@@ -291,9 +300,9 @@ class Subscription(_core.SubscriptionBase):
                     f"subscription {self.registration_id} on {self.channel} has no image "
                     f"after {timeout} s"
                 )
-            self._client.check_alive()
+            self._conductor.check_alive()
             await signals.park(
-                [self._changed], min(left, 1.0), lambda: not self._images and not self.is_closed
+                [self.changed], min(left, 1.0), lambda: not self._images and not self.is_closed
             )
 
     # -- multi-destination subscription -------------------------------------------------
@@ -302,12 +311,12 @@ class Subscription(_core.SubscriptionBase):
         """Also receive on `aeron:udp?endpoint=host:port` (a subscription on
         `aeron:udp?control-mode=manual` only): datagrams of every destination feed the same
         images. ChannelUriError/DriverError when refused."""
-        await self._client._destination(self, endpoint_channel, add=True)
+        await self._conductor.change_destination(p.AddRcvDestination, self, endpoint_channel)
 
     async def remove_destination(self, endpoint_channel: str) -> None:
         """Stop receiving on a destination `add_destination` added (its socket is closed; the
         images go on with the other destinations)."""
-        await self._client._destination(self, endpoint_channel, add=False)
+        await self._conductor.change_destination(p.RemoveRcvDestination, self, endpoint_channel)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -317,11 +326,11 @@ class Subscription(_core.SubscriptionBase):
             return
         self.is_closed = True
         self._lost.clear()
-        self._changed.ring()
+        self.changed.ring()
         for image in self._images:
-            image._close()
+            self._conductor.release_image(image)
         self._set_images([])
-        await self._client._release_subscription(self)
+        await self._conductor.release_subscription(self)
 
     async def __aenter__(self) -> Subscription:
         return self
@@ -336,7 +345,7 @@ class Subscription(_core.SubscriptionBase):
         )
 
 
-def _call_back(callback: Callable[[Image], object] | None, image: Image) -> None:
+def _call_back(callback: ImageHandler | None, image: Image) -> None:
     """Run a user's image callback; what it raises is logged, never passed to the driver."""
     if callback is not None:
         try:
@@ -359,7 +368,7 @@ async def park_for_data(
     try:
         await signals.park(
             [image.signals.data for image in images]
-            + [subscription._changed for subscription in subscriptions]
+            + [subscription.changed for subscription in subscriptions]
             + list(also),
             timeout,
             still_idle,

@@ -34,7 +34,7 @@ def assert_nothing_left(pub, sub, image) -> None:
     assert parked_here(image.metadata) == 0
     assert image.signals.data.waiters == 0
     assert image.signals.limit.waiters == 0
-    assert sub._changed.waiters == 0
+    assert sub.changed.waiters == 0
 
 
 async def test_move_on_after_a_back_pressured_offer(aeron):
@@ -84,7 +84,7 @@ async def test_move_on_after_wait_connected(aeron):
     with anyio.move_on_after(0.1) as scope:
         await sub.wait_connected()
     assert scope.cancelled_caught
-    assert waker._slots == {} and sub._changed.waiters == 0
+    assert waker._slots == {} and sub.changed.waiters == 0
     assert lonely._signals.limit.waiters == 0
 
     pub = await aeron.add_publication("aeron:ipc", 3)

@@ -725,5 +725,5 @@ async def test_a_command_cancelled_as_the_driver_answers_is_cancelled(aeron):
     for subscription in added:
         await subscription.close()
     await await_until(lambda: subscriber_positions() == 0, 5, "every subscription released")
-    assert not aeron._abandoned
+    assert not aeron._conductor._abandoned
     await publication.close()

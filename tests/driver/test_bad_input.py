@@ -95,7 +95,7 @@ async def test_invalid_stream_id(aeron, stream_id):
             await add("aeron:ipc", stream_id)
         assert repr(stream_id) in str(info.value)
     # Nothing was registered by the refused calls.
-    assert not aeron._subscriptions and not aeron._publications
+    assert not aeron._conductor._subscriptions and not aeron._conductor._publications
 
 
 @pytest.mark.parametrize("stream_id", [2**31 - 1, -(2**31), 0])
@@ -272,7 +272,7 @@ async def test_bad_channel_names_the_fault(aeron, channel, named):
     for add in (aeron.add_publication, aeron.add_exclusive_publication, aeron.add_subscription):
         with pytest.raises(aeronio.ChannelUriError, match=re.escape(named)):
             await add(channel, 1)
-    assert not aeron._subscriptions and not aeron._publications
+    assert not aeron._conductor._subscriptions and not aeron._conductor._publications
 
 
 async def test_channel_must_be_a_string(aeron):

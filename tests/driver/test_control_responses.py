@@ -17,8 +17,9 @@ async def aeron():
         publication_unblock_timeout_ns=300_000_000, publication_linger_ns=50_000_000
     ) as client:
         seen: list[p.Response] = []
-        dispatch = client._dispatch
-        client._dispatch = lambda response: (seen.append(response), dispatch(response))
+        conductor = client._conductor
+        dispatch = conductor._dispatch
+        conductor._dispatch = lambda response: (seen.append(response), dispatch(response))
         client.seen = seen
         yield client
 
@@ -71,5 +72,22 @@ async def test_an_image_is_told_by_its_counter_and_goes_by_its_correlation_id(ae
 
 async def test_a_refused_command_has_aerons_error_code(aeron):
     with pytest.raises(aeronio.DriverError) as refused:
-        await aeron._request(p.RemoveCounter(aeron._correlation_id(), aeron.client_id, 99))
+        conductor = aeron._conductor
+        command = p.RemoveCounter(conductor.next_correlation_id(), aeron.client_id, 99)
+        await conductor.request(command, p.OperationSuccess)
     assert refused.value.code == p.GENERIC_ERROR == 11
+
+
+async def test_an_answer_of_another_type_than_asked_is_a_driver_error(aeron):
+    """The client conductor takes from the driver only the answer a command has."""
+    counter = await aeron.add_counter(1001, "answered")
+    conductor = aeron._conductor
+    command = p.RemoveCounter(
+        conductor.next_correlation_id(), aeron.client_id, counter.registration_id
+    )
+    with pytest.raises(aeronio.DriverError) as wrong:
+        await conductor.request(command, p.CounterReady)
+    assert str(wrong.value) == (
+        "the driver answered RemoveCounter with OperationSuccess, not CounterReady"
+    )
+    assert wrong.value.code == p.GENERIC_ERROR

@@ -98,7 +98,7 @@ async def test_an_error_echoing_a_long_argument_is_cut_to_fit_the_protocol(procs
     procs.driver(dir)
     async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
         publication = await aeron.add_publication(IPC, 3)
-        longest = aeron._transport.max_command_length
+        longest = aeron._conductor.transport.max_command_length
         channel = "aeron:ipc?alias=" + "x" * (longest - 200)
         while len(_add_destination(aeron, channel + "x")) <= longest:
             channel += "x"  # the longest that the command carries

@@ -1,0 +1,508 @@
+"""The client conductor (Aeron's ClientConductor): one client's link to its driver, and the
+owner of what the driver made for it.
+
+It sends commands (client/transport.py) and matches their answers, maps logs, makes the
+publications, subscriptions, images and counters, and keeps them in step with the driver's
+notifications. It is the narrow interface between `Aeron` and its resources: they call its
+public methods (`request`, `change_destination`, `track_subscription`, `release_*`,
+`check_alive`); it closes the appenders and readers it made for them and tells a subscription
+of its images through the `ImageEvents` the subscription handed over: nothing reaches
+another's private attributes. A keepalive task keeps this client's heartbeat counter and
+watches the driver's: when the driver dies, every pending and later call raises
+DriverTimeoutError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TypeVar
+
+from aeronio import _core
+from aeronio.client.counter import ClientCounter
+from aeronio.client.publication import Publication
+from aeronio.client.subscription import Image, ImageEvents, ImageHandler, Subscription
+from aeronio.client.transport import CncTransport, map_cnc, wake_key
+from aeronio.cnc import CncFile
+from aeronio.counters import CLIENT_DOORBELL_TYPE_ID, Counter
+from aeronio.errors import (
+    AeronError,
+    ChannelUriError,
+    ClientTimeoutError,
+    ConfigurationError,
+    DriverError,
+    DriverTimeoutError,
+    StorageSpaceError,
+)
+from aeronio.idle import IdleStrategy
+from aeronio.logbuffer import signals, waker
+from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol import control as p
+
+KEEPALIVE_INTERVAL_S = 0.5  # Aeron's: how often the heartbeat counter is stored
+log = logging.getLogger("aeronio.client")
+Reply = (
+    p.PublicationReady
+    | p.SubscriptionReady
+    | p.CounterReady
+    | p.OperationSuccess
+    | p.StaticCounter
+    | p.NextAvailableSessionId
+)
+# The commands the driver answers (by their correlation id).
+Request = (
+    p.AddPublication
+    | p.RemovePublication
+    | p.AddSubscription
+    | p.RemoveSubscription
+    | p.AddDestination
+    | p.RemoveDestination
+    | p.RemoveDestinationById
+    | p.AddRcvDestination
+    | p.RemoveRcvDestination
+    | p.AddCounter
+    | p.RemoveCounter
+    | p.AddStaticCounter
+    | p.GetNextAvailableSessionId
+)
+DestinationCommand = (
+    p.AddDestination | p.RemoveDestination | p.AddRcvDestination | p.RemoveRcvDestination
+)
+R = TypeVar("R", bound=Reply)
+P = TypeVar("P", bound=Publication)
+
+
+class ClientConductor:
+    """One client's commands, answers, logs and resources on the driver of `dir`; made by
+    `connect` (Aeron's ClientConductor). `Aeron` is its public face."""
+
+    def __init__(
+        self, dir: str, cnc: CncFile, idle_strategy: IdleStrategy, driver_timeout_s: float
+    ):
+        self.driver_dir = dir
+        self.idle_strategy = idle_strategy
+        self.driver_timeout_s = driver_timeout_s
+        self.lost: AeronError | None = None  # why the driver is gone, or dropped this client
+        self.is_closed = False
+        self._pending: dict[int, asyncio.Future[Reply | p.ErrorResponse]] = {}
+        self._abandoned: dict[int, Request] = {}
+        self._subscriptions: dict[int, tuple[Subscription, ImageEvents]] = {}
+        self._publications: dict[int, tuple[Publication, _core.LogAppender]] = {}
+        self._images: dict[int, _core.ImageReader] = {}  # by id(image)
+        self._logs: dict[str, tuple[LogBuffers, int]] = {}
+        self._keepalive: asyncio.Task[None] | None = None
+        self.transport = CncTransport(dir, cnc, self._on_response, self._fail, driver_timeout_s)
+        self.client_id = self.transport.client_id
+        self.counters = self.transport.counters
+
+    @classmethod
+    async def connect(
+        cls, dir: str, idle_strategy: IdleStrategy, driver_timeout_s: float
+    ) -> ClientConductor:
+        """Reach the driver of `dir` through its cnc.dat (waiting for it up to
+        `driver_timeout_s`) and take a client id; `start` then."""
+        cnc = await map_cnc(dir, driver_timeout_s)
+        try:
+            return cls(dir, cnc, idle_strategy, driver_timeout_s)
+        except BaseException:
+            cnc.close()
+            raise
+
+    async def start(self) -> None:
+        """Send the first keepalive, start the heartbeat, register the doorbell."""
+        self.transport.keepalive()  # the first command: the driver makes the heartbeat counter
+        liveness_s = self.transport.client_liveness_timeout_ns / 1e9
+        interval = min(KEEPALIVE_INTERVAL_S, liveness_s / 4)
+        self._keepalive = asyncio.get_running_loop().create_task(self._keep_alive(interval))
+        await self.request(
+            p.AddCounter(
+                self.next_correlation_id(),
+                self.client_id,
+                CLIENT_DOORBELL_TYPE_ID,
+                wake_key(waker.waker().id),
+                f"aeronio client doorbell: {self.client_id}",
+            ),
+            p.CounterReady,
+        )
+
+    # -- liveness -----------------------------------------------------------------------
+
+    async def _keep_alive(self, interval: float) -> None:
+        liveness_s = self.transport.client_liveness_timeout_ns / 1e9
+        last = time.monotonic()  # connect made the first keepalive
+        while not self.lost:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            if now - last > liveness_s:
+                # This loop was blocked for longer than the driver waits: it has timed us out.
+                self._fail(
+                    ClientTimeoutError(
+                        f"client {self.client_id} sent no keepalive for {now - last:.1f} s "
+                        f"(driver liveness timeout {liveness_s:.1f} s)"
+                    )
+                )
+                return
+            last = now
+            age_ms = self.transport.driver_heartbeat_age_ms
+            if age_ms > self.driver_timeout_s * 1000:
+                self._on_driver_lost(f"no driver heartbeat for {age_ms:.0f} ms")
+                return
+            self.transport.keepalive()
+            self.transport.poll()  # a doorbell or a watcher look lost is made up for here
+
+    def _on_driver_lost(self, reason: str) -> None:
+        self._fail(DriverTimeoutError(f"media driver on {self.driver_dir} lost: {reason}"))
+
+    def _fail(self, error: AeronError) -> None:
+        """The driver is gone or dropped us: fail what waits, make publications inert (their
+        counters may belong to others now), close every image as unavailable (`poll` then
+        raises `error`), wake what parks."""
+        if self.lost or self.is_closed:
+            return
+        self.lost = error
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(error)
+        for _, appender in self._publications.values():
+            appender.close()
+        for _, events in self._subscriptions.values():
+            events.client_lost()
+        signals.ring_all()
+
+    def check_alive(self) -> None:
+        """Raise DriverTimeoutError if the driver was lost, AeronError if this client is closed."""
+        if self.lost:
+            raise self.lost
+        if self.is_closed:
+            raise AeronError("the Aeron client is closed")
+
+    # -- commands -----------------------------------------------------------------------
+
+    def next_correlation_id(self) -> int:
+        return self.transport.next_correlation_id()
+
+    async def change_destination(
+        self, kind: type[DestinationCommand], owner: Publication | Subscription, channel: str
+    ) -> int:
+        """Add or remove (`kind`) a destination of a publication (multi-destination-cast) or
+        subscription (multi-destination); the command's correlation id (a destination's
+        registration id when added to a publication)."""
+        _check_open(owner)
+        correlation_id = self.next_correlation_id()
+        command = kind(correlation_id, self.client_id, owner.registration_id, channel)
+        await self.request(command, p.OperationSuccess)
+        return correlation_id
+
+    async def remove_destination_by_id(self, owner: Publication, destination_id: int) -> None:
+        """Remove the destination of `owner` that `change_destination` added as
+        `destination_id`."""
+        _check_open(owner)
+        command = p.RemoveDestinationById(
+            self.next_correlation_id(), self.client_id, owner.registration_id, destination_id
+        )
+        await self.request(command, p.OperationSuccess)
+
+    async def request(self, command: Request, reply: type[R]) -> R:
+        """Send `command` and await the driver's answer: `reply`, or its ErrorResponse raised
+        (ChannelUriError, StorageSpaceError, DriverError); DriverTimeoutError when none comes
+        in time."""
+        self.check_alive()
+        _check_length(command, self.transport.max_command_length)
+        future = asyncio.get_running_loop().create_future()
+        self._pending[command.correlation_id] = future
+        try:
+            await self.transport.send(command)
+        except BaseException:
+            self._pending.pop(command.correlation_id, None)
+            raise
+        try:
+            # Not wait_for (on 3.11 it loses a cancel that meets the answer); shielded, so that
+            # an answer that comes as the caller gives up is still seen, and released.
+            async with asyncio.timeout(self.driver_timeout_s):
+                response = await asyncio.shield(future)
+        except TimeoutError:
+            self._abandon(command, future)
+            raise DriverTimeoutError(
+                f"driver on {self.driver_dir} did not answer {type(command).__name__} "
+                f"within {self.driver_timeout_s} s"
+            ) from None
+        except asyncio.CancelledError:
+            self._abandon(command, future)
+            raise
+        finally:
+            self._pending.pop(command.correlation_id, None)
+        if isinstance(response, p.ErrorResponse):
+            if response.code == p.INVALID_CHANNEL:
+                raise ChannelUriError(response.message)
+            if response.code == p.STORAGE_SPACE:
+                raise StorageSpaceError(response.message)
+            raise DriverError(response.message, response.code)
+        if not isinstance(response, reply):
+            raise DriverError(
+                f"the driver answered {type(command).__name__} with {type(response).__name__}, "
+                f"not {reply.__name__}",
+                p.GENERIC_ERROR,
+            )
+        return response
+
+    def _on_response(self, response: p.Response) -> None:
+        """Handle a driver message; nothing raised here (a user callback included) may reach the
+        driver or the transport."""
+        try:
+            self._dispatch(response)
+        except Exception:
+            log.exception("aeronio client %d failed handling %r", self.client_id, response)
+
+    def _dispatch(self, response: p.Response) -> None:
+        if isinstance(response, Reply | p.ErrorResponse) and (
+            response.correlation_id in self._abandoned
+        ):
+            self._release_abandoned(response)
+            return
+        match response:
+            case p.ClientTimeout():
+                self._fail(ClientTimeoutError(f"the driver timed out client {self.client_id}"))
+            case p.ImageReady():
+                self._on_image_ready(response)
+            case p.ImageUnavailable():
+                tracked = self._subscriptions.get(response.subscription_registration_id)
+                if tracked is not None:
+                    tracked[1].unavailable(response.correlation_id)
+            case p.UnavailableCounter():
+                pass  # a counter went (this client's own are freed by their close)
+            case _:
+                future = self._pending.get(response.correlation_id)
+                if future is not None and not future.done():
+                    future.set_result(response)
+
+    def _abandon(self, command: Request, future: asyncio.Future[Reply | p.ErrorResponse]) -> None:
+        """The caller gave up on `command`: what the driver makes for it is released when the
+        answer comes, or now if it came just before the caller gave up."""
+        self._abandoned[command.correlation_id] = command
+        if future.done():
+            self._release_abandoned(future.result())
+
+    def _release_abandoned(self, response: Reply | p.ErrorResponse) -> None:
+        """An answer to a request whose caller gave up: undo what the driver did for it."""
+        command = self._abandoned.pop(response.correlation_id)
+        if isinstance(response, p.PublicationReady):
+            self.transport.submit(
+                p.RemovePublication(
+                    self.next_correlation_id(), self.client_id, response.registration_id
+                )
+            )
+        elif isinstance(response, p.CounterReady):
+            self.transport.submit(
+                p.RemoveCounter(self.next_correlation_id(), self.client_id, command.correlation_id)
+            )
+        elif isinstance(response, p.SubscriptionReady) and isinstance(command, p.AddSubscription):
+            self.transport.submit(
+                p.RemoveSubscription(
+                    self.next_correlation_id(), self.client_id, command.correlation_id
+                )
+            )
+
+    # -- logs ---------------------------------------------------------------------------
+
+    def _map_log(self, log_file: str) -> tuple[LogBuffers, signals.LogSignals]:
+        """Map a log (once per client), counting its users; and its signals in this process."""
+        log, users = self._logs.get(log_file) or (LogBuffers.open(log_file), 0)
+        self._logs[log_file] = (log, users + 1)
+        return log, signals.acquire(log_file)
+
+    def _unmap_log(self, log_file: str) -> None:
+        """Drop one user of a log and its signals; the last one unmaps it (views already handed
+        out keep the memory alive until they go)."""
+        signals.release(log_file)
+        log, users = self._logs.pop(log_file)
+        if users > 1:
+            self._logs[log_file] = (log, users - 1)
+        else:
+            log.close()
+
+    def _on_image_ready(self, ready: p.ImageReady) -> None:
+        tracked = self._subscriptions.get(ready.subscription_registration_id)
+        if tracked is None or tracked[0].is_closed:
+            return
+        subscription, events = tracked
+        log, log_signals = self._map_log(ready.log_file)
+        reader = _core.ImageReader(
+            log.mapped,
+            self.counters.buffer.owner,
+            self.counters.value_offset(ready.subscriber_position_id),
+            log_signals.consumed,
+        )
+        image = Image(
+            subscription,
+            ready.correlation_id,
+            ready.session_id,
+            ready.log_file,
+            # The driver sets the position before it tells; only this image moves it on.
+            self.counters.get_counter_value(ready.subscriber_position_id),
+            ready.source_identity,
+            reader,
+            log_signals,
+            log.metadata,
+        )
+        self._images[id(image)] = reader
+        events.available(image)
+
+    def release_image(self, image: Image) -> None:
+        """Make `image` inert (polls return 0, its position counter is left alone) and let go
+        of its log; its subscription calls this when the image goes."""
+        reader = self._images.pop(id(image), None)
+        if reader is not None:
+            reader.close()
+            self._unmap_log(image.log_file)
+
+    # -- resources ----------------------------------------------------------------------
+
+    async def add_publication(self, channel: str, stream_id: int, cls: type[P]) -> P:
+        """A publication (`cls`: Publication or ExclusivePublication) of `channel` (canonical)
+        and `stream_id` (both checked)."""
+        exclusive = cls.is_exclusive
+        ready = await self.request(
+            p.AddPublication(
+                self.next_correlation_id(), self.client_id, channel, stream_id, exclusive
+            ),
+            p.PublicationReady,
+        )
+        log, log_signals = self._map_log(ready.log_file)
+        appender = _core.LogAppender(
+            log.mapped,
+            self.counters.buffer.owner,
+            self.counters.value_offset(ready.position_limit_counter_id),
+            exclusive,
+            log_signals.data,
+            log_signals.consumed,
+        )
+        publication = cls(
+            self,
+            channel,
+            stream_id,
+            ready.registration_id,
+            ready.session_id,
+            ready.log_file,
+            appender,
+            log_signals,
+            log.metadata,
+        )
+        self._publications[id(publication)] = (publication, appender)
+        return publication
+
+    async def release_publication(self, publication: Publication) -> None:
+        """`publication` closed (its appender first): let go of its log, remove it."""
+        self._publications.pop(id(publication), None)
+        self._unmap_log(publication.log_file)
+        await self._remove(p.RemovePublication, publication.registration_id)
+
+    async def add_subscription(
+        self,
+        channel: str,
+        stream_id: int,
+        available_image: ImageHandler | None,
+        unavailable_image: ImageHandler | None,
+    ) -> Subscription:
+        """A subscription of `channel` (canonical) and `stream_id` (both checked)."""
+        correlation_id = self.next_correlation_id()
+        subscription = Subscription(  # which tracks itself
+            self, channel, stream_id, correlation_id, available_image, unavailable_image
+        )
+        try:
+            await self.request(
+                p.AddSubscription(correlation_id, self.client_id, channel, stream_id),
+                p.SubscriptionReady,
+            )
+        except BaseException:
+            self._subscriptions.pop(correlation_id, None)
+            raise
+        return subscription
+
+    def track_subscription(self, subscription: Subscription, events: ImageEvents) -> None:
+        """Tell `subscription` of its images through `events` (it calls this when made)."""
+        self._subscriptions[subscription.registration_id] = (subscription, events)
+
+    async def release_subscription(self, subscription: Subscription) -> None:
+        """`subscription` closed (its images first): remove it."""
+        self._subscriptions.pop(subscription.registration_id, None)
+        await self._remove(p.RemoveSubscription, subscription.registration_id)
+
+    async def add_counter(self, type_id: int, label: str, key: bytes) -> ClientCounter:
+        correlation_id = self.next_correlation_id()
+        ready = await self.request(
+            p.AddCounter(correlation_id, self.client_id, type_id, key, label), p.CounterReady
+        )
+        return ClientCounter(self.counters, ready.counter_id, correlation_id, self.release_counter)
+
+    async def release_counter(self, counter: ClientCounter) -> None:
+        await self._remove(p.RemoveCounter, counter.registration_id)
+
+    async def _remove(
+        self,
+        kind: type[p.RemovePublication | p.RemoveSubscription | p.RemoveCounter],
+        registration_id: int,
+    ) -> None:
+        """Ask the driver to remove what `registration_id` made (unless it is gone, or this
+        client is closed: then the driver removes it with the client)."""
+        if not self.is_closed and not self.lost:
+            command = kind(self.next_correlation_id(), self.client_id, registration_id)
+            await self.request(command, p.OperationSuccess)
+
+    async def add_static_counter(
+        self, type_id: int, label: str, registration_id: int, key: bytes
+    ) -> Counter:
+        command = p.AddStaticCounter(
+            self.next_correlation_id(), self.client_id, registration_id, type_id, key, label
+        )
+        ready = await self.request(command, p.StaticCounter)
+        return self.counters.counter(ready.counter_id)
+
+    async def next_session_id(self, stream_id: int) -> int:
+        command = p.GetNextAvailableSessionId(self.next_correlation_id(), self.client_id, stream_id)
+        return (await self.request(command, p.NextAvailableSessionId)).next_session_id
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close every publication and subscription, stop the heartbeat, tell the driver."""
+        if self.is_closed:
+            return
+        for publication, _ in list(self._publications.values()):
+            with contextlib.suppress(AeronError):
+                await publication.close()
+        for subscription, _ in list(self._subscriptions.values()):
+            with contextlib.suppress(AeronError):
+                await subscription.close()
+        self.is_closed = True
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keepalive
+        if not self.lost:
+            self.transport.submit(p.ClientClose(self.client_id))
+        await self.transport.close()
+
+
+def _check_open(owner: Publication | Subscription) -> None:
+    if owner.is_closed:
+        what = "subscription" if isinstance(owner, Subscription) else "publication"
+        raise AeronError(f"the {what} is closed")
+
+
+def _check_length(command: p.Command, max_length: int) -> None:
+    """ConfigurationError, naming the longest field, for a command longer than the driver's
+    ring buffer takes."""
+    length = len(p.encode(command)[1])
+    if length > max_length:
+        sizes = {
+            name: len(value)
+            for name in command.__struct_fields__
+            if isinstance(value := getattr(command, name), str | bytes)
+        }
+        name = max(sizes, key=lambda n: sizes[n])
+        raise ConfigurationError(
+            f"{name} of {sizes[name]} characters makes {type(command).__name__} {length} bytes "
+            f"long, over the {max_length} bytes the driver's ring buffer takes"
+        )
