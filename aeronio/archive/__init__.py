@@ -6,7 +6,8 @@ and replays them, speaking the reference 1.15.1 archive's control protocol.
         async with archive.connect(aeron, **archive.LOCAL) as client:
             await client.start_recording("aeron:ipc", 1001)
 
-Reading what was recorded needs no archive process: `Catalog` and `RecordingReader`.
+Reading what was recorded needs no archive process: `Catalog`, `RecordingReader`, and
+`RecordingPos` for the positions of active recordings.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     )
     from aeronio.archive.context import ArchiveContext
     from aeronio.archive.errors import ArchiveError
+    from aeronio.archive.recording_pos import RecordingPos
     from aeronio.archive.segments import RecordingLayout, RecordingReader
 
 # An archive and its clients on one driver, over IPC only (no UDP port taken): the archive's
@@ -60,6 +62,7 @@ __all__ = [
     "ErrorCode",
     "RecordingDescriptor",
     "RecordingLayout",
+    "RecordingPos",
     "RecordingProgress",
     "RecordingReader",
     "RecordingStarted",
@@ -86,6 +89,7 @@ if not TYPE_CHECKING:  # a type checker sees the imports above, not a catch-all 
             ),
             "aeronio.archive.context": ("ArchiveContext",),
             "aeronio.archive.errors": ("ArchiveError",),
+            "aeronio.archive.recording_pos": ("RecordingPos",),
             "aeronio.archive.segments": ("RecordingLayout", "RecordingReader"),
         },
     )

@@ -45,6 +45,7 @@ class RecordingPos:
 
     @staticmethod
     def label(recording_id: int, session_id: int, stream_id: int, stripped_channel: str) -> str:
+        """The label, as Aeron's: ``rec-pos: <recording> <session> <stream> <channel>``."""
         return f"rec-pos: {recording_id} {session_id} {stream_id} {stripped_channel}"
 
     @classmethod

@@ -29,8 +29,6 @@ ALLOWED = {
     # argparse has no public name for the type `add_subparsers` returns (an annotation).
     ("aeronio/archive/tool.py", "argparse._SubParsersAction"): "stdlib type, no public name",
     # issue 27 item 8: being replaced by asyncio's public API.
-    ("aeronio/driver/agent.py", "asyncio.events._get_running_loop"): "issue 27 item 8",
-    ("aeronio/driver/media_driver.py", "asyncio.events._get_running_loop"): "issue 27 item 8",
     # descriptor's int32 wrap, private there, used by log_buffers: to be public in descriptor.
     ("aeronio/logbuffer/log_buffers.py", "d._int32"): "logbuffer: log_buffers -> descriptor",
     # The `_Param` descriptor is ChannelUri's own accessor of its validated values.
