@@ -19,8 +19,8 @@ from tests.driver.test_async_api import (
     fill_window,
     first_messages,
     image_of,
-    wait_until,
 )
+from tests.support.procs import await_until
 
 
 @pytest.fixture
@@ -99,7 +99,11 @@ async def test_back_pressured_offer_waits_and_cancels_cleanly(aeron):
     assert consumed == [b"m" * 100] * sent
     assert await asyncio.wait_for(pub.offer(b"after"), 5) == position + 64
     assert (await sub.receive()).data == b"after"
-    await wait_until(lambda: pub._appender.consumed_doorbell.waiters == appender_waiters)
+    await await_until(
+        lambda: pub._appender.consumed_doorbell.waiters == appender_waiters,
+        5.0,
+        "the publication's waiters released",
+    )
     assert image.signals.data.waiters == 0
 
 
