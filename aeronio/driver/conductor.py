@@ -404,7 +404,7 @@ class DriverConductor:
         self, command: p.RemovePublication, client: ClientSession, now_ns: int
     ) -> None:
         adds = client.publications
-        add = command.registration_id  # an add's correlation id (Aeron's clients)
+        add: int | None = command.registration_id  # an add's correlation id (Aeron's clients)
         if add not in adds:  # or the registration id (aeronio's clients): one of its adds
             add = next((k for k, v in adds.items() if v == command.registration_id), None)
             if add is None:
@@ -468,8 +468,10 @@ class DriverConductor:
         endpoint = publication.endpoint
         match command:
             case p.AddDestination():
+                assert destination is not None  # _destination_channel checked it
                 endpoint.add_destination(destination, now_ns, command.correlation_id)
             case p.RemoveDestination():
+                assert destination is not None
                 endpoint.remove_destination(destination)
             case p.RemoveDestinationById():
                 endpoint.remove_destination_by_id(command.destination_registration_id)
