@@ -12,9 +12,10 @@ cdef class DataPath:
     and if one went, the control sockets read again (an endpoint of this process hears it at
     once).
     Python is needed only for what is left; the conductor's DutySchedule decides when, from
-    what each do_work saw (`urgent`, `moved`, `next_deadline_ns`, and its work), which do_work
-    gives it (`schedule`). An idle stream's heartbeats and status messages need no Python, and
-    count as no work; `deadline_ns` says when the next is due.
+    what each do_work tells it (`schedule`): its work, whether something is urgent, how far the
+    watched positions moved (`moved`), its next deadline (`next_deadline_ns`). An idle stream's
+    heartbeats and status messages need no Python, and count as no work; `deadline_ns` says
+    when the next is due.
 
     Urgent: what a control socket's ControlReceiver or a data socket's router left
     (`slow_datagrams(receiver)`: status messages that are no repeat, NAKs; SETUPs, EOS, unknown
@@ -40,7 +41,6 @@ cdef class DataPath:
     cdef int64_t* _seen_logs
     cdef list _owners
     cdef readonly int64_t moved  # bytes the watched positions moved in the last do_work
-    cdef readonly bint urgent  # the last do_work left something for Python to do at once
     cdef readonly int64_t next_deadline_ns  # `deadline_ns()` as the last do_work left it
     cdef AtomicBuffer _commands  # cnc.dat's to-driver ring buffer, or None
     cdef char* _commands_tail
@@ -105,7 +105,6 @@ cdef class DataPath:
                     if previous._logs[j] is self._logs[i]:
                         self._seen_logs[i] = previous._seen_logs[j]
         self.moved = 0
-        self.urgent = False
         self.next_deadline_ns = 0  # unknown until the first do_work
         self._commands_tail = self._commands_head = NULL
         if commands is not None:
@@ -122,7 +121,7 @@ cdef class DataPath:
 
     cpdef int do_work(self, int64_t now_ns) except -1:
         """Receive, rebuild and send what needs no Python; returns the datagrams received and
-        sent; sets `moved`, `urgent` and `next_deadline_ns`, and tells the schedule."""
+        sent; sets `moved` and `next_deadline_ns`, and tells the schedule."""
         cdef Py_ssize_t i
         cdef int work = 0, count, sms = 0
         cdef bint urgent = False
@@ -158,7 +157,6 @@ cdef class DataPath:
         self.moved = moved
         if self._commands_tail != NULL:
             urgent |= aio_load_i64(self._commands_tail) != aio_load_i64(self._commands_head)
-        self.urgent = urgent
         if self._schedule is not None:
             self._schedule.on_data_path(now_ns, work, moved, urgent, deadline)
         return work
