@@ -1,13 +1,8 @@
 # DataPath: the driver's per-message work in one C call per duty cycle (Aeron's sender and
-# receiver agents in their steady state), and whether the conductor's Python duty cycle is due.
+# receiver agents in their steady state), telling the conductor's DutySchedule what it saw.
 
 cdef extern from "<stdlib.h>" nogil:
     long long llabs(long long value)
-
-cdef enum:
-    BOOKKEEPING_BACKLOG = 8192  # bytes the watched positions move before the bookkeeping is due
-    BOOKKEEPING_IDLE_CYCLES = 16  # duty cycles without data before the bookkeeping is due
-
 
 cdef class DataPath:
     """One `do_work(now_ns)`: new data of the publications whose senders allow it sent from
@@ -16,20 +11,19 @@ cdef class DataPath:
     images and their heartbeats taken (ImageRouter); the images' periodic status messages sent,
     and if one went, the control sockets read again (an endpoint of this process hears it at
     once).
-    Python is needed only for what is left: `conductor_due` says when. An idle stream's
-    heartbeats and status messages need no Python, and count as no work; `deadline_ns` says when
-    the next is due.
+    Python is needed only for what is left; the conductor's DutySchedule decides when, from
+    what each do_work tells it (`schedule`): its work, whether something is urgent, how far the
+    watched positions moved (`moved`), its next deadline (`next_deadline_ns`). An idle stream's
+    heartbeats and status messages need no Python, and count as no work; `deadline_ns` says
+    when the next is due.
 
-    Due at once: what a control socket's ControlReceiver or a data socket's router left
+    Urgent: what a control socket's ControlReceiver or a data socket's router left
     (`slow_datagrams(receiver)`: status messages that are no repeat, NAKs; SETUPs, EOS, unknown
     sessions; their socket is not read again until they are taken), an image's data from a
     sender new to it (`sources_changed`), commands in the to-driver ring buffer (its tail past
-    its head). Due as bookkeeping (receiver positions, status messages, NAKs, publisher limits, cleaning) once a
-    watched position moved (`pending`: subscriber positions, receiver high-water marks, sender
-    positions, producer positions): when they have moved BOOKKEEPING_BACKLOG bytes in all, or after
-    BOOKKEEPING_IDLE_CYCLES duty cycles in a row that moved no data. So a stream's bookkeeping
-    runs every few KiB, and a lone message (a ping-pong) reaches its subscriber and its reply
-    leaves without waiting for it; until `bookkept()` it stays due. Nothing that moved is missed:
+    its head). `moved`: how far the watched positions moved (subscriber positions, receiver
+    high-water marks, sender positions, producer positions), which gives bookkeeping (receiver
+    positions, status messages, NAKs, publisher limits, cleaning). Nothing that moved is missed:
     each call compares the positions with what the last one saw.
     """
 
@@ -46,25 +40,22 @@ cdef class DataPath:
     cdef list _logs
     cdef int64_t* _seen_logs
     cdef list _owners
-    cdef readonly bint pending
     cdef readonly int64_t moved  # bytes the watched positions moved in the last do_work
-    cdef int64_t _backlog
-    cdef int _idle_cycles
-    cdef readonly bint conductor_due
     cdef readonly int64_t next_deadline_ns  # `deadline_ns()` as the last do_work left it
     cdef AtomicBuffer _commands  # cnc.dat's to-driver ring buffer, or None
     cdef char* _commands_tail
     cdef char* _commands_head
+    cdef DutySchedule _schedule
 
     def __cinit__(self, controls, receivers, senders, counters, logs,
-                  DataPath previous=None, commands=None):
+                  DataPath previous=None, commands=None, DutySchedule schedule=None):
         """controls: (fd, DatagramReceiver, ControlReceiver) per control socket; receivers:
         (fd, DatagramReceiver, ImageRouter) per data socket; senders: (PublicationSender, DatagramSender) per network publication;
         counters: positions (with `buffer` and `offset`) that give bookkeeping when they move;
         logs: MappedLogs whose producer positions do. A position `previous` (the data path this
         one replaces) watched starts from what it saw, so that a move since is seen; the others
         from where they are. commands: (AtomicBuffer, tail offset, head offset) of the to-driver
-        ring buffer, whose unread records make the conductor due."""
+        ring buffer, whose unread records are urgent. schedule: told what each do_work saw."""
         cdef Py_ssize_t i, j
         cdef AtomicBuffer buffer
         controls, receivers, counters = list(controls), list(receivers), list(counters)
@@ -113,17 +104,14 @@ cdef class DataPath:
                 for j in range(len(previous._logs)):
                     if previous._logs[j] is self._logs[i]:
                         self._seen_logs[i] = previous._seen_logs[j]
-        self.pending = False
         self.moved = 0
-        self._backlog = 0
-        self._idle_cycles = 0
-        self.conductor_due = False
         self.next_deadline_ns = 0  # unknown until the first do_work
         self._commands_tail = self._commands_head = NULL
         if commands is not None:
             self._commands, tail, head = commands
             self._commands_tail = self._commands._at(tail, 8)
             self._commands_head = self._commands._at(head, 8)
+        self._schedule = schedule
 
     def __dealloc__(self):
         free(self._fds)
@@ -133,7 +121,7 @@ cdef class DataPath:
 
     cpdef int do_work(self, int64_t now_ns) except -1:
         """Receive, rebuild and send what needs no Python; returns the datagrams received and
-        sent, and sets `conductor_due`."""
+        sent; sets `moved` and `next_deadline_ns`, and tells the schedule."""
         cdef Py_ssize_t i
         cdef int work = 0, count, sms = 0
         cdef bint urgent = False
@@ -166,17 +154,11 @@ cdef class DataPath:
             value = (<MappedLog> self._logs[i]).producer_position()
             moved += llabs(value - self._seen_logs[i])
             self._seen_logs[i] = value
-        if work:
-            self._idle_cycles = 0
-        elif self._idle_cycles < BOOKKEEPING_IDLE_CYCLES:
-            self._idle_cycles += 1
         self.moved = moved
-        self._backlog += moved
-        self.pending |= moved > 0
         if self._commands_tail != NULL:
             urgent |= aio_load_i64(self._commands_tail) != aio_load_i64(self._commands_head)
-        self.conductor_due = urgent or self.pending and (
-            self._backlog >= BOOKKEEPING_BACKLOG or self._idle_cycles >= BOOKKEEPING_IDLE_CYCLES)
+        if self._schedule is not None:
+            self._schedule.on_data_path(now_ns, work, moved, urgent, deadline)
         return work
 
     cdef int _receive(self, int64_t now_ns, Py_ssize_t nfds, bint* urgent) except -1:
@@ -224,12 +206,6 @@ cdef class DataPath:
             for image in router.images.values():
                 deadline = min(deadline, (<ImageRebuilder> image).sm_deadline())
         return deadline
-
-    def bookkept(self) -> None:
-        """The conductor's duty cycle ran: nothing is due until something moves again."""
-        self.pending = False
-        self._backlog = 0
-        self.conductor_due = False
 
     def slow_datagrams(self, DatagramReceiver receiver) -> list | None:
         """What the last receive of `receiver` (a control or data socket's) left for Python, as

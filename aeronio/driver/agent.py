@@ -138,7 +138,7 @@ class AgentRunner:
             return
         self._wakeup = loop.create_future()
         if timeout is not None:
-            self._deadline = loop.call_later(timeout, self._on_deadline)
+            self._deadline = loop.call_later(timeout, self._on_deadline, loop)
         try:
             await self._wakeup
         finally:
@@ -147,7 +147,7 @@ class AgentRunner:
                 self._deadline = None
             self._wakeup = None
 
-    def _on_deadline(self) -> None:
+    def _on_deadline(self, loop: asyncio.AbstractEventLoop) -> None:
         """A deadline while parked: ask to be woken again (renewing what a writer took), then
         the duty cycle here; the task again only if it did work or was woken, else the timer
         for the next deadline. Should anything here fail, the task takes over."""
@@ -162,7 +162,7 @@ class AgentRunner:
                 self._found = work
                 self._set_wakeup()
             elif timeout is not None:
-                self._deadline = self._loop.call_later(timeout, self._on_deadline)
+                self._deadline = loop.call_later(timeout, self._on_deadline, loop)
         except BaseException:
             self._set_wakeup()
             raise

@@ -11,6 +11,7 @@ the timer. The conductor owns cnc.dat and every log file in the driver directory
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -18,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from aeronio._core import DataPath
+from aeronio._core import DataPath, DutySchedule
 from aeronio.cnc import CncFile
 from aeronio.concurrent.broadcast import BroadcastTransmitter
 from aeronio.concurrent.error_log import DistinctErrorLog
@@ -62,9 +63,6 @@ log = logging.getLogger("aeronio.driver")
 
 # A freed counter id is not reused for this long, so a client still holding it harms nobody.
 COUNTER_REUSE_TIMEOUT_MS = 1000
-# Deadlines this close run together, so that an idle driver wakes once for them (heartbeats,
-# status messages and the timer of its streams drift apart otherwise).
-COALESCE_NS = 10_000_000
 # The session ids a driver never gives a publication itself (Aeron's default range: kept for
 # the session-id= of channels).
 PUBLICATION_RESERVED_SESSION_IDS = range(-1, 1001)
@@ -115,9 +113,7 @@ class DriverConductor:
         self._next_id = random.getrandbits(32)
         self._session_id_sequence = random.randint(-(2**31), 2**31 - 1)
         self._timed_out_clients: set[int] = set()
-        self._next_timer_ns = 0
-        self._next_deadline_ns = 0  # the timer's or a sender's, receiver's or endpoint's
-        self._data_path_deadline_ns = 0  # the DataPath's own (heartbeats): no Python then
+        self.schedule = DutySchedule(ctx.timer_interval_ns)
         self._now_ns = 0  # of the duty cycle that runs
         self.udp = UdpMedia(
             UdpServices(
@@ -137,7 +133,6 @@ class DriverConductor:
             )
         )
         self._data_path = self._new_data_path()
-        self._busy = True
 
     @property
     def publications(self) -> list[DriverPublication]:
@@ -390,7 +385,7 @@ class DriverConductor:
         self, command: p.RemovePublication, client: ClientSession, now_ns: int
     ) -> None:
         adds = client.publications
-        add = command.registration_id  # an add's correlation id (Aeron's clients)
+        add: int | None = command.registration_id  # an add's correlation id (Aeron's clients)
         if add not in adds:  # or the registration id (aeronio's clients): one of its adds
             add = next((k for k, v in adds.items() if v == command.registration_id), None)
             if add is None:
@@ -454,8 +449,10 @@ class DriverConductor:
         endpoint = publication.endpoint
         match command:
             case p.AddDestination():
+                assert destination is not None  # _destination_channel checked it
                 endpoint.add_destination(destination, now_ns, command.correlation_id)
             case p.RemoveDestination():
+                assert destination is not None
                 endpoint.remove_destination(destination)
             case p.RemoveDestinationById():
                 endpoint.remove_destination_by_id(command.destination_registration_id)
@@ -628,9 +625,9 @@ class DriverConductor:
     # -- duty cycle ---------------------------------------------------------------------
 
     def do_work(self, now_ns: int | None = None) -> int:
-        """One duty cycle: the data path (C), then, when it says so, a command is queued, a
-        deadline came or the last full duty cycle sent or ticked, the rest in Python: commands,
-        control frames, images' and publications' bookkeeping, the timer.
+        """One duty cycle: the data path (C), then, when its DutySchedule says so
+        (cython_core/duty_schedule.pxi), the rest in Python: commands, control frames, images'
+        and publications' bookkeeping, the timer.
 
         Returns the traffic seen (positions moved by data sent, received or consumed, images
         rebuilt, publisher limits moved: the agent spins a while after it before it parks), at
@@ -639,27 +636,17 @@ class DriverConductor:
         traffic."""
         now_ns = time.monotonic_ns() if now_ns is None else now_ns
         self._now_ns = now_ns
-        data_path = self._data_path
+        data_path, schedule = self._data_path, self.schedule
         try:
-            work = data_path.do_work(now_ns)
-            due = data_path.conductor_due
+            work = data_path.do_work(now_ns)  # tells the schedule what it saw
+            run = schedule.due
         except Exception as e:  # a socket's error: the rest of the duty cycle must still run
             self.record_error(e)
-            work, due = 0, True
-        # The timer may run a little early, in a duty cycle that woke for another deadline (the
-        # DataPath's too): an idle driver then wakes for both at once.
-        timer = now_ns >= self._next_timer_ns - self.ctx.timer_interval_ns // 8
-        data_path_deadline = now_ns >= self._data_path_deadline_ns
-        self._data_path_deadline_ns = data_path.next_deadline_ns
-        if not (
-            due  # commands waiting too
-            or self._busy
-            or now_ns >= self._next_deadline_ns
-            or (data_path_deadline and timer)
-        ):
-            return work or int(data_path.pending)
+            work, run = 0, True
+        if not run:
+            return work or int(schedule.pending)
         reshaped = False  # publications, images or subscribers may come or go
-        busy = timer
+        timer = busy = schedule.timer_due(now_ns)
         traffic = int(data_path.moved > 0)
         try:
             # More than READ_LIMIT may wait: the next duty cycle looks again (to_driver.pending).
@@ -675,20 +662,20 @@ class DriverConductor:
         finally:  # a failing data path must not stop liveness, lingering and the heartbeat
             try:
                 if timer:
-                    self._next_timer_ns = now_ns + self.ctx.timer_interval_ns
                     self._on_timer(now_ns)
             finally:
-                data_path.bookkept()
                 self.proxy.ring_doorbells()
                 if reshaped or timer or self.udp.images_added:
                     self._data_path = self._new_data_path(data_path)
                     self.udp.images_added = False
                 # Followed by another full duty cycle: a tick changes limits and connections.
-                self._busy = busy
-                self._next_deadline_ns = _coalesced(
-                    [self._next_timer_ns, *self.udp.deadlines_ns(), *self._linger_deadlines()]
+                schedule.ran(
+                    now_ns,
+                    ticked=timer,
+                    busy=busy,
+                    deadlines_ns=[*self.udp.deadlines_ns(), *self._linger_deadlines()],
+                    data_path_deadline_ns=self._data_path.deadline_ns(),
                 )
-                self._data_path_deadline_ns = self._data_path.deadline_ns()
         return traffic
 
     def _linger_deadlines(self) -> list[int]:
@@ -699,20 +686,18 @@ class DriverConductor:
 
     def park_ns(self) -> int:
         """How long the agent may park now: until the next deadline (0: run again at once)."""
-        if self._busy or self.to_driver.pending():
-            return 0
-        deadline = min(self._next_deadline_ns, self._data_path_deadline_ns)
-        return max(0, deadline - time.monotonic_ns())
+        return self.schedule.park_ns(time.monotonic_ns(), self.to_driver.pending())
 
     def _new_data_path(self, previous: DataPath | None = None) -> DataPath:
         """The data path of the sockets, network publications and images there are now
         (replacing `previous`); what gives the conductor bookkeeping: the positions of the UDP
         data path and of the IPC publications' subscribers (they free space)."""
-        data_path = self.udp.data_path_parts()
-        data_path["counters"] += [
-            sub.counter for pub in self.publications for sub in pub.subscribers
-        ]
-        return DataPath(**data_path, previous=previous, commands=self.cnc.to_driver.positions)
+        parts = self.udp.data_path_parts()
+        subscribers = (sub.counter for pub in self.publications for sub in pub.subscribers)
+        parts = dataclasses.replace(parts, counters=(*parts.counters, *subscribers))
+        return parts.data_path(
+            previous=previous, commands=self.cnc.to_driver.positions, schedule=self.schedule
+        )
 
     def _on_timer(self, now_ns: int) -> None:
         """What the conductor checks once per timer interval (`timer_interval_ns`, Aeron's
@@ -740,13 +725,6 @@ class DriverConductor:
         self.loss_report.close()
         self.cnc.flush()
         self.counters.close()
-
-
-def _coalesced(deadlines: list[int]) -> int:
-    """When to run for `deadlines`: the earliest, or the last within COALESCE_NS of it (those
-    close together run in one duty cycle, each at most COALESCE_NS late)."""
-    first = min(deadlines)
-    return max(deadline for deadline in deadlines if deadline - first <= COALESCE_NS)
 
 
 def _check_counter(command: p.AddCounter | p.AddStaticCounter) -> None:

@@ -81,39 +81,40 @@ class MediaDriver:
         loop = asyncio.get_running_loop()
         self._waker = waker.waker()
         self._waker.attach(loop)
-        self._runner = AgentRunner(
+        self._runner = runner = AgentRunner(
             "aeronio-conductor",
-            self._do_work,
-            lambda: self.conductor.park_ns() / 1e9,
-            on_error=self._on_agent_error,
-            on_idle=lambda idle: self.conductor.on_idle(idle),
+            lambda: self._do_work(conductor),
+            lambda: conductor.park_ns() / 1e9,
+            on_error=lambda error: conductor.record_error(error),
+            on_idle=lambda idle: conductor.on_idle(idle),
             idle_spins=self.ctx.conductor_idle_spins,
         )
-        self.conductor = DriverConductor(
+
+        def unwatch(fd: int) -> None:
+            loop.remove_reader(fd)
+
+        self.conductor = conductor = DriverConductor(
             self.ctx,
-            wake=self._runner.wake,
+            wake=runner.wake,
             wake_id=self._waker.id,
-            watch=lambda fd: loop.add_reader(fd, self._runner.wake),
-            unwatch=loop.remove_reader,
+            watch=lambda fd: loop.add_reader(fd, runner.wake),
+            unwatch=unwatch,
             ring=self._waker.wake,
             terminate=self.terminated.set,
         )
-        self._waker.callbacks.append(self._runner.wake)
-        self._watch_commands(loop)
-        self._runner.start()
-        embedded.register(self)
-
-    def _watch_commands(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Commands that no doorbell announces (Aeron's clients) wake the agent within
-        `command_watch_interval_ns` (aeronio.driver.command_watch)."""
+        self._waker.callbacks.append(runner.wake)
+        # Commands that no doorbell announces (Aeron's clients) wake the agent within
+        # `command_watch_interval_ns` (aeronio.driver.command_watch).
         self.command_watch = CommandWatch(
             loop,
-            self.conductor.cnc.path,
-            self.conductor.cnc.to_driver.positions,
+            conductor.cnc.path,
+            conductor.cnc.to_driver.positions,
             self.ctx.command_watch_interval_ns,
-            self._runner.wake,
+            runner.wake,
             self.ctx.command_watch_always,
         )
+        runner.start()
+        embedded.register(self)
 
     def invoke(self) -> int:
         """Run one duty cycle of the driver's agent now (Aeron's agent invoker): for an
@@ -127,29 +128,26 @@ class MediaDriver:
             raise DriverError("MediaDriver.invoke() from a callback of the driver's duty cycle")
         return self._runner.invoke()
 
-    def _do_work(self) -> int:
-        work = self.conductor.do_work()
+    def _do_work(self, conductor: DriverConductor) -> int:
+        work = conductor.do_work()
         if self._delivered is not None and not self._delivered.done():
-            if not any(pub.awaiting_delivery for pub in self.conductor.publications):
+            if not any(pub.awaiting_delivery for pub in conductor.publications):
                 self._delivered.set_result(None)
         return work
 
-    async def _deliver_released(self) -> None:
+    async def _deliver_released(self, runner: AgentRunner, conductor: DriverConductor) -> None:
         """Run until no released publication awaits delivery, at most the longest linger
         timeout (the conductor's close reports what is lost then)."""
-        lingers = [pub.linger_ns for pub in self.conductor.publications]
+        lingers = [pub.linger_ns for pub in conductor.publications]
         timeout_ns = max([self.ctx.publication_linger_ns, *lingers])
         self._delivered = asyncio.get_running_loop().create_future()
-        self._runner.wake()  # a duty cycle looks (and takes the commands queued before)
+        runner.wake()  # a duty cycle looks (and takes the commands queued before)
         try:
             await asyncio.wait_for(self._delivered, timeout_ns / 1e9)
         except TimeoutError:
             pass
         finally:
             self._delivered = None
-
-    def _on_agent_error(self, error: BaseException) -> None:
-        self.conductor.record_error(error)
 
     async def close(self) -> None:
         """Let released publications deliver what they hold (bounded), stop the agents, release
@@ -158,7 +156,7 @@ class MediaDriver:
             return
         try:
             if self._runner is not None and self.conductor is not None:
-                await self._deliver_released()
+                await self._deliver_released(self._runner, self.conductor)
         finally:  # cancelled (a second SIGTERM) while it waits, the driver still closes
             await self._close()
 
@@ -175,8 +173,9 @@ class MediaDriver:
             self.conductor.close()
         if self.ctx.dir_delete_on_shutdown:
             shutil.rmtree(self.ctx.dir, ignore_errors=True)
-        os.close(self._lock_fd)
-        self._lock_fd = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     async def __aenter__(self) -> MediaDriver:
         return await self.start()

@@ -32,6 +32,7 @@ from aeronio.driver.channel_endpoints import (
 from aeronio.driver.client_proxy import ClientProxy
 from aeronio.driver.context import DriverContext
 from aeronio.driver.data_dispatcher import DataDispatcher
+from aeronio.driver.data_path_parts import DataPathParts
 from aeronio.driver.driver_publication import PublicationParts
 from aeronio.driver.flow_control import flow_control_for, group_tag_feedback
 from aeronio.driver.log_params import image_log_params
@@ -371,32 +372,31 @@ class UdpMedia:
 
     # -- duty cycle -------------------------------------------------------------------
 
-    def data_path_parts(self) -> dict:
-        """The parts of a DataPath (its keyword arguments) for the sockets, publications and
-        images there are now: the send endpoints' sockets (control input, read here), the
-        receive endpoints' sockets with their receivers and routers, each network publication's
-        data sender and its endpoint's datagram sender, what gives bookkeeping when it moves
-        (the images' subscriber positions and high-water marks, the network publications'
-        sender positions and logs)."""
+    def data_path_parts(self) -> DataPathParts:
+        """The parts of a DataPath for the sockets, publications and images there are now: the
+        send endpoints' sockets (control input, read here), the receive endpoints' sockets with
+        their receivers and routers, each network publication's data sender and its endpoint's
+        datagram sender, what gives bookkeeping when it moves (the images' subscriber positions
+        and high-water marks, the network publications' sender positions and logs)."""
         publications, images = self.publications, self.resources.images
-        return {
-            "controls": [
+        return DataPathParts(
+            controls=tuple(
                 (endpoint.fd, endpoint.receiver, endpoint.control)
                 for endpoint in self.send_endpoints.values()
-            ],
-            "receivers": [
+            ),
+            receivers=tuple(
                 (destination.fd, destination.receiver, endpoint.dispatcher.router)
                 for endpoint in self.receive_endpoints.values()
                 for destination in endpoint.destinations.values()
-            ],
-            "senders": [(pub.sender.data_sender, pub.endpoint.sender) for pub in publications],
-            "counters": [
+            ),
+            senders=tuple((pub.sender.data_sender, pub.endpoint.sender) for pub in publications),
+            counters=(
                 *(sub.counter for image in images for sub in image.subscribers),
                 *(image.receiver.hwm_position for image in images),
                 *(pub.sender.sender_position for pub in publications),
-            ],
-            "logs": [pub.log.mapped for pub in publications],
-        }
+            ),
+            logs=tuple(pub.log.mapped for pub in publications),
+        )
 
     def do_work(self, now_ns: int, data_path: DataPath) -> tuple[int, int]:
         """What the DataPath leaves to Python, each conductor duty cycle: control frames in,

@@ -9,6 +9,7 @@ import pytest
 
 import aeronio
 from aeronio import _core
+from aeronio._core import BOOKKEEPING_IDLE_CYCLES as IDLE_CYCLES
 from aeronio.concurrent.error_log import read_error_log
 from aeronio.counters import SystemCounters
 from aeronio.driver.retransmit_handler import RetransmitHandler
@@ -16,7 +17,6 @@ from aeronio.driver.sender_state import HEARTBEAT_TIMEOUT_NS, SETUP_TIMEOUT_NS
 from aeronio.logbuffer import descriptor as d
 from aeronio.protocol import control as p
 from aeronio.protocol.frames import HDR_TYPE_SETUP, iter_frames, nak_frame, status_message
-from tests.driver.test_data_path import IDLE_CYCLES
 from tests.sans_io.test_udp_sans_io import MS, MTU, TERM_LENGTH, setup_eliciting_status_message
 from tests.support.procs import await_until
 from tests.support.udp_harness import Publisher, Slot
@@ -205,10 +205,10 @@ def settle(conductor) -> int:
     """A timer tick (commands queued handled, the DataPath rebuilt), the full duty cycle that
     follows it and an idle one (its DataPath's second do_work): nothing pending. Returns a time
     before the next tick. (No await here or after: the driver's agent does not run between.)"""
-    now = conductor._next_timer_ns
+    now = conductor.schedule.next_timer_ns
     conductor.do_work(now)
     conductor.do_work(now + 1)
-    assert conductor.do_work(now + 1) == 0 and not conductor._data_path.pending
+    assert conductor.do_work(now + 1) == 0 and not conductor.schedule.pending
     return now + 1
 
 
@@ -229,14 +229,14 @@ async def test_a_failing_data_path_is_recorded_and_the_duty_cycle_still_runs(ipc
     commands, the timer and the DataPath's rebuilding still run."""
     conductor = ipc.conductor
     errors = conductor.system[SystemCounters.ERRORS]
-    now, before = conductor._next_timer_ns, errors.get()
+    now, before = conductor.schedule.next_timer_ns, errors.get()
     conductor._data_path = FailingDataPath([], [], [], [], [])
     conductor.cnc.to_driver.write(*p.encode(p.ClientKeepalive(ipc.client.client_id)))
     conductor.do_work(now)
     assert errors.get() == before + 1
     client = conductor.resources.clients[ipc.client.client_id]
     assert not conductor.to_driver.pending() and client.heartbeat.get() > 0
-    assert conductor._next_timer_ns == now + conductor.ctx.timer_interval_ns
+    assert conductor.schedule.next_timer_ns == now + conductor.ctx.timer_interval_ns
     assert type(conductor._data_path) is _core.DataPath
     seen = read_error_log(conductor.cnc.error_log_buffer)
     text = "OSError: [Errno 5] a data socket failed"
@@ -244,24 +244,24 @@ async def test_a_failing_data_path_is_recorded_and_the_duty_cycle_still_runs(ipc
 
 
 async def test_the_conductor_does_not_park_while_bookkeeping_is_pending(ipc):
-    """A subscriber's consumption is bookkeeping (it frees the publisher). While the DataPath
-    has it pending but not due, each duty cycle (no Python) returns 1; it is due after
-    IDLE_CYCLES idle duty cycles of that DataPath, when the full one moves the publisher limit;
-    then an idle duty cycle returns 0."""
+    """A subscriber's consumption is bookkeeping (it frees the publisher). While the schedule
+    has it pending but not due (here: just after a duty cycle that did work), each duty cycle
+    (no Python) returns 1; it is due after IDLE_CYCLES idle duty cycles, when the full one
+    moves the publisher limit; then an idle duty cycle returns 0."""
     conductor = ipc.conductor
     now = settle(conductor)
     (publication,) = conductor.publications
-    path, limit = conductor._data_path, publication.publisher_limit.get()
+    schedule, limit = conductor.schedule, publication.publisher_limit.get()
+    schedule.idle_cycles = 0  # as after a duty cycle that received or sent data
     assert ipc.pub.try_offer(b"x" * 100) > 0
     consume(ipc)
     states = []
     for _ in range(2 * IDLE_CYCLES):
-        states.append((conductor.do_work(now), path.pending, path.conductor_due))
-        if not path.pending:
+        states.append((conductor.do_work(now), schedule.pending))
+        if not schedule.pending:
             break
-    # This DataPath's do_work 3 to IDLE_CYCLES - 1 (settle ran two); the IDLE_CYCLES-th is due.
-    assert states[:-1] == [(1, True, False)] * (IDLE_CYCLES - 3)
-    assert states[-1][1:] == (False, False) and states[-1][0] > 0
+    assert states[:-1] == [(1, True)] * (IDLE_CYCLES - 1)
+    assert states[-1][1] is False and states[-1][0] > 0
     assert publication.publisher_limit.get() == limit + FRAME
     assert conductor.do_work(now) == 0
 
@@ -285,6 +285,8 @@ async def test_the_rebuilt_data_path_sees_what_moved_during_the_full_duty_cycle(
     old = conductor._data_path
     conductor.do_work(now)
     new, fresh = conductor._data_path, conductor._new_data_path()
-    assert new is not old and not new.pending and "_on_command" not in vars(conductor)
-    assert conductor.do_work(now) == 1 and new.pending and not new.conductor_due
-    assert fresh.do_work(now) == 0 and not fresh.pending
+    assert new is not old and not conductor.schedule.pending
+    assert "_on_command" not in vars(conductor)
+    conductor.schedule.idle_cycles = 0  # bookkeeping pending, not due at once
+    assert conductor.do_work(now) == 1 and conductor.schedule.pending and new.moved == FRAME
+    assert fresh.do_work(now) == 0 and fresh.moved == 0

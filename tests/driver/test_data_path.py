@@ -1,24 +1,25 @@
 """DataPath: the driver's data work in one C call per duty cycle (data packets received and
-rebuilt into images, new data of network publications sent from their logs) and whether the
-conductor's Python duty cycle is due, over real loopback sockets, with changes made by real
-threads and real processes."""
+rebuilt into images, new data of network publications sent from their logs) and, with the
+conductor's DutySchedule fed as the conductor feeds it, whether the conductor's Python duty
+cycle is due, over real loopback sockets, with changes made by real threads and real
+processes."""
 
 import asyncio
-import re
 import select
 import struct
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from aeronio import _core
-from aeronio._core import AtomicBuffer, DatagramReceiver, DataPath, Doorbell
+from aeronio._core import BOOKKEEPING_BACKLOG as BACKLOG
+from aeronio._core import BOOKKEEPING_IDLE_CYCLES as IDLE_CYCLES
+from aeronio._core import AtomicBuffer, DatagramReceiver, DataPath, Doorbell, DutySchedule
 from aeronio.concurrent.ring_buffer import TRAILER_LENGTH as RING_TRAILER_LENGTH
 from aeronio.concurrent.ring_buffer import ManyToOneRingBuffer
 from aeronio.driver.channel_endpoints import SM_REPEAT_WINDOW_NS
@@ -41,15 +42,38 @@ from tests.support.procs import ROOT
 from tests.support.udp_harness import Slot
 
 udp = batch.udp  # the fixture: bound loopback sockets with a large receive buffer
-# When bookkeeping is due (tuning constants of the C source): once the watched positions moved
-# BACKLOG bytes in all, or after IDLE_CYCLES duty cycles in a row without data.
-SOURCE = (Path(ROOT) / "cython_core" / "data_path.pxi").read_text()
-BACKLOG, IDLE_CYCLES = (
-    int(re.search(rf"BOOKKEEPING_{name} = (\d+)", SOURCE)[1]) for name in ("BACKLOG", "IDLE_CYCLES")
-)
+# Bookkeeping is due once the watched positions moved BACKLOG bytes in all, or after
+# IDLE_CYCLES duty cycles in a row without data.
+NEVER = 1 << 62  # no deadline, no timer: only what the DataPath saw makes the conductor due
 
 
-def idle_until_due(path: DataPath) -> int | None:
+class Scheduled:
+    """A DataPath (made of DataPath's arguments) telling a DutySchedule that has no deadline
+    what each do_work saw, as in the conductor: `conductor_due` (whether the last do_work makes
+    the full duty cycle run), `pending` (bookkeeping), `bookkept()` (the full duty cycle ran);
+    the rest is the DataPath's."""
+
+    def __init__(self, *args, **kwargs):
+        self.schedule = DutySchedule(NEVER)
+        self.bookkept()
+        self.data_path = DataPath(*args, **kwargs, schedule=self.schedule)
+
+    @property
+    def conductor_due(self) -> bool:
+        return self.schedule.due
+
+    @property
+    def pending(self) -> bool:
+        return self.schedule.pending
+
+    def bookkept(self) -> None:
+        self.schedule.ran(0, ticked=True, busy=False, deadlines_ns=[], data_path_deadline_ns=NEVER)
+
+    def __getattr__(self, name: str):  # the rest is the DataPath's
+        return getattr(self.data_path, name)
+
+
+def idle_until_due(path: Scheduled) -> int | None:
     """How many idle do_work calls (at most IDLE_CYCLES + 1) make the conductor due."""
     for calls in range(1, IDLE_CYCLES + 2):
         assert path.do_work(0) == 0
@@ -58,11 +82,11 @@ def idle_until_due(path: DataPath) -> int | None:
     return None
 
 
-def settled(**parts) -> DataPath:
-    """A DataPath of `parts`: new, nothing pending (what moved before it was made is not its
-    bookkeeping), nor due, nor after more than IDLE_CYCLES quiet duty cycles."""
+def settled(**parts) -> Scheduled:
+    """A DataPath of `parts`, scheduled: new, nothing pending (what moved before it was made is
+    not its bookkeeping), nor due, nor after more than IDLE_CYCLES quiet duty cycles."""
     names = ("controls", "receivers", "senders", "counters", "logs")
-    path = DataPath(**{name: list(parts.get(name, ())) for name in names})
+    path = Scheduled(**{name: list(parts.get(name, ())) for name in names})
     assert not (path.pending or path.conductor_due)
     assert idle_until_due(path) is None and not path.pending
     return path
@@ -114,6 +138,7 @@ buffer = AtomicBuffer(np.memmap(argv[0], dtype=np.uint8, mode="r+", shape=(4096,
 buffer.put_int64_ordered(384, 7)
 """,
     "log": """
+from tests.support.procs import ROOT
 from tests.support.udp_harness import Slot
 from aeronio._core import LogAppender
 from aeronio.logbuffer.log_buffers import LogBuffers
@@ -311,7 +336,7 @@ def test_bookkeeping_is_due_after_idle_cycles_until_bookkept():
     after them (bookkept or not) is due at once: a lone message waits for nothing; quiet,
     nothing is."""
     subscriber = Slot(5)
-    path = DataPath([], [], [], [subscriber], [])
+    path = Scheduled([], [], [], [subscriber], [])
     subscriber.set(6)
     assert not (path.pending or path.conductor_due)
     assert idle_until_due(path) == IDLE_CYCLES
@@ -329,7 +354,7 @@ def test_commands_in_the_to_driver_ring_buffer_make_the_conductor_due():
     conductor due at the do_work that sees it, and every one after until it is read: a command
     waits for no bookkeeping."""
     ring = ManyToOneRingBuffer(bytearray(1024 + RING_TRAILER_LENGTH))
-    path = DataPath([], [], [], [], [], commands=ring.positions)
+    path = Scheduled([], [], [], [], [], commands=ring.positions)
     assert path.do_work(0) == 0 and not path.conductor_due
     assert ring.write(1, b"command")
     for _ in range(3):
@@ -359,10 +384,13 @@ def test_a_data_path_sees_what_moved_since_the_one_it_replaced(tmp_path, short):
     dropped.increment(BACKLOG)
     added.increment(BACKLOG)
     same = SimpleNamespace(buffer=AtomicBuffer(kept.array), offset=0)
-    new = DataPath([], [], [], [same, added], [log.mapped], previous=old)
+    new = Scheduled([], [], [], [same, added], [log.mapped], previous=old.data_path)
     assert not (new.pending or new.conductor_due)
     assert new.do_work(0) == 0 and (new.pending, new.conductor_due) == (True, short == 0)
-    unseen = [DataPath([], [], [], [added], [], previous=old), DataPath([], [], [], [kept], [])]
+    unseen = [
+        Scheduled([], [], [], [added], [], previous=old.data_path),
+        Scheduled([], [], [], [kept], []),
+    ]
     for path in unseen:  # a counter only the new one watches; one without `previous`
         assert path.do_work(0) == 0 and not path.pending
 
@@ -627,6 +655,7 @@ def test_pad_is_sent_as_its_header_and_the_next_term_follows(tmp_path, udp, size
 
 LOG_APPENDER = """
 import random
+from tests.support.procs import ROOT
 from tests.support.udp_harness import Slot
 from aeronio._core import ADMIN_ACTION, LogAppender
 from aeronio.logbuffer.log_buffers import LogBuffers

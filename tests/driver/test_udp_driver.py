@@ -434,7 +434,7 @@ async def test_a_sender_with_more_than_a_batch_keeps_sending_without_new_appends
             for i in range(300):  # a datagram each: several batches
                 assert pub.try_offer(payload(i, 1000)) > 0
             driver_conductor = conductor(driver)
-            now = driver_conductor._next_timer_ns - 1  # no timer tick during what follows
+            now = driver_conductor.schedule.next_timer_ns - 1  # no timer tick during what follows
             positions = []
             for _ in range(6):
                 driver_conductor.do_work(now)

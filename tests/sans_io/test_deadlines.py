@@ -2,7 +2,7 @@
 though nothing arrives, and it is due then and not before (so a driver that sleeps until the
 earliest one misses nothing and wakes for nothing). Sans-IO: the times are given."""
 
-from aeronio.driver.conductor import COALESCE_NS, _coalesced
+from aeronio._core import COALESCE_NS, coalesced
 from aeronio.driver.loss_detector import LossDetector
 from aeronio.driver.receiver_state import SM_EARLY_NS, SM_TIMEOUT_NS
 from aeronio.driver.retransmit_handler import RetransmitHandler
@@ -97,6 +97,6 @@ def test_a_retransmit_and_its_lingering_end_at_the_handlers_deadlines():
 
 
 def test_deadlines_close_together_run_in_one_duty_cycle():
-    assert _coalesced([100 * MS]) == 100 * MS
-    assert _coalesced([300 * MS, 100 * MS, 100 * MS + COALESCE_NS]) == 100 * MS + COALESCE_NS
-    assert _coalesced([100 * MS, 100 * MS + COALESCE_NS + 1]) == 100 * MS
+    assert coalesced([100 * MS]) == 100 * MS
+    assert coalesced([300 * MS, 100 * MS, 100 * MS + COALESCE_NS]) == 100 * MS + COALESCE_NS
+    assert coalesced([100 * MS, 100 * MS + COALESCE_NS + 1]) == 100 * MS
