@@ -489,6 +489,42 @@ class ControlReceiver:
         self, now_ns: int, forget_after_ns: int
     ) -> list[tuple[bytes, _Address, int]]: ...
 
+# -- duty_schedule.pxi ------------------------------------------------------------------------
+
+BOOKKEEPING_BACKLOG: Final = 8192
+BOOKKEEPING_IDLE_CYCLES: Final = 16
+COALESCE_NS: Final = 10000000
+
+class DutySchedule:
+    @property
+    def timer_interval_ns(self) -> int: ...
+    next_timer_ns: int
+    next_deadline_ns: int
+    data_path_deadline_ns: int
+    busy: bool
+    pending: bool
+    backlog: int
+    idle_cycles: int
+    @property
+    def due(self) -> bool: ...
+    def __init__(self, timer_interval_ns: int) -> None: ...
+    def on_data_path(
+        self, now_ns: int, work: int, moved: int, urgent: bool, deadline_ns: int
+    ) -> bool: ...
+    def timer_due(self, now_ns: int) -> bool: ...
+    def ran(
+        self,
+        now_ns: int,
+        *,
+        ticked: bool,
+        busy: bool,
+        deadlines_ns: Iterable[int],
+        data_path_deadline_ns: int,
+    ) -> None: ...
+    def park_ns(self, now_ns: int, commands_waiting: bool) -> int: ...
+
+def coalesced(deadlines: list[int]) -> int: ...
+
 # -- data_path.pxi ----------------------------------------------------------------------------
 
 class DataPath:
@@ -501,18 +537,14 @@ class DataPath:
         logs: Iterable[MappedLog],
         previous: DataPath | None = None,
         commands: tuple[AtomicBuffer, int, int] | None = None,
+        schedule: DutySchedule | None = None,
     ) -> None: ...
     @property
-    def pending(self) -> bool: ...
-    @property
     def moved(self) -> int: ...
-    @property
-    def conductor_due(self) -> bool: ...
     @property
     def next_deadline_ns(self) -> int: ...
     def do_work(self, now_ns: int) -> int: ...
     def deadline_ns(self) -> int: ...
-    def bookkept(self) -> None: ...
     def slow_datagrams(self, receiver: DatagramReceiver) -> list[_Datagram] | None: ...
 
 # -- awaitables.pxi ---------------------------------------------------------------------------

@@ -309,6 +309,7 @@ class DriverConductor:
         if channel.initial_term_id is not None:
             initial_term_id = channel.initial_term_id
             term_id, term_offset = channel.term_id, channel.term_offset
+            assert term_offset is not None  # ChannelUri has the three together or none
         else:
             initial_term_id = random.randint(-(2**31), 2**31 - 1)
             term_id, term_offset = None, 0

@@ -16,6 +16,7 @@ from aeronio._core import (
     MappedLog,
     PublicationSender,
 )
+from aeronio.driver.sender_state import Position
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,9 +31,9 @@ class DataPathParts:
     endpoints')."""
     senders: tuple[tuple[PublicationSender, DatagramSender], ...] = ()
     """(data sender, its endpoint's datagram sender) per network publication."""
-    counters: tuple[object, ...] = ()
-    """Positions whose moves give bookkeeping (each with the `buffer` and `offset` of its 8
-    bytes, as a Counter: the state machines type theirs by what they do with them)."""
+    counters: tuple[Position, ...] = ()
+    """Positions whose moves give bookkeeping (the core watches the 8 bytes at each one's
+    `offset` of its `buffer`)."""
     logs: tuple[MappedLog, ...] = ()
     """Logs whose producer positions' moves give bookkeeping."""
 
