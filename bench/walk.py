@@ -4,7 +4,7 @@
     python bench/walk.py recording    # start_recording -> segment file -> a Spark source row
 
 Every process involved runs under a profile hook that notes the file of each Python function
-of aeronio's that runs (module and class bodies, run once on import, left out). The compiled
+of aeronio's that runs (what runs while a module is imported, once, left out). The compiled
 core (cython_core/*.pxi, one module) is not seen by the hook: a walk that shows no Python file
 for a phase ran in the core alone. Each role reports its files per phase: `setup` (connect,
 add, wait for the other side), `data` (the messages) or `record` and `spark`, and `close`.
@@ -33,6 +33,16 @@ N = 200
 STREAM = 1001
 
 
+def _importing(frame) -> bool:
+    """Whether `frame` runs inside the import of a module (a module body other than this
+    script's below it)."""
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_code.co_filename != __file__:
+            return True
+        frame = frame.f_back
+    return False
+
+
 class Trace:
     """Files seen per phase, through sys.setprofile on this and later threads."""
 
@@ -44,9 +54,11 @@ class Trace:
     def _hook(self, frame, event, arg) -> None:
         if event == "call":
             code = frame.f_code
-            # Functions only: a module's or a class's body runs once, on import.
+            # Functions only, and not while a module is imported: what runs on import runs once.
             if code.co_flags & inspect.CO_OPTIMIZED and code.co_filename.startswith(self._package):
-                self.seen[self.phase].add(str(Path(code.co_filename).relative_to(ROOT)))
+                name = str(Path(code.co_filename).relative_to(ROOT))
+                if name not in self.seen[self.phase] and not _importing(frame):
+                    self.seen[self.phase].add(name)
 
     def start(self) -> None:
         threading.setprofile(self._hook)
