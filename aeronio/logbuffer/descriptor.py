@@ -11,6 +11,7 @@ term-id difference taken as a wrapping signed 32-bit integer.
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -62,6 +63,10 @@ from aeronio._core import (  # noqa: F401  the layout, defined once in cython_co
     PARTITION_COUNT,
     TERM_TAIL_COUNTERS_OFFSET,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    from typing_extensions import Buffer
 
 LOG_DEFAULT_FRAME_HEADER_MAX_LENGTH = 128
 END_OF_STREAM_UNSET = 2**63 - 1
@@ -132,16 +137,20 @@ _PARAM_FIELDS = (
 )
 
 
-def write_log_params(metadata, params: LogParams) -> None:
+def write_log_params(metadata: Buffer, params: LogParams) -> None:
     """Write `params` into a log's metadata section (a writable buffer), before the log is
     handed to anyone: these fields never change after."""
     for (offset, fmt), value in zip(_PARAM_FIELDS, msgspec.structs.astuple(params), strict=True):
         struct.pack_into("<" + fmt, metadata, offset, value)
 
 
-def read_log_params(metadata) -> LogParams:
+def read_log_params(metadata: Buffer | np.ndarray) -> LogParams:
     """The LogParams of a log's metadata section (any buffer of its bytes)."""
-    values = (struct.unpack_from("<" + fmt, metadata, offset)[0] for offset, fmt in _PARAM_FIELDS)
+    # numpy's stubs make an ndarray a Buffer only from Python 3.12 on (it is one at run time).
+    values = (
+        struct.unpack_from("<" + fmt, metadata, offset)[0]  # type: ignore[arg-type]
+        for offset, fmt in _PARAM_FIELDS
+    )
     return LogParams(**dict(zip(LogParams.__struct_fields__, values, strict=True)))
 
 

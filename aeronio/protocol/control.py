@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import msgspec
 
@@ -431,7 +431,15 @@ def decode_response(msg_type_id: int, payload: bytes | memoryview) -> Response:
     return _decode(_RESPONSE_DECODERS, "response", msg_type_id, payload)
 
 
-def _decode(decoders: dict, kind: str, msg_type_id: int, payload: bytes | memoryview):
+_T = TypeVar("_T")
+
+
+def _decode(
+    decoders: dict[int, Callable[[_Reader], _T]],
+    kind: str,
+    msg_type_id: int,
+    payload: bytes | memoryview,
+) -> _T:
     decoder = decoders.get(msg_type_id)
     if decoder is None:
         raise UnknownMessageTypeError(f"unknown {kind} msg type id {msg_type_id:#x}")
@@ -441,7 +449,7 @@ def _decode(decoders: dict, kind: str, msg_type_id: int, payload: bytes | memory
     return message
 
 
-def _head(command, fmt: str, *fields: int) -> bytes:
+def _head(command: Command, fmt: str, *fields: int) -> bytes:
     """A command's bytes up to its variable part: client id, correlation id, then `fields`
     (struct format `fmt`)."""
     return struct.pack("<qq" + fmt, command.client_id, command.correlation_id, *fields)

@@ -147,7 +147,7 @@ def _type_name(frame_type: int) -> str:
     return f"{name} (0x{frame_type:04x})" if name else f"0x{frame_type:04x}"
 
 
-def _require(buffer, offset: int, length: int, what: str) -> None:
+def _require(buffer: bytes | bytearray | memoryview, offset: int, length: int, what: str) -> None:
     if offset < 0:
         raise MalformedFrameError(f"negative offset {offset}", offset=offset)
     available = len(buffer) - offset
