@@ -289,7 +289,7 @@ class Publication(_core.PublicationBase):
     async def __aenter__(self) -> Publication:
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     def __repr__(self) -> str:

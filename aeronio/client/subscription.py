@@ -205,7 +205,7 @@ class Subscription(_core.SubscriptionBase):
 
     # -- polling ------------------------------------------------------------------------
 
-    def _poll_each(self, method: str, handler, limit: int) -> int:
+    def _poll_each(self, method: str, handler: Callable[..., object], limit: int) -> int:
         """Poll the images in turn (starting one further each call) up to `limit` in all."""
         images = self._images
         count = len(images)
@@ -231,7 +231,9 @@ class Subscription(_core.SubscriptionBase):
             return images[0].poll(handler, fragment_limit)
         return self._poll_each("poll", handler, fragment_limit)
 
-    def controlled_poll(self, handler, fragment_limit: int) -> int:
+    def controlled_poll(
+        self, handler: Callable[[memoryview, Header], int | None], fragment_limit: int
+    ) -> int:
         """Like poll; the handler returns a ControlledPollAction (None means CONTINUE)."""
         return self._poll_each("controlled_poll", handler, fragment_limit)
 
@@ -242,7 +244,9 @@ class Subscription(_core.SubscriptionBase):
             return images[0].batch_poll(handler, fragment_limit)
         return self._poll_each("batch_poll", handler, fragment_limit)
 
-    def block_poll(self, handler, block_length_limit: int) -> int:
+    def block_poll(
+        self, handler: Callable[[memoryview, int, int], object], block_length_limit: int
+    ) -> int:
         """Deliver whole-frame blocks as handler(block, session_id, term_id); returns bytes."""
         if not self._images:
             self._check_client()
@@ -335,7 +339,7 @@ class Subscription(_core.SubscriptionBase):
     async def __aenter__(self) -> Subscription:
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     def __repr__(self) -> str:
