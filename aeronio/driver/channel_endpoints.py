@@ -27,6 +27,7 @@ from aeronio.protocol.frames import (
     HDR_TYPE_NAK,
     HDR_TYPE_RTTM,
     HDR_TYPE_SM,
+    FrameRef,
     MalformedFrameError,
     NakFrame,
     RttmFrame,
@@ -283,7 +284,9 @@ class SendChannelEndpoint(_Endpoint):
         for frame, source, heard_ns in self.control.take_repeats(now_ns, REPEAT_MEMORY_NS):
             self._on_status_message(StatusMessage.decode(frame), source, heard_ns)
 
-    def _on_control(self, datagram, ref, source: Address, now_ns: int) -> None:
+    def _on_control(
+        self, datagram: memoryview, ref: FrameRef, source: Address, now_ns: int
+    ) -> None:
         if ref.type == HDR_TYPE_SM:
             self.system[SystemCounters.STATUS_MESSAGES_RECEIVED].increment()
             self._on_status_message(StatusMessage.decode(datagram, ref.offset), source, now_ns)

@@ -7,10 +7,16 @@ that transmitted, `ring_doorbells` wakes each process that registered a client d
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from aeronio.concurrent.broadcast import BroadcastTransmitter
 from aeronio.concurrent.error_log import cut
 from aeronio.protocol import control as p
+
+if TYPE_CHECKING:
+    from aeronio.driver.driver_publication import DriverPublication
+    from aeronio.driver.publication_image import PublicationImage
+    from aeronio.driver.resources import ClientSession, SubscriberPosition
 
 Reply = Callable[[p.Response], None]
 # The longest error message sent to a client (well within the broadcast buffer's longest
@@ -42,7 +48,9 @@ class ClientProxy:
             self._ring(wake_id)
 
     @staticmethod
-    def publication_ready(reply: Reply, correlation_id: int, publication) -> None:
+    def publication_ready(
+        reply: Reply, correlation_id: int, publication: DriverPublication
+    ) -> None:
         """aeronio has no channel status counters (yet): its indicator is not allocated."""
         reply(
             p.PublicationReady(
@@ -76,7 +84,12 @@ class ClientProxy:
         if client is not None:
             client.send(message)
 
-    def image_ready(self, image, subscriber, source: str) -> None:
+    def image_ready(
+        self,
+        image: DriverPublication | PublicationImage,
+        subscriber: SubscriberPosition,
+        source: str,
+    ) -> None:
         """`subscriber` (a SubscriberPosition) now reads `image` (a publication's log for IPC
         and spies, a PublicationImage for UDP) from its position counter's value."""
         self._send(
@@ -92,7 +105,9 @@ class ClientProxy:
             ),
         )
 
-    def image_unavailable(self, image, subscriber) -> None:
+    def image_unavailable(
+        self, image: DriverPublication | PublicationImage, subscriber: SubscriberPosition
+    ) -> None:
         self._send(
             subscriber.client_id,
             p.ImageUnavailable(
@@ -103,7 +118,7 @@ class ClientProxy:
             ),
         )
 
-    def client_timeout(self, client) -> None:
+    def client_timeout(self, client: ClientSession) -> None:
         client.send(p.ClientTimeout(client.client_id))
 
     @staticmethod

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import os
 import struct
+from collections.abc import Callable, Iterator
 
 from aeronio._core import AtomicBuffer, ChangeWatcher, inotify_watch
 
@@ -163,7 +164,7 @@ class CommandWatch:
         cnc_path: str,
         positions: tuple[AtomicBuffer, int, int],
         interval_ns: int,
-        on_written,
+        on_written: Callable[[], object],
         always: bool = False,
     ) -> None:
         self._loop = loop
@@ -271,7 +272,7 @@ class CommandWatch:
         self._inotify = None
 
 
-def _event_offsets(data: bytes):
+def _event_offsets(data: bytes) -> Iterator[int]:
     """The offsets of the inotify events in one read."""
     offset = 0
     while offset + _EVENT.size <= len(data):

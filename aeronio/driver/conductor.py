@@ -31,7 +31,7 @@ from aeronio.counters import (
     allocate_system_counters,
 )
 from aeronio.driver.channel_endpoints import resolve_host
-from aeronio.driver.client_proxy import ClientProxy
+from aeronio.driver.client_proxy import ClientProxy, Reply
 from aeronio.driver.context import DriverContext
 from aeronio.driver.driver_publication import DriverPublication, PublicationParts, State
 from aeronio.driver.ipc_publication import IpcPublication
@@ -234,7 +234,7 @@ class DriverConductor:
                 "terminate_driver_enabled is off"
             )
 
-    def _error(self, reply, correlation_id: int, code: int, message: str) -> None:
+    def _error(self, reply: Reply, correlation_id: int, code: int, message: str) -> None:
         self.record_error(message)
         self.proxy.error(reply, correlation_id, code, message)
 
@@ -560,7 +560,7 @@ class DriverConductor:
 
     # -- client counters ----------------------------------------------------------------
 
-    def _add_counter(self, command: p.AddCounter, client: ClientSession, reply) -> None:
+    def _add_counter(self, command: p.AddCounter, client: ClientSession, reply: Reply) -> None:
         _check_counter(command)
         counter = self.stream_counters.client_counter(
             command.correlation_id, client.client_id, command.type_id, command.key, command.label
@@ -572,7 +572,7 @@ class DriverConductor:
             )
         self.proxy.counter_ready(reply, command.correlation_id, counter.id)
 
-    def _add_static_counter(self, command: p.AddStaticCounter, reply) -> None:
+    def _add_static_counter(self, command: p.AddStaticCounter, reply: Reply) -> None:
         """As Aeron's: the counter of this type and registration id if there is one (refused if
         a client owns it), else a new one that no client owns and nothing frees."""
         _check_counter(command)
@@ -590,7 +590,9 @@ class DriverConductor:
             )
         self.proxy.static_counter(reply, command.correlation_id, counter_id)
 
-    def _remove_counter(self, command: p.RemoveCounter, client: ClientSession, reply) -> None:
+    def _remove_counter(
+        self, command: p.RemoveCounter, client: ClientSession, reply: Reply
+    ) -> None:
         counter = client.counters.pop(command.registration_id, None)
         if counter is None:
             raise AeronError(f"unknown counter registration id {command.registration_id}")

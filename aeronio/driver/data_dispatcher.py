@@ -32,6 +32,7 @@ from aeronio.protocol.frames import (
     HDR_TYPE_SETUP,
     SM_SETUP_FLAG,
     DataHeader,
+    FrameRef,
     MalformedFrameError,
     NakFrame,
     SetupFrame,
@@ -121,7 +122,7 @@ class DataDispatcher(Generic[Source]):
         for datagram, source in datagrams:
             self._on_other(datagram, source, now_ns)
 
-    def _on_other(self, datagram, source: Source, now_ns: int) -> None:
+    def _on_other(self, datagram: memoryview, source: Source, now_ns: int) -> None:
         """Everything that is not a data packet for a known image."""
         self.system[SystemCounters.BYTES_RECEIVED].increment(len(datagram))
         try:
@@ -138,7 +139,7 @@ class DataDispatcher(Generic[Source]):
         except MalformedFrameError:
             self.system[SystemCounters.INVALID_PACKETS].increment()
 
-    def _on_data(self, header: DataHeader, ref, source: Source, now_ns: int) -> None:
+    def _on_data(self, header: DataHeader, ref: FrameRef, source: Source, now_ns: int) -> None:
         """A heartbeat, or data of a session with no image (a new image from a SETUP makes
         the router take its later packets)."""
         key = (header.session_id, header.stream_id)

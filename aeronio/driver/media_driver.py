@@ -20,6 +20,8 @@ import asyncio
 import fcntl
 import os
 import shutil
+from collections.abc import Generator
+from typing import Any
 
 from aeronio.driver.agent import AgentRunner
 from aeronio.driver.command_watch import CommandWatch
@@ -180,10 +182,10 @@ class MediaDriver:
     async def __aenter__(self) -> MediaDriver:
         return await self.start()
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, None, MediaDriver]:
         return self.start().__await__()
 
 

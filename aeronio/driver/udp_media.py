@@ -131,7 +131,9 @@ class UdpMedia:
             undo.pop_all()
         return publication
 
-    def _acquire_send_endpoint(self, channel: ChannelUri, registration_id: int):
+    def _acquire_send_endpoint(
+        self, channel: ChannelUri, registration_id: int
+    ) -> SendChannelEndpoint:
         """The send endpoint of the channel, made (with its mdc-num-dests counter for
         multi-destination-cast) if it is the first publication on it."""
         endpoint = self.send_endpoints.get(channel.canonical_form(resolve_host))
@@ -221,7 +223,7 @@ class UdpMedia:
             connections=endpoint,
         )
 
-    def _links_on(self, endpoint: ReceiveChannelEndpoint, stream_id: int):
+    def _links_on(self, endpoint: ReceiveChannelEndpoint, stream_id: int) -> list[SubscriptionLink]:
         return [
             link
             for link in self.resources.subscriptions
