@@ -23,6 +23,7 @@ import contextlib
 import logging
 from typing import Any
 
+from aeronio.archive.catalog import Catalog
 from aeronio.archive.conductor import ArchiveConductor
 from aeronio.archive.context import ArchiveContext
 from aeronio.client.aeron import Aeron
@@ -53,7 +54,7 @@ class Archive:
         return cls(aeron, ArchiveContext(**options))
 
     @property
-    def catalog(self):
+    def catalog(self) -> Catalog:
         return self.conductor.catalog
 
     async def start(self) -> Archive:
@@ -104,5 +105,5 @@ class Archive:
     async def __aenter__(self) -> Archive:
         return await self.start()
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()

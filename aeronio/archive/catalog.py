@@ -247,7 +247,9 @@ class Catalog:
             raise CatalogError(f"unknown recording id {recording_id}")
         return self.buffer.get_int64_volatile(self._offset(recording_id) + _STOP_POSITION)
 
-    def find_last(self, min_recording_id: int, session_id: int, stream_id: int, channel: str):
+    def find_last(
+        self, min_recording_id: int, session_id: int, stream_id: int, channel: str
+    ) -> int | None:
         """The id of the last recording from `min_recording_id` of this session and stream whose
         original channel contains `channel`, or None (the reference's `findLast`)."""
         for recording_id in range(len(self) - 1, max(min_recording_id, 0) - 1, -1):
@@ -309,7 +311,7 @@ class Catalog:
         self._sync()
         return recording_id
 
-    def recording_stopped(self, recording_id: int, stop_position: int, stop_timestamp: int):
+    def recording_stopped(self, recording_id: int, stop_position: int, stop_timestamp: int) -> None:
         """Store the recording's stop position and time (its entry is then complete)."""
         self._set_stop(recording_id, stop_position, stop_timestamp)
 
@@ -383,5 +385,5 @@ class Catalog:
     def __enter__(self) -> Catalog:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

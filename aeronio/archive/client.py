@@ -17,7 +17,7 @@ import collections
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any
 
 from aeronio._core import Message
@@ -29,7 +29,7 @@ from aeronio.archive.replay_merge import ReplayMerge
 from aeronio.archive.replay_merge import State as MergeState
 from aeronio.client.aeron import Aeron
 from aeronio.client.publication import Publication
-from aeronio.client.subscription import Subscription
+from aeronio.client.subscription import Image, Subscription
 from aeronio.errors import AeronError, ImageUnavailableError
 from aeronio.protocol.channel import ChannelUri
 
@@ -395,7 +395,12 @@ class ArchiveClient:
             raise error
 
     async def _merge_step(
-        self, merge: ReplayMerge, subscription, image, recording_id: int, live: str
+        self,
+        merge: ReplayMerge,
+        subscription: Subscription,
+        image: Image | None,
+        recording_id: int,
+        live: str,
     ) -> None:
         recorded = await self._recorded_position(recording_id)
         action = merge.step(None if image is None else image.position, recorded)
@@ -450,11 +455,13 @@ class ArchiveClient:
     async def __aenter__(self) -> ArchiveClient:
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
 
-def _same_image(subscription: Subscription, session_id: int, image, position: int):
+def _same_image(
+    subscription: Subscription, session_id: int, image: Image | None, position: int
+) -> Image | None:
     """The stream's image: `image`, or None until the first of `session_id` comes (the replay's,
     starting at `position`); an ImageUnavailableError at `position` once it went or another
     took its place."""
@@ -528,13 +535,13 @@ class Connect:
         self._client = client
         return client
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, None, ArchiveClient]:
         return self._connect().__await__()
 
     async def __aenter__(self) -> ArchiveClient:
         return await self._connect()
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._client is not None:
             await self._client.close()
 

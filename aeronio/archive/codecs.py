@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import ClassVar
+from collections.abc import Callable
+from typing import ClassVar, Self, TypeVar
 
 import msgspec
 
@@ -96,7 +97,7 @@ class Message(msgspec.Struct, frozen=True):
     @classmethod
     def decode_block(
         cls, buffer: bytes | memoryview, offset: int = 0, block_length: int | None = None
-    ):
+    ) -> tuple[Self, int]:
         """Decode the fixed block at `offset` (`block_length` bytes long, by default ours) and
         the var data after it; returns (message, offset after it)."""
         block_length = cls.BLOCK_LENGTH if block_length is None else block_length
@@ -129,11 +130,16 @@ class Message(msgspec.Struct, frozen=True):
 _CODES = {"q": 8, "i": 4, "B": 1, "b": 1}
 
 
-def _table(template_id: int, block_length: int, *fields: str, var: tuple[str, ...] = ()):
+_M = TypeVar("_M", bound=Message)
+
+
+def _table(
+    template_id: int, block_length: int, *fields: str, var: tuple[str, ...] = ()
+) -> Callable[[type[_M]], type[_M]]:
     """Class decorator: the message's fixed fields as `name:code[@offset]` (in order, each at
     the end of the one before unless an offset is given) and its var-data fields."""
 
-    def apply(cls):
+    def apply(cls: type[_M]) -> type[_M]:
         fmt, names, at = "<", [], 0
         for spec in fields:
             name, _, code = spec.partition(":")

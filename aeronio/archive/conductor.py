@@ -348,11 +348,11 @@ class ArchiveConductor:
                         f"min recording id outside valid range: {request.min_recording_id}",
                         ErrorCode.UNKNOWN_RECORDING,
                     )
-                found = self.catalog.find_last(
+                last = self.catalog.find_last(
                     request.min_recording_id, request.session_id, request.stream_id,
                     request.channel,
                 )  # fmt: skip
-                session.ok(correlation_id, NULL_VALUE if found is None else found)
+                session.ok(correlation_id, NULL_VALUE if last is None else last)
             case codecs.TruncateRecordingRequest():
                 self._truncate(request.recording_id, request.position)
                 session.ok(correlation_id)
@@ -361,7 +361,9 @@ class ArchiveConductor:
         if not self.catalog.is_valid(recording_id):
             raise ArchiveError(f"{text} {recording_id}", ErrorCode.UNKNOWN_RECORDING)
 
-    def _descriptor(self, session, request, recording_id: int) -> codecs.RecordingDescriptor:
+    def _descriptor(
+        self, session: ControlSession, request: codecs.SessionMessage, recording_id: int
+    ) -> codecs.RecordingDescriptor:
         return msgspec.structs.replace(
             self.catalog.descriptor(recording_id),
             control_session_id=session.control_session_id,
@@ -369,7 +371,11 @@ class ArchiveConductor:
         )
 
     def _listing(
-        self, session, request, from_id: int, match: tuple[int, str] | None
+        self,
+        session: ControlSession,
+        request: codecs.ListRecordingsRequest | codecs.ListRecordingsForUriRequest,
+        from_id: int,
+        match: tuple[int, str] | None,
     ) -> Iterator[codecs.Message]:
         """Descriptors from `from_id` (those matching stream id and channel, if given) up to
         the request's count; RECORDING_UNKNOWN with the next id when the catalog runs out."""
@@ -447,7 +453,9 @@ class ArchiveConductor:
             self._new_images.append((recording, image))
         return subscription.registration_id
 
-    async def _start_recording_session(self, recording: RecordingSubscription, image: Image):
+    async def _start_recording_session(
+        self, recording: RecordingSubscription, image: Image
+    ) -> None:
         if recording.subscription.is_closed or image.is_closed:
             return
         if any(s.image is image for s in recording.sessions):

@@ -18,15 +18,24 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aeronio.archive.segments import RecordingLayout
+
+if TYPE_CHECKING:
+    from aeronio.client.counter import ClientCounter
 
 
 class RecorderCounters:
     """The recorder's counters (shared by its recording sessions): the longest write in ns,
     and total bytes and ns written."""
 
-    def __init__(self, max_write_time, total_write_bytes, total_write_time):
+    def __init__(
+        self,
+        max_write_time: ClientCounter,
+        total_write_bytes: ClientCounter,
+        total_write_time: ClientCounter,
+    ) -> None:
         self.max_write_time = max_write_time
         self.total_write_bytes = total_write_bytes
         self.total_write_time = total_write_time

@@ -131,7 +131,9 @@ class RecordingLayout(NamedTuple):
         return segment_file_name(self.recording_id, segment_index)
 
 
-def frame_problem(segment, offset: int, position: int, term_length: int, stop: int) -> str | None:
+def frame_problem(
+    segment: mmap.mmap | memoryview, offset: int, position: int, term_length: int, stop: int
+) -> str | None:
     """What keeps the header at `offset` of a mapped segment from being a sound recorded frame
     for stream `position` (bytes before `stop` are recorded), or None: it must be within the
     file, be DATA or PAD, carry `position`'s term offset, and have a length of a header at least
@@ -158,7 +160,7 @@ def frame_problem(segment, offset: int, position: int, term_length: int, stop: i
 
 
 def walk_sound_frames(
-    segment, offset: int, position: int, term_length: int, stop: int
+    segment: mmap.mmap | memoryview, offset: int, position: int, term_length: int, stop: int
 ) -> tuple[int, int, str | None]:
     """The frames from `offset` (stream `position`) up to position `stop`, each header checked
     (`frame_problem`): (the offset after the last sound frame, that frame's offset (`offset`
@@ -187,7 +189,7 @@ def segment_indices(archive_dir: str | os.PathLike[str], recording_id: int) -> l
     return sorted(found)
 
 
-def scan_frames(segment, start: int = 0, end: int | None = None) -> int:
+def scan_frames(segment: mmap.mmap | memoryview, start: int = 0, end: int | None = None) -> int:
     """The offset after the last whole frame from `start` (a frame boundary): stops at a zero
     length, at a length that does not fit before `end`, or at `end` (in C: a replay scans
     every frame it sends)."""
@@ -235,7 +237,9 @@ def written_end(
             return base + scan_frames(mapped, start, stop)
 
 
-def _last_started_term(segment, layout: RecordingLayout, first: int, size: int) -> int | None:
+def _last_started_term(
+    segment: mmap.mmap, layout: RecordingLayout, first: int, size: int
+) -> int | None:
     """The offset of the last term of a segment with its first frame written (a recording's
     first term from its start offset `first`), or None."""
     term_length = layout.term_length
@@ -349,7 +353,7 @@ class RecordingReader:
             return None
         return Block(self.position, segment[start:end])
 
-    def _sound_end(self, segment, start: int, end: int, problem: str) -> int:
+    def _sound_end(self, segment: memoryview, start: int, end: int, problem: str) -> int:
         """Where a block whose whole frames end at an unsound header (`problem`) may end: before
         the first unsound header, less the frame whose length led to it (SegmentError when
         that leaves nothing)."""
@@ -392,7 +396,7 @@ class RecordingReader:
     def __enter__(self) -> RecordingReader:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -484,7 +488,7 @@ def check_segments(
     return reports
 
 
-def _check_terms(mapped, layout: RecordingLayout, first: int, end: int) -> str | None:
+def _check_terms(mapped: mmap.mmap, layout: RecordingLayout, first: int, end: int) -> str | None:
     term_length = layout.term_length
     position = first
     while position < end:

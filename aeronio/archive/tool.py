@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from aeronio.archive import segments
 from aeronio.archive.catalog import CATALOG_FILE_NAME, Catalog, CatalogError
+from aeronio.archive.codecs import RecordingDescriptor
 from aeronio.archive.context import ArchiveContext
 from aeronio.errors import AeronError, ConfigurationError
+
+if TYPE_CHECKING:
+    from aeronio.client.aeron import Aeron
 
 _SERVE_OPTIONS = (
     "control_channel",
@@ -100,7 +105,7 @@ def run(
     return 0
 
 
-def _describe(d) -> str:
+def _describe(d: RecordingDescriptor) -> str:
     return (
         f"recordingId={d.recording_id} startPosition={d.start_position} "
         f"stopPosition={d.stop_position} startTimestamp={d.start_timestamp} "
@@ -124,7 +129,7 @@ def _describe_one(catalog: Catalog, recording_id: int, out: TextIO) -> None:
         )
 
 
-def _dump(catalog: Catalog, recording_id: int, index: int, max_frames: int, out: TextIO):
+def _dump(catalog: Catalog, recording_id: int, index: int, max_frames: int, out: TextIO) -> None:
     layout = catalog.layout(recording_id)
     path = catalog.archive_dir / layout.file_name(index)
     start = layout.segment_offset(layout.start_position) if index == 0 else 0
@@ -190,7 +195,9 @@ def _serve(args: argparse.Namespace, connect: Callable) -> int:
     return 0
 
 
-async def _serve_until_signal(ctx: ArchiveContext, connection) -> None:
+async def _serve_until_signal(
+    ctx: ArchiveContext, connection: contextlib.AbstractAsyncContextManager[Aeron]
+) -> None:
     from aeronio.archive.archive import Archive  # the service: imported only when run
 
     stop = asyncio.Event()
