@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 try:
     import pyarrow  # noqa: F401
@@ -26,8 +27,11 @@ from aeronio.spark.jvm import read_fixed
 from aeronio.spark.recordings import DataLossError, SourceError
 from aeronio.spark.source import AeronioDataSource
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
-def register(spark) -> None:
+
+def register(spark: SparkSession) -> None:
     """Register the "aeronio" format with the session. Its options choose what is read
     (recordings, positions); Spark applies a query's filters to the rows read."""
     spark.dataSource.register(AeronioDataSource)
@@ -53,7 +57,7 @@ def local_session(
     *,
     conf: dict[str, str] | None = None,
     log_level: str = "ERROR",
-):
+) -> SparkSession:
     """A SparkSession on this host with the "aeronio" format registered (`register`): the
     driver on 127.0.0.1 (SPARK_LOCAL_IP too), Spark's Python workers on this interpreter
     (PYSPARK_PYTHON, so that they import the same aeronio), `LOCAL_CONF` and then `conf`

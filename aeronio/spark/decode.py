@@ -159,7 +159,7 @@ class Decoder:
         self._arrow_schema: pa.Schema | None = None
         self._decode: Callable[[bytes], Any] | None = None
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
         state["_arrow_schema"] = None
         state["_decode"] = None  # a msgspec type made at run time does not pickle
@@ -256,7 +256,9 @@ class Decoder:
             out[f.name] = pa.array(column)
         return out
 
-    def _structured(self, r: Recording, position: int, messages: fr.Messages, payloads):
+    def _structured(
+        self, r: Recording, position: int, messages: fr.Messages, payloads: pa.Array
+    ) -> dict[str, pa.Array]:
         decode = self._decode
         if decode is None:
             fields: list[tuple[str, Any] | tuple[str, Any, None]] = []

@@ -88,7 +88,9 @@ def _empty_frames(end: int) -> Frames:
     )
 
 
-def expected_fields(position: int, count: int, term_length: int, initial_term_id: int):
+def expected_fields(
+    position: int, count: int, term_length: int, initial_term_id: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(term offset, term id) that headers at `count` consecutive slots from `position` hold."""
     positions = position + np.arange(count, dtype=np.int64) * HEADER_LENGTH
     shift = term_length.bit_length() - 1
@@ -347,7 +349,7 @@ def assemble(frames: Frames) -> Messages:
     )
 
 
-def payload_spans(frames: Frames, messages: Messages):
+def payload_spans(frames: Frames, messages: Messages) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(starts, ends, counts): buffer spans of the payload of every frame of the messages, in
     order, and how many frames each message has."""
     counts = messages.last - messages.first + 1
@@ -362,7 +364,12 @@ def payload_spans(frames: Frames, messages: Messages):
 
 
 def walk(
-    buffer, position: int, term_length: int, initial_term_id: int, start: int = 0, end=None
+    buffer: np.ndarray,
+    position: int,
+    term_length: int,
+    initial_term_id: int,
+    start: int = 0,
+    end: int | None = None,
 ) -> list[tuple[int, int, int, int, int]]:
     """The sequential reference of `scan` (for tests and tools): (offset, length, flags, type,
     reserved value) of each whole frame, one header at a time."""

@@ -24,6 +24,7 @@ import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql.types import StructType
 
@@ -32,6 +33,9 @@ from aeronio.spark.decode import Decoder
 from aeronio.spark.options import read_options
 from aeronio.spark.recordings import SourceError
 from aeronio.spark.source import BatchReader
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 CLASS = "io.aeronio.spark.FixedScan"
 SOURCES = Path(__file__).with_name("java")
@@ -104,7 +108,7 @@ def jar(spark_version: str) -> Path:
     return target
 
 
-def enable(spark) -> None:
+def enable(spark: SparkSession) -> None:
     """Add the reader's jar to the session (once), and let this thread's JVM thread (PySpark
     gives each Python thread one) find it: Spark looks data sources up in a thread's context
     class loader."""
@@ -113,7 +117,8 @@ def enable(spark) -> None:
     if spark.conf.get(_ENABLED, None) != path:
         session.sessionState().resourceLoader().addJar(path)
         spark.conf.set(_ENABLED, path)
-    thread = spark._jvm.java.lang.Thread.currentThread()
+    # PySpark types _jvm Optional; a classic session (the one this runs in) always has it.
+    thread = spark._jvm.java.lang.Thread.currentThread()  # type: ignore[union-attr]
     thread.setContextClassLoader(session.sharedState().jarClassLoader())
 
 
@@ -149,7 +154,7 @@ def plan(archive: str | os.PathLike[str] | None, schema: StructType, options: di
     )
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     """An option's value as the source takes it (a list or tuple: comma-separated)."""
     if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
@@ -177,8 +182,11 @@ def _part(archive_dir: Path, part: rd.Part) -> dict:
 
 
 def read_fixed(
-    spark, schema: StructType | str, archive: str | os.PathLike[str] | None = None, **options
-):
+    spark: SparkSession,
+    schema: StructType | str,
+    archive: str | os.PathLike[str] | None = None,
+    **options: object,
+) -> DataFrame:
     """A DataFrame of the fixed-layout records of an archive's recordings, read in the JVM.
 
     The same rows as `spark.read.format("aeronio").option("layout", "fixed").schema(schema)`

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from aeronio.archive.segments import FRAME_ALIGNMENT
 from aeronio.spark import frames as fr
 from aeronio.spark import recordings as recs
 from aeronio.spark.recordings import DataLossError, Recording
+
+if TYPE_CHECKING:
+    from aeronio.spark.decode import Decoder
 
 log = logging.getLogger("aeronio.spark")
 
@@ -78,7 +81,7 @@ def scan_start(archive_dir: Path, part: Part) -> int:
 def read_part(
     archive_dir: Path,
     part: Part,
-    decoder,
+    decoder: Decoder,
     fail_on_data_loss: bool = True,
     chunk_bytes: int = CHUNK_BYTES,
 ) -> Iterator:

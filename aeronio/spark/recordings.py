@@ -25,6 +25,7 @@ import numpy as np
 
 from aeronio.archive import segments
 from aeronio.archive.catalog import CATALOG_FILE_NAME, Catalog, CatalogError
+from aeronio.archive.codecs import RecordingDescriptor
 from aeronio.archive.recording_pos import RecordingPos
 from aeronio.archive.segments import RecordingLayout, SegmentError
 from aeronio.cnc import CNC_FILE
@@ -100,7 +101,7 @@ def open_catalog(archive_dir: str | os.PathLike[str]) -> Catalog:
         raise SourceError(f"archive catalog in {str(path)!r} cannot be read: {e}") from None
 
 
-def from_descriptor(d, where: str) -> Recording:
+def from_descriptor(d: RecordingDescriptor, where: str) -> Recording:
     """The Recording of a RecordingDescriptor (from a catalog, or a remote archive's listing:
     `where` names it in errors), checked."""
     term = d.term_buffer_length

@@ -22,8 +22,8 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import numpy as np
 
@@ -41,7 +41,16 @@ from aeronio.spark.recordings import (
     from_descriptor,
 )
 
+if TYPE_CHECKING:
+    from aeronio.archive.client import ArchiveClient
+    from aeronio.client.aeron import Aeron
+    from aeronio.client.subscription import Subscription
+    from aeronio.spark.decode import Decoder
+    from aeronio.spark.reader import Part
+
 log = logging.getLogger("aeronio.spark")
+# What the replay thread hands the reading thread: (position, bytes), its error, or None (done).
+_Chunk: TypeAlias = tuple[int, np.ndarray] | BaseException | None
 
 CHUNK_BYTES = 8 << 20  # bytes of whole terms decoded at a time (one Arrow batch)
 RESPONSE_STREAM_ID = 20  # the reference client's
@@ -84,7 +93,7 @@ def _channel(host: str, port: int) -> str:
 
 
 @contextlib.asynccontextmanager
-async def session(remote: Remote):
+async def session(remote: Remote) -> AsyncIterator[tuple[Aeron, ArchiveClient, str]]:
     """(aeron, archive client, response channel): an embedded driver and a client of the remote
     archive whose responses come to a free UDP port of this host."""
     host = local_address(remote)
@@ -161,7 +170,11 @@ async def _list(remote: Remote, selection: Selection) -> tuple[list[Recording], 
 
 
 def read_part(
-    remote: Remote, part, decoder, fail_on_data_loss: bool = True, chunk_bytes: int = CHUNK_BYTES
+    remote: Remote,
+    part: Part,
+    decoder: Decoder,
+    fail_on_data_loss: bool = True,
+    chunk_bytes: int = CHUNK_BYTES,
 ) -> Iterator:
     """Record batches of the part's messages (`reader.Part`), replayed by the remote archive:
     a thread runs the embedded driver and the replay, and hands over whole terms (or the
@@ -206,7 +219,7 @@ def read_part(
         thread.join()
 
 
-def _hand(chunks: queue.Queue, stop: threading.Event, item) -> bool:
+def _hand(chunks: queue.Queue, stop: threading.Event, item: _Chunk) -> bool:
     """Put an item for the reading thread (False when it has stopped reading)."""
     while not stop.is_set():
         try:
@@ -217,7 +230,7 @@ def _hand(chunks: queue.Queue, stop: threading.Event, item) -> bool:
     return False
 
 
-async def _hand_async(chunks: queue.Queue, stop: threading.Event, item) -> bool:
+async def _hand_async(chunks: queue.Queue, stop: threading.Event, item: _Chunk) -> bool:
     """`_hand` without blocking the loop (the embedded driver runs on it)."""
     while not stop.is_set():
         try:
@@ -238,7 +251,7 @@ def _ends_message(block: np.ndarray, position: int, r: Recording) -> bool:
 
 async def _replay(
     remote: Remote,
-    part,
+    part: Part,
     chunk_bytes: int,
     chunks: queue.Queue,
     stop: threading.Event,
@@ -280,7 +293,15 @@ async def _replay(
 
 
 async def _receive(
-    remote, part, start, end, subscription, replay_id, chunk_bytes, chunks, stop
+    remote: Remote,
+    part: Part,
+    start: int,
+    end: int,
+    subscription: Subscription,
+    replay_id: int,
+    chunk_bytes: int,
+    chunks: queue.Queue,
+    stop: threading.Event,
 ) -> tuple[int, bool]:
     """Take the replay's frames into chunks for the reading thread, up to `end`, or only to the
     first message boundary past the part's end; (the position reached, whether that was all
@@ -309,10 +330,10 @@ async def _receive(
             f"length {image.term_length}, initial term id {image.initial_term_id}, not the "
             f"recording's ({r.term_length}, {r.initial_term_id})"
         )
-    state = {"buffer": None, "filled": 0, "from": start, "finished": False}
+    state: dict[str, Any] = {"buffer": None, "filled": 0, "from": start, "finished": False}
     capacity = chunk_bytes + r.term_length
 
-    def on_block(block, session_id: int, term_id: int) -> None:
+    def on_block(block: memoryview, session_id: int, term_id: int) -> None:
         position = image.position
         if state["buffer"] is None:
             state["buffer"] = np.empty(min(capacity, end - position), np.uint8)

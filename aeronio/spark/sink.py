@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,7 +56,7 @@ def check_schema(schema: StructType) -> int:
     return names.index("data")
 
 
-def _messages(column: pa.Array, max_payload: int):
+def _messages(column: pa.Array, max_payload: int) -> tuple[np.ndarray | list[bytes], int]:
     """The column's values as what `offer_batch` takes: a 2-D uint8 array when every value has
     the same length and fits a frame (no copy), else a list of bytes."""
     if column.null_count:
@@ -75,7 +76,9 @@ def _messages(column: pa.Array, max_payload: int):
     return column.to_pylist(), int(offsets[-1] - offsets[0])
 
 
-async def _publish(options: WriteOptions, batches, data_index: int) -> PublishedCommit:
+async def _publish(
+    options: WriteOptions, batches: Iterator[pa.RecordBatch], data_index: int
+) -> PublishedCommit:
     embedded = options.driver_dir is None
     connection = aeronio.connect() if embedded else aeronio.connect(options.driver_dir)
     async with connection as aeron:
@@ -100,7 +103,9 @@ async def _publish(options: WriteOptions, batches, data_index: int) -> Published
         )
 
 
-def _write(options: WriteOptions, data_index: int, iterator) -> PublishedCommit:
+def _write(
+    options: WriteOptions, data_index: int, iterator: Iterator[pa.RecordBatch]
+) -> PublishedCommit:
     return asyncio.run(_publish(options, iter(iterator), data_index))
 
 
@@ -109,13 +114,13 @@ class BatchWriter(DataSourceArrowWriter):
         self.options = options
         self.data_index = check_schema(schema)
 
-    def write(self, iterator) -> PublishedCommit:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PublishedCommit:
         return _write(self.options, self.data_index, iterator)
 
-    def commit(self, messages) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         _log_commit(messages, None)
 
-    def abort(self, messages) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         _log_commit(messages, None, aborted=True)
 
 
@@ -124,17 +129,19 @@ class StreamWriter(DataSourceStreamArrowWriter):
         self.options = options
         self.data_index = check_schema(schema)
 
-    def write(self, iterator) -> PublishedCommit:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PublishedCommit:
         return _write(self.options, self.data_index, iterator)
 
-    def commit(self, messages, batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _log_commit(messages, batchId)
 
-    def abort(self, messages, batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _log_commit(messages, batchId, aborted=True)
 
 
-def _log_commit(messages, batch_id: int | None, aborted: bool = False) -> None:
+def _log_commit(
+    messages: list[WriterCommitMessage | None], batch_id: int | None, aborted: bool = False
+) -> None:
     done = [m for m in messages if isinstance(m, PublishedCommit)]
     what = "aborted (rows offered before are not taken back)" if aborted else "committed"
     log.info(

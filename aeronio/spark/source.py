@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -15,6 +16,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
+    ReadLimit,
     ReadMaxBytes,
     SupportsTriggerAvailableNow,
 )
@@ -27,6 +29,9 @@ from aeronio.spark import remote
 from aeronio.spark.decode import Decoder, raw_schema
 from aeronio.spark.options import EARLIEST, LATEST, ReadOptions, read_options, write_options
 from aeronio.spark.recordings import DataLossError, Recording, SourceError
+
+if TYPE_CHECKING:
+    from aeronio.spark.sink import BatchWriter, StreamWriter
 
 log = logging.getLogger("aeronio.spark")
 
@@ -57,7 +62,7 @@ class _Reading:
         # a remote archive's: (recordings, positions of active ones)
         self._listing: tuple[list[Recording], dict[int, int]] | None = None
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
         state["_catalog"] = None  # reopened where needed (planning only)
         state["_positions"] = None
@@ -122,7 +127,7 @@ class BatchReader(_Reading, DataSourceReader):
             high=options.end_position if options.end_position is not None else 2**63 - 1,
         )
 
-    def partitions(self):
+    def partitions(self) -> list[AeronioPartition]:
         try:
             parts = rd.plan_batch(
                 self.archive_dir,
@@ -148,7 +153,7 @@ class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow
 
     # -- offsets -------------------------------------------------------------------------
 
-    def _latest(self, r: Recording, positions) -> int:
+    def _latest(self, r: Recording, positions: dict[int, int] | None) -> int:
         """The recording's last message boundary that is recorded (a stopped one's end)."""
         end = rd.readable_end(self.archive_dir, r, positions)
         if not r.active:
@@ -184,7 +189,7 @@ class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow
                 out[rid] = position
         return rd.as_offset(out)
 
-    def getDefaultReadLimit(self):
+    def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_bytes_per_trigger is None:
             return ReadAllAvailable()
         return ReadMaxBytes(self.options.max_bytes_per_trigger)
@@ -198,7 +203,7 @@ class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow
             raise DataLossError(f"{message} (option fail_on_data_loss false skips it)")
         log.warning("%s; skipping it", message)
 
-    def latestOffset(self, start: dict, limit=None) -> dict:
+    def latestOffset(self, start: dict, limit: ReadLimit | None = None) -> dict:
         current = rd.from_offset(start)
         found = {r.recording_id: r for r in self.recordings()}
         positions = self.rec_positions()
@@ -253,7 +258,7 @@ class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow
             out[rid] = rd.advance(self.archive_dir, r, position, end, allotted[rid])
         return rd.as_offset(out)
 
-    def partitions(self, start: dict, end: dict):
+    def partitions(self, start: dict, end: dict) -> list[AeronioPartition]:
         begin, finish = rd.from_offset(start), rd.from_offset(end)
         found = {r.recording_id: r for r in self.recordings()}
         parts = []
@@ -281,7 +286,7 @@ class AeronioDataSource(DataSource):
         """The format name: `spark.read.format("aeronio")`."""
         return "aeronio"
 
-    def schema(self):
+    def schema(self) -> StructType:
         """The schema without `.schema(...)`: the raw columns (`layout` raw only)."""
         options = read_options(self.options, None)
         if options.layout != "raw":
@@ -293,7 +298,7 @@ class AeronioDataSource(DataSource):
     def _decoder(self, schema: StructType, options: ReadOptions) -> Decoder:
         return Decoder(schema, options.layout, options.metadata_columns)
 
-    def reader(self, schema: StructType):
+    def reader(self, schema: StructType) -> BatchReader:
         """The batch reader: checks the options and the catalog (or the archive) here, on
         Spark's driver."""
         options = read_options(self.options, streaming=False)
@@ -304,13 +309,13 @@ class AeronioDataSource(DataSource):
             reader.recordings()  # connects and lists here, on the driver
         return reader
 
-    def streamReader(self, schema: StructType):
+    def streamReader(self, schema: StructType) -> StreamReader:
         """The streaming reader: offsets are {recording_id: position}."""
         options = read_options(self.options, streaming=True)
         recs.open_catalog(options.archive).close()
         return StreamReader(options, self._decoder(schema, options))
 
-    def writer(self, schema: StructType, overwrite: bool):
+    def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         """The batch sink: each row offered on the stream (append mode only)."""
         from aeronio.spark.sink import BatchWriter
 
@@ -320,7 +325,7 @@ class AeronioDataSource(DataSource):
             )
         return BatchWriter(write_options(self.options, streaming=False), schema)
 
-    def streamWriter(self, schema: StructType, overwrite: bool):
+    def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
         """The streaming sink: each micro-batch's rows offered, positions at commit."""
         from aeronio.spark.sink import StreamWriter
 
