@@ -6,6 +6,7 @@ client owns and closes."""
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 from typing import Any
 
 from aeronio.client.aeron import DEFAULT_DRIVER_TIMEOUT_S, Aeron
@@ -40,13 +41,13 @@ class Connection:
             raise
         return self._client
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, None, Aeron]:
         return self._connect().__await__()
 
     async def __aenter__(self) -> Aeron:
         return await self._connect()
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._client is not None:
             await self._client.close()
 

@@ -52,7 +52,11 @@ class CommandError(Exception):
 
 
 async def run_demo(
-    count: int, size: int, stream_id: int, channel: str = "aeron:ipc", out=sys.stdout
+    count: int,
+    size: int,
+    stream_id: int,
+    channel: str = "aeron:ipc",
+    out: TextIO = sys.stdout,
 ) -> None:
     """Publish `count` messages of `size` bytes over `channel` and receive them all."""
     async with aeronio.connect() as aeron:
@@ -102,7 +106,7 @@ async def run_demo(
                 print(f"{info.id:4d}: {info.value:>16,} - {info.label}", file=out)
 
 
-def _add_sample_commands(commands) -> None:
+def _add_sample_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """ping, pong and rate (aeronio/samples.py), with Aeron's samples' default channels."""
     for name, help in (
         ("ping", "round trips to a pong, with latency percentiles (like Aeron's Ping)"),
@@ -465,7 +469,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _run_command(args: argparse.Namespace, parser, stat) -> int:
+def _run_command(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, stat: argparse.ArgumentParser
+) -> int:
     if args.command == "driver":
         return run_driver(args)
     if args.command == "stat":

@@ -28,6 +28,7 @@ ALLOWED = {
     ("aeronio/archive/client.py", "client._connect"): "archive: Connect -> ArchiveClient",
     # argparse has no public name for the type `add_subparsers` returns (an annotation).
     ("aeronio/archive/tool.py", "argparse._SubParsersAction"): "stdlib type, no public name",
+    ("aeronio/cli.py", "argparse._SubParsersAction"): "stdlib type, no public name",
     # issue 27 item 8: being replaced by asyncio's public API.
     # descriptor's int32 wrap, private there, used by log_buffers: to be public in descriptor.
     ("aeronio/logbuffer/log_buffers.py", "d._int32"): "logbuffer: log_buffers -> descriptor",
