@@ -18,6 +18,7 @@ def test_the_readme_names_each_check_ci_runs():
     assert all(f"`{check}`" in readme for check in CHECKS[:-1])
 
 
-def test_the_type_check_covers_the_package_and_the_bodies_of_unannotated_functions():
+def test_the_type_check_covers_the_package_and_every_function_is_annotated():
     mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
     assert mypy["files"] == ["aeronio"] and mypy["check_untyped_defs"] is True
+    assert mypy["disallow_untyped_defs"] is True
