@@ -103,7 +103,7 @@ def test_streams_and_loss_on_a_live_lossy_udp_stream(netns: NetnsPair, procs: Pr
         if name.endswith(("-pos", "-hwm"))
     ]
     assert live_pub[0] == f"{channel}|term-length=1m"
-    assert live_sub[0] == f"udp {netns.b.address}:{PORT}"
+    assert live_sub[0] == f"aeron:udp?endpoint={netns.b.address}:{PORT}"
 
     result = json.loads(subscriber.expect("result", timeout=180, peer=publisher))
     assert result["errors"] == [] and result["received"] == MESSAGES, result
