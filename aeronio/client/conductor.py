@@ -226,7 +226,8 @@ class ClientConductor:
             self._abandon(command, future)
             raise DriverTimeoutError(
                 f"driver on {self.driver_dir} did not answer {type(command).__name__} "
-                f"within {self.driver_timeout_s} s"
+                f"within {self.driver_timeout_s} s (its driver heartbeat is "
+                f"{self.transport.driver_heartbeat_age_ms:.0f} ms old)"
             ) from None
         except asyncio.CancelledError:
             self._abandon(command, future)
