@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import struct
-import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -16,6 +13,7 @@ from typing import NoReturn
 import numpy as np
 from basics import BenchError, Stalled, check, record_dtype
 from children import proc_cpu_s
+from worker_protocol import SEQ, Released, emit
 
 import aeronio
 from aeronio import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
@@ -37,38 +35,6 @@ from aeronio.idle import BusySpinIdleStrategy, YieldingIdleStrategy
 # (messages offered between yields when not back-pressured, 0 for never); a one-to-many
 # publisher's receivers (how many its flow control must track before it is READY).
 # =========================================================================================
-
-SEQ = struct.Struct("<Q")
-
-
-def emit(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-
-
-class Released:
-    """Set when the parent closes this worker's stdin."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        threading.Thread(target=self._watch, daemon=True).start()
-
-    def _watch(self) -> None:
-        with contextlib.suppress(Exception):
-            sys.stdin.read()
-        self.event.set()
-
-    async def wait(self, timeout: float) -> None:
-        """Wait on the loop (which keeps running, and with it an embedded driver)."""
-        deadline = time.monotonic() + timeout
-        while not self.event.is_set():
-            if time.monotonic() > deadline:
-                raise BenchError("not released by the parent in time")
-            await asyncio.sleep(0.005)
-
-    def wait_blocking(self, timeout: float) -> None:
-        if not self.event.wait(timeout):
-            raise BenchError("not released by the parent in time")
 
 
 def offer_failed(result: int, where: str) -> NoReturn:

@@ -81,13 +81,18 @@ def throughput_run(
 ) -> dict:
     """The receiver worker, then the sender, each given as (name, role); the receiver's result
     once it has every message (or ran out of time), then the sender's once released (a sender
-    left behind by an incomplete run is stopped instead). The run's rates, and `incomplete`
-    (the CPU report names each worker by its role without the prefix: sub, pub, pull, push)."""
+    left behind by an incomplete run is stopped instead). The run's rates, `incomplete`
+    and `received` (the messages the receiver counted, warmup included, where it says) (the CPU
+    report names each worker by its role without the prefix: sub, pub, pull, push)."""
     received, sent = pair_run(scope, spec, receiver, sender, first_measures=True)
     names = (receiver[1].partition("-")[2], sender[1].partition("-")[2])
     if "dirs" in spec:
         names = (f"{names[0]}+driver", f"{names[1]}+driver")
-    return {**report_throughput(received, sent, names), "incomplete": received.get("incomplete")}
+    return {
+        **report_throughput(received, sent, names),
+        "incomplete": received.get("incomplete"),
+        "received": received.get("received"),
+    }
 
 
 def latency_run(scope: Scope, spec: dict, pong: tuple[str, str], ping: tuple[str, str]) -> dict:

@@ -147,18 +147,22 @@ SYNC_ROLES: dict[str, Callable[[dict, Released], dict]] = {
 }
 
 
-def worker_main(spec_json: str) -> int:
-    """Run the role a worker process was started for; its RESULT on stdout, 0; or the error on
-    stderr, 1 (also when it does not finish within the spec's timeout + grace)."""
+def worker_main(
+    spec_json: str, more_roles: dict[str, Callable[[dict, Released], Awaitable[dict]]] | None = None
+) -> int:
+    """Run the role a worker process was started for (one of ASYNC_ROLES, SYNC_ROLES or a
+    script's `more_roles`, async); its RESULT on stdout, 0; or the error on stderr, 1 (also when
+    it does not finish within the spec's timeout + grace)."""
     spec = json.loads(spec_json)
+    async_roles = {**ASYNC_ROLES, **(more_roles or {})}
     role = spec["role"]
     limit = spec["timeout"] + spec.get("grace", 0.0)
     released = Released()
     try:
-        if role in ASYNC_ROLES:
+        if role in async_roles:
 
             async def run() -> dict:
-                return await asyncio.wait_for(ASYNC_ROLES[role](spec, released), limit)
+                return await asyncio.wait_for(async_roles[role](spec, released), limit)
 
             result = asyncio.run(run())
         else:

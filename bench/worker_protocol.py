@@ -1,0 +1,48 @@
+"""What every worker process of the cross-process benchmarks speaks, whatever its interpreter and
+packages (standard library only: bench/aeron_c_workers.py runs it beside pyaeron): its lines on
+stdout, and its release when the parent closes its stdin."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+import sys
+import threading
+import time
+
+SEQ = struct.Struct("<Q")  # the number every message carries in its first 8 bytes
+
+
+class NotReleased(RuntimeError):
+    """The parent did not close the worker's stdin in time."""
+
+
+def emit(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+class Released:
+    """Set when the parent closes this worker's stdin."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        with contextlib.suppress(Exception):
+            sys.stdin.read()
+        self.event.set()
+
+    async def wait(self, timeout: float) -> None:
+        """Wait on the loop (which keeps running, and with it an embedded driver)."""
+        deadline = time.monotonic() + timeout
+        while not self.event.is_set():
+            if time.monotonic() > deadline:
+                raise NotReleased("not released by the parent in time")
+            await asyncio.sleep(0.005)
+
+    def wait_blocking(self, timeout: float) -> None:
+        if not self.event.wait(timeout):
+            raise NotReleased("not released by the parent in time")
