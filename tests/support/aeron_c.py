@@ -21,8 +21,6 @@ import shutil
 import subprocess
 import tempfile
 
-import pytest
-
 from tests.support.child import Child
 
 PYAERON = "pyaeron==0.1.0"
@@ -61,10 +59,17 @@ class PyaeronPython:
 
     def get(self) -> str:
         """The interpreter's path; skips the test (saying why) when there is none."""
+        import pytest  # here: bench/versus_aeron_c.py uses `find` without pytest
+
+        path = self.find()
+        if path is None:
+            pytest.skip(self.skip_reason)
+        return path
+
+    def find(self) -> str | None:
+        """The interpreter's path, or None (`skip_reason` says why)."""
         if self.path is None and not self.skip_reason:
             self._provide()
-        if self.path is None:
-            pytest.skip(self.skip_reason)
         return self.path
 
     def _provide(self) -> None:

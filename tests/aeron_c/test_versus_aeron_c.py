@@ -1,0 +1,64 @@
+"""bench/versus_aeron_c.py at tiny sizes: aeronio and pyaeron (Aeron 1.53's C client and C media
+driver) side by side on an IPC row and a UDP row - the table's shape, every message counted on
+both sides, and nothing left behind in /dev/shm."""
+
+import glob
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+COUNT, UDP_COUNT = 20_000, 5_000
+WARMUP, UDP_WARMUP = COUNT // 5, UDP_COUNT // 5  # the harness's warmup: a fifth of the count
+RATE = re.compile(r"^\d+\.\d\d M$")  # one repeat: the median alone, no range
+RATIO = re.compile(r"^\d+\.\d\d×$")
+
+
+@pytest.mark.slow
+def test_the_harness_counts_every_message_of_both_sides(pyaeron_interpreter, tmp_path):
+    report = tmp_path / "versus.json"
+    command = [
+        sys.executable, str(ROOT / "bench" / "versus_aeron_c.py"),
+        "--python", sys.executable, "--pyaeron-python", pyaeron_interpreter.get(),
+        "--rows", "ipc-3p-a,ipc-1t-b,udp-embedded", "--windows", "default",
+        "--repeats", "1", "--count", str(COUNT), "--udp-count", str(UDP_COUNT),
+        "--timeout", "60", "--json", str(report),
+    ]  # fmt: skip
+    bench = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        out, err = bench.communicate(timeout=600)
+    finally:
+        bench.kill()
+    assert bench.returncode == 0, err[-3000:]
+    assert not glob.glob(f"/dev/shm/aeronio-bench-*-{bench.pid}-*"), "a run left its directory"
+
+    table = [line for line in out.splitlines() if line.startswith("| ")]
+    assert table[0] == "| test | pyaeron (C) | aeronio | aeronio ÷ pyaeron |"
+    rows = {cells[0]: cells[1:] for cells in (line.strip("| ").split(" | ") for line in table[1:])}
+    assert list(rows) == [
+        "IPC, 3 processes: (a) try_offer → poll",
+        "IPC, one thread: (b) await offer → async for",
+        "UDP, 2 processes, drivers embedded, window 128 KiB (default)",
+    ]
+    for test in ("IPC, 3 processes: (a) try_offer → poll",
+                 "UDP, 2 processes, drivers embedded, window 128 KiB (default)"):  # fmt: skip
+        pyaeron, aeronio, ratio = rows[test]
+        assert RATE.match(pyaeron) and RATE.match(aeronio) and RATIO.match(ratio), rows[test]
+    pyaeron, aeronio, ratio = rows["IPC, one thread: (b) await offer → async for"]
+    assert (pyaeron, ratio) == ("—", "—") and RATE.match(aeronio)
+    assert "SHARED" in out.upper() and "aeronio side:" in out and "pyaeron side:" in out
+
+    written = json.loads(report.read_text())
+    counted = {row["test"]: (row["pyaeron"], row["aeronio"]) for row in written["rows"]}
+    ipc, one_thread, udp = (counted[test] for test in rows)
+    assert [side["counted"] for side in ipc] == [[[COUNT + WARMUP] * 2]] * 2
+    assert [side["counted"] for side in udp] == [[[UDP_COUNT + UDP_WARMUP] * 2]] * 2
+    assert one_thread[0]["absent"] and one_thread[0]["counted"] == []
+    assert one_thread[1]["counted"] == [[COUNT + WARMUP] * 2]
+    assert all(not side["errors"] for sides in counted.values() for side in sides)
