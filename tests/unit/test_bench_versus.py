@@ -1,0 +1,50 @@
+"""bench/versus_aeron_c.py's parts that need no process: a gap or a reorder fails a run of
+aeronio's one-process loops, and the table shows a failed or absent cell as such, never as a
+number."""
+
+import pytest
+
+from tests.unit.test_bench_plots import bench_module
+
+
+@pytest.mark.parametrize(
+    "numbers", [[0, 2, 3], [0, 2, 1], [0, 1, 1]], ids=["gap", "reorder", "twice"]
+)
+def test_a_message_out_of_sequence_fails_the_run(numbers):
+    workers = bench_module("one_process_workers")
+    basics = bench_module("basics")
+    got = workers.Received()
+    handler = workers.counting_handler(got)
+    for number in numbers:
+        handler(workers.SEQ.pack(number) + bytes(24), None)
+    assert got.count == 3
+    with pytest.raises(basics.BenchError, match="sequence check failed"):
+        workers.checked(got, 3, 32)
+
+
+def test_every_message_in_order_passes():
+    workers = bench_module("one_process_workers")
+    got = workers.Received()
+    handler = workers.counting_handler(got)
+    for number in range(3):
+        handler(workers.SEQ.pack(number) + bytes(24), None)
+    workers.checked(got, 3, 32)
+    with pytest.raises(bench_module("basics").BenchError, match="received 3 messages"):
+        workers.checked(got, 4, 32)
+
+
+def test_the_table_shows_medians_ranges_ratios_errors_and_absent_apis():
+    versus = bench_module("versus_aeron_c")
+    rate = versus.Line("IPC (a)", "rate")
+    rate.values = {"pyaeron": [2e6, 1e6, 3e6], "aeronio": [4e6, 5e6, 3e6]}
+    assert rate.row() == ["IPC (a)", "2.00 M (1.00..3.00)", "4.00 M (3.00..5.00)", "2.00×"]
+    rtt = versus.Line("round trip", "median", time=True)
+    rtt.values = {"pyaeron": [0.5], "aeronio": [0.75]}
+    assert rtt.row() == ["round trip", "0.50 µs", "0.75 µs", "1.50× the time"]
+    failed = versus.Line("UDP", "rate")
+    failed.values["aeronio"] = [1e6]
+    failed.errors["pyaeron"] = ["counted 9 of 10"]
+    assert failed.row() == ["UDP", "error: counted 9 of 10", "1.00 M", "n/a"]
+    absent = versus.Line("IPC (b)", "rate", absent={"pyaeron"})
+    absent.values["aeronio"] = [1e6]
+    assert absent.row() == ["IPC (b)", "—", "1.00 M", "—"]
