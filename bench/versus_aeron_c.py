@@ -284,7 +284,8 @@ class Line:
         if side in self.absent:
             return "—"
         if self.errors[side]:
-            return f"error: {self.errors[side][0]}"
+            said = self.errors[side][0]
+            return said if said.startswith("skipped") else f"error: {said}"
         v = self.values[side]
         if not v:
             return "n/a"
@@ -550,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         if c_python is None:
             for task in tasks:
                 for line in task.lines:
-                    line.errors["pyaeron"].append("skipped (no pyaeron interpreter)")
+                    line.errors["pyaeron"].append(f"skipped: {made.skip_reason}")
         measure(tasks, sides, args.repeats)
     finally:
         made.close()

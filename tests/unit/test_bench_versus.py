@@ -45,6 +45,10 @@ def test_the_table_shows_medians_ranges_ratios_errors_and_absent_apis():
     failed.values["aeronio"] = [1e6]
     failed.errors["pyaeron"] = ["counted 9 of 10"]
     assert failed.row() == ["UDP", "error: counted 9 of 10", "1.00 M", "n/a"]
+    skipped = versus.Line("UDP", "rate")
+    skipped.values["aeronio"] = [1e6]
+    skipped.errors["pyaeron"] = ["skipped: needs Python 3.12+"]
+    assert skipped.row() == ["UDP", "skipped: needs Python 3.12+", "1.00 M", "n/a"]
     absent = versus.Line("IPC (b)", "rate", absent={"pyaeron"})
     absent.values["aeronio"] = [1e6]
     assert absent.row() == ["IPC (b)", "—", "1.00 M", "—"]
