@@ -14,9 +14,9 @@ media driver embedded, SHARED threading), one IPC stream, a 64 MiB term, --size-
 Every message is counted (and the one thread's byte count checked). The children run in
 rotation (`--side` more than once: A/B builds by PYTHONPATH, e.g. before:/tmp/base), --rounds
 times, each repeating every workload --repeats times; the figures are the medians over all of a
-side's repeats (ns per call, M calls/s).
+side's repeats (ns per call; round trips in µs), with their min..max.
 
-    python bench/per_call.py --side aeronio:. --side pyaeron:/work/venv312/bin/python
+    python bench/per_call.py --side aeronio:. --side pyaeron:PATH/TO/python3.12-with-pyaeron
 """
 
 from __future__ import annotations
