@@ -114,6 +114,7 @@ cdef class SubscriptionBase:
     cdef list _pending
     cdef Py_ssize_t _next
     cdef Py_ssize_t _fill_start
+    cdef Py_ssize_t _poll_start
     cdef int _fragment_limit
     cdef MessageIterator _messages
     # Errors of images lost before their end (ImageUnavailableError): while one is there the
@@ -163,6 +164,28 @@ cdef class SubscriptionBase:
         """The images to read (a new list whenever they change)."""
         self._images = images
         self._readers = [image._reader for image in images]
+
+    @cython.binding(False)
+    def poll(self, object handler, int fragment_limit) -> int:
+        """Deliver up to fragment_limit fragments as handler(buffer, header), the images in turn
+        (starting one further each call); returns the count. Every poll method raises
+        ClientTimeoutError (DriverTimeoutError) once the driver timed this client out (was
+        lost): its images are gone then."""
+        cdef list readers = self._readers
+        cdef Py_ssize_t count = len(readers), i, start
+        cdef int fragments = 0
+        if count == 1:
+            return (<ImageReader> readers[0])._poll(handler, fragment_limit)
+        if count == 0:
+            self._check_client()
+            return 0
+        start = self._poll_start = (self._poll_start + 1) % count
+        for i in range(count):
+            fragments += (<ImageReader> readers[(start + i) % count])._poll(
+                handler, fragment_limit - fragments)
+            if fragments >= fragment_limit:
+                break
+        return fragments
 
     def _has_pending(self) -> bool:
         return self._ready()

@@ -152,8 +152,13 @@ cdef class ImageReader:
                 f"{self.session_id}, stream {self.stream_id}: the image cannot be read past it")
         return <int32_t> aligned
 
+    @cython.binding(False)
     def poll(self, object handler, int fragment_limit) -> int:
         """Deliver up to fragment_limit fragments as handler(buffer, header); returns the count."""
+        return self._poll(handler, fragment_limit)
+
+    cdef int _poll(self, object handler, int fragment_limit) except -1:
+        """poll, callable from C (a subscription with one image calls it directly)."""
         self._settle()
         if self._closed:
             return 0

@@ -250,22 +250,28 @@ cdef class LogAppender:
     cpdef int64_t try_offer(self, object buffer, Py_ssize_t offset=0, object length=None) except? -100:
         """Append a message; returns the new position or a negative Aeron result code."""
         cdef Py_buffer view
-        cdef int64_t result
-        cdef Py_ssize_t n
+        if type(buffer) is bytes:  # immutable and held by the caller: no buffer to acquire
+            return self._offer_range(PyBytes_AS_STRING(buffer), PyBytes_GET_SIZE(buffer), offset,
+                                     length)
         PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
         try:
-            if offset < 0 or offset > view.len:
-                raise ValueError(f"offset {offset} is outside the buffer of {view.len} bytes")
-            if length is None:
-                n = view.len - offset
-            else:
-                n = length
-                if n < 0 or offset + n > view.len:
-                    raise ValueError(f"length {n} at offset {offset} overruns the buffer of {view.len} bytes")
-            result = self._append(<const char*> view.buf + offset, n)
+            return self._offer_range(<const char*> view.buf, view.len, offset, length)
         finally:
             PyBuffer_Release(&view)
-        return result
+
+    cdef inline int64_t _offer_range(self, const char* data, Py_ssize_t size, Py_ssize_t offset,
+                                     object length) except? -100:
+        """Append `length` bytes (None: the rest) from `offset` of the `size` bytes at `data`."""
+        cdef Py_ssize_t n
+        if offset < 0 or offset > size:
+            raise ValueError(f"offset {offset} is outside the buffer of {size} bytes")
+        if length is None:
+            n = size - offset
+        else:
+            n = length
+            if n < 0 or offset + n > size:
+                raise ValueError(f"length {n} at offset {offset} overruns the buffer of {size} bytes")
+        return self._append(data + offset, n)
 
     # -- block ------------------------------------------------------------------------------
 

@@ -35,7 +35,6 @@ Header: TypeAlias = _core.Header
 Message: TypeAlias = _core.Message
 FragmentAssembler: TypeAlias = _core.FragmentAssembler
 FragmentBatch: TypeAlias = _core.FragmentBatch
-FragmentHandler = Callable[[memoryview, Header], object]
 ImageHandler = Callable[["Image"], object]
 log = logging.getLogger("aeronio.client")
 MAX_LOST_IMAGES = 64  # image losses kept for the iterators to raise
@@ -221,15 +220,6 @@ class Subscription(_core.SubscriptionBase):
             if done >= limit:
                 break
         return done
-
-    def poll(self, handler: FragmentHandler, fragment_limit: int) -> int:
-        """Deliver up to fragment_limit fragments as handler(buffer, header); returns the count.
-        Every poll method raises ClientTimeoutError (DriverTimeoutError) once the driver timed
-        this client out (was lost): its images are gone then."""
-        images = self._images
-        if len(images) == 1:
-            return images[0].poll(handler, fragment_limit)
-        return self._poll_each("poll", handler, fragment_limit)
 
     def controlled_poll(
         self, handler: Callable[[memoryview, Header], int | None], fragment_limit: int
