@@ -1,11 +1,12 @@
 """RecordingSession: one image recorded into one recording, until the image goes or the
 recording is stopped.
 
-Each duty cycle (on the recorder's thread, see `recorder.py`) polls the image for a block
-(whole frames of one term, at most `MAX_BLOCK_LENGTH`), writes it (`RecordingWriter`), then
-moves `rec-pos` and sends a progress event: `rec-pos` never passes what is written. A write
-that fails (a full disk) or a frame the image cannot be read past (a corrupt length) stops the
-recording at the last whole block written and counts the error.
+Each duty cycle (on the recorder's thread, see `recorder.py`) writes the image's blocks (whole
+frames of one term, at most `MAX_BLOCK_LENGTH` each), up to `MAX_RUN_LENGTH` bytes
+(`RecordingWriter.record`), moving `rec-pos` after each block, then sends one progress event:
+`rec-pos` never passes what is written. A write that fails (a full disk) or a frame the image
+cannot be read past (a corrupt length) stops the recording at the last whole block written and
+counts the error.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from aeronio.archive.recording_writer import RecordingWriter
 from aeronio.client.counter import ClientCounter
 from aeronio.client.subscription import Image
 from aeronio.errors import AeronError
+
+# The most a duty cycle writes: a stop or an abort is seen within this.
+MAX_RUN_LENGTH = 8 * MAX_BLOCK_LENGTH
 
 
 class State(enum.Enum):
@@ -57,22 +61,27 @@ class RecordingSession:
     def do_work(self) -> int:
         if self.state is not State.RECORDING:
             return 0
+        before = self.writer.position
         try:
-            work = self.image.block_poll(self._on_block, MAX_BLOCK_LENGTH)
+            work = self.writer.record(self.image, self.position, MAX_RUN_LENGTH)
         except (OSError, AeronError) as e:  # a full disk or a corrupt frame: what was
             # written stays, the recording stops
+            self._progress(before)
             self.error = e
             self.on_error(e)
             self.state = State.DONE
             return 1
+        self._progress(before)
         if work == 0 and (self.image.is_closed or self.image.is_end_of_stream):
             self.state = State.DONE
         return work
 
-    def _on_block(self, block: memoryview, session_id: int, term_id: int) -> None:
-        position = self.writer.write(block)
-        self.position.set(position)
-        self.events.send(codecs.RecordingProgress(self.recording_id, self.start_position, position))
+    def _progress(self, before: int) -> None:
+        position = self.writer.position
+        if position != before:
+            self.events.send(
+                codecs.RecordingProgress(self.recording_id, self.start_position, position)
+            )
 
     def abort(self) -> None:
         self.state = State.DONE

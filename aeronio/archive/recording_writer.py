@@ -9,21 +9,29 @@ The rules
 - A block is written in two steps: everything but its first frame's length word, then that
   word. A reader (or a recovery after a crash) stops at the first zero length, so it never sees
   part of a block.
+- A recording writes runs of blocks straight from the image's log (`record`, the core's
+  `record_blocks`), with the GIL released for the whole run: rec-pos moves after each block,
+  never past what is written. (A block at a time through Python, the recorder's thread waited
+  for the event loop's thread to give the GIL back after each write.)
 - Sync level 1 makes each write durable (fdatasync), 2 the file's metadata too (fsync).
-- Each write's bytes and time go to the recorder's counters (`RecorderCounters`).
+- Each run's bytes and time, and its longest write, go to the recorder's counters
+  (`RecorderCounters`).
 """
 
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from aeronio._core import write_block
+from aeronio.archive.context import MAX_BLOCK_LENGTH
 from aeronio.archive.segments import RecordingLayout
 
 if TYPE_CHECKING:
     from aeronio.client.counter import ClientCounter
+    from aeronio.client.subscription import Image
+    from aeronio.counters import Counter
 
 
 class RecorderCounters:
@@ -40,10 +48,11 @@ class RecorderCounters:
         self.total_write_bytes = total_write_bytes
         self.total_write_time = total_write_time
 
-    def on_write(self, length: int, elapsed_ns: int) -> None:
+    def on_write(self, length: int, elapsed_ns: int, longest_ns: int) -> None:
+        """`length` bytes written in `elapsed_ns`, the longest single write `longest_ns`."""
         self.total_write_bytes.increment(length)
         self.total_write_time.increment(elapsed_ns)
-        self.max_write_time.propose_max(elapsed_ns)
+        self.max_write_time.propose_max(longest_ns)
 
 
 class RecordingWriter:
@@ -77,6 +86,27 @@ class RecordingWriter:
             raise
         self._fd, self._segment_index = fd, index
 
+    def record(self, image: Image, position: Counter, max_length: int) -> int:
+        """Write the image's blocks from the position on, through the segment it is in at most
+        and about `max_length` bytes (`Image.record_blocks`: the GIL released, `position`,
+        rec-pos, moved after each block); returns the bytes written. OSError (a full disk)
+        after the position moved past what was written before the failed write."""
+        layout = self.layout
+        index = layout.segment_index(self.position)
+        if index != self._segment_index:
+            self._open(index)
+        base = layout.segment_base_position(index)
+        length, total_ns, longest_ns, error = image.record_blocks(
+            self._fd, base, base + layout.segment_length, MAX_BLOCK_LENGTH, max_length,
+            position, self.file_sync_level,
+        )  # fmt: skip
+        if length and self.counters is not None:
+            self.counters.on_write(length, total_ns, longest_ns)
+        self.position += length
+        if error:
+            raise OSError(error, os.strerror(error))
+        return length
+
     def write(self, block: memoryview) -> int:
         """Write `block` (whole frames of one term) at the position; returns the new position.
         OSError (a full disk) leaves the position where it was."""
@@ -84,16 +114,11 @@ class RecordingWriter:
         index = layout.segment_index(self.position)
         if index != self._segment_index:
             self._open(index)
-        offset = layout.segment_offset(self.position)
-        started = time.perf_counter_ns()
-        _write_all(self._fd, block[4:], offset + 4)
-        _write_all(self._fd, block[:4], offset)
-        if self.file_sync_level == 1:
-            os.fdatasync(self._fd)
-        elif self.file_sync_level == 2:
-            os.fsync(self._fd)
+        elapsed_ns = write_block(
+            self._fd, block, layout.segment_offset(self.position), self.file_sync_level
+        )
         if self.counters is not None:
-            self.counters.on_write(length, time.perf_counter_ns() - started)
+            self.counters.on_write(length, elapsed_ns, elapsed_ns)
         self.position += length
         return self.position
 
@@ -101,9 +126,3 @@ class RecordingWriter:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd, self._segment_index = -1, -1
-
-
-def _write_all(fd: int, data: memoryview, offset: int) -> None:
-    while data:
-        written = os.pwrite(fd, data, offset)
-        data, offset = data[written:], offset + written

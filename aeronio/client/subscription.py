@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
-from aeronio import _core
+from aeronio import _core, counters
 from aeronio.errors import ImageUnavailableError, SubscriptionClosedError
 from aeronio.logbuffer import descriptor, signals, waker
 from aeronio.protocol import control as p
@@ -83,6 +83,23 @@ class Image:
     @property
     def position(self) -> int:
         return self._reader.position
+
+    def record_blocks(
+        self,
+        fd: int,
+        file_position: int,
+        file_end: int,
+        block_length_limit: int,
+        max_length: int,
+        position: counters.Counter,
+        sync_level: int,
+    ) -> tuple[int, int, int, int]:
+        """The archive recorder's write path: this image's blocks into a file, `position`
+        (rec-pos) following each (see `_core.record_blocks`)."""
+        return _core.record_blocks(
+            self._reader, fd, file_position, file_end, block_length_limit, max_length,
+            position.buffer, position.offset, sync_level,
+        )  # fmt: skip
 
     @property
     def term_length(self) -> int:
