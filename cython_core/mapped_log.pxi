@@ -34,6 +34,17 @@ def set_waker(int64_t own_wake_id, object sender, object local) -> None:
     _local_waker = local
 
 
+cdef inline bint _space_awaited_elsewhere(char* meta) noexcept nogil:
+    """Whether another process parks for space on the log whose metadata is `meta`."""
+    cdef int i
+    cdef int64_t value
+    for i in range(LOG_WAKE_SLOT_COUNT):
+        value = aio_load_i64(meta + LOG_WAKE_SLOTS_OFFSET + 8 * i)
+        if (value & WAKE_SPACE_BIT) and (value & WAKE_ID_MASK) != _own_wake_id:
+            return True
+    return False
+
+
 cdef class MappedLog:
     """Pointers into a mapped log buffer, read from its metadata.
 
@@ -134,18 +145,12 @@ cdef class MappedLog:
         """Wake the conductor to see this consumption if a publisher wants the limit to move,
         or if another process parks for space on this log (a conductor parked on an image, to
         send its status message)."""
-        cdef int i
-        cdef int64_t value
         aio_fence_full()  # the position's store must be visible before these loads
         if aio_load_i64(self.meta + LOG_LIMIT_WANTED_OFFSET) != 0 \
                 and aio_cas_i64(self.meta + LOG_LIMIT_WANTED_OFFSET, 1, 0):
             self.wake_conductor()
-            return
-        for i in range(LOG_WAKE_SLOT_COUNT):
-            value = aio_load_i64(self.meta + LOG_WAKE_SLOTS_OFFSET + 8 * i)
-            if (value & WAKE_SPACE_BIT) and (value & WAKE_ID_MASK) != _own_wake_id:
-                self.wake_conductor()
-                return
+        elif _space_awaited_elsewhere(self.meta):
+            self.wake_conductor()
 
     cdef void wake_conductor(self) noexcept:
         cdef int64_t conductor = aio_load_i64(self.meta + LOG_CONDUCTOR_WAKE_ID_OFFSET)

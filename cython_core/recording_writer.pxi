@@ -72,18 +72,12 @@ cdef inline bint _consumer_awaited(MappedLog log, Doorbell consumed) noexcept no
     """Whether anyone waits to hear that the image was consumed (what ImageReader._advance
     rings or wakes: the doorbell's waiters, a publisher that wants its limit moved, another
     process parked for space on the log)."""
-    cdef int i
-    cdef int64_t value
     aio_fence_full()  # the position's store must be visible before these loads
     if consumed is not None and aio_load_i32(<char*> &consumed.waiters) > 0:
         return True
     if aio_load_i64(log.meta + LOG_LIMIT_WANTED_OFFSET) != 0:
         return True
-    for i in range(LOG_WAKE_SLOT_COUNT):
-        value = aio_load_i64(log.meta + LOG_WAKE_SLOTS_OFFSET + 8 * i)
-        if (value & WAKE_SPACE_BIT) and (value & WAKE_ID_MASK) != _own_wake_id:
-            return True
-    return False
+    return _space_awaited_elsewhere(log.meta)
 
 
 def record_blocks(ImageReader image, int fd, int64_t file_position, int64_t file_end,
