@@ -25,6 +25,10 @@ SOURCES = Path(__file__).with_name("java")
 SHIPPED = Path(__file__).with_name("aeronio-spark.jar")
 SPARK_VERSION = "Spark-Version"
 SOURCE_DIGEST = "Aeronio-Source-SHA256"
+NO_JAVAC = (
+    "compiling the JVM reader needs javac (a JDK 17+, such as Debian's openjdk-17-jdk-headless) "
+    "on PATH or in $JAVA_HOME/bin"
+)
 _CORE = re.compile(r"spark-core_[0-9.]+-(.+)\.jar")
 
 
@@ -93,10 +97,7 @@ def build(target: Path, jars: Path, spark_version: str, sources: Path = SOURCES)
     `target`, replaced whole (whoever builds it at the same time)."""
     compiler = javac()
     if compiler is None:
-        raise JarError(
-            "compiling the JVM reader needs javac (a JDK 17+, such as Debian's "
-            "openjdk-17-jdk-headless) on PATH or in $JAVA_HOME/bin"
-        )
+        raise JarError(NO_JAVAC)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as work:
         classes = Path(work, "classes")
@@ -129,6 +130,8 @@ def build(target: Path, jars: Path, spark_version: str, sources: Path = SOURCES)
 def build_shipped(target: Path = SHIPPED) -> str:
     """Build the package's jar at `target` against the Spark jars found (`spark_jars`); what
     was built."""
+    if javac() is None:  # the first reason, before Spark's jars (fetched only with javac)
+        raise JarError(NO_JAVAC)
     jars = spark_jars()
     version = jars_version(jars)
     build(target, jars, version)
