@@ -36,11 +36,18 @@ class JarError(Exception):
     """The jar cannot be built (no javac, no Spark jars, the source does not compile)."""
 
 
+def source_files(sources: Path = SOURCES) -> dict[str, Path]:
+    """The files of `sources` by their path in it: the .java files, compiled, and the rest
+    (such as META-INF/services/...), resources put into the jar as they are."""
+    files = (p for p in sources.rglob("*") if p.is_file() and p.suffix not in (".class", ".jar"))
+    return {p.relative_to(sources).as_posix(): p for p in sorted(files)}
+
+
 def source_digest(sources: Path = SOURCES) -> str:
-    """The SHA-256 of the Java source files (names and contents, in name order)."""
+    """The SHA-256 of `source_files` (paths and contents, in path order)."""
     digest = hashlib.sha256()
-    for source in sorted(sources.glob("*.java")):
-        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    for name, path in source_files(sources).items():
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
@@ -98,12 +105,13 @@ def build(target: Path, jars: Path, spark_version: str, sources: Path = SOURCES)
     compiler = javac()
     if compiler is None:
         raise JarError(NO_JAVAC)
+    files = source_files(sources)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as work:
         classes = Path(work, "classes")
         done = subprocess.run(
             [compiler, "--release", "17", "-nowarn", "-d", str(classes), "-cp", f"{jars}/*"]
-            + [str(s) for s in sorted(sources.glob("*.java"))],
+            + [str(p) for p in files.values() if p.suffix == ".java"],
             capture_output=True,
             text=True,
         )
@@ -123,6 +131,9 @@ def build(target: Path, jars: Path, spark_version: str, sources: Path = SOURCES)
             )
             for path in sorted(classes.rglob("*.class")):
                 z.write(path, path.relative_to(classes).as_posix())
+            for name, path in files.items():
+                if path.suffix != ".java":  # such as META-INF/services: the source's short name
+                    z.write(path, name)
         os.replace(built, target)
     return target
 

@@ -106,6 +106,28 @@ def test_the_build_puts_a_jar_for_its_spark_into_the_package(built, pyspark_jars
 
 
 @pytest.mark.slow
+def test_the_jar_carries_the_sources_resources(pyspark_jars, tmp_path):
+    from aeronio.spark import jar
+
+    if jar.javac() is None:
+        pytest.skip("building the jar needs javac (a JDK 17+)")
+    sources = tmp_path / "java"
+    (sources / "META-INF" / "services").mkdir(parents=True)
+    (sources / "Hello.java").write_text("package io.aeronio.spark; public class Hello {}\n")
+    service = "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister"
+    (sources / service).write_text("io.aeronio.spark.Hello\n")
+    digest = jar.source_digest(sources)
+    made = jar.build(tmp_path / "made.jar", pyspark_jars, "4.3.0", sources)
+    with zipfile.ZipFile(made) as z:
+        names = sorted(z.namelist())
+        assert names == ["META-INF/MANIFEST.MF", service, "io/aeronio/spark/Hello.class"]
+        assert z.read(service) == b"io.aeronio.spark.Hello\n"
+    assert jar.manifest(made)["Aeronio-Source-SHA256"] == digest
+    (sources / service).write_text("io.aeronio.spark.Other\n")
+    assert jar.source_digest(sources) != digest  # a jar built before is not this source's
+
+
+@pytest.mark.slow
 def test_without_javac_the_build_goes_on_and_says_so(pyspark_jars, tmp_path):
     # as in pip's build environment without javac: no PySpark either (none asked for)
     env = without_javac(tmp_path) | {"SPARK_HOME": str(tmp_path / "no-spark")}
