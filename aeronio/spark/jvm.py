@@ -8,9 +8,10 @@ the plan to a small DataSource V2 reader in the JVM (`java/*.java`, class `CLASS
 partition's segment file, walks its frames and gives Spark columnar batches of the records, with
 column pruning. No Python runs in the tasks.
 
-The reader is compiled from the package's Java source against the running PySpark's jars, once
-(`jar`: it needs javac, a JDK 17+), cached under `cache_dir()`, and added to the session
-(`enable`).
+The reader's jar is the package's own (aeronio.spark.jar: built with the package, checked here
+against the running Spark), else compiled from the package's Java source against the running
+Spark's jars on first use (`jar`: it needs javac, a JDK 17+) and cached under `cache_dir()`; it
+is added to the session and so shipped to its executors (`enable`).
 """
 
 from __future__ import annotations
@@ -18,16 +19,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import subprocess
-import tempfile
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql.types import StructType
 
+from aeronio.spark import jar as built
 from aeronio.spark import reader as rd
 from aeronio.spark.decode import Decoder
 from aeronio.spark.options import read_options
@@ -38,80 +36,70 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 CLASS = "io.aeronio.spark.FixedScan"
-SOURCES = Path(__file__).with_name("java")
+SOURCES = built.SOURCES
+SHIPPED = built.SHIPPED
 BATCH_ROWS = 4096  # rows of a columnar batch, as Spark's vectorized Parquet reader's
 _ENABLED = "spark.aeronio.fixedScan.jar"  # a session's setting: the jar it has added
 
 
 def cache_dir() -> Path:
-    """Where compiled readers are kept: $AERONIO_CACHE, else $XDG_CACHE_HOME/aeronio or
-    ~/.cache/aeronio."""
+    """Where readers compiled on first use are kept: $AERONIO_CACHE, else
+    $XDG_CACHE_HOME/aeronio or ~/.cache/aeronio."""
     root = os.environ.get("AERONIO_CACHE")
     if root:
         return Path(root)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aeronio"
 
 
-def _javac() -> str:
-    home = os.environ.get("JAVA_HOME")
-    found = Path(home, "bin", "javac") if home else None
-    if found is not None and found.exists():
-        return str(found)
-    which = shutil.which("javac")
-    if which is None:
-        raise SourceError(
-            "read_fixed compiles its JVM reader once and needs javac (a JDK 17+, such as "
-            "Debian's openjdk-17-jdk-headless) on PATH or in $JAVA_HOME/bin; "
-            'spark.read.format("aeronio") needs no JDK'
-        )
-    return which
-
-
 def jar(spark_version: str) -> Path:
-    """The reader's jar for Spark `spark_version` (the session's, its jars those of
-    SPARK_HOME or of the pyspark package): compiled and cached on first use."""
-    from pyspark.find_spark_home import _find_spark_home
-
-    spark_jars = Path(_find_spark_home(), "jars")
-    if not spark_jars.is_dir():
-        raise SourceError(
-            f"read_fixed compiles its JVM reader against Spark's jars: no {spark_jars}"
-        )
-    sources = sorted(SOURCES.glob("*.java"))
-    digest = hashlib.sha256(spark_version.encode())
-    for source in sources:
-        digest.update(source.name.encode() + source.read_bytes())
-    target = cache_dir() / "spark" / f"aeronio-fixed-scan-{digest.hexdigest()[:16]}.jar"
+    """The reader's jar for Spark `spark_version` (the session's): the package's (`SHIPPED`,
+    built with it) if it was compiled from this source against the same Spark major.minor,
+    else one compiled against the jars of SPARK_HOME or of the pyspark package on first use
+    (needs javac) and cached."""
+    digest = built.source_digest(SOURCES)
+    unfit = _unfit(spark_version, digest)
+    if unfit is None:
+        return SHIPPED
+    key = hashlib.sha256(f"{spark_version}\0{digest}".encode()).hexdigest()[:16]
+    target = cache_dir() / "spark" / f"aeronio-fixed-scan-{key}.jar"
     if target.exists():
         return target
-    javac = _javac()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as work:
-        classes = Path(work, "classes")
-        done = subprocess.run(
-            [javac, "--release", "17", "-nowarn", "-d", str(classes)]
-            + ["-cp", str(spark_jars / "*")]
-            + [str(s) for s in sources],
-            capture_output=True,
-            text=True,
+    if built.javac() is None:
+        raise SourceError(
+            f"read_fixed's JVM reader: {unfit}; compiling it for this Spark needs javac (a "
+            "JDK 17+, such as Debian's openjdk-17-jdk-headless) on PATH or in $JAVA_HOME/bin; "
+            'spark.read.format("aeronio") needs no JDK'
         )
-        if done.returncode:
-            raise SourceError(
-                f"read_fixed: compiling its JVM reader against {spark_jars} failed:\n"
-                f"{done.stderr.strip()}"
-            )
-        built = Path(work, target.name)
-        with zipfile.ZipFile(built, "w", zipfile.ZIP_DEFLATED) as z:
-            for path in sorted(classes.rglob("*.class")):
-                z.write(path, path.relative_to(classes).as_posix())
-        os.replace(built, target)  # whole or not at all, whoever compiles at the same time
-    return target
+    try:
+        return built.build(target, built.spark_jars(), spark_version, SOURCES)
+    except built.JarError as e:
+        raise SourceError(f"read_fixed: {e}") from e
+
+
+def _unfit(spark_version: str, digest: str) -> str | None:
+    """Why the package's jar cannot serve Spark `spark_version`; None if it can."""
+    if not SHIPPED.exists():
+        return f"the package has no {SHIPPED.name} (built with it where javac is at hand)"
+    attributes = built.manifest(SHIPPED)
+    if attributes.get(built.SOURCE_DIGEST) != digest:
+        return (
+            f"the package's {SHIPPED.name} was compiled from other Java source than the "
+            "package's (rebuild it: python -m aeronio.spark.build_jar)"
+        )
+    version = attributes.get(built.SPARK_VERSION, "unknown")
+    if version.split(".")[:2] != spark_version.split(".")[:2]:
+        return (
+            f"the package's {SHIPPED.name} was compiled against Spark {version}, this session "
+            f"runs Spark {spark_version}"
+        )
+    return None
 
 
 def enable(spark: SparkSession) -> None:
-    """Add the reader's jar to the session (once), and let this thread's JVM thread (PySpark
-    gives each Python thread one) find it: Spark looks data sources up in a thread's context
-    class loader."""
+    """Add the reader's jar (`jar`) to the session once (`ADD JAR`: the driver's class loader,
+    and SparkContext.addJar, which ships it to the executors), and let this thread's JVM thread
+    (PySpark gives each Python thread one) find it: Spark looks data sources up in a thread's
+    context class loader."""
     path = str(jar(spark.version))
     session = spark._jsparkSession
     if spark.conf.get(_ENABLED, None) != path:
@@ -194,7 +182,7 @@ def read_fixed(
     metadata_columns, driver_dir, start_position, end_position, max_partition_bytes,
     fail_on_data_loss), planned when this is called: recorded bytes that come later are not
     read. Filters are applied by Spark after the scan (none are pushed down); columns are
-    pruned. The first call compiles the reader (`jar`)."""
+    pruned. The reader is the package's jar, or compiled on first use (`jar`)."""
     struct = StructType.fromDDL(schema) if isinstance(schema, str) else schema
     if not isinstance(struct, StructType):
         raise SourceError(f"schema {schema!r} is not a struct of columns")
