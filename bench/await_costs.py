@@ -32,9 +32,9 @@ import subprocess
 import sys
 import tempfile
 
-AERONIO_CHILD = r"""
-import asyncio, json, sys, time
-import aeronio
+# Both children: N messages per step, INNER times; keep() takes each step's best.
+PRELUDE = r"""
+import json, sys, time
 
 N, INNER = int(sys.argv[1]), int(sys.argv[2])
 best = {}
@@ -42,6 +42,13 @@ best = {}
 def keep(name, seconds, count):
     ns = seconds / count * 1e9
     best[name] = min(best.get(name, ns), ns)
+"""
+
+AERONIO_CHILD = (
+    PRELUDE
+    + r"""
+import asyncio
+import aeronio
 
 async def main():
     async with aeronio.connect(term_buffer_sparse_file=False) as client:
@@ -120,17 +127,13 @@ async def main():
 asyncio.run(main())
 print(json.dumps(best))
 """
+)
 
-PYAERON_CHILD = r"""
-import json, sys, tempfile, time
+PYAERON_CHILD = (
+    PRELUDE
+    + r"""
+import tempfile
 import pyaeron
-
-N, INNER = int(sys.argv[1]), int(sys.argv[2])
-best = {}
-
-def keep(name, seconds, count):
-    ns = seconds / count * 1e9
-    best[name] = min(best.get(name, ns), ns)
 
 with tempfile.TemporaryDirectory(dir="/dev/shm") as dir:
     driver = pyaeron.MediaDriver(dir=dir + "/aeron", threading="shared")
@@ -178,6 +181,7 @@ with tempfile.TemporaryDirectory(dir="/dev/shm") as dir:
     driver.close()
 print(json.dumps(best))
 """
+)
 
 COLUMNS = ("try_offer", "await offer", "poll", "poll(h, 1)", "async for", "views")
 
