@@ -13,7 +13,13 @@
  * Completed awaitables
  *   `await x` on an object whose am_send slot returns PYGEN_RETURN completes without suspending
  *   the task and without an exception (CPython 3.10 and 3.11 ask am_send). Later versions call
- *   tp_iternext instead, which reports the value as StopIteration(value): correct, slower.
+ *   tp_iternext instead, which must report the value as a StopIteration. Making one per await
+ *   (an exception object, its args tuple, both tracked by the GC) costs as much as the rest of
+ *   the await, so on CPython 3.12 and 3.13 one StopIteration is kept and raised again, its value
+ *   and args[0] set to the new value, while nothing but this module holds it (the awaiting
+ *   frame took its value and let it go). One that somebody kept, or that gathered a traceback,
+ *   context, cause or notes (a `next()` in user code), is left to its holder and a new one is
+ *   kept instead: every StopIteration seen is what StopIteration(value) would be.
  */
 #ifndef AERONIO_CPYTHON_H
 #define AERONIO_CPYTHON_H
@@ -62,8 +68,60 @@ static PySendResult aio_completed_send(PyObject *self, PyObject *arg, PyObject *
 }
 #endif
 
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED) \
+    && !defined(PYPY_VERSION)
+#define AIO_REUSES_STOP_ITERATION 1
+#else
+#define AIO_REUSES_STOP_ITERATION 0
+#endif
+
+#if AIO_REUSES_STOP_ITERATION
+static PyObject *aio_stop_iteration; /* the StopIteration raised again; NULL until the first */
+
+/* Whether only this module holds `stop` and it is as StopIteration(x) made it. */
+static inline int aio_stop_iteration_is_free(PyObject *stop) {
+    PyBaseExceptionObject *e = (PyBaseExceptionObject *)stop;
+    return Py_REFCNT(stop) == 1 && e->dict == NULL && e->args != NULL && PyTuple_CheckExact(e->args)
+        && PyTuple_GET_SIZE(e->args) == 1 && Py_REFCNT(e->args) == 1 && e->traceback == NULL
+        && e->context == NULL && e->cause == NULL && e->notes == NULL && !e->suppress_context;
+}
+
+/* Raise StopIteration(value) (stealing `value`) with the kept instance; NULL. */
+static PyObject *aio_raise_stop_iteration(PyObject *value) {
+    PyObject *stop = aio_stop_iteration, *old_value, *old_arg;
+    if (stop == NULL || !aio_stop_iteration_is_free(stop)) {
+        PyObject *fresh = PyObject_CallOneArg(PyExc_StopIteration, Py_None);
+        if (fresh == NULL) {
+            Py_DECREF(value);
+            return NULL;
+        }
+        aio_stop_iteration = fresh;
+        Py_XDECREF(stop); /* its holder's now (or freed): after the swap, as it may run code */
+        stop = fresh;
+        if (!aio_stop_iteration_is_free(stop)) { /* not the shape expected: raise it once */
+            Py_DECREF(value);
+            PyErr_SetString(PyExc_SystemError, "StopIteration(None) has an unexpected shape");
+            return NULL;
+        }
+    }
+    Py_INCREF(stop); /* claimed: a re-entrant call (a __del__ run below) keeps a new one */
+    old_value = ((PyStopIterationObject *)stop)->value;
+    old_arg = PyTuple_GET_ITEM(((PyBaseExceptionObject *)stop)->args, 0);
+    Py_INCREF(value);
+    ((PyStopIterationObject *)stop)->value = value;
+    PyTuple_SET_ITEM(((PyBaseExceptionObject *)stop)->args, 0, value);
+    Py_XDECREF(old_value);
+    Py_XDECREF(old_arg);
+    PyErr_SetRaisedException(stop); /* steals the claim; the frame's fetch lets it go */
+    return NULL;
+}
+#endif
+
 static PyObject *aio_completed_next(PyObject *self) {
     PyObject *value = aio_completed_value(self);
+#if AIO_REUSES_STOP_ITERATION
+    return aio_raise_stop_iteration(value);
+#else
     if (PyTuple_Check(value) || PyExceptionInstance_Check(value)) {
         PyObject *wrapped = PyObject_CallOneArg(PyExc_StopIteration, value);
         Py_DECREF(value);
@@ -76,6 +134,7 @@ static PyObject *aio_completed_next(PyObject *self) {
         Py_DECREF(value);
     }
     return NULL;
+#endif
 }
 
 /* Give a type (with __await__ and __next__ already defined) the completed-awaitable slots. */

@@ -6,8 +6,11 @@ keep their lifetime rules."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import inspect
 import struct
+import sys
 
 import numpy as np
 import pytest
@@ -116,6 +119,92 @@ async def test_a_kept_awaitable_is_never_reused(aeron):
     a, b = sub.receive(), sub.receive()
     assert a is not b
     assert ((await a).data, (await b).data) == (b"one", b"two")
+
+
+def test_a_completed_offer_returns_its_position_through_am_send(aeron_loop_free_offer):
+    """PyIter_Send (am_send: how CPython 3.10/3.11 `await`, and C code on any version, drive an
+    awaitable) gives the position as PYGEN_RETURN, with no exception."""
+    awaitable, position = aeron_loop_free_offer
+    send = ctypes.pythonapi.PyIter_Send
+    send.argtypes = [ctypes.py_object, ctypes.py_object, ctypes.POINTER(ctypes.c_void_p)]
+    send.restype = ctypes.c_int
+    result = ctypes.c_void_p()
+    assert send(awaitable, None, ctypes.byref(result)) == 0  # PYGEN_RETURN
+    assert ctypes.cast(result, ctypes.py_object).value == position
+
+
+@pytest.fixture
+def aeron_loop_free_offer():
+    """(an offer's completed awaitable, its position), made on a loop that is then closed."""
+
+    async def make():
+        async with aeronio.connect() as client:
+            pub, _, _ = await connected_pair(client, 12)
+            awaitable = pub.offer(b"sent")
+            return awaitable, pub.position
+
+    return asyncio.run(make())
+
+
+@contextlib.contextmanager
+def stop_iterations_raised():
+    """The ids of the StopIterations raised meanwhile (seen by sys.monitoring's RAISE)."""
+    monitoring = sys.monitoring
+    tool = next(i for i in range(6) if monitoring.get_tool(i) is None)
+    ids: list[int] = []
+
+    def on_raise(code, offset, exception):
+        if type(exception) is StopIteration:
+            ids.append(id(exception))
+
+    monitoring.use_tool_id(tool, "test_async_fast_paths")
+    monitoring.register_callback(tool, monitoring.events.RAISE, on_raise)
+    monitoring.set_events(tool, monitoring.events.RAISE)
+    try:
+        yield ids
+    finally:
+        monitoring.set_events(tool, 0)
+        monitoring.register_callback(tool, monitoring.events.RAISE, None)
+        monitoring.free_tool_id(tool)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="3.11 awaits through am_send")
+async def test_completed_awaits_raise_one_reused_stop_iteration(aeron):
+    """From 3.12 `await` takes a completed awaitable's value from a StopIteration: the core
+    raises the same one each time (a new one per await costs as much as the rest of it)."""
+    pub, sub, _ = await connected_pair(aeron, 13)
+    blockers = []  # each takes the memory a freed StopIteration left: a new one gets a new id
+    with stop_iterations_raised() as ids:
+        for i in range(20):
+            assert await pub.offer(struct.pack("<I", i)) == 64 * (i + 1)
+            blockers.append(StopIteration(None))
+        messages = aiter(sub)
+        for i in range(20):
+            assert (await anext(messages)).data == struct.pack("<I", i)
+            blockers.append(StopIteration(None))
+        for i in range(20):
+            pub.try_offer(struct.pack("<I", i))
+        views = sub.messages(copy=False)
+        for i in range(20):
+            assert (await anext(views)).data == struct.pack("<I", i)
+            blockers.append(StopIteration(None))
+    assert len(ids) == 60 and len(set(ids)) == 1
+
+
+async def test_a_stop_iteration_somebody_keeps_is_never_changed(aeron):
+    """A completed awaitable's StopIteration caught in user code is StopIteration(value), and
+    stays so while later awaits complete."""
+    pub, _, _ = await connected_pair(aeron, 14)
+    with pytest.raises(StopIteration) as first:
+        next(pub.offer(b"one"))
+    assert (first.value.value, first.value.args) == (64, (64,))
+    assert [await pub.offer(b"x") for _ in range(3)] == [128, 192, 256]
+    with pytest.raises(StopIteration) as second:
+        next(pub.offer(b"two"))
+    assert second.value is not first.value
+    assert (first.value.value, first.value.args) == (64, (64,))
+    assert (second.value.value, second.value.args) == (320, (320,))
+    assert first.value.__traceback__ is not None and second.value.__context__ is None
 
 
 # -- async for ------------------------------------------------------------------------------
