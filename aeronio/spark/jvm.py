@@ -1,14 +1,15 @@
-"""The fixed-layout batch read in the JVM: `read_fixed(spark, schema, archive=DIR, ...)`.
+"""The JVM side of the Spark source: its jar, and `read_fixed(spark, schema, archive=DIR, ...)`.
 
-The "aeronio" Python data source hands Spark Arrow batches through a Python worker, and that
-hand-over alone costs more than Spark's whole Parquet scan (docs/benchmarks.md). For the
-commonest analytic read, fixed-layout records in batch, this module plans the read in Python
-exactly as the source does (options, catalog, partitions that never split a message) and hands
-the plan to a small DataSource V2 reader in the JVM (`java/*.java`, class `CLASS`): it maps each
-partition's segment file, walks its frames and gives Spark columnar batches of the records, with
-column pruning. No Python runs in the tasks.
+A Python data source hands Spark Arrow batches through a Python worker, and that hand-over
+alone costs more than Spark's whole Parquet scan (docs/benchmarks.md). So batch reads of an
+archive directory run in the JVM (`java/*.java`): `spark.read.format("aeronio")` is the
+DataSource V2 `io.aeronio.spark.AeronioSource` (registered by the jar's
+META-INF/services), which plans from the options alone and reads each partition's segment file
+into columnar batches; what it does not read (streaming, writes, remote archives, msgpack) it
+hands to the Python source, registered as `PYTHON_NAME`. `read_fixed` plans in Python and hands
+the plan to `CLASS`.
 
-The reader is compiled from the package's Java source against the running PySpark's jars, once
+The jar is compiled from the package's Java source against the running PySpark's jars, once
 (`jar`: it needs javac, a JDK 17+), cached under `cache_dir()`, and added to the session
 (`enable`).
 """
@@ -78,10 +79,11 @@ def jar(spark_version: str) -> Path:
             f"read_fixed compiles its JVM reader against Spark's jars: no {spark_jars}"
         )
     sources = sorted(SOURCES.glob("*.java"))
+    resources = sorted(p for p in SOURCES.rglob("*") if p.is_file() and p.suffix != ".java")
     digest = hashlib.sha256(spark_version.encode())
-    for source in sources:
-        digest.update(source.name.encode() + source.read_bytes())
-    target = cache_dir() / "spark" / f"aeronio-fixed-scan-{digest.hexdigest()[:16]}.jar"
+    for source in sources + resources:
+        digest.update(source.relative_to(SOURCES).as_posix().encode() + source.read_bytes())
+    target = cache_dir() / "spark" / f"aeronio-spark-{digest.hexdigest()[:16]}.jar"
     if target.exists():
         return target
     javac = _javac()
@@ -104,6 +106,8 @@ def jar(spark_version: str) -> Path:
         with zipfile.ZipFile(built, "w", zipfile.ZIP_DEFLATED) as z:
             for path in sorted(classes.rglob("*.class")):
                 z.write(path, path.relative_to(classes).as_posix())
+            for path in resources:  # META-INF/services: the "aeronio" short name
+                z.write(path, path.relative_to(SOURCES).as_posix())
         os.replace(built, target)  # whole or not at all, whoever compiles at the same time
     return target
 
