@@ -110,13 +110,9 @@ final class JsonRows implements PartitionReader<InternalRow> {
     } catch (Exception e) {
       Throwable cause = e.getCause() != null ? e.getCause() : e;
       throw Archive.error(
-          "layout json: the message at position " + position() + " of recording "
+          "layout json: the message at position " + frames.positionOf(row) + " of recording "
               + part.recordingId() + " does not decode: " + cause.getMessage());
     }
-  }
-
-  private long position() {
-    return frames.positionOf(row);
   }
 
   @Override
