@@ -19,15 +19,27 @@ Setup (untimed):
   arrow    and to one Arrow IPC file, in record batches of the rows the source decodes at a
            time (the floor path below).
 
+  json     the same records as JSON objects ({"ts": .., "symbol": .., "price": .., "qty": ..,
+           "seq": ..}, padded with spaces to JSON_WIDTH bytes), recorded as a second recording
+           (stream JSON_STREAM_ID), and written to a Parquet file of one string column; the
+           raw payloads (the 32-byte records) to a Parquet file of one binary column.
+
 Timed, each path as `df.groupBy("symbol").agg(count(*), sum(qty), avg(price),
-max(ts)).collect()`, in one SparkSession (local[2] by default, see --master):
+max(ts)).collect()` (the raw paths: `count(*), sum(length(data)), sum(crc32(data))`), in one
+SparkSession (local[2] by default, see --master):
 
   aeronio   spark.read.format("aeronio").option("archive", DIR).option("layout", "fixed")
-            .schema(SCHEMA).load(): the source's defaults, a partition per segment file (one,
-            with 1 GiB segments); it yields Arrow record batches (numpy views of the payloads,
-            no Python per row)
-  split     the same with .option("max_partition_bytes", P): P (--max-partition-bytes) splits
-            the recording into a partition per core, as Spark's 128 MB splits do Parquet's file
+            .schema(SCHEMA).option("max_partition_bytes", P).load(): the JVM source, P
+            (--max-partition-bytes) splitting the recording into a partition per core, as
+            Spark's 128 MB splits do Parquet's file (vs parquet)
+  raw       format("aeronio") of the same recording, layout raw: column data (vs parquet_raw:
+            spark.read.parquet of the payloads as a binary column)
+  json      format("aeronio") of the JSON recording, layout json, .schema(SCHEMA) (vs
+            parquet_json: spark.read.parquet of the JSON strings, parsed by from_json(SCHEMA))
+  python    spark.read.format("aeronio_python"): the Python source (the oracle), its
+            defaults, a partition per segment file (one, with 1 GiB segments); it yields Arrow
+            record batches (numpy views of the payloads, no Python per row)
+  split     the same with .option("max_partition_bytes", P)
   jvm       aeronio.spark.read_fixed(spark, SCHEMA, DIR, max_partition_bytes=P): split's
             plan, read by the JVM reader (columnar batches, no Python in the tasks; its jar
             compiled before the runs, in the warm-up round at the latest)
@@ -49,7 +61,7 @@ are read from the page cache (written just before, and smaller than the memory).
 
     python bench/spark_read.py --quick
     python bench/spark_read.py --markdown --out spark.md
-    python bench/spark_read.py --paths aeronio,parquet --profile 20
+    python bench/spark_read.py --paths aeronio,parquet,raw,parquet_raw,json,parquet_json
 """
 
 from __future__ import annotations
@@ -88,6 +100,7 @@ from reports import (
 import aeronio
 from aeronio import archive
 from aeronio.spark.reader import CHUNK_BYTES
+from aeronio.spark.source import PYTHON_NAME
 
 RECORD = np.dtype(
     [("ts", "<i8"), ("symbol", "<i4"), ("price", "<f8"), ("qty", "<i4"), ("seq", "<i8")]
@@ -98,14 +111,26 @@ TS_BASE = 1_700_000_000_000_000_000  # ns
 ROWS_FORMAT = "aeronio_bench_rows"
 ARROW_FORMAT = "aeronio_bench_arrow"
 
+JSON_STREAM_ID = 1002
+JSON_WIDTH = 96  # bytes of a JSON record, padded with spaces: a 128-byte frame
+
 PATHS = {
-    "aeronio": "aeronio: layout fixed, Arrow batches",
-    "split": "split: aeronio + max_partition_bytes",
+    "aeronio": "aeronio: JVM, layout fixed",
+    "raw": "raw: JVM, layout raw",
+    "json": "json: JVM, layout json",
+    "python": "python: layout fixed, Arrow batches",
+    "split": "split: python + max_partition_bytes",
     "jvm": "jvm: aeronio.spark.read_fixed",
     "rows": "rows: split, row by row (bench reader)",
     "arrow": "arrow: floor, IPC batches (bench reader)",
     "parquet": "parquet: spark.read.parquet",
+    "parquet_raw": "parquet_raw: payloads, binary",
+    "parquet_json": "parquet_json: JSON, from_json",
 }
+# Each path's Parquet baseline (same rows, same query) and the speed it must reach over it.
+BASELINE = {"raw": "parquet_raw", "json": "parquet_json", "parquet_raw": None, "parquet_json": None}
+TARGET = {"aeronio": 2.0, "raw": 1.5, "json": 1.0}
+RAW_PATHS = ("raw", "parquet_raw")
 SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)\s*$", re.IGNORECASE)
 
 
@@ -172,6 +197,34 @@ def make_records(n: int, symbols: int, seed: int = 13) -> np.ndarray:
     return records
 
 
+def json_records(records: np.ndarray) -> np.ndarray:
+    """The records as JSON objects, each padded with spaces to JSON_WIDTH bytes: (n, width)
+    uint8 (made a million at a time)."""
+    out = np.empty((len(records), JSON_WIDTH), np.uint8)
+    step = 1 << 20
+    for start in range(0, len(records), step):
+        part = records[start : start + step]
+        text = "".join(
+            f'{{"ts":{t},"symbol":{s},"price":{p!r},"qty":{q},"seq":{i}}}'.ljust(JSON_WIDTH)
+            for t, s, p, q, i in zip(
+                part["ts"].tolist(), part["symbol"].tolist(), part["price"].tolist(),
+                part["qty"].tolist(), part["seq"].tolist(), strict=True,
+            )
+        ).encode()  # fmt: skip
+        check(len(text) == len(part) * JSON_WIDTH, f"a JSON record is over {JSON_WIDTH} B")
+        out[start : start + len(part)] = np.frombuffer(text, np.uint8).reshape(-1, JSON_WIDTH)
+    return out
+
+
+def expected_raw(records: np.ndarray) -> dict[int, tuple]:
+    """{0: (count, sum(length(data)), sum(crc32(data)))} of the payloads, as zlib computes."""
+    import zlib
+
+    raw = records.view(np.uint8).reshape(len(records), RECORD.itemsize)
+    crc = sum(zlib.crc32(row) for row in map(bytes, raw))
+    return {0: (len(records), len(records) * RECORD.itemsize, crc)}
+
+
 def expected_aggregates(records: np.ndarray, symbols: int) -> dict[int, tuple]:
     """{symbol: (count, sum(qty), avg(price), max(ts))} as numpy computes them."""
     symbol = records["symbol"]
@@ -187,9 +240,12 @@ def expected_aggregates(records: np.ndarray, symbols: int) -> dict[int, tuple]:
     }
 
 
-async def _record(records: np.ndarray, archive_dir: Path, opts: Options) -> dict:
+async def _record(
+    payloads: dict[int, np.ndarray], archive_dir: Path, opts: Options
+) -> dict[int, dict]:
+    """Each stream id's payloads ((n, size) uint8) recorded, one recording each."""
     channel = f"aeron:ipc?term-length={opts.term_length}"
-    raw = records.view(np.uint8).reshape(len(records), RECORD.itemsize)
+    out = {}
     async with aeronio.connect(term_buffer_sparse_file=False) as aeron:
         async with archive.Archive.launch(
             aeron,
@@ -198,54 +254,79 @@ async def _record(records: np.ndarray, archive_dir: Path, opts: Options) -> dict
             **archive.LOCAL_ARCHIVE,
         ):
             async with archive.connect(aeron, **archive.LOCAL) as client:
-                await client.start_recording(channel, STREAM_ID, archive.SourceLocation.LOCAL)
-                publication = await aeron.add_exclusive_publication(channel, STREAM_ID)
-                try:
-                    while (
-                        rid := await client.find_last_matching_recording(
-                            0, "aeron:ipc", STREAM_ID, publication.session_id
-                        )
-                    ) < 0:
-                        await asyncio.sleep(0.001)
-                    started = time.perf_counter()
-                    rows, n = opts.batch_rows, len(raw)
-                    for start in range(0, n, rows):
-                        await publication.offer_batch(raw[start : start + rows])
-                    end = publication.position
-                    while await client.get_recording_position(rid) < end:
-                        await asyncio.sleep(0.001)
-                    elapsed = time.perf_counter() - started
-                finally:
-                    await publication.close()
-                await client.stop_recording(channel, STREAM_ID)
-                descriptor = await client.list_recording(rid)
+                for stream_id, raw in payloads.items():
+                    out[stream_id] = await _record_one(client, aeron, channel, stream_id, raw, opts)
+    return out
+
+
+async def _record_one(client, aeron, channel: str, stream_id: int, raw: np.ndarray, opts) -> dict:
+    """One recording of `raw` ((n, size) uint8: offer_batch of --batch-rows at a time)."""
+    await client.start_recording(channel, stream_id, archive.SourceLocation.LOCAL)
+    publication = await aeron.add_exclusive_publication(channel, stream_id)
+    try:
+        while (
+            rid := await client.find_last_matching_recording(
+                0, "aeron:ipc", stream_id, publication.session_id
+            )
+        ) < 0:
+            await asyncio.sleep(0.001)
+        started = time.perf_counter()
+        rows, n = opts.batch_rows, len(raw)
+        for start in range(0, n, rows):
+            await publication.offer_batch(raw[start : start + rows])
+        end = publication.position
+        while await client.get_recording_position(rid) < end:
+            await asyncio.sleep(0.001)
+        elapsed = time.perf_counter() - started
+    finally:
+        await publication.close()
+    await client.stop_recording(channel, stream_id)
+    descriptor = await client.list_recording(rid)
     check(descriptor is not None, f"recording {rid} is not in the catalog")
     check(
         descriptor.stop_position == end,
         f"recording {rid} stopped at {descriptor.stop_position}, not {end}",
     )
-    check(end == 64 * len(records), f"recording {rid} holds {end} B, not 64 per record")
+    frame = (raw.shape[1] + 32 + 31) // 32 * 32
+    check(end == frame * len(raw), f"recording {rid} holds {end} B, not {frame} per record")
     return {"recording_id": rid, "end": end, "seconds": elapsed}
 
 
-def record(records: np.ndarray, archive_dir: Path, opts: Options) -> dict:
+def record(payloads: dict[int, np.ndarray], archive_dir: Path, opts: Options) -> dict[int, dict]:
     async def bounded():
         try:
-            return await asyncio.wait_for(_record(records, archive_dir, opts), opts.timeout)
+            return await asyncio.wait_for(_record(payloads, archive_dir, opts), opts.timeout)
         except TimeoutError:
             raise BenchError(f"recording did not finish within {opts.timeout} s") from None
 
     return asyncio.run(bounded())
 
 
-def write_files(records: np.ndarray, parquet: Path, arrow: Path, batch_rows: int) -> None:
-    """The records as one Parquet file (snappy, row groups of 1 Mi rows) and one Arrow IPC
-    file (record batches of `batch_rows`)."""
+def write_files(
+    records: np.ndarray, json: np.ndarray | None, base: Path, arrow: Path, batch_rows: int
+) -> None:
+    """The records as Parquet files (snappy, row groups of 1 Mi rows: the columns, the payloads
+    as binary column data, the JSON records as string column json) and one Arrow IPC file
+    (record batches of `batch_rows`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    def fixed_width(kind, rows: np.ndarray) -> pa.Array:
+        n, width = rows.shape
+        offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64)
+        return pa.Array.from_buffers(
+            kind, n, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(rows))]
+        )
+
+    def parquet(name: str, table: pa.Table) -> None:
+        pq.write_table(table, base / name, compression="snappy", row_group_size=1 << 20)
+
     table = pa.table({name: records[name] for name in RECORD.names})
-    pq.write_table(table, parquet, compression="snappy", row_group_size=1 << 20)
+    parquet("records.parquet", table)
+    raw = records.view(np.uint8).reshape(len(records), RECORD.itemsize)
+    parquet("raw.parquet", pa.table({"data": fixed_width(pa.large_binary(), raw)}))
+    if json is not None:
+        parquet("json.parquet", pa.table({"json": fixed_width(pa.large_string(), json)}))
     with pa.OSFile(str(arrow), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         for batch in table.to_batches(max_chunksize=batch_rows):
             writer.write_batch(batch)
@@ -357,16 +438,19 @@ def spark_session(opts: Options):
     return session
 
 
-def frames(spark, archive_dir: Path, parquet: Path, arrow: Path, opts: Options) -> dict:
+def frames(spark, archive_dir: Path, base: Path, arrow: Path, opts: Options) -> dict:
     """path -> a function making the path's DataFrame."""
+    from pyspark.sql import functions as F
 
-    def recorded(name: str, split: bool):
+    def recorded(name: str, split: bool, layout: str = "fixed", stream_id: int = STREAM_ID):
         reader = (
             spark.read.format(name)
             .option("archive", str(archive_dir))
-            .option("layout", "fixed")
-            .schema(SCHEMA)
+            .option("layout", layout)
+            .option("stream_id", stream_id)
         )
+        if layout != "raw":
+            reader = reader.schema(SCHEMA)
         if split and opts.max_partition_bytes:
             reader = reader.option("max_partition_bytes", opts.max_partition_bytes)
         return reader.load()
@@ -384,20 +468,36 @@ def frames(spark, archive_dir: Path, parquet: Path, arrow: Path, opts: Options) 
             .load()
         )
 
+    def parquet_json():
+        df = spark.read.parquet(str(base / "json.parquet"))
+        return df.select(F.from_json("json", SCHEMA).alias("r")).select("r.*")
+
     return {
-        "aeronio": lambda: recorded("aeronio", False),
-        "split": lambda: recorded("aeronio", True),
-        "jvm": lambda: aeronio.spark.read_fixed(spark, SCHEMA, archive_dir, **split_option),
+        "aeronio": lambda: recorded("aeronio", True),
+        "raw": lambda: recorded("aeronio", True, "raw"),
+        "json": lambda: recorded("aeronio", True, "json", JSON_STREAM_ID),
+        "python": lambda: recorded(PYTHON_NAME, False),
+        "split": lambda: recorded(PYTHON_NAME, True),
+        "jvm": lambda: aeronio.spark.read_fixed(
+            spark, SCHEMA, archive_dir, stream_id=STREAM_ID, **split_option
+        ),
         "rows": lambda: recorded(ROWS_FORMAT, True),
         "arrow": arrow_file,
-        "parquet": lambda: spark.read.parquet(str(parquet)),
+        "parquet": lambda: spark.read.parquet(str(base / "records.parquet")),
+        "parquet_raw": lambda: spark.read.parquet(str(base / "raw.parquet")),
+        "parquet_json": parquet_json,
     }
 
 
-def aggregate(df) -> list:
+def aggregate(df, path: str) -> dict:
+    """The path's query, collected: {symbol: (count, sum(qty), avg(price), max(ts))}, or for
+    the raw paths {0: (count, sum(length(data)), sum(crc32(data)))}."""
     from pyspark.sql import functions as F
 
-    return (
+    if path in RAW_PATHS:
+        row = df.agg(F.count(F.lit(1)), F.sum(F.length("data")), F.sum(F.crc32("data"))).first()
+        return {0: tuple(row)}
+    rows = (
         df.groupBy("symbol")
         .agg(
             F.count(F.lit(1)).alias("n"),
@@ -407,16 +507,17 @@ def aggregate(df) -> list:
         )
         .collect()
     )
+    return {r["symbol"]: (r["n"], r["qty"], r["avg_price"], r["max_ts"]) for r in rows}
 
 
-def check_aggregates(path: str, rows: list, expected: dict) -> None:
-    got = {r["symbol"]: (r["n"], r["qty"], r["avg_price"], r["max_ts"]) for r in rows}
+def check_aggregates(path: str, got: dict, expected: dict) -> None:
+    expected = expected["raw" if path in RAW_PATHS else "records"]
     if got != expected:
         wrong = sorted(s for s in set(got) | set(expected) if got.get(s) != expected.get(s))
         s = wrong[0]
         raise BenchError(
-            f"{path}: the aggregates differ from numpy's for {len(wrong)} symbol(s); symbol "
-            f"{s}: (count, sum(qty), avg(price), max(ts)) {got.get(s)} != {expected.get(s)}"
+            f"{path}: the aggregates differ from numpy's for {len(wrong)} group(s); group "
+            f"{s}: {got.get(s)} != {expected.get(s)}"
         )
 
 
@@ -487,7 +588,7 @@ def timed_run(make_df, path: str, expected: dict, meter: CpuMeter) -> tuple[floa
     """(seconds, CPU seconds used) of one checked aggregation."""
     before = meter.sample()
     started = time.perf_counter()
-    rows = aggregate(make_df())
+    rows = aggregate(make_df(), path)
     elapsed = time.perf_counter() - started
     used = meter.sample() - before
     check_aggregates(path, rows, expected)
@@ -602,12 +703,12 @@ def profile_spark(spark, dfs: dict, paths: list[str], expected: dict, top: int, 
             seconds.append(time.perf_counter() - started)
         best = min(seconds)
         progress(f"  {path}: the scan alone (write.format('noop')), best of 3: {best:.3f} s")
-    for path in (p for p in ("aeronio", "split") if p in paths):
+    for path in (p for p in ("python", "split") if p in paths):
         where = base / f"profiles-{path}"
         spark.conf.set("spark.sql.pyspark.dataSource.profiler", "perf")
         try:
             spark.profile.clear()
-            check_aggregates(path, aggregate(dfs[path]()), expected)
+            check_aggregates(path, aggregate(dfs[path](), path), expected)
             spark.profile.dump(str(where), type="perf")
         finally:
             spark.conf.unset("spark.sql.pyspark.dataSource.profiler")
@@ -645,11 +746,17 @@ HEADERS = [
 RIGHT = {1, 2, 3, 4, 5, 6, 7, 8}
 
 
+def baseline(cells: dict[str, Cell], path: str) -> float | None:
+    """The rows/s of the path's Parquet baseline (none for the baselines)."""
+    name = BASELINE.get(path, "parquet")
+    cell = cells.get(name) if name and name != path else None
+    return cell.rate if cell else None
+
+
 def table(cells: dict[str, Cell]):
-    parquet = cells.get("parquet")
-    base = parquet.rate if parquet else None
     rows = []
     for path, c in cells.items():
+        base = baseline(cells, path)
         jvm = median_or_none([u.jvm for u in c.cpu])
         py = median_or_none([u.python for u in c.cpu])
         others = median_or_none([u.others + u.steal for u in c.cpu])
@@ -661,7 +768,7 @@ def table(cells: dict[str, Cell]):
                 f"{c.bytes_read / 1e6:,.0f}",
                 fmt(median_or_none(c.seconds), ".3f"),
                 fmt(c.rate, ",.0f"),
-                fmt_x(c.rate / base) if base and c.rate and path != "parquet" else "",
+                fmt_x(c.rate / base) if base and c.rate else "",
                 f"{fmt(jvm, '.2f')} + {fmt(py, '.2f')}",
                 fmt(others, ".2f"),
                 span(c.rates),
@@ -673,12 +780,13 @@ def table(cells: dict[str, Cell]):
 def targets(cells: dict[str, Cell]) -> list[str]:
     out = []
     rate = {p: c.rate for p, c in cells.items()}
-    for path in ("aeronio", "split", "jvm"):
-        if rate.get(path) and rate.get("parquet"):
-            ratio = rate[path] / rate["parquet"]
+    for path in ("aeronio", "raw", "json", "python", "split", "jvm"):
+        base = baseline(cells, path)
+        if rate.get(path) and base:
+            ratio, target = rate[path] / base, TARGET.get(path, 1.0)
             out.append(
-                f"{PATHS[path]} at least Parquet's rows/s: {rate[path]:,.0f} vs "
-                f"{rate['parquet']:,.0f} = {fmt_x(ratio)} -> {verdict(ratio >= 1.0)}"
+                f"{PATHS[path]} at least {target:g}x {BASELINE.get(path, 'parquet')}'s rows/s: "
+                f"{rate[path]:,.0f} vs {base:,.0f} = {fmt_x(ratio)} -> {verdict(ratio >= target)}"
             )
     if rate.get("split") and rate.get("rows"):
         out.append(
@@ -799,20 +907,29 @@ def run(args, argv, opts: Options, paths: list[str], base: Path) -> int:
 
     n = opts.count
     info = machine_info(with_load=True)
-    archive_dir, parquet, arrow = base / "archive", base / "records.parquet", base / "records.arrow"
+    archive_dir, arrow = base / "archive", base / "records.arrow"
+    parquet = base / "records.parquet"
     progress(f"{n:,} records of {RECORD.itemsize} B ({SCHEMA}) in {base}")
     started = time.perf_counter()
     records = make_records(n, opts.symbols)
-    expected = expected_aggregates(records, opts.symbols)
+    expected = {"records": expected_aggregates(records, opts.symbols)}
+    if any(p in RAW_PATHS for p in paths):
+        expected["raw"] = expected_raw(records)
+    json = json_records(records) if {"json", "parquet_json"} & set(paths) else None
     progress(f"    made, and aggregated by numpy, in {time.perf_counter() - started:.1f} s")
-    recorded = record(records, archive_dir, opts)
+    payloads = {STREAM_ID: records.view(np.uint8).reshape(n, RECORD.itemsize)}
+    if json is not None:
+        payloads[JSON_STREAM_ID] = json
+    recordings = record(payloads, archive_dir, opts)
+    recorded = recordings[STREAM_ID]
     record_rate = n / recorded["seconds"]
     progress(
         f"    recorded: {recorded['end']:,} B in {recorded['seconds']:.2f} s "
         f"({record_rate / 1e6:.1f} M records/s, offer_batch of {opts.batch_rows})"
     )
     started = time.perf_counter()
-    write_files(records, parquet, arrow, opts.batch_records)
+    write_files(records, json, base, arrow, opts.batch_records)
+    del json
     progress(
         f"    Parquet {parquet.stat().st_size:,} B, Arrow IPC {arrow.stat().st_size:,} B, "
         f"written in {time.perf_counter() - started:.1f} s"
@@ -823,8 +940,13 @@ def run(args, argv, opts: Options, paths: list[str], base: Path) -> int:
     spark = spark_session(opts)
     progress(f"    SparkSession ({opts.master}) in {time.perf_counter() - started:.1f} s")
     try:
-        dfs = frames(spark, archive_dir, parquet, arrow, opts)
-        read_bytes = {"parquet": parquet.stat().st_size, "arrow": arrow.stat().st_size}
+        dfs = frames(spark, archive_dir, base, arrow, opts)
+        files = {"parquet_raw": "raw.parquet", "parquet_json": "json.parquet"}
+        read_bytes = {p: (base / f).stat().st_size for p, f in files.items() if p in paths}
+        read_bytes["parquet"] = parquet.stat().st_size
+        read_bytes["arrow"] = arrow.stat().st_size
+        if JSON_STREAM_ID in recordings:
+            read_bytes["json"] = recordings[JSON_STREAM_ID]["end"]
         cells = {
             p: Cell(p, n, dfs[p]().rdd.getNumPartitions(), read_bytes.get(p, recorded["end"]))
             for p in paths
@@ -844,7 +966,7 @@ def run(args, argv, opts: Options, paths: list[str], base: Path) -> int:
             f"{sum(u.steal for u in used):.1f} s (of {cores * wall:.0f} core-seconds)"
         )
         if args.profile:
-            if "aeronio" in paths:
+            if "python" in paths:
                 profile_decode(archive_dir, opts, args.profile)
             profile_spark(spark, dfs, paths, expected, args.profile, base)
     finally:

@@ -23,7 +23,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     ) from e
 
 from aeronio.spark.decode import raw_schema
-from aeronio.spark.jvm import read_fixed
+from aeronio.spark.jvm import enable, read_fixed
 from aeronio.spark.recordings import DataLossError, SourceError
 from aeronio.spark.source import AeronioDataSource
 
@@ -32,9 +32,12 @@ if TYPE_CHECKING:
 
 
 def register(spark: SparkSession) -> None:
-    """Register the "aeronio" format with the session. Its options choose what is read
-    (recordings, positions); Spark applies a query's filters to the rows read."""
+    """Register the "aeronio" format with the session: the JVM source's jar (`jvm.enable`),
+    and the Python source it hands streaming reads, writes, remote archives and msgpack to
+    (as "aeronio_python"). Its options choose what is read (recordings, positions); Spark
+    applies a query's filters to the rows read."""
     spark.dataSource.register(AeronioDataSource)
+    enable(spark)
 
 
 # What Spark needs to run on one host, whatever the host's name resolves to: the driver on the

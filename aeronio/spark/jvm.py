@@ -1,12 +1,13 @@
-"""The fixed-layout batch read in the JVM: `read_fixed(spark, schema, archive=DIR, ...)`.
+"""The JVM side of the Spark source: its jar, and `read_fixed(spark, schema, archive=DIR, ...)`.
 
-The "aeronio" Python data source hands Spark Arrow batches through a Python worker, and that
-hand-over alone costs more than Spark's whole Parquet scan (docs/benchmarks.md). For the
-commonest analytic read, fixed-layout records in batch, this module plans the read in Python
-exactly as the source does (options, catalog, partitions that never split a message) and hands
-the plan to a small DataSource V2 reader in the JVM (`java/*.java`, class `CLASS`): it maps each
-partition's segment file, walks its frames and gives Spark columnar batches of the records, with
-column pruning. No Python runs in the tasks.
+A Python data source hands Spark Arrow batches through a Python worker, and that hand-over
+alone costs more than Spark's whole Parquet scan (docs/benchmarks.md). So batch reads of an
+archive directory run in the JVM (`java/*.java`): `spark.read.format("aeronio")` is the
+DataSource V2 `io.aeronio.spark.AeronioSource` (registered by the jar's
+META-INF/services), which plans from the options alone and reads each partition's segment file
+into columnar batches; what it does not read (streaming, writes, remote archives, msgpack) it
+hands to the Python source, registered as `PYTHON_NAME`. `read_fixed` plans in Python and hands
+the plan to `CLASS`.
 
 The reader's jar is the package's own (aeronio.spark.jar: built with the package, checked here
 against the running Spark), else compiled from the package's Java source against the running
@@ -30,7 +31,7 @@ from aeronio.spark import reader as rd
 from aeronio.spark.decode import Decoder
 from aeronio.spark.options import read_options
 from aeronio.spark.recordings import SourceError
-from aeronio.spark.source import BatchReader
+from aeronio.spark.source import PYTHON_NAME, BatchReader
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -61,19 +62,19 @@ def jar(spark_version: str) -> Path:
     if unfit is None:
         return SHIPPED
     key = hashlib.sha256(f"{spark_version}\0{digest}".encode()).hexdigest()[:16]
-    target = cache_dir() / "spark" / f"aeronio-fixed-scan-{key}.jar"
+    target = cache_dir() / "spark" / f"aeronio-spark-{key}.jar"
     if target.exists():
         return target
     if built.javac() is None:
         raise SourceError(
-            f"read_fixed's JVM reader: {unfit}; compiling it for this Spark needs javac (a "
-            "JDK 17+, such as Debian's openjdk-17-jdk-headless) on PATH or in $JAVA_HOME/bin; "
-            'spark.read.format("aeronio") needs no JDK'
+            f'the JVM reader (format("aeronio"), read_fixed): {unfit}; compiling it for '
+            "this Spark needs javac (a JDK 17+, such as Debian's openjdk-17-jdk-headless) on "
+            f'PATH or in $JAVA_HOME/bin; format("{PYTHON_NAME}") needs no JDK'
         )
     try:
         return built.build(target, built.spark_jars(), spark_version, SOURCES)
     except built.JarError as e:
-        raise SourceError(f"read_fixed: {e}") from e
+        raise SourceError(f"the JVM reader: {e}") from e
 
 
 def _unfit(spark_version: str, digest: str) -> str | None:

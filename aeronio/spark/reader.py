@@ -47,7 +47,8 @@ def split(
     trusted: bool = False,
 ) -> list[Part]:
     """Parts of [start, stop): one per segment, or per run of whole terms of at most
-    `max_bytes` (at least a term), each reading to the end of its last term (or read_limit).
+    `max_bytes` (at least a term) within a segment, each reading to the end of its last term
+    (or read_limit).
     The first scans from `start` when it is `trusted` to be a frame boundary, else from the
     start of its term."""
     if stop <= start:
@@ -58,7 +59,7 @@ def split(
     base = r.layout.base_position
     parts, low = [], start
     while low < stop:
-        high = min(stop, base + ((low - base) // step + 1) * step)
+        high = min(stop, base + ((low - base) // step + 1) * step, r.segment_end(low))
         limit = min(read_limit, r.term_end(high - 1))
         first = low if trusted or low != start else r.known_boundary(low)
         parts.append(Part(r, first, low, high, limit))

@@ -1,5 +1,6 @@
-"""The "aeronio" Python data source: batch and streaming reads of an archive's recordings, and
-a sink that publishes rows (see docs/spark.md)."""
+"""The Python data source "aeronio_python": batch and streaming reads of an archive's
+recordings, and a sink that publishes rows (see docs/spark.md). `format("aeronio")`, the JVM
+source (jvm.py), reads archive directories in batch itself and hands it everything else."""
 
 from __future__ import annotations
 
@@ -277,14 +278,18 @@ class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow
         self.close()
 
 
+PYTHON_NAME = "aeronio_python"  # the JVM source's AeronioSource.PYTHON
+
+
 class AeronioDataSource(DataSource):
-    """`spark.read.format("aeronio")`, `spark.readStream...`, `df.write...`,
-    `df.writeStream...`: register with `aeronio.spark.register(spark)`."""
+    """`spark.readStream.format("aeronio")`, `df.write...`, `df.writeStream...` and reads of a
+    remote archive or the msgpack layout, through the JVM source; every read as
+    `format("aeronio_python")`: register with `aeronio.spark.register(spark)`."""
 
     @classmethod
     def name(cls) -> str:
-        """The format name: `spark.read.format("aeronio")`."""
-        return "aeronio"
+        """The format name Spark knows it by (the JVM source's is "aeronio")."""
+        return PYTHON_NAME
 
     def schema(self) -> StructType:
         """The schema without `.schema(...)`: the raw columns (`layout` raw only)."""

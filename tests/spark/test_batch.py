@@ -60,8 +60,14 @@ def recorded(host):
     return out
 
 
-def read(spark, host, **options):
-    reader = spark.read.format("aeronio").option("archive", str(host.archive_dir))
+@pytest.fixture(params=["aeronio", "aeronio_python"])
+def source(request):
+    """Each test reads through both: the JVM source and the Python one, its oracle."""
+    return request.param
+
+
+def read(spark, source, host, **options):
+    reader = spark.read.format(source).option("archive", str(host.archive_dir))
     schema = options.pop("schema", None)
     if schema is not None:
         reader = reader.schema(schema)
@@ -77,50 +83,52 @@ def rows(df) -> list[tuple]:
 # -- rows ---------------------------------------------------------------------------------
 
 
-def test_every_row_is_what_was_published(spark, host, recorded):
+def test_every_row_is_what_was_published(spark, source, host, recorded):
     a, b = recorded["a"], recorded["b"]
     assert a.end > 8 * SEGMENT  # many segment files
     assert any(len(d) > 1376 for _, _, d in a.rows)  # fragmented messages
-    df = read(spark, host, stream_id=101)
+    df = read(spark, source, host, stream_id=101)
     assert [f.name for f in df.schema.fields] == [
         "recording_id", "session_id", "stream_id", "channel", "position", "length",
         "reserved_value", "data",
     ]  # fmt: skip
     assert rows(df) == rows_of(a)
-    everything = rows(read(spark, host))
+    everything = rows(read(spark, source, host))
     assert [r for r in everything if r[0] == b.recording_id] == rows_of(b)
     assert len(everything) == sum(
         len(recorded[k].rows) for k in ("a", "b", "fixed", "msgpack", "json")
     )
 
 
-def test_a_partition_per_segment_or_per_run_of_terms(spark, host, recorded):
+def test_a_partition_per_segment_or_per_run_of_terms(spark, source, host, recorded):
     a = recorded["a"]
     segments = len(list(Path(host.archive_dir).glob(f"{a.recording_id}-*.rec")))
-    assert read(spark, host, recording_ids=a.recording_id).rdd.getNumPartitions() == segments
-    per_term = read(spark, host, recording_ids=a.recording_id, max_partition_bytes="64k")
+    assert (
+        read(spark, source, host, recording_ids=a.recording_id).rdd.getNumPartitions() == segments
+    )
+    per_term = read(spark, source, host, recording_ids=a.recording_id, max_partition_bytes="64k")
     assert per_term.rdd.getNumPartitions() == (a.end + TERM - 1) // TERM
     assert rows(per_term) == rows_of(a)
 
 
-def test_a_raw_schema_may_be_a_subset_of_the_columns(spark, host, recorded):
+def test_a_raw_schema_may_be_a_subset_of_the_columns(spark, source, host, recorded):
     b = recorded["b"]
-    df = read(spark, host, schema="data binary, position long", stream_id=102)
+    df = read(spark, source, host, schema="data binary, position long", stream_id=102)
     assert rows(df) == sorted((d, p) for p, _, d in b.rows)
 
 
 # -- options and filters ------------------------------------------------------------------
 
 
-def test_selection_options(spark, host, recorded):
+def test_selection_options(spark, source, host, recorded):
     a, b = recorded["a"], recorded["b"]
     ids = f"{a.recording_id},{b.recording_id}"
-    assert rows(read(spark, host, recording_ids=ids)) == sorted(rows_of(a) + rows_of(b))
-    assert rows(read(spark, host, channel="alias=b")) == rows_of(b)
-    assert rows(read(spark, host, channel="alias=b", stream_id=101)) == []
+    assert rows(read(spark, source, host, recording_ids=ids)) == sorted(rows_of(a) + rows_of(b))
+    assert rows(read(spark, source, host, channel="alias=b")) == rows_of(b)
+    assert rows(read(spark, source, host, channel="alias=b", stream_id=101)) == []
     # positions need not be message starts: messages that start in [start, end)
     start, end = a.rows[100][0] + 8, a.rows[700][0] + 1
-    got = rows(read(spark, host, stream_id=101, start_position=start, end_position=end))
+    got = rows(read(spark, source, host, stream_id=101, start_position=start, end_position=end))
     assert got == [r for r in rows_of(a) if start <= r[4] < end]
     assert got[0][4] == a.rows[101][0] and got[-1][4] == a.rows[700][0]
 
@@ -132,32 +140,34 @@ def test_the_local_session_gives_python_workers_time_on_a_busy_host(spark):
     assert os.environ["SPARK_AUTH_SOCKET_TIMEOUT"] == "120"  # what Python's sockets take
 
 
-def test_filters_on_every_column_are_exact(spark, host, recorded):
+def test_filters_on_every_column_are_exact(spark, source, host, recorded):
     from pyspark.sql.functions import col
 
     a, b = recorded["a"], recorded["b"]
     low, high = a.rows[200][0], a.rows[900][0]
-    df = read(spark, host).where(
+    df = read(spark, source, host).where(
         (col("recording_id") == a.recording_id)
         & (col("position") > low)
         & (col("position") <= high)
     )
     assert rows(df) == [r for r in rows_of(a) if low < r[4] <= high]
-    df = read(spark, host).where(col("channel").contains("alias=b") & (col("length") > 100))
+    df = read(spark, source, host).where(col("channel").contains("alias=b") & (col("length") > 100))
     assert rows(df) == [r for r in rows_of(b) if r[5] > 100]
     ids = [a.recording_id, b.recording_id]
-    df = read(spark, host).where(col("recording_id").isin(ids) & (col("position") == a.rows[5][0]))
+    df = read(spark, source, host).where(
+        col("recording_id").isin(ids) & (col("position") == a.rows[5][0])
+    )
     assert rows(df) == [rows_of(a)[5]]
 
 
 @pytest.mark.parametrize("pushdown", ["true", "false"])
-def test_a_filter_is_scoped_to_its_query(spark, host, recorded, pushdown):
+def test_a_filter_is_scoped_to_its_query(spark, source, host, recorded, pushdown):
     """Filters never outlive their query, whichever the session's Python filter pushdown
     setting: every query on one DataFrame answers as the unfiltered rows and Spark's filter."""
     fixed = recorded["fixed"]
     spark.conf.set("spark.sql.python.filterPushdown.enabled", pushdown)
     try:
-        df = read(spark, host, recording_ids=fixed.recording_id)
+        df = read(spark, source, host, recording_ids=fixed.recording_id)
         position = fixed.rows[16][0]
         filtered = f"position >= {position} and recording_id = {fixed.recording_id}"
         scoped_queries(df, rows_of(fixed), filtered, position)
@@ -168,15 +178,16 @@ def test_a_filter_is_scoped_to_its_query(spark, host, recorded, pushdown):
 # -- layouts --------------------------------------------------------------------------------
 
 
-def test_fixed_layout_decodes_records_into_columns(spark, host, recorded):
+def test_fixed_layout_decodes_records_into_columns(spark, source, host, recorded):
     f, records = recorded["fixed"], recorded["records"]
-    df = read(spark, host, schema=FIXED_SCHEMA, layout="fixed", stream_id=103)
+    df = read(spark, source, host, schema=FIXED_SCHEMA, layout="fixed", stream_id=103)
     got = df.toPandas().sort_values("ts")
     for name in RECORD.names:
         assert np.array_equal(got[name].to_numpy(), records[name])
     schema = f"position long, {FIXED_SCHEMA}, recording_id long"
     df = read(
         spark,
+        source,
         host,
         schema=schema,
         layout="fixed",
@@ -189,9 +200,9 @@ def test_fixed_layout_decodes_records_into_columns(spark, host, recorded):
     assert [r[1] for r in got] == records["ts"].tolist()
 
 
-def test_fixed_layout_names_a_message_of_the_wrong_size(spark, host, recorded):
+def test_fixed_layout_names_a_message_of_the_wrong_size(spark, source, host, recorded):
     a = recorded["a"]
-    df = read(spark, host, schema=FIXED_SCHEMA, layout="fixed", stream_id=101)
+    df = read(spark, source, host, schema=FIXED_SCHEMA, layout="fixed", stream_id=101)
     with pytest.raises(
         Exception, match=r"is \d+ bytes, the record \(ts, symbol, price, qty\) is 24 bytes"
     ) as e:
@@ -200,17 +211,23 @@ def test_fixed_layout_names_a_message_of_the_wrong_size(spark, host, recorded):
 
 
 @pytest.mark.parametrize("layout", ["msgpack", "json"])
-def test_msgpack_and_json_layouts(spark, host, recorded, layout):
+def test_msgpack_and_json_layouts(spark, source, host, recorded, layout):
     ticks = recorded["ticks"]
     stream = 104 if layout == "msgpack" else 105
     schema = "ts long, symbol string, price double, qty int, position long"
     df = read(
-        spark, host, schema=schema, layout=layout, stream_id=stream, metadata_columns="position"
+        spark,
+        source,
+        host,
+        schema=schema,
+        layout=layout,
+        stream_id=stream,
+        metadata_columns="position",
     )
     got = sorted(tuple(r) for r in df.collect())
     assert [r[:4] for r in got] == [(t.ts, t.symbol, t.price, t.qty) for t in ticks]
     assert [r[4] for r in got] == [p for p, _, _ in recorded[layout].rows]
-    bad = read(spark, host, schema="ts long, symbol int", layout=layout, stream_id=stream)
+    bad = read(spark, source, host, schema="ts long, symbol int", layout=layout, stream_id=stream)
     with pytest.raises(Exception, match=f"layout {layout}: the message at position 0 of recording"):
         bad.collect()
 
@@ -218,7 +235,7 @@ def test_msgpack_and_json_layouts(spark, host, recorded, layout):
 # -- active recordings ----------------------------------------------------------------------
 
 
-def test_an_active_recording_is_read_to_its_last_whole_frame(spark, host):
+def test_an_active_recording_is_read_to_its_last_whole_frame(spark, source, host):
     channel = f"{IPC}|alias=live"
     rid, publication = host.run(host.start(channel, 106))
     try:
@@ -227,6 +244,7 @@ def test_an_active_recording_is_read_to_its_last_whole_frame(spark, host):
         for options in ({}, {"driver_dir": host.driver_dir}):
             df = read(
                 spark,
+                source,
                 host,
                 schema="position long, length int, data binary",
                 recording_ids=rid,
@@ -234,7 +252,9 @@ def test_an_active_recording_is_read_to_its_last_whole_frame(spark, host):
             )
             assert rows(df) == expected
         more = host.run(host.publish(rid, varied(100, 7)))
-        df = read(spark, host, schema="position long, length int, data binary", recording_ids=rid)
+        df = read(
+            spark, source, host, schema="position long, length int, data binary", recording_ids=rid
+        )
         assert rows(df) == expected + [(p, len(d), d) for p, _, d in more]
     finally:
         host.run(host.stop(rid, channel, 106))
@@ -243,27 +263,27 @@ def test_an_active_recording_is_read_to_its_last_whole_frame(spark, host):
 # -- errors ---------------------------------------------------------------------------------
 
 
-def test_bad_options_fail_on_the_driver(spark, host, recorded, tmp_path):
+def test_bad_options_fail_on_the_driver(spark, source, host, recorded, tmp_path):
     with pytest.raises(Exception, match="unknown option.*recordingids"):
-        read(spark, host, recordingids="1").collect()
+        read(spark, source, host, recordingids="1").collect()
     with pytest.raises(Exception, match="option archive is required"):
-        spark.read.format("aeronio").load().collect()
+        spark.read.format(source).load().collect()
     with pytest.raises(Exception, match="does not exist"):
-        spark.read.format("aeronio").load(str(tmp_path / "nowhere")).collect()
+        spark.read.format(source).load(str(tmp_path / "nowhere")).collect()
     with pytest.raises(Exception, match="no archive catalog"):
-        spark.read.format("aeronio").load(str(tmp_path)).collect()
+        spark.read.format(source).load(str(tmp_path)).collect()
     with pytest.raises(Exception, match="layout fixed needs a schema"):
-        read(spark, host, layout="fixed").collect()
+        read(spark, source, host, layout="fixed").collect()
     with pytest.raises(Exception, match="option layout: 'avro' is not one of"):
-        read(spark, host, layout="avro").collect()
+        read(spark, source, host, layout="avro").collect()
     with pytest.raises(Exception, match="column 'price' is not one of the raw layout's"):
-        read(spark, host, schema="price double").collect()
+        read(spark, source, host, schema="price double").collect()
     with pytest.raises(Exception, match="option stream_id: 'x' is not an integer"):
-        read(spark, host, stream_id="x").collect()
+        read(spark, source, host, stream_id="x").collect()
     with pytest.raises(Exception, match="starting_positions are for a streaming read"):
-        read(spark, host, starting_positions="earliest").collect()
+        read(spark, source, host, starting_positions="earliest").collect()
     with pytest.raises(Exception, match="layout fixed: column 'name' is string"):
-        read(spark, host, schema="name string", layout="fixed").collect()
+        read(spark, source, host, schema="name string", layout="fixed").collect()
 
 
 def copy_archive(host, tmp_path) -> Path:
@@ -272,21 +292,21 @@ def copy_archive(host, tmp_path) -> Path:
     return copy
 
 
-def test_a_corrupt_catalog(spark, host, recorded, tmp_path):
+def test_a_corrupt_catalog(spark, source, host, recorded, tmp_path):
     copy = copy_archive(host, tmp_path)
     with open(copy / "archive.catalog", "r+b") as f:
         f.write(b"\xff" * 16)
     with pytest.raises(Exception, match="archive catalog in .* cannot be read"):
-        spark.read.format("aeronio").load(str(copy)).collect()
+        spark.read.format(source).load(str(copy)).collect()
 
 
-def test_a_missing_or_cut_segment(spark, host, recorded, tmp_path):
+def test_a_missing_or_cut_segment(spark, source, host, recorded, tmp_path):
     a = recorded["a"]
     copy = copy_archive(host, tmp_path)
     (copy / f"{a.recording_id}-3.rec").unlink()
     with open(copy / f"{a.recording_id}-5.rec", "r+b") as f:
         f.truncate(SEGMENT // 2 + 100)
-    df = spark.read.format("aeronio").option("recording_ids", a.recording_id)
+    df = spark.read.format(source).option("recording_ids", a.recording_id)
     with pytest.raises(
         Exception, match=f"segment file .*{a.recording_id}-(3.rec is missing|5.rec is cut short)"
     ):
@@ -302,3 +322,36 @@ def test_a_missing_or_cut_segment(spark, host, recorded, tmp_path):
     ]
     assert len(kept) < len(a.rows) - 50
     assert got == kept
+
+
+# -- the JVM source -------------------------------------------------------------------------
+
+
+def test_format_aeronio_reads_in_the_jvm(spark, host, recorded):
+    """No Python runs in the scan: the plan is Spark's own BatchScan of the JVM source."""
+    df = read(spark, "aeronio", host, stream_id=102)
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "BatchScan aeronio[" in plan and "(Python)" not in plan
+
+
+def test_filters_choose_the_recordings_and_positions_read(spark, host, recorded):
+    """Filters on recording_id, stream_id, channel and position leave out partitions (the
+    rows are still exactly Spark's filter's)."""
+    a, b = recorded["a"], recorded["b"]
+    df = read(spark, "aeronio", host)
+    every = df.rdd.getNumPartitions()
+    one = df.where(f"recording_id = {b.recording_id}")
+    assert (
+        one.rdd.getNumPartitions()
+        == read(spark, "aeronio", host, recording_ids=b.recording_id).rdd.getNumPartitions()
+    )
+    assert one.rdd.getNumPartitions() < every
+    assert rows(one) == rows_of(b)
+    assert df.where("stream_id = 102 or channel like '%alias=b%'").rdd.getNumPartitions() == (
+        one.rdd.getNumPartitions()
+    )
+    low = a.rows[-20][0]
+    tail = df.where(f"position >= {low} and recording_id = {a.recording_id}")
+    assert tail.rdd.getNumPartitions() == (a.end - 1) // SEGMENT - low // SEGMENT + 1
+    assert rows(tail) == [r for r in rows_of(a) if r[4] >= low]
+    assert df.where("recording_id = -5").rdd.getNumPartitions() == 0

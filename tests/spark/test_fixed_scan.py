@@ -236,7 +236,7 @@ def test_a_record_of_the_wrong_size_is_named_by_the_task(jvm, spark, host, recor
     with pytest.raises(  # the first message is a record (24 bytes); the second is named
         Exception,
         match=rf"the message at position 64 of recording {v.recording_id} is 40 bytes, the "
-        r"record is 24 bytes",
+        r"record \(ts, symbol, price, qty\) is 24 bytes",
     ):
         df.collect()
 

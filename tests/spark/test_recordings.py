@@ -20,16 +20,18 @@ TERM = 64 * 1024
 SEGMENT = 2 * TERM
 
 
-def write_recording(directory: Path, writer: TermWriter, recording_id=0, stop=None) -> Recording:
+def write_recording(
+    directory: Path, writer: TermWriter, recording_id=0, stop=None, segment=SEGMENT
+) -> Recording:
     """Segment files of the writer's log (each the full segment length, zeros beyond)."""
     data = bytes(writer.data)
-    for index in range((len(data) + SEGMENT - 1) // SEGMENT):
-        chunk = data[index * SEGMENT : (index + 1) * SEGMENT]
-        (directory / f"{recording_id}-{index}.rec").write_bytes(chunk + bytes(SEGMENT - len(chunk)))
+    for index in range((len(data) + segment - 1) // segment):
+        chunk = data[index * segment : (index + 1) * segment]
+        (directory / f"{recording_id}-{index}.rec").write_bytes(chunk + bytes(segment - len(chunk)))
     start = writer.messages[0][0] if writer.messages else writer.position
     return Recording(
         recording_id, writer.session_id, writer.stream_id, "aeron:ipc", start,
-        writer.position if stop is None else stop, writer.initial_term_id, TERM, SEGMENT, 1408,
+        writer.position if stop is None else stop, writer.initial_term_id, TERM, segment, 1408,
     )  # fmt: skip
 
 
@@ -68,6 +70,19 @@ def test_split_parts_read_every_message_once(tmp_path, start_position):
         high = rng.randrange(low, r.stop_position + 1)
         parts = rd.split(r, low, high, r.stop_position, TERM)
         assert read_all(tmp_path, parts) == [(p, d) for p, d in expected if low <= p < high]
+
+
+def test_a_part_never_crosses_a_segment(tmp_path):
+    """Runs of terms that do not divide a segment end at its end (the JVM reader maps one
+    segment file a partition)."""
+    writer = filled(4, 400)
+    r = write_recording(tmp_path, writer, segment=4 * TERM)
+    parts = rd.split(r, 0, r.stop_position, r.stop_position, 3 * TERM)
+    assert r.stop_position > 8 * TERM
+    for p in parts:
+        assert r.layout.segment_index(p.scan_from) == r.layout.segment_index(p.emit_to - 1)
+    assert [p.emit_to - p.emit_from for p in parts[:3]] == [3 * TERM, TERM, 2 * TERM]
+    assert read_all(tmp_path, parts) == [(p, d) for p, d, _ in writer.messages]
 
 
 def test_written_end_of_an_active_recording(tmp_path):

@@ -16,10 +16,12 @@ import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * A batch's columns. The records are copied, packed, into one array (a row's record at row *
- * record size), and each record column reads its field there: one copy per record, whatever the
- * number of columns. Metadata columns are the partition's (recording_id, session_id, stream_id,
- * channel) or each message's (position, length, reserved_value).
+ * A batch's columns. Layout fixed: the records are copied, packed, into one array (a row's
+ * record at row * record size), and each record column reads its field there: one copy per
+ * record, whatever the number of columns. Column `data` (layout raw; json's payloads): each
+ * message's payload, fragments joined, appended to one array. Metadata columns are the
+ * partition's (recording_id, session_id, stream_id, channel) or each message's (position,
+ * length, reserved_value).
  */
 final class Columns {
   static final Set<String> METADATA =
@@ -38,6 +40,7 @@ final class Columns {
   private final int[] lengths;
   private final long[] reservedValues;
   private final ColumnVector[] vectors;
+  private final Payloads payloads; // column data, else null
 
   Columns(StructType schema, FixedScan.Plan plan, FixedScan.Part part) {
     recordSize = plan.recordSize;
@@ -47,11 +50,15 @@ final class Columns {
     reservedValues = new long[plan.batchRows];
     StructField[] fields = schema.fields();
     vectors = new ColumnVector[fields.length];
+    Payloads data = null;
     for (int i = 0; i < fields.length; i++) {
       String name = fields[i].name();
       DataType type = fields[i].dataType();
       Integer offset = plan.fieldOffsets.get(name);
-      if (offset != null) {
+      if (offset == null && name.equals("data")) {
+        data = new Payloads(type, plan.batchRows);
+        vectors[i] = data;
+      } else if (offset != null) {
         vectors[i] = new RecordField(type, records, recordSize, offset);
       } else {
         vectors[i] =
@@ -63,25 +70,38 @@ final class Columns {
               case "position" -> new Longs(type, positions);
               case "length" -> new Ints(type, lengths);
               case "reserved_value" -> new Longs(type, reservedValues);
-              default -> throw new AssertionError(name); // Plan.parse checked the columns
+              default -> throw new AssertionError(name); // the plan checked the columns
             };
       }
     }
+    payloads = data;
   }
 
   ColumnVector[] vectors() {
     return vectors;
   }
 
-  /** Copies `length` payload bytes at `from` into row `row`'s record at `offset`. */
-  void copy(int row, int offset, MappedByteBuffer bytes, int from, int length) {
-    bytes.get(from, records, row * recordSize + offset, length);
+  /**
+   * Takes a fragment of row `row`'s message: `length` payload bytes at `from`, `offset` bytes
+   * into the message (0: a new message, in place of one not finished there before).
+   */
+  void fragment(int row, int offset, MappedByteBuffer bytes, int from, int length) {
+    if (offset + length <= recordSize) {
+      bytes.get(from, records, row * recordSize + offset, length);
+    }
+    if (payloads != null) {
+      payloads.append(row, offset, bytes, from, length);
+    }
   }
 
   void message(int row, long position, int length, long reservedValue) {
     positions[row] = position;
     lengths[row] = length;
     reservedValues[row] = reservedValue;
+  }
+
+  long position(int row) {
+    return positions[row];
   }
 
   private static long[] constant(int rows, long value) {
@@ -251,6 +271,35 @@ final class Columns {
     @Override
     public double getDouble(int rowId) {
       return (double) DOUBLE.get(records, at(rowId));
+    }
+  }
+
+  /** Payloads appended to one growing array: row i's are data[starts[i], ends[i]). */
+  private static final class Payloads extends Column {
+    private byte[] data = new byte[1 << 16];
+    private final int[] starts, ends;
+
+    Payloads(DataType type, int rows) {
+      super(type);
+      starts = new int[rows];
+      ends = new int[rows];
+    }
+
+    void append(int row, int offset, MappedByteBuffer bytes, int from, int length) {
+      if (offset == 0) {
+        starts[row] = ends[row] = row > 0 ? ends[row - 1] : 0;
+      }
+      int end = ends[row];
+      if (end + length > data.length) {
+        data = Arrays.copyOf(data, Math.max(2 * data.length, end + length));
+      }
+      bytes.get(from, data, end, length);
+      ends[row] = end + length;
+    }
+
+    @Override
+    public byte[] getBinary(int rowId) {
+      return Arrays.copyOfRange(data, starts[rowId], ends[rowId]);
     }
   }
 

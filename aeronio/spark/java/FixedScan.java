@@ -6,7 +6,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.EnumSet;
-import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -59,23 +59,37 @@ public final class FixedScan implements TableProvider {
     return new RecordsTable(schema, Plan.parse(text, schema));
   }
 
-  /** The plan Python made: how records are laid out and the partitions to read. */
+  /**
+   * A read's plan (Python's, for read_fixed; AeronioSource's own): the layout, how records are
+   * laid out, and the partitions to read.
+   */
   static final class Plan implements java.io.Serializable {
-    private static final long serialVersionUID = 1L;
-    final int recordSize;
+    private static final long serialVersionUID = 2L;
+    final String layout; // raw, fixed or json
+    final int recordSize; // layout fixed: bytes of a record, else 0
+    final String recordNames; // layout fixed: "(name, ...)", for errors
     final Map<String, Integer> fieldOffsets; // record columns: offset in the record
+    final StructType recordSchema; // layout json: the record's columns
+    final String timeZone; // layout json: the session's, for timestamps
     final boolean failOnDataLoss;
     final int batchRows;
     final transient List<Part> parts; // the driver's: partitions travel on their own
 
-    private Plan(
+    Plan(
+        String layout,
         int recordSize,
         Map<String, Integer> fieldOffsets,
+        StructType recordSchema,
+        String timeZone,
         boolean failOnDataLoss,
         int batchRows,
         List<Part> parts) {
+      this.layout = layout;
       this.recordSize = recordSize;
+      this.recordNames = "(" + String.join(", ", fieldOffsets.keySet()) + ")";
       this.fieldOffsets = fieldOffsets;
+      this.recordSchema = recordSchema;
+      this.timeZone = timeZone;
       this.failOnDataLoss = failOnDataLoss;
       this.batchRows = batchRows;
       this.parts = parts;
@@ -88,7 +102,7 @@ public final class FixedScan implements TableProvider {
       } catch (IOException e) {
         throw new UncheckedIOException("aeronio's fixed-layout scan: the plan is not JSON", e);
       }
-      Map<String, Integer> offsets = new HashMap<>();
+      Map<String, Integer> offsets = new LinkedHashMap<>();
       for (JsonNode field : root.get("fields")) { // [name, offset in the record]
         offsets.put(field.get(0).asText(), field.get(1).asInt());
       }
@@ -116,8 +130,11 @@ public final class FixedScan implements TableProvider {
                 p.get("read_limit").asLong()));
       }
       return new Plan(
+          "fixed",
           root.get("record_size").asInt(),
           offsets,
+          null,
+          null,
           root.get("fail_on_data_loss").asBoolean(),
           root.get("batch_rows").asInt(),
           parts);
@@ -200,24 +217,7 @@ public final class FixedScan implements TableProvider {
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
-      return new Readers(schema, plan);
-    }
-  }
-
-  record Readers(StructType schema, Plan plan) implements PartitionReaderFactory {
-    @Override
-    public boolean supportColumnarReads(InputPartition partition) {
-      return true;
-    }
-
-    @Override
-    public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-      return new PartReader((Part) partition, schema, plan);
-    }
-
-    @Override
-    public PartitionReader<InternalRow> createReader(InputPartition partition) {
-      throw new UnsupportedOperationException("aeronio's fixed-layout scan reads columnar batches");
+      return new AeronioSource.Readers(schema, plan);
     }
   }
 }

@@ -15,7 +15,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Reads one partition: walks the frames of its segment file from a frame boundary and turns the
- * messages that start in [emitFrom, emitTo) into columnar batches of records.
+ * messages that start in [emitFrom, emitTo) into columnar batches (Columns).
  *
  * <h2>Frames</h2>
  * A recording's bytes are its stream's terms verbatim: frames of a 32-byte header (frame length
@@ -162,13 +162,11 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
         }
         if (messageStart >= 0) {
           int payload = length - HEADER_LENGTH;
-          if (messageLength + payload <= plan.recordSize) {
-            columns.copy(rows, messageLength, bytes, at + HEADER_LENGTH, payload);
-          }
+          columns.fragment(rows, messageLength, bytes, at + HEADER_LENGTH, payload);
           messageLength += payload;
           if ((flags & END_FRAG_FLAG) != 0) {
             if (messageStart >= part.emitFrom() && messageStart < part.emitTo()) {
-              if (messageLength != plan.recordSize) {
+              if (plan.recordSize > 0 && messageLength != plan.recordSize) {
                 throw new IllegalArgumentException(
                     "aeronio SourceError: layout fixed: the message at position "
                         + messageStart
@@ -176,7 +174,9 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
                         + part.recordingId()
                         + " is "
                         + messageLength
-                        + " bytes, the record is "
+                        + " bytes, the record "
+                        + plan.recordNames
+                        + " is "
                         + plan.recordSize
                         + " bytes");
               }
@@ -220,6 +220,11 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
           + " bytes)";
     }
     return "no whole frame at position " + position + " of " + part.file();
+  }
+
+  /** The position of row `row`'s message in the current batch. */
+  long positionOf(int row) {
+    return columns.position(row);
   }
 
   @Override
