@@ -15,11 +15,11 @@ Spark reader's jar), and its summary lists aeronio's entries in the temp dir, /d
 user's cache that appeared during the session and are still there (this session's leftovers, or
 a concurrent session's: they share those places, so the list is reported, not failed).
 
-Event loops: an async test runs on asyncio's own loop, id `[asyncio]`; marked `loops` (a module's
-`pytestmark` or the test) it runs on uvloop (uvicorn's default) too, `[asyncio]` and `[uvloop]`:
-the tests of what talks to the event loop itself (readers on eventfds and sockets, the driver's
-parking and waking, the awaitables' completion, timeouts, cancellation, signals). Elsewhere the
-loop is only the caller's and its implementation changes nothing the test checks.
+Event loops: an async test runs on asyncio's own loop (its id names no loop); marked `loops` (a
+module's `pytestmark` or the test) it runs on uvloop (uvicorn's default) too, ids `[asyncio]` and
+`[uvloop]`: the tests of what talks to the event loop itself (readers on eventfds and sockets, the
+driver's parking and waking, the awaitables' completion, timeouts, cancellation, signals).
+Elsewhere the loop is only the caller's and its implementation changes nothing the test checks.
 """
 
 import asyncio
