@@ -15,9 +15,11 @@ Spark reader's jar), and its summary lists aeronio's entries in the temp dir, /d
 user's cache that appeared during the session and are still there (this session's leftovers, or
 a concurrent session's: they share those places, so the list is reported, not failed).
 
-Event loops: every async test runs on asyncio's own loop and on uvloop (uvicorn's default), ids
-`[asyncio]` and `[uvloop]`, except under `interop/`, `netns/`, `spark/`, `examples/` and `aeron_c/`
-(asyncio only).
+Event loops: an async test runs on asyncio's own loop (its id names no loop); marked `loops` (a
+module's `pytestmark` or the test) it runs on uvloop (uvicorn's default) too, ids `[asyncio]` and
+`[uvloop]`: the tests of what talks to the event loop itself (readers on eventfds and sockets, the
+driver's parking and waking, the awaitables' completion, timeouts, cancellation, signals).
+Elsewhere the loop is only the caller's and its implementation changes nothing the test checks.
 """
 
 import asyncio
@@ -63,12 +65,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(FOLDER_MARKERS[folder])
 
 
-ASYNCIO_ONLY = {"interop", "netns", "spark", "examples", "aeron_c"}
-
-
 def pytest_asyncio_loop_factories(config, item):
-    """The event loops an async test runs on (pytest-asyncio's hook)."""
-    if item.path.relative_to(TESTS).parts[0] in ASYNCIO_ONLY:
+    """The event loops an async test runs on (pytest-asyncio's hook): uvloop too if `loops`."""
+    if item.get_closest_marker("loops") is None:
         return {"asyncio": asyncio.new_event_loop}
     return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
 

@@ -7,6 +7,7 @@ cycles are exact, whatever the load of the machine."""
 
 import asyncio
 
+import pytest
 from pytest import approx
 
 from aeronio.driver.agent import AgentRunner
@@ -159,6 +160,7 @@ async def test_what_comes_before_it_parks_is_seen_by_its_last_look():
     assert agent.idle == [True, False, True, False]  # closing ends the park
 
 
+@pytest.mark.loops
 async def test_it_knows_whether_the_caller_runs_on_its_loop():
     """`wake()` sets the wake-up directly on the loop and hands it over from other threads."""
     runner = AgentRunner("loop", lambda: 0, lambda: None)

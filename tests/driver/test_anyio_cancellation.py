@@ -13,6 +13,8 @@ from aeronio.logbuffer import waker
 from aeronio.logbuffer.descriptor import LOG_WAKE_SLOT_COUNT, LOG_WAKE_SLOTS_OFFSET
 from tests.driver.test_async_api import TERM_64K, fill_window, first_messages, image_of
 
+pytestmark = pytest.mark.loops  # cancel scopes over the loop's futures
+
 
 @pytest.fixture
 async def aeron():

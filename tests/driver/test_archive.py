@@ -756,6 +756,7 @@ def test_replay_merge_takes_no_image_but_the_first_of_its_session_from_its_posit
 # -- cancellation -----------------------------------------------------------------------------
 
 
+@pytest.mark.loops
 async def test_a_request_cancelled_as_its_answer_arrives_is_cancelled(client):
     """Cancelled at every step of a request's life (before it is sent, while it waits, as the
     answer arrives), the request raises CancelledError: never goes on as if not cancelled

@@ -170,6 +170,7 @@ async def test_a_replay_over_damage_ends_with_an_error(aeron, arch, client, capl
     assert not [r for r in caplog_archive.records if "duty cycle failed" in r.getMessage()]
 
 
+@pytest.mark.slow  # about 11 s each, the merge's live image waited for
 @pytest.mark.parametrize("remerge", [False, True])
 async def test_a_replay_merge_over_damage_raises_the_archive_error(aeron, arch, client, remerge):
     """The merge's replay ends at the damage: the archive's error is raised (merging again would

@@ -155,6 +155,7 @@ async def test_a_client_that_never_reads_is_closed_at_the_backlog_bound(aeron, a
     assert await client.get_recording_position(0) == -1
 
 
+@pytest.mark.loops
 async def test_a_flood_of_requests_leaves_the_event_loop_to_the_others(aeron, arch, client):
     """The archive yields after each duty cycle: a driver or client on its loop keeps running
     while it works through a flood (it would be timed out otherwise)."""

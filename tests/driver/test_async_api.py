@@ -18,6 +18,8 @@ from aeronio.counters.counters_file import SUBSCRIBER_POSITION_TYPE_ID
 from tests.support.cancelling import cancel_at_each_step
 from tests.support.procs import await_until
 
+pytestmark = pytest.mark.loops  # the awaitables' waits, wakes and cancellation on the loop
+
 TERM_64K = "aeron:ipc?term-length=64k"
 WINDOW_64K = 64 * 1024 // 2
 

@@ -25,6 +25,8 @@ from tests.driver.test_async_api import (
 )
 from tests.support.procs import await_until
 
+pytestmark = pytest.mark.loops  # awaitables that complete without suspending the loop
+
 
 @pytest.fixture
 async def aeron():

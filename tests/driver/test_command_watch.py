@@ -13,6 +13,8 @@ from tests.support.cnc_mapper import mapping
 from tests.support.procs import await_until
 from tests.support.ring_client import TIMEOUT_S, RingClient
 
+pytestmark = pytest.mark.loops  # readers on an eventfd and inotify, an executor's scan
+
 SETTLE_S = 10  # the watch settles within a second or so of the latest open, or a rescan
 
 

@@ -243,6 +243,7 @@ async def test_a_failing_data_path_is_recorded_and_the_duty_cycle_still_runs(ipc
     assert [o.count for o in seen if o.text.splitlines()[0] == text] == [1]
 
 
+@pytest.mark.loops
 async def test_the_conductor_does_not_park_while_bookkeeping_is_pending(ipc):
     """A subscriber's consumption is bookkeeping (it frees the publisher). While the schedule
     has it pending but not due (here: just after a duty cycle that did work), each duty cycle

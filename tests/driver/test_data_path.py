@@ -692,6 +692,7 @@ def test_frames_appended_by_another_process_are_sent_and_rebuilt(tmp_path, udp):
 # -- waking subscribers -----------------------------------------------------------------------
 
 
+@pytest.mark.loops
 async def test_parked_subscriber_is_woken_by_new_frames_not_by_duplicates(tmp_path, udp):
     """The router rings the image's data doorbell after inserting new frames (in the term when
     it rings), only while someone is parked, and not for a duplicate."""

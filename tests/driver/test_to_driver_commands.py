@@ -215,6 +215,7 @@ async def test_a_closed_client_is_ended_at_once(driver, client):
     assert p.ClientTimeout(client.client_id) not in client.seen
 
 
+@pytest.mark.loops
 async def test_the_driver_doorbell_counter_and_a_client_doorbell_rung(driver, client):
     """The driver's doorbell counter holds its process's wake id; a client doorbell (ADD_COUNTER
     of CLIENT_DOORBELL_TYPE_ID, key a wake id) gets one datagram after the driver transmits."""

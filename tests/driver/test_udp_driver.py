@@ -58,6 +58,7 @@ async def exchange(pub, sub, expected: list[bytes], timeout: float) -> list[byte
         (1024 * 1024, [65536, 131072, 4]),  # 64 and 128 KiB messages in MTU fragments
     ],
 )
+@pytest.mark.loops
 async def test_unicast_delivers_every_message_in_order(term_length, sizes):
     channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length={term_length}"
     async with aeronio.connect() as a, aeronio.connect() as b:
@@ -347,6 +348,7 @@ async def test_a_spy_that_stopped_reading_does_not_stop_unblocking():
         assert unblocked == 1
 
 
+@pytest.mark.loops
 async def test_invoke_runs_the_driver_for_a_loop_that_never_yields(tmp_path):
     """A busy-spinning application drives its embedded driver with invoke(): messages go out
     and come back over UDP while the loop never runs the driver's own task."""
@@ -396,6 +398,7 @@ async def test_a_publication_refused_its_socket_leaves_nothing_behind():
             assert pub.session_id is not None
 
 
+@pytest.mark.loops
 async def test_invoke_from_an_image_callback_runs_a_duty_cycle(tmp_path):
     """Image callbacks run when the client reads the broadcast buffer, outside the driver's duty
     cycle: a busy-spinning application may invoke the driver from one."""
@@ -473,6 +476,7 @@ async def test_spies_that_simulate_a_connection_let_a_publication_without_receiv
 
 
 @pytest.mark.slow
+@pytest.mark.loops
 async def test_an_idle_stream_keeps_connected_without_the_drivers_python():
     """Idle, a stream's heartbeats (every 100 ms) and status messages (every 200 ms) are sent
     and taken by the drivers' DataPaths in C: each driver runs its Python duty cycle only for
@@ -519,6 +523,7 @@ async def test_an_idle_stream_keeps_connected_without_the_drivers_python():
         assert await exchange(pub, sub, [b"after"], 10) == [b"after"]
 
 
+@pytest.mark.loops
 async def test_an_idle_driver_watches_what_came_while_it_idled():
     """A parked conductor watches each network publication's appends (a doorbell waiter) and
     stays watching while it stays idle; a publication added meanwhile is watched from its next

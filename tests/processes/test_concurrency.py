@@ -478,6 +478,7 @@ async def test_process_dying_mid_append_is_unblocked(kind):
         assert await pub.offer(b"still works") > 0
 
 
+@pytest.mark.loops
 async def test_threads_offer_while_async_for_waits_on_the_doorbell():
     """Writers in other threads ring the subscriber's doorbell across threads."""
     writers, per_writer = 2, 5_000

@@ -371,6 +371,7 @@ async def test_killed_subscriber_stops_holding_the_publisher_back(procs):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("death", ["SIGKILL", "SIGSTOP"])
+@pytest.mark.loops
 async def test_driver_death_fails_pending_awaits_with_driver_timeout(procs, death):
     """SIGKILL ends the driver; SIGSTOP leaves it there but stops its heartbeat. Either way
     every pending await and every later call raises DriverTimeoutError."""
@@ -420,6 +421,7 @@ async def test_driver_death_fails_pending_awaits_with_driver_timeout(procs, deat
 
 
 @pytest.mark.slow
+@pytest.mark.loops
 async def test_connect_to_a_frozen_driver_raises_driver_timeout_within_the_driver_timeout(procs):
     """A driver that accepts the connection (the kernel does, for a stopped process) but never
     answers the handshake: connect gives up after the client's driver timeout (1 s here; 6 s

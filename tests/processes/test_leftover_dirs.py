@@ -188,6 +188,7 @@ def test_control_plain_asyncio_run_leaves_the_dir_on_sigterm(tmp_path):
         stop(proc)
 
 
+@pytest.mark.loops
 async def test_cancelling_the_application_removes_the_embedded_dir(tmp_path):
     dirs = []
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SERVICE = textwrap.dedent(
     """
     import asyncio, json, os, socket, sys
@@ -53,6 +55,7 @@ def measure(setting: str) -> dict:
     return json.loads(run.stdout)
 
 
+@pytest.mark.slow  # three child processes with drivers and 48 MiB logs: about 9 s
 def test_an_embedded_driver_takes_memory_as_logs_fill_and_one_switch_allocates():
     default, allocated = measure("default"), measure("false")
     log = 3 * 16 * 1024 * 1024 + 4096  # a default UDP log: three 16 MiB terms and metadata

@@ -1,5 +1,5 @@
-"""Fixtures for the Spark tests: one local SparkSession per module, and a media driver with an
-archive on an event loop in a thread of the test process (Spark's Python workers, other
+"""Fixtures for the Spark tests: one local SparkSession shared by the modules, and a media driver
+with an archive on an event loop in a thread of the test process (Spark's Python workers, other
 processes, read the archive's files and attach to the driver's directory)."""
 
 from __future__ import annotations
@@ -34,17 +34,48 @@ def _spark_or_skip():
         pytest.skip("needs Java 17 for Spark: apt-get install openjdk-17-jdk-headless")
 
 
-@pytest.fixture(scope="module")
-def spark():
-    """A local SparkSession for the module, with the aeronio format registered."""
-    _spark_or_skip()
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # this interpreter's aeronio, whatever is set
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    import aeronio.spark
+class LocalSpark:
+    """The local SparkSession the modules share (a SparkContext and its Python workers started
+    for each would cost seconds), made when first asked for; `stop` ends it for a module that
+    needs a SparkContext of its own (a process holds one at a time), and the next module that
+    asks makes a new one."""
 
-    session = aeronio.spark.local_session(app_name="aeronio-tests", conf=TEST_CONF)
+    def __init__(self) -> None:
+        self.session = None
+
+    def get(self):
+        if self.session is None:
+            _spark_or_skip()
+            # this interpreter's aeronio, whatever is set
+            os.environ["PYSPARK_PYTHON"] = sys.executable
+            os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+            import aeronio.spark
+
+            self.session = aeronio.spark.local_session(app_name="aeronio-tests", conf=TEST_CONF)
+        return self.session
+
+    def stop(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+            self.session = None
+
+
+@pytest.fixture(scope="session")
+def local_spark():
+    """The shared LocalSpark, stopped at the session's end."""
+    shared = LocalSpark()
+    yield shared
+    shared.stop()
+
+
+@pytest.fixture(scope="module")
+def spark(local_spark):
+    """A local SparkSession with the aeronio format registered, shared by the modules (a test
+    unsets the settings it sets); a streaming query a failed test left is stopped."""
+    session = local_spark.get()
     yield session
-    session.stop()
+    for query in session.streams.active:
+        query.stop()
 
 
 class Recorded(NamedTuple):

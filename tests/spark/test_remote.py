@@ -158,10 +158,12 @@ def served(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster(tmp_path_factory, local_spark):
     """A SparkSession on `local-cluster[2,1,1024]` (two executors, processes of their own, run
-    from the pyspark package), with the aeronio format and the probe (tests/spark/probe.py)."""
+    from the pyspark package), with the aeronio format and the probe (tests/spark/probe.py); the
+    shared local session stops first (one SparkContext at a time)."""
     _spark_or_skip()
+    local_spark.stop()
     import pyspark
     from pyspark import cloudpickle
 

@@ -22,6 +22,8 @@ from aeronio.logbuffer import waker
 from aeronio.protocol import control as p
 from tests.support.procs import await_until
 
+pytestmark = pytest.mark.loops  # the client's readers on the watcher's eventfd and doorbell
+
 
 class FakeDriver:
     """A cnc.dat with a fresh driver heartbeat, and what a client handed the test."""
