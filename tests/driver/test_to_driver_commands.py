@@ -25,6 +25,10 @@ from aeronio.protocol import control as p
 from tests.support.procs import await_until
 from tests.support.ring_client import TIMEOUT_S, RingClient
 
+# Logs made in a blink: a default one (3 x 64 MiB) can take the loop past a 1 s liveness timeout
+# on a busy machine, with the driver on the test's loop.
+SMALL_IPC = "aeron:ipc?term-length=64k"
+
 
 @pytest.fixture
 async def driver(request):
@@ -146,7 +150,7 @@ async def test_a_client_lives_by_its_heartbeat_counter(driver, client):
     released."""
     silent = RingClient(driver.dir)
     try:
-        live = await client.answer(_add_publication(client, stream_id=1).correlation_id)
+        live = await client.answer(_add_publication(client, SMALL_IPC, stream_id=1).correlation_id)
         live_heartbeat = _heartbeat_of(client)
         counters = client.counters
         live_counter = counters.counter(live_heartbeat)
@@ -159,7 +163,7 @@ async def test_a_client_lives_by_its_heartbeat_counter(driver, client):
 
             return beat
 
-        silent_add = _add_publication(silent, stream_id=2)
+        silent_add = _add_publication(silent, SMALL_IPC, stream_id=2)
         gone = await await_until(
             beating(
                 lambda: next(

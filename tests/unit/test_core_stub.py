@@ -32,12 +32,13 @@ CYTHON_MEMBERS = {
     "__setstate_cython__",
 }  # fmt: skip
 # Methods whose parameters the compiled module does not show (a special method without a
-# docstring carries no embedded signature; Completed.__next__ is replaced in C).
+# docstring carries no embedded signature; Completed.__next__ is replaced in C). From 3.13
+# CPython shows them all: a method of no arguments has the signature (self, /).
 NOT_SHOWN = {
     "Completed.__await__", "Completed.__next__", "MessageBatches.__aiter__",
     "MessageBatches.__anext__", "MessageIterator.__aiter__", "MessageIterator.__anext__",
     "MessageViews.__aiter__", "MessageViews.__anext__", "SubscriptionBase.__anext__",
-}  # fmt: skip
+} if sys.version_info < (3, 13) else set()  # fmt: skip
 
 
 def declared(body: list[ast.stmt]) -> dict[str, list[ast.stmt]]:
