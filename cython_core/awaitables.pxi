@@ -52,12 +52,6 @@ aio_make_completed_type(<PyTypeObject*> Completed, _completed_value)
 _abc.Coroutine.register(Completed)
 
 
-cdef inline Completed completed(object value):
-    cdef Completed done = Completed.__new__(Completed)
-    done.value = value
-    return done
-
-
 # The per-message paths reuse one Completed each: when only its holder still refers to it, the
 # `await` that took the last one has finished with it.
 
@@ -263,6 +257,7 @@ cdef class MessageBatches:
 
     cdef SubscriptionBase _subscription
     cdef int _fragment_limit
+    cdef Completed _done
 
     def __cinit__(self, SubscriptionBase subscription, int fragment_limit):
         self._subscription = subscription
@@ -273,7 +268,10 @@ cdef class MessageBatches:
 
     def __anext__(self):
         if self.ready():
-            return completed(self._subscription._take_all())
+            if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
+                self._done = Completed.__new__(Completed)
+            self._done.value = self._subscription._take_all()
+            return self._done
         return self._subscription._batch_slowly(self)
 
     cpdef bint ready(self) except -1:
@@ -289,6 +287,7 @@ cdef class MessageViews:
     cdef Message _message
     cdef bint _ready
     cdef Py_ssize_t _image
+    cdef Completed _done
 
     def __cinit__(self, SubscriptionBase subscription):
         self._subscription = subscription
@@ -300,7 +299,10 @@ cdef class MessageViews:
     def __anext__(self):
         if self.ready():
             self._ready = False
-            return completed(self._message)
+            if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
+                self._done = Completed.__new__(Completed)
+                self._done.value = self._message
+            return self._done
         return self._subscription._view_slowly(self)
 
     def take(self) -> Message:

@@ -265,6 +265,29 @@ async def test_batches_yield_what_one_poll_found(aeron):
         sub.batches(fragment_limit=0)
 
 
+async def test_views_and_batches_reuse_one_completed_unless_it_is_kept(aeron):
+    """Like await offer and async for, each step of messages(copy=False) and batches() that
+    finds data hands out its iterator's one Completed again once the await that took it let it
+    go, and a new one while somebody still holds it."""
+    pub, sub, _ = await connected_pair(aeron, 13)
+    for i in range(6):
+        assert pub.try_offer(struct.pack("<I", i)) > 0
+    for iterator in (sub.messages(copy=False), sub.batches(fragment_limit=1)):
+        step = iterator.__anext__()
+        await step
+        address = id(step)
+        del step
+        # Had the step been let go, the allocations below would take its memory.
+        fillers = [pub.offer(b"f") for _ in range(100)]
+        again = iterator.__anext__()
+        assert id(again) == address
+        kept = iterator.__anext__()  # `again` is still held: a new one
+        assert kept is not again
+        values = [await again, await kept]
+        assert values[0] is not None and values[1] is not None
+        del fillers, again, kept
+
+
 async def test_closing_the_subscription_ends_every_form(aeron):
     _, sub, _ = await connected_pair(aeron, 7)
     loops = [sub, sub.messages(copy=False), sub.batches()]
