@@ -7,6 +7,7 @@ of either resumes with the other."""
 import asyncio
 import json
 import random
+import struct
 import threading
 import time
 
@@ -348,3 +349,36 @@ def test_the_jvm_source_resumes_a_python_sources_checkpoint(spark, host, tmp_pat
     assert sorted(tuple(r) for r in spark.read.parquet(out).collect()) == sorted(
         (rid, session, 209, channel, p, len(d), rv, d) for p, rv, d in published
     )
+
+
+@pytest.mark.parametrize("layout", ["fixed", "json"])
+def test_decoding_layouts(spark, host, tmp_path, source, layout):
+    """Layouts fixed and json, with metadata columns, read in micro-batches."""
+    stream_id = sid(source, 210 if layout == "fixed" else 211)
+    values = [(1_700_000_000 + i, i % 7, i / 8) for i in range(700)]
+    if layout == "fixed":
+        payloads = [struct.pack("<qid", *v) for v in values]
+        schema = "ts long, symbol int, price double, position long, recording_id long"
+    else:
+        payloads = [
+            json.dumps({"ts": t, "symbol": f"S{s}", "price": p}).encode() for t, s, p in values
+        ]
+        values = [(t, f"S{s}", p) for t, s, p in values]
+        schema = "ts long, symbol string, price double, position long, recording_id long"
+    a = host.run(host.record(f"{IPC}|alias={layout}", stream_id, payloads))
+    df = (
+        spark.readStream.format(source)
+        .option("archive", str(host.archive_dir))
+        .option("stream_id", stream_id)
+        .option("layout", layout)
+        .option("metadata_columns", "position,recording_id")
+        .option("max_bytes_per_trigger", "8k")
+        .schema(schema)
+        .load()
+    )
+    sink = Collected()
+    available_now(df, sink, tmp_path / "ck")
+    assert sink.sorted() == sorted(
+        (*v, p, a.recording_id) for v, (p, _, _) in zip(values, a.rows, strict=True)
+    )
+    assert len([n for n in sink.batches if n]) >= a.end // 8192
