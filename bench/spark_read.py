@@ -52,6 +52,15 @@ SparkSession (local[2] by default, see --master):
             IPC file (no reading or decoding to speak of), as many partitions as split's
   parquet   spark.read.parquet(FILE)
 
+and two paths that write every row to a Parquet sink (a new directory each run), timed from
+the start to the sink's last file, the aggregation then run on what was written (untimed):
+
+  stream    spark.readStream.format("aeronio") of the fixed recording (layout fixed, P) as a
+            query with Trigger.AvailableNow into writeStream.format("parquet"): the JVM
+            source's MicroBatchStream, one micro-batch of every recorded row (vs copy)
+  copy      spark.read.parquet(FILE).write.parquet(DIR): the Parquet batch read of those rows
+            into the same sink
+
 A warm-up round (every path once, dropped), then --repeats rounds, every path once in each
 (round robin, so that a slow spell of the machine falls on all of them). Every result is
 checked against the aggregates numpy computes from the records: count, sum(qty), max(ts) and
@@ -70,6 +79,7 @@ import argparse
 import asyncio
 import cProfile
 import io
+import itertools
 import os
 import pstats
 import re
@@ -126,11 +136,21 @@ PATHS = {
     "parquet": "parquet: spark.read.parquet",
     "parquet_raw": "parquet_raw: payloads, binary",
     "parquet_json": "parquet_json: JSON, from_json",
+    "stream": "stream: AvailableNow -> Parquet sink",
+    "copy": "copy: read.parquet -> Parquet sink",
 }
 # Each path's Parquet baseline (same rows, same query) and the speed it must reach over it.
-BASELINE = {"raw": "parquet_raw", "json": "parquet_json", "parquet_raw": None, "parquet_json": None}
+BASELINE = {
+    "raw": "parquet_raw",
+    "json": "parquet_json",
+    "parquet_raw": None,
+    "parquet_json": None,
+    "stream": "copy",
+    "copy": None,
+}
 TARGET = {"aeronio": 2.0, "raw": 1.5, "json": 1.0}
 RAW_PATHS = ("raw", "parquet_raw")
+SINKS = {"stream": "aeronio", "copy": "parquet"}  # path -> the batch read planned as it is
 SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)\s*$", re.IGNORECASE)
 
 
@@ -439,7 +459,8 @@ def spark_session(opts: Options):
 
 
 def frames(spark, archive_dir: Path, base: Path, arrow: Path, opts: Options) -> dict:
-    """path -> a function making the path's DataFrame."""
+    """path -> a function making the path's DataFrame (SINKS' paths: writing the rows to a
+    new directory under `base`, then a DataFrame of what was written)."""
     from pyspark.sql import functions as F
 
     def recorded(name: str, split: bool, layout: str = "fixed", stream_id: int = STREAM_ID):
@@ -472,6 +493,39 @@ def frames(spark, archive_dir: Path, base: Path, arrow: Path, opts: Options) -> 
         df = spark.read.parquet(str(base / "json.parquet"))
         return df.select(F.from_json("json", SCHEMA).alias("r")).select("r.*")
 
+    runs = itertools.count()
+    written: list[Path] = []
+
+    def sink_dir() -> Path:
+        """A new directory for a sink run (the last run's removed: it was checked)."""
+        while written:
+            shutil.rmtree(written.pop(), ignore_errors=True)
+        written.append(base / f"sink-{next(runs)}")
+        return written[-1]
+
+    def streamed():
+        where = sink_dir()
+        reader = (
+            spark.readStream.format("aeronio")
+            .option("archive", str(archive_dir))
+            .option("layout", "fixed")
+            .option("stream_id", STREAM_ID)
+            .schema(SCHEMA)
+        )
+        for key, value in split_option.items():
+            reader = reader.option(key, value)
+        writer = reader.load().writeStream.format("parquet").option("path", str(where / "out"))
+        query = writer.option("checkpointLocation", str(where / "checkpoint"))
+        query = query.trigger(availableNow=True).start()
+        query.awaitTermination()
+        check(query.exception() is None, f"stream: the query failed: {query.exception()}")
+        return spark.read.parquet(str(where / "out"))
+
+    def copied():
+        where = sink_dir()
+        spark.read.parquet(str(base / "records.parquet")).write.parquet(str(where / "out"))
+        return spark.read.parquet(str(where / "out"))
+
     return {
         "aeronio": lambda: recorded("aeronio", True),
         "raw": lambda: recorded("aeronio", True, "raw"),
@@ -486,6 +540,8 @@ def frames(spark, archive_dir: Path, base: Path, arrow: Path, opts: Options) -> 
         "parquet": lambda: spark.read.parquet(str(base / "records.parquet")),
         "parquet_raw": lambda: spark.read.parquet(str(base / "raw.parquet")),
         "parquet_json": parquet_json,
+        "stream": streamed,
+        "copy": copied,
     }
 
 
@@ -585,13 +641,15 @@ class CpuMeter:
 
 
 def timed_run(make_df, path: str, expected: dict, meter: CpuMeter) -> tuple[float, Cpu]:
-    """(seconds, CPU seconds used) of one checked aggregation."""
+    """(seconds, CPU seconds used) of one checked aggregation (SINKS' paths: of the write, the
+    aggregation of what was written checked after)."""
     before = meter.sample()
     started = time.perf_counter()
-    rows = aggregate(make_df(), path)
+    df = make_df()
+    rows = None if path in SINKS else aggregate(df, path)
     elapsed = time.perf_counter() - started
     used = meter.sample() - before
-    check_aggregates(path, rows, expected)
+    check_aggregates(path, aggregate(df, path) if rows is None else rows, expected)
     return elapsed, used
 
 
@@ -695,7 +753,7 @@ def profile_spark(spark, dfs: dict, paths: list[str], expected: dict, top: int, 
     """Each path's scan without the aggregation (the noop sink), and the aeronio paths' Python
     workers under Spark's perf profiler (spark.sql.pyspark.dataSource.profiler: cProfile, wall
     clock), merged over their partitions."""
-    for path in paths:
+    for path in (p for p in paths if p not in SINKS):
         seconds = []
         for _ in range(3):
             started = time.perf_counter()
@@ -780,7 +838,7 @@ def table(cells: dict[str, Cell]):
 def targets(cells: dict[str, Cell]) -> list[str]:
     out = []
     rate = {p: c.rate for p, c in cells.items()}
-    for path in ("aeronio", "raw", "json", "python", "split", "jvm"):
+    for path in ("aeronio", "raw", "json", "stream", "python", "split", "jvm"):
         base = baseline(cells, path)
         if rate.get(path) and base:
             ratio, target = rate[path] / base, TARGET.get(path, 1.0)
@@ -807,7 +865,9 @@ NOTES = [
     "Every run's aggregates equal numpy's, exactly (avg(price) too: its sums are exact), so "
     "every path's equal every other's; a difference fails the benchmark.",
     "rows/s: records aggregated per second of wall time, from the action's start to collect() "
-    "returning (planning included); vs parquet: over Parquet's rows/s, same run.",
+    "returning (planning included); vs parquet: over Parquet's rows/s, same run (stream's: "
+    "over copy's). stream and copy: records written to a Parquet sink per second, from the "
+    "query's start to its end (the aggregation of what was written checked after, untimed).",
     "read MB: recorded bytes for the aeronio paths (a 32-byte record is a 64-byte frame: its "
     "header and payload), the file for the others. Parquet's is dictionary-encoded and "
     "compressed, and Parquet reads only the four columns the aggregation uses: a Python data "
@@ -948,7 +1008,12 @@ def run(args, argv, opts: Options, paths: list[str], base: Path) -> int:
         if JSON_STREAM_ID in recordings:
             read_bytes["json"] = recordings[JSON_STREAM_ID]["end"]
         cells = {
-            p: Cell(p, n, dfs[p]().rdd.getNumPartitions(), read_bytes.get(p, recorded["end"]))
+            p: Cell(
+                p,
+                n,
+                dfs[SINKS.get(p, p)]().rdd.getNumPartitions(),
+                read_bytes.get(SINKS.get(p, p), recorded["end"]),
+            )
             for p in paths
         }
         progress(

@@ -1,10 +1,13 @@
 """Streaming reads through Spark: Trigger.AvailableNow in batches of max_bytes_per_trigger, a
 processing-time query following live recordings (and new ones), restarts from a checkpoint,
-starting positions, and recordings truncated under a running query."""
+starting positions, and recordings truncated under a running query. Each test runs over both
+sources: the JVM one ("aeronio") and the Python one ("aeronio_python"), its oracle; a checkpoint
+of either resumes with the other."""
 
 import asyncio
 import json
 import random
+import struct
 import threading
 import time
 
@@ -27,8 +30,18 @@ def varied(count: int, seed: int) -> list[bytes]:
     ]
 
 
-def stream(spark, host, **options):
-    reader = spark.readStream.format("aeronio").option("archive", str(host.archive_dir))
+@pytest.fixture(params=["aeronio", "aeronio_python"])
+def source(request):
+    return request.param
+
+
+def sid(source: str, stream_id: int) -> int:
+    """Each source's test records on its own stream (both share the module's archive)."""
+    return stream_id if source == "aeronio" else stream_id + 50
+
+
+def stream(spark, host, source="aeronio", **options):
+    reader = spark.readStream.format(source).option("archive", str(host.archive_dir))
     for key, value in options.items():
         reader = reader.option(key, str(value))
     return reader.load()
@@ -84,10 +97,11 @@ def last_end(query) -> dict:
     return ends[-1] if ends else {}
 
 
-def test_available_now_reads_everything_in_batches_of_max_bytes(spark, host, tmp_path):
-    a = host.run(host.record(f"{IPC}|alias=s1", 201, varied(800, 1)))
+def test_available_now_reads_everything_in_batches_of_max_bytes(spark, host, tmp_path, source):
+    stream_id = sid(source, 201)
+    a = host.run(host.record(f"{IPC}|alias=s1", stream_id, varied(800, 1)))
     sink = Collected()
-    df = stream(spark, host, stream_id=201, max_bytes_per_trigger="128k")
+    df = stream(spark, host, source, stream_id=stream_id, max_bytes_per_trigger="128k")
     query = available_now(df, sink, tmp_path / "ck")
     assert sink.sorted() == rows_of(a)
     assert len([n for n in sink.batches if n]) >= a.end // (128 * 1024)
@@ -98,14 +112,15 @@ def test_available_now_reads_everything_in_batches_of_max_bytes(spark, host, tmp
     assert offsets(query, "endOffset")[-1] == {rid: a.end}
 
 
-def test_a_processing_time_query_follows_live_recordings(spark, host, tmp_path):
+def test_a_processing_time_query_follows_live_recordings(spark, host, tmp_path, source):
     """Active recordings read to their rec-pos counters (driver_dir) while publishers go on."""
+    stream_id = sid(source, 202)
     channel = f"{IPC}|alias=live"
-    rid, _ = host.run(host.start(channel, 202))
+    rid, _ = host.run(host.start(channel, stream_id))
     first = host.run(host.publish(rid, varied(100, 2)))
     sink = Collected()
     query = start(
-        stream(spark, host, stream_id=202, driver_dir=host.driver_dir),  # rec-pos
+        stream(spark, host, source, stream_id=stream_id, driver_dir=host.driver_dir),  # rec-pos
         sink,
         tmp_path / "ck",
         {"processingTime": "300 milliseconds"},
@@ -118,7 +133,7 @@ def test_a_processing_time_query_follows_live_recordings(spark, host, tmp_path):
         for i in range(8):
             more[rid] += await host.publish(rid, varied(40, 10 + i))
             if i == 3:  # a second publisher: a new recording, found by the running query
-                second, _ = await host.add_publisher(channel, 202)
+                second, _ = await host.add_publisher(channel, stream_id)
                 more[second] = []
             if i > 3:
                 more[second] += await host.publish(second, varied(30, 20 + i))
@@ -130,7 +145,7 @@ def test_a_processing_time_query_follows_live_recordings(spark, host, tmp_path):
         more = host.run(keep_publishing(), timeout=8 * 60)
         session = {r: host.publications[r].session_id for r in more}
         expected = sorted(
-            (r, session[r], 202, channel, p, len(d), rv, d)
+            (r, session[r], stream_id, channel, p, len(d), rv, d)
             for r, rows in ((rid, first + more[rid]), *((r, more[r]) for r in more if r != rid))
             for p, rv, d in rows
         )
@@ -141,17 +156,18 @@ def test_a_processing_time_query_follows_live_recordings(spark, host, tmp_path):
         assert len([n for n in sink.batches if n]) > 8  # it kept up: a batch or more a round
     finally:
         query.stop()
-        host.run(host.client.stop_recording(channel, 202))
+        host.run(host.client.stop_recording(channel, stream_id))
 
 
-def test_a_restarted_query_continues_from_its_checkpoint(spark, host, tmp_path):
+def test_a_restarted_query_continues_from_its_checkpoint(spark, host, tmp_path, source):
+    stream_id = sid(source, 203)
     channel = f"{IPC}|alias=restart"
-    rid, publication = host.run(host.start(channel, 203))
+    rid, publication = host.run(host.start(channel, stream_id))
     published = host.run(host.publish(rid, varied(400, 3)))
     checkpoint, out = tmp_path / "ck", str(tmp_path / "out")
 
     def query(trigger):
-        df = stream(spark, host, stream_id=203, max_bytes_per_trigger="64k")
+        df = stream(spark, host, source, stream_id=stream_id, max_bytes_per_trigger="64k")
         writer = df.writeStream.format("parquet").option("path", out)
         return writer.option("checkpointLocation", str(checkpoint)).trigger(**trigger).start()
 
@@ -169,44 +185,47 @@ def test_a_restarted_query_continues_from_its_checkpoint(spark, host, tmp_path):
         time.sleep(0.2)
     second.stop()  # part way
     published += host.run(host.publish(rid, varied(100, 6)))
-    host.run(host.stop(rid, channel, 203))
+    host.run(host.stop(rid, channel, stream_id))
     third = query({"availableNow": True})
     third.awaitTermination(120)
     assert third.exception() is None
     session = publication.session_id
     assert written() == sorted(
-        (rid, session, 203, channel, p, len(d), rv, d) for p, rv, d in published
+        (rid, session, stream_id, channel, p, len(d), rv, d) for p, rv, d in published
     )
 
 
-def test_starting_positions(spark, host, tmp_path):
+def test_starting_positions(spark, host, tmp_path, source):
+    stream_id = sid(source, 204)
     channel = f"{IPC}|alias=start"
-    a = host.run(host.record(channel, 204, varied(200, 7), stop=False))
+    a = host.run(host.record(channel, stream_id, varied(200, 7), stop=False))
     rid = a.recording_id
-    df = stream(spark, host, stream_id=204, starting_positions="latest")
+    df = stream(spark, host, source, stream_id=stream_id, starting_positions="latest")
     sink = Collected()
     available_now(df, sink, tmp_path / "latest")
     assert sink.rows == []
     more = host.run(host.publish(rid, varied(50, 8)))
-    host.run(host.stop(rid, channel, 204))
+    host.run(host.stop(rid, channel, stream_id))
     available_now(df, sink, tmp_path / "latest")  # the same checkpoint: what came since
     expected = rows_of(a._replace(rows=a.rows + more))
     assert sink.sorted() == expected[200:]
     # from a message's position, or from inside one (then from the next message)
     for position, first in ((a.rows[120][0], 120), (a.rows[120][0] + 32, 121)):
         sink = Collected()
-        df = stream(spark, host, stream_id=204, starting_positions=json.dumps({rid: position}))
+        df = stream(
+            spark, host, source, stream_id=stream_id, starting_positions=json.dumps({rid: position})
+        )
         available_now(df, sink, tmp_path / f"json{position}")
         assert sink.sorted() == expected[first:]
 
 
 @pytest.mark.parametrize("fail", [True, False])
-def test_a_recording_truncated_under_a_running_query(spark, host, tmp_path, fail):
-    stream_id = 205 if fail else 206
+def test_a_recording_truncated_under_a_running_query(spark, host, tmp_path, source, fail):
+    stream_id = sid(source, 205 if fail else 206)
     channel = f"{IPC}|alias=t{stream_id}"
     a = host.run(host.record(channel, stream_id, varied(300, 9)))
     sink = Collected()
-    df = stream(spark, host, stream_id=stream_id, fail_on_data_loss=str(fail).lower())
+    df = stream(spark, host, source, stream_id=stream_id, fail_on_data_loss=str(fail).lower())
     query = start(df, sink, tmp_path / "ck", {"processingTime": "200 milliseconds"})
     try:
         sink.wait_for(300)
@@ -255,8 +274,8 @@ async def extend(host: Host, rid: int, channel: str, stream_id: int, stop: int, 
     return rows
 
 
-def test_bad_stream_options(spark, host, tmp_path):
-    a = host.run(host.record(f"{IPC}|alias=bad", 207, varied(5, 11)))
+def test_bad_stream_options(spark, host, tmp_path, source):
+    a = host.run(host.record(f"{IPC}|alias=bad", sid(source, 207), varied(5, 11)))
     cases = [
         ({"start_position": 0}, "start_position are for a batch read"),
         ({"starting_positions": "soonest"}, "is not earliest, latest or a JSON object"),
@@ -269,6 +288,97 @@ def test_bad_stream_options(spark, host, tmp_path):
     ]
     for i, (options, message) in enumerate(cases):
         with pytest.raises(Exception, match=message):
-            df = stream(spark, host, recording_ids=a.recording_id, **options)
+            df = stream(spark, host, source, recording_ids=a.recording_id, **options)
             query = start(df, Collected(), tmp_path / f"ck{i}", {"availableNow": True})
             query.awaitTermination(60)
+
+
+def checkpointed_offsets(checkpoint) -> list[str]:
+    """The offsets a query's checkpoint holds, each batch's as written (its last line)."""
+    files = sorted((checkpoint / "offsets").glob("[0-9]*"), key=lambda f: int(f.name))
+    return [f.read_text().splitlines()[-1] for f in files]
+
+
+def test_the_jvm_source_writes_the_python_sources_offsets(spark, host, tmp_path):
+    """Offset for offset, byte for byte: the JVM source's checkpoint is the Python source's."""
+    a = host.run(host.record(f"{IPC}|alias=same", 208, varied(600, 12)))
+    written = {}
+    for source in ("aeronio", "aeronio_python"):
+        sink = Collected()
+        df = stream(spark, host, source, stream_id=208, max_bytes_per_trigger="100k")
+        query = available_now(df, sink, tmp_path / source)
+        assert sink.sorted() == rows_of(a)
+        description = query.recentProgress[-1]["sources"][0]["description"]
+        assert ("aeronio MicroStream" in description) == (source == "aeronio"), description
+        written[source] = checkpointed_offsets(tmp_path / source)
+    assert len(written["aeronio"]) >= a.end // (100 * 1024)
+    assert written["aeronio"] == written["aeronio_python"]
+    assert written["aeronio"][-1] == json.dumps({str(a.recording_id): a.end})
+
+
+def test_the_jvm_source_resumes_a_python_sources_checkpoint(spark, host, tmp_path):
+    """A query checkpointed by the Python source (before the JVM one read streams) goes on
+    with the JVM one from where it was: into the same Parquet sink, every row once."""
+    channel = f"{IPC}|alias=resume"
+    rid, publication = host.run(host.start(channel, 209))
+    published = host.run(host.publish(rid, varied(300, 13)))
+    checkpoint, out = tmp_path / "ck", str(tmp_path / "out")
+
+    def run(source):
+        df = stream(spark, host, source, stream_id=209, max_bytes_per_trigger="64k")
+        writer = df.writeStream.format("parquet").option("path", out)
+        query = writer.option("checkpointLocation", str(checkpoint))
+        query = query.trigger(availableNow=True).start()
+        query.awaitTermination(120)
+        assert query.exception() is None
+        return query
+
+    first = run("aeronio_python")
+    assert "aeronio MicroStream" not in first.recentProgress[-1]["sources"][0]["description"]
+    before = checkpointed_offsets(checkpoint)
+    published += host.run(host.publish(rid, varied(300, 14)))
+    host.run(host.stop(rid, channel, 209))
+    second = run("aeronio")
+    assert "aeronio MicroStream" in second.recentProgress[-1]["sources"][0]["description"]
+    after = checkpointed_offsets(checkpoint)
+    assert after[: len(before)] == before
+    assert json.loads(second.recentProgress[0]["sources"][0]["startOffset"]) == json.loads(
+        before[-1]
+    )
+    session = publication.session_id
+    assert sorted(tuple(r) for r in spark.read.parquet(out).collect()) == sorted(
+        (rid, session, 209, channel, p, len(d), rv, d) for p, rv, d in published
+    )
+
+
+@pytest.mark.parametrize("layout", ["fixed", "json"])
+def test_decoding_layouts(spark, host, tmp_path, source, layout):
+    """Layouts fixed and json, with metadata columns, read in micro-batches."""
+    stream_id = sid(source, 210 if layout == "fixed" else 211)
+    values = [(1_700_000_000 + i, i % 7, i / 8) for i in range(700)]
+    if layout == "fixed":
+        payloads = [struct.pack("<qid", *v) for v in values]
+        schema = "ts long, symbol int, price double, position long, recording_id long"
+    else:
+        payloads = [
+            json.dumps({"ts": t, "symbol": f"S{s}", "price": p}).encode() for t, s, p in values
+        ]
+        values = [(t, f"S{s}", p) for t, s, p in values]
+        schema = "ts long, symbol string, price double, position long, recording_id long"
+    a = host.run(host.record(f"{IPC}|alias={layout}", stream_id, payloads))
+    df = (
+        spark.readStream.format(source)
+        .option("archive", str(host.archive_dir))
+        .option("stream_id", stream_id)
+        .option("layout", layout)
+        .option("metadata_columns", "position,recording_id")
+        .option("max_bytes_per_trigger", "8k")
+        .schema(schema)
+        .load()
+    )
+    sink = Collected()
+    available_now(df, sink, tmp_path / "ck")
+    assert sink.sorted() == sorted(
+        (*v, p, a.recording_id) for v, (p, _, _) in zip(values, a.rows, strict=True)
+    )
+    assert len([n for n in sink.batches if n]) >= a.end // 8192

@@ -267,6 +267,9 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
 
     @Override
     public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+      if (!inPython(table.options)) {
+        return new MicroStream(table.options, table.schema, schema);
+      }
       return ((SupportsRead) table.python())
           .newScanBuilder(new CaseInsensitiveStringMap(table.options))
           .build()

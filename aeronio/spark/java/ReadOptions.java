@@ -181,7 +181,7 @@ final class ReadOptions {
   private static final Pattern SIZE =
       Pattern.compile("^\\s*(\\d+)\\s*([kmg]?)i?b?\\s*$", Pattern.CASE_INSENSITIVE);
 
-  private static Long size(Map<String, String> o, String name) {
+  static Long size(Map<String, String> o, String name) {
     String value = o.get(name);
     if (value == null) {
       return null;
