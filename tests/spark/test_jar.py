@@ -251,17 +251,31 @@ try:
     while context._jsc.sc().getExecutorMemoryStatus().size() < 3:  # the driver, 2 executors
         assert time.monotonic() < deadline, "the executors did not register within 180 s"
         time.sleep(0.1)
+    def write_rows(df, path):
+        pdf = df.toPandas().sort_values("position")
+        rows = np.zeros(len(pdf), [("ts", "<i8"), ("price", "<f8")])
+        rows["ts"], rows["price"] = pdf["ts"].to_numpy(), pdf["price"].to_numpy()
+        open(path, "wb").write(rows.tobytes())
+
     df = aeronio.spark.read_fixed(
         spark, "position long, ts long, price double", archive, stream_id=int(stream_id),
         metadata_columns="position",
     )
-    pdf = df.toPandas().sort_values("position")
-    rows = np.zeros(len(pdf), [("ts", "<i8"), ("price", "<f8")])
-    rows["ts"], rows["price"] = pdf["ts"].to_numpy(), pdf["price"].to_numpy()
-    open(out, "wb").write(rows.tobytes())
+    write_rows(df, out)
+    aeronio.spark.register(spark)
+    source = (
+        spark.read.format("aeronio").schema("position long, ts long, price double")
+        .option("archive", archive).option("layout", "fixed").option("stream_id", stream_id)
+        .option("metadata_columns", "position").load()
+        .select("position", "ts", "price")
+    )
+    write_rows(source, out + ".format")
     print(json.dumps({
         "javac": jar.javac(), "jar": str(jvm.jar(spark.version)), "package": aeronio.__file__,
         "partitions": df.rdd.getNumPartitions(),
+        "format_partitions": source.rdd.getNumPartitions(),
+        "format_plan": "BatchScan aeronio[" in source._jdf.queryExecution().executedPlan()
+        .toString(),
         "executors": context._jsc.sc().getExecutorMemoryStatus().size() - 1,
     }))
 finally:
@@ -273,7 +287,8 @@ finally:
 def test_a_jre_alone_reads_through_the_packages_jar_on_executors(built, host, tmp_path):
     """A fresh venv holding the package as built (and the dependencies of this one), no javac
     on PATH nor JAVA_HOME, a local-cluster: the executors, JVMs of their own, read the
-    records through the package's jar, shipped to them by the driver."""
+    records through the package's jar, shipped to them by the driver, with read_fixed and with
+    spark.read.format("aeronio")."""
     rng = np.random.default_rng(7)
     published = np.zeros(6000, RECORD)
     published["ts"] = np.arange(len(published)) + 1_700_000_000_000
@@ -314,7 +329,10 @@ def test_a_jre_alone_reads_through_the_packages_jar_on_executors(built, host, tm
         "jar": str(built / "aeronio" / "spark" / "aeronio-spark.jar"),
         "package": str(built / "aeronio" / "__init__.py"),
         "partitions": -(-recorded.end // SEGMENT),
+        "format_partitions": -(-recorded.end // SEGMENT),
+        "format_plan": True,  # format("aeronio") read in the JVM, not through Python
         "executors": 2,
     }
     assert out.read_bytes() == published.tobytes()
+    assert Path(f"{out}.format").read_bytes() == published.tobytes()
     assert not (tmp_path / "cache").exists()  # nothing compiled
