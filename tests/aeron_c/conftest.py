@@ -1,11 +1,11 @@
 """Fixtures of the `aeron_c` tests: current Aeron's C client and C media driver (pyaeron) in child
 processes beside aeronio (tests/support/aeron_c.py)."""
 
-import socket
 from collections.abc import Iterator
 
 import pytest
 
+from tests.support import ports
 from tests.support.aeron_c import PyaeronPython, spawn_role
 from tests.support.child import Child
 from tests.support.procs import Procs
@@ -41,8 +41,6 @@ def aeron_c(pyaeron_interpreter: PyaeronPython) -> Iterator[AeronC]:
 
 
 @pytest.fixture
-def free_udp_port() -> int:
-    """A UDP port of 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port() -> int:
+    """A port for a channel (tests/support/ports.py says how it is chosen)."""
+    return ports.free_port()

@@ -113,9 +113,9 @@ async def test_claims_batches_and_counters_on_a_c_driver(aeron_c):
 
 
 async def test_udp_from_an_aeronio_client_to_a_pyaeron_subscriber_on_another_c_driver(
-    aeron_c, free_udp_port
+    aeron_c, free_port
 ):
-    channel = f"aeron:udp?endpoint=127.0.0.1:{free_udp_port}"
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port}"
     receiving_dir, sending_dir = aeron_c.new_dir(), aeron_c.new_dir()
     await aeron_c.pyaeron("driver", dir=receiving_dir).aexpect_json("ready", 30)
     await aeron_c.pyaeron("driver", dir=sending_dir).aexpect_json("ready", 30)
@@ -129,12 +129,10 @@ async def test_udp_from_an_aeronio_client_to_a_pyaeron_subscriber_on_another_c_d
         await send_to_pyaeron(publication, subscriber)
 
 
-async def test_udp_from_an_aeronio_client_on_a_c_driver_to_an_aeronio_driver(
-    aeron_c, free_udp_port
-):
+async def test_udp_from_an_aeronio_client_on_a_c_driver_to_an_aeronio_driver(aeron_c, free_port):
     """An aeronio client of Aeron's C driver sends over UDP to an aeronio client of an aeronio
     driver (embedded in this process): every message, in order, byte for byte."""
-    channel = f"aeron:udp?endpoint=127.0.0.1:{free_udp_port}"
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port}"
     sending_dir = aeron_c.new_dir()
     await aeron_c.pyaeron("driver", dir=sending_dir).aexpect_json("ready", 30)
     async with aeronio.connect() as receiving, aeronio.connect(sending_dir) as sending:
@@ -190,9 +188,7 @@ async def test_two_clients_of_one_process_keep_to_their_own_responses(aeron_c):
         assert (await first.add_publication(IPC, 14)).stream_id == 14
 
 
-async def test_static_counters_session_ids_and_destinations_by_id_on_a_c_driver(
-    aeron_c, free_udp_port
-):
+async def test_static_counters_session_ids_and_destinations_by_id_on_a_c_driver(aeron_c, free_port):
     """The commands of 1.53 from aeronio's client, answered by Aeron's driver: a static counter
     found again by its type and registration id (refused where a client owns the counter); a
     next session id free for a publication's session-id=; a destination removed by id."""
@@ -216,7 +212,7 @@ async def test_static_counters_session_ids_and_destinations_by_id_on_a_c_driver(
         chosen = await aeron.add_exclusive_publication(f"{IPC}?session-id={session_id}", 7)
         assert chosen.session_id == session_id
 
-        control = f"127.0.0.1:{free_udp_port}"
+        control = f"127.0.0.1:{free_port}"
         mdc = await aeron.add_publication(f"aeron:udp?control={control}|control-mode=manual", 8)
         # A destination is only sent to: any port will do.
         destination = await mdc.add_destination("aeron:udp?endpoint=127.0.0.1:9")

@@ -41,13 +41,11 @@ def _aeronio_driver(aeron_c, kind: str, *options: str) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["standalone", "embedded"])
 @pytest.mark.parametrize("medium", ["ipc", "udp"])
-def test_pyaeron_publishes_and_subscribes_on_an_aeronio_driver(
-    aeron_c, free_udp_port, kind, medium
-):
+def test_pyaeron_publishes_and_subscribes_on_an_aeronio_driver(aeron_c, free_port, kind, medium):
     """Every message, in order, byte for byte; the image comes with the publisher's session and,
     once the publisher closes, goes."""
     dir = _aeronio_driver(aeron_c, kind)
-    channel = IPC if medium == "ipc" else UDP.format(port=free_udp_port)
+    channel = IPC if medium == "ipc" else UDP.format(port=free_port)
     subscriber = aeron_c.pyaeron("subscribe", dir=dir, channel=channel, stream_id=9, count=COUNT)
     subscriber.expect("subscribed", 30)
     publisher = aeron_c.pyaeron(

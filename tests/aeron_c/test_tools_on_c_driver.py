@@ -10,11 +10,11 @@ COUNT, SIZE = 100, 100
 POSITION = COUNT * 160  # each 100-byte message takes a 32-byte header, aligned to 32
 
 
-def test_stat_errors_streams_and_loss_read_a_c_drivers_directory(aeron_c, free_udp_port):
+def test_stat_errors_streams_and_loss_read_a_c_drivers_directory(aeron_c, free_port):
     dir = aeron_c.new_dir()
     driver = aeron_c.pyaeron("driver", dir=dir)
     driver_pid = driver.expect_json("ready", 30)["pid"]
-    channel = UDP.format(port=free_udp_port)
+    channel = UDP.format(port=free_port)
     subscriber = aeron_c.pyaeron("subscribe", dir=dir, channel=channel, stream_id=7, count=COUNT)
     subscriber.expect("subscribed", 30)
     publisher = aeron_c.pyaeron(

@@ -5,7 +5,6 @@ import asyncio
 import contextlib
 import os
 import random
-import socket
 from pathlib import Path
 
 import pytest
@@ -17,18 +16,13 @@ from aeronio.archive.codecs import ErrorCode
 from aeronio.archive.recording_pos import RECORDING_POSITION_TYPE_ID
 from aeronio.counters import MDC_DESTINATIONS_TYPE_ID
 from tests.support.cancelling import cancel_at_each_step
+from tests.support.ports import free_port
 from tests.support.procs import await_until, wait_recorded
 
 TERM = 64 * 1024
 SEGMENT = 128 * 1024
 STREAM = 1001
 IPC = f"aeron:ipc?term-length={TERM}"
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -145,7 +139,7 @@ async def test_segments_are_the_terms_byte_for_byte(aeron, arch, client, media):
     if media == "ipc":
         channel, source = IPC, archive.SourceLocation.LOCAL
     else:
-        channel = f"aeron:udp?endpoint=localhost:{free_udp_port()}|term-length={TERM}"
+        channel = f"aeron:udp?endpoint=localhost:{free_port()}|term-length={TERM}"
         source = archive.SourceLocation.REMOTE
     await client.start_recording(channel, STREAM, source)
     terms = Terms(await aeron.add_subscription(channel, STREAM))
@@ -578,12 +572,12 @@ async def archive_over_udp(tmp_path):
     ):
         async with archive.Archive.launch(
             archive_side, archive_dir=tmp_path / "a", segment_file_length=SEGMENT,
-            control_channel=f"aeron:udp?endpoint={host}:{free_udp_port()}",
+            control_channel=f"aeron:udp?endpoint={host}:{free_port()}",
             recording_events_channel="aeron:ipc",
         ) as arch:  # fmt: skip
             async with archive.connect(
                 joiner, control_channel=arch.ctx.control_channel,
-                response_channel=f"aeron:udp?endpoint={host}:{free_udp_port()}",
+                response_channel=f"aeron:udp?endpoint={host}:{free_port()}",
             ) as client:  # fmt: skip
                 yield live_side, arch, client
 
@@ -593,7 +587,7 @@ async def test_replay_merge_joins_the_live_stream_without_gap_or_duplicate(tmp_p
     a late joiner on a third driver replays it from the start and merges into the live stream
     while it goes on: every message once, in order, at the live positions, on one image."""
     host = "127.0.0.1"
-    control, recording_port, replay_port, live_port = (free_udp_port() for _ in range(4))
+    control, recording_port, replay_port, live_port = (free_port() for _ in range(4))
     live_channel = f"aeron:udp?control={host}:{control}|control-mode=dynamic|term-length={TERM}"
     payloads = messages(3000, seed=21)
     async with archive_over_udp(tmp_path) as (live_side, arch, client):
@@ -652,7 +646,7 @@ async def test_a_merged_image_that_goes_is_merged_again_or_an_error_never_a_gap(
     message delivered, and what came before is the stream's start, whole. Never a silent gap."""
     host = "127.0.0.1"
     group = f"224.20.31.{3 if remerge else 5}"
-    port, replay_port = free_udp_port(), free_udp_port()
+    port, replay_port = free_port(), free_port()
     live_channel = f"aeron:udp?endpoint={group}:{port}|interface={host}|term-length={TERM}"
     payloads = [i.to_bytes(4, "little") + bytes(1000) for i in range(4000)]
     async with archive_over_udp(tmp_path) as (live_side, arch, client):

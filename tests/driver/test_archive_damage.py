@@ -21,11 +21,11 @@ from tests.driver.test_archive import (
     STREAM,
     Terms,
     expected_positions,
-    free_udp_port,
     messages,
     publish,
     wait_recorded,
 )
+from tests.support.ports import free_port
 
 aeron, arch, client = test_archive.aeron, test_archive.arch, test_archive.client  # its fixtures
 RECORD = 1024  # a catalog record; recording n is record n + 1, its descriptor body at +32
@@ -181,8 +181,8 @@ async def test_a_replay_merge_over_damage_raises_the_archive_error(aeron, arch, 
     merge = client.replay_merge(
         0,
         STREAM,
-        f"aeron:udp?endpoint={host}:{free_udp_port()}",
-        f"aeron:udp?endpoint={host}:{free_udp_port()}",
+        f"aeron:udp?endpoint={host}:{free_port()}",
+        f"aeron:udp?endpoint={host}:{free_port()}",
         remerge=remerge,
     )
     with pytest.raises(archive.ArchiveError) as raised:

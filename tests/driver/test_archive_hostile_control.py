@@ -12,7 +12,8 @@ from aeronio import archive
 from aeronio.archive import codecs
 from aeronio.archive.codecs import ErrorCode
 from aeronio.archive.context import MAX_PENDING_RESPONSE_BYTES
-from tests.driver.test_archive import IPC, STREAM, aeron, arch, client, free_udp_port  # noqa: F401
+from tests.driver.test_archive import IPC, STREAM, aeron, arch, client  # noqa: F401
+from tests.support.ports import free_port
 from tests.support.procs import await_until
 
 
@@ -65,7 +66,7 @@ async def control_publication(aeron, channel: str, stream_id: int):
 async def test_a_connect_request_answering_on_the_archive_own_stream_is_dropped(
     aeron, tmp_path, response
 ):
-    port = free_udp_port()
+    port = free_port()
     channel, stream_id = response[0].format(port=port), response[1]
     control_channel = f"aeron:udp?endpoint=localhost:{port}"
     async with archive.Archive.launch(

@@ -5,7 +5,8 @@ and spies on `UdpChannel.canonicalForm()`; aeronio on `ChannelUri.canonical_form
 import asyncio
 
 import aeronio
-from tests.driver.test_udp_driver import connected, exchange, free_port
+from tests.driver.test_udp_driver import connected, exchange
+from tests.support.ports import free_port
 from tests.support.procs import await_until
 
 

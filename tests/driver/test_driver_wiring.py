@@ -7,7 +7,6 @@ same thing made again works."""
 
 import gc
 import os
-import socket
 
 import pytest
 
@@ -20,14 +19,9 @@ from aeronio.driver.stream_counters import StreamCounters
 from aeronio.logbuffer import log_buffers
 from aeronio.logbuffer.descriptor import LogParams
 from aeronio.logbuffer.log_buffers import LogBuffers
+from tests.support.ports import free_port
 from tests.support.procs import await_until
 from tests.support.udp_harness import Slot
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Injected(RuntimeError):

@@ -13,6 +13,7 @@ from pathlib import Path
 import aeronio
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
+from tests.support.ports import free_port
 from tests.support.procs import await_until
 
 DATA = Path(__file__).parents[1] / "data" / "aeron_c"
@@ -40,12 +41,6 @@ MUST_DIFFER = {
     "exclusive_udp_publication": COMMON,
     "image": (*COMMON, *IMAGE_TAILS),
 }
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def os_default_socket_buffers() -> tuple[int, int]:

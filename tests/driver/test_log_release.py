@@ -13,9 +13,9 @@ import pytest
 
 import aeronio
 from aeronio.driver.media_driver import MediaDriver
-from bench.children import free_port
 from bench.hostile.churn import cycle
 from tests.support.holdings import allocated_counters, held
+from tests.support.ports import free_port
 from tests.support.procs import await_until, new_driver_dir
 
 CYCLES = 5

@@ -13,7 +13,7 @@ from aeronio.counters import SystemCounters
 from aeronio.driver.loss_report import load_loss_report
 from aeronio.protocol.frames import HDR_TYPE_NAK, NakFrame, data_header, iter_frames, setup_frame
 from aeronio.protocol.layout import LOSS_REPORT_FILE
-from tests.driver.test_udp_driver import free_port
+from tests.support.ports import free_port
 
 SESSION, STREAM, INITIAL_TERM_ID, TERM_LENGTH = 77, 9, 5, 65536
 

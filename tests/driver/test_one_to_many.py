@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import socket
 import time
 
 import pytest
@@ -30,6 +29,7 @@ from aeronio.counters import (
 from aeronio.driver.channel_endpoints import DESTINATION_TIMEOUT_NS
 from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS
 from aeronio.driver.receiver_state import IMAGE_LIVENESS_TIMEOUT_NS
+from tests.support.ports import free_port
 from tests.support.procs import await_until
 
 TERM = 64 * 1024
@@ -38,13 +38,6 @@ MTU = 1408  # the default
 # Sizes 4 B .. 8 KiB (the largest message of a 64 KiB term); 1377 and up are fragmented (MTU
 # 1408 less the 32-byte header), 33 and 700 keep the frames unaligned to the MTU.
 SIZES = (4, 100, 1376, 1377, 3000, 8192, 33, 700)
-
-
-def free_port() -> int:
-    """A UDP port free on every address (a multicast receiver binds 0.0.0.0:port)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("0.0.0.0", 0))
-        return s.getsockname()[1]
 
 
 def multicast(group: str, port: int, extra: str = "") -> str:

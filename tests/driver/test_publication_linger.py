@@ -9,7 +9,8 @@ import time
 import pytest
 
 import aeronio
-from tests.driver.test_udp_driver import connected, free_port
+from tests.driver.test_udp_driver import connected
+from tests.support.ports import free_port
 
 STREAM = 41
 WINDOW_MESSAGES = 128  # 200-byte messages (256 with their header) in a 32 KiB receiver window

@@ -1,13 +1,12 @@
 """A client asks the driver for a free session id (Aeron's nextSessionId) and removes a
 manual multi-destination-cast destination by the registration id its add returned."""
 
-import socket
-
 import pytest
 
 from aeronio import connect
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.errors import AeronError
+from tests.support.ports import free_port
 
 
 @pytest.fixture
@@ -15,12 +14,6 @@ async def driver(tmp_path):
     driver = await MediaDriver.launch(dir=str(tmp_path / "driver")).start()
     yield driver
     await driver.close()
-
-
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def test_a_next_session_id_is_free_for_a_publication(driver):
@@ -35,7 +28,7 @@ async def test_a_next_session_id_is_free_for_a_publication(driver):
 
 async def test_a_destination_is_removed_by_its_registration_id(driver):
     async with connect(driver.dir) as aeron:
-        control = f"127.0.0.1:{_free_udp_port()}"
+        control = f"127.0.0.1:{free_port()}"
         publication = await aeron.add_publication(
             f"aeron:udp?control={control}|control-mode=manual", 7
         )
@@ -44,7 +37,7 @@ async def test_a_destination_is_removed_by_its_registration_id(driver):
             for pub in driver.conductor.publications
             if pub.registration_id == publication.registration_id
         ]
-        port = _free_udp_port()
+        port = free_port()
         registration_id = await publication.add_destination(f"aeron:udp?endpoint=127.0.0.1:{port}")
         assert set(endpoint.destinations) == {("127.0.0.1", port)}
         await publication.remove_destination_by_id(registration_id)

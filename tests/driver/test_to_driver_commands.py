@@ -22,6 +22,7 @@ from aeronio.driver.driver_publication import State
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.logbuffer import waker
 from aeronio.protocol import control as p
+from tests.support.ports import free_port
 from tests.support.procs import await_until
 from tests.support.ring_client import TIMEOUT_S, RingClient
 
@@ -273,12 +274,6 @@ async def test_terminate_driver_only_when_enabled(driver, client, stops):
 # -- the commands of Aeron 1.53: static counters, destinations by id, session ids, rejection --
 
 
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _static_counter(client: RingClient, type_id: int, registration_id: int, label: str):
     command = p.AddStaticCounter(
         client.next_id(), client.client_id, registration_id, type_id, b"\x07\x08", label
@@ -342,7 +337,7 @@ async def test_a_destination_is_removed_by_the_id_its_add_got(driver, client):
     """REMOVE_DESTINATION_BY_ID: the destination ADD_DESTINATION of that correlation id added
     goes (ON_OPERATION_SUCCESS); an id no destination has removes nothing and succeeds (as
     Aeron's driver); an unknown publication is UNKNOWN_PUBLICATION."""
-    control = f"127.0.0.1:{_free_udp_port()}"
+    control = f"127.0.0.1:{free_port()}"
     add = _add_publication(client, f"aeron:udp?control={control}|control-mode=manual")
     publication = await client.answer(add.correlation_id)
     (endpoint,) = [
@@ -350,7 +345,7 @@ async def test_a_destination_is_removed_by_the_id_its_add_got(driver, client):
         for pub in driver.conductor.publications
         if pub.registration_id == publication.registration_id
     ]
-    ports = [_free_udp_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     adds = []
     for port in ports:
         command = p.AddDestination(

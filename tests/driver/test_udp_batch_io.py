@@ -27,8 +27,9 @@ from aeronio.protocol.frames import (
     nak_frame,
     setup_frame,
 )
-from tests.driver.test_udp_driver import connected, exchange, free_port, payload
+from tests.driver.test_udp_driver import connected, exchange, payload
 from tests.support.driver_internals import udp_media
+from tests.support.ports import free_port
 from tests.support.procs import ROOT
 from tests.support.udp_harness import Slot
 
@@ -710,7 +711,8 @@ import asyncio, subprocess, sys
 sys.path.insert(0, {root!r})
 subprocess.run(["ip", "link", "set", "lo", "mtu", "1500", "up"], check=True)
 import aeronio
-from tests.driver.test_udp_driver import connected, free_port
+from tests.driver.test_udp_driver import connected
+from tests.support.ports import free_port
 
 async def main():
     channel = f"aeron:udp?endpoint=127.0.0.1:{{free_port()}}|term-length=256k|mtu=8192"

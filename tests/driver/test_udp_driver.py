@@ -12,13 +12,8 @@ import pytest
 import aeronio
 from aeronio.counters import SystemCounters
 from tests.support.driver_internals import conductor, udp_media
+from tests.support.ports import free_port
 from tests.support.procs import await_until
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def connected(pub, sub) -> None:

@@ -39,7 +39,6 @@ import asyncio
 import hashlib
 import json
 import random
-import socket
 import time
 from collections import defaultdict
 
@@ -48,6 +47,7 @@ import pytest
 import aeronio
 from aeronio.counters import SYSTEM_COUNTER_TYPE_ID
 from tests.support.java_aeron import compile_java_sources, require_aeron_java
+from tests.support.ports import free_port
 from tests.support.procs import Child, Procs, await_until, procs_fixture
 from tests.support.reference_aeron import java_args
 
@@ -107,12 +107,6 @@ POSITIONS = end_positions()
 
 
 # -- places on loopback -----------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
 
 
 def multicast_channel() -> str:

@@ -24,13 +24,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import socket
 import time
 
 import pytest
 
 import aeronio
 from tests.support.java_aeron import JavaDriver, JavaProcess, require_aeron_java
+from tests.support.ports import free_port
 from tests.support.procs import await_until
 
 STREAM_ID = 10
@@ -39,12 +39,6 @@ MESSAGE_LINE = re.compile(
     r"Message to stream (\d+) from session (-?\d+) \((\d+)@(\d+)\) <<(.*)>>", re.S
 )
 JAVA_SYSTEM_CHECKS = ("Invalid packets", "Errors")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def align(value: int, alignment: int = HEADER) -> int:

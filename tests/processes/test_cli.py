@@ -11,6 +11,7 @@ import pytest
 from aeronio import _core
 from aeronio.logbuffer.descriptor import LOG_TYPE_EXCLUSIVE_PUBLICATION, LogParams
 from aeronio.logbuffer.log_buffers import LogBuffers
+from tests.support.ports import free_port
 from tests.support.procs import procs_fixture
 
 procs = pytest.fixture(procs_fixture, name="procs")
@@ -177,11 +178,7 @@ def test_demo_over_udp():
 
 
 def _udp_channel() -> str:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return f"aeron:udp?endpoint=127.0.0.1:{s.getsockname()[1]}"
+    return f"aeron:udp?endpoint=127.0.0.1:{free_port()}"
 
 
 def test_ping_and_pong_in_two_processes():

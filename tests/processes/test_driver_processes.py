@@ -11,13 +11,13 @@ import asyncio
 import io
 import os
 import signal
-import socket
 
 import pytest
 
 import aeronio
 from aeronio import cli
 from aeronio.counters import CountersReader, SystemCounters
+from tests.support.ports import free_port
 from tests.support.procs import (
     IPC,
     await_until,
@@ -185,9 +185,7 @@ def test_udp_between_two_standalone_drivers_with_clients_in_other_processes(proc
     sender_dir, receiver_dir = procs.new_dir(), procs.new_dir()
     procs.driver(sender_dir, name="sender-driver")
     procs.driver(receiver_dir, name="receiver-driver")
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        channel = f"aeron:udp?endpoint=127.0.0.1:{s.getsockname()[1]}|term-length=64k"
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
     stream, count = 1002, 5_000
     expected = {"0": count, "1": count}
     subscribers = checking_subscribers(

@@ -9,13 +9,13 @@ waits are bounded only so that a missed wake-up fails instead of hanging.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 
 import pytest
 
 import aeronio
 from aeronio.logbuffer.descriptor import FRAME_ALIGNMENT, HEADER_LENGTH, align
+from tests.support.ports import free_port
 from tests.support.procs import (
     IPC,
     Procs,
@@ -138,9 +138,7 @@ DRIVER_MEASURE_S = 5.0
 
 
 def udp_channel() -> str:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return f"aeron:udp?endpoint=127.0.0.1:{s.getsockname()[1]}"
+    return f"aeron:udp?endpoint=127.0.0.1:{free_port()}"
 
 
 async def test_idle_embedded_driver_with_a_udp_stream_parks_and_wakes(procs):

@@ -11,8 +11,8 @@ import struct
 import pytest
 
 import aeronio
-from tests.driver.test_udp_driver import free_port
 from tests.support.exiting_publisher import message
+from tests.support.ports import free_port
 from tests.support.procs import module_argv, procs_fixture
 
 procs = pytest.fixture(procs_fixture, name="procs")

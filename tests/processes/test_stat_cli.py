@@ -17,6 +17,7 @@ from aeronio.cnc import CNC_FILE, CncFile
 from aeronio.concurrent.error_log import DistinctErrorLog
 from aeronio.counters import CountersManager
 from aeronio.protocol.layout import LOCK_FILE
+from tests.support.ports import free_port
 from tests.support.procs import await_until, procs_fixture, wait_until
 
 # A driver (embedded in this child) with a publisher and a subscriber on aeron:ipc stream 10
@@ -379,7 +380,6 @@ async def test_streams_shows_positions_backlogs_and_log_memory():
     """`aeronio streams` on a driver with an IPC stream and a UDP stream (loopback), before and
     after the subscribers read: each backlog is exactly the bytes not yet read."""
     import io
-    import socket
 
     import aeronio
     from aeronio.logbuffer.descriptor import compute_log_length
@@ -390,9 +390,7 @@ async def test_streams_shows_positions_backlogs_and_log_memory():
         assert cli.run_streams(dir, out) == 0
         return out.getvalue()
 
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        udp = f"aeron:udp?endpoint=127.0.0.1:{s.getsockname()[1]}|term-length=64k"
+    udp = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
     async with aeronio.connect() as aeron:
         ipc_sub = await aeron.add_subscription("aeron:ipc", 5)
         ipc_pub = await aeron.add_publication("aeron:ipc?term-length=64k", 5)

@@ -12,15 +12,15 @@ import textwrap
 
 import pytest
 
+from tests.support.ports import free_port
+
 SERVICE = textwrap.dedent(
     """
-    import asyncio, json, os, socket, sys
+    import asyncio, json, os, sys
     import aeronio
 
-    async def main(setting):
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.bind(("127.0.0.1", 0))
-            channel = f"aeron:udp?endpoint=127.0.0.1:{s.getsockname()[1]}"
+    async def main(setting, port):
+        channel = f"aeron:udp?endpoint=127.0.0.1:{port}"
         options = {} if setting == "default" else {"term_buffer_sparse_file": setting == "true"}
         async with aeronio.connect(**options) as aeron:
             sub = await aeron.add_subscription(channel, 1)
@@ -42,14 +42,17 @@ SERVICE = textwrap.dedent(
                         logs.append([st.st_size, st.st_blocks * 512])
             print(json.dumps({"rss": int(status.split()[0]) * 1024, "logs": logs}))
 
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
     """
 )
 
 
 def measure(setting: str) -> dict:
     run = subprocess.run(
-        [sys.executable, "-c", SERVICE, setting], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", SERVICE, setting, str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout)

@@ -13,7 +13,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import sys
 import threading
 import time
@@ -33,6 +32,7 @@ from tests.spark.conftest import (
     rows_of,
 )
 from tests.support.child import Child
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -42,12 +42,6 @@ MTU = 1408  # an IPC publication's
 RECORD = np.dtype([("ts", "<i8"), ("symbol", "<i4"), ("price", "<f8"), ("qty", "<i4")])
 FIXED_SCHEMA = "ts long, symbol int, price double, qty int"
 RAW = ("recording_id", "session_id", "stream_id", "channel", "position", "length")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- the archive, in a process of its own --------------------------------------------------------

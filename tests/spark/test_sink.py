@@ -3,21 +3,15 @@ task, recorded, and read back byte for byte; the streaming writer; commit messag
 
 import multiprocessing
 import random
-import socket
 
 import pytest
 
 from tests.spark.conftest import TERM, frames_length
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.slow
 
 IPC = f"aeron:ipc?term-length={TERM}"
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def payloads(count: int, seed: int, sizes=(0, 1, 31, 100, 1376, 1377, 3000, 7000)) -> list[bytes]:
@@ -69,7 +63,7 @@ def test_rows_published_through_a_driver_dir_are_recorded_byte_for_byte(spark, h
 
 
 def test_an_embedded_driver_per_task_over_udp(spark, host):
-    channel = f"aeron:udp?endpoint=127.0.0.1:{free_udp_port()}|term-length={TERM}"
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length={TERM}"
     from aeronio.archive import SourceLocation
 
     host.run(host.client.start_recording(channel, 302, SourceLocation.REMOTE))
@@ -158,6 +152,6 @@ def test_bad_writes(spark, host):
     nulls = spark.createDataFrame([(b"x",), (None,)], "data binary").repartition(1)
     with pytest.raises(Exception, match="column data has 1 null value"):
         write(nulls, channel=IPC, stream_id=306, driver_dir=host.driver_dir, timeout=5)
-    nobody = f"aeron:udp?endpoint=127.0.0.1:{free_udp_port()}|term-length={TERM}"
+    nobody = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length={TERM}"
     with pytest.raises(Exception, match="offer timed out \\(not connected\\)"):
         write(df.repartition(1), channel=nobody, stream_id=307, timeout=1)
