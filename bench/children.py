@@ -8,12 +8,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import uuid
 
 from tests.support.child import Child
+from tests.support.ports import free_port, free_ports  # noqa: F401 (the benchmarks' ports)
 
 # =========================================================================================
 # Cross-process benchmarks, parent side: child processes, their clean-up, runs and reports
@@ -43,22 +43,6 @@ def shm_base() -> str:
 
 def unique_name(kind: str) -> str:
     return f"aeronio-bench-{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-def free_ports(n: int, kind: int = socket.SOCK_DGRAM) -> list[int]:
-    """`n` different ports free on 127.0.0.1 now (UDP by default, else `kind`)."""
-    with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(n):
-            s = stack.enter_context(socket.socket(socket.AF_INET, kind))
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-        return ports
-
-
-def free_port(kind: int = socket.SOCK_DGRAM) -> int:
-    """A port free on 127.0.0.1 now (UDP by default, else `kind`)."""
-    return free_ports(1, kind)[0]
 
 
 class Scope:

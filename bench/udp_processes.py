@@ -68,7 +68,6 @@ import os
 import queue
 import re
 import signal
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -190,7 +189,7 @@ def aeron_spec(opts: Options, **spec) -> Callable[[Scope, tuple[str, str]], dict
 
 
 def zmq_spec(scope: Scope, roles: tuple[str, str]) -> dict:
-    return {"address": f"tcp://127.0.0.1:{free_port(socket.SOCK_STREAM)}"}
+    return {"address": f"tcp://127.0.0.1:{free_port()}"}
 
 
 # -- throughput runs ------------------------------------------------------------------------
