@@ -129,6 +129,7 @@ class Cell:
     rates: list[float] = field(default_factory=list)  # msgs/s of each counted run
     setup_s: list[float] = field(default_factory=list)  # aeronio replay: request + connect
     data_rates: list[float] = field(default_factory=list)  # aeronio replay without the setup
+    cpu_s: list[float] = field(default_factory=list)  # aeronio: the process's CPU (all threads)
     note: str = ""
 
     @property
@@ -245,12 +246,23 @@ async def aeronio_run(size: int, n: int, opts: Options) -> dict[str, float]:
                 **archive.LOCAL_ARCHIVE,
             ):
                 async with archive.connect(aeron, **archive.LOCAL) as client:
+                    cpu = time.process_time()
                     record_s, recording_id, end = await record(aeron, client, size, n, opts)
+                    record_cpu = time.process_time() - cpu
                     sync_page_cache(opts)
+                    cpu = time.process_time()
                     replay_s, setup_s = await replay(client, recording_id, end, size, n, opts)
+                    replay_cpu = time.process_time() - cpu
     finally:
         shutil.rmtree(archive_dir, ignore_errors=True)
-    return {"record": n / record_s, "replay": n / replay_s, "setup": setup_s, "replay_s": replay_s}
+    return {
+        "record": n / record_s,
+        "replay": n / replay_s,
+        "setup": setup_s,
+        "replay_s": replay_s,
+        "record_cpu": record_cpu,
+        "replay_cpu": replay_cpu,
+    }
 
 
 def run_aeronio(size: int, n: int, opts: Options) -> dict[str, float]:
@@ -332,6 +344,8 @@ def note_of(cell: Cell) -> str:
     if cell.note:
         return cell.note
     parts = [span(cell.rates)] if len(cell.rates) > 1 else []
+    if cell.cpu_s:
+        parts.append(f"CPU {1e3 * median_or_none(cell.cpu_s):.0f} ms")
     if cell.setup_s:
         setup_ms = 1e3 * median_or_none(cell.setup_s)
         data = median_or_none(cell.data_rates)
@@ -396,6 +410,8 @@ NOTES = [
     "BackoffIdleStrategy when idle) and the publisher or subscriber all share one thread; a "
     "fresh driver and archive directory per run, recording then replay. The Java samples run "
     "driver, archive and sample on their own threads (ArchivingMediaDriver, DEDICATED).",
+    "aeronio's CPU: the process's CPU time (all threads: the event loop's and the recorder's) "
+    "over each timed phase, median; it grows with the machine's load too (caches, scheduling).",
     "recording: from the first offer to rec-pos = the publication's position (the sample: from "
     "the publication connected to rec-pos); replay: from the replay request to the last message, "
     "inclusive of the request and connection setup as the sample's (aeronio's share of it, and "
@@ -430,12 +446,16 @@ def measure_size(size: int, n: int, peers: list[str], repeats: int, opts: Option
         if "aeronio" in peers:
             r = run_aeronio(size, n, opts)
             record_a.rates.append(r["record"])
+            record_a.cpu_s.append(r["record_cpu"])
             replay_a.rates.append(r["replay"])
+            replay_a.cpu_s.append(r["replay_cpu"])
             replay_a.setup_s.append(r["setup"])
             replay_a.data_rates.append(n / (r["replay_s"] - r["setup"]))
             progress(
                 f"    run {i + 1}/{repeats}: aeronio record {r['record']:>12,.0f} msgs/s, "
-                f"replay {r['replay']:>12,.0f} msgs/s (request+connect {r['setup'] * 1e3:.0f} ms)"
+                f"replay {r['replay']:>12,.0f} msgs/s (request+connect {r['setup'] * 1e3:.0f} ms), "
+                f"CPU {r['record_cpu'] * 1e3:.0f} + {r['replay_cpu'] * 1e3:.0f} ms, "
+                f"load {os.getloadavg()[0]:.1f}"
             )
         if "java" in peers and not record_j.note:
             with noted(record_j):

@@ -10,6 +10,27 @@ from posix.time cimport clock_gettime, CLOCK_MONOTONIC
 from posix.unistd cimport pwrite, fsync, fdatasync
 import os as _os
 
+cdef extern from "<fcntl.h>" nogil:
+    int fallocate(int fd, int mode, int64_t offset, int64_t length)
+    enum: FALLOC_FL_KEEP_SIZE
+
+cdef extern from "<sys/vfs.h>" nogil:
+    struct statfs:
+        long f_type
+    int fstatfs(int fd, statfs* buf)
+
+cdef enum:
+    _TMPFS_MAGIC = 0x01021994
+
+
+cdef bint _allocates_before_writing(int fd) noexcept nogil:
+    """Whether a block's extent is allocated (fallocate) before it is written: on a disk file
+    system a buffered write into allocated space skips the delayed allocation's bookkeeping per
+    page (ext4 here: 19 instead of 26 ms of CPU per 128 MiB of 2 MiB writes); on tmpfs the
+    allocation is the page itself, zeroed first, so there it costs."""
+    cdef statfs fs
+    return fstatfs(fd, &fs) != 0 or fs.f_type != _TMPFS_MAGIC
+
 
 cdef inline int64_t _monotonic_ns() noexcept nogil:
     cdef timespec now
@@ -103,9 +124,11 @@ def record_blocks(ImageReader image, int fd, int64_t file_position, int64_t file
     cdef int32_t term_offset = 0, limit_offset, end_offset
     cdef char* term = NULL
     cdef int error = 0
+    cdef bint allocate
     if block_length_limit < HEADER_LENGTH:
         raise ValueError(f"block_length_limit {block_length_limit} is below a frame header")
     with nogil:
+        allocate = _allocates_before_writing(fd)
         while position < file_end and position - start < max_length and not image._closed:
             term_offset = <int32_t> (position & (term_length - 1))
             term = log.term(<int> ((position >> log.position_bits_to_shift) % PARTITION_COUNT))
@@ -114,6 +137,9 @@ def record_blocks(ImageReader image, int fd, int64_t file_position, int64_t file
             if end_offset == term_offset:
                 break
             began = _monotonic_ns()
+            if allocate:  # a hint: where it fails (no space, not supported) the write tells
+                fallocate(fd, FALLOC_FL_KEEP_SIZE, position - file_position,
+                          end_offset - term_offset)
             error = _write_block(fd, term + term_offset, end_offset - term_offset,
                                  position - file_position, sync_level)
             took = _monotonic_ns() - began

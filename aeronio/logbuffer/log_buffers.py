@@ -7,6 +7,10 @@ only touched through the Cython atomics.
 A file created sparse gets its pages on first touch (cheap to create, slow the first time through
 the terms); a file created allocated (not `LogParams.sparse`, Java Aeron's default) is mapped with
 MAP_POPULATE, so no appender or reader ever takes a page fault on it.
+
+A process maps a log file once: an embedded driver and its clients in one process (or two
+clients) share the mapping of the same file (its device and inode) while any of them holds it, so
+a new stream's 48 MiB log is not populated again for each (about 18 ms each here).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import threading
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -186,15 +192,28 @@ class LogBuffers:
             del self.array, self.mapped, self.metadata
 
 
+# The log files this process has mapped, by (device, inode), while a mapping is held. A mapped
+# file, even unlinked, keeps its inode, so a key never names two live files.
+_mapped: weakref.WeakValueDictionary[tuple[int, int], np.ndarray] = weakref.WeakValueDictionary()
+_mapped_lock = threading.Lock()
+
+
 def _map(path: str | os.PathLike) -> np.ndarray:
-    """Map a log file read-write (shared); populate it when the file is fully allocated."""
+    """Map a log file read-write (shared), or hand out this process's mapping of it; a new
+    mapping is populated when the file is fully allocated."""
     fd = os.open(path, os.O_RDWR)
     try:
         st = os.fstat(fd)
-        flags = mmap.MAP_SHARED
-        if st.st_blocks * 512 >= st.st_size:
-            flags |= mmap.MAP_POPULATE
-        memory = mmap.mmap(fd, st.st_size, flags=flags)
+        key = (st.st_dev, st.st_ino)
+        with _mapped_lock:
+            array = _mapped.get(key)
+            if array is not None and len(array) == st.st_size:
+                return array
+            flags = mmap.MAP_SHARED
+            if st.st_blocks * 512 >= st.st_size:
+                flags |= mmap.MAP_POPULATE
+            array = np.frombuffer(mmap.mmap(fd, st.st_size, flags=flags), dtype=np.uint8)
+            _mapped[key] = array
     finally:
         os.close(fd)
-    return np.frombuffer(memory, dtype=np.uint8)
+    return array

@@ -169,6 +169,27 @@ def test_appender_max_lengths(make_log, term_length, expected):
     assert appender.max_payload_length == MTU - HEADER_LENGTH
 
 
+def test_a_log_file_is_mapped_once_per_process(tmp_path):
+    """An embedded driver's log and its clients' share one mapping (not populated again); a new
+    file at the same path is a new mapping."""
+    path = tmp_path / "log"
+    options = dict(
+        term_length=TERM_LENGTH, initial_term_id=INITIAL_TERM_ID, stream_id=STREAM_ID, mtu=MTU
+    )
+    created = LogBuffers.create(path, session_id=SESSION_ID, **options)
+    opened = LogBuffers.open(path)
+    assert opened.array.ctypes.data == created.array.ctypes.data
+    assert opened.session_id == SESSION_ID
+
+    path.unlink()  # the first file stays mapped, as a log its driver freed while a client reads
+    second = LogBuffers.create(path, session_id=SESSION_ID + 1, **options)
+    reopened = LogBuffers.open(path)
+    assert reopened.array.ctypes.data == second.array.ctypes.data != created.array.ctypes.data
+    assert (reopened.session_id, opened.session_id) == (SESSION_ID + 1, SESSION_ID)
+    for log in (created, opened, second, reopened):
+        log.close()
+
+
 def test_log_with_a_page_size_above_4k_maps_its_metadata(make_log):
     """The metadata sits at the end of the page-aligned file (where LogBuffers writes it):
     the core's MappedLog must read the same initial term id, MTU and tails."""

@@ -199,3 +199,51 @@ def test_record_blocks_stops_at_the_file_end_and_at_max_length(recording):
             )
     finally:
         os.close(fd)
+
+
+FS_IOC_FIEMAP = 0xC020660B
+FIEMAP_EXTENT_DELALLOC = 0x4
+FIEMAP = struct.Struct("<QQIIII")  # start, length, flags, mapped extents, extent count, reserved
+FIEMAP_EXTENT = struct.Struct("<QQQQQIIII")  # logical, physical, length, 2 reserved, flags, 3 r.
+
+
+def extents(path: Path) -> list[tuple[int, int, int]] | None:
+    """(logical offset, length, flags) of the file's extents (FIEMAP), or None where the file
+    system has no FIEMAP (tmpfs)."""
+    import fcntl
+
+    count = 64
+    request = bytearray(FIEMAP.size + count * FIEMAP_EXTENT.size)
+    FIEMAP.pack_into(request, 0, 0, 2**64 - 1, 0, 0, count, 0)
+    with open(path, "rb") as f:
+        try:
+            fcntl.ioctl(f.fileno(), FS_IOC_FIEMAP, request)
+        except OSError:
+            return None
+    mapped = FIEMAP.unpack_from(request)[3]
+    out = []
+    for i in range(mapped):
+        fields = FIEMAP_EXTENT.unpack_from(request, FIEMAP.size + i * FIEMAP_EXTENT.size)
+        out.append((fields[0], fields[2], fields[5]))
+    return out
+
+
+def test_blocks_are_written_into_space_allocated_for_them(recording):
+    """Before: segment files were sparse and every page written took the file system's delayed
+    allocation (on ext4 here 26 ms of CPU per 128 MiB against 19 ms into allocated space): a
+    third of the recorder thread's time at 1 KiB. Now each block's extent is allocated first
+    (the bytes and the file's length are the same)."""
+    recording.offer(60)
+    recording.note_pending()
+    assert recording.session.do_work() > 0
+    segment = recording.directory / "archive" / "0-0.rec"
+    found = extents(segment)
+    if found is None:
+        pytest.skip(f"no FIEMAP on the file system of {segment}")
+    written = recording.writer.position
+    assert written > TERM // 2
+    covering = [(o, n, f) for o, n, f in found if o < written]
+    assert covering and sum(n for _, n, _ in covering) >= written
+    assert not [f for _, _, f in covering if f & FIEMAP_EXTENT_DELALLOC], found
+    assert segment.stat().st_size == SEGMENT
+    assert recording.recorded() == bytes(recording.expected)
