@@ -1,9 +1,5 @@
 package io.aeronio.spark;
 
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.VarHandle;
-import java.nio.ByteOrder;
-import java.nio.MappedByteBuffer;
 import java.util.Arrays;
 import java.util.Set;
 import org.apache.spark.sql.types.DataType;
@@ -85,12 +81,12 @@ final class Columns {
    * Takes a fragment of row `row`'s message: `length` payload bytes at `from`, `offset` bytes
    * into the message (0: a new message, in place of one not finished there before).
    */
-  void fragment(int row, int offset, MappedByteBuffer bytes, int from, int length) {
+  void fragment(int row, int offset, long address, int length) {
     if (offset + length <= recordSize) {
-      bytes.get(from, records, row * recordSize + offset, length);
+      Mapped.copy(address, records, row * recordSize + offset, length);
     }
     if (payloads != null) {
-      payloads.append(row, offset, bytes, from, length);
+      payloads.append(row, offset, address, length);
     }
   }
 
@@ -212,65 +208,54 @@ final class Columns {
 
   /** A field of the packed little-endian records. */
   private static final class RecordField extends Column {
-    private static final VarHandle SHORT =
-        MethodHandles.byteArrayViewVarHandle(short[].class, ByteOrder.LITTLE_ENDIAN);
-    private static final VarHandle INT =
-        MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
-    private static final VarHandle LONG =
-        MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
-    private static final VarHandle FLOAT =
-        MethodHandles.byteArrayViewVarHandle(float[].class, ByteOrder.LITTLE_ENDIAN);
-    private static final VarHandle DOUBLE =
-        MethodHandles.byteArrayViewVarHandle(double[].class, ByteOrder.LITTLE_ENDIAN);
-
     private final byte[] records;
     private final int size;
-    private final int offset;
+    private final long offset; // of the field in the array's first record
 
     RecordField(DataType type, byte[] records, int size, int offset) {
       super(type); // one of the types Python's Decoder allows in a fixed record
       this.records = records;
       this.size = size;
-      this.offset = offset;
+      this.offset = Mapped.BYTES + offset;
     }
 
-    private int at(int rowId) {
-      return rowId * size + offset;
+    private long at(int rowId) {
+      return (long) rowId * size + offset;
     }
 
     @Override
     public boolean getBoolean(int rowId) {
-      return records[at(rowId)] != 0;
+      return Mapped.getByte(records, at(rowId)) != 0;
     }
 
     @Override
     public byte getByte(int rowId) {
-      return records[at(rowId)];
+      return Mapped.getByte(records, at(rowId));
     }
 
     @Override
     public short getShort(int rowId) {
-      return (short) SHORT.get(records, at(rowId));
+      return Mapped.getShort(records, at(rowId));
     }
 
     @Override
     public int getInt(int rowId) {
-      return (int) INT.get(records, at(rowId));
+      return Mapped.getInt(records, at(rowId));
     }
 
     @Override
     public long getLong(int rowId) {
-      return (long) LONG.get(records, at(rowId));
+      return Mapped.getLong(records, at(rowId));
     }
 
     @Override
     public float getFloat(int rowId) {
-      return (float) FLOAT.get(records, at(rowId));
+      return Float.intBitsToFloat(Mapped.getInt(records, at(rowId)));
     }
 
     @Override
     public double getDouble(int rowId) {
-      return (double) DOUBLE.get(records, at(rowId));
+      return Double.longBitsToDouble(Mapped.getLong(records, at(rowId)));
     }
   }
 
@@ -285,7 +270,7 @@ final class Columns {
       ends = new int[rows];
     }
 
-    void append(int row, int offset, MappedByteBuffer bytes, int from, int length) {
+    void append(int row, int offset, long address, int length) {
       if (offset == 0) {
         starts[row] = ends[row] = row > 0 ? ends[row - 1] : 0;
       }
@@ -293,7 +278,7 @@ final class Columns {
       if (end + length > data.length) {
         data = Arrays.copyOf(data, Math.max(2 * data.length, end + length));
       }
-      bytes.get(from, data, end, length);
+      Mapped.copy(address, data, end, length);
       ends[row] = end + length;
     }
 

@@ -54,6 +54,8 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
   private final FixedScan.Part part;
   private final FixedScan.Plan plan;
   private final MappedByteBuffer bytes; // the file from scanFrom (null: missing)
+  private final long address; // of its first byte, read through Mapped while `bytes` is held
+  private final int limit; // its length
   private long fileSize;
   private final long walkEnd; // frames are checked to here, messages finished past it
   private final Columns columns;
@@ -73,6 +75,8 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
     long lastTermEnd = ((part.emitTo() - 1) | (part.termLength() - 1)) + 1;
     this.walkEnd = Math.min(part.readLimit(), Math.max(part.emitTo(), lastTermEnd));
     this.bytes = map(part);
+    this.address = bytes == null ? 0 : Mapped.address(bytes);
+    this.limit = bytes == null ? 0 : bytes.limit();
     this.columns = new Columns(schema, plan, part);
     this.batch = new ColumnarBatch(columns.vectors());
   }
@@ -151,18 +155,19 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
         lost(shortWhy(at));
         break;
       }
+      long frame = address + at;
       int aligned = (length + FRAME_ALIGNMENT - 1) & -FRAME_ALIGNMENT;
-      if (bytes.getShort(at + TYPE_FIELD_OFFSET) != HDR_TYPE_DATA) {
+      if (Mapped.getShort(null, frame + TYPE_FIELD_OFFSET) != HDR_TYPE_DATA) {
         messageStart = -1; // a PAD (or another frame) ends no message: one open is broken
       } else {
-        int flags = bytes.get(at + FLAGS_FIELD_OFFSET) & 0xff;
+        int flags = Mapped.getByte(null, frame + FLAGS_FIELD_OFFSET) & 0xff;
         if ((flags & BEGIN_FRAG_FLAG) != 0) {
           messageStart = position;
           messageLength = 0;
         }
         if (messageStart >= 0) {
           int payload = length - HEADER_LENGTH;
-          columns.fragment(rows, messageLength, bytes, at + HEADER_LENGTH, payload);
+          columns.fragment(rows, messageLength, frame + HEADER_LENGTH, payload);
           messageLength += payload;
           if ((flags & END_FRAG_FLAG) != 0) {
             if (messageStart >= part.emitFrom() && messageStart < part.emitTo()) {
@@ -180,7 +185,9 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
                         + plan.recordSize
                         + " bytes");
               }
-              columns.message(rows, messageStart, messageLength, bytes.getLong(at + RESERVED_VALUE_FIELD_OFFSET));
+              columns.message(
+                  rows, messageStart, messageLength,
+                  Mapped.getLong(null, frame + RESERVED_VALUE_FIELD_OFFSET));
               rows++;
             }
             messageStart = -1;
@@ -193,17 +200,18 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
 
   /** The length of the frame at `at` when its header is whole and trusted there, else -1. */
   private int frameLength(int at) {
-    if (at + HEADER_LENGTH > bytes.limit()) {
+    if (at + HEADER_LENGTH > limit) {
       return -1;
     }
-    int length = bytes.getInt(at);
+    long frame = address + at;
+    int length = Mapped.getInt(null, frame);
     int termOffset = (int) (position & (part.termLength() - 1));
     int termId = part.initialTermId() + (int) (position >> termShift);
     if (length < HEADER_LENGTH
         || length > part.termLength() - termOffset
-        || bytes.getInt(at + TERM_OFFSET_FIELD_OFFSET) != termOffset
-        || bytes.getInt(at + TERM_ID_FIELD_OFFSET) != termId
-        || at + ((length + FRAME_ALIGNMENT - 1) & -FRAME_ALIGNMENT) > bytes.limit()) {
+        || Mapped.getInt(null, frame + TERM_OFFSET_FIELD_OFFSET) != termOffset
+        || Mapped.getInt(null, frame + TERM_ID_FIELD_OFFSET) != termId
+        || (long) at + ((length + FRAME_ALIGNMENT - 1) & -FRAME_ALIGNMENT) > limit) {
       return -1;
     }
     return length;
