@@ -147,6 +147,12 @@ class ImageEvents(NamedTuple):
 class Subscription(_core.SubscriptionBase):
     """Receives the messages of every publication session on a channel and stream."""
 
+    # No instance dict, so that `subscription.poll(...)` is a specialised lookup (see Publication).
+    __slots__ = (
+        "_conductor", "channel", "stream_id", "registration_id", "available_image",
+        "unavailable_image", "_round_robin", "changed", "__weakref__",
+    )  # fmt: skip
+
     def __init__(
         self,
         conductor: ClientConductor,

@@ -6,6 +6,7 @@ handler sees is exact, whatever the length and wherever the term ends; limits ho
 from __future__ import annotations
 
 import asyncio
+import dis
 import sys
 
 import pytest
@@ -154,3 +155,46 @@ async def test_try_offer_takes_a_slice_of_any_bytes_like_object(aeron, kind):
     got: list[bytes] = []
     assert sub.poll(lambda view, header: got.append(bytes(view)), 100) == 5
     assert got == [source, source[10:], source[10:30], b"", b""]
+
+
+# Compiled afresh for each publication (exec): a code object's lookups specialise for the types
+# they see first, and this test looks at them. Outside the test module: no assertion rewriting.
+PER_CALL_LOOP = """
+async def calls(pub, sub, handler, first):
+    for i in range(first, first + 200):
+        if pub.try_offer(i.to_bytes(4, "little")) <= 0 or sub.poll(handler, 1) != 1:
+            raise AssertionError(f"message {i} was not offered and polled")
+        await pub.offer(b"")
+        if sub.poll(handler, 1) != 1:
+            raise AssertionError(f"the empty message after {i} was not polled")
+"""
+
+
+async def test_the_per_call_methods_are_found_by_a_specialised_lookup(aeron):
+    """A publication and a subscription have no instance dict: with one (a Python subclass of a
+    core type gets one CPython 3.12+ never lays out inline) `pub.try_offer(...)`,
+    `sub.poll(...)` and `pub.offer(...)` stay generic lookups, about 100 ns each on 3.12."""
+    sub = await aeron.add_subscription("aeron:ipc", 42)
+    pubs = [
+        await aeron.add_publication(TERM_64K, 42),
+        await aeron.add_exclusive_publication(TERM_64K, 42),
+    ]
+    await image_of(sub)
+    assert [hasattr(thing, "__dict__") for thing in (sub, *pubs)] == [False, False, False]
+    got: list[bytes] = []
+
+    def handler(buffer, header) -> None:
+        got.append(bytes(buffer))
+
+    for n, pub in enumerate(pubs):
+        namespace: dict = {}
+        exec(PER_CALL_LOOP, namespace)
+        await namespace["calls"](pub, sub, handler, n * 200)
+        generic = [
+            (i.opname, i.argval)
+            for i in dis.get_instructions(namespace["calls"], adaptive=True)
+            if i.argval in ("try_offer", "poll", "offer")
+            and i.opname in ("LOAD_ATTR", "LOAD_METHOD")
+        ]
+        assert generic == [], type(pub).__name__
+    assert got == [m for i in range(400) for m in (i.to_bytes(4, "little"), b"")]
