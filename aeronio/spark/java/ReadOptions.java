@@ -146,6 +146,11 @@ final class ReadOptions {
     return new ReadOptions(options);
   }
 
+  /** The options, their names unchecked (`options` has none of a streaming read's own). */
+  static ReadOptions of(Map<String, String> options) {
+    return new ReadOptions(options);
+  }
+
   /** Fails naming the options that are not `known`. */
   static void checkNames(Map<String, String> options, List<String> known, String what) {
     Set<String> unknown = new TreeSet<>();
