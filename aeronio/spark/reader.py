@@ -136,8 +136,8 @@ class Bounds(NamedTuple):
 
 
 def _short(path: Path, part: Part, position: int, cut: bool) -> str:
-    """Why the frames of `part`'s segment file `path` end before `position`, short of the read
-    limit (the JVM reader's words: PartReader.shortWhy)."""
+    """Why the whole frames of `part`'s segment file `path` end at `position`, short of the read
+    limit: the file is `cut` short, or holds no whole frame there (PartReader.shortWhy's words)."""
     if cut:
         base = part.recording.layout.segment_base_position(
             part.recording.layout.segment_index(position)
@@ -151,7 +151,7 @@ def _short(path: Path, part: Part, position: int, cut: bool) -> str:
 
 def _lost(part: Part, why: str, fail_on_data_loss: bool) -> None:
     """Fails the read with `why` (DataLossError), or warns that the rest of the partition is
-    skipped (the JVM reader's words: PartReader.lost)."""
+    skipped (PartReader.lost's words)."""
     problem = (
         f"recording {part.recording.recording_id}: {why}, though the query reads to "
         f"{part.read_limit}: the recording was truncated under the query, or the segment is "

@@ -4,6 +4,7 @@ query's awaitTermination), the same class (aeronio's SourceError or DataLossErro
 message, word for word."""
 
 import json
+import re
 import shutil
 from types import SimpleNamespace
 
@@ -55,9 +56,11 @@ def failure(load, act=lambda df: df.collect()) -> tuple[str, Exception]:
     raise AssertionError("no error")
 
 
-def batch(spark, source, archive, schema=None, **options):
+def loading(spark, source, archive, schema=None, stream=False, **options):
+    """A load() of the source (readStream's: `stream`) with these options."""
+
     def load():
-        reader = spark.read.format(source)
+        reader = (spark.readStream if stream else spark.read).format(source)
         if archive is not None:
             reader = reader.option("archive", str(archive))
         if schema is not None:
@@ -67,6 +70,16 @@ def batch(spark, source, archive, schema=None, **options):
         return reader.load()
 
     return load
+
+
+def available_now(checkpoint):
+    """The action of a stream: a query to the noop sink, Trigger.AvailableNow, awaited."""
+
+    def act(df):
+        writer = df.writeStream.format("noop").option("checkpointLocation", str(checkpoint))
+        writer.trigger(availableNow=True).start().awaitTermination(60)
+
+    return act
 
 
 def assert_raises(got: tuple[str, Exception], where: str, kind, message: str) -> None:
@@ -169,7 +182,7 @@ def test_bad_options_and_schemas(spark, source, host, recorded, tmp_path):
         ),
     ]
     for options, where, message in cases:
-        got = failure(batch(spark, source, archive, **options))
+        got = failure(loading(spark, source, archive, **options))
         assert_raises(got, where, SourceError, message)
     nowhere = tmp_path / "nowhere"
     cases = [
@@ -181,7 +194,7 @@ def test_bad_options_and_schemas(spark, source, host, recorded, tmp_path):
          f"'{tmp_path}'"),
     ]  # fmt: skip
     for directory, options, message in cases:
-        got = failure(batch(spark, source, directory, **options))
+        got = failure(loading(spark, source, directory, **options))
         assert_raises(
             got, "load" if directory is None or options else "action", SourceError, message
         )
@@ -195,7 +208,7 @@ def test_a_corrupt_catalog(spark, source, host, recorded, tmp_path):
     with open(copy / "archive.catalog", "r+b") as f:
         f.write(b"\xff" * 16)
     assert_raises(
-        failure(batch(spark, source, copy)),
+        failure(loading(spark, source, copy)),
         "action",
         SourceError,
         f"archive catalog in '{copy}' cannot be read: {copy}/archive.catalog: version -1, entry "
@@ -218,7 +231,7 @@ def test_a_missing_or_cut_segment_fails_the_task(spark, source, host, recorded, 
         (3, f"segment file {missing} is missing (positions {3 * SEGMENT}..{4 * SEGMENT} are gone)"),
         (5, f"segment file {cut} is cut short ({SEGMENT // 2 + 100} of {SEGMENT} bytes)"),
     ):
-        read = batch(
+        load = loading(
             spark,
             source,
             copy,
@@ -229,16 +242,16 @@ def test_a_missing_or_cut_segment_fails_the_task(spark, source, host, recorded, 
         message = f"recording {big.recording_id}: {why}" + LOST.format(
             limit=(segment + 1) * SEGMENT
         )
-        assert_raises(failure(read), "action", DataLossError, message)
+        assert_raises(failure(load), "action", DataLossError, message)
 
 
 def test_a_record_of_the_wrong_size_fails_the_task(spark, source, host, recorded):
     from aeronio.spark import SourceError
 
     small = recorded.small
-    read = batch(spark, source, host.archive_dir, schema=RECORD, layout="fixed", stream_id=302)
+    load = loading(spark, source, host.archive_dir, schema=RECORD, layout="fixed", stream_id=302)
     assert_raises(
-        failure(read),
+        failure(load),
         "action",
         SourceError,
         f"layout fixed: the message at position 64 of recording {small.recording_id} is 40 bytes, "
@@ -251,8 +264,8 @@ def test_a_json_message_that_does_not_decode_fails_the_task(spark, source, host,
     from aeronio.spark import SourceError
 
     schema = "ts long, symbol int"
-    read = batch(spark, source, host.archive_dir, schema=schema, layout="json", stream_id=303)
-    where, error = failure(read)
+    load = loading(spark, source, host.archive_dir, schema=schema, layout="json", stream_id=303)
+    where, error = failure(load)
     assert (where, type(error)) == ("action", SourceError)
     assert str(error).startswith(
         f"layout json: the message at position 0 of recording {recorded.json.recording_id} does "
@@ -267,21 +280,8 @@ def test_stream_errors(spark, source, host, recorded, tmp_path):
     rid = small.recording_id
 
     def started(options, schema=None):
-        def load():
-            reader = spark.readStream.format(source).option("archive", str(host.archive_dir))
-            reader = reader.option("recording_ids", rid)
-            if schema is not None:
-                reader = reader.schema(schema)
-            for key, value in options.items():
-                reader = reader.option(key, str(value))
-            return reader.load()
-
-        def act(df):
-            checkpoint = tmp_path / f"ck{len(list(tmp_path.iterdir()))}"
-            writer = df.writeStream.format("noop").option("checkpointLocation", str(checkpoint))
-            writer.trigger(availableNow=True).start().awaitTermination(60)
-
-        return failure(load, act)
+        load = loading(spark, source, host.archive_dir, schema, True, recording_ids=rid, **options)
+        return failure(load, available_now(tmp_path / f"ck{len(list(tmp_path.iterdir()))}"))
 
     cases = [
         (
@@ -327,17 +327,10 @@ def test_a_stream_over_a_missing_segment(spark, source, host, recorded, tmp_path
     missing = copy / f"{big.recording_id}-2.rec"
     missing.unlink()
 
-    def load():
-        reader = spark.readStream.format(source).option("archive", str(copy))
-        return reader.option("recording_ids", big.recording_id).load()
-
-    def act(df):
-        writer = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ck"))
-        writer.trigger(availableNow=True).start().awaitTermination(60)
-
+    load = loading(spark, source, copy, stream=True, recording_ids=big.recording_id)
     why = f"segment file {missing} is missing (positions {2 * SEGMENT}..{3 * SEGMENT} are gone)"
     assert_raises(
-        failure(load, act),
+        failure(load, available_now(tmp_path / "ck")),
         "action",
         DataLossError,
         f"recording {big.recording_id}: {why}" + LOST.format(limit=3 * SEGMENT),
@@ -366,7 +359,7 @@ def test_a_new_session_keeps_the_translation(spark, source, tmp_path):
     from aeronio.spark import SourceError
 
     spark.newSession()
-    got = failure(batch(spark, source, tmp_path / "nowhere"))
+    got = failure(loading(spark, source, tmp_path / "nowhere"))
     assert_raises(
         got, "action", SourceError, f"archive directory '{tmp_path / 'nowhere'}' does not exist"
     )
@@ -406,3 +399,33 @@ def test_the_deepest_cause_naming_an_error_and_its_last_line_win():
     assert (type(error), str(error)) == (SourceError, "option layout: 'x' is not one of raw")
     assert translate(Java("java.lang.IllegalStateException: aeronio: other", Java(None))) is None
     assert translate(Java("x\nmy.SourceError: not ours\naeronio.spark.SourceError: nor")) is None
+
+
+@pytest.mark.parametrize("damage", ["missing", "cut"])
+def test_a_stream_planned_over_a_missing_or_cut_segment(spark, host, recorded, tmp_path, damage):
+    """Finding a micro-batch's last message boundary in a segment file that is gone (or cut
+    before it) fails the query in both sources with the same words and positions (the oracle's
+    positions: where its planning scans)."""
+    from aeronio.spark import DataLossError
+
+    big = recorded.big
+    copy = tmp_path / "copy"
+    shutil.copytree(host.archive_dir, copy)
+    segment = copy / f"{big.recording_id}-2.rec"
+    if damage == "missing":
+        segment.unlink()
+        why = r"is missing \(positions \d+\.\.\d+ are gone\)"
+    else:
+        with open(segment, "r+b") as f:
+            f.truncate(100)
+        why = r"is cut short: 100 bytes, positions up to \d+ need \d+"
+    messages = {}
+    for source in ("aeronio", "aeronio_python"):
+        options = {"recording_ids": big.recording_id, "max_bytes_per_trigger": "100k"}
+        load = loading(spark, source, copy, stream=True, **options)
+        with pytest.raises(DataLossError) as e:
+            available_now(tmp_path / source)(load())
+        messages[source] = str(e.value)
+    pattern = rf"recording {big.recording_id}: segment file {re.escape(str(segment))} {why}"
+    assert re.fullmatch(pattern, messages["aeronio_python"])
+    assert messages["aeronio"] == messages["aeronio_python"]

@@ -102,7 +102,8 @@ final class Archive {
   /**
    * A SourceError of the Python source (a bad option, a missing or corrupt archive, a message
    * that does not decode): a JDK exception, which Spark's driver deserializes whatever jars it
-   * knows.
+   * knows; its message's prefix is what aeronio.spark.captured raises as SourceError (as
+   * "aeronio DataLossError: " as DataLossError).
    */
   static IllegalArgumentException error(String message) {
     return new IllegalArgumentException("aeronio SourceError: " + message);
