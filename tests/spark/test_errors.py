@@ -108,6 +108,18 @@ def test_bad_options_and_schemas(spark, source, host, recorded, tmp_path):
             "option layout: 'avro' is not one of raw, fixed, msgpack, json",
         ),
         ({"stream_id": "x"}, "load", "option stream_id: 'x' is not an integer"),
+        # values quoted as Python's repr quotes them
+        ({"stream_id": "it's"}, "load", """option stream_id: "it's" is not an integer"""),
+        (
+            {"stream_id": "a'b\"c\\"},
+            "load",
+            """option stream_id: 'a\\'b"c\\\\' is not an integer""",
+        ),
+        (
+            {"stream_id": "x\ty\u2028é"},
+            "load",
+            "option stream_id: 'x\\ty\\u2028é' is not an integer",
+        ),
         (
             {"fail_on_data_loss": "maybe"},
             "load",

@@ -71,7 +71,7 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
     if (inPython(options)) { // a remote archive's options: checked by the Python source
       if (!ReadOptions.LAYOUTS.contains(layout)) {
         throw Archive.error(
-            "option layout: '" + layout + "' is not one of " + String.join(", ", ReadOptions.LAYOUTS));
+            "option layout: " + Archive.repr(layout) + " is not one of " + String.join(", ", ReadOptions.LAYOUTS));
       }
     } else {
       StreamOptions.check(options);

@@ -95,7 +95,7 @@ final class StreamOptions {
       }
     } catch (IOException | IllegalArgumentException e) {
       throw Archive.error(
-          "option starting_positions: '" + value + "' is not earliest, latest or a JSON object"
+          "option starting_positions: " + Archive.repr(value) + " is not earliest, latest or a JSON object"
               + " {\"<recording id>\": <position, -2 earliest, -1 latest>}");
     }
     for (Map.Entry<Long, Long> e : out.entrySet()) {
