@@ -22,6 +22,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         f'aeronio.spark needs PySpark 4.3+ and pyarrow: pip install "aeronio[spark]" ({e})'
     ) from e
 
+from aeronio.spark import captured
 from aeronio.spark.decode import raw_schema
 from aeronio.spark.jvm import enable, read_fixed
 from aeronio.spark.recordings import DataLossError, SourceError
@@ -35,9 +36,11 @@ def register(spark: SparkSession) -> None:
     """Register the "aeronio" format with the session: the JVM source's jar (`jvm.enable`),
     and the Python source it hands streaming reads, writes, remote archives and msgpack to
     (as "aeronio_python"). Its options choose what is read (recordings, positions); Spark
-    applies a query's filters to the rows read."""
+    applies a query's filters to the rows read. Both sources' errors then raise as
+    `SourceError` / `DataLossError` (`captured`)."""
     spark.dataSource.register(AeronioDataSource)
     enable(spark)
+    captured.install()
 
 
 # What Spark needs to run on one host, whatever the host's name resolves to: the driver on the

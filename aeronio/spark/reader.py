@@ -99,12 +99,12 @@ def read_part(
         )
         if reused is None or len(reused) < end - position:
             reused = np.empty(end - position, np.uint8)
+        path = r.segment_path(archive_dir, position)
         try:
             buffer = recs.read_bytes(archive_dir, r, position, end, partial=True, into=reused)
-        except DataLossError as e:
-            if fail_on_data_loss:
-                raise
-            log.warning("%s; skipping the rest of this partition", e)
+        except DataLossError:  # the segment file is missing
+            gone = f"positions {position}..{part.read_limit} are gone"
+            _lost(part, f"segment file {path} is missing ({gone})", fail_on_data_loss)
             return
         frames = fr.scan(buffer, position, r.term_length, r.initial_term_id)
         messages = fr.assemble(frames)
@@ -112,24 +112,15 @@ def read_part(
         keep = (at >= part.emit_from) & (at < part.emit_to)
         if not keep.all():
             messages = messages.take(keep)
-        short = frames.end < end - position
-        if short:
-            path = r.segment_path(archive_dir, position)
-            if len(buffer) < end - position:
-                why = f"segment file {path} is cut short ({len(buffer)} of {end - position} bytes)"
-            else:
-                why = f"no whole frame at position {position + frames.end} of {path}"
-            problem = (
-                f"recording {r.recording_id}: {why}, though the query reads to "
-                f"{part.read_limit}: the recording was truncated under the query, or the "
-                "segment is damaged"
-            )
+        why = None
+        if frames.end < end - position:
+            why = _short(path, part, position + frames.end, len(buffer) < end - position)
             if fail_on_data_loss:
-                raise DataLossError(f"{problem} (option fail_on_data_loss false skips it)")
+                _lost(part, why, True)
         if len(messages):
             yield decoder.batch(r, buffer, position, frames, messages)
-        if short:
-            log.warning("%s; skipping the rest of this partition", problem)
+        if why is not None:
+            _lost(part, why, False)
             return
         position = end
 
@@ -142,6 +133,33 @@ class Bounds(NamedTuple):
 
     low: int = 0
     high: int = 2**63 - 1
+
+
+def _short(path: Path, part: Part, position: int, cut: bool) -> str:
+    """Why the whole frames of `part`'s segment file `path` end at `position`, short of the read
+    limit: the file is `cut` short, or holds no whole frame there (PartReader.shortWhy's words)."""
+    if cut:
+        base = part.recording.layout.segment_base_position(
+            part.recording.layout.segment_index(position)
+        )
+        return (
+            f"segment file {path} is cut short ({path.stat().st_size} of "
+            f"{part.read_limit - base} bytes)"
+        )
+    return f"no whole frame at position {position} of {path}"
+
+
+def _lost(part: Part, why: str, fail_on_data_loss: bool) -> None:
+    """Fails the read with `why` (DataLossError), or warns that the rest of the partition is
+    skipped (PartReader.lost's words)."""
+    problem = (
+        f"recording {part.recording.recording_id}: {why}, though the query reads to "
+        f"{part.read_limit}: the recording was truncated under the query, or the segment is "
+        "damaged"
+    )
+    if fail_on_data_loss:
+        raise DataLossError(f"{problem} (option fail_on_data_loss false skips it)")
+    log.warning("%s; skipping the rest of this partition", problem)
 
 
 def readable_end(

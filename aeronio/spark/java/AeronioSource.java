@@ -58,16 +58,23 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
     return "aeronio";
   }
 
-  /** The schema without .schema(...): the raw columns (layout raw only), as Python's. */
+  /**
+   * The schema without .schema(...): the raw columns (layout raw only), every option checked
+   * first (either kind of read's), as Python's DataSource.schema.
+   */
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
     List<String> known = new ArrayList<>(ReadOptions.BATCH);
     known.addAll(ReadOptions.STREAM_ONLY);
     ReadOptions.checkNames(options, known, "reading");
     String layout = options.getOrDefault("layout", "raw").strip().toLowerCase();
-    if (!ReadOptions.LAYOUTS.contains(layout)) {
-      throw Archive.error(
-          "option layout: '" + layout + "' is not one of " + String.join(", ", ReadOptions.LAYOUTS));
+    if (inPython(options)) { // a remote archive's options: checked by the Python source
+      if (!ReadOptions.LAYOUTS.contains(layout)) {
+        throw Archive.error(
+            "option layout: " + Archive.repr(layout) + " is not one of " + String.join(", ", ReadOptions.LAYOUTS));
+      }
+    } else {
+      StreamOptions.check(options);
     }
     if (!layout.equals("raw")) {
       throw Archive.error(

@@ -102,23 +102,61 @@ final class Archive {
   /**
    * A SourceError of the Python source (a bad option, a missing or corrupt archive, a message
    * that does not decode): a JDK exception, which Spark's driver deserializes whatever jars it
-   * knows.
+   * knows; its message's prefix is what aeronio.spark.captured raises as SourceError (as
+   * "aeronio DataLossError: " as DataLossError).
    */
   static IllegalArgumentException error(String message) {
     return new IllegalArgumentException("aeronio SourceError: " + message);
   }
 
+  /** `value` as Python's repr of its string quotes it (the Python source's messages' {x!r}). */
+  static String repr(Object value) {
+    String text = String.valueOf(value);
+    char quote = text.indexOf('\'') >= 0 && text.indexOf('"') < 0 ? '"' : '\'';
+    StringBuilder out = new StringBuilder().append(quote);
+    text.codePoints().forEach(c -> {
+      switch (c) {
+        case '\\' -> out.append("\\\\");
+        case '\t' -> out.append("\\t");
+        case '\n' -> out.append("\\n");
+        case '\r' -> out.append("\\r");
+        default -> {
+          if (c == quote) {
+            out.append('\\').append(quote);
+          } else if (printable(c)) {
+            out.appendCodePoint(c);
+          } else {
+            out.append(c < 0x100 ? String.format("\\x%02x", c)
+                : c < 0x10000 ? String.format("\\u%04x", c) : String.format("\\U%08x", c));
+          }
+        }
+      }
+    });
+    return out.append(quote).toString();
+  }
+
+  /** As Python's str.isprintable: not a control, format, surrogate, private, unassigned or
+   * separator character (but the space). */
+  private static boolean printable(int c) {
+    return switch (Character.getType(c)) {
+      case Character.CONTROL, Character.FORMAT, Character.SURROGATE, Character.PRIVATE_USE,
+          Character.UNASSIGNED, Character.LINE_SEPARATOR, Character.PARAGRAPH_SEPARATOR -> false;
+      case Character.SPACE_SEPARATOR -> c == ' ';
+      default -> true;
+    };
+  }
+
   /** Every valid recording of the catalog, in id order; a corrupt entry is logged, skipped. */
   static List<Recording> recordings(Path archive) {
     if (!Files.isDirectory(archive)) {
-      throw error("archive directory '" + archive + "' does not exist");
+      throw error("archive directory " + repr(archive) + " does not exist");
     }
     Path path = archive.resolve(CATALOG_FILE_NAME);
     if (!Files.exists(path)) {
-      throw error("no archive catalog in '" + archive + "' (" + CATALOG_FILE_NAME + " missing)");
+      throw error("no archive catalog in " + repr(archive) + " (" + CATALOG_FILE_NAME + " missing)");
     }
-    ByteBuffer catalog = map(path, "archive catalog in '" + archive + "' cannot be read: ");
-    String cannot = "archive catalog in '" + archive + "' cannot be read: ";
+    ByteBuffer catalog = map(path, "archive catalog in " + repr(archive) + " cannot be read: ");
+    String cannot = "archive catalog in " + repr(archive) + " cannot be read: ";
     if (catalog.limit() < 2 * RECORD_LENGTH) {
       throw error(cannot + path + ": " + catalog.limit() + " bytes is too short for a catalog");
     }
@@ -201,17 +239,17 @@ final class Archive {
   static Map<Long, Long> recordingPositions(Path driverDir) {
     Path cnc = driverDir.resolve("cnc.dat");
     if (!Files.exists(cnc)) {
-      throw error("driver_dir '" + driverDir + "' has no media driver counters (cnc.dat missing)");
+      throw error("driver_dir " + repr(driverDir) + " has no media driver counters (cnc.dat missing)");
     }
-    ByteBuffer b = map(cnc, "driver_dir '" + driverDir + "': ");
+    ByteBuffer b = map(cnc, "driver_dir " + repr(driverDir) + ": ");
     if (b.limit() < CNC_HEADER_LENGTH || intAcquire(b, 0) == 0) {
-      throw error("driver_dir '" + driverDir + "': cnc.dat is not ready");
+      throw error("driver_dir " + repr(driverDir) + ": cnc.dat is not ready");
     }
     long metadata = CNC_HEADER_LENGTH + (long) b.getInt(4) + b.getInt(8);
     long values = metadata + b.getInt(12);
     int counters = b.getInt(12) / COUNTER_METADATA_LENGTH;
     if (values + b.getInt(16) > b.limit() || counters > b.getInt(16) / COUNTER_VALUE_LENGTH) {
-      throw error("driver_dir '" + driverDir + "': cnc.dat is shorter than its buffers");
+      throw error("driver_dir " + repr(driverDir) + ": cnc.dat is shorter than its buffers");
     }
     Map<Long, Long> out = new HashMap<>();
     for (int id = 0; id < counters; id++) {

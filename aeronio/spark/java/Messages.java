@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
+import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 
@@ -46,14 +47,19 @@ final class Messages {
     return out.clear();
   }
 
-  /** The bytes [from, to), or the DataLossError of recordings.read_bytes. */
+  /** The bytes [from, to), or the DataLossError of recordings.read_bytes, in its words. */
   private static ByteBuffer needed(Path archive, Archive.Recording r, long from, long to) {
     ByteBuffer b = bytes(archive, r, from, to);
     if (b == null) {
+      Path file = archive.resolve(r.fileName(r.segmentIndex(from)));
+      long offset = from - r.segmentBase(r.segmentIndex(from));
+      String gone =
+          !Files.exists(file)
+              ? " is missing (positions " + from + ".." + to + " are gone)"
+              : " is cut short: " + Math.max(offset, file.toFile().length())
+                  + " bytes, positions up to " + to + " need " + (offset + to - from);
       throw new IllegalStateException(
-          "aeronio DataLossError: recording " + r.recordingId() + ": segment file "
-              + archive.resolve(r.fileName(r.segmentIndex(from))) + " is missing or cut short"
-              + " (positions " + from + ".." + to + " are gone)");
+          "aeronio DataLossError: recording " + r.recordingId() + ": segment file " + file + gone);
     }
     return b;
   }

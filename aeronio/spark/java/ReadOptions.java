@@ -78,7 +78,7 @@ final class ReadOptions {
               + " archive_control, a remote archive's control channel)");
     }
     if (a != null && !a.isEmpty() && p != null && !p.isEmpty() && !a.equals(p)) {
-      throw Archive.error("two archives given: option archive '" + a + "' and path '" + p + "'");
+      throw Archive.error("two archives given: option archive " + Archive.repr(a) + " and path " + Archive.repr(p));
     }
     String ids = o.get("recording_ids");
     if (ids != null) {
@@ -91,7 +91,7 @@ final class ReadOptions {
         }
       } catch (NumberFormatException e) {
         throw Archive.error(
-            "option recording_ids: '" + ids + "' is not a comma-separated list of ids");
+            "option recording_ids: " + Archive.repr(ids) + " is not a comma-separated list of ids");
       }
       if (recordingIds.isEmpty()) {
         throw Archive.error("option recording_ids is empty");
@@ -106,7 +106,7 @@ final class ReadOptions {
     layout = o.getOrDefault("layout", "raw").strip().toLowerCase(Locale.ROOT);
     if (!LAYOUTS.contains(layout)) {
       throw Archive.error(
-          "option layout: '" + layout + "' is not one of " + String.join(", ", LAYOUTS));
+          "option layout: " + Archive.repr(layout) + " is not one of " + String.join(", ", LAYOUTS));
     }
     metadataColumns = new ArrayList<>();
     for (String name : o.getOrDefault("metadata_columns", "").split(",")) {
@@ -146,6 +146,11 @@ final class ReadOptions {
     return new ReadOptions(options);
   }
 
+  /** The options, their names unchecked (`options` has none of a streaming read's own). */
+  static ReadOptions of(Map<String, String> options) {
+    return new ReadOptions(options);
+  }
+
   /** Fails naming the options that are not `known`. */
   static void checkNames(Map<String, String> options, List<String> known, String what) {
     Set<String> unknown = new TreeSet<>();
@@ -170,7 +175,7 @@ final class ReadOptions {
     try {
       number = Long.parseLong(value.strip());
     } catch (NumberFormatException e) {
-      throw Archive.error("option " + name + ": '" + value + "' is not an integer");
+      throw Archive.error("option " + name + ": " + Archive.repr(value) + " is not an integer");
     }
     if (low != null && number < low) {
       throw Archive.error("option " + name + ": " + number + " must be at least " + low);
@@ -189,7 +194,7 @@ final class ReadOptions {
     Matcher m = SIZE.matcher(value);
     if (!m.matches()) {
       throw Archive.error(
-          "option " + name + ": '" + value + "' is not a size (bytes, or with k, m or g)");
+          "option " + name + ": " + Archive.repr(value) + " is not a size (bytes, or with k, m or g)");
     }
     int shift = switch (m.group(2).toLowerCase(Locale.ROOT)) {
       case "k" -> 10;
@@ -199,7 +204,7 @@ final class ReadOptions {
     };
     long number = Long.parseLong(m.group(1)) << shift;
     if (number <= 0) {
-      throw Archive.error("option " + name + ": '" + value + "' must be positive");
+      throw Archive.error("option " + name + ": " + Archive.repr(value) + " must be positive");
     }
     return number;
   }
@@ -216,7 +221,7 @@ final class ReadOptions {
     if (Set.of("false", "0", "no").contains(text)) {
       return false;
     }
-    throw Archive.error("option " + name + ": '" + value + "' is not true or false");
+    throw Archive.error("option " + name + ": " + Archive.repr(value) + " is not true or false");
   }
 
   /** The columns filled from the message rather than the record (all of them: layout raw). */
@@ -238,7 +243,7 @@ final class ReadOptions {
       for (StructField f : schema.fields()) {
         if (!RAW.containsKey(f.name())) {
           throw Archive.error(
-              "column '" + f.name() + "' is not one of the raw layout's ("
+              "column " + Archive.repr(f.name()) + " is not one of the raw layout's ("
                   + String.join(", ", RAW.keySet())
                   + "); decode messages with option layout fixed, msgpack or json");
         }
@@ -249,10 +254,10 @@ final class ReadOptions {
           List<String> known = new ArrayList<>(RAW.keySet());
           known.remove("data");
           throw Archive.error(
-              "option metadata_columns: '" + name + "' is not one of " + String.join(", ", known));
+              "option metadata_columns: " + Archive.repr(name) + " is not one of " + String.join(", ", known));
         }
         if (!names.contains(name)) {
-          throw Archive.error("option metadata_columns: '" + name + "' is not a column of the schema");
+          throw Archive.error("option metadata_columns: " + Archive.repr(name) + " is not a column of the schema");
         }
       }
     }
@@ -262,7 +267,7 @@ final class ReadOptions {
       if (metadata.contains(f.name())) {
         if (!f.dataType().equals(RAW.get(f.name()))) {
           throw Archive.error(
-              "column '" + f.name() + "' must be " + RAW.get(f.name()).simpleString() + ", not "
+              "column " + Archive.repr(f.name()) + " must be " + RAW.get(f.name()).simpleString() + ", not "
                   + f.dataType().simpleString());
         }
       } else {
@@ -279,7 +284,7 @@ final class ReadOptions {
         Integer width = FIXED_SIZES.get(f.dataType());
         if (width == null) {
           throw Archive.error(
-              "layout fixed: column '" + f.name() + "' is " + f.dataType().simpleString()
+              "layout fixed: column " + Archive.repr(f.name()) + " is " + f.dataType().simpleString()
                   + "; a fixed record holds long, int, short, byte, double, float or boolean");
         }
         offsets.put(f.name(), size);

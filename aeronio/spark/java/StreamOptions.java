@@ -46,19 +46,37 @@ final class StreamOptions {
     known.removeAll(BATCH_ONLY);
     known.addAll(ReadOptions.STREAM_ONLY);
     ReadOptions.checkNames(options, known, "a streaming read");
-    Map<String, String> common = new HashMap<>(options);
-    common.keySet().removeAll(ReadOptions.STREAM_ONLY);
-    read = ReadOptions.batch(common);
+    read = ReadOptions.batch(common(options));
     String value = options.get("starting_positions");
-    String text = value == null ? "earliest" : value.strip().toLowerCase();
-    if (text.equals("earliest") || text.equals("latest")) {
-      starting = text;
-      startingPositions = null;
-    } else {
-      starting = null;
-      startingPositions = positions(value);
-    }
+    starting = named(value);
+    startingPositions = starting == null ? positions(value) : null;
     maxBytesPerTrigger = ReadOptions.size(options, "max_bytes_per_trigger");
+  }
+
+  /**
+   * Checks the values of options of either kind of read (the names are checked), as
+   * options.read_options(options, None) does.
+   */
+  static void check(Map<String, String> options) {
+    ReadOptions.of(common(options));
+    String value = options.get("starting_positions");
+    if (named(value) == null) {
+      positions(value);
+    }
+    ReadOptions.size(options, "max_bytes_per_trigger");
+  }
+
+  /** earliest or latest, as option starting_positions `value` names it; null: JSON. */
+  private static String named(String value) {
+    String text = value == null ? "earliest" : value.strip().toLowerCase();
+    return text.equals("earliest") || text.equals("latest") ? text : null;
+  }
+
+  /** The options without the streaming read's own. */
+  private static Map<String, String> common(Map<String, String> options) {
+    Map<String, String> out = new HashMap<>(options);
+    out.keySet().removeAll(ReadOptions.STREAM_ONLY);
+    return out;
   }
 
   private static Map<Long, Long> positions(String value) {
@@ -77,7 +95,7 @@ final class StreamOptions {
       }
     } catch (IOException | IllegalArgumentException e) {
       throw Archive.error(
-          "option starting_positions: '" + value + "' is not earliest, latest or a JSON object"
+          "option starting_positions: " + Archive.repr(value) + " is not earliest, latest or a JSON object"
               + " {\"<recording id>\": <position, -2 earliest, -1 latest>}");
     }
     for (Map.Entry<Long, Long> e : out.entrySet()) {

@@ -1,0 +1,443 @@
+"""Errors of both sources, the JVM one ("aeronio") and the Python one ("aeronio_python", its
+oracle), as a PySpark user meets them: the same call raises (load, the action, or a streaming
+query's awaitTermination), the same class (aeronio's SourceError or DataLossError) and the same
+message, word for word."""
+
+import json
+import re
+import shutil
+from types import SimpleNamespace
+
+import pytest
+
+from tests.spark.conftest import SEGMENT, TERM
+
+pytestmark = pytest.mark.slow
+
+IPC = f"aeron:ipc?term-length={TERM}"
+RECORD = "ts long, symbol int, price double, qty int"  # 24 bytes
+OPTIONS = (
+    "archive, archive_control, archive_control_stream_id, archive_timeout, channel, driver_dir, "
+    "end_position, fail_on_data_loss, layout, max_bytes_per_trigger, max_partition_bytes, "
+    "metadata_columns, path, recording_ids, start_position, starting_positions, stream_id"
+)
+LOST = (
+    ", though the query reads to {limit}: the recording was truncated under the query, or the "
+    "segment is damaged (option fail_on_data_loss false skips it)"
+)
+
+
+@pytest.fixture(params=["aeronio", "aeronio_python"])
+def source(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def recorded(host):
+    """big: 8 KiB messages over many segment files; small: records of 24 bytes and one of 40
+    (the second message); json: maps."""
+    big = host.run(host.record(f"{IPC}|alias=big", 301, [bytes([i]) * 8000 for i in range(120)]))
+    sizes = [24, 40, 24]
+    small = host.run(host.record(f"{IPC}|alias=small", 302, [bytes(n) for n in sizes]))
+    maps = [json.dumps({"ts": i, "symbol": f"S{i}"}).encode() for i in range(5)]
+    return SimpleNamespace(big=big, small=small, json=host.run(host.record(IPC, 303, maps)))
+
+
+def failure(load, act=lambda df: df.collect()) -> tuple[str, Exception]:
+    """Where a read fails ("load" or "action") and what it raises."""
+    try:
+        df = load()
+    except Exception as e:
+        return "load", e
+    try:
+        act(df)
+    except Exception as e:
+        return "action", e
+    raise AssertionError("no error")
+
+
+def loading(spark, source, archive, schema=None, stream=False, **options):
+    """A load() of the source (readStream's: `stream`) with these options."""
+
+    def load():
+        reader = (spark.readStream if stream else spark.read).format(source)
+        if archive is not None:
+            reader = reader.option("archive", str(archive))
+        if schema is not None:
+            reader = reader.schema(schema)
+        for key, value in options.items():
+            reader = reader.option(key, str(value))
+        return reader.load()
+
+    return load
+
+
+def available_now(checkpoint):
+    """The action of a stream: a query to the noop sink, Trigger.AvailableNow, awaited."""
+
+    def act(df):
+        writer = df.writeStream.format("noop").option("checkpointLocation", str(checkpoint))
+        writer.trigger(availableNow=True).start().awaitTermination(60)
+
+    return act
+
+
+def assert_raises(got: tuple[str, Exception], where: str, kind, message: str) -> None:
+    error = got[1]
+    assert (got[0], type(error), str(error)) == (where, kind, message)
+
+
+def test_bad_options_and_schemas(spark, source, host, recorded, tmp_path):
+    from aeronio.spark import SourceError
+
+    archive = host.archive_dir
+    cases = [
+        (
+            {"recordingids": 1},
+            "load",
+            f"unknown option(s) for reading: recordingids (the options are: {OPTIONS})",
+        ),
+        (
+            {"layout": "fixed"},
+            "load",
+            'layout fixed needs a schema: .schema("ts long, price double")',
+        ),
+        (
+            {"layout": "Avro"},
+            "load",
+            "option layout: 'avro' is not one of raw, fixed, msgpack, json",
+        ),
+        ({"stream_id": "x"}, "load", "option stream_id: 'x' is not an integer"),
+        # values quoted as Python's repr quotes them
+        ({"stream_id": "it's"}, "load", """option stream_id: "it's" is not an integer"""),
+        (
+            {"stream_id": "a'b\"c\\"},
+            "load",
+            """option stream_id: 'a\\'b"c\\\\' is not an integer""",
+        ),
+        (
+            {"stream_id": "x\ty\u2028é"},
+            "load",
+            "option stream_id: 'x\\ty\\u2028é' is not an integer",
+        ),
+        (
+            {"fail_on_data_loss": "maybe"},
+            "load",
+            "option fail_on_data_loss: 'maybe' is not true or false",
+        ),
+        (
+            {"max_partition_bytes": "lots"},
+            "load",
+            "option max_partition_bytes: 'lots' is not a size (bytes, or with k, m or g)",
+        ),
+        (
+            {"max_partition_bytes": "0k"},
+            "load",
+            "option max_partition_bytes: '0k' must be positive",
+        ),
+        (
+            {"recording_ids": "a,b"},
+            "load",
+            "option recording_ids: 'a,b' is not a comma-separated list of ids",
+        ),
+        ({"recording_ids": ","}, "load", "option recording_ids is empty"),
+        ({"start_position": -1}, "load", "option start_position: -1 must be at least 0"),
+        (
+            {"start_position": 100, "end_position": 10},
+            "load",
+            "option end_position 10 is before start_position 100",
+        ),
+        (
+            {"metadata_columns": "position"},
+            "load",
+            "option metadata_columns is for the fixed, msgpack and json layouts",
+        ),
+        (
+            {"starting_positions": "soonest"},
+            "load",
+            "option starting_positions: 'soonest' is not earliest, latest or a JSON object "
+            '{"<recording id>": <position, -2 earliest, -1 latest>}',
+        ),
+        (
+            {"starting_positions": "earliest"},
+            "action",
+            "option(s) starting_positions are for a streaming read, not a batch read",
+        ),
+        (
+            {"schema": "price double"},
+            "action",
+            "column 'price' is not one of the raw layout's (recording_id, session_id, stream_id, "
+            "channel, position, length, reserved_value, data); decode messages with option layout "
+            "fixed, msgpack or json",
+        ),
+        (
+            {"schema": "name string", "layout": "fixed"},
+            "action",
+            "layout fixed: column 'name' is string; a fixed record holds long, int, short, byte, "
+            "double, float or boolean",
+        ),
+        (
+            {"schema": "ts long", "layout": "fixed", "metadata_columns": "foo"},
+            "action",
+            "option metadata_columns: 'foo' is not one of recording_id, session_id, stream_id, "
+            "channel, position, length, reserved_value",
+        ),
+        (
+            {"schema": "ts long", "layout": "fixed", "metadata_columns": "position"},
+            "action",
+            "option metadata_columns: 'position' is not a column of the schema",
+        ),
+        (
+            {"schema": "ts long, position int", "layout": "fixed", "metadata_columns": "position"},
+            "action",
+            "column 'position' must be bigint, not int",
+        ),
+    ]
+    for options, where, message in cases:
+        got = failure(loading(spark, source, archive, **options))
+        assert_raises(got, where, SourceError, message)
+    nowhere = tmp_path / "nowhere"
+    cases = [
+        (None, {}, 'option archive is required: .option("archive", DIR) or .load(DIR) (or '
+         "archive_control, a remote archive's control channel)"),
+        (nowhere, {}, f"archive directory '{nowhere}' does not exist"),
+        (tmp_path, {}, f"no archive catalog in '{tmp_path}' (archive.catalog missing)"),
+        (archive, {"path": tmp_path}, f"two archives given: option archive '{archive}' and path "
+         f"'{tmp_path}'"),
+    ]  # fmt: skip
+    for directory, options, message in cases:
+        got = failure(loading(spark, source, directory, **options))
+        assert_raises(
+            got, "load" if directory is None or options else "action", SourceError, message
+        )
+
+
+def test_a_corrupt_catalog(spark, source, host, recorded, tmp_path):
+    from aeronio.spark import SourceError
+
+    copy = tmp_path / "copy"
+    shutil.copytree(host.archive_dir, copy)
+    with open(copy / "archive.catalog", "r+b") as f:
+        f.write(b"\xff" * 16)
+    assert_raises(
+        failure(loading(spark, source, copy)),
+        "action",
+        SourceError,
+        f"archive catalog in '{copy}' cannot be read: {copy}/archive.catalog: version -1, entry "
+        "length -1 (this archive reads version 0, entries of 1024)",
+    )
+
+
+def test_a_missing_or_cut_segment_fails_the_task(spark, source, host, recorded, tmp_path):
+    from aeronio.spark import DataLossError
+
+    big = recorded.big
+    assert big.end > 6 * SEGMENT
+    copy = tmp_path / "copy"
+    shutil.copytree(host.archive_dir, copy)
+    missing, cut = copy / f"{big.recording_id}-3.rec", copy / f"{big.recording_id}-5.rec"
+    missing.unlink()
+    with open(cut, "r+b") as f:
+        f.truncate(SEGMENT // 2 + 100)
+    for segment, why in (
+        (3, f"segment file {missing} is missing (positions {3 * SEGMENT}..{4 * SEGMENT} are gone)"),
+        (5, f"segment file {cut} is cut short ({SEGMENT // 2 + 100} of {SEGMENT} bytes)"),
+    ):
+        load = loading(
+            spark,
+            source,
+            copy,
+            recording_ids=big.recording_id,
+            start_position=segment * SEGMENT,
+            end_position=(segment + 1) * SEGMENT,
+        )
+        message = f"recording {big.recording_id}: {why}" + LOST.format(
+            limit=(segment + 1) * SEGMENT
+        )
+        assert_raises(failure(load), "action", DataLossError, message)
+
+
+def test_a_record_of_the_wrong_size_fails_the_task(spark, source, host, recorded):
+    from aeronio.spark import SourceError
+
+    small = recorded.small
+    load = loading(spark, source, host.archive_dir, schema=RECORD, layout="fixed", stream_id=302)
+    assert_raises(
+        failure(load),
+        "action",
+        SourceError,
+        f"layout fixed: the message at position 64 of recording {small.recording_id} is 40 bytes, "
+        "the record (ts, symbol, price, qty) is 24 bytes",
+    )
+
+
+def test_a_json_message_that_does_not_decode_fails_the_task(spark, source, host, recorded):
+    """The reason is the parser's own (Spark's JSON reader, msgspec): the rest is the same."""
+    from aeronio.spark import SourceError
+
+    schema = "ts long, symbol int"
+    load = loading(spark, source, host.archive_dir, schema=schema, layout="json", stream_id=303)
+    where, error = failure(load)
+    assert (where, type(error)) == ("action", SourceError)
+    assert str(error).startswith(
+        f"layout json: the message at position 0 of recording {recorded.json.recording_id} does "
+        "not decode: "
+    )
+
+
+def test_stream_errors(spark, source, host, recorded, tmp_path):
+    from aeronio.spark import SourceError
+
+    small = recorded.small
+    rid = small.recording_id
+
+    def started(options, schema=None):
+        load = loading(spark, source, host.archive_dir, schema, True, recording_ids=rid, **options)
+        return failure(load, available_now(tmp_path / f"ck{len(list(tmp_path.iterdir()))}"))
+
+    cases = [
+        (
+            {"max_bytes_per_trigger": "lots"},
+            "load",
+            "option max_bytes_per_trigger: 'lots' is not a size (bytes, or with k, m or g)",
+        ),
+        (
+            {"start_position": 0},
+            "action",
+            "option(s) start_position are for a batch read, not a streaming read",
+        ),
+        (
+            {"starting_positions": '{"999": 0}'},
+            "action",
+            "option starting_positions: recording 999 is not in the "
+            "archive's catalog, or the options leave it out",
+        ),
+        (
+            {"starting_positions": json.dumps({rid: small.end + 32})},
+            "action",
+            f"option starting_positions: recording {rid} holds positions 0 to {small.end}, "
+            f"not {small.end + 32}",
+        ),
+    ]
+    for options, where, message in cases:
+        assert_raises(started(options), where, SourceError, message)
+    # with a schema, nothing is checked before the query starts
+    assert_raises(
+        started({"max_bytes_per_trigger": "lots", "layout": "fixed"}, RECORD),
+        "action",
+        SourceError,
+        "option max_bytes_per_trigger: 'lots' is not a size (bytes, or with k, m or g)",
+    )
+
+
+def test_a_stream_over_a_missing_segment(spark, source, host, recorded, tmp_path):
+    from aeronio.spark import DataLossError
+
+    big = recorded.big
+    copy = tmp_path / "copy"
+    shutil.copytree(host.archive_dir, copy)
+    missing = copy / f"{big.recording_id}-2.rec"
+    missing.unlink()
+
+    load = loading(spark, source, copy, stream=True, recording_ids=big.recording_id)
+    why = f"segment file {missing} is missing (positions {2 * SEGMENT}..{3 * SEGMENT} are gone)"
+    assert_raises(
+        failure(load, available_now(tmp_path / "ck")),
+        "action",
+        DataLossError,
+        f"recording {big.recording_id}: {why}" + LOST.format(limit=3 * SEGMENT),
+    )
+
+
+def test_a_write_in_mode_overwrite(spark, source):
+    from aeronio.spark import SourceError
+
+    df = spark.createDataFrame([(b"x",)], "data binary")
+    writer = (
+        df.write.format(source)
+        .mode("overwrite")
+        .option("channel", "aeron:udp?endpoint=127.0.0.1:9")
+    )
+    with pytest.raises(SourceError) as e:
+        writer.option("stream_id", 1).save()
+    assert (
+        str(e.value)
+        == "a stream has nothing to overwrite: use mode append (every row is published)"
+    )
+
+
+def test_a_new_session_keeps_the_translation(spark, source, tmp_path):
+    """Every new SparkSession installs PySpark's handler again: over aeronio's, not instead."""
+    from aeronio.spark import SourceError
+
+    spark.newSession()
+    got = failure(loading(spark, source, tmp_path / "nowhere"))
+    assert_raises(
+        got, "action", SourceError, f"archive directory '{tmp_path / 'nowhere'}' does not exist"
+    )
+
+
+# -- the translation itself -------------------------------------------------------------------
+
+
+class Java:
+    """A stand-in for py4j's proxy of a Java exception."""
+
+    def __init__(self, message, cause=None):
+        self.message, self.cause = message, cause
+
+    def getMessage(self):  # noqa: N802 - Java's
+        return self.message
+
+    def getCause(self):  # noqa: N802
+        return self.cause
+
+
+def test_the_deepest_cause_naming_an_error_and_its_last_line_win():
+    from aeronio.spark import DataLossError, SourceError
+    from aeronio.spark.captured import translate
+
+    jvm = Java("Job aborted: java.lang.IllegalStateException: aeronio DataLossError: gone", Java(
+        "aeronio DataLossError: recording 1: gone"
+    ))  # fmt: skip
+    error = translate(jvm)
+    assert (type(error), str(error)) == (DataLossError, "recording 1: gone")
+    python = Java(
+        "[PYTHON_DATA_SOURCE_ERROR] Failed: Traceback (most recent call last):\n  File x\n"
+        "aeronio.spark.recordings.SourceError: option layout: 'x' is not one of raw\n\n"
+        "During handling ...\nUnboundLocalError: cannot access local variable\n SQLSTATE: 38000"
+    )
+    error = translate(Java("[STREAM_FAILED] ... aeronio.spark.recordings.SourceError: no", python))
+    assert (type(error), str(error)) == (SourceError, "option layout: 'x' is not one of raw")
+    assert translate(Java("java.lang.IllegalStateException: aeronio: other", Java(None))) is None
+    assert translate(Java("x\nmy.SourceError: not ours\naeronio.spark.SourceError: nor")) is None
+
+
+@pytest.mark.parametrize("damage", ["missing", "cut"])
+def test_a_stream_planned_over_a_missing_or_cut_segment(spark, host, recorded, tmp_path, damage):
+    """Finding a micro-batch's last message boundary in a segment file that is gone (or cut
+    before it) fails the query in both sources with the same words and positions (the oracle's
+    positions: where its planning scans)."""
+    from aeronio.spark import DataLossError
+
+    big = recorded.big
+    copy = tmp_path / "copy"
+    shutil.copytree(host.archive_dir, copy)
+    segment = copy / f"{big.recording_id}-2.rec"
+    if damage == "missing":
+        segment.unlink()
+        why = r"is missing \(positions \d+\.\.\d+ are gone\)"
+    else:
+        with open(segment, "r+b") as f:
+            f.truncate(100)
+        why = r"is cut short: 100 bytes, positions up to \d+ need \d+"
+    messages = {}
+    for source in ("aeronio", "aeronio_python"):
+        options = {"recording_ids": big.recording_id, "max_bytes_per_trigger": "100k"}
+        load = loading(spark, source, copy, stream=True, **options)
+        with pytest.raises(DataLossError) as e:
+            available_now(tmp_path / source)(load())
+        messages[source] = str(e.value)
+    pattern = rf"recording {big.recording_id}: segment file {re.escape(str(segment))} {why}"
+    assert re.fullmatch(pattern, messages["aeronio_python"])
+    assert messages["aeronio"] == messages["aeronio_python"]
