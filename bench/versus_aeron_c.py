@@ -72,7 +72,7 @@ from runs import latency_run, run_spec, throughput_run, worker_limit
 from udp_processes import parse_windows, udp_channels
 from zmq_workers import worker_main
 
-from aeronio.driver.context import DriverContext
+from aeronio.driver.context import STANDALONE_DEFAULTS, DriverContext
 from tests.support.aeron_c import PyaeronPython
 
 SCRIPT = os.path.abspath(__file__)
@@ -566,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def setup_notes(s: Settings, args: argparse.Namespace) -> list[str]:
-    d = DriverContext()
+    d = DriverContext.from_sources(STANDALONE_DEFAULTS)  # `aeronio driver`'s
     return [
         f"Messages: {s.size} B, each carrying its number, checked at the receiver (every message "
         "counted; a gap or reorder fails the run). Runs per cell: "

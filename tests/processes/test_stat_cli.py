@@ -16,6 +16,7 @@ from aeronio import cli
 from aeronio.cnc import CNC_FILE, CncFile
 from aeronio.concurrent.error_log import DistinctErrorLog
 from aeronio.counters import CountersManager
+from aeronio.driver.context import DriverContext
 from aeronio.protocol.layout import LOCK_FILE
 from tests.support.procs import await_until, procs_fixture, wait_until
 
@@ -310,11 +311,10 @@ def test_errors_paths(tmp_path, capsys):
 # -- aeronio driver: options ---------------------------------------------------------------
 
 
-def test_driver_options_from_command_line_env_and_file(tmp_path, monkeypatch):
-    config = tmp_path / "driver.toml"
-    config.write_text('ipc-mtu = 4096\nmax_counters = 100\npublication_linger_ns = "1s"\n')
-    monkeypatch.setenv("AERONIO_MAX_COUNTERS", "200")
-    monkeypatch.setenv("AERONIO_DIR", str(tmp_path / "from-env"))
+@pytest.fixture
+def started(monkeypatch):
+    """The contexts `aeronio driver` (cli.main) starts its driver with, in order; the driver
+    itself (aeronio.driver.standalone.run) replaced by a stand-in that only notes them."""
     ran = []
 
     async def run(ctx):
@@ -324,9 +324,17 @@ def test_driver_options_from_command_line_env_and_file(tmp_path, monkeypatch):
     fake.run = run
     monkeypatch.setitem(sys.modules, "aeronio.driver.standalone", fake)
     monkeypatch.setattr("aeronio.driver.standalone", fake, raising=False)
+    return ran
+
+
+def test_driver_options_from_command_line_env_and_file(tmp_path, monkeypatch, started):
+    config = tmp_path / "driver.toml"
+    config.write_text('ipc-mtu = 4096\nmax_counters = 100\npublication_linger_ns = "1s"\n')
+    monkeypatch.setenv("AERONIO_MAX_COUNTERS", "200")
+    monkeypatch.setenv("AERONIO_DIR", str(tmp_path / "from-env"))
     argv = ["driver", "--config", str(config), "--ipc-term-length", "128k"]
     assert cli.main([*argv, "--term-buffer-sparse-file", "no"]) == 0
-    (ctx,) = ran
+    (ctx,) = started
     assert ctx.ipc_term_length == 131072  # command line
     assert ctx.ipc_mtu == 4096  # file
     assert ctx.max_counters == 200  # env over file
@@ -334,7 +342,23 @@ def test_driver_options_from_command_line_env_and_file(tmp_path, monkeypatch):
     assert ctx.term_buffer_sparse_file is False
     assert ctx.dir == str(tmp_path / "from-env")
     assert cli.main([*argv, "--max-counters", "300", "--dir", str(tmp_path / "d")]) == 0
-    assert (ran[1].max_counters, ran[1].dir) == (300, str(tmp_path / "d"))
+    assert (started[1].max_counters, started[1].dir) == (300, str(tmp_path / "d"))
+
+
+def test_a_standalone_driver_parks_at_once_after_work(tmp_path, monkeypatch, started):
+    """`aeronio driver`'s agent runs no idle spins unless told to (an embedded driver's 100
+    yield to the application's loop; a standalone one's would hold a core its clients need)."""
+    monkeypatch.delenv("AERONIO_CONDUCTOR_IDLE_SPINS", raising=False)
+    argv = ["driver", "--dir", str(tmp_path / "d")]
+    assert cli.main(argv) == 0
+    assert started[0].conductor_idle_spins == 0
+    assert DriverContext.from_sources().conductor_idle_spins == 100  # embedded: unchanged
+    assert cli.main([*argv, "--conductor-idle-spins", "10"]) == 0
+    monkeypatch.setenv("AERONIO_CONDUCTOR_IDLE_SPINS", "20")
+    assert cli.main(argv) == 0
+    assert [ctx.conductor_idle_spins for ctx in started] == [0, 10, 20]
+    shown = " ".join(aeronio_cmd("driver", "--help").stdout.split())
+    assert "--conductor-idle-spins VALUE (env AERONIO_CONDUCTOR_IDLE_SPINS; default 0)" in shown
 
 
 @pytest.mark.parametrize(
