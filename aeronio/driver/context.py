@@ -52,9 +52,12 @@ class DriverContext(msgspec.Struct, kw_only=True):
     # The conductor's housekeeping interval (Aeron's aeron.timer.interval): client and image
     # liveness, lingering, its heartbeat. Idle, it parks until woken or the next deadline.
     timer_interval_ns: int = 1_000_000_000
-    # Idle duty cycles that only yield to the loop, after work, before the driver parks (a
-    # standalone driver's default is STANDALONE_DEFAULTS').
+    # Idle duty cycles that only yield to the loop, after work, before the driver parks.
     conductor_idle_spins: int = 100
+    # Spin only while an IPC publication has subscribers: the one traffic that wakes the driver
+    # only once its publisher is blocked (at its limit). Network streams wake it for all they
+    # need (their sockets, appends, consumption), so spins there only hold a core.
+    conductor_idle_spins_ipc_only: bool = False
     max_counters: int = 4096
     term_buffer_sparse_file: bool = False
     dir_delete_on_shutdown: bool = True
@@ -161,11 +164,13 @@ class DriverContext(msgspec.Struct, kw_only=True):
 
 
 # The defaults of a standalone driver (`aeronio driver`) that differ from an embedded one's. Its
-# loop is its own, so an idle spin yields to nothing and holds a core its clients may need: on
-# two cores, a UDP stream between two processes each on a standalone driver ran 1.5-2.5x
-# faster with the drivers parking at once (their status messages and data waited less for a
-# core; docs/benchmarks.md). An embedded driver's spins yield to the application's loop.
-STANDALONE_DEFAULTS: Mapping[str, object] = {"conductor_idle_spins": 0}
+# loop is its own, so a spin yields to nothing and holds a core its clients may need: on two
+# busy cores, a UDP stream between two processes each on a standalone driver, at a 128 KiB
+# window, went from 0.66x to 1.19x pyaeron's rate with the drivers parking at once (its status
+# messages and data waited less for a core; docs/benchmarks.md), while IPC across processes
+# needs the spins (its publisher limit moves in time). An embedded driver's spins yield to the
+# application's loop.
+STANDALONE_DEFAULTS: Mapping[str, object] = {"conductor_idle_spins_ipc_only": True}
 
 
 def option_names() -> tuple[str, ...]:

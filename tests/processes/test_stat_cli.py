@@ -345,20 +345,24 @@ def test_driver_options_from_command_line_env_and_file(tmp_path, monkeypatch, st
     assert (started[1].max_counters, started[1].dir) == (300, str(tmp_path / "d"))
 
 
-def test_a_standalone_driver_parks_at_once_after_work(tmp_path, monkeypatch, started):
-    """`aeronio driver`'s agent runs no idle spins unless told to (an embedded driver's 100
-    yield to the application's loop; a standalone one's would hold a core its clients need)."""
-    monkeypatch.delenv("AERONIO_CONDUCTOR_IDLE_SPINS", raising=False)
+def test_a_standalone_driver_spins_only_for_ipc(tmp_path, monkeypatch, started):
+    """`aeronio driver`'s agent spins after work only while an IPC publication has subscribers
+    (an embedded driver's spins, which yield to the application's loop, always); the command
+    line and env still decide."""
+    monkeypatch.delenv("AERONIO_CONDUCTOR_IDLE_SPINS_IPC_ONLY", raising=False)
     argv = ["driver", "--dir", str(tmp_path / "d")]
     assert cli.main(argv) == 0
-    assert started[0].conductor_idle_spins == 0
-    assert DriverContext.from_sources().conductor_idle_spins == 100  # embedded: unchanged
-    assert cli.main([*argv, "--conductor-idle-spins", "10"]) == 0
-    monkeypatch.setenv("AERONIO_CONDUCTOR_IDLE_SPINS", "20")
+    assert (started[0].conductor_idle_spins, started[0].conductor_idle_spins_ipc_only) == (
+        100,
+        True,
+    )
+    assert DriverContext.from_sources().conductor_idle_spins_ipc_only is False  # embedded
+    assert cli.main([*argv, "--conductor-idle-spins-ipc-only", "no"]) == 0
+    monkeypatch.setenv("AERONIO_CONDUCTOR_IDLE_SPINS_IPC_ONLY", "false")
     assert cli.main(argv) == 0
-    assert [ctx.conductor_idle_spins for ctx in started] == [0, 10, 20]
+    assert [ctx.conductor_idle_spins_ipc_only for ctx in started] == [True, False, False]
     shown = " ".join(aeronio_cmd("driver", "--help").stdout.split())
-    assert "--conductor-idle-spins VALUE (env AERONIO_CONDUCTOR_IDLE_SPINS; default 0)" in shown
+    assert "(env AERONIO_CONDUCTOR_IDLE_SPINS_IPC_ONLY; default True)" in shown
 
 
 @pytest.mark.parametrize(
