@@ -583,7 +583,8 @@ def setup_notes(s: Settings, args: argparse.Namespace) -> list[str]:
         "aeronio's driver: `python -m aeronio.cli driver --dir DIR` (on the aeronio side's "
         f"interpreter) at its defaults: IPC term {d.ipc_term_length // 2**20} MiB, UDP term "
         f"{d.term_length // 2**20} MiB, MTU {d.mtu_length}, conductor idle spins "
-        f"{d.conductor_idle_spins}, sparse term files {d.term_buffer_sparse_file}; drivers "
+        f"{d.conductor_idle_spins}{' while it serves IPC' * d.conductor_idle_spins_ipc_only}, "
+        f"sparse term files {d.term_buffer_sparse_file}; drivers "
         "embedded: aeronio.MediaDriver.launch on the worker's event loop.",
         "Loops: pyaeron's spin (offer until taken, poll until every message came); aeronio's "
         f"(a) spin too, yielding to the event loop every {SPIN_YIELD} idle polls (standalone "
