@@ -28,6 +28,7 @@ from aeronio.concurrent.error_log import read_error_log
 from aeronio.counters import CountersFileError, CountersReader
 from aeronio.counters.stream_stat import format_streams, streams
 from aeronio.driver.context import (
+    STANDALONE_DEFAULTS,
     DriverContext,
     env_var_name,
     option_names,
@@ -360,6 +361,7 @@ def _add_driver_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="TOML or JSON file of driver options")
     defaults = DriverContext.__struct_defaults__
     for name, default in zip(option_names(), defaults, strict=True):
+        default = STANDALONE_DEFAULTS.get(name, default)
         shown = "a fresh directory under /dev/shm" if name == "dir" else repr(default)
         parser.add_argument(
             "--" + name.replace("_", "-"),
@@ -371,14 +373,17 @@ def _add_driver_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_driver(args: argparse.Namespace) -> int:
-    """Run a standalone media driver with options from the command line, env and a file."""
+    """Run a standalone media driver with options from the command line, env and a file, over
+    a standalone driver's defaults (STANDALONE_DEFAULTS)."""
     try:
         options = {
             name: parse_option_value(name, getattr(args, name), "--" + name.replace("_", "-"))
             for name in option_names()
             if hasattr(args, name)
         }
-        ctx = DriverContext.from_sources(config_file=args.config, env=os.environ, **options)
+        ctx = DriverContext.from_sources(
+            STANDALONE_DEFAULTS, config_file=args.config, env=os.environ, **options
+        )
     except ConfigurationError as e:
         raise CommandError(str(e), 2) from None
     from aeronio.driver import standalone  # the driver process; imported only when run

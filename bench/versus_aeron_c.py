@@ -72,7 +72,7 @@ from runs import latency_run, run_spec, throughput_run, worker_limit
 from udp_processes import parse_windows, udp_channels
 from zmq_workers import worker_main
 
-from aeronio.driver.context import DriverContext
+from aeronio.driver.context import STANDALONE_DEFAULTS, DriverContext
 from tests.support.aeron_c import PyaeronPython
 
 SCRIPT = os.path.abspath(__file__)
@@ -566,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def setup_notes(s: Settings, args: argparse.Namespace) -> list[str]:
-    d = DriverContext()
+    d = DriverContext.from_sources(STANDALONE_DEFAULTS)  # `aeronio driver`'s
     return [
         f"Messages: {s.size} B, each carrying its number, checked at the receiver (every message "
         "counted; a gap or reorder fails the run). Runs per cell: "
@@ -583,7 +583,8 @@ def setup_notes(s: Settings, args: argparse.Namespace) -> list[str]:
         "aeronio's driver: `python -m aeronio.cli driver --dir DIR` (on the aeronio side's "
         f"interpreter) at its defaults: IPC term {d.ipc_term_length // 2**20} MiB, UDP term "
         f"{d.term_length // 2**20} MiB, MTU {d.mtu_length}, conductor idle spins "
-        f"{d.conductor_idle_spins}, sparse term files {d.term_buffer_sparse_file}; drivers "
+        f"{d.conductor_idle_spins}{' while it serves IPC' * d.conductor_idle_spins_ipc_only}, "
+        f"sparse term files {d.term_buffer_sparse_file}; drivers "
         "embedded: aeronio.MediaDriver.launch on the worker's event loop.",
         "Loops: pyaeron's spin (offer until taken, poll until every message came); aeronio's "
         f"(a) spin too, yielding to the event loop every {SPIN_YIELD} idle polls (standalone "

@@ -18,8 +18,9 @@ class AgentRunner:
     (a duty cycle), then sleep; so what came just before the wake-up was asked for is not
     missed. After a duty cycle that did work, up to `idle_spins` idle duty cycles only yield to
     the loop before the agent parks (Aeron's back-off: while traffic flows, the next message
-    finds the agent running instead of asleep). An exception from `do_work` is logged and
-    counted by `on_error`; it never stops the agent.
+    finds the agent running instead of asleep), unless `spins_wanted()`, asked at the first
+    idle duty cycle after work, says they would be for nothing. An exception from `do_work` is
+    logged and counted by `on_error`; it never stops the agent.
 
     Deadlines while parked: the agent stays parked and watched while it stays idle (it wakes
     for deadlines that give no work, such as heartbeats). A deadline's timer callback asks
@@ -37,11 +38,13 @@ class AgentRunner:
         on_error: Callable[[BaseException], None] = lambda e: None,
         on_idle: Callable[[bool], None] = lambda idle: None,
         idle_spins: int = 0,
+        spins_wanted: Callable[[], bool] = lambda: True,
     ):
         self.name = name
         self._do_work = do_work
         self._park_s = park_s
         self._idle_spins = idle_spins
+        self._spins_wanted = spins_wanted
         self._on_error = on_error
         self._on_idle = on_idle
         self._woken = False
@@ -107,6 +110,8 @@ class AgentRunner:
                 if work:
                     self._unwatch()
                     spins = self._idle_spins
+                elif spins == self._idle_spins and spins > 0 and not self._spins_wanted():
+                    spins = 0  # the first idle duty cycle after work: spin for nothing?
                 if work or spins > 0:
                     spins -= not work
                     await asyncio.sleep(0)

@@ -687,6 +687,10 @@ class DriverConductor:
         )
         return [deadline for deadline in deadlines if deadline is not None]
 
+    def serves_ipc(self) -> bool:
+        """Whether an IPC publication has subscribers (its publisher limit must follow them)."""
+        return any(isinstance(pub, IpcPublication) and pub.subscribers for pub in self.publications)
+
     def park_ns(self) -> int:
         """How long the agent may park now: until the next deadline (0: run again at once)."""
         return self.schedule.park_ns(time.monotonic_ns(), self.to_driver.pending())

@@ -54,6 +54,10 @@ class DriverContext(msgspec.Struct, kw_only=True):
     timer_interval_ns: int = 1_000_000_000
     # Idle duty cycles that only yield to the loop, after work, before the driver parks.
     conductor_idle_spins: int = 100
+    # Spin only while an IPC publication has subscribers: the one traffic that wakes the driver
+    # only once its publisher is blocked (at its limit). Network streams wake it for all they
+    # need (their sockets, appends, consumption), so spins there only hold a core.
+    conductor_idle_spins_ipc_only: bool = False
     max_counters: int = 4096
     term_buffer_sparse_file: bool = False
     dir_delete_on_shutdown: bool = True
@@ -130,12 +134,15 @@ class DriverContext(msgspec.Struct, kw_only=True):
     @classmethod
     def from_sources(
         cls,
+        defaults: Mapping[str, object] | None = None,
+        /,
         *,
         config_file: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
         **options: object,
     ) -> DriverContext:
-        """Build from keyword options > `AERONIO_*` variables in env > config file > defaults.
+        """Build from keyword options > `AERONIO_*` variables in env > config file > `defaults`
+        (typed values replacing the fields' own, such as STANDALONE_DEFAULTS) > the fields'.
 
         Text values (env, file strings) accept size suffixes (k/m/g) for lengths and unit
         suffixes (ns/us/ms/s) for durations. Errors name the option and its source.
@@ -144,6 +151,8 @@ class DriverContext(msgspec.Struct, kw_only=True):
         if unknown:
             raise ConfigurationError(f"unknown driver option(s): {', '.join(sorted(unknown))}")
         entries: list[tuple[str, Any, str]] = []  # (field, value, source), lowest precedence first
+        for name, value in (defaults or {}).items():
+            entries.append((name, _check_type(name, value, "defaults"), "defaults"))
         if config_file is not None:
             entries += _file_entries(os.fspath(config_file))
         if env is not None:
@@ -152,6 +161,16 @@ class DriverContext(msgspec.Struct, kw_only=True):
             source = "option"
             entries.append((name, _check_type(name, value, source), source))
         return _build(cls, entries)
+
+
+# The defaults of a standalone driver (`aeronio driver`) that differ from an embedded one's. Its
+# loop is its own, so a spin yields to nothing and holds a core its clients may need: on two
+# busy cores, a UDP stream between two processes each on a standalone driver, at a 128 KiB
+# window, went from 0.66x to 1.19x pyaeron's rate with the drivers parking at once (its status
+# messages and data waited less for a core; docs/benchmarks.md), while IPC across processes
+# needs the spins (its publisher limit moves in time). An embedded driver's spins yield to the
+# application's loop.
+STANDALONE_DEFAULTS: Mapping[str, object] = {"conductor_idle_spins_ipc_only": True}
 
 
 def option_names() -> tuple[str, ...]:

@@ -160,6 +160,29 @@ async def test_what_comes_before_it_parks_is_seen_by_its_last_look():
     assert agent.idle == [True, False, True, False]  # closing ends the park
 
 
+@on_virtual_time
+async def test_it_spins_after_work_only_when_spins_are_wanted():
+    """`spins_wanted()` is asked at the first idle duty cycle after work: False, the agent
+    parks at once (its last look, then asleep) instead of spinning."""
+    for wanted, cycles in ((True, 6), (False, 3)):
+        agent = Agent(park_s=lambda: None)
+        agent._work = lambda agent=agent: 1 if len(agent.calls) == 1 else 0
+        asked = []
+
+        def spins_wanted(agent=agent, asked=asked, wanted=wanted) -> bool:
+            asked.append(len(agent.calls))
+            return wanted
+
+        runner = AgentRunner(
+            "a", agent.do_work, agent.park_s, idle_spins=3, spins_wanted=spins_wanted
+        )
+        now = asyncio.get_running_loop().time()
+        await run_for(runner, 0.2)
+        # 1: work; 2: nothing, asked; then spins 2-4 and 5, 6 (its last look), or 3 (its look)
+        assert agent.calls == approx([now] * cycles), wanted
+        assert asked == [2]
+
+
 @pytest.mark.loops
 async def test_it_knows_whether_the_caller_runs_on_its_loop():
     """`wake()` sets the wake-up directly on the loop and hands it over from other threads."""

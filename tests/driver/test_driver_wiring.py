@@ -220,3 +220,22 @@ def test_the_log_factory_removes_what_it_made_and_only_that(tmp_path, monkeypatc
     assert log.session_id == 1 and log.correlation_id == 3
     free_log(log)
     assert sorted(os.listdir(publications)) == ["2.logbuffer"]
+
+
+async def test_the_conductor_serves_ipc_while_an_ipc_publication_has_subscribers(tmp_path):
+    """What a standalone driver's spins wait on (conductor_idle_spins_ipc_only): a UDP stream
+    does not count, nor an IPC publication without subscribers."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.MediaDriver.launch(str(tmp_path / "driver")) as driver:
+        async with aeronio.connect(driver.dir) as client:
+            sub = await client.add_subscription(channel, 3)
+            await client.add_publication(channel, 3)
+            await await_until(lambda: sub.images, 10, "the image")
+            assert not driver.conductor.serves_ipc()
+            await client.add_publication("aeron:ipc", 4)
+            assert not driver.conductor.serves_ipc()
+            ipc_sub = await client.add_subscription("aeron:ipc", 4)
+            await await_until(lambda: ipc_sub.images, 10, "the IPC image")
+            assert driver.conductor.serves_ipc()
+            await ipc_sub.close()
+            await await_until(lambda: not driver.conductor.serves_ipc(), 10, "no subscriber")

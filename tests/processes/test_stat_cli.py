@@ -16,6 +16,7 @@ from aeronio import cli
 from aeronio.cnc import CNC_FILE, CncFile
 from aeronio.concurrent.error_log import DistinctErrorLog
 from aeronio.counters import CountersManager
+from aeronio.driver.context import DriverContext
 from aeronio.protocol.layout import LOCK_FILE
 from tests.support.ports import free_port
 from tests.support.procs import await_until, procs_fixture, wait_until
@@ -311,11 +312,10 @@ def test_errors_paths(tmp_path, capsys):
 # -- aeronio driver: options ---------------------------------------------------------------
 
 
-def test_driver_options_from_command_line_env_and_file(tmp_path, monkeypatch):
-    config = tmp_path / "driver.toml"
-    config.write_text('ipc-mtu = 4096\nmax_counters = 100\npublication_linger_ns = "1s"\n')
-    monkeypatch.setenv("AERONIO_MAX_COUNTERS", "200")
-    monkeypatch.setenv("AERONIO_DIR", str(tmp_path / "from-env"))
+@pytest.fixture
+def started(monkeypatch):
+    """The contexts `aeronio driver` (cli.main) starts its driver with, in order; the driver
+    itself (aeronio.driver.standalone.run) replaced by a stand-in that only notes them."""
     ran = []
 
     async def run(ctx):
@@ -325,9 +325,17 @@ def test_driver_options_from_command_line_env_and_file(tmp_path, monkeypatch):
     fake.run = run
     monkeypatch.setitem(sys.modules, "aeronio.driver.standalone", fake)
     monkeypatch.setattr("aeronio.driver.standalone", fake, raising=False)
+    return ran
+
+
+def test_driver_options_from_command_line_env_and_file(tmp_path, monkeypatch, started):
+    config = tmp_path / "driver.toml"
+    config.write_text('ipc-mtu = 4096\nmax_counters = 100\npublication_linger_ns = "1s"\n')
+    monkeypatch.setenv("AERONIO_MAX_COUNTERS", "200")
+    monkeypatch.setenv("AERONIO_DIR", str(tmp_path / "from-env"))
     argv = ["driver", "--config", str(config), "--ipc-term-length", "128k"]
     assert cli.main([*argv, "--term-buffer-sparse-file", "no"]) == 0
-    (ctx,) = ran
+    (ctx,) = started
     assert ctx.ipc_term_length == 131072  # command line
     assert ctx.ipc_mtu == 4096  # file
     assert ctx.max_counters == 200  # env over file
@@ -335,7 +343,27 @@ def test_driver_options_from_command_line_env_and_file(tmp_path, monkeypatch):
     assert ctx.term_buffer_sparse_file is False
     assert ctx.dir == str(tmp_path / "from-env")
     assert cli.main([*argv, "--max-counters", "300", "--dir", str(tmp_path / "d")]) == 0
-    assert (ran[1].max_counters, ran[1].dir) == (300, str(tmp_path / "d"))
+    assert (started[1].max_counters, started[1].dir) == (300, str(tmp_path / "d"))
+
+
+def test_a_standalone_driver_spins_only_for_ipc(tmp_path, monkeypatch, started):
+    """`aeronio driver`'s agent spins after work only while an IPC publication has subscribers
+    (an embedded driver's spins, which yield to the application's loop, always); the command
+    line and env still decide."""
+    monkeypatch.delenv("AERONIO_CONDUCTOR_IDLE_SPINS_IPC_ONLY", raising=False)
+    argv = ["driver", "--dir", str(tmp_path / "d")]
+    assert cli.main(argv) == 0
+    assert (started[0].conductor_idle_spins, started[0].conductor_idle_spins_ipc_only) == (
+        100,
+        True,
+    )
+    assert DriverContext.from_sources().conductor_idle_spins_ipc_only is False  # embedded
+    assert cli.main([*argv, "--conductor-idle-spins-ipc-only", "no"]) == 0
+    monkeypatch.setenv("AERONIO_CONDUCTOR_IDLE_SPINS_IPC_ONLY", "false")
+    assert cli.main(argv) == 0
+    assert [ctx.conductor_idle_spins_ipc_only for ctx in started] == [True, False, False]
+    shown = " ".join(aeronio_cmd("driver", "--help").stdout.split())
+    assert "(env AERONIO_CONDUCTOR_IDLE_SPINS_IPC_ONLY; default True)" in shown
 
 
 @pytest.mark.parametrize(

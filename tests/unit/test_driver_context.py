@@ -39,6 +39,20 @@ def test_precedence_options_over_env_over_file_over_defaults(tmp_path):
     assert DriverContext.from_sources(config_file=config, env=env).dir == "/dev/shm/x"
 
 
+def test_given_defaults_rank_below_every_source(tmp_path):
+    """`defaults` (a standalone driver's) replace the fields' own and nothing else."""
+    defaults = {"conductor_idle_spins": 0, "max_counters": 64}
+    assert DriverContext.from_sources(defaults).conductor_idle_spins == 0
+    config = write(tmp_path / "driver.toml", "conductor_idle_spins = 5\n")
+    env = {"AERONIO_MAX_COUNTERS": "200"}
+    ctx = DriverContext.from_sources(defaults, config_file=config, env=env)
+    assert (ctx.conductor_idle_spins, ctx.max_counters) == (5, 200)
+    ctx = DriverContext.from_sources(defaults, conductor_idle_spins=7)
+    assert (ctx.conductor_idle_spins, ctx.max_counters) == (7, 64)
+    with pytest.raises(ConfigurationError, match="defaults: max_counters must be of type int"):
+        DriverContext.from_sources({"max_counters": "64"})
+
+
 def test_json_file_with_typed_and_text_values(tmp_path):
     config = write(
         tmp_path / "driver.json",
