@@ -586,13 +586,16 @@ async def full_disk(aeron, service: Child, archive_dir: Path) -> None:
         pass  # an answer
     else:
         other = await aeron.add_exclusive_publication(CHANNEL, STREAM + 1)
-        await Publisher(other, pub_id=1, limit=50).finish()  # less than a term window
+        # Less than a term window; its last ones may find no subscriber: the recording's first
+        # write fails and stops it, and with it the one subscription of the stream.
+        publisher = Publisher(other, pub_id=1, limit=50)
         await await_until(
             lambda: aeron.counters.get_counter_value(errors.id) > errors_before,
             10,
             lambda: f"the second recording's write to fail (rec-pos {rec_pos(aeron, 1)})",
         )
         await await_until(lambda: rec_pos(aeron, 1) is None, 10, "the second recording to stop")
+        assert await publisher.stop() > 0
         await other.close()
     listed = await client.list_recordings()
     assert listed[0].stop_position == stop
