@@ -5,8 +5,10 @@ is made to raise, and afterwards every counter made for it is freed, every socke
 is closed, its log file is gone, the client that asked is told (an error response) and the
 same thing made again works."""
 
+import contextlib
 import gc
 import os
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -174,18 +176,25 @@ def reachable(start: object, depth: int) -> list[object]:
     return found
 
 
-async def test_an_images_receiver_is_made_before_its_image_and_leads_not_back_to_it(tmp_path):
+@contextlib.asynccontextmanager
+async def udp_stream(tmp_path) -> AsyncIterator[tuple[aeronio.MediaDriver, aeronio.Aeron]]:
+    """A driver and its client with one UDP stream (stream 3) whose image has come."""
     channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
     async with aeronio.MediaDriver.launch(str(tmp_path / "driver")) as driver:
         async with aeronio.connect(driver.dir) as client:
             sub = await client.add_subscription(channel, 3)
             await client.add_publication(channel, 3)
             await await_until(lambda: sub.images, 10, "the image")
-            (image,) = driver.conductor.resources.images
-            receiver = image.receiver
-            assert receiver.rebuilder.data_doorbell is image.signals.data
-            assert receiver.loss_handler is not None
-            assert not any(item is image for item in reachable(receiver, 4))
+            yield driver, client
+
+
+async def test_an_images_receiver_is_made_before_its_image_and_leads_not_back_to_it(tmp_path):
+    async with udp_stream(tmp_path) as (driver, _):
+        (image,) = driver.conductor.resources.images
+        receiver = image.receiver
+        assert receiver.rebuilder.data_doorbell is image.signals.data
+        assert receiver.loss_handler is not None
+        assert not any(item is image for item in reachable(receiver, 4))
 
 
 def new_log(factory: RawLogFactory, registration_id: int) -> LogBuffers:
@@ -225,17 +234,12 @@ def test_the_log_factory_removes_what_it_made_and_only_that(tmp_path, monkeypatc
 async def test_the_conductor_serves_ipc_while_an_ipc_publication_has_subscribers(tmp_path):
     """What a standalone driver's spins wait on (conductor_idle_spins_ipc_only): a UDP stream
     does not count, nor an IPC publication without subscribers."""
-    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
-    async with aeronio.MediaDriver.launch(str(tmp_path / "driver")) as driver:
-        async with aeronio.connect(driver.dir) as client:
-            sub = await client.add_subscription(channel, 3)
-            await client.add_publication(channel, 3)
-            await await_until(lambda: sub.images, 10, "the image")
-            assert not driver.conductor.serves_ipc()
-            await client.add_publication("aeron:ipc", 4)
-            assert not driver.conductor.serves_ipc()
-            ipc_sub = await client.add_subscription("aeron:ipc", 4)
-            await await_until(lambda: ipc_sub.images, 10, "the IPC image")
-            assert driver.conductor.serves_ipc()
-            await ipc_sub.close()
-            await await_until(lambda: not driver.conductor.serves_ipc(), 10, "no subscriber")
+    async with udp_stream(tmp_path) as (driver, client):
+        assert not driver.conductor.serves_ipc()
+        await client.add_publication("aeron:ipc", 4)
+        assert not driver.conductor.serves_ipc()
+        ipc_sub = await client.add_subscription("aeron:ipc", 4)
+        await await_until(lambda: ipc_sub.images, 10, "the IPC image")
+        assert driver.conductor.serves_ipc()
+        await ipc_sub.close()
+        await await_until(lambda: not driver.conductor.serves_ipc(), 10, "no subscriber")
