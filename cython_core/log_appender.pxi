@@ -66,13 +66,22 @@ cdef class LogAppender:
     @property
     def position(self) -> int:
         """The position the next message would be appended at."""
+        return self._position()
+
+    cdef inline int64_t _position(self) noexcept:
         if self.exclusive:
             return self._term_begin + self._term_offset
         return self.log.producer_position()
 
     @property
     def position_limit(self) -> int:
-        return aio_load_i64(self._limit)
+        """The limit as the driver last moved it. Read with less than a quarter of a term left
+        before it, it asks for the limit to move as consumers free space, as a refused offer
+        does: a parked conductor sees their consumption only when asked (or at its timer)."""
+        cdef int64_t limit = aio_load_i64(self._limit)
+        if limit - self._position() < (self.log.term_length >> 2):
+            self.log.want_limit()
+        return limit
 
     # -- reservation ------------------------------------------------------------------------
 

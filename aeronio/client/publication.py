@@ -77,6 +77,9 @@ class Publication(_core.PublicationBase):
 
     @property
     def position_limit(self) -> int:
+        """The position beyond which offers are back-pressured, as the driver last moved it.
+        Read with less than a quarter of a term left, it asks the driver to move it as the
+        subscribers consume (as a refused offer does), so a publisher may wait on it."""
         return self._appender.position_limit
 
     @property

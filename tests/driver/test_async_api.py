@@ -13,8 +13,10 @@ import pytest
 
 import aeronio
 from aeronio import ControlledPollAction
+from aeronio.client import conductor as client_conductor
 from aeronio.counters import SystemCounters
 from aeronio.counters.counters_file import SUBSCRIBER_POSITION_TYPE_ID
+from aeronio.driver.media_driver import MediaDriver
 from tests.support.cancelling import cancel_at_each_step
 from tests.support.procs import await_until
 
@@ -161,6 +163,36 @@ async def test_cancelled_offer_leaves_the_log_clean(aeron):
     next_position = await asyncio.wait_for(pub.offer(b"next"), 5)
     assert next_position == position + 64
     assert await receive(sub, 1) == [b"next"]
+
+
+async def test_reading_the_limit_asks_a_parked_driver_to_move_it(monkeypatch):
+    """A publisher that watches its limit without offering (waiting for room for a batch) sees
+    it move once the subscriber consumed, though nothing else wakes the driver: it parks at once
+    after work, its timer and the client's keepalive are 30 s apart. Before, the limit stayed
+    where it was until one of those (up to the timer interval: 1 s by default)."""
+    monkeypatch.setattr(client_conductor, "KEEPALIVE_INTERVAL_S", 30.0)
+    parked = {
+        "timer_interval_ns": 30_000_000_000,
+        "client_liveness_timeout_ns": 120_000_000_000,
+        "conductor_idle_spins": 0,
+    }
+    async with (
+        MediaDriver.launch(**parked) as driver,
+        aeronio.connect(driver.dir) as client,
+    ):
+        sub = await client.add_subscription(TERM_64K, 19)
+        pub = await client.add_publication(TERM_64K, 19)
+        await await_until(lambda: pub.is_connected and sub.images, 5, "connected")
+        start_limit = pub.position_limit
+        for i in range(300):  # 300 frames of 64 B: less than a quarter of the term left
+            assert pub.try_offer(struct.pack("<q", i) + bytes(24)) > 0
+        assert pub.position_limit == start_limit
+        assert len(drain(sub)) == 300
+        consumed = sub.images[0].position
+        await await_until(lambda: driver._runner._wakeup is not None, 5, "the driver parked")
+        await await_until(
+            lambda: pub.position_limit == consumed + WINDOW_64K, 5, "the limit to move"
+        )
 
 
 # -- claims -------------------------------------------------------------------------------
