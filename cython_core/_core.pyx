@@ -26,6 +26,11 @@ cdef extern from "aeronio_cpython.h":
     Py_ssize_t aio_refcount(PyObject* object) noexcept
     ctypedef PyObject* (*aio_value_getter)(PyObject*) noexcept
     void aio_make_completed_type(PyTypeObject* type, aio_value_getter getter) noexcept
+    # A list's size and item through a borrowed pointer: Cython takes and drops a reference to
+    # a list attribute it reads, which stalls from CPython 3.12 (aeronio_cpython.h, "Reference
+    # counts on 3.12+").
+    Py_ssize_t aio_list_size "PyList_GET_SIZE" (PyObject* list) noexcept
+    PyObject* aio_list_item "PyList_GET_ITEM" (PyObject* list, Py_ssize_t index) noexcept
 
 from asyncio import _get_running_loop
 

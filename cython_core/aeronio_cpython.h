@@ -1,4 +1,4 @@
-/* The two CPython-specific shortcuts of the per-message paths, kept in one place.
+/* The CPython-specific shortcuts of the per-message paths, kept in one place.
  *
  * Reused fragment views
  *   A poll handler gets a memoryview of each fragment. Slicing a new one per fragment costs more
@@ -20,6 +20,14 @@
  *   frame took its value and let it go). One that somebody kept, or that gathered a traceback,
  *   context, cause or notes (a `next()` in user code), is left to its holder and a new one is
  *   kept instead: every StopIteration seen is what StopIteration(value) would be.
+ *
+ * Reference counts on 3.12+
+ *   From CPython 3.12 Py_INCREF stores the low 32 bits of the count and Py_DECREF loads all 64:
+ *   a DECREF of an object soon after an INCREF of it waits for the store to complete (no
+ *   store-to-load forwarding): about 20 ns an await on 3.12.1 here. The per-message paths
+ *   therefore read what they only look at through borrowed pointers (the kept StopIteration's
+ *   value when it is the same object again, the pending messages' list) rather than taking and
+ *   dropping a reference.
  */
 #ifndef AERONIO_CPYTHON_H
 #define AERONIO_CPYTHON_H
@@ -56,14 +64,15 @@ static inline int aio_rewrap_view(PyObject *view, char *buf, Py_ssize_t len) {
 /* A reference count read through a borrowed pointer (Cython may hold temporaries otherwise). */
 static inline Py_ssize_t aio_refcount(PyObject *object) { return Py_REFCNT(object); }
 
-/* The value a completed awaitable returns (defined by the Cython type that uses these slots). */
+/* The value a completed awaitable returns, borrowed (defined by the Cython type that uses these
+ * slots). */
 typedef PyObject *(*aio_value_getter)(PyObject *self);
 static aio_value_getter aio_completed_value;
 
 #if PY_VERSION_HEX >= 0x030A0000
 static PySendResult aio_completed_send(PyObject *self, PyObject *arg, PyObject **result) {
     (void)arg;
-    *result = aio_completed_value(self); /* a new reference */
+    *result = Py_NewRef(aio_completed_value(self));
     return PYGEN_RETURN;
 }
 #endif
@@ -86,20 +95,21 @@ static inline int aio_stop_iteration_is_free(PyObject *stop) {
         && e->context == NULL && e->cause == NULL && e->notes == NULL && !e->suppress_context;
 }
 
-/* Raise StopIteration(value) (stealing `value`) with the kept instance; NULL. */
+/* Raise StopIteration(value) (`value` borrowed) with the kept instance; NULL.
+ * The same value as the last time (a reused message) is left in place: from 3.12 an INCREF
+ * stores 32 bits and a DECREF loads 64, so a DECREF soon after an INCREF of one object waits for
+ * the store to complete (no store-to-load forwarding), and this path did both per await. */
 static PyObject *aio_raise_stop_iteration(PyObject *value) {
     PyObject *stop = aio_stop_iteration, *old_value, *old_arg;
     if (stop == NULL || !aio_stop_iteration_is_free(stop)) {
         PyObject *fresh = PyObject_CallOneArg(PyExc_StopIteration, Py_None);
         if (fresh == NULL) {
-            Py_DECREF(value);
             return NULL;
         }
         aio_stop_iteration = fresh;
         Py_XDECREF(stop); /* its holder's now (or freed): after the swap, as it may run code */
         stop = fresh;
         if (!aio_stop_iteration_is_free(stop)) { /* not the shape expected: raise it once */
-            Py_DECREF(value);
             PyErr_SetString(PyExc_SystemError, "StopIteration(None) has an unexpected shape");
             return NULL;
         }
@@ -107,31 +117,32 @@ static PyObject *aio_raise_stop_iteration(PyObject *value) {
     Py_INCREF(stop); /* claimed: a re-entrant call (a __del__ run below) keeps a new one */
     old_value = ((PyStopIterationObject *)stop)->value;
     old_arg = PyTuple_GET_ITEM(((PyBaseExceptionObject *)stop)->args, 0);
-    Py_INCREF(value);
-    ((PyStopIterationObject *)stop)->value = value;
-    PyTuple_SET_ITEM(((PyBaseExceptionObject *)stop)->args, 0, value);
-    Py_XDECREF(old_value);
-    Py_XDECREF(old_arg);
+    if (old_value != value || old_arg != value) {
+        Py_INCREF(value);
+        Py_INCREF(value);
+        ((PyStopIterationObject *)stop)->value = value;
+        PyTuple_SET_ITEM(((PyBaseExceptionObject *)stop)->args, 0, value);
+        Py_XDECREF(old_value);
+        Py_XDECREF(old_arg);
+    }
     PyErr_SetRaisedException(stop); /* steals the claim; the frame's fetch lets it go */
     return NULL;
 }
 #endif
 
 static PyObject *aio_completed_next(PyObject *self) {
-    PyObject *value = aio_completed_value(self);
+    PyObject *value = aio_completed_value(self); /* borrowed */
 #if AIO_REUSES_STOP_ITERATION
     return aio_raise_stop_iteration(value);
 #else
     if (PyTuple_Check(value) || PyExceptionInstance_Check(value)) {
         PyObject *wrapped = PyObject_CallOneArg(PyExc_StopIteration, value);
-        Py_DECREF(value);
         if (wrapped != NULL) {
             PyErr_SetObject(PyExc_StopIteration, wrapped);
             Py_DECREF(wrapped);
         }
     } else {
         PyErr_SetObject(PyExc_StopIteration, value);
-        Py_DECREF(value);
     }
     return NULL;
 #endif

@@ -43,9 +43,8 @@ cdef class Completed:
 
 
 cdef PyObject* _completed_value(PyObject* completed) noexcept:
-    cdef object value = (<Completed> completed).value
-    Py_INCREF(value)
-    return <PyObject*> value
+    """The value, borrowed (the Completed keeps it until the await took it)."""
+    return <PyObject*> (<Completed> completed).value
 
 
 aio_make_completed_type(<PyTypeObject*> Completed, _completed_value)
@@ -186,14 +185,13 @@ cdef class SubscriptionBase:
 
     cdef inline bint _ready(self) except -1:
         """Whether a message is ready to be taken (polling the images when none is left)."""
-        if self._next < len(self._pending):
+        if self._next < aio_list_size(<PyObject*> self._pending):
             return True
         return self._fill(self._fragment_limit) > 0
 
     cdef object _take(self):
-        message = self._pending[self._next]
         self._next += 1
-        return message
+        return <object> aio_list_item(<PyObject*> self._pending, self._next - 1)
 
     def _take_one(self) -> Message:
         return self._take()
