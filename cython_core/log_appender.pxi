@@ -88,20 +88,19 @@ cdef class LogAppender:
     cdef int64_t _begin(self, int32_t* term_count, int32_t* term_id, int64_t* position) noexcept:
         """Find where the next append starts; returns the raw term offset or -1 for ADMIN_ACTION."""
         cdef int64_t raw_tail, term_offset
-        cdef MappedLog log = self.log
         if self.exclusive:
             term_id[0] = self._term_id
-            term_count[0] = self._term_id - log.initial_term_id
+            term_count[0] = self._term_id - self.log.initial_term_id
             position[0] = self._term_begin + self._term_offset
             return self._term_offset
-        term_count[0] = log.active_term_count()
-        raw_tail = aio_load_i64(log.tail_address(term_count[0] % PARTITION_COUNT))
+        term_count[0] = self.log.active_term_count()
+        raw_tail = aio_load_i64(self.log.tail_address(term_count[0] % PARTITION_COUNT))
         term_offset = raw_tail & 0xFFFFFFFFLL
         term_id[0] = tail_term_id(raw_tail)
-        if term_count[0] != <int32_t> (<uint32_t> term_id[0] - <uint32_t> log.initial_term_id):
+        if term_count[0] != <int32_t> (<uint32_t> term_id[0] - <uint32_t> self.log.initial_term_id):
             return -1
-        position[0] = compute_position(term_id[0], 0, log.position_bits_to_shift,
-                                       log.initial_term_id) + term_offset
+        position[0] = compute_position(term_id[0], 0, self.log.position_bits_to_shift,
+                                       self.log.initial_term_id) + term_offset
         return term_offset
 
     cdef int32_t _reserve(self, int32_t term_count, int32_t* term_id, int32_t aligned_length,
@@ -110,23 +109,22 @@ cdef class LogAppender:
         the term is full (after padding it out). term_id[0] becomes the term the space is in: a
         concurrent writer stalled across rotations finds a newer term in that partition and
         writes (or pads) there, leaving no hole."""
-        cdef MappedLog log = self.log
         cdef int index = term_count % PARTITION_COUNT
         cdef int64_t raw_tail, resulting
         if self.exclusive:
             term_offset[0] = self._term_offset
             resulting = <int64_t> self._term_offset + aligned_length
-            aio_store_i64(log.tail_address(index), pack_tail(term_id[0], <int32_t> min(resulting, 0x7FFFFFFF)))
+            aio_store_i64(self.log.tail_address(index), pack_tail(term_id[0], <int32_t> min(resulting, 0x7FFFFFFF)))
         else:
-            raw_tail = aio_fetch_add_i64(log.tail_address(index), aligned_length)
+            raw_tail = aio_fetch_add_i64(self.log.tail_address(index), aligned_length)
             term_id[0] = tail_term_id(raw_tail)
-            if (raw_tail & 0xFFFFFFFFLL) >= log.term_length:
-                term_offset[0] = log.term_length
+            if (raw_tail & 0xFFFFFFFFLL) >= self.log.term_length:
+                term_offset[0] = self.log.term_length
                 return -1
             term_offset[0] = <int32_t> (raw_tail & 0xFFFFFFFFLL)
             resulting = <int64_t> term_offset[0] + aligned_length
-        if resulting > log.term_length:
-            self._pad_to_end(log.term(index), term_offset[0], term_id[0])
+        if resulting > self.log.term_length:
+            self._pad_to_end(self.log.term(index), term_offset[0], term_id[0])
             return -1
         return <int32_t> resulting
 
@@ -140,25 +138,24 @@ cdef class LogAppender:
     cdef int64_t _new_position(self, int32_t term_count, int32_t term_id, int64_t position,
                                int64_t term_offset, int32_t resulting) noexcept:
         """Turn an append result into a position, or rotate the log on a full term."""
-        cdef MappedLog log = self.log
-        cdef int64_t term_begin = compute_position(term_id, 0, log.position_bits_to_shift,
-                                                   log.initial_term_id)
+        cdef int64_t term_begin = compute_position(term_id, 0, self.log.position_bits_to_shift,
+                                                   self.log.initial_term_id)
         self._space_found()
         if resulting > 0:
             if self.exclusive:
                 self._term_offset = resulting
             return term_begin + resulting
-        if term_begin + log.term_length >= self.max_possible_position:
+        if term_begin + self.log.term_length >= self.max_possible_position:
             return MAX_POSITION_EXCEEDED_CODE
         if self.exclusive:
             self._index = (self._index + 1) % PARTITION_COUNT
             self._term_id = term_id + 1
             self._term_offset = 0
-            self._term_begin = term_begin + log.term_length
-            aio_store_i64(log.tail_address(self._index), pack_tail(self._term_id, 0))
-            aio_store_i32(log.meta + LOG_ACTIVE_TERM_COUNT_OFFSET, term_count + 1)
+            self._term_begin = term_begin + self.log.term_length
+            aio_store_i64(self.log.tail_address(self._index), pack_tail(self._term_id, 0))
+            aio_store_i32(self.log.meta + LOG_ACTIVE_TERM_COUNT_OFFSET, term_count + 1)
         else:
-            log.rotate(<int32_t> (<uint32_t> term_id - <uint32_t> log.initial_term_id), term_id)
+            self.log.rotate(<int32_t> (<uint32_t> term_id - <uint32_t> self.log.initial_term_id), term_id)
         return ADMIN_ACTION_CODE
 
     cdef int64_t _back_pressure_status(self, int64_t position, Py_ssize_t length) noexcept:
