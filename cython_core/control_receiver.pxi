@@ -10,11 +10,6 @@
 
 from libc.string cimport memcmp
 
-cdef enum:
-    SM_HEADER_LENGTH = 36
-    SM_FRAME_TYPE = 0x03
-
-
 cdef class ControlReceiver:
     """Absorbs repeated status messages from what a send endpoint's socket received.
 
@@ -46,7 +41,8 @@ cdef class ControlReceiver:
         if length < SM_HEADER_LENGTH or aio_get_i32(packet) > length \
                 or (<const uint16_t*> (packet + TYPE_FIELD_OFFSET))[0] != SM_FRAME_TYPE:
             return False
-        session_id, stream_id = aio_get_i32(packet + 8), aio_get_i32(packet + 12)
+        session_id = aio_get_i32(packet + SM_SESSION_ID_OFFSET)
+        stream_id = aio_get_i32(packet + SM_STREAM_ID_OFFSET)
         if packet[FLAGS_FIELD_OFFSET] != 0:  # a setup request
             self.forget(session_id, stream_id)
             return False

@@ -8,9 +8,12 @@ cdef class DataPath:
     """One `do_work(now_ns)`: new data of the publications whose senders allow it sent from
     their logs, or a heartbeat after a quiet spell (PublicationSender); a poll(2) over the
     sockets; the data sockets with input drained (recvmmsg), their data packets rebuilt into
-    images and their heartbeats taken (ImageRouter); the images' periodic status messages sent,
+    images and their heartbeats taken (ImageRouter); the images' status messages sent, the one
+    their subscribers' consumption made due (past a quarter of the window) or the periodic one,
     and if one went, the control sockets read again (an endpoint of this process hears it at
-    once).
+    once). A status message read moves the limit of a unicast publication's sender at once
+    (PublicationSender.on_status_message), and the window it opens is sent in the same call:
+    neither reaction waits for a Python duty cycle (which takes the status message after).
     Python is needed only for what is left; the conductor's DutySchedule decides when, from
     what each do_work tells it (`schedule`): its work, whether something is urgent, how far the
     watched positions moved (`moved`), its next deadline (`next_deadline_ns`). An idle stream's
@@ -34,6 +37,8 @@ cdef class DataPath:
     cdef list _routers  # each ImageRouter once (a multi-destination one serves several sockets)
     cdef list _rests  # per socket: what its ControlReceiver or router left of its last receive
     cdef list _senders  # (PublicationSender, DatagramSender)
+    cdef list _followers  # per control socket: the PublicationSenders sending from it
+    cdef bint _limits_moved  # a status message moved a sender limit in this do_work
     cdef char** _words
     cdef int64_t* _seen_words
     cdef Py_ssize_t _nwords
@@ -86,6 +91,11 @@ cdef class DataPath:
         self._senders = []
         for sender, channel in senders:
             self._senders.append((<PublicationSender?> sender, <DatagramSender?> channel))
+        self._followers = [
+            [sender for sender, channel in self._senders if channel.fd == self._fds[i].fd]
+            for i in range(self._ncontrol)
+        ]
+        self._limits_moved = False
         self._owners = []
         for i in range(self._nwords):
             buffer = counters[i].buffer
@@ -141,10 +151,17 @@ cdef class DataPath:
         for router in self._routers:
             for image in router.images.values():
                 rebuilder = <ImageRebuilder> image
-                sms += rebuilder.send_status_message(now_ns)  # housekeeping, not work
+                # Consumption past the threshold first: that one also stands for a periodic one.
+                sms += rebuilder.send_consumption_status_message(now_ns) \
+                    or rebuilder.send_status_message(now_ns)  # housekeeping, not work
                 deadline = min(deadline, rebuilder.sm_deadline())
         if sms and self._ncontrol:  # this process's own endpoints hear them at once: read now
             self._receive(now_ns, self._ncontrol, &urgent)  # control sockets: no work
+        if self._limits_moved:  # the window a status message opened goes now
+            self._limits_moved = False
+            for sender, channel in self._senders:
+                if sender.new_data_allowed:
+                    work += sender.send(channel, now_ns)
         self.next_deadline_ns = deadline
         for i in range(self._nwords):
             value = aio_load_i64(self._words[i])
@@ -180,6 +197,7 @@ cdef class DataPath:
                 if receiver.recv(self._fds[i].fd) == 0:
                     continue
                 if i < self._ncontrol:  # repeated status messages absorbed: housekeeping
+                    self._follow_status_messages(self._followers[i], receiver)
                     rest = (<ControlReceiver> self._receivers[i][1]).absorb_received(receiver,
                                                                                     now_ns)
                 else:
@@ -190,6 +208,22 @@ cdef class DataPath:
                 self._rests[i] = rest
                 urgent[0] |= len(rest) > 0
         return work
+
+    cdef void _follow_status_messages(self, list followers, DatagramReceiver receiver) noexcept:
+        """Let the status messages `receiver` just read move the limits of the senders that
+        follow them (unicast flow control); Python still takes each one after."""
+        cdef int i
+        cdef int32_t length
+        cdef const char* packet
+        cdef PublicationSender sender
+        if not followers:
+            return
+        for i in range(receiver.count):
+            packet = receiver.datagram(i, &length)
+            if is_plain_status_message(packet, length):
+                for sender in followers:
+                    if sender.on_status_message(packet):
+                        self._limits_moved = True
 
     def deadline_ns(self) -> int:
         """When `do_work` next has something due though nothing arrives or is appended (a

@@ -96,6 +96,24 @@ cdef enum:
     FRAME_CORRUPT = -1
 
 
+# The status message's layout (Aeron's StatusMessageFlyweight), for the C that reads them.
+cdef enum:
+    SM_HEADER_LENGTH = 36
+    SM_FRAME_TYPE = 0x03
+    SM_SESSION_ID_OFFSET = 8
+    SM_STREAM_ID_OFFSET = 12
+    SM_CONSUMPTION_TERM_ID_OFFSET = 16
+    SM_CONSUMPTION_TERM_OFFSET_OFFSET = 20
+    SM_RECEIVER_WINDOW_OFFSET = 24
+
+
+cdef inline bint is_plain_status_message(const char* packet, int32_t length) noexcept nogil:
+    """Whether a datagram is one version-0 status message without flags (no setup request)."""
+    return length >= SM_HEADER_LENGTH and aio_get_i32(packet) == length \
+        and (<const uint16_t*> (packet + TYPE_FIELD_OFFSET))[0] == SM_FRAME_TYPE \
+        and packet[VERSION_FIELD_OFFSET] == 0 and packet[FLAGS_FIELD_OFFSET] == 0
+
+
 cdef inline int64_t align_frame(int64_t length) noexcept nogil:
     """`length` rounded up to FRAME_ALIGNMENT, in 64 bits: no int32 overflows here."""
     return (length + (FRAME_ALIGNMENT - 1)) & ~(<int64_t> (FRAME_ALIGNMENT - 1))

@@ -3,7 +3,8 @@
 # session and stream, at the term offset of its first frame; a heartbeat of an image moves its
 # high-water mark and shows it alive (PublicationImage.onHeartbeat). The image's periodic status
 # message is sent here too (the frame the receiver state machine keeps current, to the senders it
-# set), so that an idle stream needs no Python. Everything else (SETUP, a heartbeat with EOS, sessions without an image, anything too
+# set), so that an idle stream needs no Python; so is the one its subscribers' consumption makes due
+# (past the threshold: a quarter of the window), so that the sender hears of the space at once. Everything else (SETUP, a heartbeat with EOS, sessions without an image, anything too
 # short to route) is left to the Python dispatcher.
 
 cdef enum:
@@ -67,6 +68,12 @@ cdef class ImageRebuilder:
     cdef public bint heartbeat_heard  # since `status_message_is_due` last looked
     cdef public bytes status_message  # for the consumption position now (None: none yet)
     cdef public int64_t time_of_last_sm_ns
+    cdef public int64_t last_sm_position  # the consumption position of the last status message
+    cdef bytes _sm_template  # a status message of this image (None: Python sends them all)
+    cdef int64_t _sm_threshold
+    cdef object _consumers  # kept alive: _consumer_words point into them
+    cdef char** _consumer_words
+    cdef Py_ssize_t _nconsumers
     cdef readonly int64_t sm_timeout_ns
     cdef readonly int64_t sm_early_ns
     cdef list _control_senders  # a DatagramSender to each sender heard (its SMs and NAKs)
@@ -100,6 +107,12 @@ cdef class ImageRebuilder:
         self.sm_timeout_ns = sm_timeout_ns
         self.sm_early_ns = sm_early_ns
         self.time_of_last_sm_ns = now_ns - sm_timeout_ns
+        self.last_sm_position = 0  # set by Python with the threshold
+        self._sm_template = None
+        self._sm_threshold = 0
+        self._consumers = ()
+        self._consumer_words = NULL
+        self._nconsumers = 0
         self._control_senders = []
         self.data_doorbell = None
         self.fresh = False
@@ -108,6 +121,76 @@ cdef class ImageRebuilder:
         self._last_receiver = None
         self._last_ip = 0
         self._last_port = 0
+
+    def __dealloc__(self):
+        free(self._consumer_words)
+
+    def send_status_messages_past(self, bytes template, int64_t threshold) -> None:
+        """From now on the DataPath sends a status message as soon as the consumption position
+        (the slowest consumer's: `set_consumers`; without any, the receiver position) is more
+        than `threshold` past `last_sm_position` (Aeron's: a quarter of the receiver window):
+        `template` (a status message of this image) with that position in it."""
+        if len(template) < SM_HEADER_LENGTH:
+            raise ValueError(f"a status message of {len(template)} bytes")
+        self._sm_template = template
+        self._sm_threshold = threshold
+
+    def set_consumers(self, list positions) -> None:
+        """The positions of the image's subscribers (the consumption position is the least)."""
+        cdef Py_ssize_t i, count = len(positions)
+        cdef char** words = <char**> malloc(max(1, count) * sizeof(char*))
+        if words == NULL:
+            raise MemoryError()
+        try:
+            for i in range(count):
+                words[i] = counter_address(positions[i])
+        except BaseException:
+            free(words)
+            raise
+        free(self._consumer_words)
+        self._consumer_words, self._nconsumers = words, count
+        self._consumers = tuple(positions)
+
+    cdef int64_t consumption(self) noexcept nogil:
+        """The slowest consumer's position (the receiver position without consumers)."""
+        cdef Py_ssize_t i
+        cdef int64_t least
+        if self._nconsumers == 0:
+            return aio_load_i64(self.rebuild)
+        least = aio_load_i64(self._consumer_words[0])
+        for i in range(1, self._nconsumers):
+            least = min(least, aio_load_i64(self._consumer_words[i]))
+        return least
+
+    cdef int send_consumption_status_message(self, int64_t now_ns) except -1:
+        """Send a status message if consumption passed the threshold since the last (see
+        `send_status_messages_past`); it is the one repeated from now on. 1 if it went."""
+        cdef int64_t consumption
+        cdef bytes frame
+        cdef char* buffers[1]
+        cdef Py_ssize_t lengths[1]
+        cdef DatagramSender sender
+        if self._sm_template is None or not self._control_senders:
+            return 0
+        consumption = self.consumption()
+        if consumption - self.last_sm_position <= self._sm_threshold:
+            return 0
+        frame = PyBytes_FromStringAndSize(<const char*> self._sm_template,
+                                          len(self._sm_template))
+        aio_put_i32(<char*> frame + SM_CONSUMPTION_TERM_ID_OFFSET,
+                    term_id_for_position(consumption, self.log.position_bits_to_shift,
+                                         self.log.initial_term_id))
+        aio_put_i32(<char*> frame + SM_CONSUMPTION_TERM_OFFSET_OFFSET,
+                    <int32_t> (consumption & (self.log.term_length - 1)))
+        buffers[0] = <char*> frame
+        lengths[0] = len(frame)
+        for sender in self._control_senders:
+            sender.send_all(buffers, lengths, 1)
+        self.status_message = frame
+        self.last_sm_position = consumption
+        self.time_of_last_sm_ns = now_ns
+        aio_fetch_add_i64(self.sms_sent, 1)
+        return 1
 
     cdef inline int64_t position(self, const char* header) noexcept nogil:
         return compute_position(aio_get_i32(header + TERM_ID_FIELD_OFFSET),

@@ -5,7 +5,10 @@
 # `collect` hands out the same datagrams as views. It also sends the heartbeat that follows a quiet
 # spell (Aeron's heartbeatMessageCheck), so that an idle stream needs no Python. The
 # SenderStateMachine, in Python, says when new data may go (`allow_new_data`) and sends the rest
-# (SETUPs and retransmits, and the heartbeat while they go first).
+# (SETUPs and retransmits, and the heartbeat while they go first). Under unicast flow control a
+# status message read by the DataPath moves snd-lmt here at once (`on_status_message`), so that
+# the window it opens goes in the same duty cycle; the state machine takes it after, to the same
+# limit.
 
 cdef enum:
     MAX_DATAGRAMS_PER_SEND = 64
@@ -39,6 +42,7 @@ cdef class PublicationSender:
     cdef int32_t stream_id
     cdef readonly int64_t heartbeat_timeout_ns
     cdef readonly bint new_data_allowed
+    cdef readonly bint follows_status_messages
     cdef readonly int64_t time_of_last_data_ns
     cdef readonly int64_t time_of_last_heartbeat_ns
 
@@ -66,12 +70,37 @@ cdef class PublicationSender:
         self.mtu = mtu
         self.heartbeat_timeout_ns = heartbeat_timeout_ns
         self.new_data_allowed = False
+        self.follows_status_messages = False
         self.time_of_last_data_ns = now_ns - heartbeat_timeout_ns
         self.time_of_last_heartbeat_ns = now_ns - heartbeat_timeout_ns
 
     def allow_new_data(self, bint allowed) -> None:
         """Whether new data may be sent now (the SenderStateMachine decides)."""
         self.new_data_allowed = allowed
+
+    def follow_status_messages(self, bint follows) -> None:
+        """Whether status messages move snd-lmt here (`on_status_message`): for unicast flow
+        control only, whose limit is the receiver's consumption position plus its window."""
+        self.follows_status_messages = follows
+
+    cdef bint on_status_message(self, const char* frame) noexcept nogil:
+        """A status message without flags (its length checked by the caller): if this sender
+        follows them and it is of this stream, snd-lmt moves to its consumption position plus
+        its window when that is further (Aeron's UnicastFlowControl.onStatusMessage); True if
+        it moved."""
+        cdef int64_t limit
+        if not self.follows_status_messages \
+                or aio_get_i32(frame + SM_SESSION_ID_OFFSET) != self.session_id \
+                or aio_get_i32(frame + SM_STREAM_ID_OFFSET) != self.stream_id:
+            return False
+        limit = compute_position(aio_get_i32(frame + SM_CONSUMPTION_TERM_ID_OFFSET),
+                                 aio_get_i32(frame + SM_CONSUMPTION_TERM_OFFSET_OFFSET),
+                                 self.log.position_bits_to_shift, self.log.initial_term_id) \
+            + aio_get_i32(frame + SM_RECEIVER_WINDOW_OFFSET)
+        if limit <= aio_load_i64(self.limit):
+            return False
+        aio_store_i64(self.limit, limit)
+        return True
 
     cdef int scan(self, char** buffers, Py_ssize_t* lengths, int64_t* ends) noexcept nogil:
         """Up to MAX_DATAGRAMS_PER_SEND datagrams from snd-pos; ends[i]: the position after

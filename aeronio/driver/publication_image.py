@@ -67,13 +67,19 @@ class PublicationImage:
 
     def add_subscriber(self, subscriber: SubscriberPosition) -> None:
         self.subscribers.append(subscriber)
+        self._consumers_changed()
         self._proxy.image_ready(self, subscriber, self.source_address)
 
     def remove_subscriber(self, subscription_id: int) -> None:
         for sub in list(self.subscribers):
             if sub.subscription_id == subscription_id:
                 self.subscribers.remove(sub)
+                self._consumers_changed()  # before its counter is freed
                 self._stream_counters.free(sub.counter)
+
+    def _consumers_changed(self) -> None:
+        """The DataPath's status messages follow the subscribers there are now."""
+        self.receiver.rebuilder.set_consumers([sub.counter for sub in self.subscribers])
 
     def wake_subscribers(self) -> None:
         """The receiver position moved: wake the image's parked subscribers, here and in other
@@ -115,10 +121,12 @@ class PublicationImage:
 
     def close(self) -> None:
         self.endpoint.remove_image(self.session_id, self.stream_id)
-        for sub in self.subscribers:
+        subscribers = list(self.subscribers)
+        self.subscribers.clear()
+        self._consumers_changed()
+        for sub in subscribers:
             self._proxy.image_unavailable(self, sub)
             self._stream_counters.free(sub.counter)
-        self.subscribers.clear()
         self._stream_counters.free(*self.counters)
         self.signals.consumed.remove_callback(self._wake)
         signals.release(self.log_file)

@@ -97,8 +97,13 @@ class ReceiverStateMachine:
             now_ns,
         )
         self.rebuilder.data_doorbell = data_doorbell
+        # The DataPath sends the status message that consumption makes due (past a quarter of
+        # the window) as soon as it sees it; so does `do_work`, whichever looks first.
+        self.rebuilder.last_sm_position = join_position
+        self.rebuilder.send_status_messages_past(
+            self._status_message(join_position), self.window // 4
+        )
         self._clean_position = join_position
-        self._last_sm_position = join_position
         self._last_consumption: int | None = None
         self.end_of_stream_position: int | None = None
 
@@ -173,16 +178,18 @@ class ReceiverStateMachine:
         sm_due = self.rebuilder.status_message_is_due(now_ns)
         if consumption == self._last_consumption and not sm_due:
             return out  # nothing consumed since the last duty cycle: no SM, nothing to clean
-        if consumption != self._last_consumption:  # the SM repeated so far is stale
-            self.rebuilder.status_message = None
+        rebuilder = self.rebuilder
+        if consumption != self._last_consumption:
+            if consumption != rebuilder.last_sm_position:  # the SM repeated so far is stale
+                rebuilder.status_message = None
             self._last_consumption = consumption
-        if sm_due or consumption - self._last_sm_position > self.window // 4:
-            if self.rebuilder.status_message is None:  # the DataPath repeats it from now on
-                self.rebuilder.status_message = self._status_message(consumption)
-            out.append(self.rebuilder.status_message)
+        if sm_due or consumption - rebuilder.last_sm_position > self.window // 4:
+            if rebuilder.status_message is None:  # the DataPath repeats it from now on
+                rebuilder.status_message = self._status_message(consumption)
+            out.append(rebuilder.status_message)
             self.system[SystemCounters.STATUS_MESSAGES_SENT].increment()
-            self._last_sm_position = consumption
-            self.rebuilder.time_of_last_sm_ns = now_ns
+            rebuilder.last_sm_position = consumption
+            rebuilder.time_of_last_sm_ns = now_ns
         self._clean_to(consumption)
         self._set_limit(consumption)
         return out

@@ -104,6 +104,9 @@ class SenderStateMachine:
             HEARTBEAT_TIMEOUT_NS,
             now_ns,
         )
+        # Unicast: the DataPath moves the limit on a status message as `on_status_message` does
+        # (to the same limit), and sends the window it opens at once.
+        self.data_sender.follow_status_messages(type(self.flow_control) is UnicastFlowControl)
         self._time_of_last_sm_ns: int | None = None
         # receiver id -> (the consumption position it acknowledged, when last heard)
         self._receivers_acked: dict[int, tuple[int, int]] = {}

@@ -12,6 +12,7 @@ from aeronio import _core
 from aeronio._core import BOOKKEEPING_IDLE_CYCLES as IDLE_CYCLES
 from aeronio.concurrent.error_log import read_error_log
 from aeronio.counters import SystemCounters
+from aeronio.driver.flow_control import MaxFlowControl, MinFlowControl, UnicastFlowControl
 from aeronio.driver.retransmit_handler import RetransmitHandler
 from aeronio.driver.sender_state import HEARTBEAT_TIMEOUT_NS, SETUP_TIMEOUT_NS
 from aeronio.logbuffer import descriptor as d
@@ -99,6 +100,23 @@ def test_new_data_goes_by_the_c_sender_alone_once_a_receiver_answered(tmp_path):
     sender.on_status_message(setup_eliciting_status_message(), 3 * MS)
     append(pub, 1)
     assert data.collect(out, 3 * MS) == 0 and sender.sender_position.get() == end
+
+
+@pytest.mark.parametrize(
+    "flow_control, follows",
+    [(None, True), (UnicastFlowControl(), True), (MaxFlowControl(), False),
+     (MinFlowControl(), False)],
+    ids=["default", "unicast", "max", "min"],
+)  # fmt: skip
+def test_only_unicast_flow_control_lets_the_c_sender_follow_status_messages(
+    tmp_path, flow_control, follows
+):
+    """The DataPath moves snd-lmt on a status message only under unicast flow control (its
+    limit is the receiver's consumption plus its window; multicast's strategies keep theirs)."""
+    system = {counter: Slot() for counter in SystemCounters}
+    options = {} if flow_control is None else {"flow_control": flow_control}
+    pub = Publisher(tmp_path / "pub.log", TERM_LENGTH, MTU, INITIAL_TERM_ID, system, **options)
+    assert pub.sender.data_sender.follows_status_messages is follows
 
 
 def test_heartbeats_after_the_timeout_without_data(tmp_path):

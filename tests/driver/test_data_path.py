@@ -22,10 +22,12 @@ from aeronio._core import BOOKKEEPING_IDLE_CYCLES as IDLE_CYCLES
 from aeronio._core import AtomicBuffer, DatagramReceiver, DataPath, Doorbell, DutySchedule
 from aeronio.concurrent.ring_buffer import TRAILER_LENGTH as RING_TRAILER_LENGTH
 from aeronio.concurrent.ring_buffer import ManyToOneRingBuffer
+from aeronio.counters import SystemCounters
 from aeronio.driver.channel_endpoints import SM_REPEAT_WINDOW_NS
+from aeronio.driver.receiver_state import SM_TIMEOUT_NS
 from aeronio.driver.sender_state import HEARTBEAT_TIMEOUT_NS
 from aeronio.logbuffer import descriptor as d
-from aeronio.protocol.frames import HDR_TYPE_PAD
+from aeronio.protocol.frames import HDR_TYPE_PAD, SM_SETUP_FLAG, setup_frame, status_message
 from tests.driver import test_udp_batch_io as batch
 from tests.driver.test_udp_batch_io import (
     INITIAL_TERM_ID,
@@ -39,7 +41,7 @@ from tests.driver.test_udp_batch_io import (
     new_log,
 )
 from tests.support.procs import ROOT
-from tests.support.udp_harness import Slot
+from tests.support.udp_harness import Slot, image_from_setup
 
 udp = batch.udp  # the fixture: bound loopback sockets with a large receive buffer
 # Bookkeeping is due once the watched positions moved BACKLOG bytes in all, or after
@@ -604,6 +606,62 @@ def test_sender_blocked_at_its_limit_counts_flow_control_limits(tmp_path, udp):
     assert pub.sender.time_of_last_data_ns == 3
 
 
+def sm(consumed: int, window: int, **fields) -> bytes:
+    """A status message of the test stream: `consumed` bytes consumed (in the initial term)."""
+    fields = {"session_id": SESSION, "stream_id": STREAM, "receiver_id": 9, **fields}
+    return status_message(
+        consumption_term_id=INITIAL_TERM_ID,
+        consumption_term_offset=consumed,
+        receiver_window=window,
+        **fields,
+    ).encode()
+
+
+def test_a_status_message_opens_a_unicast_window_in_the_same_do_work(tmp_path, udp):
+    """A sender that follows status messages (unicast flow control) has snd-lmt moved by each
+    one its socket reads to its consumption position plus its window, never back, and the
+    frames it allows go in the same do_work; the status message is still left for Python (due
+    at once). One with the setup flag, of another stream, or to a sender that does not follow
+    them (multicast's strategies) moves nothing."""
+    receiver = udp()
+    sock = udp()
+    pub = Publication(tmp_path / "pub.log", sock, [receiver])
+    c = pub.counters
+    control = (sock.fileno(), DatagramReceiver(32, 2048), control_receiver())
+    path = settled(controls=[control], senders=[pub.pair])
+    pub.sender.allow_new_data(True)
+    pub.sender.follow_status_messages(True)
+    pub.offer([1376] * 4)  # four datagrams of one 1408-byte frame
+    c.limit.set(1408)
+    assert path.do_work(1) == 1 and arrivals(receiver, 1) == [bytes(pub.log.term(0)[:1408])]
+
+    def answer(frame: bytes, now_ns: int) -> int:
+        receiver.sendto(frame, sock.getsockname())
+        assert select.select([sock], [], [], 10)[0]
+        work = path.do_work(now_ns)
+        assert path.conductor_due  # Python takes the status message too
+        assert [bytes(view) for view, _ in path.slow_datagrams(control[1])] == [frame]
+        path.bookkept()
+        return work
+
+    for ignored in (
+        sm(1408, 2 * 1408, flags=SM_SETUP_FLAG),
+        sm(1408, 2 * 1408, session_id=SESSION + 1),
+        sm(1408, 2 * 1408, stream_id=STREAM + 1),
+    ):
+        assert answer(ignored, 2) == 0 and c.limit.get() == 1408
+    assert answer(sm(0, 2 * 1408), 3) == 1 and c.limit.get() == 2 * 1408
+    assert arrivals(receiver, 1) == [bytes(pub.log.term(0)[1408:2816])]
+    assert pub.sender.time_of_last_data_ns == 3 and c.position.get() == 2 * 1408
+    assert answer(sm(0, 1408), 4) == 0 and c.limit.get() == 2 * 1408  # never back
+    pub.sender.follow_status_messages(False)
+    assert answer(sm(1408, 2 * 1408), 5) == 0 and c.limit.get() == 2 * 1408
+    pub.sender.follow_status_messages(True)
+    assert answer(sm(1408, 2 * 1408, receiver_id=10), 6) == 1 and c.limit.get() == 3 * 1408
+    assert arrivals(receiver, 1) == [bytes(pub.log.term(0)[2816:4224])]
+    batch.assert_nothing_more(receiver)
+
+
 @pytest.mark.parametrize("refuser", [0, 1], ids=["refuser first", "refuser last"])
 def test_a_destination_that_refuses_outright_holds_back_no_other(tmp_path, udp, refuser):
     """With two destinations, one the kernel refuses outright (EACCES: broadcast from a socket
@@ -735,6 +793,47 @@ def test_subscriber_parked_in_another_thread_is_woken(tmp_path, udp):
     r.exchange(VALID)
     thread.join(60)
     assert not thread.is_alive() and seen == [VALID] and bell.waiters == 0
+
+
+def test_consumption_past_a_quarter_window_sends_the_status_message_at_once(tmp_path, udp):
+    """Once the image's subscribers consumed more than a quarter of the window past the last
+    status message, the DataPath's next do_work sends the one the receiver state machine would
+    (byte for byte: the consumption position patched into its template), counted, as the
+    status message repeated from then on; the state machine's duty cycle then sends none."""
+    system = {c: Slot() for c in SystemCounters}
+    setup = setup_frame(
+        session_id=SESSION, stream_id=STREAM, initial_term_id=INITIAL_TERM_ID,
+        active_term_id=INITIAL_TERM_ID, term_length=TERM, mtu=MTU,
+    )  # fmt: skip
+    image, _, subscriber = image_from_setup(
+        tmp_path / "image.log", setup, receiver_id=9, system=system, now_ns=0
+    )
+    rebuilder = image.rebuilder
+    data, source = udp(), udp()
+    channel = _core.DatagramSender(data.fileno(), Slot())
+    channel.set_destinations([(source.getsockname(), 65507)])
+    rebuilder.set_control_senders([channel])
+    rebuilder.set_consumers([subscriber])
+    router = _core.ImageRouter(Slot(), Slot(), Slot())
+    router.add(rebuilder)
+    path = settled(receivers=[(data.fileno(), DatagramReceiver(64, 65536), router)])
+    quarter = image.window // 4
+    subscriber.set(quarter)  # not past it
+    path.do_work(1)
+    batch.assert_nothing_more(source)
+    subscriber.set(quarter + 32)
+    path.do_work(2)
+    expected = sm(quarter + 32, image.window)
+    assert arrivals(source, 1) == [expected]
+    assert (rebuilder.status_message, rebuilder.last_sm_position) == (expected, quarter + 32)
+    assert rebuilder.time_of_last_sm_ns == 2
+    assert system[SystemCounters.STATUS_MESSAGES_SENT].get() == 1
+    assert image.do_work(3) == [] and rebuilder.status_message == expected
+    path.do_work(4)
+    batch.assert_nothing_more(source)
+    path.do_work(2 + SM_TIMEOUT_NS)  # repeated as the periodic one
+    assert arrivals(source, 1) == [expected]
+    assert system[SystemCounters.STATUS_MESSAGES_SENT].get() == 2
 
 
 def test_an_image_forgets_the_senders_of_a_removed_destination(tmp_path, udp):

@@ -195,7 +195,7 @@ def image_whose_stream_ended(tmp_path, read: int) -> tuple[PublicationImage, Slo
     receiver = SimpleNamespace(
         session_id=77,
         stream_id=10,
-        rebuilder=SimpleNamespace(),
+        rebuilder=SimpleNamespace(set_consumers=lambda positions: None),
         rebuild_position=Slot(1024),
         time_of_last_packet_ns=0,
         is_alive=lambda now_ns: False,  # ended and rebuilt to its end
