@@ -23,6 +23,7 @@ TERM = 64 * 1024
 SEGMENT = 128 * 1024
 STREAM = 1001
 IPC = f"aeron:ipc?term-length={TERM}"
+WAITS = (aeronio.BACK_PRESSURED, aeronio.NOT_CONNECTED, aeronio.ADMIN_ACTION)
 
 
 @pytest.fixture
@@ -75,9 +76,15 @@ class Terms:
 
 
 async def publish(publication, payloads, terms: Terms | None = None) -> int:
+    """Offer every payload; `terms` reads the stream meanwhile, also while the publication is
+    back-pressured (over UDP it is a subscriber flow control waits for)."""
     async with asyncio.timeout(20):
         for payload in payloads:
-            await publication.offer(payload)
+            while (result := publication.try_offer(payload)) < 0:
+                assert result in WAITS, f"try_offer returned {result}"
+                if terms is not None:
+                    terms.poll()
+                await asyncio.sleep(0)
             if terms is not None:
                 terms.poll()
         while terms is not None and (
