@@ -22,7 +22,8 @@ median time per message in that run over the floor, the most aeronio ÷ pyaeron 
 aeronio's calls cost no more than the stand-ins (across processes the slower of publisher and
 subscriber bounds the rate).
 
-    python bench/harness_floor.py [--versus versus-312.json] [--count 50000] [--rounds 21]
+    PYTHONPATH=$PWD python bench/harness_floor.py [--versus versus-312.json] \
+        [--count 50000] [--rounds 21]
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aeron_workers import SEQ, Received, Window, pub_spin, sub_poll  # noqa: E402
 from basics import check  # noqa: E402
 from one_process_workers import counting_handler, offer_poll  # noqa: E402
+from versus_aeron_c import ROWS as VERSUS_ROWS  # noqa: E402
+from versus_aeron_c import SPIN_YIELD  # noqa: E402
 
 SIZE = 32
-SPIN_YIELD = 1000  # as bench/versus_aeron_c.py's standalone-driver rows
 
 
 class StandIns:
@@ -121,10 +123,6 @@ ROWS = {
     "one thread (a)": (one_thread, "ipc-1t-a"),
     "one thread (a), handler only": (handler_only, None),
 }
-VERSUS_TESTS = {
-    "ipc-3p-a": "IPC, 3 processes: (a) try_offer → poll",
-    "ipc-1t-a": "IPC, one thread: (a) try_offer → poll",
-}
 
 
 def floors(count: int, rounds: int) -> dict[str, float]:
@@ -139,7 +137,7 @@ def floors(count: int, rounds: int) -> dict[str, float]:
 def pyaeron_ns(versus: dict, key: str) -> float | None:
     """pyaeron's median time per message in a versus JSON's row `key`."""
     for row in versus["rows"]:
-        if row["test"] == VERSUS_TESTS[key] and row["pyaeron"]["values"]:
+        if row["test"] == VERSUS_ROWS[key] and row["pyaeron"]["values"]:
             return 1e9 / statistics.median(row["pyaeron"]["values"])
     return None
 

@@ -26,7 +26,7 @@ def test_a_message_out_of_order_fails_the_loop(row):
 
 def test_the_ceiling_is_pyaerons_median_time_over_the_floor():
     floor = bench_module("harness_floor")
-    test = floor.VERSUS_TESTS["ipc-1t-a"]
+    test = floor.VERSUS_ROWS["ipc-1t-a"]
     versus = {"rows": [{"test": test, "pyaeron": {"values": [2e6, 4e6, 5e6]}}]}
     assert floor.pyaeron_ns(versus, "ipc-1t-a") == pytest.approx(250.0)
     assert floor.pyaeron_ns(versus, "ipc-3p-a") is None
