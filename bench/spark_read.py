@@ -81,6 +81,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import functools
 import io
 import itertools
 import os
@@ -525,15 +526,12 @@ def frames(spark, archive_dir: Path, base: Path, arrow: Path, opts: Options) -> 
         check(query.exception() is None, f"stream: the query failed: {query.exception()}")
         return spark.read.parquet(str(where / "out"))
 
-    parquet_cached = []
-
+    @functools.cache
     def cached():
         """The Parquet rows cached, filled by the first call (the untimed planning)."""
-        if not parquet_cached:
-            df = spark.read.parquet(str(base / "records.parquet")).cache()
-            df.count()
-            parquet_cached.append(df)
-        return parquet_cached[0]
+        df = spark.read.parquet(str(base / "records.parquet")).cache()
+        df.count()
+        return df
 
     def copied():
         where = sink_dir()
