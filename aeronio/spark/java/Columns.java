@@ -1,5 +1,6 @@
 package io.aeronio.spark;
 
+import java.nio.ByteBuffer;
 import java.util.Arrays;
 import java.util.Set;
 import org.apache.spark.sql.types.DataType;
@@ -12,12 +13,14 @@ import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * A batch's columns. Layout fixed: the records are copied, packed, into one array (a row's
- * record at row * record size), and each record column reads its field there: one copy per
- * record, whatever the number of columns. Column `data` (layout raw; json's payloads): each
- * message's payload, fragments joined, appended to one array. Metadata columns are the
- * partition's (recording_id, session_id, stream_id, channel) or each message's (position,
- * length, reserved_value).
+ * A batch's columns. Layout fixed: each row's record is read where it lies, by its address: a
+ * message of one frame in the mapped segment itself (no copy), a message of several frames
+ * joined in a scratch buffer; each record column reads its field at the row's address. The
+ * addresses stay valid while the batch is read: the columns hold the mapping (and the scratch),
+ * and the partition's reader moves on only when Spark asks for its next batch. Column `data`
+ * (layout raw; json's payloads): each message's payload, fragments joined, appended to one
+ * array. Metadata columns are the partition's (recording_id, session_id, stream_id, channel) or
+ * each message's (position, length, reserved_value).
  */
 final class Columns {
   static final Set<String> METADATA =
@@ -31,16 +34,20 @@ final class Columns {
           "reserved_value");
 
   private final int recordSize;
-  private final byte[] records;
+  private final ByteBuffer mapping; // held: the rows' addresses point into it
+  private final long[] addresses; // of each row's record
+  private ByteBuffer scratch; // records joined from fragments (row * record size), when met
+  private long scratchAddress;
   private final long[] positions;
   private final int[] lengths;
   private final long[] reservedValues;
   private final ColumnVector[] vectors;
   private final Payloads payloads; // column data, else null
 
-  Columns(StructType schema, FixedScan.Plan plan, FixedScan.Part part) {
+  Columns(StructType schema, FixedScan.Plan plan, FixedScan.Part part, ByteBuffer mapping) {
     recordSize = plan.recordSize;
-    records = new byte[plan.batchRows * recordSize];
+    this.mapping = mapping;
+    addresses = new long[plan.batchRows];
     positions = new long[plan.batchRows];
     lengths = new int[plan.batchRows];
     reservedValues = new long[plan.batchRows];
@@ -55,7 +62,7 @@ final class Columns {
         data = new Payloads(type, plan.batchRows);
         vectors[i] = data;
       } else if (offset != null) {
-        vectors[i] = new RecordField(type, records, recordSize, offset);
+        vectors[i] = new RecordField(type, this, offset);
       } else {
         vectors[i] =
             switch (name) {
@@ -77,13 +84,27 @@ final class Columns {
     return vectors;
   }
 
+  /** Takes row `row`'s message of one frame: `length` payload bytes at `address`. */
+  void whole(int row, long address, int length) {
+    addresses[row] = address;
+    if (payloads != null) {
+      payloads.append(row, 0, address, length);
+    }
+  }
+
   /**
-   * Takes a fragment of row `row`'s message: `length` payload bytes at `from`, `offset` bytes
-   * into the message (0: a new message, in place of one not finished there before).
+   * Takes a fragment of row `row`'s message: `length` payload bytes at `address`, `offset`
+   * bytes into the message (0: a new message, in place of one not finished there before).
    */
   void fragment(int row, int offset, long address, int length) {
     if (offset + length <= recordSize) {
-      Mapped.copy(address, records, row * recordSize + offset, length);
+      if (scratch == null) {
+        scratch = ByteBuffer.allocateDirect(addresses.length * recordSize);
+        scratchAddress = Mapped.address(scratch);
+      }
+      long record = scratchAddress + (long) row * recordSize;
+      Mapped.copy(address, record + offset, length);
+      addresses[row] = record;
     }
     if (payloads != null) {
       payloads.append(row, offset, address, length);
@@ -94,6 +115,11 @@ final class Columns {
     positions[row] = position;
     lengths[row] = length;
     reservedValues[row] = reservedValue;
+  }
+
+  /** The address of each row's record (layout fixed). */
+  long[] addresses() {
+    return addresses;
   }
 
   long position(int row) {
@@ -206,56 +232,56 @@ final class Columns {
     }
   }
 
-  /** A field of the packed little-endian records. */
+  /** A field of the little-endian records, read at each row's address. */
   private static final class RecordField extends Column {
-    private final byte[] records;
-    private final int size;
-    private final long offset; // of the field in the array's first record
+    private final Columns columns; // its addresses, and what they point into
+    private final long[] addresses;
+    private final int offset; // of the field in the record
 
-    RecordField(DataType type, byte[] records, int size, int offset) {
+    RecordField(DataType type, Columns columns, int offset) {
       super(type); // one of the types Python's Decoder allows in a fixed record
-      this.records = records;
-      this.size = size;
-      this.offset = Mapped.BYTES + offset;
+      this.columns = columns;
+      this.addresses = columns.addresses;
+      this.offset = offset;
     }
 
     private long at(int rowId) {
-      return (long) rowId * size + offset;
+      return addresses[rowId] + offset;
     }
 
     @Override
     public boolean getBoolean(int rowId) {
-      return Mapped.getByte(records, at(rowId)) != 0;
+      return Mapped.getByte(null, at(rowId)) != 0;
     }
 
     @Override
     public byte getByte(int rowId) {
-      return Mapped.getByte(records, at(rowId));
+      return Mapped.getByte(null, at(rowId));
     }
 
     @Override
     public short getShort(int rowId) {
-      return Mapped.getShort(records, at(rowId));
+      return Mapped.getShort(null, at(rowId));
     }
 
     @Override
     public int getInt(int rowId) {
-      return Mapped.getInt(records, at(rowId));
+      return Mapped.getInt(null, at(rowId));
     }
 
     @Override
     public long getLong(int rowId) {
-      return Mapped.getLong(records, at(rowId));
+      return Mapped.getLong(null, at(rowId));
     }
 
     @Override
     public float getFloat(int rowId) {
-      return Float.intBitsToFloat(Mapped.getInt(records, at(rowId)));
+      return Float.intBitsToFloat(Mapped.getInt(null, at(rowId)));
     }
 
     @Override
     public double getDouble(int rowId) {
-      return Double.longBitsToDouble(Mapped.getLong(records, at(rowId)));
+      return Double.longBitsToDouble(Mapped.getLong(null, at(rowId)));
     }
   }
 

@@ -3,7 +3,7 @@ package io.aeronio.spark;
 import java.lang.reflect.Field;
 import java.nio.Buffer;
 import java.nio.ByteOrder;
-import java.nio.MappedByteBuffer;
+import java.nio.ByteBuffer;
 import sun.misc.Unsafe;
 
 /**
@@ -31,9 +31,12 @@ final class Mapped {
 
   private Mapped() {}
 
-  /** The address of a mapping's first byte (the buffer must stay reachable while it is read). */
-  static long address(MappedByteBuffer mapping) {
-    return UNSAFE.getLong(mapping, ADDRESS);
+  /**
+   * The address of a direct buffer's first byte (a mapping's, or one allocated): the buffer must
+   * stay reachable while it is read.
+   */
+  static long address(ByteBuffer direct) {
+    return UNSAFE.getLong(direct, ADDRESS);
   }
 
   /** The little-endian int at `offset` of `base` (null: `offset` is an address). */
@@ -54,6 +57,11 @@ final class Mapped {
 
   static byte getByte(Object base, long offset) {
     return UNSAFE.getByte(base, offset);
+  }
+
+  /** Copies `length` bytes from the address `from` to the address `to`. */
+  static void copy(long from, long to, int length) {
+    UNSAFE.copyMemory(from, to, length);
   }
 
   /** Copies `length` bytes from `address` to `to` at `at` (eight at a time: records are small). */

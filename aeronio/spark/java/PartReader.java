@@ -77,7 +77,7 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
     this.bytes = map(part);
     this.address = bytes == null ? 0 : Mapped.address(bytes);
     this.limit = bytes == null ? 0 : bytes.limit();
-    this.columns = new Columns(schema, plan, part);
+    this.columns = new Columns(schema, plan, part, bytes);
     this.batch = new ColumnarBatch(columns.vectors());
   }
 
@@ -167,7 +167,11 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
         }
         if (messageStart >= 0) {
           int payload = length - HEADER_LENGTH;
-          columns.fragment(rows, messageLength, frame + HEADER_LENGTH, payload);
+          if ((flags & (BEGIN_FRAG_FLAG | END_FRAG_FLAG)) == (BEGIN_FRAG_FLAG | END_FRAG_FLAG)) {
+            columns.whole(rows, frame + HEADER_LENGTH, payload);
+          } else {
+            columns.fragment(rows, messageLength, frame + HEADER_LENGTH, payload);
+          }
           messageLength += payload;
           if ((flags & END_FRAG_FLAG) != 0) {
             if (messageStart >= part.emitFrom() && messageStart < part.emitTo()) {
@@ -233,6 +237,11 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
   /** The position of row `row`'s message in the current batch. */
   long positionOf(int row) {
     return columns.position(row);
+  }
+
+  /** The addresses of the current batch's records, by row (layout fixed). */
+  long[] addresses() {
+    return columns.addresses();
   }
 
   @Override
