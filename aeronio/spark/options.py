@@ -36,6 +36,7 @@ BATCH_READ = COMMON_READ | {
     "archive_control": "a remote archive's control channel (aeron:udp?endpoint=host:port)",
     "archive_control_stream_id": "the remote archive's control stream id (default 10)",
     "archive_timeout": "seconds a remote archive may take to answer or replay (default 10)",
+    "push_down_aggregates": "true (default) or false: the JVM source may aggregate as it reads",
 }
 STREAM_READ = COMMON_READ | {
     "starting_positions": 'earliest (default), latest or JSON {"<recording id>": position}',
@@ -164,6 +165,7 @@ def read_options(options: Mapping[str, str], streaming: bool | None) -> ReadOpti
         raise SourceError("option metadata_columns is for the fixed, msgpack and json layouts")
     start = _int(options, "start_position", 0)
     end = _int(options, "end_position", 0)
+    _bool(options, "push_down_aggregates", True)  # checked here, used by the JVM source only
     if start is not None and end is not None and end < start:
         raise SourceError(f"option end_position {end} is before start_position {start}")
     return ReadOptions(

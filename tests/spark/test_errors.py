@@ -19,7 +19,8 @@ RECORD = "ts long, symbol int, price double, qty int"  # 24 bytes
 OPTIONS = (
     "archive, archive_control, archive_control_stream_id, archive_timeout, channel, driver_dir, "
     "end_position, fail_on_data_loss, layout, max_bytes_per_trigger, max_partition_bytes, "
-    "metadata_columns, path, recording_ids, start_position, starting_positions, stream_id"
+    "metadata_columns, path, push_down_aggregates, recording_ids, start_position, "
+    "starting_positions, stream_id"
 )
 LOST = (
     ", though the query reads to {limit}: the recording was truncated under the query, or the "

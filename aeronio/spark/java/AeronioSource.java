@@ -13,12 +13,14 @@ import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.expressions.aggregate.Aggregation;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownAggregates;
 import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
@@ -163,13 +165,18 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
     }
   }
 
-  /** Columns pruned and filters taken (not when the read goes to Python). */
+  /**
+   * Columns pruned, filters taken and aggregates pushed (Aggregates; not when the read goes to
+   * Python).
+   */
   static final class Builder
-      implements ScanBuilder, SupportsPushDownRequiredColumns, SupportsPushDownFilters {
+      implements ScanBuilder, SupportsPushDownRequiredColumns, SupportsPushDownFilters,
+          SupportsPushDownAggregates {
     private final Recordings table;
     private final boolean here;
     private StructType schema;
     private Filter[] filters = new Filter[0];
+    private Aggregates.Plan aggregates; // pushed, else null
 
     Builder(Recordings table) {
       this.table = table;
@@ -209,34 +216,68 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
       return out;
     }
 
+    /**
+     * Takes `aggregation` when Aggregates can compute it (layout fixed, option
+     * push_down_aggregates not false); options or a schema in error are left to toBatch to
+     * report, as without an aggregation.
+     */
+    @Override
+    public boolean pushAggregation(Aggregation aggregation) {
+      if (!here) {
+        return false;
+      }
+      try {
+        ReadOptions options = ReadOptions.batch(table.options);
+        if (!options.layout.equals("fixed") || !options.pushDownAggregates) {
+          return false;
+        }
+        FixedScan.Plan check = options.plan(table.schema, null, BATCH_ROWS, List.of());
+        aggregates =
+            Aggregates.of(
+                aggregation, table.schema, check.fieldOffsets, options.metadata(table.schema),
+                SQLConf.get().ansiEnabled());
+      } catch (RuntimeException e) {
+        aggregates = null;
+      }
+      return aggregates != null;
+    }
+
     @Override
     public Scan build() {
-      return new RecordsScan(table, schema, filters, metadataNames());
+      return new RecordsScan(table, schema, filters, metadataNames(), aggregates);
     }
   }
 
-  /** The read: planned in toBatch (a batch read's options checked there, on the driver). */
+  /**
+   * The read: planned in toBatch (a batch read's options checked there, on the driver); with an
+   * aggregation pushed, its rows are the partitions' groups.
+   */
   static final class RecordsScan implements Scan {
     private final Recordings table;
     private final StructType schema;
     private final Filter[] filters;
     private final Set<String> metadata;
+    private final Aggregates.Plan aggregates; // null: none pushed
 
-    RecordsScan(Recordings table, StructType schema, Filter[] filters, Set<String> metadata) {
+    RecordsScan(
+        Recordings table, StructType schema, Filter[] filters, Set<String> metadata,
+        Aggregates.Plan aggregates) {
       this.table = table;
       this.schema = schema;
       this.filters = filters;
       this.metadata = metadata;
+      this.aggregates = aggregates;
     }
 
     @Override
     public StructType readSchema() {
-      return schema;
+      return aggregates == null ? schema : aggregates.schema();
     }
 
     @Override
     public String description() {
-      return "aeronio " + table.options.getOrDefault("layout", "raw") + " records";
+      String read = "aeronio " + table.options.getOrDefault("layout", "raw") + " records";
+      return aggregates == null ? read : read + ", aggregated: " + aggregates.describe();
     }
 
     @Override
@@ -269,7 +310,9 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
           new FixedScan.Plan(
               check.layout, check.recordSize, check.fieldOffsets, check.recordSchema,
               SQLConf.get().sessionLocalTimeZone(), check.failOnDataLoss, BATCH_ROWS, parts);
-      return new FixedScan.RecordsScan(schema, plan);
+      return aggregates == null
+          ? new FixedScan.RecordsScan(schema, plan)
+          : new Aggregates.Read(aggregates, plan);
     }
 
     @Override

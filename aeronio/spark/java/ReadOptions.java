@@ -34,7 +34,7 @@ final class ReadOptions {
           "archive", "path", "recording_ids", "channel", "stream_id", "layout",
           "metadata_columns", "driver_dir", "fail_on_data_loss", "max_partition_bytes",
           "start_position", "end_position", "archive_control", "archive_control_stream_id",
-          "archive_timeout");
+          "archive_timeout", "push_down_aggregates");
   static final List<String> STREAM_ONLY = List.of("starting_positions", "max_bytes_per_trigger");
   static final List<String> LAYOUTS = List.of("raw", "fixed", "msgpack", "json");
   /** The metadata columns and their types (decode.py's RAW: these and data). */
@@ -65,6 +65,7 @@ final class ReadOptions {
   final List<String> metadataColumns;
   final String driverDir;
   final boolean failOnDataLoss;
+  final boolean pushDownAggregates;
   final Long maxPartitionBytes;
   final long startPosition;
   final long endPosition;
@@ -120,6 +121,7 @@ final class ReadOptions {
     String d = o.get("driver_dir");
     driverDir = d == null || d.isEmpty() ? null : d;
     failOnDataLoss = bool(o, "fail_on_data_loss", true);
+    pushDownAggregates = bool(o, "push_down_aggregates", true);
     maxPartitionBytes = size(o, "max_partition_bytes");
     Long start = integer(o, "start_position", 0L), end = integer(o, "end_position", 0L);
     if (start != null && end != null && end < start) {
