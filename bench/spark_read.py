@@ -31,7 +31,11 @@ SparkSession (local[2] by default, see --master):
   aeronio   spark.read.format("aeronio").option("archive", DIR).option("layout", "fixed")
             .schema(SCHEMA).option("max_partition_bytes", P).load(): the JVM source, P
             (--max-partition-bytes) splitting the recording into a partition per core, as
-            Spark's 128 MB splits do Parquet's file (vs parquet)
+            Spark's 128 MB splits do Parquet's file (vs parquet). The source computes
+            the aggregation's partial results as it reads (its aggregate push-down) and
+            Spark merges them
+  scan      the same with .option("push_down_aggregates", "false"): the source hands Spark
+            every row and Spark aggregates them, as it does Parquet's (vs parquet)
   raw       format("aeronio") of the same recording, layout raw: column data (vs parquet_raw:
             spark.read.parquet of the payloads as a binary column)
   json      format("aeronio") of the JSON recording, layout json, .schema(SCHEMA) (vs
@@ -130,6 +134,7 @@ JSON_WIDTH = 96  # bytes of a JSON record, padded with spaces: a 128-byte frame
 
 PATHS = {
     "aeronio": "aeronio: JVM, layout fixed",
+    "scan": "scan: aeronio, aggregates not pushed",
     "raw": "raw: JVM, layout raw",
     "json": "json: JVM, layout json",
     "python": "python: layout fixed, Arrow batches",
@@ -468,12 +473,15 @@ def frames(spark, archive_dir: Path, base: Path, arrow: Path, opts: Options) -> 
     new directory under `base`, then a DataFrame of what was written)."""
     from pyspark.sql import functions as F
 
-    def recorded(name: str, split: bool, layout: str = "fixed", stream_id: int = STREAM_ID):
+    def recorded(
+        name: str, split: bool, layout: str = "fixed", stream_id: int = STREAM_ID, **options
+    ):
         reader = (
             spark.read.format(name)
             .option("archive", str(archive_dir))
             .option("layout", layout)
             .option("stream_id", stream_id)
+            .options(**options)
         )
         if layout != "raw":
             reader = reader.schema(SCHEMA)
@@ -540,6 +548,7 @@ def frames(spark, archive_dir: Path, base: Path, arrow: Path, opts: Options) -> 
 
     return {
         "aeronio": lambda: recorded("aeronio", True),
+        "scan": lambda: recorded("aeronio", True, push_down_aggregates="false"),
         "raw": lambda: recorded("aeronio", True, "raw"),
         "json": lambda: recorded("aeronio", True, "json", JSON_STREAM_ID),
         "python": lambda: recorded(PYTHON_NAME, False),
