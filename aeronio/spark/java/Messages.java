@@ -19,6 +19,7 @@ final class Messages {
   private static final int HEADER_LENGTH = 32, FRAME_ALIGNMENT = 32;
   private static final int HDR_TYPE_PAD = 0, HDR_TYPE_DATA = 1;
   private static final int BEGIN_FRAG_FLAG = 0x80, END_FRAG_FLAG = 0x40;
+  private static final long MAP_FROM = 16 * 1024; // bytes: a larger range is mapped
 
   private Messages() {}
 
@@ -27,24 +28,34 @@ final class Messages {
     return Math.max(r.termBase(position), r.startPosition());
   }
 
-  /** The recording's bytes [from, to) (within a segment); null when not all are recorded. */
+  /**
+   * The recording's bytes [from, to) (within a segment); null when not all are recorded. A
+   * range of more than a few pages is mapped, not copied: a walk to a term's end reads its
+   * headers only.
+   */
   private static ByteBuffer bytes(Path archive, Archive.Recording r, long from, long to) {
     long index = r.segmentIndex(from);
     Path file = archive.resolve(r.fileName(index));
-    ByteBuffer out = ByteBuffer.allocate((int) (to - from)).order(ByteOrder.LITTLE_ENDIAN);
     try (FileChannel channel = FileChannel.open(file)) {
       long at = from - r.segmentBase(index);
+      if (to - from > MAP_FROM) {
+        if (channel.size() < at + (to - from)) {
+          return null;
+        }
+        return channel.map(FileChannel.MapMode.READ_ONLY, at, to - from).order(ByteOrder.LITTLE_ENDIAN);
+      }
+      ByteBuffer out = ByteBuffer.allocate((int) (to - from)).order(ByteOrder.LITTLE_ENDIAN);
       while (out.hasRemaining()) {
         if (channel.read(out, at + out.position()) < 0) {
           return null;
         }
       }
+      return out.clear();
     } catch (NoSuchFileException e) {
       return null;
     } catch (IOException e) {
       throw Archive.error("cannot read segment file " + file + ": " + e);
     }
-    return out.clear();
   }
 
   /** The bytes [from, to), or the DataLossError of recordings.read_bytes, in its words. */
@@ -107,23 +118,26 @@ final class Messages {
   private static void walk(Path archive, Archive.Recording r, long from, long to, Visit visit) {
     ByteBuffer b = needed(archive, r, from, to);
     int at = 0;
-    while (true) {
-      long position = from + at;
-      int length = frameLength(b, at, position, r);
-      int aligned = (length + FRAME_ALIGNMENT - 1) & -FRAME_ALIGNMENT;
-      if (length < 0 || at + aligned > b.limit()) {
-        return;
+    try {
+      while (true) {
+        long position = from + at;
+        int length = frameLength(b, at, position, r);
+        int aligned = (length + FRAME_ALIGNMENT - 1) & -FRAME_ALIGNMENT;
+        if (length < 0 || at + aligned > b.limit()) {
+          return;
+        }
+        int type = b.getShort(at + 6) & 0xffff, flags = b.get(at + 5) & 0xff;
+        boolean data = type == HDR_TYPE_DATA;
+        if (data && (flags & BEGIN_FRAG_FLAG) != 0 && position > from && !visit.at(position)) {
+          return;
+        }
+        if ((type == HDR_TYPE_PAD || (data && (flags & END_FRAG_FLAG) != 0))
+            && !visit.at(position + aligned)) {
+          return;
+        }
+        at += aligned;
       }
-      int type = b.getShort(at + 6) & 0xffff, flags = b.get(at + 5) & 0xff;
-      boolean data = type == HDR_TYPE_DATA;
-      if (data && (flags & BEGIN_FRAG_FLAG) != 0 && position > from && !visit.at(position)) {
-        return;
-      }
-      if ((type == HDR_TYPE_PAD || (data && (flags & END_FRAG_FLAG) != 0))
-          && !visit.at(position + aligned)) {
-        return;
-      }
-      at += aligned;
+    } catch (InternalError e) { // a fault in a mapped range: the file was cut, the walk ends
     }
   }
 
