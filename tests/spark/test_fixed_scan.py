@@ -3,6 +3,7 @@ published, byte for byte, and every row the one the "aeronio" source gives for t
 (many segments, fragmented records, partitions, positions, metadata columns, pruned columns, an
 active recording); errors named on the driver or by the task; the reader compiled once."""
 
+import os
 import shutil
 import threading
 
@@ -275,6 +276,44 @@ def test_a_missing_or_cut_segment(jvm, spark, host, recorded, tmp_path):
 
 
 # -- the reader's jar ---------------------------------------------------------------------------
+
+
+def test_a_segment_replaced_or_cut_after_a_read_is_read_as_it_is_now(
+    jvm, spark, host, recorded, tmp_path
+):
+    """The JVM keeps a segment's mapping from one query to the next (SegmentMaps) only while
+    the file is the same file of the same size: one replaced by another (another inode), cut
+    or grown in place is read as it is now."""
+    from aeronio.spark import DataLossError
+
+    m = recorded["m"]
+    copy = tmp_path / "copy"
+    shutil.copytree(host.archive_dir, copy)
+    last = (m.end - 1) // SEGMENT
+    first = [p for p, _, _ in m.rows].index(last * SEGMENT)  # the segment's first message
+    schema = f"position long, {SCHEMA}"
+    options = {"recording_ids": m.recording_id, "metadata_columns": "position"}
+    options["start_position"] = last * SEGMENT
+    assert columns(source(spark, copy, schema, **options), RECORD).tobytes() == (
+        recorded["many"][first:].tobytes()
+    )
+    segment = copy / f"{m.recording_id}-{last}.rec"
+    changed = bytearray(segment.read_bytes())
+    seq = 32 + RECORD.fields["seq"][1]  # the segment's first message's: after its header
+    changed[seq : seq + 8] = (12345).to_bytes(8, "little")
+    replacement = tmp_path / "replacement"
+    replacement.write_bytes(changed)
+    os.replace(replacement, segment)  # the same name, another file
+    want = recorded["many"][first:].copy()
+    want["seq"][0] = 12345
+    assert columns(source(spark, copy, schema, **options), RECORD).tobytes() == want.tobytes()
+    with open(segment, "r+b") as f:
+        f.truncate(100)
+    with pytest.raises(DataLossError, match=f"{m.recording_id}-{last}.rec is cut short"):
+        source(spark, copy, schema, **options).collect()
+    with open(segment, "r+b") as f:  # the same file grown again: past the last mapping's end
+        f.write(changed)
+    assert columns(source(spark, copy, schema, **options), RECORD).tobytes() == want.tobytes()
 
 
 def test_a_read_from_another_thread(jvm, spark, host, recorded):

@@ -1,7 +1,6 @@
 package io.aeronio.spark;
 
 import java.io.IOException;
-import java.nio.ByteOrder;
 import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.file.NoSuchFileException;
@@ -53,9 +52,9 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
 
   private final FixedScan.Part part;
   private final FixedScan.Plan plan;
-  private final MappedByteBuffer bytes; // the file from scanFrom (null: missing)
-  private final long address; // of its first byte, read through Mapped while `bytes` is held
-  private final int limit; // its length
+  private final MappedByteBuffer bytes; // the file, mapped (null: missing)
+  private final long address; // of scanFrom's byte in it, read through Mapped while held
+  private int limit; // the bytes from there
   private long fileSize;
   private final long walkEnd; // frames are checked to here, messages finished past it
   private final Columns columns;
@@ -75,21 +74,20 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
     long lastTermEnd = ((part.emitTo() - 1) | (part.termLength() - 1)) + 1;
     this.walkEnd = Math.min(part.readLimit(), Math.max(part.emitTo(), lastTermEnd));
     this.bytes = map(part);
-    this.address = bytes == null ? 0 : Mapped.address(bytes);
-    this.limit = bytes == null ? 0 : bytes.limit();
+    this.address = bytes == null ? 0 : Mapped.address(bytes) + (part.scanFrom() - part.filePosition());
     this.columns = new Columns(schema, plan, part, bytes);
     this.batch = new ColumnarBatch(columns.vectors());
   }
 
+  /** The segment file, mapped (SegmentMaps), `limit` set to the bytes read from scanFrom. */
   private MappedByteBuffer map(FixedScan.Part part) {
-    try (FileChannel file = FileChannel.open(Path.of(part.file()), StandardOpenOption.READ)) {
+    Path path = Path.of(part.file());
+    try (FileChannel file = FileChannel.open(path, StandardOpenOption.READ)) {
       long size = file.size();
       fileSize = size;
-      long from = Math.min(part.scanFrom() - part.filePosition(), size); // a file cut before it: none
-      long length = Math.max(0, Math.min(part.readLimit() - part.filePosition(), size) - from);
-      MappedByteBuffer mapped = file.map(FileChannel.MapMode.READ_ONLY, from, length);
-      mapped.order(ByteOrder.LITTLE_ENDIAN);
-      return mapped;
+      long from = part.scanFrom() - part.filePosition();
+      limit = (int) Math.max(0, Math.min(part.readLimit() - part.filePosition(), size) - from);
+      return SegmentMaps.map(path, file, size);
     } catch (NoSuchFileException e) {
       lost(
           "segment file "
