@@ -3,6 +3,7 @@ ring buffer are answered on the to-clients broadcast buffer; clients live by the
 counters; records that are no command are counted, recorded and answered with Aeron's codes;
 doorbells wake the parked conductor (the ChangeWatcher: test_command_watch)."""
 
+import os
 import socket
 import struct
 import sys
@@ -228,7 +229,7 @@ async def test_the_driver_doorbell_counter_and_a_client_doorbell_rung(driver, cl
     (doorbell,) = [c for c in counters.for_each() if c.type_id == DRIVER_DOORBELL_TYPE_ID]
     assert doorbell.key[:8] == waker.waker().id.to_bytes(8, sys.byteorder)
 
-    wake_id = 0x5EA4_D21E_0001
+    wake_id = 0x5EA4_0000_0000 | os.getpid()  # this process's: two runs at once do not collide
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as bell:
         bell.bind(waker._address(wake_id))
         bell.setblocking(False)
