@@ -34,7 +34,10 @@ import org.slf4j.LoggerFactory;
  * Whole frames must be recorded to the end of the term holding emitTo - 1 (or to readLimit), as
  * the Python reader checks them. When they are not (a segment file missing or cut short, a
  * damaged header), the read fails naming the position, or with fail_on_data_loss false it logs a
- * warning and ends the partition there.
+ * warning and ends the partition there. A file cut under the walk faults here and is that loss.
+ * Records are read in place after the walk (Columns, Aggregates): a file cut between a batch's
+ * walk and those reads faults there, and the task fails with the JVM's InternalError ("a fault
+ * occurred in an unsafe memory access"), whatever fail_on_data_loss says.
  */
 final class PartReader implements PartitionReader<ColumnarBatch> {
   private static final Logger LOG = LoggerFactory.getLogger("aeronio.spark");
