@@ -68,8 +68,11 @@ the start to the sink's last file, the aggregation then run on what was written 
   copy      spark.read.parquet(FILE).write.parquet(DIR): the Parquet batch read of those rows
             into the same sink
 
-A warm-up round (every path once, dropped), then --repeats rounds, every path once in each
-(round robin, so that a slow spell of the machine falls on all of them). Every result is
+--warmups rounds (every path once in each, dropped), then --repeats rounds, every path once in
+each (round robin, so that a slow spell of the machine falls on all of them). The warm-ups let
+the JVM compile the paths' code (Spark's and the readers'): on this 2-core machine the rounds
+right after the first still run slower, the short queries most (compilations competing for the
+cores), and every round's time is printed, the warm-ups' too. Every result is
 checked against the aggregates numpy computes from the records: count, sum(qty), max(ts) and
 avg(price) exactly (the sums of prices are exact); a difference fails the benchmark. The CPU
 time of the Spark JVM and of its Python workers is read from /proc around every run. The files
@@ -685,14 +688,17 @@ def timed_run(make_df, path: str, expected: dict, meter: CpuMeter) -> tuple[floa
     return elapsed, used
 
 
-def measure(dfs: dict, cells: dict[str, Cell], expected: dict, repeats: int, meter) -> None:
-    """A warm-up round (dropped), then `repeats` rounds of every path in turn."""
-    for round_ in range(repeats + 1):
-        label = "warm-up" if round_ == 0 else f"run {round_}/{repeats}"
+def measure(
+    dfs: dict, cells: dict[str, Cell], expected: dict, warmups: int, repeats: int, meter
+) -> None:
+    """`warmups` rounds (dropped), then `repeats` rounds of every path in turn."""
+    for round_ in range(warmups + repeats):
+        timed = round_ >= warmups
+        label = f"run {round_ - warmups + 1}/{repeats}" if timed else f"warm-up {round_ + 1}"
         parts = []
         for path, cell in cells.items():
             seconds, used = timed_run(dfs[path], path, expected, meter)
-            if round_:
+            if timed:
                 cell.seconds.append(seconds)
                 cell.cpu.append(used)
             parts.append(f"{path} {seconds:.2f} s")
@@ -928,7 +934,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--count", type=int, default=10_000_000, help="records (rows)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed rounds after the warm-up")
+    parser.add_argument("--repeats", type=int, default=5, help="timed rounds after the warm-ups")
+    parser.add_argument("--warmups", type=int, default=3, help="untimed rounds first")
     parser.add_argument("--paths", default=",".join(PATHS), help=f"from {','.join(PATHS)}")
     parser.add_argument("--symbols", type=int, default=100, help="distinct symbols (groups)")
     parser.add_argument(
@@ -973,8 +980,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     unwind_on_sigterm()
     if args.quick:
-        args.count, args.repeats = 1_000_000, 1
+        args.count, args.repeats, args.warmups = 1_000_000, 1, 1
     require_positive(parser, args, ("count", "repeats", "symbols", "batch_rows", "timeout"))
+    if args.warmups < 0:
+        parser.error(f"--warmups must be 0 or more, not {args.warmups}")
     paths = split_modes(parser, args.paths, PATHS, "--paths")
     if not paths:
         parser.error("--paths: none given")
@@ -1061,9 +1070,9 @@ def run(args, argv, opts: Options, paths: list[str], base: Path) -> int:
         }
         progress(
             f"  partitions: {', '.join(f'{p} {c.partitions}' for p, c in cells.items())}; "
-            f"a warm-up round, then {args.repeats}"
+            f"{args.warmups} warm-up rounds, then {args.repeats}"
         )
-        measure(dfs, cells, expected, args.repeats, CpuMeter(spark))
+        measure(dfs, cells, expected, args.warmups, args.repeats, CpuMeter(spark))
         info["load average"] += f", {load_average()} (at the end of the runs)"
         used = [u for c in cells.values() for u in c.cpu]
         wall = sum(sum(c.seconds) for c in cells.values())
@@ -1103,7 +1112,9 @@ def run(args, argv, opts: Options, paths: list[str], base: Path) -> int:
         "pyarrow: Parquet, one file, snappy, row groups of 1 Mi rows; Arrow IPC, one file, "
         f"batches of {opts.batch_records:,} rows"
     )
-    info["repeats"] = f"{args.repeats} rounds after a warm-up round (dropped), median shown"
+    info["repeats"] = (
+        f"{args.repeats} rounds after {args.warmups} warm-up rounds (dropped), median shown"
+    )
     headers, rows, right = table(cells)
     text = [f"{k:>14}: {v}" for k, v in info.items()]
     text += ["", "Full scan + aggregation", "", *text_table(headers, rows, right)]
