@@ -37,7 +37,10 @@ import org.slf4j.LoggerFactory;
  * warning and ends the partition there. A file cut under the walk faults here and is that loss.
  * Records are read in place after the walk (Columns, Aggregates): a file cut between a batch's
  * walk and those reads faults there, and the task fails with the JVM's InternalError ("a fault
- * occurred in an unsafe memory access"), whatever fail_on_data_loss says.
+ * occurred in an unsafe memory access"), whatever fail_on_data_loss says. aeronio's archive
+ * never shortens a segment file (a truncation zeroes the rest of the segment holding its
+ * position and deletes the later ones, whose mappings stay readable): it takes a file cut by
+ * another hand.
  */
 final class PartReader implements PartitionReader<ColumnarBatch> {
   private static final Logger LOG = LoggerFactory.getLogger("aeronio.spark");
