@@ -154,7 +154,10 @@ def read_options(options: Mapping[str, str], streaming: bool | None) -> ReadOpti
         if not recording_ids:
             raise SourceError("option recording_ids is empty")
     channel = options.get("channel")
-    selection = Selection(recording_ids, channel or None, _int(options, "stream_id"))
+    stream_id = _int(options, "stream_id")
+    if stream_id is not None and not -(2**31) <= stream_id < 2**31:
+        raise SourceError(f"option stream_id: {stream_id} does not fit 32 bits")
+    selection = Selection(recording_ids, channel or None, stream_id)
     layout = str(options.get("layout", "raw")).strip().lower()
     if layout not in LAYOUTS:
         raise SourceError(f"option layout: {layout!r} is not one of {', '.join(LAYOUTS)}")

@@ -109,6 +109,18 @@ def test_bad_options_and_schemas(spark, source, host, recorded, tmp_path):
             "option layout: 'avro' is not one of raw, fixed, msgpack, json",
         ),
         ({"stream_id": "x"}, "load", "option stream_id: 'x' is not an integer"),
+        ({"stream_id": 2**32 + 7}, "load", f"option stream_id: {2**32 + 7} does not fit 32 bits"),
+        ({"stream_id": -(2**31) - 1}, "load", "option stream_id: -2147483649 does not fit 32 bits"),
+        (
+            {"archive_control_stream_id": 10},
+            "load",
+            "option archive_control_stream_id is for a remote archive (archive_control)",
+        ),
+        (
+            {"archive_timeout": 5},
+            "load",
+            "option archive_timeout is for a remote archive (archive_control)",
+        ),
         # values quoted as Python's repr quotes them
         ({"stream_id": "it's"}, "load", """option stream_id: "it's" is not an integer"""),
         (

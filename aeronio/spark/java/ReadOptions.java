@@ -71,6 +71,14 @@ final class ReadOptions {
   final long endPosition;
 
   private ReadOptions(Map<String, String> o) {
+    String control = o.get("archive_control");
+    if (control == null || control.isEmpty()) { // else the Python source reads (AeronioSource)
+      for (String name : List.of("archive_control_stream_id", "archive_timeout")) {
+        if (o.get(name) != null) {
+          throw Archive.error("option " + name + " is for a remote archive (archive_control)");
+        }
+      }
+    }
     String a = o.get("archive"), p = o.get("path");
     archive = a != null && !a.isEmpty() ? a : p;
     if (archive == null || archive.isEmpty()) {
@@ -103,6 +111,9 @@ final class ReadOptions {
     String c = o.get("channel");
     channel = c == null || c.isEmpty() ? null : c;
     Long stream = integer(o, "stream_id", null);
+    if (stream != null && stream != (int) (long) stream) {
+      throw Archive.error("option stream_id: " + stream + " does not fit 32 bits");
+    }
     streamId = stream == null ? null : (int) (long) stream;
     layout = o.getOrDefault("layout", "raw").strip().toLowerCase(Locale.ROOT);
     if (!LAYOUTS.contains(layout)) {
