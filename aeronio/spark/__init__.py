@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
 def register(spark: SparkSession) -> None:
     """Register the "aeronio" format with the session: the JVM source's jar (`jvm.enable`),
-    and the Python source it hands streaming reads, writes, remote archives and msgpack to
-    (as "aeronio_python"). Its options choose what is read (recordings, positions); Spark
+    and the Python source it hands writes, remote archives and the msgpack layout to (as
+    "aeronio_python"). Its options choose what is read (recordings, positions); Spark
     applies a query's filters to the rows read. Both sources' errors then raise as
     `SourceError` / `DataLossError` (`captured`)."""
     spark.dataSource.register(AeronioDataSource)

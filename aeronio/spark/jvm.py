@@ -5,9 +5,9 @@ alone costs more than Spark's whole Parquet scan (docs/benchmarks.md). So batch 
 archive directory run in the JVM (`java/*.java`): `spark.read.format("aeronio")` is the
 DataSource V2 `io.aeronio.spark.AeronioSource` (registered by the jar's
 META-INF/services), which plans from the options alone and reads each partition's segment file
-into columnar batches; what it does not read (streaming, writes, remote archives, msgpack) it
-hands to the Python source, registered as `PYTHON_NAME`. `read_fixed` plans in Python and hands
-the plan to `CLASS`.
+into columnar batches, in batch and as a stream; what it does not read (writes, remote
+archives, msgpack) it hands to the Python source, registered as `PYTHON_NAME`. `read_fixed`
+plans in Python and hands the plan to `CLASS`.
 
 The reader's jar is the package's own (aeronio.spark.jar: built with the package, checked here
 against the running Spark), else compiled from the package's Java source against the running

@@ -282,9 +282,9 @@ PYTHON_NAME = "aeronio_python"  # the JVM source's AeronioSource.PYTHON
 
 
 class AeronioDataSource(DataSource):
-    """`spark.readStream.format("aeronio")`, `df.write...`, `df.writeStream...` and reads of a
-    remote archive or the msgpack layout, through the JVM source; every read as
-    `format("aeronio_python")`: register with `aeronio.spark.register(spark)`."""
+    """`df.write...`, `df.writeStream...` and reads (batch and streaming) of a remote archive
+    or the msgpack layout, through the JVM source; every read as `format("aeronio_python")`:
+    register with `aeronio.spark.register(spark)`."""
 
     @classmethod
     def name(cls) -> str:

@@ -43,8 +43,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * recordings and the positions read (Spark still applies every filter to the rows: Filters).
  *
  * <p>What is not read here goes to the Python source registered as `aeronio_python` (by
- * aeronio.spark.register): streaming reads, writes, remote archives (option archive_control)
- * and the msgpack layout.
+ * aeronio.spark.register): writes, and reads (batch or streaming) of remote archives (option
+ * archive_control) or the msgpack layout.
  *
  * <p>A MicroBatchStream reuses this read: its planInputPartitions makes the same Parts
  * (Archive.split of each recording between two offsets, trusted message boundaries as
@@ -126,7 +126,7 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
           python.capabilities(); // finds the Python source, or fails here
         } catch (RuntimeException e) {
           throw new IllegalStateException(
-              "aeronio: streaming reads, writes, remote archives and the msgpack layout go"
+              "aeronio: writes, remote archives and the msgpack layout go"
                   + " through the Python source: call aeronio.spark.register(spark) ("
                   + e.getMessage() + ")", e);
         }
