@@ -335,8 +335,8 @@ def test_format_aeronio_reads_in_the_jvm(spark, host, recorded):
 
 
 def test_filters_choose_the_recordings_and_positions_read(spark, host, recorded):
-    """Filters on recording_id, stream_id, channel and position leave out partitions (the
-    rows are still exactly Spark's filter's)."""
+    """Filters on recording_id, session_id, stream_id, channel and position leave out
+    partitions (the rows are still exactly Spark's filter's)."""
     a, b = recorded["a"], recorded["b"]
     df = read(spark, "aeronio", host)
     every = df.rdd.getNumPartitions()
@@ -350,8 +350,28 @@ def test_filters_choose_the_recordings_and_positions_read(spark, host, recorded)
     assert df.where("stream_id = 102 or channel like '%alias=b%'").rdd.getNumPartitions() == (
         one.rdd.getNumPartitions()
     )
+    assert a.session_id != b.session_id
+    by_session = df.where(f"session_id = {b.session_id}")
+    assert by_session.rdd.getNumPartitions() == one.rdd.getNumPartitions()
+    assert rows(by_session) == rows_of(b)
     low = a.rows[-20][0]
     tail = df.where(f"position >= {low} and recording_id = {a.recording_id}")
     assert tail.rdd.getNumPartitions() == (a.end - 1) // SEGMENT - low // SEGMENT + 1
     assert rows(tail) == [r for r in rows_of(a) if r[4] >= low]
     assert df.where("recording_id = -5").rdd.getNumPartitions() == 0
+
+
+def test_columns_are_pruned(spark, host, recorded):
+    """The scan reads only the columns a query uses, and their values are the whole read's."""
+    b = recorded["b"]
+    df = read(spark, "aeronio", host, recording_ids=b.recording_id)
+    two = df.select("position", "length")
+    scan = [
+        line
+        for line in two._jdf.queryExecution().executedPlan().toString().splitlines()
+        if "BatchScan aeronio[" in line
+    ]
+    assert len(scan) == 1
+    columns = scan[0].split("BatchScan aeronio[", 1)[1].split("]", 1)[0]
+    assert [c.split("#")[0] for c in columns.split(", ")] == ["position", "length"]
+    assert sorted(tuple(r) for r in two.collect()) == sorted((r[4], r[5]) for r in rows_of(b))
