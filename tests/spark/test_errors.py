@@ -190,6 +190,16 @@ def test_bad_options_and_schemas(spark, source, host, recorded, tmp_path):
             "double, float or boolean",
         ),
         (
+            {"schema": "ts long, at timestamp_ntz", "layout": "json"},
+            "action",
+            "layout json: column 'at': type timestamp_ntz is not supported",
+        ),
+        (
+            {"schema": "ts long, gap interval day to second", "layout": "json"},
+            "action",
+            "layout json: column 'gap': type interval day to second is not supported",
+        ),
+        (
             {"schema": "ts long", "layout": "fixed", "metadata_columns": "foo"},
             "action",
             "option metadata_columns: 'foo' is not one of recording_id, session_id, stream_id, "

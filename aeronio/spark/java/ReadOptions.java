@@ -304,8 +304,30 @@ final class ReadOptions {
         size += width;
       }
     }
+    if (layout.equals("json")) {
+      for (StructField f : record) {
+        if (!decodable(f.dataType())) {
+          throw Archive.error(
+              "layout json: column " + Archive.repr(f.name()) + ": type "
+                  + f.dataType().simpleString() + " is not supported");
+        }
+      }
+    }
     StructType recordSchema = new StructType(record.toArray(new StructField[0]));
     return new FixedScan.Plan(
         layout, size, offsets, recordSchema, timeZone, failOnDataLoss, batchRows, parts);
+  }
+
+  /** Whether a json record column's type is one the sources decode (decode.py's _python_type). */
+  private static boolean decodable(DataType t) {
+    return t instanceof org.apache.spark.sql.types.NumericType // integral, floating, decimal
+        || t instanceof org.apache.spark.sql.types.StringType
+        || t instanceof org.apache.spark.sql.types.BinaryType
+        || t instanceof org.apache.spark.sql.types.BooleanType
+        || t instanceof org.apache.spark.sql.types.TimestampType
+        || t instanceof org.apache.spark.sql.types.DateType
+        || t instanceof org.apache.spark.sql.types.ArrayType
+        || t instanceof org.apache.spark.sql.types.MapType
+        || t instanceof StructType;
   }
 }
