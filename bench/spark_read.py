@@ -44,9 +44,9 @@ SparkSession (local[2] by default, see --master):
             defaults, a partition per segment file (one, with 1 GiB segments); it yields Arrow
             record batches (numpy views of the payloads, no Python per row)
   split     the same with .option("max_partition_bytes", P)
-  jvm       aeronio.spark.read_fixed(spark, SCHEMA, DIR, max_partition_bytes=P): split's
-            plan, read by the JVM reader (columnar batches, no Python in the tasks; its jar
-            compiled before the runs, in the warm-up round at the latest)
+  jvm       aeronio.spark.read_fixed(spark, SCHEMA, DIR, max_partition_bytes=P): the aeronio
+            path's read, its options checked by the call in Python (its jar compiled before
+            the runs, in the first warm-up round at the latest)
   rows      split's partitions, frame scan and decode, yielded to Spark as one tuple per row by
             a reader written here (RowByRowReader, format "aeronio_bench_rows"): aeronio.spark
             has no row-by-row option. PySpark's worker turns the tuples into Arrow batches
@@ -1070,7 +1070,7 @@ def run(args, argv, opts: Options, paths: list[str], base: Path) -> int:
         }
         progress(
             f"  partitions: {', '.join(f'{p} {c.partitions}' for p, c in cells.items())}; "
-            f"{args.warmups} warm-up rounds, then {args.repeats}"
+            f"{args.warmups} warm-up round{'s' * (args.warmups != 1)}, then {args.repeats}"
         )
         measure(dfs, cells, expected, args.warmups, args.repeats, CpuMeter(spark))
         info["load average"] += f", {load_average()} (at the end of the runs)"

@@ -7,7 +7,7 @@ DataSource V2 `io.aeronio.spark.AeronioSource` (registered by the jar's
 META-INF/services), which plans from the options alone and reads each partition's segment file
 into columnar batches, in batch and as a stream; what it does not read (writes, remote
 archives, msgpack) it hands to the Python source, registered as `PYTHON_NAME`. `read_fixed`
-plans in Python and hands the plan to `CLASS`.
+is that source's fixed-layout read, its options and schema checked when it is called.
 
 The reader's jar is the package's own (aeronio.spark.jar: built with the package, checked here
 against the running Spark), else compiled from the package's Java source against the running
@@ -18,29 +18,25 @@ is added to the session and so shipped to its executors (`enable`).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql.types import StructType
 
 from aeronio.spark import jar as built
-from aeronio.spark import reader as rd
 from aeronio.spark.decode import Decoder
 from aeronio.spark.options import read_options
 from aeronio.spark.recordings import SourceError
-from aeronio.spark.source import PYTHON_NAME, BatchReader
+from aeronio.spark.source import PYTHON_NAME
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-CLASS = "io.aeronio.spark.FixedScan"
+CLASS = "io.aeronio.spark.AeronioSource"
 SOURCES = built.SOURCES
 SHIPPED = built.SHIPPED
-BATCH_ROWS = 4096  # rows of a columnar batch, as Spark's vectorized Parquet reader's
-_ENABLED = "spark.aeronio.fixedScan.jar"  # a session's setting: the jar it has added
+_ENABLED = "spark.aeronio.jar"  # a session's setting: the jar it has added
 
 
 def cache_dir() -> Path:
@@ -111,9 +107,28 @@ def enable(spark: SparkSession) -> None:
     thread.setContextClassLoader(session.sharedState().jarClassLoader())
 
 
-def plan(archive: str | os.PathLike[str] | None, schema: StructType, options: dict) -> str:
-    """The JSON plan of a read (what FixedScan takes as option "plan"), checked as the
-    "aeronio" source checks its options and schema."""
+def _text(value: object) -> str:
+    """An option's value as the source takes it (a list or tuple: comma-separated)."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def read_fixed(
+    spark: SparkSession,
+    schema: StructType | str,
+    archive: str | os.PathLike[str] | None = None,
+    **options: object,
+) -> DataFrame:
+    """A DataFrame of the fixed-layout records of an archive's recordings, read in the JVM:
+    `spark.read.format("aeronio").option("layout", "fixed").schema(schema)` with the batch
+    options given here (archive or path, recording_ids (or a list), channel, stream_id,
+    metadata_columns, driver_dir, start_position, end_position, max_partition_bytes,
+    fail_on_data_loss, push_down_aggregates), the options and the schema checked at this call.
+    It needs no `register`: the reader is the package's jar, or compiled on first use (`jar`)."""
+    struct = StructType.fromDDL(schema) if isinstance(schema, str) else schema
+    if not isinstance(struct, StructType):
+        raise SourceError(f"schema {schema!r} is not a struct of columns")
     given = {k.lower(): _text(v) for k, v in options.items() if v is not None}
     given.setdefault("layout", "fixed")
     if archive is not None:
@@ -126,67 +141,6 @@ def plan(archive: str | os.PathLike[str] | None, schema: StructType, options: di
             "read_fixed reads an archive directory; a remote archive (option archive_control) "
             'is read by spark.read.format("aeronio")'
         )
-    decoder = Decoder(schema, "fixed", opts.metadata_columns)
-    archive_dir = Path(opts.archive).resolve()
-    parts = [
-        p.value for p in BatchReader(opts._replace(archive=str(archive_dir)), decoder).partitions()
-    ]
-    fields: Mapping[str, tuple] = decoder.dtype.fields or {}  # name -> (dtype, offset), in order
-    return json.dumps(
-        {
-            "record_size": decoder.record_size,
-            "fields": [[name, offset] for name, (_, offset, *_) in fields.items()],
-            "fail_on_data_loss": opts.fail_on_data_loss,
-            "batch_rows": BATCH_ROWS,
-            "parts": [_part(archive_dir, p) for p in parts],
-        }
-    )
-
-
-def _text(value: object) -> str:
-    """An option's value as the source takes it (a list or tuple: comma-separated)."""
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    return str(value)
-
-
-def _part(archive_dir: Path, part: rd.Part) -> dict:
-    r = part.recording
-    start = rd.scan_start(archive_dir, part)
-    layout = r.layout
-    return {
-        "file": str(r.segment_path(archive_dir, start)),
-        "file_position": layout.segment_base_position(layout.segment_index(start)),
-        "recording_id": r.recording_id,
-        "session_id": r.session_id,
-        "stream_id": r.stream_id,
-        "channel": r.channel,
-        "term_length": r.term_length,
-        "initial_term_id": r.initial_term_id,
-        "scan_from": start,
-        "emit_from": part.emit_from,
-        "emit_to": part.emit_to,
-        "read_limit": part.read_limit,
-    }
-
-
-def read_fixed(
-    spark: SparkSession,
-    schema: StructType | str,
-    archive: str | os.PathLike[str] | None = None,
-    **options: object,
-) -> DataFrame:
-    """A DataFrame of the fixed-layout records of an archive's recordings, read in the JVM.
-
-    The same rows as `spark.read.format("aeronio").option("layout", "fixed").schema(schema)`
-    with the same batch options (archive or path, recording_ids (or a list), channel, stream_id,
-    metadata_columns, driver_dir, start_position, end_position, max_partition_bytes,
-    fail_on_data_loss), planned when this is called: recorded bytes that come later are not
-    read. Filters are applied by Spark after the scan (none are pushed down); columns are
-    pruned. The reader is the package's jar, or compiled on first use (`jar`)."""
-    struct = StructType.fromDDL(schema) if isinstance(schema, str) else schema
-    if not isinstance(struct, StructType):
-        raise SourceError(f"schema {schema!r} is not a struct of columns")
-    text = plan(archive, struct, options)
+    Decoder(struct, "fixed", opts.metadata_columns)  # the schema's errors, here
     enable(spark)
-    return spark.read.format(CLASS).schema(struct).option("plan", text).load()
+    return spark.read.format(CLASS).schema(struct).options(**given).load()

@@ -1,5 +1,5 @@
 """aeronio.spark.read_fixed, the fixed-layout batch read in the JVM: every value what was
-published, byte for byte, and every row the one the "aeronio" source gives for the same options
+published, byte for byte, and every row the one the Python source gives for the same options
 (many segments, fragmented records, partitions, positions, metadata columns, pruned columns, an
 active recording); errors named on the driver or by the task; the reader compiled once."""
 
@@ -71,10 +71,10 @@ def recorded(host):
     }
 
 
-def source(spark, archive, schema: str, **options):
-    """The same read through the "aeronio" Python data source."""
+def source(spark, archive, schema: str, name: str = "aeronio_python", **options):
+    """The same read through the Python data source (the oracle), or through `name`."""
     reader = (
-        spark.read.format("aeronio")
+        spark.read.format(name)
         .option("archive", str(archive))
         .option("layout", "fixed")
         .schema(schema)
@@ -133,9 +133,8 @@ def test_fragmented_records_are_reassembled(jvm, spark, host, recorded):
     assert got == rows(source(spark, host.archive_dir, schema, **options))
 
 
-def test_rows_equal_the_python_sources(jvm, spark, host, recorded, monkeypatch):
+def test_rows_equal_the_python_sources(jvm, spark, host, recorded):
     m = recorded["m"]
-    monkeypatch.setattr(jvm.jvm, "BATCH_ROWS", 7)  # batches filled, and the walk resumed
     schema = f"{SCHEMA}, {METADATA_SCHEMA}"
     start, end = m.rows[3000][0] + 8, m.rows[15000][0] + 1  # not message starts
     for options in (
@@ -219,8 +218,9 @@ def test_bad_input_is_named_on_the_driver(jvm, spark, host, recorded, tmp_path):
         jvm.read_fixed(spark, SCHEMA, archive, layout="json")
     with pytest.raises(SourceError, match="option archive is required"):
         jvm.read_fixed(spark, SCHEMA)
+    nowhere = jvm.read_fixed(spark, SCHEMA, tmp_path / "nowhere")  # read at the action
     with pytest.raises(SourceError, match="does not exist"):
-        jvm.read_fixed(spark, SCHEMA, tmp_path / "nowhere")
+        nowhere.collect()
     with pytest.raises(SourceError, match="layout fixed: column 'name' is string"):
         jvm.read_fixed(spark, "name string", archive)
     with pytest.raises(SourceError, match="a remote archive .* is read by"):
@@ -294,7 +294,7 @@ def test_a_segment_replaced_or_cut_after_a_read_is_read_as_it_is_now(
     schema = f"position long, {SCHEMA}"
     options = {"recording_ids": m.recording_id, "metadata_columns": "position"}
     options["start_position"] = last * SEGMENT
-    assert columns(source(spark, copy, schema, **options), RECORD).tobytes() == (
+    assert columns(source(spark, copy, schema, "aeronio", **options), RECORD).tobytes() == (
         recorded["many"][first:].tobytes()
     )
     segment = copy / f"{m.recording_id}-{last}.rec"
@@ -306,14 +306,20 @@ def test_a_segment_replaced_or_cut_after_a_read_is_read_as_it_is_now(
     os.replace(replacement, segment)  # the same name, another file
     want = recorded["many"][first:].copy()
     want["seq"][0] = 12345
-    assert columns(source(spark, copy, schema, **options), RECORD).tobytes() == want.tobytes()
+    assert (
+        columns(source(spark, copy, schema, "aeronio", **options), RECORD).tobytes()
+        == want.tobytes()
+    )
     with open(segment, "r+b") as f:
         f.truncate(100)
     with pytest.raises(DataLossError, match=f"{m.recording_id}-{last}.rec is cut short"):
-        source(spark, copy, schema, **options).collect()
+        source(spark, copy, schema, "aeronio", **options).collect()
     with open(segment, "r+b") as f:  # the same file grown again: past the last mapping's end
         f.write(changed)
-    assert columns(source(spark, copy, schema, **options), RECORD).tobytes() == want.tobytes()
+    assert (
+        columns(source(spark, copy, schema, "aeronio", **options), RECORD).tobytes()
+        == want.tobytes()
+    )
 
 
 def test_a_read_from_another_thread(jvm, spark, host, recorded):

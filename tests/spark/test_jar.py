@@ -102,7 +102,7 @@ def test_the_build_puts_a_jar_for_its_spark_into_the_package(built, pyspark_jars
         names = set(z.namelist())
     sources = {p.stem for p in (ROOT / "aeronio" / "spark" / "java").glob("*.java")}
     assert {f"io/aeronio/spark/{s}.class" for s in sources} <= names
-    assert (built / "aeronio" / "spark" / "java" / "FixedScan.java").exists()  # the fallback's
+    assert (built / "aeronio" / "spark" / "java" / "AeronioSource.java").exists()  # the fallback's
 
 
 @pytest.mark.slow

@@ -231,7 +231,7 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
         if (!options.layout.equals("fixed") || !options.pushDownAggregates) {
           return false;
         }
-        FixedScan.Plan check = options.plan(table.schema, null, BATCH_ROWS, List.of());
+        ReadPlan check = options.plan(table.schema, null, BATCH_ROWS, List.of());
         aggregates =
             Aggregates.of(
                 aggregation, table.schema, check.fieldOffsets, options.metadata(table.schema),
@@ -287,12 +287,12 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
       }
       ReadOptions options = ReadOptions.batch(table.options);
       Path archive = Path.of(options.archive).toAbsolutePath();
-      FixedScan.Plan check = options.plan(table.schema, null, BATCH_ROWS, List.of());
+      ReadPlan check = options.plan(table.schema, null, BATCH_ROWS, List.of());
       long[] bounds = Filters.positions(filters, metadata);
       long low = Math.max(options.startPosition, bounds[0]);
       long high = Math.min(options.endPosition, bounds[1]);
       var positions = options.driverDir == null ? null : Archive.recordingPositions(Path.of(options.driverDir));
-      List<FixedScan.Part> parts = new ArrayList<>();
+      List<Part> parts = new ArrayList<>();
       for (Archive.Recording r : Archive.recordings(archive)) {
         boolean selected =
             (options.recordingIds == null || options.recordingIds.contains(r.recordingId()))
@@ -306,12 +306,12 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
                   options.maxPartitionBytes));
         }
       }
-      FixedScan.Plan plan =
-          new FixedScan.Plan(
+      ReadPlan plan =
+          new ReadPlan(
               check.layout, check.recordSize, check.fieldOffsets, check.recordSchema,
               SQLConf.get().sessionLocalTimeZone(), check.failOnDataLoss, BATCH_ROWS, parts);
       return aggregates == null
-          ? new FixedScan.RecordsScan(schema, plan)
+          ? new Planned(schema, plan)
           : new Aggregates.Read(aggregates, plan);
     }
 
@@ -327,8 +327,21 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
     }
   }
 
+  /** A planned batch read: its partitions and their readers. */
+  record Planned(StructType schema, ReadPlan plan) implements Batch {
+    @Override
+    public InputPartition[] planInputPartitions() {
+      return plan.parts.toArray(new InputPartition[0]);
+    }
+
+    @Override
+    public PartitionReaderFactory createReaderFactory() {
+      return new Readers(schema, plan);
+    }
+  }
+
   /** Columnar readers (layouts raw, fixed), or rows of JSON (layout json). */
-  record Readers(StructType schema, FixedScan.Plan plan) implements PartitionReaderFactory {
+  record Readers(StructType schema, ReadPlan plan) implements PartitionReaderFactory {
     @Override
     public boolean supportColumnarReads(InputPartition partition) {
       return !plan.layout.equals("json");
@@ -336,12 +349,12 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
 
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-      return new PartReader((FixedScan.Part) partition, schema, plan);
+      return new PartReader((Part) partition, schema, plan);
     }
 
     @Override
     public PartitionReader<InternalRow> createReader(InputPartition partition) {
-      return new JsonRows((FixedScan.Part) partition, schema, plan);
+      return new JsonRows((Part) partition, schema, plan);
     }
   }
 }

@@ -249,7 +249,7 @@ final class Aggregates {
   }
 
   /** The scan's batch: the read's partitions (one empty one for a global aggregate of none). */
-  record Read(Plan plan, FixedScan.Plan read) implements Batch {
+  record Read(Plan plan, ReadPlan read) implements Batch {
     @Override
     public InputPartition[] planInputPartitions() {
       if (read.parts.isEmpty() && plan.keyName() == null) {
@@ -267,18 +267,18 @@ final class Aggregates {
   /** A partition without rows. */
   record NoRows() implements InputPartition {}
 
-  record Readers(Plan plan, FixedScan.Plan read) implements PartitionReaderFactory {
+  record Readers(Plan plan, ReadPlan read) implements PartitionReaderFactory {
     @Override
     public PartitionReader<InternalRow> createReader(InputPartition partition) {
-      return new Reader(plan, read, partition instanceof FixedScan.Part p ? p : null);
+      return new Reader(plan, read, partition instanceof Part p ? p : null);
     }
   }
 
   /** A partition's groups, aggregated on the first next(), then handed out one row each. */
   static final class Reader implements PartitionReader<InternalRow> {
     private final Plan plan;
-    private final FixedScan.Plan read;
-    private final FixedScan.Part part; // null: no rows
+    private final ReadPlan read;
+    private final Part part; // null: no rows
     private final Function[] functions;
     private final int width; // values of a group
     private long[] values = new long[64]; // group g's at g * width: longs, or doubles' bits
@@ -288,7 +288,7 @@ final class Aggregates {
     private boolean aggregated;
     private boolean empty; // a global aggregate of no rows: one row, COUNT 0, the rest NULL
 
-    Reader(Plan plan, FixedScan.Plan read, FixedScan.Part part) {
+    Reader(Plan plan, ReadPlan read, Part part) {
       this.plan = plan;
       this.read = read;
       this.part = part;

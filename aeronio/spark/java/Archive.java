@@ -325,9 +325,9 @@ final class Archive {
    * or per run of whole terms of at most maxBytes (at least a term) within a segment; each reads to the end of
    * its last term (or readLimit), from the start of its first term.
    */
-  static List<FixedScan.Part> split(
+  static List<Part> split(
       Path archive, Recording r, long low, long high, long readLimit, Long maxBytes) {
-    List<FixedScan.Part> parts = new ArrayList<>();
+    List<Part> parts = new ArrayList<>();
     long step = r.segmentLength();
     if (maxBytes != null) {
       step = Math.min(step, Math.max(r.termLength(), maxBytes - maxBytes % r.termLength()));
@@ -342,7 +342,7 @@ final class Archive {
       long scanFrom = Math.max(r.termBase(low), r.startPosition());
       long index = r.segmentIndex(scanFrom);
       parts.add(
-          new FixedScan.Part(
+          new Part(
               archive.resolve(r.fileName(index)).toString(), r.segmentBase(index),
               r.recordingId(), r.sessionId(), r.streamId(), r.channel(), r.termLength(),
               r.initialTermId(), scanFrom, low, next, limit));

@@ -44,7 +44,7 @@ final class Columns {
   private final ColumnVector[] vectors;
   private final Payloads payloads; // column data, else null
 
-  Columns(StructType schema, FixedScan.Plan plan, FixedScan.Part part, ByteBuffer mapping) {
+  Columns(StructType schema, ReadPlan plan, Part part, ByteBuffer mapping) {
     recordSize = plan.recordSize;
     this.mapping = mapping;
     addresses = new long[plan.batchRows];

@@ -23,7 +23,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * message. PartReader walks the frames and joins the payloads (its column data).
  */
 final class JsonRows implements PartitionReader<InternalRow> {
-  private final FixedScan.Part part;
+  private final Part part;
   private final PartReader frames;
   private final JacksonParser parser;
   private final int[] sources; // per output column: its column in the batch, or -(record column + 1)
@@ -33,7 +33,7 @@ final class JsonRows implements PartitionReader<InternalRow> {
   private int row, rows;
   private final GenericInternalRow out;
 
-  JsonRows(FixedScan.Part part, StructType schema, FixedScan.Plan plan) {
+  JsonRows(Part part, StructType schema, ReadPlan plan) {
     this.part = part;
     List<StructField> read = new ArrayList<>();
     read.add(new StructField("data", BinaryType$.MODULE$, false, Metadata.empty()));

@@ -36,7 +36,7 @@ final class MicroStream implements MicroBatchStream, SupportsTriggerAvailableNow
   private final StreamOptions options;
   private final Path archive;
   private final StructType schema;
-  private final FixedScan.Plan plan; // without parts: a micro-batch's are planInputPartitions'
+  private final ReadPlan plan; // without parts: a micro-batch's are planInputPartitions'
   private Map<Long, Long> target; // Trigger.AvailableNow: where each recording ends
 
   /** Checks the options and the schema (tableSchema: the table's, schema: the columns read). */
@@ -240,14 +240,14 @@ final class MicroStream implements MicroBatchStream, SupportsTriggerAvailableNow
   public InputPartition[] planInputPartitions(Offset start, Offset end) {
     Map<Long, Long> begin = StreamOffset.of(start).positions;
     Map<Long, Archive.Recording> found = recordings();
-    List<FixedScan.Part> parts = new ArrayList<>();
+    List<Part> parts = new ArrayList<>();
     for (Map.Entry<Long, Long> e : StreamOffset.of(end).positions.entrySet()) {
       Archive.Recording r = found.get(e.getKey());
       if (r == null) {
         continue;
       }
       long stop = e.getValue(), low = begin.getOrDefault(r.recordingId(), r.startPosition());
-      List<FixedScan.Part> split =
+      List<Part> split =
           Archive.split(archive, r, low, stop, stop, options.read.maxPartitionBytes);
       if (!split.isEmpty() && split.get(0).scanFrom() < low && Messages.isFrameAt(archive, r, low)) {
         split.set(0, from(split.get(0), low)); // an offset is a boundary: no walk from the term's start
@@ -257,8 +257,8 @@ final class MicroStream implements MicroBatchStream, SupportsTriggerAvailableNow
     return parts.toArray(new InputPartition[0]);
   }
 
-  private static FixedScan.Part from(FixedScan.Part p, long scanFrom) {
-    return new FixedScan.Part(
+  private static Part from(Part p, long scanFrom) {
+    return new Part(
         p.file(), p.filePosition(), p.recordingId(), p.sessionId(), p.streamId(), p.channel(),
         p.termLength(), p.initialTermId(), scanFrom, p.emitFrom(), p.emitTo(), p.readLimit());
   }

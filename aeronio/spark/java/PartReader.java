@@ -56,8 +56,8 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
   private static final int HDR_TYPE_DATA = 1;
   private static final int BEGIN_FRAG_FLAG = 0x80, END_FRAG_FLAG = 0x40;
 
-  private final FixedScan.Part part;
-  private final FixedScan.Plan plan;
+  private final Part part;
+  private final ReadPlan plan;
   private final MappedByteBuffer bytes; // the file, mapped (null: missing)
   private final long address; // of scanFrom's byte in it, read through Mapped while held
   private int limit; // the bytes from there
@@ -72,7 +72,7 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
   private int rows; // in the batch
   private boolean ended;
 
-  PartReader(FixedScan.Part part, StructType schema, FixedScan.Plan plan) {
+  PartReader(Part part, StructType schema, ReadPlan plan) {
     this.part = part;
     this.plan = plan;
     this.position = part.scanFrom();
@@ -86,7 +86,7 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
   }
 
   /** The segment file, mapped (SegmentMaps), `limit` set to the bytes read from scanFrom. */
-  private MappedByteBuffer map(FixedScan.Part part) {
+  private MappedByteBuffer map(Part part) {
     Path path = Path.of(part.file());
     try (FileChannel file = FileChannel.open(path, StandardOpenOption.READ)) {
       long size = file.size();

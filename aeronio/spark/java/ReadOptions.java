@@ -247,7 +247,7 @@ final class ReadOptions {
   /**
    * The plan of a read of `schema` (its layout's checks, decode.py's Decoder's) over `parts`.
    */
-  FixedScan.Plan plan(StructType schema, String timeZone, int batchRows, List<FixedScan.Part> parts) {
+  ReadPlan plan(StructType schema, String timeZone, int batchRows, List<Part> parts) {
     List<String> names = Arrays.asList(schema.fieldNames());
     if (new HashSet<>(names).size() != names.size()) {
       throw Archive.error("the schema names a column twice: " + names);
@@ -314,7 +314,7 @@ final class ReadOptions {
       }
     }
     StructType recordSchema = new StructType(record.toArray(new StructField[0]));
-    return new FixedScan.Plan(
+    return new ReadPlan(
         layout, size, offsets, recordSchema, timeZone, failOnDataLoss, batchRows, parts);
   }
 
