@@ -336,3 +336,59 @@ def test_a_jre_alone_reads_through_the_packages_jar_on_executors(built, host, tm
     assert out.read_bytes() == published.tobytes()
     assert Path(f"{out}.format").read_bytes() == published.tobytes()
     assert not (tmp_path / "cache").exists()  # nothing compiled
+
+
+SPARK_JARS_CHILD = """
+import json, sys
+from pyspark.sql import SparkSession
+from aeronio.spark import jar
+
+archive, stream_id, conf = sys.argv[1:]
+builder = SparkSession.builder.master("local[1]").appName("aeronio-spark-jars")
+for key, value in (json.loads(conf) | {"spark.jars": str(jar.SHIPPED)}).items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+try:
+    def read(layout, schema):
+        return (
+            spark.read.format("aeronio").option("archive", archive).option("layout", layout)
+            .option("stream_id", stream_id).schema(schema).load()
+        )
+    fixed = read("fixed", "ts long, price double")
+    try:
+        read("msgpack", "ts long").collect()
+        error = None
+    except Exception as e:
+        error = str(e)
+    print(json.dumps({
+        "rows": sorted(tuple(r) for r in fixed.collect()),
+        "jvm": "BatchScan aeronio[" in fixed._jdf.queryExecution().executedPlan().toString(),
+        "msgpack": error,
+    }))
+finally:
+    spark.stop()
+"""
+
+
+@pytest.mark.slow
+def test_the_jar_on_spark_jars_reads_without_register(built, host, tmp_path):
+    """With the package's jar on spark.jars and no register(): format("aeronio") reads an
+    archive directory in the JVM, and what it would hand to the Python source fails naming
+    register (docs/spark.md)."""
+    published = np.zeros(50, RECORD)
+    published["ts"] = np.arange(50) + 1_700_000_000_000
+    published["price"] = np.arange(50) / 4
+    host.run(
+        host.record("aeron:ipc?term-length=65536|alias=jars", 302, [r.tobytes() for r in published])
+    )
+    env = os.environ | {"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    args = [str(host.archive_dir), "302", json.dumps(TEST_CONF)]
+    done = subprocess.run(
+        [sys.executable, "-c", SPARK_JARS_CHILD, *args], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-5000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["rows"] == [[int(r["ts"]), float(r["price"])] for r in published]
+    assert seen["jvm"] is True
+    assert "go through the Python source: call aeronio.spark.register(spark)" in seen["msgpack"]

@@ -122,9 +122,9 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
         PythonDataSourceV2 provider = new PythonDataSourceV2();
         provider.setShortName(PYTHON);
         try {
+          provider.source(); // looks the Python source up, or fails here
           python = provider.getTable(schema, new Transform[0], options);
-          python.capabilities(); // finds the Python source, or fails here
-        } catch (RuntimeException e) {
+        } catch (Exception e) { // Spark's AnalysisException (DATA_SOURCE_NOT_EXIST) is checked
           throw new IllegalStateException(
               "aeronio: writes, remote archives and the msgpack layout go"
                   + " through the Python source: call aeronio.spark.register(spark) ("
