@@ -35,7 +35,7 @@ class build_jar(Command):  # noqa: N801 (a command's name, as setuptools' own)
             note = jar["build_shipped"](target)
             self._outputs = [str(target)]
         except jar["JarError"] as e:
-            note = f"the Spark jar is not built ({e}); read_fixed compiles it on first use"
+            note = f"the Spark jar is not built ({e}); it is compiled on first use (javac)"
         print(f"aeronio: {note}", file=sys.stderr)
 
     def get_outputs(self) -> list[str]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.types import StructType
 
+from aeronio.spark import captured
 from aeronio.spark import jar as built
 from aeronio.spark.decode import Decoder
 from aeronio.spark.options import read_options
@@ -143,4 +144,5 @@ def read_fixed(
         )
     Decoder(struct, "fixed", opts.metadata_columns)  # the schema's errors, here
     enable(spark)
+    captured.install()  # the read's own errors as SourceError / DataLossError
     return spark.read.format(CLASS).schema(struct).options(**given).load()

@@ -282,8 +282,8 @@ PYTHON_NAME = "aeronio_python"  # the JVM source's AeronioSource.PYTHON
 
 
 class AeronioDataSource(DataSource):
-    """`df.write...`, `df.writeStream...` and reads (batch and streaming) of a remote archive
-    or the msgpack layout, through the JVM source; every read as `format("aeronio_python")`:
+    """`df.write...`, `df.writeStream...` and reads of a remote archive or of the msgpack
+    layout, through the JVM source; every read as `format("aeronio_python")`:
     register with `aeronio.spark.register(spark)`."""
 
     @classmethod

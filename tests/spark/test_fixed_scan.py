@@ -71,6 +71,14 @@ def recorded(host):
     }
 
 
+@pytest.fixture
+def small_batches(spark):
+    """Columnar batches of 7 rows: every batch filled, the walk resumed between them."""
+    spark.conf.set("spark.aeronio.columnarReaderBatchSize", "7")
+    yield
+    spark.conf.unset("spark.aeronio.columnarReaderBatchSize")
+
+
 def source(spark, archive, schema: str, name: str = "aeronio_python", **options):
     """The same read through the Python data source (the oracle), or through `name`."""
     reader = (
@@ -133,7 +141,7 @@ def test_fragmented_records_are_reassembled(jvm, spark, host, recorded):
     assert got == rows(source(spark, host.archive_dir, schema, **options))
 
 
-def test_rows_equal_the_python_sources(jvm, spark, host, recorded):
+def test_rows_equal_the_python_sources(jvm, spark, host, recorded, small_batches):
     m = recorded["m"]
     schema = f"{SCHEMA}, {METADATA_SCHEMA}"
     start, end = m.rows[3000][0] + 8, m.rows[15000][0] + 1  # not message starts
@@ -227,6 +235,22 @@ def test_bad_input_is_named_on_the_driver(jvm, spark, host, recorded, tmp_path):
         jvm.read_fixed(spark, SCHEMA, archive_control="aeron:udp?endpoint=127.0.0.1:1")
     with pytest.raises(Exception, match='Unsupported data type "NONSENSE"'):
         jvm.read_fixed(spark, "ts nonsense", archive)
+
+
+def test_a_bad_batch_size_is_named(jvm, spark, host, recorded):
+    from aeronio.spark import SourceError
+
+    for value in ("0", "many"):
+        spark.conf.set("spark.aeronio.columnarReaderBatchSize", value)
+        df = jvm.read_fixed(spark, SCHEMA, host.archive_dir, stream_id=201)
+        try:
+            with pytest.raises(
+                SourceError,
+                match=f"spark.aeronio.columnarReaderBatchSize: '{value}' is not a positive integer",
+            ):
+                df.collect()
+        finally:
+            spark.conf.unset("spark.aeronio.columnarReaderBatchSize")
 
 
 def test_a_record_of_the_wrong_size_is_named_by_the_task(jvm, spark, host, recorded):

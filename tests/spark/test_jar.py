@@ -341,11 +341,10 @@ def test_a_jre_alone_reads_through_the_packages_jar_on_executors(built, host, tm
 SPARK_JARS_CHILD = """
 import json, sys
 from pyspark.sql import SparkSession
-from aeronio.spark import jar
 
-archive, stream_id, conf = sys.argv[1:]
+archive, stream_id, conf, jar = sys.argv[1:]
 builder = SparkSession.builder.master("local[1]").appName("aeronio-spark-jars")
-for key, value in (json.loads(conf) | {"spark.jars": str(jar.SHIPPED)}).items():
+for key, value in (json.loads(conf) | {"spark.jars": jar}).items():
     builder = builder.config(key, value)
 spark = builder.getOrCreate()
 try:
@@ -382,7 +381,8 @@ def test_the_jar_on_spark_jars_reads_without_register(built, host, tmp_path):
         host.record("aeron:ipc?term-length=65536|alias=jars", 302, [r.tobytes() for r in published])
     )
     env = os.environ | {"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    args = [str(host.archive_dir), "302", json.dumps(TEST_CONF)]
+    jar = built / "aeronio" / "spark" / "aeronio-spark.jar"  # the package's, as built
+    args = [str(host.archive_dir), "302", json.dumps(TEST_CONF), str(jar)]
     done = subprocess.run(
         [sys.executable, "-c", SPARK_JARS_CHILD, *args], cwd=tmp_path, env=env,
         capture_output=True, text=True, timeout=300, check=False,

@@ -43,8 +43,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * recordings and the positions read (Spark still applies every filter to the rows: Filters).
  *
  * <p>What is not read here goes to the Python source registered as `aeronio_python` (by
- * aeronio.spark.register): writes, and reads (batch or streaming) of remote archives (option
- * archive_control) or the msgpack layout.
+ * aeronio.spark.register): writes, and reads of remote archives (option archive_control) or
+ * of the msgpack layout.
  *
  * <p>A MicroBatchStream reuses this read: its planInputPartitions makes the same Parts
  * (Archive.split of each recording between two offsets, trusted message boundaries as
@@ -53,7 +53,23 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 public final class AeronioSource implements TableProvider, DataSourceRegister {
   /** The Python source's name (aeronio.spark.source.PYTHON_NAME). */
   static final String PYTHON = "aeronio_python";
-  static final int BATCH_ROWS = 4096; // rows of a columnar batch, as Spark's Parquet reader's
+  /** Rows of a columnar batch: the session's setting, as Parquet's columnarReaderBatchSize. */
+  static final String BATCH_ROWS = "spark.aeronio.columnarReaderBatchSize";
+
+  /** The session's BATCH_ROWS (4096 unless set), checked. */
+  static int batchRows() {
+    String value = SQLConf.get().getConfString(BATCH_ROWS, "4096");
+    int rows;
+    try {
+      rows = Integer.parseInt(value.strip());
+    } catch (NumberFormatException e) {
+      rows = 0;
+    }
+    if (rows <= 0) {
+      throw Archive.error(BATCH_ROWS + ": " + Archive.repr(value) + " is not a positive integer");
+    }
+    return rows;
+  }
 
   @Override
   public String shortName() {
@@ -105,7 +121,7 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
     return (control != null && !control.isEmpty()) || layout.equals("msgpack");
   }
 
-  /** An archive's recordings as a table: read here in batch, else through Python's. */
+  /** An archive's recordings as a table: read here, else through Python's. */
   static final class Recordings implements Table, SupportsRead, SupportsWrite {
     private final StructType schema;
     private final Map<String, String> options;
@@ -231,7 +247,7 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
         if (!options.layout.equals("fixed") || !options.pushDownAggregates) {
           return false;
         }
-        ReadPlan check = options.plan(table.schema, null, BATCH_ROWS, List.of());
+        ReadPlan check = options.plan(table.schema, null, batchRows(), List.of());
         aggregates =
             Aggregates.of(
                 aggregation, table.schema, check.fieldOffsets, options.metadata(table.schema),
@@ -287,7 +303,8 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
       }
       ReadOptions options = ReadOptions.batch(table.options);
       Path archive = Path.of(options.archive).toAbsolutePath();
-      ReadPlan check = options.plan(table.schema, null, BATCH_ROWS, List.of());
+      int batchRows = batchRows();
+      ReadPlan check = options.plan(table.schema, null, batchRows, List.of());
       long[] bounds = Filters.positions(filters, metadata);
       long low = Math.max(options.startPosition, bounds[0]);
       long high = Math.min(options.endPosition, bounds[1]);
@@ -309,7 +326,7 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
       ReadPlan plan =
           new ReadPlan(
               check.layout, check.recordSize, check.fieldOffsets, check.recordSchema,
-              SQLConf.get().sessionLocalTimeZone(), check.failOnDataLoss, BATCH_ROWS, parts);
+              SQLConf.get().sessionLocalTimeZone(), check.failOnDataLoss, batchRows, parts);
       return aggregates == null
           ? new Planned(schema, plan)
           : new Aggregates.Read(aggregates, plan);

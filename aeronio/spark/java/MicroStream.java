@@ -46,7 +46,7 @@ final class MicroStream implements MicroBatchStream, SupportsTriggerAvailableNow
     this.schema = schema;
     this.plan =
         options.read.plan(
-            tableSchema, SQLConf.get().sessionLocalTimeZone(), AeronioSource.BATCH_ROWS,
+            tableSchema, SQLConf.get().sessionLocalTimeZone(), AeronioSource.batchRows(),
             List.of());
     Archive.recordings(archive); // the archive and its catalog: fails here, on the driver
   }
