@@ -74,6 +74,14 @@ def _int(options: Mapping[str, str], name: str, low: int | None = None) -> int |
     return number
 
 
+def _int32(options: Mapping[str, str], name: str) -> int | None:
+    """An integer option that must fit 32 bits (a stream id), or None."""
+    number = _int(options, name)
+    if number is not None and not -(2**31) <= number < 2**31:
+        raise SourceError(f"option {name}: {number} does not fit 32 bits")
+    return number
+
+
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)i?b?\s*$", re.IGNORECASE)
 
 
@@ -154,10 +162,7 @@ def read_options(options: Mapping[str, str], streaming: bool | None) -> ReadOpti
         if not recording_ids:
             raise SourceError("option recording_ids is empty")
     channel = options.get("channel")
-    stream_id = _int(options, "stream_id")
-    if stream_id is not None and not -(2**31) <= stream_id < 2**31:
-        raise SourceError(f"option stream_id: {stream_id} does not fit 32 bits")
-    selection = Selection(recording_ids, channel or None, stream_id)
+    selection = Selection(recording_ids, channel or None, _int32(options, "stream_id"))
     layout = str(options.get("layout", "raw")).strip().lower()
     if layout not in LAYOUTS:
         raise SourceError(f"option layout: {layout!r} is not one of {', '.join(LAYOUTS)}")
@@ -214,11 +219,9 @@ def _remote(options: Mapping[str, str], archive: str | None) -> Remote | None:
             f"option archive_control: {control!r} is not a UDP channel with an endpoint "
             "(aeron:udp?endpoint=host:port)"
         )
-    stream_id = _int(options, "archive_control_stream_id")
+    stream_id = _int32(options, "archive_control_stream_id")
     if stream_id is None:
         stream_id = CONTROL_STREAM_ID
-    if not -(2**31) <= stream_id < 2**31:
-        raise SourceError(f"option archive_control_stream_id: {stream_id} does not fit 32 bits")
     raw = options.get("archive_timeout", "10")
     try:
         timeout = float(raw)
@@ -267,11 +270,9 @@ def write_options(options: Mapping[str, str], streaming: bool) -> WriteOptions:
     channel = options.get("channel")
     if not channel:
         raise SourceError('option channel is required: .option("channel", "aeron:udp?...")')
-    stream_id = _int(options, "stream_id")
+    stream_id = _int32(options, "stream_id")
     if stream_id is None:
         raise SourceError('option stream_id is required: .option("stream_id", 10)')
-    if not -(2**31) <= stream_id < 2**31:
-        raise SourceError(f"option stream_id: {stream_id} does not fit 32 bits")
     try:
         uri = ChannelUri.parse(str(channel))
     except ChannelUriError as e:
