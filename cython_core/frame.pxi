@@ -68,14 +68,16 @@ cpdef enum:
     LOG_TYPE_OFFSET = 497
     LOG_UNTETHERED_LINGER_TIMEOUT_NS_OFFSET = 500
     LOG_META_DATA_LENGTH = 4096
-    # aeronio's use of padding in the first 128 bytes of the metadata (not read by Aeron):
-    # processes parked on this log, for cross-process wake-ups. A slot holds a parked process's
-    # wake id, with WAKE_SPACE_BIT set when it waits for space (a publisher), clear for data.
+    # aeronio's use of Aeron's second padding (144-255, not read by Aeron): processes parked
+    # on this log, for cross-process wake-ups. A slot holds a parked process's wake id, with
+    # WAKE_SPACE_BIT set when it waits for space (a publisher), clear for data.
     # LOG_LIMIT_WANTED is 1 while a publisher found no space and no consumer since woke the
-    # conductor (see MappedLog.want_limit).
-    LOG_LIMIT_WANTED_OFFSET = 32
-    LOG_CONDUCTOR_WAKE_ID_OFFSET = 40
-    LOG_WAKE_SLOTS_OFFSET = 48
+    # conductor (see MappedLog.want_limit). Not beside the tail counters (bytes 0-127, written
+    # by every offer): a subscriber reads these after every poll, and sharing the tails' cache
+    # lines cost a round trip two line transfers each way (docs/benchmarks.md).
+    LOG_LIMIT_WANTED_OFFSET = 144
+    LOG_CONDUCTOR_WAKE_ID_OFFSET = 152
+    LOG_WAKE_SLOTS_OFFSET = 160
     LOG_WAKE_SLOT_COUNT = 10
 
 

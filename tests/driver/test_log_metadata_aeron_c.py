@@ -26,7 +26,10 @@ OS_DEFAULT_SOCKET_BUFFERS = (  # what this machine's OS gives a UDP socket, as p
     (d.LOG_OS_DEFAULT_SOCKET_SNDBUF_LENGTH_OFFSET, 4),
     (d.LOG_OS_DEFAULT_SOCKET_RCVBUF_LENGTH_OFFSET, 4),
 )
-AERONIO_PADDING = (d.LOG_LIMIT_WANTED_OFFSET, 128 - d.LOG_LIMIT_WANTED_OFFSET)  # in Aeron's pad1
+AERONIO_PADDING = (  # in Aeron's pad2, up to the correlation id
+    d.LOG_LIMIT_WANTED_OFFSET,
+    d.LOG_CORRELATION_ID_OFFSET - d.LOG_LIMIT_WANTED_OFFSET,
+)
 RANDOM_START = (  # a random initial term id and session id (the IPC publication's)
     (d.TERM_TAIL_COUNTERS_OFFSET, 8 * d.PARTITION_COUNT),
     (d.LOG_INITIAL_TERM_ID_OFFSET, 4),

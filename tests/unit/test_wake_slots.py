@@ -61,3 +61,24 @@ def test_own_process_slots_are_left_to_doorbells(tmp_path):
     assert appender.try_offer(b"x") > 0
     assert waker.waker().id in slots(log), "no datagram to ourselves: the doorbell rings"
     registration.cancel()
+
+
+def test_the_wake_fields_sit_in_aeron_s_second_padding():
+    """After Aeron's end-of-stream, connected and transport-count fields and before its
+    correlation id: not in the 128 bytes of the tail counters, which every offer writes and a
+    subscriber would otherwise pull across cores after every poll."""
+    d = descriptor
+    first = d.LOG_LIMIT_WANTED_OFFSET
+    end = d.LOG_WAKE_SLOTS_OFFSET + 8 * d.LOG_WAKE_SLOT_COUNT
+    assert d.LOG_ACTIVE_TRANSPORT_COUNT_OFFSET + 4 <= first
+    assert end <= d.LOG_CORRELATION_ID_OFFSET
+    fields = sorted(
+        [
+            (d.LOG_LIMIT_WANTED_OFFSET, 8),
+            (d.LOG_CONDUCTOR_WAKE_ID_OFFSET, 8),
+            (d.LOG_WAKE_SLOTS_OFFSET, 8 * d.LOG_WAKE_SLOT_COUNT),
+        ]
+    )
+    for (a, n), (b, _) in zip(fields, fields[1:], strict=False):
+        assert a + n <= b
+    assert first >= 2 * 64  # the tails' pair of cache lines (an adjacent-line prefetch) apart
