@@ -14,6 +14,8 @@ one thread, an embedded driver, the Python loop around the call included:
   poll(h, 1)     `poll(handler, 1)` per call, one message there each time
   async for      `async for message in subscription` (copied messages) per message
   views          `async for message in subscription.messages(copy=False)` per message
+  await done     `await` of an awaitable already completed (aeronio's, reused; nothing
+                 offered): the interpreter's own cost of an await that does not suspend
   (a)            try_offer + poll: one message offered and taken
   (b)            await offer + async for
   (b)/(a)        the async API's throughput as a fraction of (a)'s
@@ -49,6 +51,7 @@ AERONIO_CHILD = (
     + r"""
 import asyncio
 import aeronio
+from aeronio._core import Completed
 
 async def main():
     async with aeronio.connect(term_buffer_sparse_file=False) as client:
@@ -124,6 +127,12 @@ async def main():
                     break
             keep("views", time.perf_counter() - t0, N)
 
+            done = Completed.__new__(Completed)
+            t0 = time.perf_counter()
+            for _ in range(N):
+                await done
+            keep("await done", time.perf_counter() - t0, N)
+
 asyncio.run(main())
 print(json.dumps(best))
 """
@@ -183,7 +192,7 @@ print(json.dumps(best))
 """
 )
 
-COLUMNS = ("try_offer", "await offer", "poll", "poll(h, 1)", "async for", "views")
+COLUMNS = ("try_offer", "await offer", "poll", "poll(h, 1)", "async for", "views", "await done")
 
 
 def run_side(python: str, tree: str | None, n: int, inner: int) -> dict[str, float]:
