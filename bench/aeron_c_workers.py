@@ -147,10 +147,12 @@ def drain(sub, counter: Counter, upto: int, limit: int, deadline: Deadline) -> N
 
 
 def drain_last(sub, counter: Counter, deadline: Deadline) -> None:
-    """The last message, through the handler that notes its length (as sub_poll's)."""
+    """The last message, through the handler that notes its length (as sub_poll's); poll
+    counts fragments, so a message of several is polled until it came whole."""
     poll, handler, upto = sub.poll, counter.handler(), counter.count + 1
-    while poll(handler, 1) == 0:
-        deadline.idle(counter.count, upto)
+    while counter.count < upto:
+        if poll(handler, 1) == 0:
+            deadline.idle(counter.count, upto)
 
 
 # -- throughput across processes ------------------------------------------------------------

@@ -81,6 +81,7 @@ IPC = "aeron:ipc"
 SPIN_YIELD = 1000  # aeronio's spinning loops: idle spins between `await asyncio.sleep(0)`
 EMBEDDED_UDP = {"idle_yield": 1, "send_yield": 256}  # udp_processes': the driver shares the loop
 GRACE = 20.0
+MAX_UNFRAGMENTED = 1408 - 32  # the largest message one frame carries at both sides' MTU
 
 ROWS: dict[str, str] = {
     "ipc-3p-a": "IPC, 3 processes: (a) try_offer → poll",
@@ -483,7 +484,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rows", default=",".join(ROWS), help="rows to run (comma-separated)")
     parser.add_argument("--windows", default="default,2m", help="UDP receiver window settings")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved runs per cell")
-    parser.add_argument("--size", type=int, default=32, help="message size in bytes (>= 8)")
+    parser.add_argument(
+        "--size", type=int, default=32, help=f"message size in bytes (8 to {MAX_UNFRAGMENTED})"
+    )
     parser.add_argument("--count", type=int, default=1_000_000, help="messages per IPC run")
     parser.add_argument("--udp-count", type=int, default=500_000, help="messages per UDP run")
     parser.add_argument("--rtt-count", type=int, default=100_000, help="timed round trips")
@@ -513,6 +516,11 @@ def main(argv: list[str] | None = None) -> int:
     require_positive(parser, args, (*positive, "fragment_limit"))
     if args.size < 8:
         parser.error("--size must be at least 8 bytes (every message carries a u64 sequence)")
+    if args.size > MAX_UNFRAGMENTED:
+        parser.error(
+            f"--size must be at most {MAX_UNFRAGMENTED} bytes: one frame at both sides' MTU of "
+            "1408 (the handlers count and check frames, as Aeron's samples do)"
+        )
     if args.chunk * ((32 + args.size + 31) // 32 * 32) > 16 * 1024 * 1024:
         parser.error("--chunk: a chunk must fit in 16 MiB of the publication's window")
     # the children import aeronio (and bench's modules) from this repository

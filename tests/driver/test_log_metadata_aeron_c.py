@@ -26,9 +26,9 @@ OS_DEFAULT_SOCKET_BUFFERS = (  # what this machine's OS gives a UDP socket, as p
     (d.LOG_OS_DEFAULT_SOCKET_SNDBUF_LENGTH_OFFSET, 4),
     (d.LOG_OS_DEFAULT_SOCKET_RCVBUF_LENGTH_OFFSET, 4),
 )
-AERONIO_PADDING = (  # in Aeron's pad2, up to the correlation id
+AERONIO_PADDING = (  # the wake fields, in Aeron's pad2
     d.LOG_LIMIT_WANTED_OFFSET,
-    d.LOG_CORRELATION_ID_OFFSET - d.LOG_LIMIT_WANTED_OFFSET,
+    d.LOG_WAKE_SLOTS_OFFSET + 8 * d.LOG_WAKE_SLOT_COUNT - d.LOG_LIMIT_WANTED_OFFSET,
 )
 RANDOM_START = (  # a random initial term id and session id (the IPC publication's)
     (d.TERM_TAIL_COUNTERS_OFFSET, 8 * d.PARTITION_COUNT),

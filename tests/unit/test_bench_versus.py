@@ -84,3 +84,13 @@ def test_the_table_shows_medians_ranges_ratios_errors_and_absent_apis():
     absent = versus.Line("IPC (b)", "rate", absent={"pyaeron"})
     absent.values["aeronio"] = [1e6]
     assert absent.row() == ["IPC (b)", "—", "1.00 M", "—"]
+
+
+@pytest.mark.parametrize(("size", "rule"), [(7, "at least 8"), (1377, "at most 1376")])
+def test_a_size_the_handlers_cannot_count_is_refused(size, rule, capsys):
+    """The handlers count frames (as Aeron's samples do): a message must fit one frame."""
+    versus = bench_module("versus_aeron_c")
+    with pytest.raises(SystemExit) as refused:
+        versus.main(["--size", str(size)])
+    assert refused.value.code == 2
+    assert f"--size must be {rule}" in capsys.readouterr().err

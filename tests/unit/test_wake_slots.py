@@ -81,4 +81,5 @@ def test_the_wake_fields_sit_in_aeron_s_second_padding():
     )
     for (a, n), (b, _) in zip(fields, fields[1:], strict=False):
         assert a + n <= b
+    assert all(offset % 8 == 0 for offset, _ in fields)  # 8-byte atomics
     assert first >= 2 * 64  # the tails' pair of cache lines (an adjacent-line prefetch) apart
