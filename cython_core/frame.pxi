@@ -72,9 +72,9 @@ cpdef enum:
     # on this log, for cross-process wake-ups. A slot holds a parked process's wake id, with
     # WAKE_SPACE_BIT set when it waits for space (a publisher), clear for data.
     # LOG_LIMIT_WANTED is 1 while a publisher found no space and no consumer since woke the
-    # conductor (see MappedLog.want_limit). Not beside the tail counters (bytes 0-127, written
-    # by every offer): a subscriber reads these after every poll, and sharing the tails' cache
-    # lines cost a round trip two line transfers each way (docs/benchmarks.md).
+    # conductor (see MappedLog.want_limit). Not in the tail counters' pair of cache lines
+    # (bytes 0-127; every offer writes a tail): a subscriber reads these after every poll, and
+    # there they cost a round trip two line transfers each way (docs/benchmarks.md).
     LOG_LIMIT_WANTED_OFFSET = 144
     LOG_CONDUCTOR_WAKE_ID_OFFSET = 152
     LOG_WAKE_SLOTS_OFFSET = 160
