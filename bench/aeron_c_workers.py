@@ -23,6 +23,7 @@ import traceback
 from collections.abc import Callable, Iterator
 
 import pyaeron
+from children import driver_cpu, proc_cpu_s
 from worker_protocol import SEQ, Released, emit
 
 CHECK_EVERY = 4096  # idle spins between looks at the clock
@@ -160,31 +161,25 @@ def drain_last(sub, counter: Counter, deadline: Deadline) -> None:
 
 def pub_role(spec: dict, released: Released) -> dict:
     warmup, total = spec["warmup"], spec["warmup"] + spec["count"]
-    with client(spec) as (aeron, _):
+    with client(spec) as (aeron, driver_pid):
         pub = aeron.add_publication(spec["channel"], spec["stream"])
         await_connected(pub, spec["timeout"])
         emit("READY")
         deadline = Deadline(spec["timeout"], "publisher")
         offer_all(pub, 0, warmup, spec["size"], deadline)
-        t0, cpu0 = time.perf_counter(), time.process_time()
+        d0, cpu0, t0 = proc_cpu_s(driver_pid), time.process_time(), time.perf_counter()
         offer_all(pub, warmup, total, spec["size"], deadline)
-        t1, cpu1 = time.perf_counter(), time.process_time()
+        t1, cpu1, d1 = time.perf_counter(), time.process_time(), proc_cpu_s(driver_pid)
         emit("SENT")
         released.wait_blocking(spec["timeout"] + spec.get("grace", 0.0))
         pub.close()
-        return {"sent": total, "t_first": t0, "elapsed": t1 - t0, "cpu_s": cpu1 - cpu0}
-
-
-def proc_cpu_s(pid: int | None) -> float | None:
-    """User + system CPU seconds of a live process, from /proc (None when unknown)."""
-    if not pid:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
+        return {
+            "sent": total,
+            "t_first": t0,
+            "elapsed": t1 - t0,
+            "cpu_s": cpu1 - cpu0,
+            **driver_cpu(driver_pid, d0, d1),
+        }
 
 
 def sub_role(spec: dict, released: Released) -> dict:
@@ -210,7 +205,7 @@ def sub_role(spec: dict, released: Released) -> dict:
             "t_last": t1,
             "elapsed": t1 - t0,
             "cpu_s": cpu1 - cpu0,
-            "driver_cpu_s": None if d0 is None or d1 is None else d1 - d0,
+            **driver_cpu(driver_pid, d0, d1),
         }
 
 

@@ -12,7 +12,7 @@ from typing import NoReturn
 
 import numpy as np
 from basics import BenchError, Stalled, check, record_dtype
-from children import proc_cpu_s
+from children import driver_cpu, proc_cpu_s
 from worker_protocol import SEQ, Released, emit
 
 import aeronio
@@ -137,7 +137,7 @@ async def aeron_client(spec: dict):
 
 async def aeron_pub(spec: dict, released: Released) -> dict:
     warmup, total = spec["warmup"], spec["warmup"] + spec["count"]
-    async with aeron_client(spec) as (client, _):
+    async with aeron_client(spec) as (client, driver_pid):
         pub = await client.add_publication(spec["channel"], spec["stream"])
         await wait_connected(pub)
         if spec.get("receivers"):  # one to many: until every receiver counts (see wait_receivers)
@@ -145,12 +145,18 @@ async def aeron_pub(spec: dict, released: Released) -> dict:
         emit("READY")
         run = {"a": pub_spin, "b": pub_await, "c": pub_batch}[spec["mode"]]
         await run(pub, spec, 0, warmup)
-        t0, cpu0 = time.perf_counter(), time.process_time()
+        d0, cpu0, t0 = proc_cpu_s(driver_pid), time.process_time(), time.perf_counter()
         await run(pub, spec, warmup, total)
-        t1, cpu1 = time.perf_counter(), time.process_time()
+        t1, cpu1, d1 = time.perf_counter(), time.process_time(), proc_cpu_s(driver_pid)
         emit("SENT")
         await released.wait(spec["timeout"] + spec.get("grace", 0.0))
-        return {"sent": total, "t_first": t0, "elapsed": t1 - t0, "cpu_s": cpu1 - cpu0}
+        return {
+            "sent": total,
+            "t_first": t0,
+            "elapsed": t1 - t0,
+            "cpu_s": cpu1 - cpu0,
+            **driver_cpu(driver_pid, d0, d1),
+        }
 
 
 async def pub_spin(pub, spec: dict, start: int, stop: int) -> None:
@@ -238,14 +244,14 @@ class Window:
 
     def result(self) -> dict:
         if not self.started:  # ran out of time in the warmup: nothing timed
-            return {"t0": None, "t_last": None, "elapsed": 0.0, "cpu_s": 0.0, "driver_cpu_s": None}
-        driver = None if self.d0 is None or self.d1 is None else self.d1 - self.d0
+            nothing = {"t0": None, "t_last": None, "elapsed": 0.0, "cpu_s": 0.0}
+            return {**nothing, **driver_cpu(self.driver_pid, None, None)}
         return {
             "t0": self.t0,
             "t_last": self.t1,
             "elapsed": self.t1 - self.t0,
             "cpu_s": self.cpu1 - self.cpu0,
-            "driver_cpu_s": driver,
+            **driver_cpu(self.driver_pid, self.d0, self.d1),
         }
 
 

@@ -27,14 +27,34 @@ def progress(text: str) -> None:
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def proc_cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of a live process (all its threads), from /proc."""
+def proc_cpu_s(pid: int | None) -> float | None:
+    """CPU seconds a live process ran (all its live threads), from /proc: the scheduler's
+    nanoseconds (`schedstat`) where the kernel keeps them, else user + system ticks (10 ms
+    apart: too coarse for a run of a few hundred ms). None when unknown."""
+    if not pid:
+        return None
+    try:
+        total = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        return total / 1e9
+    except (OSError, IndexError, ValueError):
+        pass
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / _CLK_TCK
     except (OSError, IndexError, ValueError):
         return None
+
+
+def driver_cpu(pid: int | None, before: float | None, after: float | None) -> dict:
+    """A worker's result fields for its driver's process over a timed window (`proc_cpu_s`
+    at its start and end): its pid (None when the driver is in the worker's process) and the
+    CPU seconds it used then (None when unknown)."""
+    used = None if before is None or after is None else after - before
+    return {"driver_pid": pid, "driver_cpu_s": used}
 
 
 def shm_base() -> str:

@@ -13,6 +13,24 @@ def pct(part: float | None, whole: float) -> str:
     return "?" if part is None or whole <= 0 else f"{100 * part / whole:.0f}%"
 
 
+def cpu_per_message(received: dict, sent: dict | None) -> dict[str, float]:
+    """Nanoseconds of CPU per timed message in each process of a run that reported it: the
+    receiver, the sender, the receiver's driver and the sender's (a driver both share counted
+    once, as the receiver's). Each over its own timed window of the same messages."""
+    n = received["count"]
+    if not n or received.get("incomplete"):
+        return {}
+    out = {"receiver": received["cpu_s"] / n * 1e9}
+    if received.get("driver_cpu_s") is not None:
+        out["receiver's driver"] = received["driver_cpu_s"] / n * 1e9
+    if sent is not None:
+        out["sender"] = sent["cpu_s"] / n * 1e9
+        shared = sent.get("driver_pid") == received.get("driver_pid")
+        if sent.get("driver_cpu_s") is not None and not shared:
+            out["sender's driver"] = sent["driver_cpu_s"] / n * 1e9
+    return out
+
+
 def report_throughput(
     received: dict, sent: dict | None, names: tuple[str, str]
 ) -> dict[str, float | None]:
@@ -31,14 +49,21 @@ def report_throughput(
             f"{names[1]} {pct(sent['cpu_s'], sent['elapsed'])} of {sent['elapsed'] * 1e3:.1f} ms "
             f"({n / sent['elapsed']:,.0f} msgs/s sent)"
         )
-    if received.get("driver_cpu_s") is not None:  # /proc ticks: 10 ms resolution
+    if received.get("driver_cpu_s") is not None:
         parts.append(f"driver {received['driver_cpu_s'] * 1e3:.0f} ms")
+    per_message = cpu_per_message(received, sent)
+    if "sender's driver" in per_message:
+        parts[-1] = f"drivers {names[0]}'s {received['driver_cpu_s'] * 1e3:.0f} ms"
+        parts.append(f"{names[1]}'s {sent['driver_cpu_s'] * 1e3:.0f} ms")
     head = "n/a" if rate is None else f"{rate:,.0f}"
     tail = f" (e2e {e2e:,.0f})" if e2e is not None else ""
     if received.get("incomplete"):
         tail += f" INCOMPLETE: {received['incomplete']}"
     progress(f"    {head:>14} msgs/s{tail}   cpu: " + ", ".join(parts))
-    return {"rate": rate, "e2e": e2e}
+    if per_message:
+        each = ", ".join(f"{k} {v:.0f}" for k, v in per_message.items())
+        progress(f"    CPU ns a message: {each}; all {sum(per_message.values()):.0f}")
+    return {"rate": rate, "e2e": e2e, "cpu_ns": per_message}
 
 
 def run_spec(size: int, count: int, warmup: int, timeout: float, **spec) -> dict:

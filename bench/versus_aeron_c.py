@@ -181,18 +181,20 @@ def common(s: Settings, count: int, **spec) -> dict:
 
 @dataclass
 class Measured:
-    """One run's figures (by Line.key) and the messages (or round trips) its receiver counted
-    of those it was to count."""
+    """One run's figures (by Line.key), the messages (or round trips) its receiver counted of
+    those it was to count and, across processes, each process's CPU per message (ns)."""
 
     values: dict[str, float]
     counted: int
     expected: int
+    cpu_ns: dict[str, float] = field(default_factory=dict)
 
 
 def throughput(scope: SideScope, spec: dict, roles) -> Measured:
     """A throughput run (bench/runs.py) of the receiver and the sender `roles`."""
     rates = throughput_run(scope, spec, *roles)
-    return Measured({"rate": rates["rate"]}, rates["received"], spec["warmup"] + spec["count"])
+    expected = spec["warmup"] + spec["count"]
+    return Measured({"rate": rates["rate"]}, rates["received"], expected, rates["cpu_ns"])
 
 
 def ipc_processes(side: Side, s: Settings, mode: str) -> Measured:
@@ -274,6 +276,9 @@ class Line:
     time: bool = False  # microseconds (lower is better) rather than msgs/s
     values: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SIDES})
     counted: dict[str, list[list[int]]] = field(default_factory=lambda: {s: [] for s in SIDES})
+    cpu_ns: dict[str, list[dict[str, float]]] = field(
+        default_factory=lambda: {s: [] for s in SIDES}
+    )
     errors: dict[str, list[str]] = field(default_factory=lambda: {s: [] for s in SIDES})
     absent: set[str] = field(default_factory=set)  # sides without such an API
 
@@ -314,6 +319,19 @@ class Line:
     def row(self) -> list[str]:
         return [self.test, self.cell("pyaeron"), self.cell("aeronio"), self.ratio_text()]
 
+    def cpu_row(self, side: str) -> list[str] | None:
+        """The side's CPU per message in each process and their sum (medians of the runs, ns);
+        None without such figures."""
+        runs = self.cpu_ns[side]
+        if not runs:
+            return None
+        cells = []
+        for process in CPU_PROCESSES:
+            taken = [run[process] for run in runs if process in run]
+            cells.append(f"{statistics.median(taken):.0f}" if taken else "—")
+        total = statistics.median(sum(run.values()) for run in runs)
+        return [self.test, side, *cells, f"{total:.0f}"]
+
     def as_json(self) -> dict:
         return {
             "test": self.test,
@@ -322,6 +340,7 @@ class Line:
                 side: {
                     "values": self.values[side],
                     "counted": self.counted[side],  # [counted, expected] of each run
+                    "cpu_ns": self.cpu_ns[side],  # each run's CPU per message, by process
                     "median": self.median(side),
                     "errors": self.errors[side],
                     "absent": side in self.absent,
@@ -333,6 +352,7 @@ class Line:
 
 
 HEADERS = ["test", "pyaeron (C)", "aeronio", "aeronio ÷ pyaeron"]
+CPU_PROCESSES = ("receiver", "receiver's driver", "sender", "sender's driver")
 
 
 @dataclass
@@ -397,6 +417,8 @@ def measure(tasks: list[Task], sides: list[Side], repeats: int) -> None:
                 for line in task.lines:
                     line.values[side.name].append(result.values[line.key])
                     line.counted[side.name].append([result.counted, result.expected])
+                    if result.cpu_ns:
+                        line.cpu_ns[side.name].append(result.cpu_ns)
 
 
 # -- interpreters ---------------------------------------------------------------------------
@@ -619,6 +641,7 @@ def report(
     out += [f"- {k}: {v}" for k, v in info.items()]
     out += ["", *md_table(HEADERS, [line.row() for line in lines], {1, 2, 3}), ""]
     out += [f"- {note}" for note in setup_notes(s, args)]
+    out += cpu_table(lines)
     print("\n".join(out))
     if args.json:
         with open(args.json, "w") as f:
@@ -628,6 +651,24 @@ def report(
                 indent=1,
             )
         progress(f"JSON written to {args.json}")
+
+
+def cpu_table(lines: list[Line]) -> list[str]:
+    """Where the CPU of the runs across processes went, a message at a time (none: no lines)."""
+    rows = [row for line in lines for side in SIDES if (row := line.cpu_row(side))]
+    if not rows:
+        return []
+    headers = ["test", "side", *CPU_PROCESSES, "all"]
+    return [
+        "",
+        "CPU per message, ns: what each process ran over its own timed window (/proc's "
+        "scheduler time), divided by the messages; medians of the runs. A driver both workers "
+        "share is the receiver's. Spinning counts: a worker or driver that spins while it "
+        "waits takes CPU no message needed, so these are what the processes took of "
+        f"{os.cpu_count()} shared cores, not what each message needs.",
+        "",
+        *md_table(headers, rows, set(range(2, len(headers)))),
+    ]
 
 
 if __name__ == "__main__":

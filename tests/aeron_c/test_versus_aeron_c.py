@@ -16,6 +16,7 @@ COUNT, UDP_COUNT = 20_000, 5_000
 WARMUP, UDP_WARMUP = COUNT // 5, UDP_COUNT // 5  # the harness's warmup: a fifth of the count
 RATE = re.compile(r"^\d+\.\d\d M$")  # one repeat: the median alone, no range
 RATIO = re.compile(r"^\d+\.\d\d×$")
+SIDES = ("pyaeron", "aeronio")
 
 
 @pytest.mark.slow
@@ -38,21 +39,35 @@ def test_the_harness_counts_every_message_of_both_sides(pyaeron_interpreter, tmp
     assert bench.returncode == 0, err[-3000:]
     assert not glob.glob(f"/dev/shm/aeronio-bench-*-{bench.pid}-*"), "a run left its directory"
 
-    table = [line for line in out.splitlines() if line.startswith("| ")]
+    tables = re.findall(r"(?m)(?:^\|.*\n)+", out)
+    table, cpu = (t.splitlines() for t in tables)
     assert table[0] == "| test | pyaeron (C) | aeronio | aeronio ÷ pyaeron |"
-    rows = {cells[0]: cells[1:] for cells in (line.strip("| ").split(" | ") for line in table[1:])}
-    assert list(rows) == [
-        "IPC, 3 processes: (a) try_offer → poll",
-        "IPC, one thread: (b) await offer → async for",
-        "UDP, 2 processes, drivers embedded, window 128 KiB (default)",
-    ]
-    for test in ("IPC, 3 processes: (a) try_offer → poll",
-                 "UDP, 2 processes, drivers embedded, window 128 KiB (default)"):  # fmt: skip
+    rows = {cells[0]: cells[1:] for cells in (line.strip("| ").split(" | ") for line in table[2:])}
+    ipc_a = "IPC, 3 processes: (a) try_offer → poll"
+    udp_a = "UDP, 2 processes, drivers embedded, window 128 KiB (default)"
+    assert list(rows) == [ipc_a, "IPC, one thread: (b) await offer → async for", udp_a]
+    for test in (ipc_a, udp_a):
         pyaeron, aeronio, ratio = rows[test]
         assert RATE.match(pyaeron) and RATE.match(aeronio) and RATIO.match(ratio), rows[test]
     pyaeron, aeronio, ratio = rows["IPC, one thread: (b) await offer → async for"]
     assert (pyaeron, ratio) == ("—", "—") and RATE.match(aeronio)
     assert "SHARED" in out.upper() and "aeronio side:" in out and "pyaeron side:" in out
+
+    # Where the CPU went, per message: the rows across processes, each side's processes (one
+    # standalone driver both IPC workers share, counted once; UDP's drivers in the workers).
+    assert cpu[0] == (
+        "| test | side | receiver | receiver's driver | sender | sender's driver | all |"
+    )
+    shown = {tuple(line.strip("| ").split(" | ")[:2]): line for line in cpu[2:]}
+    assert list(shown) == [(test, side) for test in (ipc_a, udp_a) for side in SIDES]
+    for (test, _), line in shown.items():
+        numbers = line.strip("| ").split(" | ")[2:]
+        dashes = ["receiver's driver", "sender's driver"] if test == udp_a else ["sender's driver"]
+        expected = [
+            p in dashes for p in ("receiver", "receiver's driver", "sender", "sender's driver")
+        ]
+        assert [n == "—" for n in numbers[:4]] == expected, line
+        assert all(n.isdigit() for n in numbers if n != "—"), line
 
     written = json.loads(report.read_text())
     counted = {row["test"]: (row["pyaeron"], row["aeronio"]) for row in written["rows"]}
@@ -62,3 +77,9 @@ def test_the_harness_counts_every_message_of_both_sides(pyaeron_interpreter, tmp
     assert one_thread[0]["absent"] and one_thread[0]["counted"] == []
     assert one_thread[1]["counted"] == [[COUNT + WARMUP] * 2]
     assert all(not side["errors"] for sides in counted.values() for side in sides)
+    cpu_ns = {row["test"]: [row[side]["cpu_ns"] for side in SIDES] for row in written["rows"]}
+    assert [len(runs) for runs in cpu_ns[ipc_a]] == [1, 1]
+    assert all(
+        set(runs[0]) == {"receiver", "receiver's driver", "sender"} for runs in cpu_ns[ipc_a]
+    )
+    assert all(set(runs[0]) == {"receiver", "sender"} for runs in cpu_ns[udp_a])

@@ -4,7 +4,9 @@ number. The aeronio side's handlers keep their counts where every Python special
 """
 
 import dis
+import os
 import sys
+import time
 import types
 
 import pytest
@@ -94,3 +96,52 @@ def test_a_size_the_handlers_cannot_count_is_refused(size, rule, capsys):
         versus.main(["--size", str(size)])
     assert refused.value.code == 2
     assert f"--size must be {rule}" in capsys.readouterr().err
+
+
+def test_cpu_per_message_counts_each_process_once():
+    """Each process's CPU over its own window, per timed message; a driver the two workers
+    share (IPC through one standalone driver) is counted once, as the receiver's."""
+    runs = bench_module("runs")
+    received = {"count": 1000, "cpu_s": 2e-4, "driver_pid": 7, "driver_cpu_s": 1e-4}
+    sent = {"cpu_s": 3e-4, "driver_pid": 8, "driver_cpu_s": 5e-5}
+    assert runs.cpu_per_message(received, sent) == pytest.approx(
+        {"receiver": 200, "receiver's driver": 100, "sender": 300, "sender's driver": 50}
+    )
+    shared = {**sent, "driver_pid": 7}
+    assert runs.cpu_per_message(received, shared) == pytest.approx(
+        {"receiver": 200, "receiver's driver": 100, "sender": 300}
+    )
+    embedded = {"count": 1000, "cpu_s": 2e-4, "driver_pid": None, "driver_cpu_s": None}
+    assert runs.cpu_per_message(embedded, None) == pytest.approx({"receiver": 200})
+    assert runs.cpu_per_message({**received, "incomplete": "out of time"}, sent) == {}
+
+
+def test_the_cpu_table_shows_medians_per_process_and_their_sum():
+    versus = bench_module("versus_aeron_c")
+    line = versus.Line("UDP", "rate")
+    assert versus.cpu_table([line]) == []
+    line.cpu_ns["aeronio"] = [
+        {"receiver": 100, "receiver's driver": 50, "sender": 90, "sender's driver": 40},
+        {"receiver": 120, "receiver's driver": 70, "sender": 80, "sender's driver": 60},
+        {"receiver": 110, "receiver's driver": 60, "sender": 100, "sender's driver": 50},
+    ]
+    line.cpu_ns["pyaeron"] = [{"receiver": 300, "receiver's driver": 10, "sender": 200}]
+    assert line.cpu_row("aeronio") == ["UDP", "aeronio", "110", "60", "90", "50", "320"]
+    assert line.cpu_row("pyaeron") == ["UDP", "pyaeron", "300", "10", "200", "—", "510"]
+    table = versus.cpu_table([line])
+    assert "| UDP | pyaeron | 300 | 10 | 200 | — | 510 |" in table
+    assert "| UDP | aeronio | 110 | 60 | 90 | 50 | 320 |" in table
+
+
+def test_a_process_cpu_time_is_read_to_the_nanosecond():
+    """Runs of a few hundred ms need more than /proc/PID/stat's 10 ms ticks."""
+    children = bench_module("children")
+    before = children.proc_cpu_s(os.getpid())
+    deadline = time.thread_time() + 0.003
+    while time.thread_time() < deadline:
+        pass
+    used = children.proc_cpu_s(os.getpid()) - before
+    assert 0.003 <= used < 1.0
+    assert children.proc_cpu_s(None) is None
+    assert children.driver_cpu(5, 1.0, 1.25) == {"driver_pid": 5, "driver_cpu_s": 0.25}
+    assert children.driver_cpu(None, None, 1.0) == {"driver_pid": None, "driver_cpu_s": None}
