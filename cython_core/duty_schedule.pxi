@@ -4,7 +4,7 @@
 
 cdef enum:
     _BOOKKEEPING_BACKLOG = 8192  # bytes the watched positions move before bookkeeping is due
-    _BOOKKEEPING_IDLE_CYCLES = 16  # duty cycles without work before bookkeeping is due
+    _BOOKKEEPING_IDLE_CYCLES = 16  # idle duty cycles before bookkeeping, when the agent spins
     # Deadlines this close run together, so that an idle driver wakes once for them
     # (heartbeats, status messages and the timer of its streams drift apart otherwise).
     _COALESCE_NS = 10000000
@@ -27,7 +27,10 @@ cdef class DutySchedule:
     - something is urgent;
     - bookkeeping is due: a watched position moved (`pending`) and they moved
       BOOKKEEPING_BACKLOG bytes in all since the last full duty cycle, or the last
-      BOOKKEEPING_IDLE_CYCLES duty cycles did no work (a lone message waits for nothing);
+      `bookkeeping_idle_cycles` duty cycles did no work (a lone message waits for nothing).
+      That is BOOKKEEPING_IDLE_CYCLES while the agent spins after work (the idle duty cycles
+      come anyway, and the next message may come in them), 1 while it parks at once
+      (`agent_spins`: else the pending bookkeeping itself would keep it spinning);
     - the last full duty cycle was `busy` (it sent, or ticked the timer: limits and connections
       change);
     - the next deadline came (the timer's, a sender's, receiver's or endpoint's, lingering
@@ -47,6 +50,7 @@ cdef class DutySchedule:
     cdef public bint pending  # a watched position moved since the last full duty cycle
     cdef public int64_t backlog  # bytes the watched positions moved since then
     cdef public int idle_cycles  # duty cycles in a row without work, up to the threshold
+    cdef readonly int bookkeeping_idle_cycles  # the threshold (see `agent_spins`)
     cdef readonly bint due  # what the last on_data_path decided
 
     def __cinit__(self, int64_t timer_interval_ns):
@@ -55,6 +59,12 @@ cdef class DutySchedule:
         self.busy = True
         self.pending = self.due = False
         self.backlog = self.idle_cycles = 0
+        self.bookkeeping_idle_cycles = _BOOKKEEPING_IDLE_CYCLES
+
+    def agent_spins(self, bint spins) -> None:
+        """Whether the agent spins through idle duty cycles after work (bookkeeping waits for
+        BOOKKEEPING_IDLE_CYCLES of them) or parks at once (bookkeeping at the first)."""
+        self.bookkeeping_idle_cycles = _BOOKKEEPING_IDLE_CYCLES if spins else 1
 
     cpdef bint on_data_path(self, int64_t now_ns, int64_t work, int64_t moved, bint urgent,
                             int64_t deadline_ns):
@@ -64,7 +74,7 @@ cdef class DutySchedule:
         cdef bint came = now_ns >= self.data_path_deadline_ns
         if work:
             self.idle_cycles = 0
-        elif self.idle_cycles < _BOOKKEEPING_IDLE_CYCLES:
+        elif self.idle_cycles < self.bookkeeping_idle_cycles:
             self.idle_cycles += 1
         if moved:
             self.pending = True
@@ -75,7 +85,7 @@ cdef class DutySchedule:
             or self.busy
             or now_ns >= self.next_deadline_ns
             or (self.pending and (self.backlog >= _BOOKKEEPING_BACKLOG
-                                  or self.idle_cycles >= _BOOKKEEPING_IDLE_CYCLES))
+                                  or self.idle_cycles >= self.bookkeeping_idle_cycles))
             or (came and self.timer_due(now_ns))
         )
         return self.due

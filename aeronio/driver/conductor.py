@@ -671,6 +671,7 @@ class DriverConductor:
                 if reshaped or timer or self.udp.images_added:
                     self._data_path = self._new_data_path(data_path)
                     self.udp.images_added = False
+                schedule.agent_spins(self.ctx.conductor_idle_spins > 0 and self.spins_wanted())
                 # Followed by another full duty cycle: a tick changes limits and connections.
                 schedule.ran(
                     now_ns,
@@ -690,6 +691,12 @@ class DriverConductor:
     def serves_ipc(self) -> bool:
         """Whether an IPC publication has subscribers (its publisher limit must follow them)."""
         return any(isinstance(pub, IpcPublication) and pub.subscribers for pub in self.publications)
+
+    def spins_wanted(self) -> bool:
+        """Whether the agent spins through idle duty cycles after work: always, or, with
+        `conductor_idle_spins_ipc_only` (a standalone driver), while it serves IPC (network
+        streams wake it for all they need)."""
+        return not self.ctx.conductor_idle_spins_ipc_only or self.serves_ipc()
 
     def park_ns(self) -> int:
         """How long the agent may park now: until the next deadline (0: run again at once)."""

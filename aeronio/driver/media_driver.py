@@ -90,9 +90,7 @@ class MediaDriver:
             on_error=lambda error: conductor.record_error(error),
             on_idle=lambda idle: conductor.on_idle(idle),
             idle_spins=self.ctx.conductor_idle_spins,
-            spins_wanted=lambda: (
-                not self.ctx.conductor_idle_spins_ipc_only or conductor.serves_ipc()
-            ),
+            spins_wanted=lambda: conductor.spins_wanted(),
         )
 
         def unwatch(fd: int) -> None:

@@ -101,6 +101,25 @@ def test_when_the_full_duty_cycle_runs(state, now, seen, runs):
     assert s.pending is (state.get("pending", False) or moved > 0)
 
 
+def test_an_agent_that_parks_at_once_runs_pending_bookkeeping_at_its_first_idle_cycle():
+    """While the agent spins after work, bookkeeping waits for BOOKKEEPING_IDLE_CYCLES idle
+    duty cycles (the next message may come in them); an agent that parks at once has it at the
+    first, and data flowing still waits for the backlog."""
+    s = schedule(idle_cycles=0)
+    assert s.bookkeeping_idle_cycles == BOOKKEEPING_IDLE_CYCLES
+    assert not s.on_data_path(QUIET, 1, 100, False, 2000 * MS)
+    assert not s.on_data_path(QUIET, 0, 0, False, 2000 * MS)  # the first idle cycle
+    s.agent_spins(False)
+    assert s.bookkeeping_idle_cycles == 1
+    assert s.on_data_path(QUIET, 0, 0, False, 2000 * MS)
+    s = schedule(idle_cycles=0)
+    s.agent_spins(False)
+    assert not s.on_data_path(QUIET, 1, 100, False, 2000 * MS)  # data flows: the backlog
+    assert s.on_data_path(QUIET, 1, BOOKKEEPING_BACKLOG, False, 2000 * MS)
+    s.agent_spins(True)
+    assert s.bookkeeping_idle_cycles == BOOKKEEPING_IDLE_CYCLES
+
+
 # (now) -> the timer ticks in the full duty cycle at that time
 TICKS = [(TIMER - EARLY - 1, False), (TIMER - EARLY, True), (TIMER, True), (TIMER + 5 * MS, True)]
 
