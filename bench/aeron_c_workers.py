@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 
 import pyaeron
 from children import driver_cpu, proc_cpu_s
-from worker_protocol import SEQ, Released, emit
+from worker_protocol import SEQ, Pace, Released, emit
 
 CHECK_EVERY = 4096  # idle spins between looks at the clock
 
@@ -69,14 +69,18 @@ def await_connected(thing, seconds: float) -> None:
 
 
 class Deadline:
-    """The run's time limit, looked at every CHECK_EVERY idle spins."""
+    """The run's time limit, looked at every CHECK_EVERY idle spins; in a paced run (`rate`)
+    each idle spin sleeps Pace.IDLE."""
 
-    def __init__(self, seconds: float, what: str) -> None:
+    def __init__(self, seconds: float, what: str, rate: float = 0.0) -> None:
         self.at = time.monotonic() + seconds
         self.what = what
         self.spins = 0
+        self.nap = Pace.IDLE if rate else 0.0
 
     def idle(self, done: int, total: int) -> None:
+        if self.nap:
+            time.sleep(self.nap)
         self.spins += 1
         if self.spins >= CHECK_EVERY:
             self.spins = 0
@@ -84,11 +88,15 @@ class Deadline:
                 raise RunFailed(f"{self.what} stalled at {done}/{total}")
 
 
-def offer_all(pub, start: int, stop: int, size: int, deadline: Deadline) -> None:
-    """Messages start..stop-1, each carrying its number, spinning until `offer` takes it."""
+def offer_all(pub, start: int, stop: int, size: int, deadline: Deadline, rate: float) -> None:
+    """Messages start..stop-1, each carrying its number, spinning until `offer` takes it; with
+    a rate, each once it is due (Pace)."""
+    pace = Pace(rate) if rate else None
     msg = bytearray(size)
     stamp, offer = SEQ.pack_into, pub.offer
     for i in range(start, stop):
+        if pace is not None:
+            pace.wait(i)
         stamp(msg, 0, i)
         while not offer(msg):
             deadline.idle(i, stop)
@@ -165,10 +173,10 @@ def pub_role(spec: dict, released: Released) -> dict:
         pub = aeron.add_publication(spec["channel"], spec["stream"])
         await_connected(pub, spec["timeout"])
         emit("READY")
-        deadline = Deadline(spec["timeout"], "publisher")
-        offer_all(pub, 0, warmup, spec["size"], deadline)
+        deadline = Deadline(spec["timeout"], "publisher", spec.get("rate", 0))
+        offer_all(pub, 0, warmup, spec["size"], deadline, spec.get("rate", 0))
         d0, cpu0, t0 = proc_cpu_s(driver_pid), time.process_time(), time.perf_counter()
-        offer_all(pub, warmup, total, spec["size"], deadline)
+        offer_all(pub, warmup, total, spec["size"], deadline, spec.get("rate", 0))
         t1, cpu1, d1 = time.perf_counter(), time.process_time(), proc_cpu_s(driver_pid)
         emit("SENT")
         released.wait_blocking(spec["timeout"] + spec.get("grace", 0.0))
@@ -189,7 +197,7 @@ def sub_role(spec: dict, released: Released) -> dict:
         emit("READY")
         await_connected(sub, spec["timeout"])
         counter = Counter()
-        deadline = Deadline(spec["timeout"], "subscriber")
+        deadline = Deadline(spec["timeout"], "subscriber", spec.get("rate", 0))
         drain(sub, counter, warmup, spec["fragment_limit"], deadline)
         d0, cpu0, t0 = proc_cpu_s(driver_pid), time.process_time(), time.perf_counter()
         drain(sub, counter, total - 1, spec["fragment_limit"], deadline)

@@ -13,7 +13,7 @@ from typing import NoReturn
 import numpy as np
 from basics import BenchError, Stalled, check, record_dtype
 from children import driver_cpu, proc_cpu_s
-from worker_protocol import SEQ, Released, emit
+from worker_protocol import SEQ, Pace, Released, emit
 
 import aeronio
 from aeronio import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
@@ -161,7 +161,9 @@ async def aeron_pub(spec: dict, released: Released) -> dict:
 
 async def pub_spin(pub, spec: dict, start: int, stop: int) -> None:
     """Messages start..stop-1 (each carrying its number), spinning through back-pressure; with
-    send_yield, yielding to the loop after every send_yield messages."""
+    send_yield, yielding to the loop after every send_yield messages; with a rate, each once it
+    is due (Pace)."""
+    pace = Pace(spec["rate"]) if spec.get("rate") else None
     msg = bytearray(spec["size"])
     stamp = SEQ.pack_into
     try_offer = pub.try_offer
@@ -170,6 +172,8 @@ async def pub_spin(pub, spec: dict, start: int, stop: int) -> None:
     spins = 0
     for first in range(start, stop, chunk):
         for i in range(first, min(first + chunk, stop)):
+            if pace is not None:
+                pace.wait(i)
             stamp(msg, 0, i)
             while True:
                 result = try_offer(msg)
@@ -311,15 +315,19 @@ def drainer(
     spec: dict, poll: Callable, handler: Callable, got: Received, deadline: float
 ) -> Callable[[int], Awaitable[None]]:
     """`drain(upto)`: `poll(handler, limit)` (a subscription's poll or batch_poll) in a spinning
-    loop until `got.count` reaches `upto`, yielding every idle_yield idle polls; Stalled at the
-    deadline (checked when yielding, and in a partial run also while messages arrive)."""
+    loop until `got.count` reaches `upto`, yielding every idle_yield idle polls (in a paced run
+    sleeping Pace.IDLE after each); Stalled at the deadline (checked when yielding, and in a
+    partial run also while messages arrive)."""
     total = spec["warmup"] + spec["count"]
     limit, every, partial = spec["fragment_limit"], spec["idle_yield"], spec.get("partial")
+    nap = Pace.IDLE if spec.get("rate") else 0.0
 
     async def drain(upto: int) -> None:
         idle = 0
         while got.count < upto:
             if poll(handler, min(limit, upto - got.count)) == 0:
+                if nap:
+                    time.sleep(nap)
                 idle = await idled(idle, deadline, got.count, total, every)
             elif partial and time.monotonic() >= deadline:
                 raise Stalled(f"stalled at {got.count}/{total}")

@@ -70,6 +70,7 @@ from one_process_workers import ROLES as ONE_PROCESS_ROLES
 from reports import load_average, machine_info, md_table
 from runs import latency_run, run_spec, throughput_run, worker_limit
 from udp_processes import parse_windows, udp_channels
+from worker_protocol import Pace
 from zmq_workers import worker_main
 
 from aeronio.driver.context import STANDALONE_DEFAULTS, DriverContext
@@ -167,6 +168,7 @@ class Settings:
     burst: int
     fragment_limit: int
     timeout: float
+    udp_rate: float = 0.0  # the UDP rows' publishers' pace, messages a second (0: none)
 
     def warmup(self, count: int) -> int:
         return min(200_000, count // 5)
@@ -256,6 +258,8 @@ def udp(side: Side, s: Settings, embedded: bool, window: str) -> Measured:
     (sub_name, sub_role), (pub_name, pub_role) = roles = pair(side, "sub", "pub")
     with SideScope(side) as scope:
         spec = common(s, s.udp_count, mode="a", channel=pub_channel, sub_channel=sub_channel)
+        if s.udp_rate:
+            spec["rate"] = s.udp_rate
         if embedded:
             spec.update(EMBEDDED_UDP, dirs={r: scope.shm_dir(r) for r in (sub_role, pub_role)})
         else:
@@ -386,6 +390,8 @@ def plan(rows: list[str], windows: list[str], s: Settings) -> list[Task]:
             embedded = row == "udp-embedded"
             for w in windows:
                 name = f"{title}, window {'128 KiB (default)' if w == 'default' else w}"
+                if s.udp_rate:
+                    name += f", paced at {s.udp_rate:,.0f} msgs/s"
                 tasks.append(
                     Task(name, [Line(name, "rate")],
                          lambda side, e=embedded, w=w: udp(side, s, e, w))
@@ -511,6 +517,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--count", type=int, default=1_000_000, help="messages per IPC run")
     parser.add_argument("--udp-count", type=int, default=500_000, help="messages per UDP run")
+    parser.add_argument(
+        "--udp-rate",
+        type=float,
+        default=0.0,
+        help="pace udp-standalone's publishers at this many messages a second, the workers "
+        "sleeping while they wait (0: as fast as they can, spinning): the drivers' CPU per "
+        "message at a steady rate",
+    )
     parser.add_argument("--rtt-count", type=int, default=100_000, help="timed round trips")
     parser.add_argument("--rtt-warmup", type=int, default=10_000, help="untimed round trips")
     parser.add_argument(
@@ -536,6 +550,10 @@ def main(argv: list[str] | None = None) -> int:
     windows = parse_windows(parser, args.windows)
     positive = ("repeats", "count", "udp_count", "rtt_count", "one_call_count", "chunk", "burst")
     require_positive(parser, args, (*positive, "fragment_limit"))
+    if args.udp_rate < 0:
+        parser.error("--udp-rate must not be negative")
+    if args.udp_rate and "udp-embedded" in rows:
+        parser.error("--udp-rate paces the standalone drivers' row (udp-standalone) alone")
     if args.size < 8:
         parser.error("--size must be at least 8 bytes (every message carries a u64 sequence)")
     if args.size > MAX_UNFRAGMENTED:
@@ -576,6 +594,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings(
             args.size, args.count, args.udp_count, args.rtt_count, args.rtt_warmup,
             args.one_call_count, args.chunk, args.burst, args.fragment_limit, args.timeout,
+            args.udp_rate,
         )  # fmt: skip
         tasks = plan(rows, windows, settings)
         if c_python is None:
@@ -621,6 +640,16 @@ def setup_notes(s: Settings, args: argparse.Namespace) -> list[str]:
         "drivers) or, with drivers embedded, on every idle poll and after every "
         f"{EMBEDDED_UDP['send_yield']} messages offered (so its driver sends); (b) uses "
         "aeronio's default idle strategy. A fresh driver (or pair) for every run.",
+        *(
+            [
+                f"Paced: the publishers offer a message every 1/{s.udp_rate:,.0f} s (warmup "
+                "too), sleeping until it is due; the subscribers sleep "
+                f"{Pace.IDLE * 1e6:g} µs after a poll that found nothing (both sides alike: "
+                "time.sleep), so the CPU per message below is mostly the drivers'."
+            ]
+            if s.udp_rate
+            else []
+        ),
         "UDP windows: `default` leaves both sides at their defaults; a size W adds "
         "`rcv-wnd=W|so-rcvbuf=W|so-sndbuf=W` to the subscription's channel and "
         "`so-rcvbuf=W|so-sndbuf=W` to the publication's, on both sides.",

@@ -46,3 +46,25 @@ class Released:
     def wait_blocking(self, timeout: float) -> None:
         if not self.event.wait(timeout):
             raise NotReleased("not released by the parent in time")
+
+
+class Pace:
+    """A paced run (versus_aeron_c.py --udp-rate): the sender offers message `i` once it is due
+    at `rate` messages a second from its first, sleeping until then (`wait`), and a receiver
+    sleeps IDLE after a poll that found nothing. Both sides' workers wait alike, by sleeping,
+    so that their waiting takes no CPU from the drivers a paced run measures."""
+
+    IDLE = 100e-6
+
+    def __init__(self, rate: float) -> None:
+        self.period = 1.0 / rate
+        self.start: float | None = None
+        self.first = 0
+
+    def wait(self, i: int) -> None:
+        now = time.perf_counter()
+        if self.start is None:
+            self.start, self.first = now, i
+        due = self.start + (i - self.first) * self.period
+        if due > now:
+            time.sleep(due - now)

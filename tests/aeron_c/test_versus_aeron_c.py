@@ -83,3 +83,28 @@ def test_the_harness_counts_every_message_of_both_sides(pyaeron_interpreter, tmp
         set(runs[0]) == {"receiver", "receiver's driver", "sender"} for runs in cpu_ns[ipc_a]
     )
     assert all(set(runs[0]) == {"receiver", "sender"} for runs in cpu_ns[udp_a])
+
+
+@pytest.mark.slow
+def test_a_paced_run_counts_every_message_and_each_drivers_cpu(pyaeron_interpreter, tmp_path):
+    """--udp-rate: both sides' publishers paced, their standalone drivers' CPU per message
+    reported for each of the four processes."""
+    report = tmp_path / "paced.json"
+    count, rate = 2_000, 20_000
+    command = [
+        sys.executable, str(ROOT / "bench" / "versus_aeron_c.py"),
+        "--python", sys.executable, "--pyaeron-python", pyaeron_interpreter.get(),
+        "--rows", "udp-standalone", "--windows", "default", "--repeats", "1",
+        "--udp-count", str(count), "--udp-rate", str(rate), "--timeout", "60",
+        "--json", str(report),
+    ]  # fmt: skip
+    bench = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    (row,) = json.loads(report.read_text())["rows"]
+    assert row["test"].endswith(f"paced at {rate:,} msgs/s")
+    for side in SIDES:
+        assert row[side]["counted"] == [[count + count // 5] * 2]
+        (cpu,) = row[side]["cpu_ns"]
+        assert set(cpu) == {"receiver", "receiver's driver", "sender", "sender's driver"}
+        assert all(ns > 0 for ns in cpu.values()), (side, cpu)
+    assert "Paced: the publishers offer a message every 1/20,000 s" in bench.stdout

@@ -145,3 +145,27 @@ def test_a_process_cpu_time_is_read_to_the_nanosecond():
     assert children.proc_cpu_s(None) is None
     assert children.driver_cpu(5, 1.0, 1.25) == {"driver_pid": 5, "driver_cpu_s": 0.25}
     assert children.driver_cpu(None, None, 1.0) == {"driver_pid": None, "driver_cpu_s": None}
+
+
+def test_a_paced_sender_waits_until_each_message_is_due():
+    pace = bench_module("worker_protocol").Pace(1000.0)  # a message a millisecond
+    start = time.perf_counter()
+    pace.wait(10)  # the first sets the schedule: due at once
+    assert time.perf_counter() - start < 0.5
+    pace.wait(15)
+    assert time.perf_counter() - start >= 0.005
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--udp-rate", "-1"], "--udp-rate must not be negative"),
+        (["--udp-rate", "1000"], "--udp-rate paces the standalone drivers' row"),
+    ],
+)
+def test_a_pace_the_rows_cannot_take_is_refused(args, said, capsys):
+    versus = bench_module("versus_aeron_c")
+    with pytest.raises(SystemExit) as refused:
+        versus.main(args)
+    assert refused.value.code == 2
+    assert said in capsys.readouterr().err
