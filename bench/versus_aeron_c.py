@@ -90,6 +90,7 @@ ROWS: dict[str, str] = {
     "ipc-1t-a": "IPC, one thread: (a) try_offer → poll",
     "ipc-1t-b": "IPC, one thread: (b) await offer → async for",
     "rtt": "IPC round trip, busy poll",
+    "udp-rtt": "UDP round trip, standalone drivers, busy poll",
     "one-call": "one call",
     "udp-standalone": "UDP, 2 processes, standalone drivers",
     "udp-embedded": "UDP, 2 processes, drivers embedded",
@@ -238,15 +239,23 @@ def one_call(side: Side, s: Settings) -> Measured:
     return Measured({"offer": offer, "poll": poll}, result["received"], s.chunk + s.one_call_count)
 
 
-def round_trip(side: Side, s: Settings) -> Measured:
-    """Median and p99 of the timed round trips (each pong's number checked): microseconds."""
+def round_trip(side: Side, s: Settings, udp: bool = False) -> Measured:
+    """Median and p99 of the timed round trips (each pong's number checked): microseconds. IPC
+    through one standalone driver, or `udp` over 127.0.0.1 between two, one for each worker."""
     with SideScope(side) as scope:
-        dir, pid = side.start_driver(scope, "ipc")
         spec = run_spec(
-            s.size, s.rtt_count, s.rtt_warmup, s.timeout, mode="spin", dir=dir, driver_pid=pid,
-            idle_yield=SPIN_YIELD, send_yield=0, grace=GRACE, **ping_pong_spec(IPC, IPC),
+            s.size, s.rtt_count, s.rtt_warmup, s.timeout, mode="spin", idle_yield=SPIN_YIELD,
+            send_yield=0, grace=GRACE,
         )  # fmt: skip
-        stats = latency_run(scope, spec, *pair(side, "pong", "ping"))
+        roles = pair(side, "pong", "ping")
+        if udp:
+            ping, pong = (f"aeron:udp?endpoint=127.0.0.1:{free_port()}" for _ in range(2))
+            spec.update(ping_pong_spec(ping, pong))
+            spec["role_dirs"] = {role: side.start_driver(scope, role) for _, role in roles}
+        else:
+            dir, pid = side.start_driver(scope, "ipc")
+            spec.update(ping_pong_spec(IPC, IPC), dir=dir, driver_pid=pid)
+        stats = latency_run(scope, spec, *roles)
     values = {"median": stats.get("median", 0.0), "p99": stats.get("p99", 0.0)}
     return Measured(values, stats["n"], s.rtt_count)
 
@@ -377,9 +386,10 @@ def plan(rows: list[str], windows: list[str], s: Settings) -> list[Task]:
             run = ipc_processes if row.startswith("ipc-3p") else one_thread
             line = Line(title, "rate", absent={"pyaeron"} if row in AERONIO_ONLY else set())
             tasks.append(Task(title, [line], lambda side, r=run, m=mode: r(side, s, m)))
-        elif row == "rtt":
+        elif row in ("rtt", "udp-rtt"):
             lines = [Line(f"{title}: median", "median", True), Line(f"{title}: p99", "p99", True)]
-            tasks.append(Task(title, lines, lambda side: round_trip(side, s)))
+            over_udp = row == "udp-rtt"
+            tasks.append(Task(title, lines, lambda side, u=over_udp: round_trip(side, s, u)))
         elif row == "one-call":
             lines = [
                 Line(f"{title}: offer alone", "offer"),

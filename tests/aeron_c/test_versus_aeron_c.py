@@ -86,22 +86,28 @@ def test_the_harness_counts_every_message_of_both_sides(pyaeron_interpreter, tmp
 
 
 @pytest.mark.slow
-def test_a_paced_run_counts_every_message_and_each_drivers_cpu(pyaeron_interpreter, tmp_path):
+def test_udp_between_standalone_drivers_paced_and_in_round_trips(pyaeron_interpreter, tmp_path):
     """--udp-rate: both sides' publishers paced, their standalone drivers' CPU per message
-    reported for each of the four processes."""
+    reported for each of the four processes; and round trips between two standalone drivers,
+    each pong's number checked."""
     report = tmp_path / "paced.json"
     count, rate = 2_000, 20_000
     command = [
         sys.executable, str(ROOT / "bench" / "versus_aeron_c.py"),
         "--python", sys.executable, "--pyaeron-python", pyaeron_interpreter.get(),
-        "--rows", "udp-standalone", "--windows", "default", "--repeats", "1",
+        "--rows", "udp-standalone,udp-rtt", "--windows", "default", "--repeats", "1",
         "--udp-count", str(count), "--udp-rate", str(rate), "--timeout", "60",
+        "--rtt-count", "500", "--rtt-warmup", "100",
         "--json", str(report),
     ]  # fmt: skip
     bench = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert bench.returncode == 0, bench.stderr[-3000:]
-    (row,) = json.loads(report.read_text())["rows"]
+    row, median, p99 = json.loads(report.read_text())["rows"]
     assert row["test"].endswith(f"paced at {rate:,} msgs/s")
+    assert median["test"] == "UDP round trip, standalone drivers, busy poll: median"
+    for side in SIDES:
+        assert median[side]["counted"] == p99[side]["counted"] == [[500, 500]]
+        assert 0 < median[side]["median"] <= p99[side]["median"]
     for side in SIDES:
         assert row[side]["counted"] == [[count + count // 5] * 2]
         (cpu,) = row[side]["cpu_ns"]
