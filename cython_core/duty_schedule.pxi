@@ -28,9 +28,9 @@ cdef class DutySchedule:
     - bookkeeping is due: a watched position moved (`pending`) and they moved
       BOOKKEEPING_BACKLOG bytes in all since the last full duty cycle, or the last
       `bookkeeping_idle_cycles` duty cycles did no work (a lone message waits for nothing).
-      That is BOOKKEEPING_IDLE_CYCLES while the agent spins after work (the idle duty cycles
-      come anyway, and the next message may come in them), 1 while it parks at once
-      (`agent_spins`: else the pending bookkeeping itself would keep it spinning);
+      That is BOOKKEEPING_IDLE_CYCLES unless the agent is to park at once after work (a
+      standalone driver serving network streams only: `agent_spins`), 1 then: the pending
+      bookkeeping, reported as work, would otherwise keep it running those idle cycles;
     - the last full duty cycle was `busy` (it sent, or ticked the timer: limits and connections
       change);
     - the next deadline came (the timer's, a sender's, receiver's or endpoint's, lingering
@@ -62,8 +62,9 @@ cdef class DutySchedule:
         self.bookkeeping_idle_cycles = _BOOKKEEPING_IDLE_CYCLES
 
     def agent_spins(self, bint spins) -> None:
-        """Whether the agent spins through idle duty cycles after work (bookkeeping waits for
-        BOOKKEEPING_IDLE_CYCLES of them) or parks at once (bookkeeping at the first)."""
+        """Whether the agent may run idle duty cycles after work (its spins, or an application
+        invoking it in a loop: bookkeeping waits for BOOKKEEPING_IDLE_CYCLES of them) or is to
+        park at once (bookkeeping at the first)."""
         self.bookkeeping_idle_cycles = _BOOKKEEPING_IDLE_CYCLES if spins else 1
 
     cpdef bint on_data_path(self, int64_t now_ns, int64_t work, int64_t moved, bint urgent,

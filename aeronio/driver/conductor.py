@@ -671,7 +671,7 @@ class DriverConductor:
                 if reshaped or timer or self.udp.images_added:
                     self._data_path = self._new_data_path(data_path)
                     self.udp.images_added = False
-                schedule.agent_spins(self.ctx.conductor_idle_spins > 0 and self.spins_wanted())
+                schedule.agent_spins(self.spins_wanted())
                 # Followed by another full duty cycle: a tick changes limits and connections.
                 schedule.ran(
                     now_ns,
