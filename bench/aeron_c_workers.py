@@ -5,7 +5,8 @@ Run as `python bench/aeron_c_workers.py JSON` (the spec of bench/aeron_workers.p
 count, warmup, timeout, grace, mode, channel/sub_channel, stream, fragment_limit, idle_yield, and
 `dir` - a standalone driver's - or `dirs` - each role's own embedded driver's); it speaks the same
 protocol on stdout ("READY", "SENT", "RESULT {json}"; waits for its stdin to close when it must
-outlive its peer). Imports neither aeronio nor numpy: only the standard library and pyaeron.
+outlive its peer). Imports neither aeronio nor numpy: the standard library, pyaeron and the
+harness's own modules (bench/ and the repository on the path, as versus_aeron_c.py sets it).
 
 The loops are the plain ones Aeron's samples use, busy-spinning: `offer` until it takes the
 message, `poll(handler, limit)` until every message came; each message carries its number
@@ -173,7 +174,7 @@ def pub_role(spec: dict, released: Released) -> dict:
         pub = aeron.add_publication(spec["channel"], spec["stream"])
         await_connected(pub, spec["timeout"])
         emit("READY")
-        deadline = Deadline(spec["timeout"], "publisher", spec.get("rate", 0))
+        deadline = Deadline(spec["timeout"], "publisher")  # spins through back-pressure
         offer_all(pub, 0, warmup, spec["size"], deadline, spec.get("rate", 0))
         d0, cpu0, t0 = proc_cpu_s(driver_pid), time.process_time(), time.perf_counter()
         offer_all(pub, warmup, total, spec["size"], deadline, spec.get("rate", 0))

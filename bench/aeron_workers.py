@@ -360,6 +360,8 @@ async def sub_poll(sub, spec: dict, window: Window, got: Received) -> None:
         await drain(total - 1)
         while got.count < total:  # the last message, through a handler that notes its length
             if poll(last_handler, 1) == 0:
+                if spec.get("rate"):  # paced: as the drain (and the C side's drain_last)
+                    time.sleep(Pace.IDLE)
                 if time.monotonic() >= deadline:
                     raise Stalled(f"stalled at {got.count}/{total}")
                 await asyncio.sleep(0)

@@ -28,17 +28,22 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def proc_cpu_s(pid: int | None) -> float | None:
-    """CPU seconds a live process ran (all its live threads), from /proc: the scheduler's
-    nanoseconds (`schedstat`) where the kernel keeps them, else user + system ticks (10 ms
-    apart: too coarse for a run of a few hundred ms). None when unknown."""
+    """CPU seconds a live process ran (its live threads: a thread that ended no longer
+    counts), from /proc: the scheduler's nanoseconds (`schedstat`) where the kernel keeps them,
+    else user + system ticks (10 ms apart: too coarse for a run of a few hundred ms). None when
+    unknown."""
     if not pid:
         return None
     try:
         total = 0
         for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
-                total += int(f.read().split()[0])
-        return total / 1e9
+            try:
+                with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except FileNotFoundError:  # a thread that ended since the listing
+                continue
+        if total:  # 0: the kernel keeps no scheduler statistics (sched_info off)
+            return total / 1e9
     except (OSError, IndexError, ValueError):
         pass
     try:

@@ -13,6 +13,10 @@ def pct(part: float | None, whole: float) -> str:
     return "?" if part is None or whole <= 0 else f"{100 * part / whole:.0f}%"
 
 
+def ms(seconds: float | None) -> str:
+    return "? ms" if seconds is None else f"{seconds * 1e3:.0f} ms"
+
+
 def cpu_per_message(received: dict, sent: dict | None) -> dict[str, float]:
     """Nanoseconds of CPU per timed message in each process of a run that reported it: the
     receiver, the sender, the receiver's driver and the sender's (a driver both share counted
@@ -49,12 +53,12 @@ def report_throughput(
             f"{names[1]} {pct(sent['cpu_s'], sent['elapsed'])} of {sent['elapsed'] * 1e3:.1f} ms "
             f"({n / sent['elapsed']:,.0f} msgs/s sent)"
         )
-    if received.get("driver_cpu_s") is not None:
-        parts.append(f"driver {received['driver_cpu_s'] * 1e3:.0f} ms")
     per_message = cpu_per_message(received, sent)
-    if "sender's driver" in per_message:
-        parts[-1] = f"drivers {names[0]}'s {received['driver_cpu_s'] * 1e3:.0f} ms"
-        parts.append(f"{names[1]}'s {sent['driver_cpu_s'] * 1e3:.0f} ms")
+    if "sender's driver" in per_message:  # two drivers: the receiver's may be unknown
+        drivers = (received.get("driver_cpu_s"), sent["driver_cpu_s"])
+        parts.append(f"drivers {names[0]}'s {ms(drivers[0])}, {names[1]}'s {ms(drivers[1])}")
+    elif received.get("driver_cpu_s") is not None:
+        parts.append(f"driver {ms(received['driver_cpu_s'])}")
     head = "n/a" if rate is None else f"{rate:,.0f}"
     tail = f" (e2e {e2e:,.0f})" if e2e is not None else ""
     if received.get("incomplete"):

@@ -334,8 +334,8 @@ class Line:
         return [self.test, self.cell("pyaeron"), self.cell("aeronio"), self.ratio_text()]
 
     def cpu_row(self, side: str) -> list[str] | None:
-        """The side's CPU per message in each process and their sum (medians of the runs, ns);
-        None without such figures."""
+        """The side's CPU per message in each process (medians of the runs, ns) and all four
+        together (the median of each run's sum); None without such figures."""
         runs = self.cpu_ns[side]
         if not runs:
             return None
@@ -706,7 +706,8 @@ def cpu_table(lines: list[Line]) -> list[str]:
     return [
         "",
         "CPU per message, ns: what each process ran over its own timed window (/proc's "
-        "scheduler time), divided by the messages; medians of the runs. A driver both workers "
+        "scheduler time), divided by the messages; medians of the runs, and for all of them "
+        "the median of each run's sum. A driver both workers "
         "share is the receiver's. Spinning counts: a worker or driver that spins while it "
         "waits takes CPU no message needed, so these are what the processes took of "
         f"{os.cpu_count()} shared cores, not what each message needs.",
