@@ -77,7 +77,7 @@ class Deadline:
         self.at = time.monotonic() + seconds
         self.what = what
         self.spins = 0
-        self.nap = Pace.IDLE if rate else 0.0
+        self.nap = Pace.nap(rate)
 
     def idle(self, done: int, total: int) -> None:
         if self.nap:

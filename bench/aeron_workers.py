@@ -320,7 +320,7 @@ def drainer(
     partial run also while messages arrive)."""
     total = spec["warmup"] + spec["count"]
     limit, every, partial = spec["fragment_limit"], spec["idle_yield"], spec.get("partial")
-    nap = Pace.IDLE if spec.get("rate") else 0.0
+    nap = Pace.nap(spec.get("rate", 0))
 
     async def drain(upto: int) -> None:
         idle = 0
@@ -360,8 +360,8 @@ async def sub_poll(sub, spec: dict, window: Window, got: Received) -> None:
         await drain(total - 1)
         while got.count < total:  # the last message, through a handler that notes its length
             if poll(last_handler, 1) == 0:
-                if spec.get("rate"):  # paced: as the drain (and the C side's drain_last)
-                    time.sleep(Pace.IDLE)
+                if nap := Pace.nap(spec.get("rate", 0)):  # as the drain, and the C side's
+                    time.sleep(nap)
                 if time.monotonic() >= deadline:
                     raise Stalled(f"stalled at {got.count}/{total}")
                 await asyncio.sleep(0)

@@ -170,7 +170,7 @@ class Settings:
     burst: int
     fragment_limit: int
     timeout: float
-    udp_rate: float = 0.0  # the UDP rows' publishers' pace, messages a second (0: none)
+    udp_rate: float = 0.0  # udp-standalone's publishers' pace, messages a second (0: none)
 
     def warmup(self, count: int) -> int:
         return min(200_000, count // 5)

@@ -56,6 +56,11 @@ class Pace:
 
     IDLE = 100e-6
 
+    @staticmethod
+    def nap(rate: float) -> float:
+        """How long a receiver sleeps after an empty poll in a run at `rate` (0: unpaced, none)."""
+        return Pace.IDLE if rate else 0.0
+
     def __init__(self, rate: float) -> None:
         self.period = 1.0 / rate
         self.start: float | None = None

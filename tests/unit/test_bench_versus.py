@@ -154,6 +154,7 @@ def test_a_paced_sender_waits_until_each_message_is_due():
     assert time.perf_counter() - start < 0.5
     pace.wait(15)
     assert time.perf_counter() - start >= 0.005
+    assert (type(pace).nap(1000.0), type(pace).nap(0)) == (type(pace).IDLE, 0.0)
 
 
 @pytest.mark.parametrize(
