@@ -63,6 +63,9 @@ class Pace:
 
     def __init__(self, rate: float) -> None:
         self.period = 1.0 / rate
+        # An asyncio worker's sleeps block its loop: it turns the loop this often (messages;
+        # a tenth of a second), so that what runs there (aeronio's client keepalive) runs.
+        self.per_loop_turn = max(1, int(rate / 10))
         self.start: float | None = None
         self.first = 0
 

@@ -3,7 +3,9 @@ aeronio's one-process loops, and the table shows a failed or absent cell as such
 number. The aeronio side's handlers keep their counts where every Python specialises the access.
 """
 
+import asyncio
 import dis
+import itertools
 import os
 import sys
 import time
@@ -155,6 +157,34 @@ def test_a_paced_sender_waits_until_each_message_is_due():
     pace.wait(15)
     assert time.perf_counter() - start >= 0.005
     assert (type(pace).nap(1000.0), type(pace).nap(0)) == (type(pace).IDLE, 0.0)
+
+
+async def test_a_paced_aeronio_sender_turns_its_loop_while_it_waits():
+    """Its sleeps block its loop, where aeronio's client keeps itself alive: it turns the loop
+    every tenth of a second's messages (here 20 at 200 a second), so nothing there waits for
+    the end of a run (a client silent for the driver's liveness timeout loses its
+    publications)."""
+    workers = bench_module("aeron_workers")
+    offered = []
+    pub = types.SimpleNamespace(try_offer=lambda msg: offered.append(bytes(msg)) or 1)
+    turns = []
+
+    async def count_turns() -> None:
+        while True:
+            turns.append(time.perf_counter())
+            await asyncio.sleep(0)
+
+    ticker = asyncio.ensure_future(count_turns())
+    await asyncio.sleep(0)
+    spec = {"rate": 200.0, "size": 16, "idle_yield": 10, "send_yield": 0}
+    start = time.perf_counter()
+    await workers.pub_spin(pub, spec, 0, 100)  # half a second
+    end = time.perf_counter()
+    ticker.cancel()
+    assert len(offered) == 100 and end - start >= 0.45
+    seen = [start, *(t for t in turns if start < t < end), end]
+    gaps = [b - a for a, b in itertools.pairwise(seen)]
+    assert len(seen) > 5 and max(gaps) < 0.3
 
 
 @pytest.mark.parametrize(
