@@ -636,7 +636,9 @@ class DriverConductor:
         rebuilt, publisher limits moved: the agent spins a while after it before it parks), at
         least 1 while bookkeeping is pending (an agent must not park before it runs).
         Housekeeping (commands, control frames, heartbeats, status messages, the timer) is not
-        traffic."""
+        traffic. An agent that parks at once after work (`spins_wanted`) gets the DataPath's
+        work only: the traffic the bookkeeping saw would only make it run an idle duty cycle
+        more before it parks (what the bookkeeping left to do, `schedule.busy`, it runs)."""
         now_ns = time.monotonic_ns() if now_ns is None else now_ns
         self._now_ns = now_ns
         data_path, schedule = self._data_path, self.schedule
@@ -648,7 +650,7 @@ class DriverConductor:
             work, run = 0, True
         if not run:
             return work or int(schedule.pending)
-        reshaped = False  # publications, images or subscribers may come or go
+        reshaped = spins = False  # publications, images or subscribers may come or go
         timer = busy = schedule.timer_due(now_ns)
         traffic = int(data_path.moved > 0)
         try:
@@ -671,7 +673,8 @@ class DriverConductor:
                 if reshaped or timer or self.udp.images_added:
                     self._data_path = self._new_data_path(data_path)
                     self.udp.images_added = False
-                schedule.agent_spins(self.spins_wanted())
+                spins = self.spins_wanted()
+                schedule.agent_spins(spins)
                 # Followed by another full duty cycle: a tick changes limits and connections.
                 schedule.ran(
                     now_ns,
@@ -680,7 +683,7 @@ class DriverConductor:
                     deadlines_ns=[*self.udp.deadlines_ns(), *self._linger_deadlines()],
                     data_path_deadline_ns=self._data_path.deadline_ns(),
                 )
-        return traffic
+        return traffic if spins else work
 
     def _linger_deadlines(self) -> list[int]:
         deadlines = (

@@ -1,6 +1,7 @@
 """The Python side of the DataPath: when a network publication allows the C sender its new
 data, sans-IO; and the conductor around its DataPath in an embedded driver (a failing
-DataPath, bookkeeping pending, a DataPath rebuilt with `previous`)."""
+DataPath, bookkeeping pending, bookkeeping in a driver that parks at once, a DataPath rebuilt
+with `previous`)."""
 
 import errno
 from types import SimpleNamespace
@@ -19,6 +20,7 @@ from aeronio.logbuffer import descriptor as d
 from aeronio.protocol import control as p
 from aeronio.protocol.frames import HDR_TYPE_SETUP, iter_frames, nak_frame, status_message
 from tests.sans_io.test_udp_sans_io import MS, MTU, TERM_LENGTH, setup_eliciting_status_message
+from tests.support.ports import free_port
 from tests.support.procs import await_until
 from tests.support.udp_harness import Publisher, Slot
 
@@ -309,3 +311,50 @@ async def test_the_rebuilt_data_path_sees_what_moved_during_the_full_duty_cycle(
     conductor.schedule.idle_cycles = 0  # bookkeeping pending, not due at once
     assert conductor.do_work(now) == 1 and conductor.schedule.pending and new.moved == FRAME
     assert fresh.do_work(now) == 0 and fresh.moved == 0
+
+
+@pytest.fixture
+async def udp(tmp_path):
+    """An embedded driver set as a standalone one is (`conductor_idle_spins_ipc_only`: it parks
+    at once after work while it serves no IPC), a client, and a UDP stream connected."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    options = {"conductor_idle_spins_ipc_only": True}
+    async with aeronio.MediaDriver.launch(str(tmp_path / "driver"), **options) as driver:
+        async with aeronio.connect(driver.dir) as client:
+            sub = await client.add_subscription(channel, 5)
+            pub = await client.add_publication(channel, 5)
+            await await_until(lambda: sub.images and pub.is_connected, 10, "the image")
+            yield SimpleNamespace(conductor=driver.conductor, client=client, pub=pub, sub=sub)
+
+
+@pytest.mark.parametrize("spins", [False, True], ids=["parks at once", "spins"])
+async def test_bookkeeping_is_no_work_for_an_agent_that_parks_at_once(udp, spins):
+    """A message sent and received over loopback by the DataPath, then consumed. A driver that
+    parks at once after work keeps the books at the first idle duty cycle, and that duty cycle
+    returns the DataPath's work (none), not the consumption and the publisher limit the
+    bookkeeping saw move: as traffic they would only make the agent run an idle duty cycle
+    more before it parks. One that spins (here: told so by its context) has the bookkeeping
+    pending for IDLE_CYCLES idle duty cycles, and the full one returns the traffic."""
+    conductor, schedule = udp.conductor, udp.conductor.schedule
+    conductor.ctx.conductor_idle_spins_ipc_only = not spins
+    now = settle(conductor)
+    assert schedule.bookkeeping_idle_cycles == (IDLE_CYCLES if spins else 1)
+    (publication,) = conductor.publications
+    limit = publication.publisher_limit.get()
+    assert udp.pub.try_offer(b"x" * 100) > 0
+    for _ in range(1000):  # loopback: sent, then received, within a few duty cycles
+        if conductor.do_work(now) and udp.sub.poll(lambda *_: None, 10) == 1:
+            break
+    else:
+        pytest.fail("the message did not come")
+    states = []
+    for _ in range(2 * IDLE_CYCLES):
+        states.append((conductor.do_work(now), schedule.pending))
+        if not schedule.pending:
+            break
+    if spins:
+        assert states[:-1] == [(1, True)] * (IDLE_CYCLES - 1)
+        assert states[-1][1] is False and states[-1][0] > 0
+    else:
+        assert states == [(0, False)] and conductor._data_path.moved == FRAME
+    assert publication.publisher_limit.get() == limit + FRAME
