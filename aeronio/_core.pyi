@@ -402,6 +402,7 @@ class ImageRebuilder:
     limit_position: int
     time_of_last_packet_ns: int
     heartbeat_heard: bool
+    gap_opened: bool
     status_message: bytes | None
     time_of_last_sm_ns: int
     last_sm_position: int
@@ -511,6 +512,7 @@ class ControlReceiver:
 
 BOOKKEEPING_BACKLOG: Final = 8192
 BOOKKEEPING_IDLE_CYCLES: Final = 16
+BOOKKEEPING_DELAY_NS: Final = 1000000
 COALESCE_NS: Final = 10000000
 
 class DutySchedule:
@@ -522,9 +524,10 @@ class DutySchedule:
     busy: bool
     pending: bool
     backlog: int
+    bookkeeping_by_ns: int
     idle_cycles: int
     @property
-    def bookkeeping_idle_cycles(self) -> int: ...
+    def spins(self) -> bool: ...
     @property
     def due(self) -> bool: ...
     def __init__(self, timer_interval_ns: int) -> None: ...

@@ -23,8 +23,9 @@ cdef class DataPath:
     Urgent: what a control socket's ControlReceiver or a data socket's router left
     (`slow_datagrams(receiver)`: status messages that are no repeat, NAKs; SETUPs, EOS, unknown
     sessions; their socket is not read again until they are taken), an image's data from a
-    sender new to it (`sources_changed`), commands in the to-driver ring buffer (its tail past
-    its head). `moved`: how far the watched positions moved (subscriber positions, receiver
+    sender new to it (`sources_changed`), a gap an image's data or heartbeat opened (its NAK
+    goes at once, as Aeron's first NAK of a unicast gap), commands in the to-driver ring buffer
+    (its tail past its head). `moved`: how far the watched positions moved (subscriber positions, receiver
     high-water marks, sender positions, producer positions), which gives bookkeeping (receiver
     positions, status messages, NAKs, publisher limits, cleaning). Nothing that moved is missed:
     each call compares the positions with what the last one saw.
@@ -151,6 +152,9 @@ cdef class DataPath:
         for router in self._routers:
             for image in router.images.values():
                 rebuilder = <ImageRebuilder> image
+                if rebuilder.gap_opened:
+                    rebuilder.gap_opened = False
+                    urgent = True
                 # Consumption past the threshold first: that one also stands for a periodic one.
                 sms += rebuilder.send_consumption_status_message(now_ns) \
                     or rebuilder.send_status_message(now_ns)  # housekeeping, not work

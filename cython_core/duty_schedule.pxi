@@ -5,12 +5,16 @@
 cdef enum:
     _BOOKKEEPING_BACKLOG = 8192  # bytes the watched positions move before bookkeeping is due
     _BOOKKEEPING_IDLE_CYCLES = 16  # idle duty cycles before bookkeeping, when the agent spins
+    # The longest pending bookkeeping waits, when the agent parks at once after work (Aeron's
+    # conductor, at its default idle strategy, also parks up to a millisecond between them).
+    _BOOKKEEPING_DELAY_NS = 1000000
     # Deadlines this close run together, so that an idle driver wakes once for them
     # (heartbeats, status messages and the timer of its streams drift apart otherwise).
     _COALESCE_NS = 10000000
 
 BOOKKEEPING_BACKLOG = _BOOKKEEPING_BACKLOG
 BOOKKEEPING_IDLE_CYCLES = _BOOKKEEPING_IDLE_CYCLES
+BOOKKEEPING_DELAY_NS = _BOOKKEEPING_DELAY_NS
 COALESCE_NS = _COALESCE_NS
 
 
@@ -26,11 +30,12 @@ cdef class DutySchedule:
 
     - something is urgent;
     - bookkeeping is due: a watched position moved (`pending`) and they moved
-      BOOKKEEPING_BACKLOG bytes in all since the last full duty cycle, or the last
-      `bookkeeping_idle_cycles` duty cycles did no work (a lone message waits for nothing).
-      That is BOOKKEEPING_IDLE_CYCLES unless the agent is to park at once after work (a
-      standalone driver serving network streams only: `agent_spins`), 1 then: the pending
-      bookkeeping, reported as work, would otherwise keep it running those idle cycles;
+      BOOKKEEPING_BACKLOG bytes in all since the last full duty cycle, or, while the agent
+      spins after work (`agent_spins`), the last BOOKKEEPING_IDLE_CYCLES duty cycles did no
+      work (a lone message waits for nothing), or BOOKKEEPING_DELAY_NS passed since the first
+      move (`bookkeeping_by_ns`). An agent that parks at once after work (a standalone driver
+      serving network streams only) parks with bookkeeping pending, until then at the latest
+      (`park_ns`): at a steady rate one full duty cycle keeps the books for many messages;
     - the last full duty cycle was `busy` (it sent, or ticked the timer: limits and connections
       change);
     - the next deadline came (the timer's, a sender's, receiver's or endpoint's, lingering
@@ -49,8 +54,9 @@ cdef class DutySchedule:
     cdef public bint busy  # the last full duty cycle sent or ticked: run the next one too
     cdef public bint pending  # a watched position moved since the last full duty cycle
     cdef public int64_t backlog  # bytes the watched positions moved since then
+    cdef public int64_t bookkeeping_by_ns  # when pending bookkeeping is due at the latest
     cdef public int idle_cycles  # duty cycles in a row without work, up to the threshold
-    cdef readonly int bookkeeping_idle_cycles  # the threshold (see `agent_spins`)
+    cdef readonly bint spins  # the agent spins after work (`agent_spins`)
     cdef readonly bint due  # what the last on_data_path decided
 
     def __cinit__(self, int64_t timer_interval_ns):
@@ -58,14 +64,15 @@ cdef class DutySchedule:
         self.next_timer_ns = self.next_deadline_ns = self.data_path_deadline_ns = 0
         self.busy = True
         self.pending = self.due = False
+        self.bookkeeping_by_ns = INT64_MAX
         self.backlog = self.idle_cycles = 0
-        self.bookkeeping_idle_cycles = _BOOKKEEPING_IDLE_CYCLES
+        self.spins = True
 
     def agent_spins(self, bint spins) -> None:
         """Whether the agent may run idle duty cycles after work (its spins, or an application
         invoking it in a loop: bookkeeping waits for BOOKKEEPING_IDLE_CYCLES of them) or is to
-        park at once (bookkeeping at the first)."""
-        self.bookkeeping_idle_cycles = _BOOKKEEPING_IDLE_CYCLES if spins else 1
+        park at once (bookkeeping parks too, BOOKKEEPING_DELAY_NS at most)."""
+        self.spins = spins
 
     cpdef bint on_data_path(self, int64_t now_ns, int64_t work, int64_t moved, bint urgent,
                             int64_t deadline_ns):
@@ -75,9 +82,11 @@ cdef class DutySchedule:
         cdef bint came = now_ns >= self.data_path_deadline_ns
         if work:
             self.idle_cycles = 0
-        elif self.idle_cycles < self.bookkeeping_idle_cycles:
+        elif self.idle_cycles < _BOOKKEEPING_IDLE_CYCLES:
             self.idle_cycles += 1
         if moved:
+            if not self.pending:
+                self.bookkeeping_by_ns = now_ns + _BOOKKEEPING_DELAY_NS
             self.pending = True
             self.backlog += moved
         self.data_path_deadline_ns = deadline_ns
@@ -86,7 +95,9 @@ cdef class DutySchedule:
             or self.busy
             or now_ns >= self.next_deadline_ns
             or (self.pending and (self.backlog >= _BOOKKEEPING_BACKLOG
-                                  or self.idle_cycles >= self.bookkeeping_idle_cycles))
+                                  or now_ns >= self.bookkeeping_by_ns
+                                  or (self.spins
+                                      and self.idle_cycles >= _BOOKKEEPING_IDLE_CYCLES)))
             or (came and self.timer_due(now_ns))
         )
         return self.due
@@ -102,6 +113,7 @@ cdef class DutySchedule:
         or ticked, so the next one runs too; `deadlines_ns`: when the resources next have
         something due; `data_path_deadline_ns`: the (new) DataPath's."""
         self.pending = self.due = False
+        self.bookkeeping_by_ns = INT64_MAX
         self.backlog = 0
         if ticked:
             self.next_timer_ns = now_ns + self.timer_interval_ns
@@ -110,11 +122,14 @@ cdef class DutySchedule:
         self.data_path_deadline_ns = data_path_deadline_ns
 
     cpdef int64_t park_ns(self, int64_t now_ns, bint commands_waiting):
-        """How long the agent may park at `now_ns`: until the next deadline (0: run again at
-        once, also while `commands_waiting`)."""
+        """How long the agent may park at `now_ns`: until the next deadline, pending
+        bookkeeping's among them (0: run again at once, also while `commands_waiting`)."""
+        cdef int64_t until = min(self.next_deadline_ns, self.data_path_deadline_ns)
         if self.busy or commands_waiting:
             return 0
-        return max(0, min(self.next_deadline_ns, self.data_path_deadline_ns) - now_ns)
+        if self.pending:
+            until = min(until, self.bookkeeping_by_ns)
+        return max(0, until - now_ns)
 
 
 def coalesced(deadlines: list) -> int:

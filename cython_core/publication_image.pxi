@@ -66,6 +66,8 @@ cdef class ImageRebuilder:
     cdef public int64_t limit_position
     cdef public int64_t time_of_last_packet_ns
     cdef public bint heartbeat_heard  # since `status_message_is_due` last looked
+    cdef public bint gap_opened  # a packet or heartbeat past the high-water mark, since the
+                                 # DataPath last looked: data before it is missing
     cdef public bytes status_message  # for the consumption position now (None: none yet)
     cdef public int64_t time_of_last_sm_ns
     cdef public int64_t last_sm_position  # the consumption position of the last status message
@@ -102,7 +104,7 @@ cdef class ImageRebuilder:
         self.sms_sent = counter_address(status_messages_sent)
         self.limit_position = limit_position
         self.time_of_last_packet_ns = now_ns
-        self.heartbeat_heard = False
+        self.heartbeat_heard = self.gap_opened = False
         self.status_message = None
         self.sm_timeout_ns = sm_timeout_ns
         self.sm_early_ns = sm_early_ns
@@ -215,7 +217,7 @@ cdef class ImageRebuilder:
         (malformed, or outside the term)."""
         cdef int32_t term_offset = aio_get_i32(packet + TERM_OFFSET_FIELD_OFFSET)
         cdef int64_t extent = packet_extent(packet, length)
-        cdef int64_t position, end
+        cdef int64_t position, end, hwm
         cdef bint inserted
         if extent < 0 or term_offset < 0 or term_offset & (FRAME_ALIGNMENT - 1) \
                 or term_offset > self.log.term_length - extent:
@@ -228,7 +230,10 @@ cdef class ImageRebuilder:
             self.log.term(<int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)),
             term_offset, packet, length)
         end = position + extent
-        if end > aio_load_i64(self.hwm):  # a duplicate too: it may show that later frames are lost
+        hwm = aio_load_i64(self.hwm)
+        if position > hwm:
+            self.gap_opened = True
+        if end > hwm:  # a duplicate too: it may show that later frames are lost
             aio_store_i64(self.hwm, end)
         return ROUTE_INSERTED if inserted else ROUTE_DROPPED
 
@@ -242,6 +247,7 @@ cdef class ImageRebuilder:
         self.time_of_last_packet_ns = now_ns
         if position > aio_load_i64(self.hwm):
             aio_store_i64(self.hwm, position)
+            self.gap_opened = True
         return True
 
     def heartbeat(self, int32_t term_id, int32_t term_offset, int64_t now_ns) -> bool:

@@ -634,11 +634,13 @@ class DriverConductor:
 
         Returns the traffic seen (positions moved by data sent, received or consumed, images
         rebuilt, publisher limits moved: the agent spins a while after it before it parks), at
-        least 1 while bookkeeping is pending (an agent must not park before it runs).
+        least 1 while bookkeeping is pending (the agent must not park before it runs).
         Housekeeping (commands, control frames, heartbeats, status messages, the timer) is not
         traffic. An agent that parks at once after work (`spins_wanted`) gets the DataPath's
-        work only: the traffic the bookkeeping saw would only make it run an idle duty cycle
-        more before it parks (what the bookkeeping left to do, `schedule.busy`, it runs)."""
+        work only: it parks with bookkeeping pending (the schedule's `park_ns` has it due
+        within BOOKKEEPING_DELAY_NS), and the traffic the bookkeeping saw would only make it
+        run an idle duty cycle more before it parks (what the bookkeeping left to do,
+        `schedule.busy`, it runs)."""
         now_ns = time.monotonic_ns() if now_ns is None else now_ns
         self._now_ns = now_ns
         data_path, schedule = self._data_path, self.schedule
@@ -648,8 +650,8 @@ class DriverConductor:
         except Exception as e:  # a socket's error: the rest of the duty cycle must still run
             self.record_error(e)
             work, run = 0, True
-        if not run:
-            return work or int(schedule.pending)
+        if not run:  # pending bookkeeping keeps an agent that spins running
+            return work or int(schedule.pending and schedule.spins)
         reshaped = spins = False  # publications, images or subscribers may come or go
         timer = busy = schedule.timer_due(now_ns)
         traffic = int(data_path.moved > 0)

@@ -1,7 +1,7 @@
 """The Python side of the DataPath: when a network publication allows the C sender its new
 data, sans-IO; and the conductor around its DataPath in an embedded driver (a failing
-DataPath, bookkeeping pending, bookkeeping in a driver that parks at once, a DataPath rebuilt
-with `previous`)."""
+DataPath, bookkeeping pending in a driver that spins and in one that parks at once, a
+DataPath rebuilt with `previous`)."""
 
 import errno
 from types import SimpleNamespace
@@ -10,6 +10,7 @@ import pytest
 
 import aeronio
 from aeronio import _core
+from aeronio._core import BOOKKEEPING_DELAY_NS
 from aeronio._core import BOOKKEEPING_IDLE_CYCLES as IDLE_CYCLES
 from aeronio.concurrent.error_log import read_error_log
 from aeronio.counters import SystemCounters
@@ -328,17 +329,18 @@ async def udp(tmp_path):
 
 
 @pytest.mark.parametrize("spins", [False, True], ids=["parks at once", "spins"])
-async def test_bookkeeping_is_no_work_for_an_agent_that_parks_at_once(udp, spins):
-    """A message sent and received over loopback by the DataPath, then consumed. A driver that
-    parks at once after work keeps the books at the first idle duty cycle, and that duty cycle
-    returns the DataPath's work (none), not the consumption and the publisher limit the
-    bookkeeping saw move: as traffic they would only make the agent run an idle duty cycle
-    more before it parks. One that spins (here: told so by its context) has the bookkeeping
-    pending for IDLE_CYCLES idle duty cycles, and the full one returns the traffic."""
+async def test_an_agent_that_parks_at_once_parks_with_bookkeeping_pending(udp, spins):
+    """A message sent and received over loopback by the DataPath, then consumed: bookkeeping
+    pending (the publisher limit has not moved yet). A driver that parks at once after work
+    gets no work for it (it parks, `park_ns` no later than BOOKKEEPING_DELAY_NS after the
+    first move), and the full duty cycle then keeps the books, returning the DataPath's work
+    (none), not the traffic it saw. One that spins (here: told so by its context) has each
+    duty cycle return 1 while it is pending, and it is due after IDLE_CYCLES idle duty cycles,
+    when the full one returns the traffic."""
     conductor, schedule = udp.conductor, udp.conductor.schedule
     conductor.ctx.conductor_idle_spins_ipc_only = not spins
     now = settle(conductor)
-    assert schedule.bookkeeping_idle_cycles == (IDLE_CYCLES if spins else 1)
+    assert schedule.spins is spins
     (publication,) = conductor.publications
     limit = publication.publisher_limit.get()
     assert udp.pub.try_offer(b"x" * 100) > 0
@@ -347,14 +349,17 @@ async def test_bookkeeping_is_no_work_for_an_agent_that_parks_at_once(udp, spins
             break
     else:
         pytest.fail("the message did not come")
-    states = []
-    for _ in range(2 * IDLE_CYCLES):
-        states.append((conductor.do_work(now), schedule.pending))
-        if not schedule.pending:
-            break
     if spins:
+        states = []
+        for _ in range(2 * IDLE_CYCLES):
+            states.append((conductor.do_work(now), schedule.pending))
+            if not schedule.pending:
+                break
         assert states[:-1] == [(1, True)] * (IDLE_CYCLES - 1)
         assert states[-1][1] is False and states[-1][0] > 0
     else:
-        assert states == [(0, False)] and conductor._data_path.moved == FRAME
+        assert conductor.do_work(now) == 0 and schedule.pending
+        assert publication.publisher_limit.get() == limit
+        assert schedule.park_ns(now, False) == BOOKKEEPING_DELAY_NS
+        assert conductor.do_work(now + BOOKKEEPING_DELAY_NS) == 0 and not schedule.pending
     assert publication.publisher_limit.get() == limit + FRAME

@@ -256,12 +256,16 @@ class Receiving:
 
 def test_data_packets_are_rebuilt_and_the_rest_is_left_for_python(tmp_path, udp):
     """DATA frames received go byte for byte to the image's term (the hwm moved less than
-    BACKLOG: bookkeeping pending, not due); a SETUP, an EOS heartbeat and a packet of an unknown
-    session are left, due at once (nothing pending), returned once with their source."""
+    BACKLOG: bookkeeping pending; due at once for the first, which lands past the hwm: a gap
+    before it, NAKed at once; not for those that follow it); a SETUP, an EOS heartbeat and a
+    packet of an unknown session are left, due at once (nothing pending), returned once with
+    their source."""
     r = Receiving(tmp_path / "image.log", udp)
     data = [VALID, at(T + 224), at(T + 448, [b"x" * 7])]
     assert T + 512 < BACKLOG
-    calls, image = r.exchange(*data), r.image
+    assert [(state, slow) for _, state, slow in r.exchange(data[0])] == [((True, True), [])]
+    r.path.bookkept()
+    calls, image = r.exchange(*data[1:]), r.image
     assert [(state, slow) for _, state, slow in calls] == [((True, False), [])] * len(calls)
     assert image.term() == bytes(T) + b"".join(data) + bytes(TERM - T - 512)
     assert (image.hwm.get(), image.bytes_received.get(), image.invalid.get()) == (T + 512, 512, 0)
@@ -276,16 +280,30 @@ def test_data_packets_are_rebuilt_and_the_rest_is_left_for_python(tmp_path, udp)
     batch.assert_unchanged(r.image, before)
 
 
+def test_a_gap_makes_the_conductor_due_at_once_data_in_order_does_not(tmp_path, udp):
+    """Data at the high-water mark is pending bookkeeping, not due (it waits for the backlog,
+    idle duty cycles or its delay); data past it opens a gap, due at once, so that Python NAKs
+    it in the duty cycle that saw it; the retransmit that fills the gap lands behind the hwm,
+    which does not move: nothing pending, nothing due. Once seen, a gap is due no more (its
+    NAK's retries are the receiver's deadlines)."""
+    r = Receiving(tmp_path / "image.log", udp)
+    for data, state in ((at(0), (True, False)), (at(448), (True, True)), (at(224), (False, False))):
+        assert [seen for _, seen, _ in r.exchange(data)] == [state]
+        r.path.bookkept()
+        assert r.path.do_work(0) == 0 and not r.path.conductor_due
+    assert r.image.hwm.get() == 672 and r.image.term()[:672] == at(0) + at(224) + at(448)
+
+
 def test_an_images_heartbeats_are_housekeeping(tmp_path, udp):
     """A heartbeat of a known image is taken in C and is no work: nothing left for Python,
     nothing due; one ahead of the high-water mark (a lost tail) moves it, which is
-    bookkeeping."""
+    bookkeeping, and opens a gap: due at once (its NAK)."""
     r = Receiving(tmp_path / "image.log", udp)
-    for term_offset, pending in ((0, False), (T + 64, True)):
+    for term_offset, ahead in ((0, False), (T + 64, True)):
         r.peer.sendto(batch.heartbeat(term_offset), r.data.getsockname())
         assert select.select([r.data], [], [], 10)[0]
         assert r.path.do_work(5) == 0 and r.path.slow_datagrams(r.parts[1]) == []
-        assert (r.path.pending, r.path.conductor_due) == (pending, False)
+        assert (r.path.pending, r.path.conductor_due) == (ahead, ahead)
         assert r.image.rebuilder.time_of_last_packet_ns == 5
     assert r.image.hwm.get() == T + 64 and r.image.heartbeats.get() == 2
 
@@ -310,7 +328,7 @@ def test_leftovers_are_their_receivers_and_hold_their_socket_until_taken(tmp_pat
     """What the router left (a SETUP) is taken with its socket's receiver (another gets []).
     Until then that socket is not read again: a data packet sent to it stays there, the
     leftover's view stays intact, and every do_work is due, bookkept or not. Once taken, the
-    next do_work reads and rebuilds the packet (pending, not due)."""
+    next do_work reads and rebuilds the packet (pending; due, as it lands past the hwm)."""
     r = Receiving(tmp_path / "image.log", udp)
     setup, receiver = batch.NOT_ROUTED["SETUP"], r.parts[1]
     for datagram, read in ((setup, 1), (VALID, 0)):
@@ -325,7 +343,7 @@ def test_leftovers_are_their_receivers_and_hold_their_socket_until_taken(tmp_pat
     ((view, source),) = r.path.slow_datagrams(receiver)
     assert (bytes(view), source) == (setup, r.peer.getsockname())
     assert r.path.slow_datagrams(receiver) == []
-    assert r.path.do_work(0) == 1 and (r.path.pending, r.path.conductor_due) == (True, False)
+    assert r.path.do_work(0) == 1 and (r.path.pending, r.path.conductor_due) == (True, True)
     assert r.image.hwm.get() == T + len(VALID) and r.image.term()[T : T + len(VALID)] == VALID
 
 

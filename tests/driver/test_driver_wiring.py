@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 import pytest
 
 import aeronio
-from aeronio._core import BOOKKEEPING_IDLE_CYCLES
 from aeronio.concurrent.error_log import read_error_log
 from aeronio.driver import conductor, udp_media
 from aeronio.driver.context import DriverContext
@@ -232,11 +231,12 @@ def test_the_log_factory_removes_what_it_made_and_only_that(tmp_path, monkeypatc
     assert sorted(os.listdir(publications)) == ["2.logbuffer"]
 
 
-async def test_a_driver_that_parks_at_once_keeps_no_bookkeeping_for_idle_cycles(tmp_path):
-    """A standalone driver serving network streams only parks at once after work: its
-    bookkeeping runs at the first idle duty cycle (else the pending bookkeeping would keep it
-    spinning for BOOKKEEPING_IDLE_CYCLES); serving IPC it spins, and the bookkeeping waits
-    for those idle cycles again, as in a driver that always spins."""
+async def test_a_driver_that_parks_at_once_parks_with_its_bookkeeping(tmp_path):
+    """A standalone driver serving network streams only parks at once after work: its schedule
+    knows (`spins` False), so that pending bookkeeping parks too, until its delay is over
+    (else it would keep the driver spinning for BOOKKEEPING_IDLE_CYCLES, or run after every
+    message); serving IPC it spins, and the bookkeeping waits for those idle cycles again, as
+    in a driver that always spins."""
     channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
     options = {"conductor_idle_spins_ipc_only": True}
     async with aeronio.MediaDriver.launch(str(tmp_path / "driver"), **options) as driver:
@@ -245,13 +245,11 @@ async def test_a_driver_that_parks_at_once_keeps_no_bookkeeping_for_idle_cycles(
             sub = await client.add_subscription(channel, 3)
             await client.add_publication(channel, 3)
             await await_until(lambda: sub.images, 10, "the image")
-            await await_until(lambda: schedule.bookkeeping_idle_cycles == 1, 10, "one")
+            await await_until(lambda: not schedule.spins, 10, "parks at once")
             ipc_sub = await client.add_subscription("aeron:ipc", 4)
             await client.add_publication("aeron:ipc", 4)
             await await_until(lambda: ipc_sub.images, 10, "the IPC image")
-            await await_until(
-                lambda: schedule.bookkeeping_idle_cycles == BOOKKEEPING_IDLE_CYCLES, 10, "spins"
-            )
+            await await_until(lambda: schedule.spins, 10, "spins")
     # An embedded driver without spins may be invoked in a loop by its application: its
     # bookkeeping waits for the idle duty cycles as before.
     no_spins = {"conductor_idle_spins": 0}
@@ -261,7 +259,7 @@ async def test_a_driver_that_parks_at_once_keeps_no_bookkeeping_for_idle_cycles(
             await client.add_publication(channel, 5)
             await await_until(lambda: sub.images, 10, "the image")
             assert not driver.conductor.serves_ipc()
-            assert driver.conductor.schedule.bookkeeping_idle_cycles == BOOKKEEPING_IDLE_CYCLES
+            assert driver.conductor.schedule.spins
 
 
 async def test_the_conductor_serves_ipc_while_an_ipc_publication_has_subscribers(tmp_path):

@@ -5,6 +5,7 @@ import pytest
 
 from aeronio._core import (
     BOOKKEEPING_BACKLOG,
+    BOOKKEEPING_DELAY_NS,
     BOOKKEEPING_IDLE_CYCLES,
     COALESCE_NS,
     DutySchedule,
@@ -70,6 +71,18 @@ RUNS = {
         False,
     ),
     "pending, data again": ({"pending": True, "backlog": 1}, QUIET, (1, 0, False), False),
+    "pending, data flowing, its delay over": (
+        {"idle_cycles": 0, "pending": True, "backlog": 1, "bookkeeping_by_ns": QUIET},
+        QUIET,
+        (1, 100, False),
+        True,
+    ),
+    "pending, data flowing, a nanosecond before": (
+        {"idle_cycles": 0, "pending": True, "backlog": 1, "bookkeeping_by_ns": QUIET + 1},
+        QUIET,
+        (1, 100, False),
+        False,
+    ),
     "idle cycles, nothing moved": ({"idle_cycles": 0}, QUIET, (0, 0, False), False),
     "the DataPath's deadline, the timer an eighth away: it runs early": (
         {"next_deadline_ns": TIMER, "data_path_deadline_ns": TIMER - EARLY},
@@ -101,23 +114,34 @@ def test_when_the_full_duty_cycle_runs(state, now, seen, runs):
     assert s.pending is (state.get("pending", False) or moved > 0)
 
 
-def test_an_agent_that_parks_at_once_runs_pending_bookkeeping_at_its_first_idle_cycle():
-    """While the agent spins after work, bookkeeping waits for BOOKKEEPING_IDLE_CYCLES idle
-    duty cycles (the next message may come in them); an agent that parks at once has it at the
-    first, and data flowing still waits for the backlog."""
+@pytest.mark.parametrize("spins", [True, False], ids=["spins", "parks at once"])
+def test_pending_bookkeeping_waits_for_idle_cycles_or_its_delay(spins):
+    """The first move makes bookkeeping pending, due BOOKKEEPING_DELAY_NS later at the latest
+    (further moves do not put that off; the backlog makes it due at once). While the agent
+    spins after work it is due after BOOKKEEPING_IDLE_CYCLES idle duty cycles too (the next
+    message may come in them); an agent that parks at once parks with it pending, until its
+    delay is over at the latest, so that one full duty cycle keeps the books for the
+    messages of that time."""
     s = schedule(idle_cycles=0)
-    assert s.bookkeeping_idle_cycles == BOOKKEEPING_IDLE_CYCLES
+    assert s.spins
+    s.agent_spins(spins)
+    assert s.spins is spins
     assert not s.on_data_path(QUIET, 1, 100, False, 2000 * MS)
-    assert not s.on_data_path(QUIET, 0, 0, False, 2000 * MS)  # the first idle cycle
-    s.agent_spins(False)
-    assert s.bookkeeping_idle_cycles == 1
-    assert s.on_data_path(QUIET, 0, 0, False, 2000 * MS)
-    s = schedule(idle_cycles=0)
-    s.agent_spins(False)
-    assert not s.on_data_path(QUIET, 1, 100, False, 2000 * MS)  # data flows: the backlog
-    assert s.on_data_path(QUIET, 1, BOOKKEEPING_BACKLOG, False, 2000 * MS)
-    s.agent_spins(True)
-    assert s.bookkeeping_idle_cycles == BOOKKEEPING_IDLE_CYCLES
+    assert (s.pending, s.bookkeeping_by_ns) == (True, QUIET + BOOKKEEPING_DELAY_NS)
+    later = QUIET + BOOKKEEPING_DELAY_NS // 2
+    assert not s.on_data_path(later, 1, 100, False, 2000 * MS)
+    assert s.bookkeeping_by_ns == QUIET + BOOKKEEPING_DELAY_NS  # not put off
+    idle = [s.on_data_path(later, 0, 0, False, 2000 * MS) for _ in range(BOOKKEEPING_IDLE_CYCLES)]
+    assert idle == [False] * (BOOKKEEPING_IDLE_CYCLES - 1) + [spins]
+    assert s.park_ns(later, False) == BOOKKEEPING_DELAY_NS // 2
+    assert s.on_data_path(QUIET + BOOKKEEPING_DELAY_NS, 0, 0, False, 2000 * MS)
+    s.ran(later, ticked=False, busy=False, deadlines_ns=[DEADLINE], data_path_deadline_ns=DATA_PATH)
+    assert (s.pending, s.bookkeeping_by_ns, s.park_ns(later, False)) == (
+        False,
+        2**63 - 1,
+        DEADLINE - later,
+    )
+    assert s.on_data_path(later, 1, BOOKKEEPING_BACKLOG, False, 2000 * MS)  # the backlog
 
 
 # (now) -> the timer ticks in the full duty cycle at that time
@@ -159,6 +183,18 @@ PARKS = {
     "busy: not at all": ({"busy": True}, QUIET, False, 0),
     "commands waiting: not at all": ({}, QUIET, True, 0),
     "a deadline passed: not at all": ({}, DEADLINE + 1, False, 0),
+    "bookkeeping pending: until its delay is over": (
+        {"pending": True, "bookkeeping_by_ns": QUIET + 5 * MS},
+        QUIET,
+        False,
+        5 * MS,
+    ),
+    "its delay later than the deadlines": (
+        {"pending": True, "bookkeeping_by_ns": DEADLINE + 1},
+        QUIET,
+        False,
+        DEADLINE - QUIET,
+    ),
 }
 
 
