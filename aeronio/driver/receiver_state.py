@@ -39,8 +39,9 @@ DEFAULT_RECEIVER_WINDOW = 128 * 1024
 
 
 def receiver_window(term_length: int, configured: int | None = None) -> int:
-    """Aeron's static window: min(128 KiB, term length / 2) unless set."""
-    return configured or min(DEFAULT_RECEIVER_WINDOW, term_length // 2)
+    """Aeron's static window: 128 KiB unless set (`rcv-wnd`), at most half a term (so that the
+    receiver never lets a sender over-run what its subscribers still read)."""
+    return min(configured or DEFAULT_RECEIVER_WINDOW, term_length // 2)
 
 
 class ReceiverStateMachine:

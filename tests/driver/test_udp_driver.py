@@ -201,14 +201,17 @@ async def test_live_receiver_counts_garbage_and_keeps_the_stream_intact():
         assert invalid > 1000
 
 
-async def test_subscription_rcv_wnd_sets_the_window_the_sender_gets():
+@pytest.mark.parametrize("rcv_wnd, window", [("8k", 8192), ("1m", 32 * 1024)])
+async def test_subscription_rcv_wnd_sets_the_window_the_sender_gets(rcv_wnd, window):
+    """As asked, up to half a term (Aeron's bound: a sender never over-runs what the
+    subscribers still read)."""
     channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
     async with aeronio.connect() as a, aeronio.connect() as b:
-        sub = await b.add_subscription(channel + "|rcv-wnd=8k", 12)
+        sub = await b.add_subscription(f"{channel}|rcv-wnd={rcv_wnd}", 12)
         pub = await a.add_publication(channel, 12)
         await connected(pub, sub)
         counters = {c.label.split(":")[0]: c.value for c in a.counters.for_each()}
-        assert counters["snd-lmt"] - counters["snd-pos"] == 8192
+        assert counters["snd-lmt"] - counters["snd-pos"] == window
         assert counters["snd-bpe"] == 0  # the sender's back-pressure events, per publication
 
 
