@@ -173,9 +173,9 @@ async def pub_spin(pub, spec: dict, start: int, stop: int) -> None:
     for first in range(start, stop, chunk):
         for i in range(first, min(first + chunk, stop)):
             if pace is not None:
-                pace.wait(i)
                 if (i - start) % pace.per_loop_turn == 0:
                     await asyncio.sleep(0)
+                pace.wait(i)
             stamp(msg, 0, i)
             while True:
                 result = try_offer(msg)
