@@ -402,7 +402,7 @@ class ImageRebuilder:
     limit_position: int
     time_of_last_packet_ns: int
     heartbeat_heard: bool
-    gap_opened: bool
+    gaps_changed: bool
     status_message: bytes | None
     time_of_last_sm_ns: int
     last_sm_position: int

@@ -16,16 +16,18 @@ cdef class DataPath:
     neither reaction waits for a Python duty cycle (which takes the status message after).
     Python is needed only for what is left; the conductor's DutySchedule decides when, from
     what each do_work tells it (`schedule`): its work, whether something is urgent, how far the
-    watched positions moved (`moved`), its next deadline (`next_deadline_ns`). An idle stream's
+    watched positions moved (`moved`), its next deadline (`next_deadline_ns`). An idle
+    stream's
     heartbeats and status messages need no Python, and count as no work; `deadline_ns` says
     when the next is due.
 
     Urgent: what a control socket's ControlReceiver or a data socket's router left
     (`slow_datagrams(receiver)`: status messages that are no repeat, NAKs; SETUPs, EOS, unknown
     sessions; their socket is not read again until they are taken), an image's data from a
-    sender new to it (`sources_changed`), a gap an image's data or heartbeat opened (its NAK
-    goes at once, as Aeron's first NAK of a unicast gap), commands in the to-driver ring buffer
-    (its tail past its head). `moved`: how far the watched positions moved (subscriber positions, receiver
+    sender new to it (`sources_changed`), a gap an image's data or heartbeat opened or a
+    retransmit filled (`gaps_changed`: the receiver position moves, and a gap is NAKed at once,
+    as Aeron NAKs a unicast gap), commands in the to-driver ring buffer (its tail past its
+    head). `moved`: how far the watched positions moved (subscriber positions, receiver
     high-water marks, sender positions, producer positions), which gives bookkeeping (receiver
     positions, status messages, NAKs, publisher limits, cleaning). Nothing that moved is missed:
     each call compares the positions with what the last one saw.
@@ -56,7 +58,8 @@ cdef class DataPath:
     def __cinit__(self, controls, receivers, senders, counters, logs,
                   DataPath previous=None, commands=None, DutySchedule schedule=None):
         """controls: (fd, DatagramReceiver, ControlReceiver) per control socket; receivers:
-        (fd, DatagramReceiver, ImageRouter) per data socket; senders: (PublicationSender, DatagramSender) per network publication;
+        (fd, DatagramReceiver, ImageRouter) per data socket; senders: (PublicationSender,
+        DatagramSender) per network publication;
         counters: positions (with `buffer` and `offset`) that give bookkeeping when they move;
         logs: MappedLogs whose producer positions do. A position `previous` (the data path this
         one replaces) watched starts from what it saw, so that a move since is seen; the others
@@ -152,8 +155,8 @@ cdef class DataPath:
         for router in self._routers:
             for image in router.images.values():
                 rebuilder = <ImageRebuilder> image
-                if rebuilder.gap_opened:
-                    rebuilder.gap_opened = False
+                if rebuilder.gaps_changed:
+                    rebuilder.gaps_changed = False
                     urgent = True
                 # Consumption past the threshold first: that one also stands for a periodic one.
                 sms += rebuilder.send_consumption_status_message(now_ns) \

@@ -54,7 +54,7 @@ cdef class DutySchedule:
     cdef public bint busy  # the last full duty cycle sent or ticked: run the next one too
     cdef public bint pending  # a watched position moved since the last full duty cycle
     cdef public int64_t backlog  # bytes the watched positions moved since then
-    cdef public int64_t bookkeeping_by_ns  # when pending bookkeeping is due at the latest
+    cdef public int64_t bookkeeping_by_ns  # pending bookkeeping due then (none: INT64_MAX)
     cdef public int idle_cycles  # duty cycles in a row without work, up to the threshold
     cdef readonly bint spins  # the agent spins after work (`agent_spins`)
     cdef readonly bint due  # what the last on_data_path decided
@@ -124,12 +124,10 @@ cdef class DutySchedule:
     cpdef int64_t park_ns(self, int64_t now_ns, bint commands_waiting):
         """How long the agent may park at `now_ns`: until the next deadline, pending
         bookkeeping's among them (0: run again at once, also while `commands_waiting`)."""
-        cdef int64_t until = min(self.next_deadline_ns, self.data_path_deadline_ns)
         if self.busy or commands_waiting:
             return 0
-        if self.pending:
-            until = min(until, self.bookkeeping_by_ns)
-        return max(0, until - now_ns)
+        return max(0, min(self.next_deadline_ns, self.data_path_deadline_ns,
+                          self.bookkeeping_by_ns) - now_ns)
 
 
 def coalesced(deadlines: list) -> int:

@@ -66,8 +66,9 @@ cdef class ImageRebuilder:
     cdef public int64_t limit_position
     cdef public int64_t time_of_last_packet_ns
     cdef public bint heartbeat_heard  # since `status_message_is_due` last looked
-    cdef public bint gap_opened  # a packet or heartbeat past the high-water mark, since the
-                                 # DataPath last looked: data before it is missing
+    # Since the DataPath last looked: a packet or heartbeat past the high-water mark (data
+    # before it is missing) or a packet behind it (a retransmit, filling a gap)
+    cdef public bint gaps_changed
     cdef public bytes status_message  # for the consumption position now (None: none yet)
     cdef public int64_t time_of_last_sm_ns
     cdef public int64_t last_sm_position  # the consumption position of the last status message
@@ -104,7 +105,7 @@ cdef class ImageRebuilder:
         self.sms_sent = counter_address(status_messages_sent)
         self.limit_position = limit_position
         self.time_of_last_packet_ns = now_ns
-        self.heartbeat_heard = self.gap_opened = False
+        self.heartbeat_heard = self.gaps_changed = False
         self.status_message = None
         self.sm_timeout_ns = sm_timeout_ns
         self.sm_early_ns = sm_early_ns
@@ -231,8 +232,8 @@ cdef class ImageRebuilder:
             term_offset, packet, length)
         end = position + extent
         hwm = aio_load_i64(self.hwm)
-        if position > hwm:
-            self.gap_opened = True
+        if inserted and position != hwm:  # past it: a gap opened; behind it: one filled
+            self.gaps_changed = True
         if end > hwm:  # a duplicate too: it may show that later frames are lost
             aio_store_i64(self.hwm, end)
         return ROUTE_INSERTED if inserted else ROUTE_DROPPED
@@ -247,7 +248,7 @@ cdef class ImageRebuilder:
         self.time_of_last_packet_ns = now_ns
         if position > aio_load_i64(self.hwm):
             aio_store_i64(self.hwm, position)
-            self.gap_opened = True
+            self.gaps_changed = True
         return True
 
     def heartbeat(self, int32_t term_id, int32_t term_offset, int64_t now_ns) -> bool:

@@ -634,7 +634,8 @@ class DriverConductor:
 
         Returns the traffic seen (positions moved by data sent, received or consumed, images
         rebuilt, publisher limits moved: the agent spins a while after it before it parks), at
-        least 1 while bookkeeping is pending (the agent must not park before it runs).
+        least 1 while bookkeeping is pending in an agent that spins (it must not park before
+        the bookkeeping runs).
         Housekeeping (commands, control frames, heartbeats, status messages, the timer) is not
         traffic. An agent that parks at once after work (`spins_wanted`) gets the DataPath's
         work only: it parks with bookkeeping pending (the schedule's `park_ns` has it due

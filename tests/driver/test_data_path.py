@@ -280,14 +280,15 @@ def test_data_packets_are_rebuilt_and_the_rest_is_left_for_python(tmp_path, udp)
     batch.assert_unchanged(r.image, before)
 
 
-def test_a_gap_makes_the_conductor_due_at_once_data_in_order_does_not(tmp_path, udp):
+def test_a_gap_opened_or_filled_makes_the_conductor_due_at_once(tmp_path, udp):
     """Data at the high-water mark is pending bookkeeping, not due (it waits for the backlog,
     idle duty cycles or its delay); data past it opens a gap, due at once, so that Python NAKs
     it in the duty cycle that saw it; the retransmit that fills the gap lands behind the hwm,
-    which does not move: nothing pending, nothing due. Once seen, a gap is due no more (its
-    NAK's retries are the receiver's deadlines)."""
+    which does not move (nothing pending), and is due at once too: the receiver position moves
+    past it, and a gap beyond it is NAKed at once. Once seen, a gap is due no more (its NAK's
+    retries are the receiver's deadlines)."""
     r = Receiving(tmp_path / "image.log", udp)
-    for data, state in ((at(0), (True, False)), (at(448), (True, True)), (at(224), (False, False))):
+    for data, state in ((at(0), (True, False)), (at(448), (True, True)), (at(224), (False, True))):
         assert [seen for _, seen, _ in r.exchange(data)] == [state]
         r.path.bookkept()
         assert r.path.do_work(0) == 0 and not r.path.conductor_due
