@@ -237,6 +237,18 @@ def consume(ipc) -> None:
     assert ipc.sub.poll(lambda *_: None, 10) == 1
 
 
+def spins_until_bookkept(conductor, now: int) -> None:
+    """Bookkeeping pending in an agent that spins: each duty cycle (no Python) returns 1, the
+    full one after IDLE_CYCLES idle duty cycles returns the traffic it saw."""
+    states = []
+    for _ in range(2 * IDLE_CYCLES):
+        states.append((conductor.do_work(now), conductor.schedule.pending))
+        if not conductor.schedule.pending:
+            break
+    assert states[:-1] == [(1, True)] * (IDLE_CYCLES - 1)
+    assert states[-1][1] is False and states[-1][0] > 0
+
+
 class FailingDataPath(_core.DataPath):
     """A DataPath whose do_work fails as a socket's error would. (A DataPath: the conductor
     makes its successor with it as `previous`.)"""
@@ -277,13 +289,7 @@ async def test_the_conductor_does_not_park_while_bookkeeping_is_pending(ipc):
     schedule.idle_cycles = 0  # as after a duty cycle that received or sent data
     assert ipc.pub.try_offer(b"x" * 100) > 0
     consume(ipc)
-    states = []
-    for _ in range(2 * IDLE_CYCLES):
-        states.append((conductor.do_work(now), schedule.pending))
-        if not schedule.pending:
-            break
-    assert states[:-1] == [(1, True)] * (IDLE_CYCLES - 1)
-    assert states[-1][1] is False and states[-1][0] > 0
+    spins_until_bookkept(conductor, now)
     assert publication.publisher_limit.get() == limit + FRAME
     assert conductor.do_work(now) == 0
 
@@ -350,13 +356,7 @@ async def test_an_agent_that_parks_at_once_parks_with_bookkeeping_pending(udp, s
     else:
         pytest.fail("the message did not come")
     if spins:
-        states = []
-        for _ in range(2 * IDLE_CYCLES):
-            states.append((conductor.do_work(now), schedule.pending))
-            if not schedule.pending:
-                break
-        assert states[:-1] == [(1, True)] * (IDLE_CYCLES - 1)
-        assert states[-1][1] is False and states[-1][0] > 0
+        spins_until_bookkept(conductor, now)
     else:
         assert conductor.do_work(now) == 0 and schedule.pending
         assert publication.publisher_limit.get() == limit
