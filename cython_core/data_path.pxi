@@ -17,9 +17,8 @@ cdef class DataPath:
     Python is needed only for what is left; the conductor's DutySchedule decides when, from
     what each do_work tells it (`schedule`): its work, whether something is urgent, how far the
     watched positions moved (`moved`), its next deadline (`next_deadline_ns`). An idle
-    stream's
-    heartbeats and status messages need no Python, and count as no work; `deadline_ns` says
-    when the next is due.
+    stream's heartbeats and status messages need no Python, and count as no work;
+    `deadline_ns` says when the next is due.
 
     Urgent: what a control socket's ControlReceiver or a data socket's router left
     (`slow_datagrams(receiver)`: status messages that are no repeat, NAKs; SETUPs, EOS, unknown
