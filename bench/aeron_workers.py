@@ -353,7 +353,7 @@ async def sub_poll(sub, spec: dict, window: Window, got: Received) -> None:
         got.last_length = len(buffer)
         handler(buffer, header)
 
-    poll = sub.poll
+    poll, nap = sub.poll, Pace.nap(spec.get("rate", 0))  # the nap: as the drain's, the C side's
     deadline = time.monotonic() + spec["timeout"]
     drain = drainer(spec, poll, handler, got, deadline)
     try:
@@ -362,7 +362,7 @@ async def sub_poll(sub, spec: dict, window: Window, got: Received) -> None:
         await drain(total - 1)
         while got.count < total:  # the last message, through a handler that notes its length
             if poll(last_handler, 1) == 0:
-                if nap := Pace.nap(spec.get("rate", 0)):  # as the drain, and the C side's
+                if nap:
                     time.sleep(nap)
                 if time.monotonic() >= deadline:
                     raise Stalled(f"stalled at {got.count}/{total}")
