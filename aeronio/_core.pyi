@@ -524,6 +524,7 @@ class DutySchedule:
     busy: bool
     pending: bool
     backlog: int
+    backlog_limit: int
     bookkeeping_by_ns: int
     idle_cycles: int
     @property
@@ -531,6 +532,7 @@ class DutySchedule:
     @property
     def due(self) -> bool: ...
     def __init__(self, timer_interval_ns: int) -> None: ...
+    def keep_open(self, windows: Iterable[int]) -> None: ...
     def agent_spins(self, spins: bool) -> None: ...
     def on_data_path(
         self, now_ns: int, work: int, moved: int, urgent: bool, deadline_ns: int

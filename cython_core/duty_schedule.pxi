@@ -3,7 +3,10 @@
 # DataPath tells it what each duty cycle saw, and an idle duty cycle must stay cheap.
 
 cdef enum:
-    _BOOKKEEPING_BACKLOG = 8192  # bytes the watched positions move before bookkeeping is due
+    # Bookkeeping keeps windows open (publisher limits, cleaning): it is due once the watched
+    # positions moved a quarter of the smallest (`keep_open`); with no window known, a quarter
+    # of the smallest term's (64 KiB, its window half of it).
+    _BOOKKEEPING_BACKLOG = 8192
     _BOOKKEEPING_IDLE_CYCLES = 16  # idle duty cycles before bookkeeping, when the agent spins
     # The longest pending bookkeeping waits, when the agent parks at once after work (Aeron's
     # conductor, at its default idle strategy, also parks up to a millisecond between them).
@@ -29,8 +32,9 @@ cdef class DutySchedule:
     (heartbeats, status messages). The full duty cycle runs when:
 
     - something is urgent;
-    - bookkeeping is due: a watched position moved (`pending`) and they moved
-      BOOKKEEPING_BACKLOG bytes in all since the last full duty cycle, or, while the agent
+    - bookkeeping is due: a watched position moved (`pending`) and they moved `backlog_limit`
+      bytes in all since the last full duty cycle (a quarter of the smallest window the
+      bookkeeping keeps open, `keep_open`), or, while the agent
       spins after work (`agent_spins`), the last BOOKKEEPING_IDLE_CYCLES duty cycles did no
       work (a lone message waits for nothing), or BOOKKEEPING_DELAY_NS passed since the first
       move (`bookkeeping_by_ns`). An agent that parks at once after work (a standalone driver
@@ -54,6 +58,7 @@ cdef class DutySchedule:
     cdef public bint busy  # the last full duty cycle sent or ticked: run the next one too
     cdef public bint pending  # a watched position moved since the last full duty cycle
     cdef public int64_t backlog  # bytes the watched positions moved since then
+    cdef public int64_t backlog_limit  # the backlog that makes bookkeeping due (`keep_open`)
     cdef public int64_t bookkeeping_by_ns  # pending bookkeeping due then (none: INT64_MAX)
     cdef public int idle_cycles  # duty cycles in a row without work, up to the threshold
     cdef readonly bint spins  # the agent spins after work (`agent_spins`)
@@ -66,7 +71,15 @@ cdef class DutySchedule:
         self.pending = self.due = False
         self.bookkeeping_by_ns = INT64_MAX
         self.backlog = self.idle_cycles = 0
+        self.backlog_limit = _BOOKKEEPING_BACKLOG
         self.spins = True
+
+    def keep_open(self, windows) -> None:
+        """The windows the bookkeeping keeps open, in bytes (publications' term windows: their
+        publisher limits; images' receiver windows: their cleaning): it is due once the watched
+        positions moved a quarter of the smallest (BOOKKEEPING_BACKLOG with none)."""
+        windows = list(windows)
+        self.backlog_limit = max(1, min(windows) // 4) if windows else _BOOKKEEPING_BACKLOG
 
     def agent_spins(self, bint spins) -> None:
         """Whether the agent may run idle duty cycles after work (its spins, or an application
@@ -94,7 +107,7 @@ cdef class DutySchedule:
             urgent
             or self.busy
             or now_ns >= self.next_deadline_ns
-            or (self.pending and (self.backlog >= _BOOKKEEPING_BACKLOG
+            or (self.pending and (self.backlog >= self.backlog_limit
                                   or now_ns >= self.bookkeeping_by_ns
                                   or (self.spins
                                       and self.idle_cycles >= _BOOKKEEPING_IDLE_CYCLES)))

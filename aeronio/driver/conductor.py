@@ -711,10 +711,16 @@ class DriverConductor:
     def _new_data_path(self, previous: DataPath | None = None) -> DataPath:
         """The data path of the sockets, network publications and images there are now
         (replacing `previous`); what gives the conductor bookkeeping: the positions of the UDP
-        data path and of the IPC publications' subscribers (they free space)."""
+        data path and of the publications' subscribers (they free space), and the windows it
+        keeps open (the IPC publications' besides the UDP data path's)."""
         parts = self.udp.data_path_parts()
         subscribers = (sub.counter for pub in self.publications for sub in pub.subscribers)
-        parts = dataclasses.replace(parts, counters=(*parts.counters, *subscribers))
+        ipc = (pub for pub in self.publications if isinstance(pub, IpcPublication))
+        parts = dataclasses.replace(
+            parts,
+            counters=(*parts.counters, *subscribers),
+            windows=(*parts.windows, *(pub.term_window_length for pub in ipc)),
+        )
         return parts.data_path(
             previous=previous, commands=self.cnc.to_driver.positions, schedule=self.schedule
         )

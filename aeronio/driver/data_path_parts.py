@@ -36,6 +36,9 @@ class DataPathParts:
     `offset` of its `buffer`)."""
     logs: tuple[MappedLog, ...] = ()
     """Logs whose producer positions' moves give bookkeeping."""
+    windows: tuple[int, ...] = ()
+    """The windows the bookkeeping keeps open (publications' term windows, images' receiver
+    windows): the schedule's backlog that makes it due (`DutySchedule.keep_open`)."""
 
     def data_path(
         self, *, previous: DataPath | None, commands: tuple | None, schedule: DutySchedule
@@ -43,6 +46,7 @@ class DataPathParts:
         """The DataPath of these parts, replacing `previous` (positions it watched start from
         what it saw); `commands`: (AtomicBuffer, tail offset, head offset) of the to-driver ring
         buffer, whose unread records are urgent; `schedule`: told what each do_work saw."""
+        schedule.keep_open(self.windows)
         return DataPath(
             controls=self.controls,
             receivers=self.receivers,

@@ -379,7 +379,8 @@ class UdpMedia:
         send endpoints' sockets (control input, read here), the receive endpoints' sockets with
         their receivers and routers, each network publication's data sender and its endpoint's
         datagram sender, what gives bookkeeping when it moves (the images' subscriber positions
-        and high-water marks, the network publications' sender positions and logs)."""
+        and high-water marks, the network publications' sender positions and logs) and the
+        windows it keeps open (the images' and the publications')."""
         publications, images = self.publications, self.resources.images
         return DataPathParts(
             controls=tuple(
@@ -398,6 +399,10 @@ class UdpMedia:
                 *(pub.sender.sender_position for pub in publications),
             ),
             logs=tuple(pub.log.mapped for pub in publications),
+            windows=(
+                *(image.receiver.window for image in images),
+                *(pub.term_window_length for pub in publications),
+            ),
         )
 
     def do_work(self, now_ns: int, data_path: DataPath) -> tuple[int, int]:

@@ -363,3 +363,22 @@ async def test_an_agent_that_parks_at_once_parks_with_bookkeeping_pending(udp, s
         assert schedule.park_ns(now, False) == BOOKKEEPING_DELAY_NS
         assert conductor.do_work(now + BOOKKEEPING_DELAY_NS) == 0 and not schedule.pending
     assert publication.publisher_limit.get() == limit + FRAME
+
+
+async def test_the_backlog_follows_the_smallest_window_the_streams_keep_open(tmp_path):
+    """The conductor tells its schedule the windows its bookkeeping keeps open whenever it
+    makes a DataPath: a UDP stream's (its publication's term window, half its 16 MiB term; its
+    image's receiver window, `rcv-wnd=2m`), then an IPC publication's with a 64 KiB term (half
+    of it) as long as it lasts; bookkeeping is due at a quarter of the smallest."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=16m|rcv-wnd=2m"
+    async with aeronio.MediaDriver.launch(str(tmp_path / "driver")) as driver:
+        schedule = driver.conductor.schedule
+        async with aeronio.connect(driver.dir) as client:
+            sub = await client.add_subscription(channel, 5)
+            pub = await client.add_publication(channel, 5)
+            await await_until(lambda: sub.images and pub.is_connected, 10, "the image")
+            await await_until(lambda: schedule.backlog_limit == (2 << 20) // 4, 10, "2 MiB / 4")
+            ipc = await client.add_publication("aeron:ipc?term-length=64k|linger=0", 6)
+            await await_until(lambda: schedule.backlog_limit == 32 * 1024 // 4, 10, "32 KiB / 4")
+            await ipc.close()
+            await await_until(lambda: schedule.backlog_limit == (2 << 20) // 4, 10, "again")

@@ -144,6 +144,30 @@ def test_pending_bookkeeping_waits_for_idle_cycles_or_its_delay(spins):
     assert s.on_data_path(later, 1, BOOKKEEPING_BACKLOG, False, 2000 * MS)  # the backlog
 
 
+@pytest.mark.parametrize(
+    "windows, limit",
+    [
+        ([], BOOKKEEPING_BACKLOG),  # none known: a quarter of the smallest term's window
+        ([32 * 1024], BOOKKEEPING_BACKLOG),  # the smallest term's (64 KiB) window
+        ([8 << 20, 2 << 20], 512 * 1024),  # a 16 MiB term's window, a 2 MiB receiver window
+        ([8 << 20, 128 * 1024, 32 << 20], 32 * 1024),
+        ([3], 1),
+    ],
+)
+def test_the_backlog_is_a_quarter_of_the_smallest_window_kept_open(windows, limit):
+    """While data flows, bookkeeping waits for the positions to move a quarter of the smallest
+    window it keeps open (a publication's term window, an image's receiver window), so that a
+    window never waits on it: a publisher limit moves, a log is cleaned, well before the
+    publisher or the sender could reach them."""
+    s = schedule(idle_cycles=0)
+    s.keep_open(iter(windows))
+    assert s.backlog_limit == limit
+    if limit > 1:
+        assert not s.on_data_path(QUIET, 1, limit - 1, False, 2000 * MS)
+    assert s.on_data_path(QUIET, 1, 1, False, 2000 * MS)
+    assert s.backlog == limit
+
+
 # (now) -> the timer ticks in the full duty cycle at that time
 TICKS = [(TIMER - EARLY - 1, False), (TIMER - EARLY, True), (TIMER, True), (TIMER + 5 * MS, True)]
 
