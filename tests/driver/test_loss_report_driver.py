@@ -11,24 +11,10 @@ import aeronio
 from aeronio import cli
 from aeronio.counters import SystemCounters
 from aeronio.driver.loss_report import load_loss_report
-from aeronio.protocol.frames import HDR_TYPE_NAK, NakFrame, data_header, iter_frames, setup_frame
+from aeronio.protocol.frames import HDR_TYPE_NAK, NakFrame, iter_frames
 from aeronio.protocol.layout import LOSS_REPORT_FILE
+from tests.support.forged_sender import INITIAL_TERM_ID, SESSION, STREAM, data, forge_image
 from tests.support.ports import free_port
-
-SESSION, STREAM, INITIAL_TERM_ID, TERM_LENGTH = 77, 9, 5, 65536
-
-
-def data(term_offset: int) -> bytes:
-    """A 64-byte DATA frame (32 bytes of payload) at `term_offset` of the first term."""
-    header = data_header(
-        frame_length=64,
-        flags=0xC0,
-        term_offset=term_offset,
-        session_id=SESSION,
-        stream_id=STREAM,
-        term_id=INITIAL_TERM_ID,
-    ).encode()
-    return header + term_offset.to_bytes(4, "little") * 8
 
 
 async def naks_heard(sender: socket.socket, wanted: int, timeout: float = 10) -> list[NakFrame]:
@@ -66,19 +52,7 @@ async def test_each_nak_of_a_gap_is_an_observation_in_the_loss_report(capsys):
             subscription = await aeron.add_subscription(channel, STREAM)
             report = os.path.join(aeron.driver_dir, LOSS_REPORT_FILE)
             assert load_loss_report(report) == []
-            setup = setup_frame(
-                session_id=SESSION,
-                stream_id=STREAM,
-                initial_term_id=INITIAL_TERM_ID,
-                term_length=TERM_LENGTH,
-                mtu=1408,
-            ).encode()
-            for _ in range(500):
-                if subscription.images:
-                    break
-                sender.sendto(setup, ("127.0.0.1", port))
-                await asyncio.sleep(0.01)
-            assert subscription.images, "no image for the forged SETUP"
+            await forge_image(sender, port, subscription)
             for offset in (0, 128, 192):  # the frame at 64 is "lost"
                 sender.sendto(data(offset), ("127.0.0.1", port))
             naks = await naks_heard(sender, 2)  # the NAK, and one retry (60 ms later)
