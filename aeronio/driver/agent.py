@@ -100,6 +100,23 @@ class AgentRunner:
         finally:
             self.in_duty_cycle = False
 
+    def deadline_moved(self) -> None:
+        """A duty cycle run outside the task (`invoke` by the application) brought the agent's
+        next deadline forward (it took input the parked task watched for, leaving work due by
+        then): a parked agent sets its timer again from `park_s`."""
+        loop = self._loop
+        if loop is None or self._wakeup is None or self._wakeup.done() or self._woken:
+            return  # not parked: the task asks park_s itself before it parks
+        timeout = self._park_s()
+        if timeout == 0:
+            self._set_wakeup()
+        elif timeout is not None and (
+            self._deadline is None or self._deadline.when() > loop.time() + timeout
+        ):
+            if self._deadline is not None:
+                self._deadline.cancel()
+            self._deadline = loop.call_later(timeout, self._on_deadline, loop)
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         spins = 0

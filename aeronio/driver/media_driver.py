@@ -123,13 +123,18 @@ class MediaDriver:
         """Run one duty cycle of the driver's agent now (Aeron's agent invoker): for an
         application that busy-spins on this loop's thread and would rather not yield to the loop
         between polls. Call it from the loop's thread only; returns the work done (0: idle)."""
-        if self._runner is None:
+        if self._runner is None or self.conductor is None:
             raise DriverError("the driver is not running")
         if not self._runner.on_its_loop():
             raise DriverError("MediaDriver.invoke() must be called on the driver's event loop")
         if self._runner.in_duty_cycle:
             raise DriverError("MediaDriver.invoke() from a callback of the driver's duty cycle")
-        return self._runner.invoke()
+        schedule = self.conductor.schedule
+        due = schedule.bookkeeping_by_ns
+        work = self._runner.invoke()
+        if schedule.bookkeeping_by_ns < due:  # it left bookkeeping pending: due by then
+            self._runner.deadline_moved()
+        return work
 
     def _do_work(self, conductor: DriverConductor) -> int:
         work = conductor.do_work()

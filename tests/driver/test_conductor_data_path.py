@@ -3,7 +3,9 @@ data, sans-IO; and the conductor around its DataPath in an embedded driver (a fa
 DataPath, bookkeeping pending in a driver that spins and in one that parks at once, a
 DataPath rebuilt with `previous`)."""
 
+import asyncio
 import errno
+import socket
 from types import SimpleNamespace
 
 import pytest
@@ -21,6 +23,7 @@ from aeronio.logbuffer import descriptor as d
 from aeronio.protocol import control as p
 from aeronio.protocol.frames import HDR_TYPE_SETUP, iter_frames, nak_frame, status_message
 from tests.sans_io.test_udp_sans_io import MS, MTU, TERM_LENGTH, setup_eliciting_status_message
+from tests.support import forged_sender
 from tests.support.ports import free_port
 from tests.support.procs import await_until
 from tests.support.udp_harness import Publisher, Slot
@@ -382,3 +385,49 @@ async def test_the_backlog_follows_the_smallest_window_the_streams_keep_open(tmp
             await await_until(lambda: schedule.backlog_limit == 32 * 1024 // 4, 10, "32 KiB / 4")
             await ipc.close()
             await await_until(lambda: schedule.backlog_limit == (2 << 20) // 4, 10, "again")
+
+
+async def test_an_application_invoke_that_takes_input_brings_the_parked_agent_forward(tmp_path):
+    """An application's `invoke()` takes a datagram another process sent before the parked
+    agent's task saw the socket readable (nothing rings the task then): it leaves bookkeeping
+    pending, due within BOOKKEEPING_DELAY_NS, and the parked agent's timer comes forward to
+    it from the image's next deadline; the task then keeps the books."""
+    port = free_port()
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sender.bind(("127.0.0.1", 0))
+    options = {"conductor_idle_spins_ipc_only": True}  # it parks at once after work
+    try:
+        async with aeronio.MediaDriver.launch(str(tmp_path / "driver"), **options) as driver:
+            async with aeronio.connect(driver.dir) as client:
+                channel = f"aeron:udp?endpoint=127.0.0.1:{port}"
+                sub = await client.add_subscription(channel, forged_sender.STREAM)
+                await forged_sender.forge_image(sender, port, sub)
+                sender.sendto(forged_sender.data(0), ("127.0.0.1", port))  # the image's first data
+                await await_until(lambda: sub.poll(lambda *_: None, 10), 10, "the first frame")
+                runner, schedule = driver._runner, driver.conductor.schedule
+                loop = asyncio.get_running_loop()
+
+                def parked_for_long() -> bool:
+                    deadline, wakeup = runner._deadline, runner._wakeup
+                    return (
+                        wakeup is not None
+                        and not wakeup.done()
+                        and not schedule.pending
+                        and deadline is not None
+                        and deadline.when() - loop.time() > 0.01
+                    )
+
+                await await_until(parked_for_long, 10, "the agent parked until a far deadline")
+                sender.sendto(forged_sender.data(64), ("127.0.0.1", port))  # the next, in order
+                for _ in range(1_000_000):  # no await: the task does not see the socket
+                    if driver.invoke():
+                        break
+                else:
+                    pytest.fail("the datagram did not come")
+                assert schedule.pending
+                delay = runner._deadline.when() - loop.time()
+                assert delay <= BOOKKEEPING_DELAY_NS / 1e9
+                await await_until(lambda: not schedule.pending, 10, "the books kept")
+                assert sub.poll(lambda *_: None, 10) == 1
+    finally:
+        sender.close()
