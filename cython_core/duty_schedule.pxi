@@ -134,13 +134,23 @@ cdef class DutySchedule:
         self.next_deadline_ns = coalesced([self.next_timer_ns, *deadlines_ns])
         self.data_path_deadline_ns = data_path_deadline_ns
 
-    cpdef int64_t park_ns(self, int64_t now_ns, bint commands_waiting):
-        """How long the agent may park at `now_ns`: until the next deadline, pending
-        bookkeeping's among them (0: run again at once, also while `commands_waiting`)."""
-        if self.busy or commands_waiting:
+    @property
+    def wake_ns(self) -> int:
+        """When the agent must run next: the next deadline, pending bookkeeping's among them
+        (0 while `busy`: at once)."""
+        return self._wake_ns()
+
+    cdef inline int64_t _wake_ns(self):
+        if self.busy:
             return 0
-        return max(0, min(self.next_deadline_ns, self.data_path_deadline_ns,
-                          self.bookkeeping_by_ns) - now_ns)
+        return min(self.next_deadline_ns, self.data_path_deadline_ns, self.bookkeeping_by_ns)
+
+    cpdef int64_t park_ns(self, int64_t now_ns, bint commands_waiting):
+        """How long the agent may park at `now_ns`: until `wake_ns` (0: run again at once, also
+        while `commands_waiting`)."""
+        if commands_waiting:
+            return 0
+        return max(0, self._wake_ns() - now_ns)
 
 
 def coalesced(deadlines: list) -> int:

@@ -130,9 +130,9 @@ class MediaDriver:
         if self._runner.in_duty_cycle:
             raise DriverError("MediaDriver.invoke() from a callback of the driver's duty cycle")
         schedule = self.conductor.schedule
-        due = schedule.bookkeeping_by_ns
+        wake_ns = schedule.wake_ns
         work = self._runner.invoke()
-        if schedule.bookkeeping_by_ns < due:  # it left bookkeeping pending: due by then
+        if schedule.wake_ns < wake_ns:  # e.g. bookkeeping left pending: a parked agent runs then
             self._runner.deadline_moved()
         return work
 

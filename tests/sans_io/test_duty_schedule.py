@@ -227,6 +227,15 @@ def test_how_long_the_agent_parks(state, now, commands, park):
     assert schedule(**state).park_ns(now, commands) == park
 
 
+def test_when_the_agent_must_run_next():
+    """`wake_ns`, what park_ns counts down to (and what an application's invoke compares):
+    the earliest of the deadlines and pending bookkeeping's, at once while busy."""
+    assert schedule().wake_ns == DEADLINE
+    assert schedule(data_path_deadline_ns=920 * MS).wake_ns == 920 * MS
+    assert schedule(pending=True, bookkeeping_by_ns=QUIET + 5 * MS).wake_ns == QUIET + 5 * MS
+    assert schedule(busy=True).wake_ns == 0
+
+
 def test_an_idle_stream_wakes_once_per_heartbeat_and_the_timer_goes_with_one():
     """An idle driver with one stream: the DataPath sends a heartbeat every 95 ms (no Python);
     the timer (every 80 ms) runs at its own time, or in the duty cycle that woke for a heartbeat
