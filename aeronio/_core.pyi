@@ -305,6 +305,16 @@ def record_blocks(
     position_offset: int,
     sync_level: int,
 ) -> tuple[int, int, int, int]: ...
+def offer_recorded(
+    appender: LogAppender,
+    segment: _Bytes,
+    segment_base: int,
+    limit: int,
+    stop: int,
+    block_length_limit: int,
+    max_length: int,
+    window_wait_ns: int,
+) -> int: ...
 def unblock_log(log: MappedLog, blocked_position: int) -> bool: ...
 def term_rebuild_insert(term: _Bytes, term_offset: int, packet: _Bytes) -> bool: ...
 

@@ -145,17 +145,25 @@ cdef class LogAppender:
             if self.exclusive:
                 self._term_offset = resulting
             return term_begin + resulting
+        if self.exclusive:
+            return self._rotate_exclusive()
         if term_begin + self.log.term_length >= self.max_possible_position:
             return MAX_POSITION_EXCEEDED_CODE
-        if self.exclusive:
-            self._index = (self._index + 1) % PARTITION_COUNT
-            self._term_id = term_id + 1
-            self._term_offset = 0
-            self._term_begin = term_begin + self.log.term_length
-            aio_store_i64(self.log.tail_address(self._index), pack_tail(self._term_id, 0))
-            aio_store_i32(self.log.meta + LOG_ACTIVE_TERM_COUNT_OFFSET, term_count + 1)
-        else:
-            self.log.rotate(<int32_t> (<uint32_t> term_id - <uint32_t> self.log.initial_term_id), term_id)
+        self.log.rotate(<int32_t> (<uint32_t> term_id - <uint32_t> self.log.initial_term_id), term_id)
+        return ADMIN_ACTION_CODE
+
+    cdef int64_t _rotate_exclusive(self) noexcept nogil:
+        """An exclusive writer's full term: the next term becomes the active one (ADMIN_ACTION),
+        or MAX_POSITION_EXCEEDED when the log has no term after it."""
+        cdef int32_t term_count = self._term_id - self.log.initial_term_id
+        if self._term_begin + self.log.term_length >= self.max_possible_position:
+            return MAX_POSITION_EXCEEDED_CODE
+        self._index = (self._index + 1) % PARTITION_COUNT
+        self._term_id += 1
+        self._term_offset = 0
+        self._term_begin += self.log.term_length
+        aio_store_i64(self.log.tail_address(self._index), pack_tail(self._term_id, 0))
+        aio_store_i32(self.log.meta + LOG_ACTIVE_TERM_COUNT_OFFSET, term_count + 1)
         return ADMIN_ACTION_CODE
 
     cdef int64_t _back_pressure_status(self, int64_t position, Py_ssize_t length) noexcept:
@@ -288,10 +296,8 @@ cdef class LogAppender:
         frame's length is stored last, so readers see the block whole. Returns the new position
         or a negative result code (exclusive publications only)."""
         cdef Py_buffer view
-        cdef int32_t term_count, term_id, term_offset, resulting, offset, frame_length, first_length
+        cdef int32_t term_count, term_id, resulting, offset, frame_length, first_length
         cdef int64_t position, raw_offset, result, aligned
-        cdef char* term
-        cdef char* frame
         cdef char* source
         if not self.exclusive:
             raise TypeError("offer_block needs an exclusive publication")
@@ -322,29 +328,39 @@ cdef class LogAppender:
                 offset += aligned
             if position + view.len > aio_load_i64(self._limit):
                 return self._back_pressure_status(position, view.len)
-            term = self.log.term(term_count % PARTITION_COUNT)
-            resulting = self._reserve(term_count, &term_id, <int32_t> view.len, &term_offset)
-            frame = term + term_offset
-            memcpy(frame + 4, source + 4, view.len - 4)
-            offset = 0
-            aligned = align_frame(first_length)
-            while True:  # over the copy, bounded again: the source may change under a mapping
-                aio_put_i32(frame + offset + SESSION_ID_FIELD_OFFSET, self.session_id)
-                aio_put_i32(frame + offset + STREAM_ID_FIELD_OFFSET, self.stream_id)
-                aio_put_i32(frame + offset + TERM_ID_FIELD_OFFSET, term_id)
-                offset += aligned
-                if offset >= view.len:
-                    break
-                aligned = frame_extent(aio_get_i32(frame + offset), offset, view.len)
-                if aligned <= 0:
-                    break
-            aio_store_i32(frame, first_length)
+            resulting = self._copy_block(source, <int32_t> view.len, first_length)
         finally:
             PyBuffer_Release(&view)
         result = self._new_position(term_count, term_id, position, raw_offset, resulting)
         if result > 0:
             self._wake_readers()
         return result
+
+    cdef int32_t _copy_block(self, const char* source, int32_t length,
+                             int32_t first_length) noexcept nogil:
+        """Copy `length` bytes of whole frames (checked to tile them and to fit the term, within
+        the limit) to an exclusive writer's term offset: the tail first, then the frames with
+        this publication's session, stream and term ids, the first frame's length (read once,
+        `first_length`) stored last, so readers see the block whole; returns the resulting term
+        offset."""
+        cdef char* frame = self.log.term(self._index) + self._term_offset
+        cdef int32_t offset = 0
+        cdef int64_t aligned = align_frame(first_length)
+        cdef int32_t resulting = self._term_offset + length
+        aio_store_i64(self.log.tail_address(self._index), pack_tail(self._term_id, resulting))
+        memcpy(frame + 4, source + 4, length - 4)
+        while True:  # over the copy, bounded again: the source may change under a mapping
+            aio_put_i32(frame + offset + SESSION_ID_FIELD_OFFSET, self.session_id)
+            aio_put_i32(frame + offset + STREAM_ID_FIELD_OFFSET, self.stream_id)
+            aio_put_i32(frame + offset + TERM_ID_FIELD_OFFSET, self._term_id)
+            offset += <int32_t> aligned
+            if offset >= length:
+                break
+            aligned = frame_extent(aio_get_i32(frame + offset), offset, length)
+            if aligned <= 0:
+                break
+        aio_store_i32(frame, first_length)
+        return resulting
 
     # -- claim ------------------------------------------------------------------------------
 

@@ -34,13 +34,15 @@ def set_waker(int64_t own_wake_id, object sender, object local) -> None:
     _local_waker = local
 
 
-cdef inline bint _space_awaited_elsewhere(char* meta) noexcept nogil:
-    """Whether another process parks for space on the log whose metadata is `meta`."""
+cdef inline bint _parked_elsewhere(char* meta, bint space) noexcept nogil:
+    """Whether another process parks for space (or for data) on the log whose metadata is
+    `meta`."""
     cdef int i
     cdef int64_t value
     for i in range(LOG_WAKE_SLOT_COUNT):
         value = aio_load_i64(meta + LOG_WAKE_SLOTS_OFFSET + 8 * i)
-        if (value & WAKE_SPACE_BIT) and (value & WAKE_ID_MASK) != _own_wake_id:
+        if value != 0 and ((value & WAKE_SPACE_BIT) != 0) == space \
+                and (value & WAKE_ID_MASK) != _own_wake_id:
             return True
     return False
 
@@ -149,7 +151,7 @@ cdef class MappedLog:
         if aio_load_i64(self.meta + LOG_LIMIT_WANTED_OFFSET) != 0 \
                 and aio_cas_i64(self.meta + LOG_LIMIT_WANTED_OFFSET, 1, 0):
             self.wake_conductor()
-        elif _space_awaited_elsewhere(self.meta):
+        elif _parked_elsewhere(self.meta, True):
             self.wake_conductor()
 
     cdef void wake_conductor(self) noexcept:

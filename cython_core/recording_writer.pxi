@@ -98,7 +98,7 @@ cdef inline bint _consumer_awaited(MappedLog log, Doorbell consumed) noexcept no
         return True
     if aio_load_i64(log.meta + LOG_LIMIT_WANTED_OFFSET) != 0:
         return True
-    return _space_awaited_elsewhere(log.meta)
+    return _parked_elsewhere(log.meta, True)
 
 
 def record_blocks(ImageReader image, int fd, int64_t file_position, int64_t file_end,

@@ -318,6 +318,12 @@ class RecordingReader:
             self._map, self._index = mapped, index
         return memoryview(mapped)
 
+    def mapped_segment(self) -> tuple[memoryview, int]:
+        """The mapped segment file that holds the position, and the position its first byte
+        stands for (SegmentError when it cannot be mapped)."""
+        index = self.layout.segment_index(self.position)
+        return self._segment(index), self.layout.segment_base_position(index)
+
     def _damage(self, problem: str, position: int | None = None) -> SegmentError:
         at = self.position if position is None else position
         return SegmentError(

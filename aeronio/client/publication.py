@@ -83,6 +83,11 @@ class Publication(_core.PublicationBase):
         return self._appender.position_limit
 
     @property
+    def signals(self) -> signals.LogSignals:
+        """The log's doorbells in this process (data, consumed, limit: logbuffer.signals)."""
+        return self._signals
+
+    @property
     def max_message_length(self) -> int:
         return self._appender.max_message_length
 
@@ -320,6 +325,34 @@ class ExclusivePublication(Publication):
         """Append whole frames copied from a log of this term length and initial term id (see
         `offer_block`); returns the new position or a negative result code."""
         return self._appender.try_offer_block(block)
+
+    def try_offer_recorded(
+        self,
+        segment: Buffer,
+        segment_base: int,
+        limit: int,
+        stop: int,
+        block_length: int,
+        max_length: int,
+        window_wait_ns: int,
+    ) -> int:
+        """Offer a recording's frames from a mapped segment file (its byte 0 at stream position
+        `segment_base`) from this publication's position on, in blocks of at most
+        `block_length` bytes within the window (waiting up to `window_wait_ns` at a time while
+        it is shut), up to position `limit` and about `max_length` bytes, with the GIL
+        released (an archive's replay; the bytes before `stop` are recorded); returns the
+        position reached. It stops before anything `try_offer_block` would refuse and any
+        header a reader would report as damage."""
+        return _core.offer_recorded(
+            self._appender,
+            segment,
+            segment_base,
+            limit,
+            stop,
+            block_length,
+            max_length,
+            window_wait_ns,
+        )
 
     async def offer_block(self, block: Buffer, *, timeout: float | None = None) -> int:
         """Append a block of whole frames from a log of this term length and initial term id,

@@ -2,7 +2,8 @@
 time, checking each against a Python model of the frame rules: scan_whole_frames, the term
 scanners (term_block_scan, term_scan_for_availability, scan_datagrams), every ImageReader read
 (poll, controlled_poll, block_poll, batch_poll, poll_messages, messages(copy=False)),
-LogAppender.try_offer_block, ImageRebuilder.insert/advance, unblock_log and Header.decode.
+LogAppender.try_offer_block, offer_recorded (a replay's run over a damaged segment, against
+the segment reader's own rules), ImageRebuilder.insert/advance, unblock_log and Header.decode.
 
 Run as a child process (a crash must be a failing exit status, not a dead test runner):
 `python -m tests.support.frame_fuzz SECONDS [SEED]`. Before each hypothesis run it prints the
@@ -27,6 +28,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from aeronio import _core
+from aeronio.archive.segments import frame_problem, scan_frames
 from aeronio.errors import AeronError
 from aeronio.logbuffer.log_buffers import LogBuffers
 
@@ -40,6 +42,11 @@ EDGES += [1 << 29, 1 << 30, 0x7FFFFFDF, 0x7FFFFFE0, 0x7FFFFFE1, 0x7FFFFFF0, 0x7F
 LENGTHS = st.one_of(st.sampled_from(EDGES), st.integers(32, 2048), INT32)
 FRAMES = st.lists(
     st.tuples(LENGTHS, st.integers(0, 255), st.sampled_from([0, 1, 1, 1, 2, 0xFFFF])),
+    max_size=24,
+)
+# Frames a recording holds (DATA and PAD, lengths that fit): a run over them goes on.
+SOUND_FRAMES = st.lists(
+    st.tuples(st.integers(32, 2048), st.integers(0, 255), st.sampled_from([0, 1, 1, 1])),
     max_size=24,
 )
 CALLS = [0]
@@ -292,6 +299,66 @@ def fuzz_try_offer_block(frames, size, tail):
 
 @SETTINGS
 @given(
+    frames=st.one_of(FRAMES, SOUND_FRAMES),
+    tail=st.integers(0, 64),
+    limit=st.integers(-64, 8192),
+    stop=st.one_of(st.none(), st.integers(-64, 8192)),
+    window=st.integers(-64, 8192),
+    block=st.integers(1, 256).map(lambda i: i * 32),
+    max_length=st.integers(1, 8192),
+    misplaced=st.one_of(st.none(), st.integers(0, 255).map(lambda i: i * 32)),
+)
+def fuzz_offer_recorded(frames, tail, limit, stop, window, block, max_length, misplaced):
+    """A run over a segment whose frames are fuzzed (their term offsets those of their
+    positions or not) offers exactly the blocks the segment reader's checks
+    (segments.frame_problem, scan_frames) pass, copied with the publication's ids."""
+    start = tail * 32
+    segment = np.zeros(TERM, dtype=np.uint8)
+    fill(segment, start, frames)
+    walk, _ = model_walk(bytes(segment), start, TERM)
+    laid = walk[-1][0] + walk[-1][2] if walk else start  # None: recorded to the last frame
+    limit, stop = start + limit, laid if stop is None else start + stop
+    if misplaced is not None:  # a header there (if one is) with another frame's term offset
+        struct.pack_into("<i", segment, start + misplaced + 8, start + misplaced + 32)
+    data = bytes(segment)
+    fill(FIXTURE.term, 0, [])
+    FIXTURE.reset_tail(start)
+    FIXTURE.meta.put_int32_ordered(136, 1)  # connected
+    appender = _core.LogAppender(FIXTURE.log.mapped, counter(start + window), 0, exclusive=True)
+    got = call(_core.offer_recorded, appender, data, 0, limit, stop, block, max_length, 0)
+    position = start  # the model: the per-block path's checks, block after block
+    while position < limit and position - start < max_length:
+        length = min(block, limit - position, TERM - position, start + window - position)
+        if length < 32 or frame_problem(data, position, position, TERM, stop) is not None:
+            break
+        end = scan_frames(data, position, position + length)
+        if end == position or (
+            end < min(stop, TERM) and frame_problem(data, end, end, TERM, stop) is not None
+        ):
+            break
+        position = end
+    assert got == position == appender.position, (got, position)
+    copied = bytes(FIXTURE.term[start:position])
+    assert not FIXTURE.term[position:].any(), "appended past the run"
+    offset = start
+    while offset < position:  # each frame as recorded, with the publication's ids
+        length = struct.unpack_from("<i", copied, offset - start)[0]
+        assert copied[offset - start : offset - start + 12] == data[offset : offset + 12]
+        assert struct.unpack_from("<iii", copied, offset - start + 12) == (
+            SESSION,
+            STREAM,
+            INITIAL_TERM_ID,
+        )
+        assert (
+            copied[offset - start + 24 : offset - start + align(length)]
+            == data[offset + 24 : offset + align(length)]
+        )
+        offset += align(length)
+    assert offset == position
+
+
+@SETTINGS
+@given(
     packets=st.lists(
         st.tuples(st.integers(0, 64).map(lambda i: i * 32), FRAMES, st.binary(max_size=96)),
         max_size=8,
@@ -367,6 +434,7 @@ TARGETS = [
     fuzz_term_scanners,
     fuzz_image_reader,
     fuzz_try_offer_block,
+    fuzz_offer_recorded,
     fuzz_rebuilder,
     fuzz_unblock,
     fuzz_header_decode,

@@ -1,0 +1,138 @@
+# The archive replay's read path (aeronio/archive/replay_session.py holds its rules): a run of a
+# recording's blocks offered from a mapped segment file into the replay's exclusive publication,
+# with the GIL released over the whole run, so that the replayer's thread copies beside the
+# event loop's (the reference's DEDICATED replayer). A block at a time through Python, that
+# thread would wait for the event loop's to hand the GIL back after every block, as the
+# recorder's did before record_blocks. Whatever needs a decision (a header that is not sound, a
+# shut window, a segment's or the replay's end) ends the run: the per-block path (RecordingReader
+# .peek and try_offer_block) takes it from there, with its errors and its back-pressure.
+
+
+cdef extern from "<time.h>" nogil:
+    int nanosleep(const timespec* request, timespec* remaining)
+
+
+cdef int64_t _window_open(LogAppender appender, int64_t position, int64_t wait_ns) noexcept nogil:
+    """The publisher limit once the window from `position` holds a frame of the MTU, waiting up
+    to `wait_ns` (short sleeps, the GIL released) for the driver to move it as the subscribers
+    consume; the limit as it is when the wait ran out, or when the log was closed or lost its
+    subscribers meanwhile."""
+    cdef int64_t limit = aio_load_i64(appender._limit)
+    cdef int64_t deadline
+    cdef int32_t frame = appender.log.mtu_length
+    cdef timespec nap
+    if limit - position >= frame or wait_ns <= 0:
+        return limit
+    deadline = _monotonic_ns() + wait_ns
+    nap.tv_sec = 0
+    nap.tv_nsec = 20000
+    while limit - position < frame and _monotonic_ns() < deadline and not appender.is_closed \
+            and aio_load_i32(appender.log.meta + LOG_IS_CONNECTED_OFFSET) == 1:
+        nanosleep(&nap, NULL)
+        limit = aio_load_i64(appender._limit)
+    return limit
+
+
+cdef inline bint _sound_recorded_frame(const char* segment, Py_ssize_t size, Py_ssize_t offset,
+                                       int64_t position, int32_t term_length,
+                                       int64_t stop) noexcept nogil:
+    """segments.frame_problem's rules as yes or no: the header at `offset` of a mapped segment
+    of `size` bytes is a sound recorded frame for stream `position` (the bytes before `stop`
+    are recorded): within the file, DATA or PAD, `position`'s term offset, and a length of a
+    header at least that keeps the frame within its term, the recorded bytes and the file."""
+    cdef int32_t length
+    cdef int64_t aligned
+    cdef int32_t expected = <int32_t> (position & (term_length - 1))
+    cdef int kind
+    if offset + HEADER_LENGTH > size:
+        return False
+    length = aio_get_i32(segment + offset)
+    kind = (<uint8_t> segment[offset + TYPE_FIELD_OFFSET]) \
+        | (<uint8_t> segment[offset + TYPE_FIELD_OFFSET + 1]) << 8
+    if length < HEADER_LENGTH or (kind != HDR_TYPE_DATA and kind != HDR_TYPE_PAD):
+        return False
+    if aio_get_i32(segment + offset + TERM_OFFSET_FIELD_OFFSET) != expected:
+        return False
+    aligned = align_frame(length)
+    return expected + aligned <= term_length and position + aligned <= stop \
+        and offset + aligned <= size
+
+
+cdef inline void _wake_replay_readers(LogAppender appender) noexcept nogil:
+    """After a block: wake whoever waits for data on the log (a subscriber of this process
+    parked on its doorbell, or another process parked in a wake slot), the GIL taken only then."""
+    aio_fence_full()  # the frame's length store must be visible before these loads
+    if (appender.data_doorbell is not None
+            and aio_load_i32(<char*> &appender.data_doorbell.waiters) > 0) \
+            or _parked_elsewhere(appender.log.meta, False):
+        with gil:
+            appender._wake_readers()
+
+
+def offer_recorded(LogAppender appender, object segment, int64_t segment_base, int64_t limit,
+                   int64_t stop, int32_t block_length_limit, int64_t max_length,
+                   int64_t window_wait_ns) -> int:
+    """Offer a recording's frames from `segment` (a mapped segment file whose byte 0 stands for
+    stream position `segment_base`) into the exclusive `appender`, from its position on, in
+    blocks as a replay's (whole frames of one term, at most `block_length_limit` bytes, within
+    the publication's window), up to position `limit` and about `max_length` bytes, with the
+    GIL released; the bytes before `stop` are recorded. A shut window is waited for up to
+    `window_wait_ns` at a time (the GIL is taken back only at the run's end: while the event
+    loop's thread is busy that takes up to the interpreter's switch interval). Returns the
+    position reached. Ends the run, before anything is offered, at a header that is not sound
+    (segments.frame_problem), a first frame longer than the window or the limit allow, the
+    segment's end, a closed or unconnected publication and a log with no term left: the
+    per-block path decides those."""
+    cdef Py_buffer view
+    cdef const char* source
+    cdef MappedLog log = appender.log
+    cdef int32_t term_length = log.term_length
+    cdef int64_t start, position, length, aligned, end, after, term_left
+    cdef Py_ssize_t offset
+    cdef int32_t resulting
+    if not appender.exclusive:
+        raise TypeError("offer_recorded needs an exclusive publication")
+    if block_length_limit < HEADER_LENGTH:
+        raise ValueError(f"block_length_limit {block_length_limit} is below a frame header")
+    if appender.is_closed:
+        return appender._position()
+    PyObject_GetBuffer(segment, &view, PyBUF_SIMPLE)
+    source = <const char*> view.buf
+    start = position = appender._position()
+    try:
+        with nogil:
+            while position < limit and position - start < max_length:
+                if appender._term_offset == term_length:  # the last block filled the term
+                    if appender._rotate_exclusive() != ADMIN_ACTION_CODE:
+                        break
+                offset = <Py_ssize_t> (position - segment_base)
+                if offset < 0 or offset >= view.len or appender.is_closed \
+                        or aio_load_i32(log.meta + LOG_IS_CONNECTED_OFFSET) != 1:
+                    break
+                term_left = term_length - (position & (term_length - 1))
+                length = min(<int64_t> block_length_limit, limit - position, term_left,
+                             _window_open(appender, position, window_wait_ns) - position)
+                if length < HEADER_LENGTH or not _sound_recorded_frame(
+                        source, view.len, offset, position, term_length, stop):
+                    break
+                end = offset  # whole frames (lengths only, as scan_whole_frames) within length
+                while end + HEADER_LENGTH <= offset + length:
+                    aligned = frame_extent(aio_get_i32(source + end), end, offset + length)
+                    if aligned <= 0:
+                        break
+                    end += aligned
+                after = position + end - offset
+                if end == offset or (after < min(stop, position + term_left) and
+                                     not _sound_recorded_frame(source, view.len, end, after,
+                                                               term_length, stop)):
+                    break
+                resulting = appender._copy_block(source + offset, <int32_t> (end - offset),
+                                                 aio_get_i32(source + offset))
+                appender._term_offset = resulting
+                position = after
+                _wake_replay_readers(appender)
+    finally:
+        PyBuffer_Release(&view)
+    if position != start:
+        appender._space_found()
+    return position
