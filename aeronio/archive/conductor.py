@@ -16,7 +16,8 @@ A duty cycle
    are DONE are closed (a recording's stop position goes to the catalog and a
    RecordingStopped event out; a control session aborted for responses it could not deliver
    is counted and logged). Recording sessions write on the recorder's thread
-   (`recorder.py`), so that disk writes overlap the event loop's work.
+   (`recorder.py`), replay sessions send on the replayer's once they are REPLAYING
+   (`replayer.py`), so that disk writes and replays' copies overlap the event loop's work.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from aeronio.archive.recording_session import State as RecordingState
 from aeronio.archive.recording_writer import RecorderCounters, RecordingWriter
 from aeronio.archive.replay_session import ReplaySession
 from aeronio.archive.replay_session import State as ReplayState
+from aeronio.archive.replayer import Replayer
 from aeronio.archive.segments import RecordingReader
 from aeronio.client.aeron import Aeron
 from aeronio.client.counter import ClientCounter
@@ -104,6 +106,7 @@ class ArchiveConductor:
         self.errors: ClientCounter | None = None
         self.recorder_counters: RecorderCounters | None = None
         self.recorder = Recorder(on_done=self.wakeup.ring)
+        self.replayer = Replayer(on_done=self.wakeup.ring)
 
     async def start(self) -> None:
         """Open the control subscriptions, the events publication and the counters."""
@@ -139,6 +142,7 @@ class ArchiveConductor:
                 )
             )
         self.recorder.start()
+        self.replayer.start()
         for _, entry in self.catalog.entries():
             if isinstance(entry, CatalogError):  # said once; each request for it is refused
                 self.count_error()
@@ -166,8 +170,15 @@ class ArchiveConductor:
                 await self._stop_recording_session(recording)
                 work += 1
         for replay in list(self.replays.values()):
+            if replay in self.replayer:  # replayed on the replayer's thread until DONE
+                if replay.state is ReplayState.DONE:
+                    await self._close_replay(replay)
+                    work += 1
+                continue
             work += replay.do_work(now_ns)
-            if replay.state is ReplayState.DONE:
+            if replay.state is ReplayState.REPLAYING:
+                self.replayer.add(replay)
+            elif replay.state is ReplayState.DONE:
                 await self._close_replay(replay)
         return work
 
@@ -184,8 +195,10 @@ class ArchiveConductor:
         """Whether work may come that nothing signals: a replay, a recording to start, a control
         session connecting or with answers still to send (it then backs off, as the reference
         archive's agent always does)."""
-        return bool(self.replays or self._new_images or self._requests) or any(
-            session.busy for session in self.control_sessions.values()
+        return (
+            bool(self._new_images or self._requests)
+            or any(replay not in self.replayer for replay in self.replays.values())
+            or any(session.busy for session in self.control_sessions.values())
         )
 
     async def park(self, timeout: float) -> None:
@@ -317,7 +330,9 @@ class ArchiveConductor:
                         f"replay session not known for {request.replay_session_id}",
                         ErrorCode.UNKNOWN_REPLAY,
                     )
-                replay.abort()
+                with replay.lock:  # a run of the replayer's thread ends at a shut window
+                    replay.abort()
+                await self._close_replay(replay)
                 session.ok(correlation_id)
             case codecs.ListRecordingsRequest():
                 session.list(
@@ -354,6 +369,7 @@ class ArchiveConductor:
                 )  # fmt: skip
                 session.ok(correlation_id, NULL_VALUE if last is None else last)
             case codecs.TruncateRecordingRequest():
+                await self._settle_replays(request.recording_id)
                 self._truncate(request.recording_id, request.position)
                 session.ok(correlation_id)
 
@@ -552,12 +568,14 @@ class ArchiveConductor:
         await recording.subscription.close()
 
     async def _stop_recording_session(self, session: RecordingSession) -> None:
-        self.recordings.pop(session.recording_id, None)
         self.recorder.remove(session)
         with session.lock:  # DONE: the recorder's thread is past it
             session.writer.close()
         stop = session.recorded_position
+        # The stop position in the catalog before the recording leaves `recordings`: a live
+        # replay on the replayer's thread reads the one, then the other (`recorded`).
         self.catalog.recording_stopped(session.recording_id, stop, _now_ms())
+        self.recordings.pop(session.recording_id, None)
         for recording in list(self.recording_subscriptions.values()):
             if session in recording.sessions:
                 recording.sessions.remove(session)
@@ -649,6 +667,18 @@ class ArchiveConductor:
         )
         return replay_session_id
 
+    async def _settle_replays(self, recording_id: int) -> None:
+        """Poll the recording's replays on the replayer's thread once here, under their locks,
+        and close those that are done: a replay whose subscriber has gone ends now, not at the
+        thread's next cycle (a client that closed its replay, then truncates)."""
+        for replay in list(self.replays.values()):
+            if replay.recording_id != recording_id or replay not in self.replayer:
+                continue
+            with replay.lock:  # the thread's duty cycle is short: a run stops at a shut window
+                replay.do_work(time.monotonic_ns())
+            if replay.state is ReplayState.DONE:
+                await self._close_replay(replay)
+
     def _replay_failed(self, session: ControlSession, correlation_id: int, message: str) -> None:
         """A replay ended by damaged recorded bytes: an ERROR for its request (the reference's
         ReplaySession does the same) and a count."""
@@ -659,7 +689,9 @@ class ArchiveConductor:
 
     async def _close_replay(self, replay: ReplaySession) -> None:
         self.replays.pop(replay.replay_session_id, None)
-        replay.close()
+        self.replayer.remove(replay)
+        with replay.lock:  # DONE, or the replayer closed: its thread is past it
+            replay.close()
         with contextlib.suppress(AeronError):
             await replay.publication.close()
 
@@ -677,6 +709,7 @@ class ArchiveConductor:
 
     async def close(self) -> None:
         self.recorder.close()
+        self.replayer.close()
         for recording in list(self.recording_subscriptions.values()):
             await self._stop_recording(recording)
         for session in list(self.recordings.values()):

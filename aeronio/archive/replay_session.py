@@ -5,26 +5,44 @@ so replayed positions equal recorded positions.
 States
 ------
 - CONNECTING: until the replay publication has a subscriber (or the connect timeout: DONE).
-- REPLAYING: each duty cycle reads a block (whole frames of one term, no longer than the
-  publication's window) from the segments and offers it whole (`try_offer_block`). The
-  limit is the replay's end, or, for a recording still being written, its `rec-pos` (a replay
-  with length -1 follows a live recording until it stops). The subscriber going away ends it.
-  Damaged or missing recorded bytes (SegmentError from the reader) end it too: `on_error` gets
-  the reader's message (recording, position, file), which the archive sends as an ERROR for
-  the replay request, and the replay's publication closes, so its image ends.
+- REPLAYING: each duty cycle offers a run of blocks (whole frames of one term, no longer than
+  the publication's window) from the mapped segment, the GIL released
+  (`try_offer_recorded`, at most `MAX_RUN_LENGTH` bytes); where the run stops short it reads
+  the next block from the segments and offers it whole (`try_offer_block`), which maps the
+  next segment, reports damage and asks for the window to move. The limit is the replay's
+  end, or, for a recording still being written, its `rec-pos` (a replay with length -1
+  follows a live recording until it stops). The subscriber going away ends it. Damaged or
+  missing recorded bytes (SegmentError from the reader) end it too, with the reader's message
+  (recording, position, file) as its `failure`.
 - LINGER: all is sent; the publication stays until its subscriber has it (or the linger
   timeout), then DONE.
+
+Threads
+-------
+CONNECTING is polled by the archive's conductor; from REPLAYING on, by the replayer's thread
+(`replayer.py`), under the session's lock, until DONE; the conductor takes the lock to stop
+it. The conductor then closes it on the loop: `close` hands a `failure` to `on_error`, which
+the archive sends as an ERROR for the replay request, and the replay's publication closes, so
+its image ends.
 """
 
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Callable
 
 from aeronio.archive.context import MAX_BLOCK_LENGTH
 from aeronio.archive.segments import RecordingReader, SegmentError
 from aeronio.client.publication import ADMIN_ACTION, ExclusivePublication
 from aeronio.logbuffer.descriptor import HEADER_LENGTH
+
+# The most a duty cycle offers, and how long it waits for a shut window before it hands back:
+# a stop waits for the duty cycle (the session's lock), and each duty cycle takes the GIL back
+# once, which while the event loop's thread is busy can take up to the interpreter's switch
+# interval (5 ms).
+MAX_RUN_LENGTH = 8 * MAX_BLOCK_LENGTH
+WINDOW_WAIT_NS = 1_000_000
 
 
 class State(enum.Enum):
@@ -59,7 +77,9 @@ class ReplaySession:
         self.state = State.CONNECTING
         self._deadline_ns = now_ns + connect_timeout_ns
         self.reason = ""
+        self.failure: str | None = None  # what damaged recorded bytes ended it with
         self.on_error = on_error
+        self.lock = threading.Lock()  # held by whoever polls it (see the module's Threads)
 
     def do_work(self, now_ns: int) -> int:
         match self.state:
@@ -91,8 +111,20 @@ class ReplaySession:
                 self._deadline_ns = now_ns + self.linger_timeout_ns
             return 0
         publication = self.publication
-        # At least one frame even when the window is shut: its offer, refused, tells the
-        # driver this publication wants its limit moved (a parked driver is woken for it).
+        try:
+            segment, base = self.reader.mapped_segment()
+        except SegmentError as e:
+            self.fail(str(e))
+            return 0
+        position = publication.try_offer_recorded(
+            segment, base, limit, recorded, MAX_BLOCK_LENGTH, MAX_RUN_LENGTH, WINDOW_WAIT_NS
+        )
+        if position != self.reader.position:
+            self.reader.position = position
+            return 1
+        # Where the run stopped short, a block at a time. At least one frame even when the
+        # window is shut: its offer, refused, tells the driver this publication wants its
+        # limit moved (a parked driver is woken for it).
         window = publication.position_limit - publication.position
         frame = publication.max_payload_length + HEADER_LENGTH
         to_end = self.end_position - self.reader.position
@@ -100,8 +132,7 @@ class ReplaySession:
         try:
             block = self.reader.peek(length, recorded)
         except SegmentError as e:
-            self._done(str(e))
-            self.on_error(str(e))
+            self.fail(str(e))
             return 0
         if block is None:  # the next frame is longer than the window, or ends past the end
             if length == to_end:
@@ -120,9 +151,17 @@ class ReplaySession:
         self.state = State.DONE
         self.reason = reason
 
+    def fail(self, failure: str) -> None:
+        """End with `failure` (damage, or a bug in a duty cycle): an ERROR for the request."""
+        self.failure = failure  # before DONE: the conductor closes it once it sees DONE
+        self._done(failure)
+
     def abort(self, reason: str = "stopped") -> None:
         if self.state is not State.DONE:
             self._done(reason)
 
     def close(self) -> None:
+        """Unmap what was read; a failure goes to `on_error` (on the conductor's loop)."""
         self.reader.close()
+        if self.failure is not None:
+            self.on_error(self.failure)
