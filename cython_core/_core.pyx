@@ -21,11 +21,13 @@ cdef extern from "<poll.h>" nogil:
     int ppoll(pollfd* fds, unsigned long nfds, const timespec* timeout, const void* sigmask)
 
 cdef extern from "aeronio_cpython.h":
-    # See aeronio_cpython.h: reused fragment views and completed awaitables.
+    # See aeronio_cpython.h: reused fragment views, completed awaitables, member slots.
     bint aio_rewrap_view(PyObject* view, char* buf, Py_ssize_t length) noexcept
     Py_ssize_t aio_refcount(PyObject* object) noexcept
     ctypedef PyObject* (*aio_value_getter)(PyObject*) noexcept
     void aio_make_completed_type(PyTypeObject* type, aio_value_getter getter) noexcept
+    Py_ssize_t aio_field_offset(PyObject* object, PyObject* value) noexcept
+    int aio_readonly_member(PyTypeObject* type, const char* name, Py_ssize_t offset) except -1
     # A list's size and item through a borrowed pointer: Cython takes and drops a reference to
     # a list attribute it reads, which stalls from CPython 3.12 (aeronio_cpython.h, "Reference
     # counts on 3.12+").

@@ -21,6 +21,13 @@
  *   context, cause or notes (a `next()` in user code), is left to its holder and a new one is
  *   kept instead: every StopIteration seen is what StopIteration(value) would be.
  *
+ * Member slots
+ *   A Cython `cdef readonly object` attribute is a getset descriptor, which the specializing
+ *   interpreter of CPython 3.12+ leaves unspecialized: `message.data` costs about 22 ns there
+ *   against 2 ns for a __slots__ attribute (a T_OBJECT_EX member descriptor, LOAD_ATTR_SLOT).
+ *   The per-message attributes are given such a member descriptor in place of Cython's (read
+ *   only, at the field's offset; the object always holds a value there).
+ *
  * Reference counts on 3.12+
  *   From CPython 3.12 Py_INCREF stores the low 32 bits of the count and Py_DECREF loads all 64:
  *   a DECREF of an object soon after an INCREF of it waits for the store to complete (no
@@ -33,6 +40,7 @@
 #define AERONIO_CPYTHON_H
 
 #include <Python.h>
+#include <structmember.h>
 
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030F0000 && !defined(Py_GIL_DISABLED) \
     && !defined(PYPY_VERSION)
@@ -146,6 +154,45 @@ static PyObject *aio_completed_next(PyObject *self) {
     }
     return NULL;
 #endif
+}
+
+/* The offset in `object` of the pointer-aligned field that holds `value` (an object nothing
+ * else there holds), or -1. */
+static inline Py_ssize_t aio_field_offset(PyObject *object, PyObject *value) {
+    Py_ssize_t offset;
+    for (offset = sizeof(PyObject); offset + (Py_ssize_t)sizeof(PyObject *)
+            <= Py_TYPE(object)->tp_basicsize; offset += sizeof(PyObject *)) {
+        if (*(PyObject **)((char *)object + offset) == value) {
+            return offset;
+        }
+    }
+    return -1;
+}
+
+/* Make `name` of `type` a read-only T_OBJECT_EX member at `offset` (see "Member slots"), its
+ * doc string Cython's. 0, or -1 with an exception set. */
+static inline int aio_readonly_member(PyTypeObject *type, const char *name, Py_ssize_t offset) {
+    PyObject *old = PyDict_GetItemString(type->tp_dict, name); /* borrowed */
+    PyMemberDef *member = PyMem_Calloc(1, sizeof(PyMemberDef)); /* kept: the type holds it */
+    PyObject *descriptor;
+    if (member == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    member->name = name;
+    member->type = T_OBJECT_EX;
+    member->offset = offset;
+    member->flags = READONLY;
+    member->doc = old != NULL && Py_IS_TYPE(old, &PyGetSetDescr_Type)
+        ? ((PyGetSetDescrObject *)old)->d_getset->doc : NULL;
+    descriptor = PyDescr_NewMember(type, member);
+    if (descriptor == NULL || PyDict_SetItemString(type->tp_dict, name, descriptor) < 0) {
+        Py_XDECREF(descriptor);
+        return -1;
+    }
+    Py_DECREF(descriptor);
+    PyType_Modified(type);
+    return 0;
 }
 
 /* Give a type (with __await__ and __next__ already defined) the completed-awaitable slots. */

@@ -112,6 +112,19 @@ cdef class Message(Header):
         return f"Message({len(self.data)} bytes, session_id={self.session_id}, position={self.position})"
 
 
+cdef int _data_as_member() except -1:
+    """`message.data` as a member slot, which CPython 3.12+ specializes (aeronio_cpython.h)."""
+    cdef object marker = object()
+    cdef Message probe = Message(marker, Header.__new__(Header))
+    cdef Py_ssize_t offset = aio_field_offset(<PyObject*> probe, <PyObject*> marker)
+    if offset < 0:
+        raise RuntimeError("Message.data not found in its object")
+    return aio_readonly_member(<PyTypeObject*> Message, "data", offset)
+
+
+_data_as_member()
+
+
 cdef inline Message new_message(object data, const char* frame, int32_t initial_term_id, int shift):
     """A Message of `data` whose header is the frame header at `frame`."""
     cdef Message message = Message.__new__(Message)
