@@ -1,6 +1,6 @@
-"""Recorder: the recording sessions' duty cycle on a thread of its own, as the reference's
-recorder agent in its DEDICATED threading mode, so that writing to disk overlaps the work of
-the event loop (publishers, the driver, replays).
+"""Recorder: the recording sessions' duty cycle on a thread of its own (a SessionWorker), as the
+reference's recorder agent in its DEDICATED threading mode, so that writing to disk overlaps the
+work of the event loop (publishers, the driver, replays).
 
 The rules
 ---------
@@ -17,46 +17,37 @@ The rules
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 from aeronio.archive.recording_session import RecordingSession, State
+from aeronio.archive.session_worker import MAX_PARK_S, MIN_PARK_S, SessionWorker
 from aeronio.logbuffer import waker
 
-_MIN_PARK_S, _MAX_PARK_S = 1e-5, 1e-3
-IDLE_CYCLES = 200  # idle cycles (at _MAX_PARK_S: 0.2 s) before the longer park
+IDLE_CYCLES = 200  # idle cycles (at MAX_PARK_S: 0.2 s) before the longer park
 IDLE_PARK_S = 0.1
 
 
-class Recorder:
+class Recorder(SessionWorker[RecordingSession]):
     def __init__(self, on_done: Callable[[], None] = lambda: None):
-        self._on_done = on_done  # a session became DONE (called on the recorder's thread)
-        self._sessions: tuple[RecordingSession, ...] = ()  # replaced, never changed in place
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="aeronio-recorder", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
+        super().__init__("aeronio-recorder", on_done)
 
     def add(self, session: RecordingSession) -> None:
         session.image.signals.data.add_callback(self._wake.set)
-        self._sessions = (*self._sessions, session)
-        self._wake.set()
+        super().add(session)
 
     def remove(self, session: RecordingSession) -> None:
-        self._sessions = tuple(s for s in self._sessions if s is not session)
+        super().remove(session)
         session.image.signals.data.remove_callback(self._wake.set)
 
     def _run(self) -> None:
-        park, idle = _MIN_PARK_S, 0
+        park, idle = MIN_PARK_S, 0
         while not self._stop.is_set():
             if self._do_work():
-                park, idle = _MIN_PARK_S, 0
+                park, idle = MIN_PARK_S, 0
             elif idle < IDLE_CYCLES:
                 self._wake.wait(park)
                 self._wake.clear()
-                park, idle = min(park * 2, _MAX_PARK_S), idle + 1
+                park, idle = min(park * 2, MAX_PARK_S), idle + 1
             else:
                 self._park()
 
@@ -85,9 +76,3 @@ class Recorder:
             for session, registration in zip(sessions, registrations, strict=True):
                 session.image.signals.data.remove_waiter()
                 registration.cancel()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join()

@@ -1,6 +1,7 @@
-"""Replayer: the replay sessions' duty cycle on a thread of its own, as the reference's replayer
-agent in its DEDICATED threading mode, so that the copy of recorded frames into replay logs
-overlaps the work of the event loop (subscribers, the driver, recordings' bookkeeping).
+"""Replayer: the replay sessions' duty cycle on a thread of its own (a SessionWorker), as the
+reference's replayer agent in its DEDICATED threading mode, so that the copy of recorded frames
+into replay logs overlaps the work of the event loop (subscribers, the driver, recordings'
+bookkeeping).
 
 The rules
 ---------
@@ -22,58 +23,45 @@ The rules
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
 from aeronio.archive.replay_session import ReplaySession, State
+from aeronio.archive.session_worker import MAX_PARK_S, MIN_PARK_S, SessionWorker
 
 log = logging.getLogger("aeronio.archive")
 
-_MIN_PARK_S, _MAX_PARK_S = 1e-5, 1e-3
 
-
-class Replayer:
+class Replayer(SessionWorker[ReplaySession]):
     def __init__(self, on_done: Callable[[], None] = lambda: None):
-        self._on_done = on_done  # a session became DONE (called on the replayer's thread)
-        self._sessions: tuple[ReplaySession, ...] = ()  # replaced, never changed in place
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="aeronio-replayer", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def __contains__(self, session: object) -> bool:
-        return session in self._sessions
+        super().__init__("aeronio-replayer", on_done)
 
     def add(self, session: ReplaySession) -> None:
         limit = session.publication.signals.limit
         limit.add_callback(self._wake.set)
         limit.add_waiter()  # the driver rings the callbacks only while someone waits
-        self._sessions = (*self._sessions, session)
-        self._wake.set()
+        super().add(session)
 
     def remove(self, session: ReplaySession) -> None:
         if session not in self._sessions:
             return
-        self._sessions = tuple(s for s in self._sessions if s is not session)
+        super().remove(session)
         limit = session.publication.signals.limit
         limit.remove_waiter()
         limit.remove_callback(self._wake.set)
 
     def _run(self) -> None:
-        park = _MIN_PARK_S
+        park = MIN_PARK_S
         while not self._stop.is_set():
             if not self._sessions:  # nothing to replay: asleep until a session comes
                 self._wake.wait()
                 self._wake.clear()
             elif self._do_work():
-                park = _MIN_PARK_S
+                park = MIN_PARK_S
             else:
                 self._wake.wait(park)
                 self._wake.clear()
-                park = min(park * 2, _MAX_PARK_S)
+                park = min(park * 2, MAX_PARK_S)
 
     def _do_work(self) -> int:
         work = 0
@@ -89,12 +77,6 @@ class Replayer:
                 if _done(session):
                     self._on_done()
         return work
-
-    def close(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join()
 
 
 def _done(session: ReplaySession) -> bool:
