@@ -37,10 +37,11 @@ from aeronio.archive.segments import RecordingReader, SegmentError
 from aeronio.client.publication import ADMIN_ACTION, ExclusivePublication
 from aeronio.logbuffer.descriptor import HEADER_LENGTH
 
-# The most a duty cycle offers, and how long it waits for a shut window before it hands back:
-# a stop waits for the duty cycle (the session's lock), and each duty cycle takes the GIL back
-# once, which while the event loop's thread is busy can take up to the interpreter's switch
-# interval (5 ms).
+# The most a duty cycle offers, and how long it waits for a shut window before it hands back
+# (only after a duty cycle that offered: a replay held back for longer, by a slow subscriber,
+# is left to the replayer's idle strategy): a stop waits for the duty cycle (the session's
+# lock), and each duty cycle takes the GIL back once, which while the event loop's thread is
+# busy can take up to the interpreter's switch interval (5 ms).
 MAX_RUN_LENGTH = 8 * MAX_BLOCK_LENGTH
 WINDOW_WAIT_NS = 1_000_000
 
@@ -80,6 +81,7 @@ class ReplaySession:
         self.failure: str | None = None  # what damaged recorded bytes ended it with
         self.on_error = on_error
         self.lock = threading.Lock()  # held by whoever polls it (see the module's Threads)
+        self._flowing = True  # the last duty cycle offered: a run may wait for the window
 
     def do_work(self, now_ns: int) -> int:
         match self.state:
@@ -116,12 +118,15 @@ class ReplaySession:
         except SegmentError as e:
             self.fail(str(e))
             return 0
+        wait = WINDOW_WAIT_NS if self._flowing else 0
         position = publication.try_offer_recorded(
-            segment, base, limit, recorded, MAX_BLOCK_LENGTH, MAX_RUN_LENGTH, WINDOW_WAIT_NS
+            segment, base, limit, recorded, MAX_BLOCK_LENGTH, MAX_RUN_LENGTH, wait
         )
         if position != self.reader.position:
             self.reader.position = position
+            self._flowing = True
             return 1
+        self._flowing = False
         # Where the run stopped short, a block at a time. At least one frame even when the
         # window is shut: its offer, refused, tells the driver this publication wants its
         # limit moved (a parked driver is woken for it).
@@ -144,6 +149,7 @@ class ReplaySession:
             result = self.publication.try_offer_block(block.data)
         if result > 0:
             self.reader.advance(block)
+            self._flowing = True
             return 1
         return 0
 

@@ -8,8 +8,10 @@ import threading
 import time
 from types import SimpleNamespace
 
-from aeronio.archive.replay_session import State
+import aeronio
+from aeronio.archive.replay_session import WINDOW_WAIT_NS, ReplaySession, State
 from aeronio.archive.replayer import Replayer
+from aeronio.archive.segments import Block
 from aeronio.logbuffer.signals import LogSignals
 from tests.support.procs import wait_until
 
@@ -105,3 +107,49 @@ def test_with_no_session_the_thread_sleeps():
         assert voluntary_switches(replayer._thread) - before <= 2
     finally:
         replayer.close()
+
+
+class HeldBackPublication:
+    """A replay's publication that takes `step` bytes a run (none: its window stays shut)."""
+
+    is_connected = True
+    max_payload_length = 1376
+
+    def __init__(self) -> None:
+        self.position = self.position_limit = self.step = 0
+        self.waits: list[int] = []
+
+    def try_offer_recorded(self, segment, base, limit, stop, block, max_length, wait) -> int:
+        self.waits.append(wait)
+        self.position += self.step
+        return self.position
+
+    def try_offer_block(self, block) -> int:
+        return aeronio.BACK_PRESSURED
+
+
+class Reader:
+    position = 0
+
+    def mapped_segment(self) -> tuple[memoryview, int]:
+        return memoryview(b""), 0
+
+    def peek(self, limit: int, stop: int) -> Block:
+        return Block(self.position, memoryview(bytes(64)))
+
+
+def test_a_run_waits_for_the_window_only_after_a_duty_cycle_that_offered():
+    """A replay held back by a slow subscriber is left to the replayer's idle strategy (its
+    sleeps, the limit doorbell), not to waits in runs that find the window still shut."""
+    publication = HeldBackPublication()
+    session = ReplaySession(
+        1, 0, publication, Reader(), 1 << 40, lambda: (1 << 40, True), 10**9, 10**9, 0
+    )
+    session.do_work(0)  # CONNECTING -> REPLAYING
+    works = []
+    for step in (4096, 4096, 0, 0, 0, 4096, 4096):
+        publication.step = step
+        works.append(session.do_work(0))
+    assert works == [1, 1, 0, 0, 0, 1, 1]
+    wait = WINDOW_WAIT_NS
+    assert publication.waits == [wait, wait, wait, 0, 0, 0, wait]
