@@ -104,7 +104,8 @@ def test_with_no_session_the_thread_sleeps():
         wait_until(lambda: replayer._thread.native_id is not None, 30, "the thread's id")
         before = voluntary_switches(replayer._thread)
         time.sleep(0.3)  # a period measured, not a wait for anything
-        assert voluntary_switches(replayer._thread) - before <= 2
+        # a few as it settles into the wait (the GIL's hand-overs count too on a busy machine)
+        assert voluntary_switches(replayer._thread) - before <= 20
     finally:
         replayer.close()
 
