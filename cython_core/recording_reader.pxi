@@ -12,14 +12,15 @@ cdef extern from "<time.h>" nogil:
     int nanosleep(const timespec* request, timespec* remaining)
 
 
-cdef int64_t _window_open(LogAppender appender, int64_t position, int64_t wait_ns) noexcept nogil:
-    """The publisher limit once the window from `position` holds a frame of the MTU, waiting up
-    to `wait_ns` (short sleeps, the GIL released) for the driver to move it as the subscribers
-    consume; the limit as it is when the wait ran out, or when the log was closed or lost its
-    subscribers meanwhile."""
+cdef int64_t _window_open(LogAppender appender, int64_t position, int64_t wanted,
+                          int64_t wait_ns) noexcept nogil:
+    """The publisher limit once the window from `position` holds `wanted` bytes (a frame of
+    the MTU, or what is left to offer), waiting up to `wait_ns` (short sleeps, the GIL released)
+    for the driver to move it as the subscribers consume; the limit as it is when the wait ran
+    out, or when the log was closed or lost its subscribers meanwhile."""
     cdef int64_t limit = aio_load_i64(appender._limit)
     cdef int64_t deadline
-    cdef int32_t frame = appender.log.mtu_length
+    cdef int64_t frame = wanted
     cdef timespec nap
     if limit - position >= frame or wait_ns <= 0:
         return limit
@@ -111,7 +112,9 @@ def offer_recorded(LogAppender appender, object segment, int64_t segment_base, i
                     break
                 term_left = term_length - (position & (term_length - 1))
                 length = min(<int64_t> block_length_limit, limit - position, term_left,
-                             _window_open(appender, position, window_wait_ns) - position)
+                             _window_open(appender, position,
+                                          min(<int64_t> log.mtu_length, limit - position),
+                                          window_wait_ns) - position)
                 if length < HEADER_LENGTH or not _sound_recorded_frame(
                         source, view.len, offset, position, term_length, stop):
                     break

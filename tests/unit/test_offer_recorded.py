@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import struct
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -140,6 +141,31 @@ def test_a_shut_window_ends_the_run_or_is_waited_for(recording, tmp_path):
         finally:
             mover.join()
         assert position == end
+    finally:
+        log.close()
+
+
+def test_a_run_waits_for_no_more_window_than_it_has_left_to_offer(recording, tmp_path):
+    """The last frames before the limit, in a window that holds them but not a frame of the
+    MTU, go at once: the wait is for what is left to offer."""
+    segment, end = recording
+    boundaries, offset = [], 0
+    while offset < end:
+        offset += (struct.unpack_from("<i", segment, offset)[0] + 31) & ~31
+        boundaries.append(offset)
+    near, last = next(
+        (a, b) for a, b in zip(boundaries, boundaries[1:], strict=False) if b - a < 1408
+    )
+    log = new_log(tmp_path / "log", 9)
+    try:
+        appender = appender_of(log, counter(last))
+        assert _core.offer_recorded(appender, segment, 0, near, end, BLOCK, 1 << 30, 0) == near
+        started = time.monotonic()
+        position = _core.offer_recorded(
+            appender, segment, 0, last, end, BLOCK, 1 << 30, 60_000_000_000
+        )
+        assert position == last
+        assert time.monotonic() - started < 30  # not the 60 s wait for a window of the MTU
     finally:
         log.close()
 
