@@ -524,6 +524,10 @@ BOOKKEEPING_BACKLOG: Final = 8192
 BOOKKEEPING_IDLE_CYCLES: Final = 16
 BOOKKEEPING_DELAY_NS: Final = 1000000
 COALESCE_NS: Final = 10000000
+LINGER_STEP_NS: Final = 20000
+LINGER_BATCH_STEP_NS: Final = 250000
+LINGER_BATCH: Final = 4
+LINGER_MAX_NS: Final = 10000000
 
 class DutySchedule:
     @property
@@ -582,6 +586,7 @@ class DataPath:
     @property
     def next_deadline_ns(self) -> int: ...
     def do_work(self, now_ns: int) -> int: ...
+    def linger(self, work: int, idle_ns: int, max_ns: int) -> int: ...
     def deadline_ns(self) -> int: ...
     def slow_datagrams(self, receiver: DatagramReceiver) -> list[_Datagram] | None: ...
 

@@ -4,6 +4,19 @@
 cdef extern from "<stdlib.h>" nogil:
     long long llabs(long long value)
 
+cdef inline timespec _linger_step(int work) noexcept nogil:
+    """The wait before a lingering data path's next pass, after a pass that did `work`."""
+    cdef timespec step
+    step.tv_sec = 0
+    if work >= MAX_DATAGRAMS_PER_SEND:
+        step.tv_nsec = 0
+    elif work >= _LINGER_BATCH:
+        step.tv_nsec = _LINGER_BATCH_STEP_NS
+    else:
+        step.tv_nsec = _LINGER_STEP_NS
+    return step
+
+
 cdef class DataPath:
     """One `do_work(now_ns)`: new data of the publications whose senders allow it sent from
     their logs, or a heartbeat after a quiet spell (PublicationSender); a poll(2) over the
@@ -183,6 +196,31 @@ cdef class DataPath:
         if self._schedule is not None:
             self._schedule.on_data_path(now_ns, work, moved, urgent, deadline)
         return work
+
+    def linger(self, int work, int64_t idle_ns, int64_t max_ns) -> int:
+        """More passes of the data path (`do_work`), without Python, after one that did `work`:
+        each after a wait on the sockets (their input ends it at once) as long as the last
+        pass's work asks (`_linger_step`), until Python is due (the schedule's `due`), `idle_ns`
+        passed without work, or `max_ns` since the call; returns their work. (Aeron's agents
+        back off after work instead of parking: while traffic flows, a wake-up and a park in
+        Python per pass cost more than the pass.) The caller's thread is held meanwhile: for an
+        agent alone on its event loop."""
+        cdef int64_t start = _monotonic_ns(), now = start, idle_since = start
+        cdef int total = 0
+        cdef timespec step
+        while now - idle_since < idle_ns and now - start < max_ns:
+            step = _linger_step(work)
+            if step.tv_nsec:
+                with nogil:
+                    ppoll(self._fds, self._nfds, &step, NULL)
+            now = _monotonic_ns()
+            work = self.do_work(now)
+            total += work
+            if self._schedule is not None and self._schedule.due:
+                break
+            if work:
+                idle_since = now
+        return total
 
     cdef int _receive(self, int64_t now_ns, Py_ssize_t nfds, bint* urgent) except -1:
         """Poll the first `nfds` sockets (the control sockets come first) and take what they

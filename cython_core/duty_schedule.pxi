@@ -14,11 +14,25 @@ cdef enum:
     # Deadlines this close run together, so that an idle driver wakes once for them
     # (heartbeats, status messages and the timer of its streams drift apart otherwise).
     _COALESCE_NS = 10000000
+    # A data path that lingers after work (DataPath.linger) waits on its sockets between its
+    # passes: LINGER_STEP_NS after a pass that moved little (a message now and then goes
+    # soon), LINGER_BATCH_STEP_NS after one of LINGER_BATCH datagrams or more (a stream
+    # flows: it is sent in fewer, larger batches), not at all after one that sent as many as
+    # a send takes (MAX_DATAGRAMS_PER_SEND: more is waiting). It gives its thread back to the
+    # event loop at least every LINGER_MAX_NS.
+    _LINGER_STEP_NS = 20000
+    _LINGER_BATCH_STEP_NS = 250000
+    _LINGER_BATCH = 4
+    _LINGER_MAX_NS = 10000000
 
 BOOKKEEPING_BACKLOG = _BOOKKEEPING_BACKLOG
 BOOKKEEPING_IDLE_CYCLES = _BOOKKEEPING_IDLE_CYCLES
 BOOKKEEPING_DELAY_NS = _BOOKKEEPING_DELAY_NS
 COALESCE_NS = _COALESCE_NS
+LINGER_STEP_NS = _LINGER_STEP_NS
+LINGER_BATCH_STEP_NS = _LINGER_BATCH_STEP_NS
+LINGER_BATCH = _LINGER_BATCH
+LINGER_MAX_NS = _LINGER_MAX_NS
 
 
 cdef class DutySchedule:

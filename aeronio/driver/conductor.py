@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from aeronio._core import DataPath, DutySchedule
+from aeronio._core import LINGER_MAX_NS, DataPath, DutySchedule
 from aeronio.cnc import CncFile
 from aeronio.concurrent.broadcast import BroadcastTransmitter
 from aeronio.concurrent.error_log import DistinctErrorLog
@@ -641,13 +641,19 @@ class DriverConductor:
         work only: it parks with bookkeeping pending (the schedule's `park_ns` has it due
         within BOOKKEEPING_DELAY_NS), and the traffic the bookkeeping saw would only make it
         run an idle duty cycle more before it parks (what the bookkeeping left to do,
-        `schedule.busy`, it runs)."""
+        `schedule.busy`, it runs). With `data_path_linger_ns`, a data path that did work goes
+        on in C (DataPath.linger) until traffic stops or the rest is due, which then runs in
+        the same duty cycle."""
         now_ns = time.monotonic_ns() if now_ns is None else now_ns
         self._now_ns = now_ns
         data_path, schedule = self._data_path, self.schedule
         try:
             work = data_path.do_work(now_ns)  # tells the schedule what it saw
             run = schedule.due
+            if work and not run and self._lingers():
+                work += data_path.linger(work, self.ctx.data_path_linger_ns, LINGER_MAX_NS)
+                run = schedule.due
+                now_ns = self._now_ns = time.monotonic_ns()
         except Exception as e:  # a socket's error: the rest of the duty cycle must still run
             self.record_error(e)
             work, run = 0, True
@@ -697,6 +703,11 @@ class DriverConductor:
     def serves_ipc(self) -> bool:
         """Whether an IPC publication has subscribers (its publisher limit must follow them)."""
         return any(isinstance(pub, IpcPublication) and pub.subscribers for pub in self.publications)
+
+    def _lingers(self) -> bool:
+        """Whether the data path lingers after work (`data_path_linger_ns`): not while the
+        agent spins (it runs the next duty cycle soon anyway, yielding to the loop)."""
+        return self.ctx.data_path_linger_ns > 0 and not self.schedule.spins
 
     def spins_wanted(self) -> bool:
         """Whether the agent spins through idle duty cycles after work: always, or, with

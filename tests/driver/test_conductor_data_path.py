@@ -6,6 +6,7 @@ DataPath rebuilt with `previous`)."""
 import asyncio
 import errno
 import socket
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -366,6 +367,35 @@ async def test_an_agent_that_parks_at_once_parks_with_bookkeeping_pending(udp, s
         assert schedule.park_ns(now, False) == BOOKKEEPING_DELAY_NS
         assert conductor.do_work(now + BOOKKEEPING_DELAY_NS) == 0 and not schedule.pending
     assert publication.publisher_limit.get() == limit + FRAME
+
+
+async def test_after_work_a_standalone_driver_lingers_until_its_books_are_due(udp):
+    """With `data_path_linger_ns` (a standalone driver's default) a duty cycle whose DataPath
+    sent and received goes on passing in C (DataPath.linger) instead of returning to park: here
+    the message sent and received over loopback in its first pass, then nothing for as long as
+    the bookkeeping its moves made pending is not due (BOOKKEEPING_DELAY_NS; idle, it would
+    linger a minute), then the books kept in the same duty cycle, which returns the datagrams.
+    A driver that spins (it serves IPC) does not linger: it parks with the books pending, as
+    one that lingers not at all does."""
+    conductor, schedule = udp.conductor, udp.conductor.schedule
+    conductor.ctx.data_path_linger_ns = 60_000_000_000
+    settle(conductor)
+    assert not schedule.spins
+    assert udp.pub.try_offer(b"x" * 100) > 0
+    start = time.monotonic_ns()
+    assert conductor.do_work() == 2  # sent and received
+    assert time.monotonic_ns() - start >= BOOKKEEPING_DELAY_NS
+    assert not schedule.pending and udp.sub.poll(lambda *_: None, 10) == 1
+    conductor.ctx.conductor_idle_spins_ipc_only = False  # as while it serves IPC
+    settle(conductor)
+    assert schedule.spins
+    assert udp.pub.try_offer(b"x" * 100) > 0
+    for _ in range(1000):  # loopback: sent, then received, within a few duty cycles
+        if conductor.do_work() and udp.sub.poll(lambda *_: None, 10) == 1:
+            break
+    else:
+        pytest.fail("the message did not come")
+    assert schedule.pending
 
 
 async def test_the_backlog_follows_the_smallest_window_the_streams_keep_open(tmp_path):

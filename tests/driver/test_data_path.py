@@ -40,13 +40,14 @@ from tests.driver.test_udp_batch_io import (
     at,
     new_log,
 )
-from tests.support.procs import ROOT
+from tests.support.procs import ROOT, wait_until
 from tests.support.udp_harness import Slot, image_from_setup
 
 udp = batch.udp  # the fixture: bound loopback sockets with a large receive buffer
 # Bookkeeping is due once the watched positions moved BACKLOG bytes in all, or after
 # IDLE_CYCLES duty cycles in a row without data.
 NEVER = 1 << 62  # no deadline, no timer: only what the DataPath saw makes the conductor due
+MS, S = 1_000_000, 1_000_000_000
 
 
 class Scheduled:
@@ -140,7 +141,7 @@ buffer = AtomicBuffer(np.memmap(argv[0], dtype=np.uint8, mode="r+", shape=(4096,
 buffer.put_int64_ordered(384, 7)
 """,
     "log": """
-from tests.support.procs import ROOT
+from tests.support.procs import ROOT, wait_until
 from tests.support.udp_harness import Slot
 from aeronio._core import LogAppender
 from aeronio.logbuffer.log_buffers import LogBuffers
@@ -732,7 +733,7 @@ def test_pad_is_sent_as_its_header_and_the_next_term_follows(tmp_path, udp, size
 
 LOG_APPENDER = """
 import random
-from tests.support.procs import ROOT
+from tests.support.procs import ROOT, wait_until
 from tests.support.udp_harness import Slot
 from aeronio._core import ADMIN_ACTION, LogAppender
 from aeronio.logbuffer.log_buffers import LogBuffers
@@ -744,9 +745,11 @@ while (result := appender.try_offer(rng.randbytes(rng.choice([0, 1, 100, 1377, 4
 """
 
 
-def test_frames_appended_by_another_process_are_sent_and_rebuilt(tmp_path, udp):
+@pytest.mark.parametrize("passes", ["do_work", "linger"])
+def test_frames_appended_by_another_process_are_sent_and_rebuilt(tmp_path, udp, passes):
     """One DataPath sends what another process appends (two term rotations) and rebuilds it
-    from its data socket into an image: the same bytes."""
+    from its data socket into an image: the same bytes, whether each pass is a do_work or
+    they run lingering (`linger`, ending 10 ms after the last work)."""
     pub = Publication(tmp_path / "pub.log", udp(), [])
     r = Receiving(tmp_path / "image.log", udp, limit_position=3 * TERM)
     pub.channel.set_destinations([(r.data.getsockname(), 65507)])
@@ -754,16 +757,78 @@ def test_frames_appended_by_another_process_are_sent_and_rebuilt(tmp_path, udp):
     path = DataPath([], [r.parts], [pub.pair], [], [pub.log.mapped])
     pub.sender.allow_new_data(True)
     writer = Elsewhere("process", LOG_APPENDER, pub.log.path, 2 * TERM + TERM // 2)
-    deadline = time.monotonic() + 30
+    deadline, work = time.monotonic() + 30, 0
     while writer.running() or r.image.hwm.get() < pub.log.producer_position:
         assert time.monotonic() < deadline, "the appended frames never all arrived"
-        path.do_work(0)
+        work = path.do_work(0) if passes == "do_work" else path.linger(work, 10 * MS, 60 * S)
     writer.join()
     end = r.image.hwm.get()
     assert end == pub.log.producer_position == pub.counters.position.get() > 2 * TERM
     for index in range(d.PARTITION_COUNT):
         assert bytes(r.image.log.term(index)) == bytes(pub.log.term(index)), f"term {index}"
     assert r.image.invalid.get() == 0 and r.image.over_runs.get() == 0
+
+
+# -- lingering after work ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bound", ["idle", "max"])
+def test_a_lingering_data_path_ends_when_idle_or_at_its_bound(tmp_path, udp, bound):
+    """With nothing to do, `linger` waits on its sockets between passes until `idle_ns` passed
+    without work, or `max_ns` since the call, whichever comes first: no sooner, and returning
+    the work of its passes (none)."""
+    r = Receiving(tmp_path / "image.log", udp)
+    idle_ns, max_ns = (20 * MS, 60 * S) if bound == "idle" else (60 * S, 20 * MS)
+    start = time.monotonic_ns()
+    assert r.path.linger(1, idle_ns, max_ns) == 0
+    assert time.monotonic_ns() - start >= 20 * MS
+    assert not r.path.conductor_due
+
+
+def test_a_lingering_data_path_ends_at_the_pass_that_makes_python_due(tmp_path, udp):
+    """A SETUP (for Python) waiting on the data socket: the first pass reads it and leaves it
+    for Python, which is due then, so `linger` returns its work at once, though it would idle
+    for a minute."""
+    r = Receiving(tmp_path / "image.log", udp)
+    r.peer.sendto(batch.NOT_ROUTED["SETUP"], r.data.getsockname())
+    assert select.select([r.data], [], [], 10)[0]
+    assert r.path.linger(0, 60 * S, 60 * S) == 1
+    assert r.path.conductor_due and len(r.path.slow_datagrams(r.parts[1])) == 1
+
+
+def test_a_lingering_data_path_sends_what_another_thread_appends_meanwhile(tmp_path, udp):
+    """A writer thread appends while the data path lingers (its waits release the GIL: the
+    writer starts once the first pass sent the first message), then sends a SETUP to its data
+    socket: the pass that reads it (Python due) has sent every frame appended before it, in
+    order, and `linger` returns there, a minute before its idle end."""
+    sink = udp()
+    pub = Publication(tmp_path / "pub.log", udp(), [sink])
+    pub.counters.limit.set(2 * TERM)
+    r = Receiving(tmp_path / "image.log", udp)
+    schedule = DutySchedule(NEVER)
+    schedule.ran(0, ticked=True, busy=False, deadlines_ns=[], data_path_deadline_ns=NEVER)
+    path = DataPath([], [r.parts], [pub.pair], [], [], schedule=schedule)  # nothing watched
+    pub.sender.allow_new_data(True)
+    setup = batch.NOT_ROUTED["SETUP"]
+
+    def write() -> None:
+        wait_until(lambda: pub.counters.position.get() > 0, 60, "the first pass")
+        for i in range(1, 150):
+            assert append(pub.appender, bytes([i]) * 300) > 0
+        r.peer.sendto(setup, r.data.getsockname())
+
+    pub.offer([100])
+    writer = threading.Thread(target=write)
+    writer.start()
+    total = path.linger(0, 60 * S, 60 * S)
+    writer.join(60)
+    assert schedule.due and len(path.slow_datagrams(r.parts[1])) == 1
+    end = pub.log.producer_position
+    assert end == 160 + 149 * 352 and pub.counters.position.get() == end
+    sent = arrivals(sink, total - 1)  # the passes' work: the datagrams sent, and the SETUP
+    assert b"".join(sent) == bytes(pub.log.term(0))[:end]
+    assert all(len(datagram) <= MTU for datagram in sent)
+    batch.assert_nothing_more(sink)
 
 
 # -- waking subscribers -----------------------------------------------------------------------

@@ -17,6 +17,7 @@ from aeronio.cnc import CNC_FILE, CncFile
 from aeronio.concurrent.error_log import DistinctErrorLog
 from aeronio.counters import CountersManager
 from aeronio.driver.context import DriverContext
+from aeronio.errors import ConfigurationError
 from aeronio.protocol.layout import LOCK_FILE
 from tests.support.ports import free_port
 from tests.support.procs import await_until, procs_fixture, wait_until
@@ -364,6 +365,20 @@ def test_a_standalone_driver_spins_only_for_ipc(tmp_path, monkeypatch, started):
     assert [ctx.conductor_idle_spins_ipc_only for ctx in started] == [True, False, False]
     shown = " ".join(aeronio_cmd("driver", "--help").stdout.split())
     assert "(env AERONIO_CONDUCTOR_IDLE_SPINS_IPC_ONLY; default True)" in shown
+
+
+def test_a_standalone_driver_lingers_after_work(tmp_path, monkeypatch, started):
+    """`aeronio driver`'s data path lingers a millisecond after work (its loop is its own); an
+    embedded driver's not at all (it would hold the application's loop); a negative time is
+    refused by name."""
+    monkeypatch.delenv("AERONIO_DATA_PATH_LINGER_NS", raising=False)
+    argv = ["driver", "--dir", str(tmp_path / "d")]
+    assert cli.main(argv) == 0 and started[0].data_path_linger_ns == 1_000_000
+    assert DriverContext.from_sources().data_path_linger_ns == 0  # embedded
+    assert cli.main([*argv, "--data-path-linger-ns", "0"]) == 0
+    assert started[1].data_path_linger_ns == 0
+    with pytest.raises(ConfigurationError, match="data_path_linger_ns must not be negative"):
+        DriverContext.from_sources(data_path_linger_ns=-1)
 
 
 @pytest.mark.parametrize(
