@@ -685,6 +685,7 @@ def report(
     out += [f"- {k}: {v}" for k, v in info.items()]
     out += ["", *md_table(HEADERS, [line.row() for line in lines], {1, 2, 3}), ""]
     out += [f"- {note}" for note in setup_notes(s, args)]
+    out += udp_bounds(lines)
     out += cpu_table(lines)
     print("\n".join(out))
     if args.json:
@@ -695,6 +696,31 @@ def report(
                 indent=1,
             )
         progress(f"JSON written to {args.json}")
+
+
+def udp_bounds(lines: list[Line]) -> list[str]:
+    """What no driver can lift aeronio's UDP rows above (none: no lines): its two client loops
+    over IPC in the same run (ipc-3p-a: a process each, a core each, the driver idle) do the
+    same calls with no network between them and no driver sharing their 2 cores, so their rate
+    bounds a UDP row's, and that rate ÷ pyaeron's bounds the UDP row's ratio."""
+    ipc = next((line for line in lines if line.test == ROWS["ipc-3p-a"]), None)
+    bound = ipc.median("aeronio") if ipc is not None and not ipc.errors["aeronio"] else None
+    udp_rows = (ROWS["udp-standalone"], ROWS["udp-embedded"])
+    udp = [line for line in lines if line.test.startswith(udp_rows)]
+    if bound is None or not udp:
+        return []
+    out = [
+        "",
+        f"Bounds of the UDP rows: aeronio's two client loops over IPC ({ROWS['ipc-3p-a']}, "
+        f"this run) reached {bound / 1e6:.2f} M msgs/s; a UDP row runs the same loops with two "
+        "drivers' work on the same cores, so no driver lifts it above that rate:",
+        "",
+    ]
+    for line in udp:
+        pyaeron = line.median("pyaeron")
+        if pyaeron and not line.errors["pyaeron"]:
+            out.append(f"- {line.test}: at most {bound / pyaeron:.2f}× pyaeron")
+    return out
 
 
 def cpu_table(lines: list[Line]) -> list[str]:

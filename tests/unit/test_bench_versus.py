@@ -209,3 +209,22 @@ def test_issue_28s_table_is_the_default_and_udp_round_trips_are_asked_for():
     default = versus.build_parser().parse_args([]).rows.split(",")
     assert set(versus.ROWS) - set(default) == {"udp-rtt"}
     assert "udp-rtt" in versus.build_parser().parse_args(["--rows", "udp-rtt"]).rows
+
+
+def test_the_udp_rows_are_bounded_by_the_ipc_loops_of_the_same_run():
+    """aeronio's (a) loops over IPC in the run bound what its UDP rows can reach: the bound is
+    shown per UDP row as that rate ÷ pyaeron's, and not at all without the IPC row."""
+    versus = bench_module("versus_aeron_c")
+    ipc = versus.Line(versus.ROWS["ipc-3p-a"], "rate")
+    ipc.values = {"pyaeron": [4e6], "aeronio": [5e6, 6e6, 5.5e6]}
+    standalone = versus.Line(f"{versus.ROWS['udp-standalone']}, window 2m", "rate")
+    standalone.values = {"pyaeron": [2.2e6, 2.5e6], "aeronio": [2e6]}
+    embedded = versus.Line(f"{versus.ROWS['udp-embedded']}, window 2m", "rate")
+    embedded.values["aeronio"] = [4e6]
+    embedded.errors["pyaeron"] = ["counted 9 of 10"]
+    bounds = versus.udp_bounds([ipc, standalone, embedded])
+    assert "reached 5.50 M msgs/s" in bounds[1]
+    assert bounds[3:] == [f"- {standalone.test}: at most 2.34× pyaeron"]
+    assert versus.udp_bounds([standalone, embedded]) == []
+    ipc.errors["aeronio"] = ["counted 1 of 2"]
+    assert versus.udp_bounds([ipc, standalone]) == []
