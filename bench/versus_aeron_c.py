@@ -648,6 +648,7 @@ def setup_notes(s: Settings, args: argparse.Namespace) -> list[str]:
         f"interpreter) at its defaults: IPC term {d.ipc_term_length // 2**20} MiB, UDP term "
         f"{d.term_length // 2**20} MiB, MTU {d.mtu_length}, conductor idle spins "
         f"{d.conductor_idle_spins}{' while it serves IPC' * d.conductor_idle_spins_ipc_only}, "
+        f"its data path lingering {d.data_path_linger_ns / 1e6:g} ms after work, "
         f"sparse term files {d.term_buffer_sparse_file}; drivers "
         "embedded: aeronio.MediaDriver.launch on the worker's event loop.",
         "Loops: pyaeron's spin (offer until taken, poll until every message came); aeronio's "
