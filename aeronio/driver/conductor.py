@@ -651,9 +651,11 @@ class DriverConductor:
             work = data_path.do_work(now_ns)  # tells the schedule what it saw
             run = schedule.due
             if work and not run and self._lingers():
-                work += data_path.linger(work, self.ctx.data_path_linger_ns, LINGER_MAX_NS)
+                try:
+                    work += data_path.linger(work, self.ctx.data_path_linger_ns, LINGER_MAX_NS)
+                finally:  # the rest of the duty cycle runs at the time it ended
+                    now_ns = self._now_ns = time.monotonic_ns()
                 run = schedule.due
-                now_ns = self._now_ns = time.monotonic_ns()
         except Exception as e:  # a socket's error: the rest of the duty cycle must still run
             self.record_error(e)
             work, run = 0, True
