@@ -4,6 +4,7 @@
 # parameters, constants' values; constructors against the source; mypy's stubtest).
 
 import asyncio
+import os
 from collections.abc import Callable, Coroutine, Generator, Iterable, Sequence
 from typing import Any, Final, Generic, Literal, Protocol, Self, TypeAlias, final, overload
 
@@ -305,6 +306,18 @@ def record_blocks(
     position_offset: int,
     sync_level: int,
 ) -> tuple[int, int, int, int]: ...
+
+@final
+class MappedSegment:
+    @property
+    def closed(self) -> bool: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __len__(self) -> int: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *exc_info: object) -> None: ...
+
+def map_segment_file(path: str | os.PathLike[str]) -> MappedSegment: ...
 def offer_recorded(
     appender: LogAppender,
     segment: _Bytes,

@@ -37,7 +37,6 @@ byte flipped on disk reads back as recorded, unnoticed.
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 from collections.abc import Iterator
@@ -59,6 +58,8 @@ from aeronio._core import (
     TERM_ID_FIELD_OFFSET,
     TERM_OFFSET_FIELD_OFFSET,
     TYPE_FIELD_OFFSET,
+    MappedSegment,
+    map_segment_file,
     scan_whole_frames,
 )
 from aeronio.errors import AeronError
@@ -132,7 +133,7 @@ class RecordingLayout(NamedTuple):
 
 
 def frame_problem(
-    segment: mmap.mmap | memoryview, offset: int, position: int, term_length: int, stop: int
+    segment: MappedSegment | memoryview, offset: int, position: int, term_length: int, stop: int
 ) -> str | None:
     """What keeps the header at `offset` of a mapped segment from being a sound recorded frame
     for stream `position` (bytes before `stop` are recorded), or None: it must be within the
@@ -160,7 +161,7 @@ def frame_problem(
 
 
 def walk_sound_frames(
-    segment: mmap.mmap | memoryview, offset: int, position: int, term_length: int, stop: int
+    segment: MappedSegment | memoryview, offset: int, position: int, term_length: int, stop: int
 ) -> tuple[int, int, str | None]:
     """The frames from `offset` (stream `position`) up to position `stop`, each header checked
     (`frame_problem`): (the offset after the last sound frame, that frame's offset (`offset`
@@ -189,7 +190,7 @@ def segment_indices(archive_dir: str | os.PathLike[str], recording_id: int) -> l
     return sorted(found)
 
 
-def scan_frames(segment: mmap.mmap | memoryview, start: int = 0, end: int | None = None) -> int:
+def scan_frames(segment: MappedSegment | memoryview, start: int = 0, end: int | None = None) -> int:
     """The offset after the last whole frame from `start` (a frame boundary): stops at a zero
     length, at a length that does not fit before `end`, or at `end` (in C: a replay scans
     every frame it sends)."""
@@ -218,27 +219,25 @@ def written_end(
     it does not exist."""
     base = layout.segment_base_position(segment_index)
     first = max(base, layout.start_position)
-    path = Path(archive_dir, layout.file_name(segment_index))
     try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        return first  # not yet made (or removed): nothing beyond its base
-    with f:
-        size = min(os.fstat(f.fileno()).st_size, layout.segment_length)
+        mapped = map_segment(Path(archive_dir, layout.file_name(segment_index)))
+    except SegmentError:
+        return first  # not yet made (or removed), or empty: nothing beyond its base
+    with mapped:
+        size = min(len(mapped), layout.segment_length)
         if size <= first - base:
             return first
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            start = _last_started_term(mapped, layout, first - base, size)
-            if start is None:
-                return first
-            stop = min(start - (start & (layout.term_length - 1)) + layout.term_length, size)
-            if known_end is not None and start <= known_end - base <= stop:
-                start = known_end - base
-            return base + scan_frames(mapped, start, stop)
+        start = _last_started_term(mapped, layout, first - base, size)
+        if start is None:
+            return first
+        stop = min(start - (start & (layout.term_length - 1)) + layout.term_length, size)
+        if known_end is not None and start <= known_end - base <= stop:
+            start = known_end - base
+        return base + scan_frames(mapped, start, stop)
 
 
 def _last_started_term(
-    segment: mmap.mmap, layout: RecordingLayout, first: int, size: int
+    segment: MappedSegment, layout: RecordingLayout, first: int, size: int
 ) -> int | None:
     """The offset of the last term of a segment with its first frame written (a recording's
     first term from its start offset `first`), or None."""
@@ -246,7 +245,7 @@ def _last_started_term(
     starts = np.arange(first - first % term_length, size, term_length, dtype=np.int64)
     starts[0] = first
     starts = starts[starts + _LENGTH.size <= size]
-    started = starts[np.frombuffer(segment, np.int32, size // 4)[starts // 4] != 0]
+    started = starts[np.frombuffer(memoryview(segment), np.int32, size // 4)[starts // 4] != 0]
     return int(started[-1]) if len(started) else None
 
 
@@ -301,7 +300,7 @@ class RecordingReader:
         self.position = position
         self.stop_position = stop_position
         self._index = -1
-        self._map: mmap.mmap | None = None
+        self._map: MappedSegment | None = None
 
     def _path(self) -> Path:
         return self.archive_dir / self.layout.file_name(self.layout.segment_index(self.position))
@@ -453,15 +452,16 @@ def truncate(archive_dir: str | os.PathLike[str], layout: RecordingLayout, posit
                     f.write(bytes(size - offset))
 
 
-def map_segment(path: str | os.PathLike[str]) -> mmap.mmap:
-    """A segment file mapped read-only; SegmentError naming it when it is missing or empty."""
+def map_segment(path: str | os.PathLike[str]) -> MappedSegment:
+    """A segment file mapped read-only, the GIL held throughout (the replayer's thread maps
+    segments beside a busy event loop: `MappedSegment` in C); SegmentError naming it when it is
+    missing or empty."""
     try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
-                raise SegmentError(f"segment file {path} is empty (0 bytes)")
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return map_segment_file(path)
     except FileNotFoundError:
         raise SegmentError(f"segment file {path} is missing") from None
+    except ValueError:
+        raise SegmentError(f"segment file {path} is empty (0 bytes)") from None
 
 
 class SegmentReport(NamedTuple):
@@ -494,7 +494,9 @@ def check_segments(
     return reports
 
 
-def _check_terms(mapped: mmap.mmap, layout: RecordingLayout, first: int, end: int) -> str | None:
+def _check_terms(
+    mapped: MappedSegment, layout: RecordingLayout, first: int, end: int
+) -> str | None:
     term_length = layout.term_length
     position = first
     while position < end:
