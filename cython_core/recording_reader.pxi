@@ -47,12 +47,16 @@ cdef extern from "<unistd.h>" nogil:
 # GIL never changes hands.
 
 
+cdef char _NO_BYTES[1]  # where an empty segment's buffer points
+
+
 @cython.final
 cdef class MappedSegment:
-    """A file mapped read-only (shared), as a read-only buffer; close() unmaps it (BufferError
-    while a view of it is exported: it is unmapped when the last view is released)."""
+    """A file mapped read-only (shared), as a read-only buffer (an empty file: no bytes, not
+    mapped); close() unmaps it (BufferError while a view of it is exported: it is unmapped when
+    the last view is released)."""
 
-    cdef char* _address
+    cdef char* _address  # NULL once closed
     cdef Py_ssize_t _length
     cdef Py_ssize_t _exports
     cdef bint _closing
@@ -82,9 +86,9 @@ cdef class MappedSegment:
         self._unmap()
 
     cdef void _unmap(self) noexcept:
-        if self._address != NULL:
+        if self._address != NULL and self._address != _NO_BYTES:
             munmap(self._address, <size_t> self._length)
-            self._address = NULL
+        self._address = NULL
 
     def __enter__(self):
         return self
@@ -97,28 +101,30 @@ cdef class MappedSegment:
 
 
 def map_segment_file(object path) -> MappedSegment:
-    """`path` mapped read-only, the GIL held throughout (see MappedSegment). Raises
-    FileNotFoundError and the like (OSError with the path), ValueError for an empty file."""
+    """`path` mapped read-only, the GIL held throughout (see MappedSegment); OSError naming
+    the path where it cannot be opened or mapped."""
     cdef object name = PyOS_FSPath(path)  # in C for str and bytes (os.fsencode is Python)
     cdef bytes encoded = name if type(name) is bytes else PyUnicode_EncodeFSDefault(name)
-    cdef int fd = c_open(encoded, O_RDONLY | O_CLOEXEC)
+    cdef int fd
     cdef stat_size st
-    cdef void* address
+    cdef char* address = _NO_BYTES
     cdef MappedSegment mapped
+    if b"\0" in encoded:
+        raise ValueError(f"embedded null byte in the path {path!r}")
+    fd = c_open(encoded, O_RDONLY | O_CLOEXEC)
     if fd < 0:
         PyErr_SetFromErrnoWithFilenameObject(OSError, path)
     try:
         if c_fstat(fd, &st) != 0:
             PyErr_SetFromErrnoWithFilenameObject(OSError, path)
-        if st.st_size == 0:
-            raise ValueError(f"{_os.fsdecode(encoded)} is empty (0 bytes)")
-        address = mmap(NULL, <size_t> st.st_size, PROT_READ, MAP_SHARED, fd, 0)
-        if address == MAP_FAILED:
-            PyErr_SetFromErrnoWithFilenameObject(OSError, path)
+        if st.st_size > 0:
+            address = <char*> mmap(NULL, <size_t> st.st_size, PROT_READ, MAP_SHARED, fd, 0)
+            if <void*> address == MAP_FAILED:
+                PyErr_SetFromErrnoWithFilenameObject(OSError, path)
     finally:
         c_close(fd)
     mapped = MappedSegment.__new__(MappedSegment)
-    mapped._address = <char*> address
+    mapped._address = address
     mapped._length = <Py_ssize_t> st.st_size
     return mapped
 

@@ -457,11 +457,13 @@ def map_segment(path: str | os.PathLike[str]) -> MappedSegment:
     segments beside a busy event loop: `MappedSegment` in C); SegmentError naming it when it is
     missing or empty."""
     try:
-        return map_segment_file(path)
+        mapped = map_segment_file(path)
     except FileNotFoundError:
         raise SegmentError(f"segment file {path} is missing") from None
-    except ValueError:
-        raise SegmentError(f"segment file {path} is empty (0 bytes)") from None
+    if len(mapped) == 0:
+        mapped.close()
+        raise SegmentError(f"segment file {path} is empty (0 bytes)")
+    return mapped
 
 
 class SegmentReport(NamedTuple):

@@ -53,18 +53,20 @@ def test_a_mapping_with_views_left_is_unmapped_when_the_last_goes(segment_file):
     assert mapped.closed
 
 
-def test_a_file_that_cannot_be_mapped_is_named(tmp_path):
+def test_a_file_that_cannot_be_mapped_is_named_and_an_empty_one_has_no_bytes(tmp_path):
     missing = tmp_path / "7-1.rec"
     with pytest.raises(FileNotFoundError) as raised:
         _core.map_segment_file(missing)
     assert raised.value.filename == missing
-    with pytest.raises(OSError) as raised:
-        _core.map_segment_file(tmp_path)  # a directory: open succeeds, mmap does not
-    assert raised.value.filename == tmp_path
+    present = tmp_path / "7-3.rec"
+    present.write_bytes(b"x" * 64)
+    with pytest.raises(ValueError, match="embedded null byte"):
+        _core.map_segment_file(f"{present}\0.old")  # not the file named before the null
     empty = tmp_path / "7-2.rec"
     empty.write_bytes(b"")
-    with pytest.raises(ValueError, match=f"{empty} is empty"):
-        _core.map_segment_file(empty)
+    with _core.map_segment_file(empty) as mapped:
+        assert len(mapped) == 0 and memoryview(mapped).tobytes() == b""
+    assert mapped.closed
     with pytest.raises(segments.SegmentError, match=f"segment file {missing} is missing"):
         segments.map_segment(missing)
     with pytest.raises(segments.SegmentError, match=rf"segment file {empty} is empty \(0 bytes\)"):
