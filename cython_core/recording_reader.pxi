@@ -8,7 +8,7 @@
 # .peek and try_offer_block) takes it from there, with its errors and its back-pressure.
 
 
-from cpython.buffer cimport PyBuffer_FillInfo
+from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES, PyBUF_WRITABLE
 from cpython.exc cimport PyErr_SetFromErrnoWithFilenameObject
 
 cdef extern from "Python.h":
@@ -22,6 +22,7 @@ cdef extern from "<fcntl.h>" nogil:
     int c_open "open"(const char* path, int flags)
     enum: O_RDONLY
     enum: O_CLOEXEC
+    enum: O_NONBLOCK
 
 cdef extern from "<sys/stat.h>" nogil:
     struct stat_size "stat":
@@ -42,21 +43,24 @@ cdef extern from "<unistd.h>" nogil:
 # A segment mapped without releasing the GIL. The replayer's thread maps each segment as it
 # comes to it; mmap.mmap and open() release the GIL around their system calls, and each time the
 # thread then waits for the event loop's thread to hand it back: with a subscriber polling on the
-# loop that took 20-150 ms a segment (2026-11-30, a 2-vCPU VM), more than its 128 MiB took to
-# copy. open, fstat, mmap and munmap of a local file take microseconds: held through them, the
-# GIL never changes hands.
+# loop a segment switch took 30-180 ms (2026-11-30, a 2-vCPU VM), as long as copying its 128 MiB
+# or longer. On a local file open, fstat and mmap take microseconds, and munmap of a 128 MiB
+# segment whose pages were all read 0.05-0.14 ms: held through them, the GIL never changes hands.
+# (A file on a slow network file system would hold it longer; segments are local files.)
 
 
 cdef char _NO_BYTES[1]  # where an empty segment's buffer points
+cdef char* _BYTE_FORMAT = "B"
 
 
 @cython.final
 cdef class MappedSegment:
-    """A file mapped read-only (shared), as a read-only buffer (an empty file: no bytes, not
-    mapped); close() unmaps it (BufferError while a view of it is exported: it is unmapped when
-    the last view is released)."""
+    """A file mapped read-only (shared), made by map_segment_file, as a read-only buffer of
+    bytes (an empty file: no bytes, nothing mapped). close() unmaps it; while views of it are
+    exported it raises BufferError and the close is pending: the segment stays mapped (and
+    `closed` False) until the last view is released."""
 
-    cdef char* _address  # NULL once closed
+    cdef char* _address  # NULL while closed
     cdef Py_ssize_t _length
     cdef Py_ssize_t _exports
     cdef bint _closing
@@ -64,7 +68,19 @@ cdef class MappedSegment:
     def __getbuffer__(self, Py_buffer* view, int flags):
         if self._address == NULL:
             raise ValueError("the segment is unmapped")
-        PyBuffer_FillInfo(view, self, self._address, self._length, 1, flags)
+        if flags & PyBUF_WRITABLE:
+            raise BufferError("the segment is mapped read-only")
+        view.obj = self
+        view.buf = self._address
+        view.len = self._length
+        view.readonly = 1
+        view.itemsize = 1
+        view.format = _BYTE_FORMAT if flags & PyBUF_FORMAT else NULL
+        view.ndim = 1
+        view.shape = &self._length if flags & PyBUF_ND else NULL
+        view.strides = &view.itemsize if flags & PyBUF_STRIDES == PyBUF_STRIDES else NULL
+        view.suboffsets = NULL
+        view.internal = NULL
         self._exports += 1
 
     def __releasebuffer__(self, Py_buffer* view):
@@ -89,6 +105,7 @@ cdef class MappedSegment:
         if self._address != NULL and self._address != _NO_BYTES:
             munmap(self._address, <size_t> self._length)
         self._address = NULL
+        self._length = 0
 
     def __enter__(self):
         return self
@@ -108,10 +125,10 @@ def map_segment_file(object path) -> MappedSegment:
     cdef int fd
     cdef stat_size st
     cdef char* address = _NO_BYTES
-    cdef MappedSegment mapped
+    cdef MappedSegment mapped = MappedSegment.__new__(MappedSegment)  # before anything is mapped
     if b"\0" in encoded:
         raise ValueError(f"embedded null byte in the path {path!r}")
-    fd = c_open(encoded, O_RDONLY | O_CLOEXEC)
+    fd = c_open(encoded, O_RDONLY | O_CLOEXEC | O_NONBLOCK)  # a FIFO would not block the GIL
     if fd < 0:
         PyErr_SetFromErrnoWithFilenameObject(OSError, path)
     try:
@@ -123,7 +140,6 @@ def map_segment_file(object path) -> MappedSegment:
                 PyErr_SetFromErrnoWithFilenameObject(OSError, path)
     finally:
         c_close(fd)
-    mapped = MappedSegment.__new__(MappedSegment)
     mapped._address = address
     mapped._length = <Py_ssize_t> st.st_size
     return mapped

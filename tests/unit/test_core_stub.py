@@ -32,8 +32,10 @@ CYTHON_MEMBERS = {
     "__setstate_cython__",
 }  # fmt: skip
 # A buffer's special methods: the stub declares __buffer__ (PEP 688, so type checkers take the
-# type as a Buffer on every Python); CPython shows both only from 3.12.
-BUFFER_SLOTS = {"__buffer__", "__release_buffer__"}
+# type as a Buffer on every Python), not __release_buffer__; CPython shows both only from 3.12.
+HIDDEN_BUFFER_SLOTS = {"__release_buffer__"} | (
+    {"__buffer__"} if sys.version_info < (3, 12) else set()
+)
 # Methods whose parameters the compiled module does not show (a special method without a
 # docstring carries no embedded signature; Completed.__next__ is replaced in C). From 3.13
 # CPython shows them all: a method of no arguments has the signature (self, /).
@@ -228,13 +230,13 @@ def test_every_class_of_the_source_is_a_class_of_the_module():
 def test_each_class_has_the_same_members_and_bases_as_in_the_module(name: str):
     cls = getattr(_core, name)
     members = declared(CLASSES[name].body)
-    hidden = CYTHON_MEMBERS | BUFFER_SLOTS
+    hidden = CYTHON_MEMBERS | HIDDEN_BUFFER_SLOTS
     runtime = {n for n in vars(cls) if n not in hidden and (public(n) or n[:2] == "__")}
     assert not runtime - set(members), f"{name}: not in the stub: {sorted(runtime - set(members))}"
-    extra = set(members) - {"__init__"} - BUFFER_SLOTS - set(vars(cls))
+    extra = set(members) - {"__init__"} - HIDDEN_BUFFER_SLOTS - set(vars(cls))
     assert not extra, f"{name}: in the stub, not in the module: {sorted(extra)}"
     for member, nodes in members.items():
-        if member != "__init__" and member not in BUFFER_SLOTS:
+        if member != "__init__" and member not in HIDDEN_BUFFER_SLOTS:
             descriptor = inspect.isdatadescriptor(vars(cls)[member])
             assert is_attribute(nodes) == descriptor, f"{name}.{member}: property or method?"
     stub_bases = [ast.unparse(b) for b in CLASSES[name].bases if ast.unparse(b) in CLASSES]
@@ -247,7 +249,7 @@ def methods() -> list[str]:
         for member, nodes in declared(node.body).items():
             if member == "__init__" or is_attribute(nodes) or cls not in RUNTIME_CLASSES:
                 continue
-            if member not in BUFFER_SLOTS or member in vars(getattr(_core, cls)):
+            if member not in HIDDEN_BUFFER_SLOTS:
                 found.append(f"{cls}.{member}")
     return sorted(found)
 
@@ -283,7 +285,7 @@ def test_each_constructor_has_the_parameters_of_the_cython_source(name: str):
 
 # What mypy's stubtest cannot see in a Cython module: constructors (`__cinit__`: the test above
 # compares them with the source), the pickling helpers and doctest table Cython adds, and before
-# 3.12 a buffer's __buffer__ (BUFFER_SLOTS).
+# 3.12 a buffer's __buffer__ (HIDDEN_BUFFER_SLOTS).
 STUBTEST_ALLOWLIST = r"""
 aeronio\._core\.\w+\.__init__
 aeronio\._core\.(\w+\.)?__(reduce|setstate)_cython__
