@@ -23,6 +23,7 @@ Elsewhere the loop is only the caller's and its implementation changes nothing t
 """
 
 import asyncio
+import atexit
 import os
 import re
 import shutil
@@ -34,16 +35,14 @@ import uvloop
 from hypothesis import HealthCheck, settings
 
 # What other tools write while the tests run (matplotlib's font cache, chromium's settings and
-# dconf cache) goes to a directory of the run's, removed at its end; the user's cache is left as
-# it was. (~/.config stays: pip reads its settings there.)
+# dconf cache) goes to a directory of the run's, removed when the process exits (also when
+# pytest stops at a bad option, before any hook that ends a session); the user's cache is left
+# as it was. (~/.config stays: pip reads its settings there.)
 TOOLS_HOME = Path(tempfile.mkdtemp(prefix=f"aeronio-test-home-{os.getpid()}-"))
+atexit.register(shutil.rmtree, TOOLS_HOME, ignore_errors=True)
 USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 os.environ["XDG_CACHE_HOME"] = str(TOOLS_HOME / "cache")
 os.environ["MPLCONFIGDIR"] = str(TOOLS_HOME / "matplotlib")
-
-
-def pytest_unconfigure(config) -> None:
-    shutil.rmtree(TOOLS_HOME, ignore_errors=True)
 
 
 settings.register_profile("aeronio", deadline=None, suppress_health_check=[HealthCheck.too_slow])
