@@ -8,12 +8,19 @@ Markers by folder: every test under `netns/` is `netns` (root, `ip`, `nft`), eve
 `spark` (a local SparkSession: the spark extra and Java 17), every test under `aeron_c/` is
 `aeron_c` (current Aeron through pyaeron on Python 3.12+: tests/support/aeron_c.py); tests
 elsewhere that need them, and the `slow` ones, are marked in their modules. The fast loop:
-`python -m pytest -q -m "not slow and not netns and not java"`.
+`python -m pytest -q -n 2 -m "not slow and not netns and not java"`.
 
-Files: the session gives aeronio a cache of its own ($AERONIO_CACHE, removed at its end: the
-Spark reader's jar), and its summary lists aeronio's entries in the temp dir, /dev/shm and the
-user's cache that appeared during the session and are still there (this session's leftovers, or
-a concurrent session's: they share those places, so the list is reported, not failed).
+Workers: README's commands run the tests in two processes (pytest-xdist's `-n 2`; `--dist
+loadfile` in pyproject.toml puts each file on one of them, so a module's fixtures are made once).
+The first process, the controller, runs no test: it makes what the run shares before it starts
+the workers, which inherit it through the environment, and removes it at the end. Without `-n`
+that one process runs the tests itself.
+
+Files: the run has a directory of its own ($PYTEST_AERONIO_RUN_DIR: the tools' home below, the
+locks the workers share) and gives aeronio a cache of its own ($AERONIO_CACHE: the Spark reader's
+jar), both removed at its end; its summary lists aeronio's entries in the temp dir, /dev/shm and
+the user's cache that appeared during the run and are still there (this run's leftovers, or a
+concurrent run's: they share those places, so the list is reported, not failed).
 
 Event loops: an async test runs on asyncio's own loop (its id names no loop); marked `loops` (a
 module's `pytestmark` or the test) it runs on uvloop (uvicorn's default) too, ids `[asyncio]` and
@@ -34,15 +41,20 @@ import pytest
 import uvloop
 from hypothesis import HealthCheck, settings
 
-# What other tools write while the tests run (matplotlib's font cache, chromium's settings and
-# dconf cache) goes to a directory of the run's, removed when the process exits (also when
-# pytest stops at a bad option, before any hook that ends a session); the user's cache is left
-# as it was. (~/.config stays: pip reads its settings there.)
-TOOLS_HOME = Path(tempfile.mkdtemp(prefix=f"aeronio-test-home-{os.getpid()}-"))
-atexit.register(shutil.rmtree, TOOLS_HOME, ignore_errors=True)
-USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-os.environ["XDG_CACHE_HOME"] = str(TOOLS_HOME / "cache")
-os.environ["MPLCONFIGDIR"] = str(TOOLS_HOME / "matplotlib")
+WORKER = "PYTEST_XDIST_WORKER" in os.environ  # a worker of pytest-xdist's, not the controller
+
+# The run's directory, made by the controller and removed when it exits (also when pytest stops
+# at a bad option, before any hook that ends a session). What other tools write while the tests
+# run (matplotlib's font cache, chromium's settings and dconf cache) goes there; the user's cache
+# is left as it was. (~/.config stays: pip reads its settings there.)
+if not WORKER:
+    made = tempfile.mkdtemp(prefix=f"aeronio-test-home-{os.getpid()}-")
+    atexit.register(shutil.rmtree, made, ignore_errors=True)
+    USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    os.environ["PYTEST_AERONIO_RUN_DIR"] = made  # not AERONIO_*: the driver reads those
+    os.environ["XDG_CACHE_HOME"] = os.path.join(made, "cache")
+    os.environ["MPLCONFIGDIR"] = os.path.join(made, "matplotlib")
+RUN_DIR = Path(os.environ["PYTEST_AERONIO_RUN_DIR"])
 
 
 settings.register_profile("aeronio", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -79,29 +91,40 @@ def aeronio_entries() -> set[Path]:
 
 
 def of_a_live_process(path: Path) -> bool:
-    """A name with a pid (an embedded driver's directory, a session's cache) whose process is
+    """A name with a pid (an embedded driver's directory, a run's directory) whose process is
     still running: in use, not left behind."""
-    found = re.match(r"aeronio-(?:test-cache-)?(\d+)-", path.name)
+    found = re.match(r"aeronio-(?:test-home-)?(\d+)-", path.name)
     return found is not None and Path("/proc", found[1]).exists()
 
 
 LEFT_BEHIND: list[Path] = []
+BEFORE: set[Path] = set()
+SAVED_CACHE: list[str | None] = []  # $AERONIO_CACHE as it was, put back at the end
 
 
-@pytest.fixture(scope="session", autouse=True)
-def files_of_the_session():
-    """A cache of the session's own; what appeared in the shared places and stayed, noted."""
-    before = aeronio_entries()
-    cache = tempfile.mkdtemp(prefix=f"aeronio-test-cache-{os.getpid()}-")
-    saved = os.environ.get("AERONIO_CACHE")
-    os.environ["AERONIO_CACHE"] = cache
-    yield
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The controller, before it starts the workers: what is in the shared places now, and a
+    cache of the run's own."""
+    if WORKER:
+        return
+    BEFORE.update(aeronio_entries())
+    SAVED_CACHE.append(os.environ.get("AERONIO_CACHE"))
+    (RUN_DIR / "aeronio-cache").mkdir()
+    os.environ["AERONIO_CACHE"] = str(RUN_DIR / "aeronio-cache")
+
+
+@pytest.hookimpl(trylast=True)  # after the session's fixtures are gone
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The controller, after the workers: what appeared in the shared places and stayed."""
+    if WORKER:
+        return
+    saved = SAVED_CACHE.pop()
     if saved is None:
         del os.environ["AERONIO_CACHE"]
     else:
         os.environ["AERONIO_CACHE"] = saved
-    shutil.rmtree(cache)
-    LEFT_BEHIND[:] = sorted(p for p in aeronio_entries() - before if not of_a_live_process(p))
+    shutil.rmtree(RUN_DIR / "aeronio-cache")
+    LEFT_BEHIND[:] = sorted(p for p in aeronio_entries() - BEFORE if not of_a_live_process(p))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TOOLS_HOME
+from tests.conftest import RUN_DIR
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
 # What chromium needs on a closed network, as root: no sandbox, no background traffic.
@@ -38,7 +38,7 @@ def browser():
         browser = playwright.chromium.launch(
             executable_path=executable,
             args=CHROMIUM_ARGS,
-            env={**os.environ, "XDG_CONFIG_HOME": str(TOOLS_HOME / "config")},  # not ~/.config
+            env={**os.environ, "XDG_CONFIG_HOME": str(RUN_DIR / "config")},  # not ~/.config
         )
         try:
             yield browser

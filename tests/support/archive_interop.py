@@ -4,8 +4,9 @@ ArchivingMediaDriver, Java programs run to their end), the messages they send an
 recording holds, what the reference's Catalog class reads.
 
 The reference archive's default channels have fixed ports (control 8010, responses 8020,
-events 8030), so these tests must not run concurrently with each other (pytest runs them one
-after another).
+events 8030), so these tests must not run concurrently with each other: a module of
+tests/interop holds the run's lock on them while it runs (`reference_ports`,
+tests/interop/conftest.py).
 """
 
 from __future__ import annotations
