@@ -8,13 +8,15 @@ Markers by folder: every test under `netns/` is `netns` (root, `ip`, `nft`), eve
 `spark` (a local SparkSession: the spark extra and Java 17), every test under `aeron_c/` is
 `aeron_c` (current Aeron through pyaeron on Python 3.12+: tests/support/aeron_c.py); tests
 elsewhere that need them, and the `slow` ones, are marked in their modules. The fast loop:
-`python -m pytest -q -n 2 -m "not slow and not netns and not java"`.
+`python -m pytest -q -n 2 --dist loadfile -m "not slow and not netns and not java"`.
 
-Workers: README's commands run the tests in two processes (pytest-xdist's `-n 2`; `--dist
-loadfile` in pyproject.toml puts each file on one of them, so a module's fixtures are made once).
-The first process, the controller, runs no test: it makes what the run shares before it starts
-the workers, which inherit it through the environment, and removes it at the end. Without `-n`
-that one process runs the tests itself.
+Workers: README's commands run the tests in two worker processes (pytest-xdist's `-n 2`;
+`--dist loadfile` puts each file on one of them, so a module's fixtures are made once) beside the
+process pytest started, the controller, which runs no test: it makes what the run shares before
+it starts the workers, which inherit it through the environment, and removes it at the end.
+Without `-n` that one process runs the tests itself. Resources the tests name (ports, groups,
+directories, namespaces) are chosen apart (tests/support/ports.py, uuids); the few fixed ones
+are locked (tests/interop/conftest.py).
 
 Files: the run has a directory of its own ($PYTEST_AERONIO_RUN_DIR: the tools' home below, the
 locks the workers share) and gives aeronio a cache of its own ($AERONIO_CACHE: the Spark reader's
@@ -50,7 +52,7 @@ WORKER = "PYTEST_XDIST_WORKER" in os.environ  # a worker of pytest-xdist's, not 
 if not WORKER:
     made = tempfile.mkdtemp(prefix=f"aeronio-test-home-{os.getpid()}-")
     atexit.register(shutil.rmtree, made, ignore_errors=True)
-    USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")  # for the report
     os.environ["PYTEST_AERONIO_RUN_DIR"] = made  # not AERONIO_*: the driver reads those
     os.environ["XDG_CACHE_HOME"] = os.path.join(made, "cache")
     os.environ["MPLCONFIGDIR"] = os.path.join(made, "matplotlib")

@@ -16,12 +16,12 @@ from tests.support.java_aeron import require_aeron_java
 JAVA_SOURCES = Path(__file__).parent / "java"
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def reference_ports():
     """The reference's fixed ports, one module at a time: the archive tests' channels are at
-    fixed ports (8010, 8020, 8030, 40123-40126: tests/support/archive_interop.py), so a module
-    holds a lock of the run's (tests/conftest.py) while it runs, and a module on the other
-    worker waits for it."""
+    fixed ports (8010, 8020, 8030, 40123-40126: tests/support/archive_interop.py), so each of
+    those modules (`pytestmark`) holds a lock of the run's (tests/conftest.py) while it runs,
+    and one on the other worker waits for it."""
     with open(RUN_DIR / "reference-ports.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield

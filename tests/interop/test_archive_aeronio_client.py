@@ -35,6 +35,8 @@ from tests.support.archive_interop import (
 from tests.support.java_aeron import require_aeron_java
 from tests.support.procs import await_until
 
+pytestmark = pytest.mark.usefixtures("reference_ports")  # tests/interop/conftest.py
+
 
 async def test_aeronio_client_against_java_archive(tmp_path):
     require_aeron_java()

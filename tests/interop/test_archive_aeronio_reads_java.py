@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import msgspec
+import pytest
 
 import aeronio
 from aeronio import archive
@@ -38,6 +39,8 @@ from tests.support.archive_interop import (
     stop,
     without_session,
 )
+
+pytestmark = pytest.mark.usefixtures("reference_ports")  # tests/interop/conftest.py
 
 
 async def test_aeronio_reads_java_archive_directory(java_classes, tmp_path):

@@ -28,6 +28,8 @@ from tests.support.archive_interop import (
 from tests.support.java_aeron import require_aeron_java
 from tests.support.procs import await_until
 
+pytestmark = pytest.mark.usefixtures("reference_ports")  # tests/interop/conftest.py
+
 # What an archive answers to each request of this scenario (the aeronio client asking): ERROR
 # responses as ArchiveError (the reference's error code, its message), OK ones as their value.
 # Recording 0 is active for the first part (its publication has sent everything and it is all

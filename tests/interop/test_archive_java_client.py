@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from aeronio.archive import Catalog, codecs
 from tests.support.archive_interop import (
     CATALOG_FILE_LENGTH,
@@ -38,6 +40,8 @@ from tests.support.archive_interop import (
     running,
     stop,
 )
+
+pytestmark = pytest.mark.usefixtures("reference_ports")  # tests/interop/conftest.py
 
 
 def test_java_client_against_aeronio_archive(java_classes, tmp_path):

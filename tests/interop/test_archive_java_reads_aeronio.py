@@ -16,6 +16,8 @@ import asyncio
 import shutil
 from pathlib import Path
 
+import pytest
+
 import aeronio
 from aeronio import archive
 from aeronio.archive import Catalog, SourceLocation
@@ -40,6 +42,8 @@ from tests.support.archive_interop import (
     without_session,
 )
 from tests.support.procs import await_until
+
+pytestmark = pytest.mark.usefixtures("reference_ports")  # tests/interop/conftest.py
 
 
 async def record_with_aeronio(archive_dir: Path) -> dict:

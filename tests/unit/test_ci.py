@@ -11,9 +11,10 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
-CHECKS = ["ruff check .", "ruff format --check .", "mypy", "python -m pytest -q -n 2"]
+TESTS = "python -m pytest -q -n 2 --dist loadfile"  # two workers, each test file on one
+CHECKS = ["ruff check .", "ruff format --check .", "mypy", TESTS]
 PYTHONS = ["3.11", "3.12", "3.13"]  # the full suite on the first, the fast loop on the others
-FAST_LOOP = 'python -m pytest -q -n 2 -m "not slow and not netns and not java"'
+FAST_LOOP = f'{TESTS} -m "not slow and not netns and not java"'
 WHEELS = 'python scripts/check_wheels.py "$python311" "$python312" "$python313"'
 
 
