@@ -19,7 +19,7 @@ JAVA_SOURCES = Path(__file__).parent / "java"
 @pytest.fixture(scope="module")
 def reference_ports():
     """The reference's fixed ports, one module at a time: the archive tests' channels are at
-    fixed ports (8010, 8020, 8030, 40123-40126: tests/support/archive_interop.py), so each of
+    fixed ports (8010, 8020, 8030, 14123-14126: tests/support/archive_interop.py), so each of
     those modules (`pytestmark`) holds a lock of the run's (tests/conftest.py) while it runs,
     and one on the other worker waits for it."""
     with open(RUN_DIR / "reference-ports.lock", "w") as lock:

@@ -68,7 +68,7 @@ async def against_java_archive(aeron, count: int) -> None:
 
         async def found():
             recording_id = await client.find_last_matching_recording(
-                0, "endpoint=localhost:40123", STREAM_ID, publication.session_id
+                0, "endpoint=localhost:14123", STREAM_ID, publication.session_id
             )
             return recording_id + 1  # -1 until the recording started
 
@@ -108,12 +108,12 @@ async def against_java_archive(aeron, count: int) -> None:
         )
         assert without_correlation(got) == descriptor
         for also in (
-            await client.list_recordings_for_uri("localhost:40123", STREAM_ID),
+            await client.list_recordings_for_uri("localhost:14123", STREAM_ID),
             [await client.list_recording(0)],
             await client.list_recordings(0, 1),
         ):
             assert [without_correlation(d) for d in also] == [descriptor]
-        assert await client.list_recordings_for_uri("localhost:40123", STREAM_ID + 1) == []
+        assert await client.list_recordings_for_uri("localhost:14123", STREAM_ID + 1) == []
         assert await client.list_recordings(1) == []
         assert await client.list_recording(999) is None
 

@@ -43,7 +43,7 @@ ERROR_CASES = {
         "getRecordingPosition of an active recording": lambda c, s: c.get_recording_position(0),
         "truncateRecording of an active recording": lambda c, s: c.truncate_recording(0, 0),
         "extendRecording of an active recording": lambda c, s: c.extend_recording(
-            0, "aeron:udp?endpoint=localhost:40125", STREAM_ID, SourceLocation.REMOTE
+            0, "aeron:udp?endpoint=localhost:14125", STREAM_ID, SourceLocation.REMOTE
         ),
         "startReplay from past the live position": lambda c, s: c.start_replay(
             0, s + 32, 100, REPLAY_CHANNEL, REPLAY_STREAM_ID
@@ -128,7 +128,7 @@ async def error_scenario(aeron) -> dict[str, tuple]:
         for name, request in ERROR_CASES["stopped"].items():
             outcomes[name] = await outcome(request(client, end))
         replay_session_id = await client.start_replay(
-            0, 0, end, "aeron:udp?endpoint=localhost:40126", 1003
+            0, 0, end, "aeron:udp?endpoint=localhost:14126", 1003
         )
         for name, request in ERROR_CASES["replayed"].items():
             outcomes[name] = await outcome(request(client, end))

@@ -71,7 +71,7 @@ async def record_with_aeronio(archive_dir: Path) -> dict:
                     async def started():
                         try:  # an error until recording 1 is in the catalog, as the reference
                             return 1 + await client.find_last_matching_recording(
-                                1, "localhost:40123", STREAM_ID, publication.session_id
+                                1, "localhost:14123", STREAM_ID, publication.session_id
                             )
                         except archive.ArchiveError:
                             return False

@@ -31,9 +31,9 @@ from tests.support.reference_aeron import java_args
 
 REFERENCE_EXCHANGE = Path(__file__).parents[1] / "data" / "archive" / "java-exchange.txt"
 
-CHANNEL = "aeron:udp?endpoint=localhost:40123"
+CHANNEL = "aeron:udp?endpoint=localhost:14123"
 STREAM_ID = 1001
-REPLAY_CHANNEL = "aeron:udp?endpoint=localhost:40124"
+REPLAY_CHANNEL = "aeron:udp?endpoint=localhost:14124"
 REPLAY_STREAM_ID = 1002
 EVENTS_CHANNEL = "aeron:udp?endpoint=localhost:8030"
 EVENTS_STREAM_ID = 30

@@ -52,7 +52,7 @@ def test_decoded_fields_are_the_references():
     assert connect.response_channel == "aeron:udp?endpoint=localhost:8020"
     start = by_type[codecs.StartRecordingRequest]
     assert (start.stream_id, start.source_location) == (1001, codecs.SourceLocation.REMOTE)
-    assert start.channel == "aeron:udp?endpoint=localhost:40123"
+    assert start.channel == "aeron:udp?endpoint=localhost:14123"
     descriptor = by_type[codecs.RecordingDescriptor]
     assert (descriptor.recording_id, descriptor.start_position, descriptor.stop_position) == (
         0, 0, -1,

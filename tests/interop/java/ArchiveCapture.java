@@ -59,7 +59,7 @@ public class ArchiveCapture {
         AeronArchive archive = AeronArchive.connect(new AeronArchive.Context().aeron(aeron));
         say("connect " + archive.controlSessionId());
 
-        String channel = "aeron:udp?endpoint=localhost:40123";
+        String channel = "aeron:udp?endpoint=localhost:14123";
         long subscriptionId = archive.startRecording(channel, 1001, SourceLocation.REMOTE);
         say("startRecording " + subscriptionId);
         Publication publication = aeron.addExclusivePublication(channel + "|term-length=64k", 1001);
@@ -72,7 +72,7 @@ public class ArchiveCapture {
         long end = publication.position();
         // The recording is in the catalog once the archive says it started (RecordingStarted).
         while (events.poll((b, o, l, h) -> lines.add("event " + hex(b, o, l)), 100) == 0) Thread.sleep(1);
-        long recordingId = archive.findLastMatchingRecording(0, "endpoint=localhost:40123", 1001, publication.sessionId());
+        long recordingId = archive.findLastMatchingRecording(0, "endpoint=localhost:14123", 1001, publication.sessionId());
         say("findLastMatchingRecording " + recordingId);
         while (archive.getRecordingPosition(recordingId) < end) Thread.sleep(1);
         say("getRecordingPosition " + archive.getRecordingPosition(recordingId));
@@ -83,12 +83,12 @@ public class ArchiveCapture {
             found.add(rid + " " + startPosition + " " + stopPosition + " " + strippedChannel + " " + originalChannel);
         say("listRecordings " + archive.listRecordings(0, 10, consumer) + " " + found);
         found.clear();
-        say("listRecordingsForUri " + archive.listRecordingsForUri(0, 10, "localhost:40123", 1001, consumer) + " " + found);
+        say("listRecordingsForUri " + archive.listRecordingsForUri(0, 10, "localhost:14123", 1001, consumer) + " " + found);
         found.clear();
         say("listRecording " + archive.listRecording(recordingId, consumer) + " " + found);
         found.clear();
         say("listRecording(999) " + archive.listRecording(999, consumer));
-        Subscription replay = archive.replay(recordingId, 0, end, "aeron:udp?endpoint=localhost:40124", 1002);
+        Subscription replay = archive.replay(recordingId, 0, end, "aeron:udp?endpoint=localhost:14124", 1002);
         int[] count = {0};
         while (count[0] < messages) replay.poll((b, o, l, h) -> { count[0]++; }, 10);
         say("replay " + count[0]);
@@ -98,7 +98,7 @@ public class ArchiveCapture {
         say("getStopPosition " + archive.getStopPosition(recordingId));
         try { archive.stopRecording(channel, 1001); } catch (ArchiveException e) { say("stopRecording again: " + e.getMessage()); }
         try { archive.getStopPosition(999); } catch (ArchiveException e) { say("getStopPosition(999): " + e.getMessage()); }
-        long replaySessionId = archive.startReplay(recordingId, 0, end, "aeron:udp?endpoint=localhost:40125", 1003);
+        long replaySessionId = archive.startReplay(recordingId, 0, end, "aeron:udp?endpoint=localhost:14125", 1003);
         say("startReplay " + replaySessionId);
         archive.stopReplay(replaySessionId);
         say("stopReplay");
