@@ -21,8 +21,13 @@ cdef extern from "<poll.h>" nogil:
     int ppoll(pollfd* fds, unsigned long nfds, const timespec* timeout, const void* sigmask)
 
 cdef extern from "aeronio_cpython.h":
-    # See aeronio_cpython.h: reused fragment views, completed awaitables, member slots.
+    # See aeronio_cpython.h: reused fragment views, completed awaitables, reused positions,
+    # member slots.
     bint aio_rewrap_view(PyObject* view, char* buf, Py_ssize_t length) noexcept
+    ctypedef struct aio_positions:
+        pass
+    object aio_position(aio_positions* kept, int64_t value, PyObject* extra)
+    void aio_positions_clear(aio_positions* kept) noexcept
     Py_ssize_t aio_refcount(PyObject* object) noexcept
     ctypedef PyObject* (*aio_value_getter)(PyObject*) noexcept
     void aio_make_completed_type(PyTypeObject* type, aio_value_getter getter) noexcept

@@ -21,6 +21,17 @@
  *   context, cause or notes (a `next()` in user code), is left to its holder and a new one is
  *   kept instead: every StopIteration seen is what StopIteration(value) would be.
  *
+ * Reused positions
+ *   try_offer and `await offer` return the message's new position, an int above CPython's cache
+ *   of small ones: making it and freeing it took a sixth of a try_offer on 3.12 here.
+ *   A publication keeps two: the one it returned last, which a caller's variable often holds
+ *   until the next call, and the one before. When the only references to one are its own (its
+ *   field, its reused Completed, the kept StopIteration: the caller let the value go), it
+ *   writes the next position into it instead of making an int, the reuse of the fragment views
+ *   above. It writes PyLongObject's digits, so it is compiled only where their layout is known
+ *   (CPython 3.11 to 3.13, 30-bit digits, the GIL). A kept int is made with room for two digits
+ *   and holds only positions from 257 to 2**60 - 1; others are made as usual.
+ *
  * Member slots
  *   A Cython `cdef readonly object` attribute is a getset descriptor, which the specializing
  *   interpreter of CPython 3.12+ leaves unspecialized: `message.data` costs about 22 ns there
@@ -154,6 +165,96 @@ static PyObject *aio_completed_next(PyObject *self) {
     }
     return NULL;
 #endif
+}
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && PyLong_SHIFT == 30 \
+    && !defined(Py_GIL_DISABLED) && !defined(PYPY_VERSION)
+#define AIO_REUSES_POSITIONS 1
+#else
+#define AIO_REUSES_POSITIONS 0
+#endif
+
+/* A publication's kept positions: the one it returned last, which the caller may still hold
+ * (`result = pub.try_offer(...)` keeps it until the next call), and the other one. */
+typedef struct {
+    PyObject *last;
+    PyObject *spare;
+} aio_positions;
+
+static inline void aio_positions_clear(aio_positions *kept) {
+    Py_CLEAR(kept->last);
+    Py_CLEAR(kept->spare);
+}
+
+/* How many references the kept StopIteration holds to `value` that only this module can see
+ * (its value and args[0], while nobody else holds it). */
+static inline Py_ssize_t aio_stop_iteration_refs(PyObject *value) {
+#if AIO_REUSES_STOP_ITERATION
+    PyObject *stop = aio_stop_iteration;
+    if (stop == NULL || !aio_stop_iteration_is_free(stop)) {
+        return 0;
+    }
+    return (((PyStopIterationObject *)stop)->value == value)
+        + (PyTuple_GET_ITEM(((PyBaseExceptionObject *)stop)->args, 0) == value);
+#else
+    (void)value;
+    return 0;
+#endif
+}
+
+#if AIO_REUSES_POSITIONS
+/* Write `value` (257 to 2**60 - 1) into `kept`, an int made with room for two digits. */
+static inline void aio_write_position(PyObject *kept, int64_t value) {
+    PyLongObject *v = (PyLongObject *)kept;
+    Py_ssize_t ndigits = (value >> PyLong_SHIFT) ? 2 : 1;
+#if PY_VERSION_HEX >= 0x030C0000
+    v->long_value.ob_digit[0] = (digit)(value & PyLong_MASK);
+    v->long_value.ob_digit[1] = (digit)(value >> PyLong_SHIFT);
+    v->long_value.lv_tag = (uintptr_t)ndigits << _PyLong_NON_SIZE_BITS; /* positive */
+#else
+    v->ob_digit[0] = (digit)(value & PyLong_MASK);
+    v->ob_digit[1] = (digit)(value >> PyLong_SHIFT);
+    Py_SET_SIZE(v, ndigits);
+#endif
+}
+
+/* Whether nobody but the kept ints' owner refers to `kept`: the owner's own field, `extra`
+ * (another of its references, or NULL) and the kept StopIteration. */
+static inline int aio_position_is_free(PyObject *kept, PyObject *extra) {
+    return kept != NULL
+        && Py_REFCNT(kept) == 1 + (kept == extra) + aio_stop_iteration_refs(kept);
+}
+#endif
+
+/* `value` as an int, a new reference (see "Reused positions"): a kept one written over if
+ * nobody else refers to it (`extra`: the owner's other reference to one, or NULL), else a new
+ * one, kept in place of the older. */
+static inline PyObject *aio_position(aio_positions *kept, int64_t value, PyObject *extra) {
+#if AIO_REUSES_POSITIONS
+    PyObject *fresh;
+    if (value > 256 && value < ((int64_t)1 << (2 * PyLong_SHIFT))) {
+        if (aio_position_is_free(kept->spare, extra)) {
+            fresh = kept->spare;
+            kept->spare = kept->last;
+            kept->last = fresh;
+        } else if (aio_position_is_free(kept->last, extra)) {
+            fresh = kept->last;
+        } else {
+            fresh = (PyObject *)_PyLong_New(2);
+            if (fresh == NULL) {
+                return NULL;
+            }
+            Py_XDECREF(kept->spare); /* an int: frees nothing else, runs no code */
+            kept->spare = kept->last;
+            kept->last = fresh;
+        }
+        aio_write_position(fresh, value);
+        return Py_NewRef(fresh);
+    }
+#else
+    (void)kept; (void)extra;
+#endif
+    return PyLong_FromLongLong(value);
 }
 
 /* The offset in `object` of the pointer-aligned field that holds `value` (an object nothing

@@ -60,13 +60,28 @@ cdef class PublicationBase:
 
     cdef public LogAppender _appender
     cdef Completed _done
+    cdef aio_positions _positions  # the ints returned (aeronio_cpython.h, "Reused positions")
+
+    def __dealloc__(self):
+        aio_positions_clear(&self._positions)
+
+    cdef inline object _position_of(self, int64_t position):
+        """`position` as an int, maybe a kept one written over (aeronio_cpython.h); this
+        object's Completed, while nobody else holds it, is one of its own references."""
+        cdef PyObject* extra = NULL
+        if self._done is not None and aio_refcount(<PyObject*> self._done) == 1:
+            extra = <PyObject*> self._done.value
+        return aio_position(&self._positions, position, extra)
 
     @cython.binding(False)
     def try_offer(self, object buffer, Py_ssize_t offset=0, object length=None) -> int:
         """Append a message (bytes-like; `length` bytes from `offset`, default the rest) without
         waiting: its new position, or NOT_CONNECTED, BACK_PRESSURED, ADMIN_ACTION, CLOSED or
         MAX_POSITION_EXCEEDED. MessageTooLargeError above max_message_length."""
-        return self._appender.try_offer(buffer, offset, length)
+        cdef int64_t result = self._appender.try_offer(buffer, offset, length)
+        if result > 0:
+            return self._position_of(result)
+        return result
 
     @cython.binding(False)
     def try_claim(self, Py_ssize_t length):
@@ -87,10 +102,13 @@ cdef class PublicationBase:
         one waits. Raises PublicationClosedError, MessageTooLargeError,
         MaxPositionExceededError or TimeoutError (after `timeout` seconds)."""
         cdef int64_t result = self._appender.try_offer(buffer, offset, length)
+        cdef object position
         if result > 0:
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
                 self._done = Completed.__new__(Completed)
-            self._done.value = result
+            position = self._position_of(result)
+            if self._done.value is not position:
+                self._done.value = position
             return self._done
         return self._offer_slowly(buffer, offset, length, timeout, result)
 

@@ -402,6 +402,99 @@ async def test_a_view_exported_further_is_documented_as_untracked(aeron):
     assert array.shape == (64,)
 
 
+# -- reused positions -----------------------------------------------------------------------
+
+# Where the core writes a position the caller let go into the int it returns next
+# (aeronio_cpython.h, "Reused positions"); elsewhere every position is a new int.
+REUSES_POSITIONS = sys.implementation.name == "cpython" and (3, 11) <= sys.version_info < (3, 14)
+PAYLOAD = b"p" * 300  # a 352-byte frame: every position is above CPython's small ints
+
+
+def int_blocker(i: int) -> int:
+    """A new int of two digits, made at run time: it takes the memory a freed position left, so
+    a position made new afterwards gets another id."""
+    return int(str(2**40 + i))
+
+
+@pytest.mark.skipif(not REUSES_POSITIONS, reason="positions are reused on CPython 3.11-3.13")
+async def test_a_position_nobody_holds_is_reused_by_try_offer_and_await_offer(aeron):
+    pub, _, _ = await connected_pair(aeron, 15)
+    blockers, ids = [], []
+    for i in range(10):
+        position = pub.try_offer(PAYLOAD)
+        assert position == pub.position == 352 * (i + 1)
+        ids.append(id(position))
+        del position
+        blockers.append(int_blocker(i))
+    for i in range(10, 20):
+        position = await pub.offer(PAYLOAD)
+        assert position == pub.position == 352 * (i + 1)
+        ids.append(id(position))
+        del position
+        blockers.append(int_blocker(i))
+    assert len(set(ids)) == 1
+    # A variable that holds each position until the next call's result replaces it: the
+    # publication alternates between two ints.
+    ids, position = [], None
+    for i in range(20, 40):
+        position = pub.try_offer(PAYLOAD) if i % 2 else await pub.offer(PAYLOAD)
+        assert position == pub.position == 352 * (i + 1)
+        ids.append(id(position))
+        blockers.append(int_blocker(i))
+    assert len(set(ids)) == 2 and ids[0] != ids[1] == ids[3]
+
+
+async def test_a_position_somebody_holds_never_changes(aeron):
+    pub, _, _ = await connected_pair(aeron, 16)
+    offered = [pub.try_offer(PAYLOAD) for _ in range(5)]
+    awaited = [await pub.offer(PAYLOAD) for _ in range(5)]
+    assert offered + awaited == [352 * (i + 1) for i in range(10)]
+    pending = pub.offer(PAYLOAD)  # completed, held, not awaited yet
+    with pytest.raises(StopIteration) as caught:  # a StopIteration user code keeps
+        next(pub.offer(PAYLOAD))
+    for _ in range(5):
+        pub.try_offer(PAYLOAD)
+        await pub.offer(PAYLOAD)
+    assert offered + awaited == [352 * (i + 1) for i in range(10)]
+    assert await pending == 352 * 11
+    assert (caught.value.value, caught.value.args) == (352 * 12, (352 * 12,))
+    assert pub.position == 352 * 22
+
+
+@pytest.mark.parametrize(
+    "term_length, term_count",
+    [(64 * 1024, 2**14), (2**30, 2**30)],
+    ids=["one to two digits (2**30)", "two to three digits (2**60)"],
+)
+async def test_positions_across_an_int_digit_boundary(aeron, term_length, term_count):
+    """Positions read the same as a new int of their value on both sides of 2**30 (one 30-bit
+    digit to two) and of 2**60 (two to three, where a kept int has no room: made new)."""
+    boundary = term_count * term_length
+    await aeron.add_subscription("aeron:ipc", 17)
+    pub = await aeron.add_exclusive_publication(
+        f"aeron:ipc?term-length={term_length}|sparse=true|init-term-id=0"
+        f"|term-id={term_count - 1}|term-offset={term_length - 1024}",
+        17,
+    )
+    await pub.wait_connected(5)
+    assert pub.position == boundary - 1024
+    seen = []
+    for i in range(8):
+        offer = pub.try_offer if i % 2 else pub.offer
+        position = offer(PAYLOAD)
+        if not isinstance(position, int):
+            position = await position
+        if position == aeronio.ADMIN_ACTION:  # the term ended: padded, the next one taken
+            continue
+        expected = pub.position
+        assert position == expected and position - boundary == expected - boundary
+        assert str(position) == str(expected) and hash(position) == hash(expected)
+        assert position.bit_length() == expected.bit_length() and position > 0
+        seen.append(expected - boundary)
+        del position
+    assert seen[0] < 0 < seen[-1]
+
+
 # -- poll's reused fragment view ------------------------------------------------------------
 
 
