@@ -74,14 +74,12 @@ function render(snapshot) {
 }
 
 function cells(row, values) {
-  row.replaceChildren(
-    ...values.map(([text, style]) => {
-      const cell = document.createElement("td");
-      cell.textContent = text;
-      if (style) cell.className = style;
-      return cell;
-    }),
-  );
+  while (row.cells.length > values.length) row.lastChild.remove();
+  values.forEach(([text, style], i) => {
+    const cell = row.cells[i] ?? row.appendChild(document.createElement("td"));
+    cell.textContent = text;
+    cell.className = style ?? "";
+  });
   return row;
 }
 
@@ -103,9 +101,22 @@ function renderBars(bars) {
   document.querySelector("#bars tbody").replaceChildren(...rows);
 }
 
+// The book's rows and their cells are kept, one row per symbol, and only their text rewritten: a
+// click whose press and release fell on two different elements (one replaced in between by the
+// next snapshot) would be lost.
+const bookRows = new Map();
+
 function renderBook(book) {
+  const body = document.querySelector("#book tbody");
   const rows = book.map(([symbol, bid, ask, last, vwap, volume, ticks]) => {
-    const row = cells(document.createElement("tr"), [
+    let row = bookRows.get(symbol);
+    if (row === undefined) {
+      row = document.createElement("tr");
+      row.dataset.symbol = String(symbol);
+      row.addEventListener("click", () => choose(symbol));
+      bookRows.set(symbol, row);
+    }
+    cells(row, [
       [names[symbol] ?? `#${symbol}`],
       [price(bid)],
       [price(ask)],
@@ -114,12 +125,12 @@ function renderBook(book) {
       [count(volume)],
       [count(ticks)],
     ]);
-    row.dataset.symbol = String(symbol);
-    if (symbol === chosen) row.className = "chosen";
-    row.addEventListener("click", () => choose(symbol));
+    row.className = symbol === chosen ? "chosen" : "";
     return row;
   });
-  document.querySelector("#book tbody").replaceChildren(...rows);
+  if (rows.length !== body.children.length || rows.some((row, i) => body.children[i] !== row)) {
+    body.replaceChildren(...rows);
+  }
 }
 
 function drawChart(series, bars) {
