@@ -267,6 +267,9 @@ cdef class LogAppender:
         if type(buffer) is bytes:  # immutable and held by the caller: no buffer to acquire
             return self._offer_range(PyBytes_AS_STRING(buffer), PyBytes_GET_SIZE(buffer), offset,
                                      length)
+        if type(buffer) is bytearray:  # copied before any Python code runs: nothing resizes it
+            return self._offer_range(PyByteArray_AS_STRING(buffer), PyByteArray_GET_SIZE(buffer),
+                                     offset, length)
         PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
         try:
             return self._offer_range(<const char*> view.buf, view.len, offset, length)

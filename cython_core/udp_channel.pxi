@@ -6,7 +6,6 @@
 from libc.errno cimport errno, EAGAIN, EINTR, EIO, EINVAL, EMSGSIZE, ENOMEM
 from libc.stdlib cimport malloc, free
 from libc.string cimport strerror
-from cpython.bytearray cimport PyByteArray_AS_STRING
 
 cdef extern from "<sys/uio.h>" nogil:
     struct iovec:

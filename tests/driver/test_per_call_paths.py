@@ -157,6 +157,31 @@ async def test_try_offer_takes_a_slice_of_any_bytes_like_object(aeron, kind):
     assert got == [source, source[10:], source[10:30], b"", b""]
 
 
+class Bytes(bytearray):
+    """A subclass: taken through the buffer protocol, not bytearray's own storage."""
+
+
+@pytest.mark.parametrize("kind", [bytearray, Bytes])
+async def test_a_bytearray_is_copied_at_the_call_and_left_resizable(aeron, kind):
+    sub = await aeron.add_subscription("aeron:ipc", 45)
+    pub = await aeron.add_publication(TERM_64K, 45)
+    await image_of(sub)
+    short, long = message(100, 6), message(3 * MAX_PAYLOAD + 17, 7)  # one frame; four fragments
+    buffer = kind(short)
+    assert pub.try_offer(buffer, 1, 98) > 0
+    buffer[:] = long  # resized: nothing of the offer holds the buffer
+    assert pub.try_offer(buffer) > 0
+    assert await pub.offer(buffer, MAX_PAYLOAD - 1) > 0
+    buffer.extend(b"after")
+    buffer[0:10] = bytes(10)
+    got: list[bytes] = []
+    async for received in sub:  # whole messages, the fragmented ones reassembled
+        got.append(received.data)
+        if len(got) == 3:
+            break
+    assert got == [short[1:99], long, long[MAX_PAYLOAD - 1 :]]
+
+
 # Compiled afresh for each publication (exec): a code object's lookups specialise for the types
 # they see first, and this test looks at them. Outside the test module: no assertion rewriting.
 PER_CALL_LOOP = """
