@@ -8,7 +8,7 @@ from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MAX
 from libc.string cimport memcpy, memset
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_DECREF, Py_INCREF
 from atomics cimport *
 from posix.time cimport timespec
 
@@ -23,13 +23,14 @@ cdef extern from "<poll.h>" nogil:
 
 cdef extern from "aeronio_cpython.h":
     # See aeronio_cpython.h: reused fragment views, completed awaitables, reused positions,
-    # member slots.
+    # reused messages, member slots.
     bint aio_rewrap_view(PyObject* view, char* buf, Py_ssize_t length) noexcept
     ctypedef struct aio_positions:
         pass
     object aio_position(aio_positions* kept, int64_t value, PyObject* extra)
     void aio_positions_clear(aio_positions* kept) noexcept
     Py_ssize_t aio_refcount(PyObject* object) noexcept
+    PyObject* aio_take_spent(PyObject* spent) noexcept
     ctypedef PyObject* (*aio_value_getter)(PyObject*) noexcept
     void aio_make_completed_type(PyTypeObject* type, aio_value_getter getter) noexcept
     Py_ssize_t aio_field_offset(PyObject* object, PyObject* value) noexcept

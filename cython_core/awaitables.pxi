@@ -221,24 +221,27 @@ cdef class SubscriptionBase:
         return batch
 
     cdef Py_ssize_t _fill(self, int fragment_limit) except -1:
-        """Poll whole messages from the images (after every pending one was taken)."""
+        """Poll whole messages from the images (after every pending one was taken); the Messages
+        taken before that nobody kept are filled again (the rest of them dropped here)."""
         cdef list readers = self._readers
         cdef Py_ssize_t count = len(readers), i, start
         cdef int fragments = 0
+        cdef list spent = None
         if self._next < len(self._pending):
             return len(self._pending) - self._next
         if self._next:
+            spent = self._pending
             self._pending = []
             self._next = 0
         if self._lost:
             return 0
         if count == 1:
-            (<ImageReader> readers[0]).poll_messages(self._pending, fragment_limit)
+            (<ImageReader> readers[0]).poll_messages(self._pending, fragment_limit, spent)
         elif count:
             start = self._fill_start = (self._fill_start + 1) % count
             for i in range(count):
                 fragments += (<ImageReader> readers[(start + i) % count]).poll_messages(
-                    self._pending, fragment_limit - fragments)
+                    self._pending, fragment_limit - fragments, spent)
                 if fragments >= fragment_limit:
                     break
         return len(self._pending)

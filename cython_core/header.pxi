@@ -125,9 +125,18 @@ cdef int _data_as_member() except -1:
 _data_as_member()
 
 
-cdef inline Message new_message(object data, const char* frame, int32_t initial_term_id, int shift):
-    """A Message of `data` whose header is the frame header at `frame`."""
-    cdef Message message = Message.__new__(Message)
+cdef inline Message new_message(object data, const char* frame, int32_t initial_term_id, int shift,
+                                list spent):
+    """A Message of `data` whose header is the frame header at `frame`: one of `spent` (Messages
+    handed out before) that nothing else holds, or a new one (aeronio_cpython.h, "Reused
+    messages")."""
+    cdef PyObject* kept = aio_take_spent(<PyObject*> spent) if spent is not None else NULL
+    cdef Message message
+    if kept == NULL:
+        message = Message.__new__(Message)
+    else:
+        message = <Message> kept
+        Py_DECREF(message)  # the list's reference, now `message`'s
     message.data = data
     message._wrap(frame)
     message.initial_term_id = initial_term_id

@@ -327,8 +327,10 @@ cdef class ImageReader:
             self._advance(position + (offset - term_offset))
         return fragments
 
-    def poll_messages(self, list out, int fragment_limit) -> int:
-        """Append whole messages (copied, fragments reassembled) to `out`; returns fragments read."""
+    def poll_messages(self, list out, int fragment_limit, list spent=None) -> int:
+        """Append whole messages (copied, fragments reassembled) to `out`; returns fragments read.
+        `spent`: Messages handed out before, taken from to be filled again where nothing else
+        holds them."""
         self._settle()
         if self._closed:
             return 0
@@ -357,7 +359,7 @@ cdef class ImageReader:
             flags = <uint8_t> term[frame_offset + FLAGS_FIELD_OFFSET]
             if (flags & UNFRAGMENTED) == UNFRAGMENTED:
                 out.append(new_message(PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH),
-                                       term + frame_offset, initial_term_id, shift))
+                                       term + frame_offset, initial_term_id, shift, spent))
             elif flags & BEGIN_FRAG_FLAG:
                 del self._assembly[:]
                 self._assembly += PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH)
@@ -370,7 +372,7 @@ cdef class ImageReader:
                 self._next_fragment_position = position + (offset - term_offset)
                 if flags & END_FRAG_FLAG:
                     out.append(new_message(bytes(self._assembly), term + frame_offset,
-                                           initial_term_id, shift))
+                                           initial_term_id, shift, spent))
                     del self._assembly[:]
                     self._assembling = False
         if offset > term_offset:

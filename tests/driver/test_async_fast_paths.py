@@ -13,6 +13,7 @@ import inspect
 import struct
 import sys
 import sysconfig
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -331,6 +332,106 @@ async def test_closing_the_subscription_ends_every_form(aeron):
     await asyncio.sleep(0.02)
     await sub.close()
     assert await asyncio.wait_for(asyncio.gather(*tasks), 5) == [[], [], []]
+
+
+# -- reused messages ------------------------------------------------------------------------
+
+# The Messages of a batch that only the subscription still holds when it polls the next one are
+# filled again (aeronio_cpython.h, "Reused messages"); elsewhere every message is new.
+REUSES_MESSAGES = sys.implementation.name == "cpython" and not sysconfig.get_config_var(
+    "Py_GIL_DISABLED"
+)
+
+
+async def drain(sub, n: int) -> None:
+    """Take `n` messages with `async for`, keeping none."""
+    count = 0
+    async for _ in sub:
+        count += 1
+        if count == n:
+            return
+
+
+def made_at(snapshot, line: int, size: int) -> int:
+    """How many blocks of `size` bytes `snapshot` holds that were made under `line` of this file."""
+    return sum(
+        1
+        for trace in snapshot.traces
+        if trace.size == size
+        and any(f.filename == __file__ and f.lineno == line for f in trace.traceback)
+    )
+
+
+@pytest.mark.skipif(not REUSES_MESSAGES, reason="messages are reused on CPython with the GIL")
+async def test_messages_nobody_holds_are_filled_again_by_the_next_poll(aeron):
+    pub, sub, _ = await connected_pair(aeron, 17)
+    size = sys.getsizeof(_core.Message(b"", _core.Header.decode(bytes(32))))
+    tracemalloc.start(8)
+    try:
+        for i in range(50):
+            assert pub.try_offer(struct.pack("<I", i)) > 0
+        first = sys._getframe().f_lineno + 1
+        await drain(sub, 50)
+        for i in range(50):
+            assert pub.try_offer(struct.pack("<I", i)) > 0
+        second = sys._getframe().f_lineno + 1
+        await drain(sub, 50)
+        snapshot = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    # The second batch is the first one's Messages again, but for the last one, which the loop,
+    # its awaitable or the StopIteration may still have held when the next batch was polled.
+    assert made_at(snapshot, first, size) >= 49
+    assert made_at(snapshot, second, size) <= 1
+
+
+async def test_a_message_somebody_holds_never_changes(aeron):
+    pub, sub, _ = await connected_pair(aeron, 18)
+    kept: list = []  # whole messages, their headers (the message itself) or only their data
+    expected: list = []
+    for batch in range(6):
+        for i in range(40):
+            end = pub.try_offer(struct.pack("<II", batch, i) * (1 + i % 5))
+            assert end > 0
+            expected.append((batch, i, end))
+        count = 0
+        async for message in sub:
+            if count % 3 == 0:
+                kept.append((message, message.to_bytes()))
+            elif count % 3 == 1:
+                kept.append((message.header, message.to_bytes()))
+            else:
+                kept.append((message.data, None))
+            count += 1
+            if count == 40:
+                break
+    assert len(kept) == len(expected) == 240
+    for (held, header), (batch, i, end) in zip(kept, expected, strict=True):
+        data = struct.pack("<II", batch, i) * (1 + i % 5)
+        if header is None:
+            assert held == data
+        else:
+            assert (held.data, held.to_bytes(), held.position) == (data, header, end)
+
+
+async def test_reused_messages_carry_each_images_header(aeron):
+    """Two sessions on one stream, a fragmented message among small ones: each message's
+    session, position and data are its own, batch after batch."""
+    sub = await aeron.add_subscription("aeron:ipc", 19)
+    pubs = [await aeron.add_exclusive_publication(TERM_64K, 19) for _ in range(2)]
+    await await_until(lambda: len(sub.images) == 2, 10, "both images")
+    long = bytes(range(256)) * 12  # three fragments at the default mtu
+    for round_ in range(5):
+        expected = {}
+        for i in range(30):
+            for n, pub in enumerate(pubs):
+                data = long if i == 7 and n == round_ % 2 else struct.pack("<III", round_, n, i)
+                end = await pub.offer(data)
+                expected[(pub.session_id, end)] = data
+        got = {}
+        async for message in first_messages(sub, 60):
+            got[(message.session_id, message.position)] = message.data
+        assert got == expected
 
 
 # -- messages(copy=False): in place, consumed at the next step ------------------------------
