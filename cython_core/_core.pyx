@@ -31,6 +31,7 @@ cdef extern from "aeronio_cpython.h":
     void aio_positions_clear(aio_positions* kept) noexcept
     Py_ssize_t aio_refcount(PyObject* object) noexcept
     PyObject* aio_take_spent(PyObject* spent) noexcept
+    bint aio_rewrite_bytes(PyObject* data, const char* source, Py_ssize_t length) noexcept
     ctypedef PyObject* (*aio_value_getter)(PyObject*) noexcept
     void aio_make_completed_type(PyTypeObject* type, aio_value_getter getter) noexcept
     Py_ssize_t aio_field_offset(PyObject* object, PyObject* value) noexcept

@@ -37,7 +37,10 @@
  *   the next batch is polled, the Messages of the one before that only its list still holds (the
  *   loop let them go) are filled again instead of made anew: a Message is no GC object, has no
  *   weak references and no other field that holds anything, so nothing can see the change. As
- *   the fragment views, only with the GIL.
+ *   the fragment views, only with the GIL. Its data, a bytes object that only the Message holds
+ *   and of the new message's length, is written over too (its cached hash cleared), as
+ *   CPython's own code fills a bytes object nobody else has seen; where PyBytesObject's layout
+ *   is known (CPython 3.11 to 3.13).
  *
  * Member slots
  *   A Cython `cdef readonly object` attribute is a getset descriptor, which the specializing
@@ -326,6 +329,31 @@ static inline PyObject *aio_take_spent(PyObject *spent) {
     (void)spent;
 #endif
     return NULL;
+}
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && AIO_REUSES_MESSAGES
+#define AIO_REWRITES_BYTES 1
+#else
+#define AIO_REWRITES_BYTES 0
+#endif
+
+/* Copy `length` bytes from `source` into `data` if it is a bytes object of that length that
+ * only its holder holds (a reused Message's data); whether it did. */
+static inline int aio_rewrite_bytes(PyObject *data, const char *source, Py_ssize_t length) {
+#if AIO_REWRITES_BYTES
+    if (!PyBytes_CheckExact(data) || Py_REFCNT(data) != 1 || PyBytes_GET_SIZE(data) != length) {
+        return 0;
+    }
+    memcpy(PyBytes_AS_STRING(data), source, (size_t)length);
+    _Py_COMP_DIAG_PUSH
+    _Py_COMP_DIAG_IGNORE_DEPR_DECLS
+    ((PyBytesObject *)data)->ob_shash = -1;
+    _Py_COMP_DIAG_POP
+    return 1;
+#else
+    (void)data; (void)source; (void)length;
+    return 0;
+#endif
 }
 
 /* Give a type (with __await__ and __next__ already defined) the completed-awaitable slots. */

@@ -125,19 +125,22 @@ cdef int _data_as_member() except -1:
 _data_as_member()
 
 
-cdef inline Message new_message(object data, const char* frame, int32_t initial_term_id, int shift,
-                                list spent):
-    """A Message of `data` whose header is the frame header at `frame`: one of `spent` (Messages
-    handed out before) that nothing else holds, or a new one (aeronio_cpython.h, "Reused
+cdef inline Message new_message(const char* data, Py_ssize_t length, const char* frame,
+                                int32_t initial_term_id, int shift, list spent):
+    """A Message of a copy of the `length` bytes at `data`, its header the frame header at
+    `frame`: one of `spent` (Messages handed out before) that nothing else holds, its bytes
+    written over where nothing else holds them either, or a new one (aeronio_cpython.h, "Reused
     messages")."""
     cdef PyObject* kept = aio_take_spent(<PyObject*> spent) if spent is not None else NULL
     cdef Message message
     if kept == NULL:
         message = Message.__new__(Message)
+        message.data = PyBytes_FromStringAndSize(data, length)
     else:
         message = <Message> kept
         Py_DECREF(message)  # the list's reference, now `message`'s
-    message.data = data
+        if not aio_rewrite_bytes(<PyObject*> message.data, data, length):
+            message.data = PyBytes_FromStringAndSize(data, length)
     message._wrap(frame)
     message.initial_term_id = initial_term_id
     message._shift = shift

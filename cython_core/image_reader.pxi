@@ -358,8 +358,8 @@ cdef class ImageReader:
             payload = term + frame_offset + HEADER_LENGTH
             flags = <uint8_t> term[frame_offset + FLAGS_FIELD_OFFSET]
             if (flags & UNFRAGMENTED) == UNFRAGMENTED:
-                out.append(new_message(PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH),
-                                       term + frame_offset, initial_term_id, shift, spent))
+                out.append(new_message(payload, frame_length - HEADER_LENGTH, term + frame_offset,
+                                       initial_term_id, shift, spent))
             elif flags & BEGIN_FRAG_FLAG:
                 del self._assembly[:]
                 self._assembly += PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH)
@@ -371,8 +371,9 @@ cdef class ImageReader:
                 self._assembly += PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH)
                 self._next_fragment_position = position + (offset - term_offset)
                 if flags & END_FRAG_FLAG:
-                    out.append(new_message(bytes(self._assembly), term + frame_offset,
-                                           initial_term_id, shift, spent))
+                    out.append(new_message(PyByteArray_AS_STRING(self._assembly),
+                                           PyByteArray_GET_SIZE(self._assembly),
+                                           term + frame_offset, initial_term_id, shift, spent))
                     del self._assembly[:]
                     self._assembling = False
         if offset > term_offset:
