@@ -108,6 +108,7 @@ class DistinctErrorLog:
                     self.dropped += 1
                     return False
                 self._offsets[key] = offset
+                return True  # published with this observation counted
         atomic.get_and_add_int32(offset + OBSERVATION_COUNT_OFFSET, 1)
         atomic.put_int64_ordered(offset + LAST_OBSERVATION_OFFSET, now)
         return True
@@ -121,10 +122,10 @@ class DistinctErrorLog:
         start = offset + HEADER_LENGTH
         self._view[start : start + len(data)] = data
         self._atomic.put_int64(offset + FIRST_OBSERVATION_OFFSET, now)
-        # The last observation too, before the record is published: a reader that sees the
-        # count go up (record() adds before it stores the time) never sees a last time of 0.
+        # The first observation counted and timed before the record is published: a reader
+        # never sees a record with a count or a last time of 0.
         self._atomic.put_int64(offset + LAST_OBSERVATION_OFFSET, now)
-        self._atomic.put_int32(offset + OBSERVATION_COUNT_OFFSET, 0)
+        self._atomic.put_int32(offset + OBSERVATION_COUNT_OFFSET, 1)
         self._next_offset = _align(offset + length)
         self._atomic.put_int32_ordered(offset + LENGTH_OFFSET, length)  # publishes it
         return offset

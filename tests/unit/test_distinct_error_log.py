@@ -141,6 +141,35 @@ def test_a_corrupt_length_is_a_clear_error():
         read_error_log(buffer)
 
 
+class ReadAtPublish:
+    """The log's atomic buffer, reading the whole log the moment a record's length is stored."""
+
+    def __init__(self, atomic, buffer: bytearray):
+        self._atomic, self._buffer = atomic, buffer
+        self.seen: list[list[ErrorObservation]] = []
+
+    def __getattr__(self, name: str):
+        return getattr(self._atomic, name)
+
+    def put_int32_ordered(self, offset: int, value: int) -> None:
+        self._atomic.put_int32_ordered(offset, value)
+        self.seen.append(read_error_log(self._buffer))
+
+
+def test_a_record_is_published_with_its_first_observation_counted():
+    buffer = bytearray(1024)
+    log = DistinctErrorLog(buffer, clock=Clock(7))
+    spy = log._atomic = ReadAtPublish(log._atomic, buffer)
+    log.record("first error")
+    log.record("second error")
+    log.record("first error")
+    assert [[(o.count, o.last_ms, o.text) for o in seen] for seen in spy.seen] == [
+        [(1, 7, "first error")],
+        [(1, 7, "first error"), (1, 7, "second error")],
+    ]
+    assert [o.count for o in read_error_log(buffer)] == [2, 1]
+
+
 WRITER = """
 import mmap, sys
 from aeronio.concurrent.error_log import DistinctErrorLog
