@@ -264,30 +264,29 @@ cdef class LogAppender:
     cpdef int64_t try_offer(self, object buffer, Py_ssize_t offset=0, object length=None) except? -100:
         """Append a message; returns the new position or a negative Aeron result code."""
         cdef Py_buffer view
+        cdef bint whole = length is None
+        cdef Py_ssize_t n = 0 if whole else length  # first: its __index__ may run any code
         if type(buffer) is bytes:  # immutable and held by the caller: no buffer to acquire
             return self._offer_range(PyBytes_AS_STRING(buffer), PyBytes_GET_SIZE(buffer), offset,
-                                     length)
+                                     whole, n)
         if type(buffer) is bytearray:  # copied before any Python code runs: nothing resizes it
             return self._offer_range(PyByteArray_AS_STRING(buffer), PyByteArray_GET_SIZE(buffer),
-                                     offset, length)
+                                     offset, whole, n)
         PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
         try:
-            return self._offer_range(<const char*> view.buf, view.len, offset, length)
+            return self._offer_range(<const char*> view.buf, view.len, offset, whole, n)
         finally:
             PyBuffer_Release(&view)
 
     cdef inline int64_t _offer_range(self, const char* data, Py_ssize_t size, Py_ssize_t offset,
-                                     object length) except? -100:
-        """Append `length` bytes (None: the rest) from `offset` of the `size` bytes at `data`."""
-        cdef Py_ssize_t n
+                                     bint whole, Py_ssize_t n) except? -100:
+        """Append `n` bytes (`whole`: the rest) from `offset` of the `size` bytes at `data`."""
         if offset < 0 or offset > size:
             raise ValueError(f"offset {offset} is outside the buffer of {size} bytes")
-        if length is None:
+        if whole:
             n = size - offset
-        else:
-            n = length
-            if n < 0 or offset + n > size:
-                raise ValueError(f"length {n} at offset {offset} overruns the buffer of {size} bytes")
+        elif n < 0 or offset + n > size:
+            raise ValueError(f"length {n} at offset {offset} overruns the buffer of {size} bytes")
         return self._append(data + offset, n)
 
     # -- block ------------------------------------------------------------------------------

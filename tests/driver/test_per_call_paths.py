@@ -157,6 +157,25 @@ async def test_try_offer_takes_a_slice_of_any_bytes_like_object(aeron, kind):
     assert got == [source, source[10:], source[10:30], b"", b""]
 
 
+async def test_a_length_whose_index_resizes_the_bytearray_is_read_before_it(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 46)
+    pub = await aeron.add_publication(TERM_64K, 46)
+    await image_of(sub)
+    buffer = bytearray(message(4096, 8))
+
+    class Shrinks:
+        def __index__(self) -> int:
+            buffer.clear()
+            return 4096
+
+    with pytest.raises(ValueError, match="length 4096 at offset 0 overruns the buffer of 0"):
+        pub.try_offer(buffer, 0, Shrinks())
+    buffer.extend(message(100, 9))
+    with pytest.raises(ValueError, match="length 4096 at offset 0 overruns the buffer of 0"):
+        await pub.offer(buffer, 0, Shrinks())
+    assert sub.poll(lambda view, header: None, 10) == 0
+
+
 class Bytes(bytearray):
     """A subclass: taken through the buffer protocol, not bytearray's own storage."""
 
