@@ -30,7 +30,7 @@ cdef extern from "aeronio_cpython.h":
     object aio_position(aio_positions* kept, int64_t value, PyObject* extra)
     void aio_positions_clear(aio_positions* kept) noexcept
     Py_ssize_t aio_refcount(PyObject* object) noexcept
-    PyObject* aio_take_spent(PyObject* spent) noexcept
+    PyObject* aio_take_spent(PyObject* spent, PyTypeObject* type, Py_ssize_t data_offset) noexcept
     bint aio_rewrite_bytes(PyObject* data, const char* source, Py_ssize_t length) noexcept
     ctypedef PyObject* (*aio_value_getter)(PyObject*) noexcept
     void aio_make_completed_type(PyTypeObject* type, aio_value_getter getter) noexcept

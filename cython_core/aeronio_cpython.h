@@ -37,7 +37,7 @@
  *   the next batch is polled, the Messages of the one before that only its list still holds (the
  *   loop let them go) are filled again instead of made anew: a Message is no GC object, has no
  *   weak references and no other field that holds anything, so nothing can see the change. As
- *   the fragment views, only with the GIL. Its data, a bytes object that only the Message holds
+ *   the fragment views, only with the GIL (CPython 3.11 to 3.14). Its data, a bytes object that only the Message holds
  *   and of the new message's length, is written over too (its cached hash cleared), as
  *   CPython's own code fills a bytes object nobody else has seen; where PyBytesObject's layout
  *   is known (CPython 3.11 to 3.13).
@@ -306,27 +306,36 @@ static inline int aio_readonly_member(PyTypeObject *type, const char *name, Py_s
     return 0;
 }
 
-#if !defined(Py_GIL_DISABLED) && !defined(PYPY_VERSION)
+#if PY_VERSION_HEX < 0x030F0000 && !defined(Py_GIL_DISABLED) && !defined(PYPY_VERSION)
 #define AIO_REUSES_MESSAGES 1
 #else
 #define AIO_REUSES_MESSAGES 0
 #endif
 
-/* One of `spent` (a list only its owner sees) that nothing else holds, taken from its end with
- * the list's reference; NULL when none is left. Those held elsewhere are dropped on the way. */
-static inline PyObject *aio_take_spent(PyObject *spent) {
+/* One of `spent` (a list only its owner sees) that nothing else holds, of exactly `type` and
+ * with an exact bytes object in the field at `data_offset` (dropping it runs no code), taken
+ * from its end with the list's reference; NULL when none is left. Those held elsewhere are
+ * dropped on the way (no code runs: not the last reference); at any other item it stops. */
+static inline PyObject *aio_take_spent(PyObject *spent, PyTypeObject *type, Py_ssize_t data_offset) {
 #if AIO_REUSES_MESSAGES
     PyListObject *list = (PyListObject *)spent;
     while (Py_SIZE(list) > 0) {
         PyObject *item = list->ob_item[Py_SIZE(list) - 1];
-        Py_SET_SIZE(list, Py_SIZE(list) - 1);
+        if (!Py_IS_TYPE(item, type)) {
+            return NULL;
+        }
         if (Py_REFCNT(item) == 1) {
+            if (!PyBytes_CheckExact(*(PyObject **)((char *)item + data_offset))) {
+                return NULL;
+            }
+            Py_SET_SIZE(list, Py_SIZE(list) - 1);
             return item;
         }
-        Py_DECREF(item); /* not the last reference: no code runs */
+        Py_SET_SIZE(list, Py_SIZE(list) - 1);
+        Py_DECREF(item);
     }
 #else
-    (void)spent;
+    (void)spent; (void)type; (void)data_offset;
 #endif
     return NULL;
 }

@@ -236,11 +236,11 @@ cdef class SubscriptionBase:
         if self._lost:
             return 0
         if count == 1:
-            (<ImageReader> readers[0]).poll_messages(self._pending, fragment_limit, spent)
+            (<ImageReader> readers[0])._poll_messages(self._pending, fragment_limit, spent)
         elif count:
             start = self._fill_start = (self._fill_start + 1) % count
             for i in range(count):
-                fragments += (<ImageReader> readers[(start + i) % count]).poll_messages(
+                fragments += (<ImageReader> readers[(start + i) % count])._poll_messages(
                     self._pending, fragment_limit - fragments, spent)
                 if fragments >= fragment_limit:
                     break

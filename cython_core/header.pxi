@@ -112,13 +112,18 @@ cdef class Message(Header):
         return f"Message({len(self.data)} bytes, session_id={self.session_id}, position={self.position})"
 
 
+cdef Py_ssize_t _message_data_offset = -1  # where a Message holds `data`
+
+
 cdef int _data_as_member() except -1:
     """`message.data` as a member slot, which CPython 3.12+ specializes (aeronio_cpython.h)."""
+    global _message_data_offset
     cdef object marker = object()
     cdef Message probe = Message(marker, Header.__new__(Header))
     cdef Py_ssize_t offset = aio_field_offset(<PyObject*> probe, <PyObject*> marker)
     if offset < 0:
         raise RuntimeError("Message.data not found in its object")
+    _message_data_offset = offset
     return aio_readonly_member(<PyTypeObject*> Message, "data", offset)
 
 
@@ -131,7 +136,9 @@ cdef inline Message new_message(const char* data, Py_ssize_t length, const char*
     `frame`: one of `spent` (Messages handed out before) that nothing else holds, its bytes
     written over where nothing else holds them either, or a new one (aeronio_cpython.h, "Reused
     messages")."""
-    cdef PyObject* kept = aio_take_spent(<PyObject*> spent) if spent is not None else NULL
+    cdef PyObject* kept = NULL
+    if spent is not None:
+        kept = aio_take_spent(<PyObject*> spent, <PyTypeObject*> Message, _message_data_offset)
     cdef Message message
     if kept == NULL:
         message = Message.__new__(Message)

@@ -327,10 +327,13 @@ cdef class ImageReader:
             self._advance(position + (offset - term_offset))
         return fragments
 
-    def poll_messages(self, list out, int fragment_limit, list spent=None) -> int:
-        """Append whole messages (copied, fragments reassembled) to `out`; returns fragments read.
-        `spent`: Messages handed out before, taken from to be filled again where nothing else
-        holds them."""
+    def poll_messages(self, list out, int fragment_limit) -> int:
+        """Append whole messages (copied, fragments reassembled) to `out`; returns fragments read."""
+        return self._poll_messages(out, fragment_limit, None)
+
+    cdef int _poll_messages(self, list out, int fragment_limit, list spent) except -1:
+        """poll_messages, filling again the Messages of `spent` (a list of Messages handed out
+        before, which nobody else sees) that nothing else holds."""
         self._settle()
         if self._closed:
             return 0
