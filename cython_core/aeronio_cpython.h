@@ -37,10 +37,10 @@
  *   the next batch is polled, the Messages of the one before that only its list still holds (the
  *   loop let them go) are filled again instead of made anew: a Message is no GC object, has no
  *   weak references and no other field that holds anything, so nothing can see the change. As
- *   the fragment views, only with the GIL (CPython 3.11 to 3.14). Its data, a bytes object that only the Message holds
- *   and of the new message's length, is written over too (its cached hash cleared), as
- *   CPython's own code fills a bytes object nobody else has seen; where PyBytesObject's layout
- *   is known (CPython 3.11 to 3.13).
+ *   the fragment views, only with the GIL (CPython 3.11 to 3.14). Its data, a bytes object
+ *   that only the Message holds and of the new message's length, is written over too (its
+ *   cached hash cleared), as CPython's own code fills a bytes object nobody else has seen;
+ *   where PyBytesObject's layout is known (CPython 3.11 to 3.13).
  *
  * Member slots
  *   A Cython `cdef readonly object` attribute is a getset descriptor, which the specializing
