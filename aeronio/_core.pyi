@@ -605,6 +605,10 @@ class DataPath:
 
 # -- awaitables.pxi ---------------------------------------------------------------------------
 
+LOOP_TURN_NS: int = 50000000
+
+def _set_loop_turn_ns(ns: int) -> int: ...
+
 @final
 class Completed(Coroutine[Any, Any, _T]):
     def __await__(self) -> Generator[Any, None, _T]: ...
@@ -616,12 +620,14 @@ class Completed(Coroutine[Any, Any, _T]):
 
 class PublicationBase:
     _appender: LogAppender
+    def _turn_due(self) -> bool: ...
     def try_offer(self, buffer: _Bytes, offset: int = 0, length: int | None = None) -> int: ...
     def try_claim(self, length: int) -> BufferClaim | int: ...
     def try_offer_batch(
         self, messages: Sequence[_Bytes] | NDArray[np.uint8], start: int = 0
     ) -> int: ...
-    # A Completed when the first attempt succeeded, else the subclass's _offer_slowly coroutine.
+    # A Completed when the first attempt succeeded, else the subclass's _offer_slowly coroutine
+    # (or its _offer_after_turn when the event loop is due a turn).
     def offer(
         self,
         buffer: _Bytes,

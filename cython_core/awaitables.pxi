@@ -2,15 +2,62 @@
 # subscription` cost no coroutine, future or task per message when space or data is there.
 #
 # Rules
-# - `offer` and `__anext__` do their work when called. If it succeeded they return a Completed:
-#   `await` on it returns the result without suspending the task (see aeronio_cpython.h).
+# - `offer` and `__anext__` do their work when called (unless the loop is due a turn, below).
+#   If it succeeded they return a Completed: `await` on it returns the result without
+#   suspending the task (see aeronio_cpython.h).
 # - Otherwise they return the Python class's coroutine (`_offer_slowly`, `_next_slowly`, ...),
 #   which idles through the client's idle strategy and tries again: back-pressure still awaits,
 #   and cancelling it leaves nothing behind.
 # - A Completed is also a collections.abc.Coroutine (send/throw/close), so create_task,
 #   wait_for, gather and anyio take it wherever they take the coroutine it stands for.
+# - The loop gets a turn: a task that finds space or data every time would never suspend, and
+#   the event loop's other tasks (the client's keepalive among them: the driver times a silent
+#   client out) would wait for as long as the stream keeps up. So every LOOP_TURN_CALLS calls
+#   a fast path looks at the clock, and when the loop has had no turn from its object for
+#   LOOP_TURN_NS it returns the Python class's `_offer_after_turn` or `_after_turn` coroutine
+#   instead, which yields once (asyncio.sleep(0)) before it does the work: cancelled there,
+#   nothing was done. (Turns the loop had meanwhile from other awaits are not seen: at most one
+#   turn a LOOP_TURN_NS is one too many.)
 
 import collections.abc as _abc
+
+cdef enum:
+    LOOP_TURN_CALLS = 256  # fast-path calls between looks at the clock
+    _LOOP_TURN_NS = 50000000  # about the longest a stream that keeps up holds the loop
+
+LOOP_TURN_NS = _LOOP_TURN_NS
+cdef int64_t _loop_turn_interval_ns = _LOOP_TURN_NS  # tests change it (_set_loop_turn_ns)
+
+
+cdef struct LoopTurn:
+    uint32_t calls  # fast-path calls since the clock was last looked at
+    int64_t last_ns  # when this object last gave the loop a turn (monotonic)
+
+
+cdef inline bint _loop_turn_due_now(LoopTurn* turn) noexcept:
+    cdef int64_t now = _monotonic_ns()
+    if now - turn.last_ns < _loop_turn_interval_ns:
+        return False
+    turn.last_ns = now
+    return True
+
+
+cdef inline bint _loop_turn_due(LoopTurn* turn) noexcept:
+    """Count a fast-path call; True (the turn counted as given) on every LOOP_TURN_CALLS-th
+    when the loop has had no turn from this object for the interval."""
+    turn.calls += 1
+    if turn.calls % LOOP_TURN_CALLS:
+        return False
+    return _loop_turn_due_now(turn)
+
+
+def _set_loop_turn_ns(int64_t ns) -> int:
+    """Set the loop's turn interval (0: a turn every LOOP_TURN_CALLS fast-path calls, a huge
+    one: none) for tests; returns the one before."""
+    global _loop_turn_interval_ns
+    cdef int64_t before = _loop_turn_interval_ns
+    _loop_turn_interval_ns = ns
+    return before
 
 
 @cython.final
@@ -61,6 +108,7 @@ cdef class PublicationBase:
     cdef public LogAppender _appender
     cdef Completed _done
     cdef aio_positions _positions  # the ints returned (aeronio_cpython.h, "Reused positions")
+    cdef LoopTurn _turn
 
     def __dealloc__(self):
         aio_positions_clear(&self._positions)
@@ -72,6 +120,11 @@ cdef class PublicationBase:
         if self._done is not None and aio_refcount(<PyObject*> self._done) == 1:
             extra = <PyObject*> self._done.value
         return aio_position(&self._positions, position, extra)
+
+    def _turn_due(self) -> bool:
+        """Whether a coroutine of this publication that would not suspend should give the loop
+        its turn first (True counts it as given)."""
+        return _loop_turn_due_now(&self._turn)
 
     @cython.binding(False)
     def try_offer(self, object buffer, Py_ssize_t offset=0, object length=None) -> int:
@@ -98,9 +151,12 @@ cdef class PublicationBase:
     @cython.binding(False)
     def offer(self, object buffer, Py_ssize_t offset=0, object length=None, *, object timeout=None):
         """Append a message, waiting while back-pressured or not connected; awaitable, its
-        result the message's position. The first attempt is made when called; only a refused
-        one waits. Raises PublicationClosedError, MessageTooLargeError,
-        MaxPositionExceededError or TimeoutError (after `timeout` seconds)."""
+        result the message's position. The first attempt is made when called (every 50 ms of
+        calls that never wait, after a turn of the event loop); only a refused one waits.
+        Raises PublicationClosedError, MessageTooLargeError, MaxPositionExceededError or
+        TimeoutError (after `timeout` seconds)."""
+        if _loop_turn_due(&self._turn):
+            return self._offer_after_turn(buffer, offset, length, timeout)
         cdef int64_t result = self._appender.try_offer(buffer, offset, length)
         cdef object position
         if result > 0:
@@ -254,6 +310,7 @@ cdef class MessageIterator:
 
     cdef SubscriptionBase _subscription
     cdef Completed _done
+    cdef LoopTurn _turn
 
     def __cinit__(self, SubscriptionBase subscription):
         self._subscription = subscription
@@ -262,6 +319,8 @@ cdef class MessageIterator:
         return self
 
     def __anext__(self):
+        if _loop_turn_due(&self._turn):
+            return self._subscription._after_turn(self._subscription._next_slowly)
         if self._subscription._ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
                 self._done = Completed.__new__(Completed)
@@ -277,6 +336,7 @@ cdef class MessageBatches:
     cdef SubscriptionBase _subscription
     cdef int _fragment_limit
     cdef Completed _done
+    cdef LoopTurn _turn
 
     def __cinit__(self, SubscriptionBase subscription, int fragment_limit):
         self._subscription = subscription
@@ -286,6 +346,8 @@ cdef class MessageBatches:
         return self
 
     def __anext__(self):
+        if _loop_turn_due(&self._turn):
+            return self._subscription._after_turn(self._subscription._batch_slowly, self)
         if self.ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
                 self._done = Completed.__new__(Completed)
@@ -307,6 +369,7 @@ cdef class MessageViews:
     cdef bint _ready
     cdef Py_ssize_t _image
     cdef Completed _done
+    cdef LoopTurn _turn
 
     def __cinit__(self, SubscriptionBase subscription):
         self._subscription = subscription
@@ -316,6 +379,8 @@ cdef class MessageViews:
         return self
 
     def __anext__(self):
+        if _loop_turn_due(&self._turn):
+            return self._subscription._after_turn(self._subscription._view_slowly, self)
         if self.ready():
             self._ready = False
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:

@@ -9,6 +9,7 @@ are the compiled core's `PublicationBase`; this module adds the waiting and the 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -113,6 +114,16 @@ class Publication(_core.PublicationBase):
 
     # -- awaitable offers ---------------------------------------------------------------
 
+    async def _offer_after_turn(
+        self, buffer: Buffer, offset: int, length: int | None, timeout: float | None
+    ) -> int:
+        """offer() once the event loop had its turn (cython_core/awaitables.pxi)."""
+        await asyncio.sleep(0)
+        result = self.try_offer(buffer, offset, length)
+        if result > 0:
+            return result
+        return await self._offer_slowly(buffer, offset, length, timeout, result)
+
     async def _offer_slowly(
         self, buffer: Buffer, offset: int, length: int | None, timeout: float | None, result: int
     ) -> int:
@@ -132,6 +143,8 @@ class Publication(_core.PublicationBase):
         """Append every message (a sequence of buffers or a 2-D uint8 array of records), waiting
         as `offer` does; returns the position after the last one (this publication's own, even
         when other writers share the log)."""
+        if self._turn_due():
+            await asyncio.sleep(0)
         deadline = None if timeout is None else time.monotonic() + timeout
         start, count, attempt = 0, len(messages), 0
         while start < count:
@@ -150,6 +163,8 @@ class Publication(_core.PublicationBase):
     ) -> AsyncIterator[memoryview]:
         """Reserve `length` bytes in the log to write in place: committed when the block exits,
         aborted (turned into padding) when it raises."""
+        if self._turn_due():
+            await asyncio.sleep(0)
         deadline = None if timeout is None else time.monotonic() + timeout
         attempt = 0
         while True:
@@ -358,6 +373,8 @@ class ExclusivePublication(Publication):
         """Append a block of whole frames from a log of this term length and initial term id,
         starting at this publication's position and within its term (an archive's replay keeps
         recorded positions so), waiting while back-pressured; returns the new position."""
+        if self._turn_due():
+            await asyncio.sleep(0)
         deadline = None if timeout is None else time.monotonic() + timeout
         attempt = 0
         while (result := self._appender.try_offer_block(block)) <= 0:

@@ -17,11 +17,12 @@ these errors for an iterator, and none once closed).
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple, TypeAlias
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from aeronio import _core, counters
 from aeronio.errors import ImageUnavailableError, SubscriptionClosedError
@@ -273,6 +274,12 @@ class Subscription(_core.SubscriptionBase):
             raise lost
 
     # -- async iteration: the waits behind SubscriptionBase's iterators ------------------
+
+    async def _after_turn(self, step: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        """An iterator's next step, its slow path `step(*args)` (which takes what is there at
+        once), after the event loop had its turn (cython_core/awaitables.pxi)."""
+        await asyncio.sleep(0)
+        return await step(*args)
 
     async def _next_slowly(self) -> Message:
         await self._wait(self._has_pending)

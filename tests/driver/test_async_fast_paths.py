@@ -38,6 +38,24 @@ async def aeron():
         yield client
 
 
+@contextlib.contextmanager
+def loop_turns(interval_ns: int):
+    """The loop's turn interval (awaitables.pxi) set to `interval_ns` meanwhile: 0 gives the
+    loop a turn every LOOP_TURN_CALLS fast-path calls, 2**62 never."""
+    before = _core._set_loop_turn_ns(interval_ns)
+    try:
+        yield
+    finally:
+        _core._set_loop_turn_ns(before)
+
+
+@pytest.fixture(autouse=True)
+def no_loop_turns():
+    """The tests here count suspensions: no turns of the loop but where they are tested."""
+    with loop_turns(2**62):
+        yield
+
+
 async def connected_pair(aeron, stream: int, channel: str = TERM_64K):
     sub = await aeron.add_subscription("aeron:ipc", stream)
     pub = await aeron.add_publication(channel, stream)
@@ -332,6 +350,116 @@ async def test_closing_the_subscription_ends_every_form(aeron):
     await asyncio.sleep(0.02)
     await sub.close()
     assert await asyncio.wait_for(asyncio.gather(*tasks), 5) == [[], [], []]
+
+
+# -- the loop's turn ------------------------------------------------------------------------
+
+# Every LOOP_TURN_CALLS calls of a fast path look at the clock, and give the loop a turn (yield
+# once, then do the work) if it had none from them for the interval: 0 here, so every
+# LOOP_TURN_CALLS-th call. (The default interval, against a driver's liveness timeout:
+# tests/processes/test_driver_processes.py.)
+TERM_1M = "aeron:ipc?term-length=1048576"  # a window of 8192 of the messages below
+EVERY = 256  # awaitables.pxi's LOOP_TURN_CALLS
+
+
+def numbered(i: int) -> bytes:
+    return struct.pack("<I", i)
+
+
+async def test_await_offer_gives_the_loop_a_turn_every_so_many_calls(aeron):
+    pub, sub, _ = await connected_pair(aeron, 41, TERM_1M)
+
+    async def offers():
+        return [await pub.offer(numbered(i)) for i in range(4 * EVERY)]
+
+    with loop_turns(0):
+        positions, others = await others_ran_during(offers())
+    assert positions == [64 * (i + 1) for i in range(4 * EVERY)]
+    assert others == 4
+    got = [struct.unpack("<I", m.data)[0] async for m in first_messages(sub, 4 * EVERY)]
+    assert got == list(range(4 * EVERY))
+
+
+@pytest.mark.parametrize("form", ["copy", "views", "batches"])
+async def test_async_for_gives_the_loop_a_turn_every_so_many_steps(aeron, form):
+    pub, sub, _ = await connected_pair(aeron, 42, TERM_1M)
+    for i in range(4 * EVERY):
+        assert pub.try_offer(numbered(i)) > 0
+    iterator = {
+        "copy": sub,
+        "views": sub.messages(copy=False),
+        "batches": sub.batches(fragment_limit=1),
+    }[form]
+
+    async def read_all():
+        got = []
+        async for step in iterator:
+            for message in step if form == "batches" else [step]:
+                got.append(struct.unpack("<I", message.data)[0])
+            if len(got) == 4 * EVERY:
+                return got
+
+    with loop_turns(0):
+        got, others = await others_ran_during(read_all())
+    assert got == list(range(4 * EVERY))
+    assert others == 4
+
+
+async def test_a_turn_cancelled_did_nothing(aeron):
+    """The call that is due a turn returns a coroutine that yields before it offers or takes:
+    cancelled there, the message is neither appended nor consumed."""
+    pub, sub, _ = await connected_pair(aeron, 43, TERM_1M)
+    with loop_turns(0):
+        for i in range(EVERY):  # the offers before the turn complete at once, in order
+            awaitable = pub.offer(numbered(i))
+            if inspect.iscoroutine(awaitable):
+                break
+            assert await awaitable == 64 * (i + 1)
+        assert inspect.iscoroutine(awaitable)  # space was there: the turn
+        position = pub.position
+        task = asyncio.create_task(awaitable)
+        await asyncio.sleep(0)  # the task is in its turn now
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert pub.position == position  # nothing appended
+        offered = i + EVERY
+        for j in range(i, offered):
+            assert pub.try_offer(numbered(j)) > 0
+
+        taken = []
+        for _ in range(EVERY):
+            step = sub.__anext__()
+            if inspect.iscoroutine(step):
+                break
+            taken.append(struct.unpack("<I", (await step).data)[0])
+        assert inspect.iscoroutine(step) and len(taken) < offered  # data was there: the turn
+        task = asyncio.create_task(step)
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    rest = [struct.unpack("<I", m.data)[0] async for m in first_messages(sub, offered - len(taken))]
+    assert taken + rest == list(range(offered))  # the message due after the turn is still there
+
+
+async def test_the_waiting_forms_give_the_loop_a_turn_too(aeron):
+    """offer_batch, offer_block and claim give the loop its turn when it is due, as offer."""
+    pub, sub, _ = await connected_pair(aeron, 44, TERM_1M)
+    with loop_turns(0):
+        end, others = await others_ran_during(pub.offer_batch([numbered(0), numbered(1)]))
+        assert (end, others) == (128, 1)
+
+        async def claimed():
+            async with pub.claim(4) as buffer:
+                buffer[:] = numbered(2)
+
+        assert (await others_ran_during(claimed()))[1] == 1
+    with loop_turns(2**62):
+        end, others = await others_ran_during(pub.offer_batch([numbered(3)]))
+        assert (end, others) == (256, 0)
+    got = [struct.unpack("<I", m.data)[0] async for m in first_messages(sub, 4)]
+    assert got == [0, 1, 2, 3]
 
 
 # -- reused messages ------------------------------------------------------------------------

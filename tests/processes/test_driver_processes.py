@@ -11,6 +11,8 @@ import asyncio
 import io
 import os
 import signal
+import struct
+import time
 
 import pytest
 
@@ -440,6 +442,51 @@ async def test_connect_to_a_frozen_driver_raises_driver_timeout_within_the_drive
     finally:
         connecting.cancel()
         driver.kill()
+
+
+# -- 4b. a client whose streams never make it wait -------------------------------------------
+
+
+def busy(seconds: float) -> None:
+    """Work that holds the thread (and the event loop) for `seconds`."""
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+@pytest.mark.parametrize("form", ["copy", "views", "batches"])
+async def test_a_client_whose_streams_never_wait_is_not_timed_out(procs, form):
+    """`await offer` with space and `async for` with data never suspend the task, yet they
+    give the event loop its turns (cython_core/awaitables.pxi), so the client's keepalive
+    runs: a publisher offering, then a subscriber reading, each busy for twice the driver's
+    client liveness timeout (1 s, checked every 100 ms) between messages, are not timed out."""
+    dir = procs.new_dir()
+    procs.driver(dir, *SHORT_TIMEOUTS, "--timer-interval-ns", "100000000")
+    count, each_s = 10_000, 2.0 / 10_000  # 2 s of each, 640 KB: within the window
+    async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
+        subscription = await aeron.add_subscription(IPC, 31)
+        publication = await aeron.add_publication(IPC, 31)
+        await publication.wait_connected(5)
+        for i in range(count):
+            await publication.offer(struct.pack("<I", i))
+            busy(each_s)
+        got = []
+        if form == "batches":
+            async for batch in subscription.batches(fragment_limit=1):
+                got.extend(struct.unpack("<I", m.data)[0] for m in batch)
+                busy(each_s * len(batch))
+                if len(got) == count:
+                    break
+        else:
+            async for message in subscription.messages(copy=form == "copy"):
+                got.append(struct.unpack("<I", message.data)[0])
+                busy(each_s)
+                if len(got) == count:
+                    break
+        assert got == list(range(count))
+        assert system_counters(dir)[SystemCounters.CLIENT_TIMEOUTS] == 0
+        await publication.offer(b"still here", timeout=5)
+        assert (await asyncio.wait_for(subscription.receive(), 5)).data == b"still here"
 
 
 # -- 5. two drivers on one directory -----------------------------------------------------------
