@@ -187,6 +187,8 @@ async def test_the_measurement_sees_a_driver_that_ticks(procs):
     await service.aexpect_json("ready", 30)
     share = await core_share(service.pid, 2.0)
     assert share > MAX_CORE_SHARE, f"a ticking driver used only {share:.2%} of a core"
+    service.send("stop")  # it removes its driver's directory as it exits
+    assert await service.await_exit(10) == 0, service.describe()
 
 
 # -- a try_offer publisher: the limit moves without the conductor's timer -----------------------
