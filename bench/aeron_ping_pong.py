@@ -18,6 +18,7 @@ from aeron_workers import (
     offer_failed,
     out_of_time,
     wait_connected,
+    yield_due,
 )
 from basics import Stalled, check
 
@@ -90,9 +91,9 @@ def idle_work(spec: dict) -> Callable[[], int] | None:
 async def ping_spin(
     pub, sub, spec: dict, rtts: list[int], invoke: Callable[[], int] | None = None
 ) -> None:
-    """Ping, spinning on try_offer and poll (yielding every idle_yield idle polls, or with
-    `invoke`, calling it on every idle poll and yielding every INVOKE_YIELD); the round trips
-    after the warmup appended to `rtts` in ns."""
+    """Ping, spinning on try_offer and poll (at every idle_yield-th idle poll yielding as
+    take_turns says, or with `invoke`, calling it on every idle poll and yielding every
+    INVOKE_YIELD); the round trips after the warmup appended to `rtts` in ns."""
     size, warmup, total = spec["size"], spec["warmup"], spec["warmup"] + spec["count"]
     every = spec["idle_yield"] if invoke is None else INVOKE_YIELD
     msg = bytearray(size)
@@ -125,7 +126,8 @@ async def ping_spin(
                 spins = 0
                 if time.monotonic() >= deadline:
                     raise Stalled(f"ping stalled at round trip {i}/{total}")
-                await asyncio.sleep(0)
+                if yield_due():
+                    await asyncio.sleep(0)
         t1 = clock()
         check(got[0] == i, f"pong {got[0]} answered ping {i}")
         if i >= warmup:
@@ -225,4 +227,5 @@ async def pong_spin(
                 idle = 0
                 if time.monotonic() >= deadline:
                     raise Stalled(f"pong stalled at {count[0]}/{total}")
-                await asyncio.sleep(0)
+                if yield_due():
+                    await asyncio.sleep(0)

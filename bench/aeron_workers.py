@@ -16,7 +16,7 @@ from children import driver_cpu, proc_cpu_s
 from worker_protocol import SEQ, Pace, Released, emit
 
 import aeronio
-from aeronio import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
+from aeronio import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED, _core
 from aeronio.counters import FLOW_CONTROL_RECEIVERS_TYPE_ID
 from aeronio.idle import BusySpinIdleStrategy, YieldingIdleStrategy
 
@@ -31,10 +31,50 @@ from aeronio.idle import BusySpinIdleStrategy, YieldingIdleStrategy
 # loop that runs out of time returns what it got instead of failing) - and for aeronio: dir
 # (the standalone driver's) or dirs (each role's own embedded driver's), the channels and
 # streams, the mode, fragment_limit, batch_rows and the yield policy of the spinning loops:
-# idle_yield (idle polls or refused offers between `await asyncio.sleep(0)`) and send_yield
+# idle_yield (idle polls or refused offers between `await asyncio.sleep(0)`), turns (with a
+# standalone driver: at those only when the loop is due its turn, see take_turns) and send_yield
 # (messages offered between yields when not back-pressured, 0 for never); a one-to-many
 # publisher's receivers (how many its flow control must track before it is READY).
 # =========================================================================================
+
+
+class Turns:
+    """Whether a spinning loop at its idle_yield-th idle poll yields: always (interval 0: an
+    embedded driver runs on the loop), or only once the loop has had no turn from it for
+    `interval_ns`, as aeronio's awaitables take theirs (_core.LOOP_TURN_NS): with a standalone
+    driver the loop runs only the client's own tasks, its keepalive among them."""
+
+    def __init__(self, interval_ns: int = 0) -> None:
+        self.interval_ns = interval_ns
+        self.last_ns = 0
+
+    def due(self) -> bool:
+        if not self.interval_ns:
+            return True
+        now = time.monotonic_ns()
+        if now - self.last_ns < self.interval_ns:
+            return False
+        self.last_ns = now
+        return True
+
+
+_turns = Turns()
+
+
+def take_turns(spec: dict) -> None:
+    """This worker's spinning loops yield at every idle_yield-th idle poll, or with
+    spec["turns"] as aeronio's awaitables take their turns; spec["loop_turn_ns"] sets the
+    interval of both (default the library's)."""
+    global _turns
+    interval = spec.get("loop_turn_ns", _core.LOOP_TURN_NS)
+    if "loop_turn_ns" in spec:
+        _core._set_loop_turn_ns(interval)
+    _turns = Turns(interval if spec.get("turns") else 0)
+
+
+def yield_due() -> bool:
+    """Whether a spinning loop at its idle_yield-th idle poll yields (take_turns)."""
+    return _turns.due()
 
 
 def offer_failed(result: int, where: str) -> NoReturn:
@@ -49,7 +89,8 @@ async def back_off(result: int, spins: int, where: str, every: int) -> int:
         offer_failed(result, where)
     spins += 1
     if spins >= every:
-        await asyncio.sleep(0)
+        if yield_due():
+            await asyncio.sleep(0)
         return 0
     return spins
 
@@ -62,7 +103,8 @@ async def idled(idle: int, deadline: float, count: int, total: int, every: int) 
         return idle
     if time.monotonic() >= deadline:
         raise Stalled(f"stalled at {count}/{total}")
-    await asyncio.sleep(0)
+    if yield_due():
+        await asyncio.sleep(0)
     return 0
 
 

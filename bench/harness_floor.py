@@ -45,7 +45,7 @@ from aeron_workers import SEQ, Received, Window, pub_spin, sub_poll  # noqa: E40
 from basics import check  # noqa: E402
 from one_process_workers import counting_handler, offer_poll  # noqa: E402
 from versus_aeron_c import ROWS as VERSUS_ROWS  # noqa: E402
-from versus_aeron_c import SPIN_YIELD  # noqa: E402
+from versus_aeron_c import SPIN  # noqa: E402
 
 SIZE = 32
 
@@ -70,7 +70,7 @@ class StandIns:
 def spec(count: int) -> dict:
     return {
         "size": SIZE, "warmup": 0, "count": count, "timeout": 600.0, "burst": 256,
-        "fragment_limit": 4096, "idle_yield": SPIN_YIELD, "send_yield": 0,
+        "fragment_limit": 4096, **SPIN, "send_yield": 0,
     }  # fmt: skip
 
 

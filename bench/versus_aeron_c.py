@@ -73,13 +73,15 @@ from udp_processes import parse_windows, udp_channels
 from worker_protocol import Pace
 from zmq_workers import worker_main
 
+from aeronio._core import LOOP_TURN_NS
 from aeronio.driver.context import STANDALONE_DEFAULTS, DriverContext
 from tests.support.aeron_c import PyaeronPython
 
 SCRIPT = os.path.abspath(__file__)
 C_WORKERS = os.path.join(os.path.dirname(SCRIPT), "aeron_c_workers.py")
 IPC = "aeron:ipc"
-SPIN_YIELD = 1000  # aeronio's spinning loops: idle spins between `await asyncio.sleep(0)`
+SPIN_YIELD = 1000  # aeronio's spinning loops: idle spins between looks at the loop's turn
+SPIN = {"idle_yield": SPIN_YIELD, "turns": True}  # with standalone drivers (take_turns)
 EMBEDDED_UDP = {"idle_yield": 1, "send_yield": 256}  # udp_processes': the driver shares the loop
 GRACE = 20.0
 MAX_UNFRAGMENTED = 1408 - 32  # the largest message one frame carries at both sides' MTU
@@ -171,12 +173,15 @@ class Settings:
     fragment_limit: int
     timeout: float
     udp_rate: float = 0.0  # udp-standalone's publishers' pace, messages a second (0: none)
+    loop_turn_ns: int | None = None  # aeronio's turn interval (None: the library's)
 
     def warmup(self, count: int) -> int:
         return min(200_000, count // 5)
 
 
 def common(s: Settings, count: int, **spec) -> dict:
+    if s.loop_turn_ns is not None:
+        spec["loop_turn_ns"] = s.loop_turn_ns
     return run_spec(
         s.size, count, s.warmup(count), s.timeout, stream=STREAM_ID, grace=GRACE,
         fragment_limit=s.fragment_limit, batch_rows=1, **spec,
@@ -205,8 +210,8 @@ def ipc_processes(side: Side, s: Settings, mode: str) -> Measured:
     """(a) or (b) across three processes: msgs/s."""
     with SideScope(side) as scope:
         dir, pid = side.start_driver(scope, "ipc")
-        spec = common(s, s.count, mode=mode, dir=dir, driver_pid=pid, channel=IPC,
-                      idle_yield=SPIN_YIELD, send_yield=0)  # fmt: skip
+        spec = common(s, s.count, mode=mode, dir=dir, driver_pid=pid, channel=IPC, **SPIN,
+                      send_yield=0)  # fmt: skip
         return throughput(scope, spec, pair(side, "sub", "pub"))
 
 
@@ -224,7 +229,7 @@ def single_worker(side: Side, spec: dict, role: str) -> dict:
 
 def one_thread(side: Side, s: Settings, mode: str) -> Measured:
     """(a) or (b) in one thread: msgs/s."""
-    spec = common(s, s.count, mode=mode, channel=IPC, burst=s.burst, idle_yield=SPIN_YIELD)
+    spec = common(s, s.count, mode=mode, channel=IPC, burst=s.burst, **SPIN)
     result = single_worker(side, spec, "one-thread")
     rate = result["count"] / result["elapsed"]
     progress(f"    {rate:>14,.0f} msgs/s   cpu {100 * result['cpu_s'] / result['elapsed']:.0f}%")
@@ -245,7 +250,7 @@ def round_trip(side: Side, s: Settings, udp: bool = False) -> Measured:
     through one standalone driver, or `udp` over 127.0.0.1 between two, one for each worker."""
     with SideScope(side) as scope:
         spec = run_spec(
-            s.size, s.rtt_count, s.rtt_warmup, s.timeout, mode="spin", idle_yield=SPIN_YIELD,
+            s.size, s.rtt_count, s.rtt_warmup, s.timeout, mode="spin", **SPIN,
             send_yield=0, grace=GRACE,
         )  # fmt: skip
         roles = pair(side, "pong", "ping")
@@ -273,7 +278,7 @@ def udp(side: Side, s: Settings, embedded: bool, window: str) -> Measured:
         if embedded:
             spec.update(EMBEDDED_UDP, dirs={r: scope.shm_dir(r) for r in (sub_role, pub_role)})
         else:
-            spec.update(idle_yield=SPIN_YIELD, send_yield=0)
+            spec.update(SPIN, send_yield=0)
             spec["role_dirs"] = {r: side.start_driver(scope, r) for r in (sub_role, pub_role)}
         return throughput(scope, spec, roles)
 
@@ -551,6 +556,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--burst", type=int, default=256, help="one thread (a): per round")
     parser.add_argument("--fragment-limit", type=int, default=4096, help="(a) poll limit")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a run fails")
+    parser.add_argument(
+        "--loop-turn-ms",
+        type=float,
+        help="aeronio's loop turn interval (cython_core/awaitables.pxi; default the library's "
+        f"{LOOP_TURN_NS / 1e6:g} ms; 0: every 256 calls; a huge one: none), to measure it",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the table and runs as JSON")
     return parser
 
@@ -610,6 +621,7 @@ def main(argv: list[str] | None = None) -> int:
             args.size, args.count, args.udp_count, args.rtt_count, args.rtt_warmup,
             args.one_call_count, args.chunk, args.burst, args.fragment_limit, args.timeout,
             args.udp_rate,
+            None if args.loop_turn_ms is None else round(args.loop_turn_ms * 1e6),
         )  # fmt: skip
         tasks = plan(rows, windows, settings)
         if c_python is None:
@@ -652,8 +664,9 @@ def setup_notes(s: Settings, args: argparse.Namespace) -> list[str]:
         f"sparse term files {d.term_buffer_sparse_file}; drivers "
         "embedded: aeronio.MediaDriver.launch on the worker's event loop.",
         "Loops: pyaeron's spin (offer until taken, poll until every message came); aeronio's "
-        f"(a) spin too, yielding to the event loop every {SPIN_YIELD} idle polls (standalone "
-        "drivers) or, with drivers embedded, on every idle poll and after every "
+        "(a) spin too, giving the event loop a turn as aeronio's awaitables do (every "
+        f"{LOOP_TURN_NS / 1e6:g} ms, looked at every {SPIN_YIELD} idle polls) with standalone "
+        "drivers, or, with drivers embedded, yielding on every idle poll and after every "
         f"{EMBEDDED_UDP['send_yield']} messages offered (so its driver sends); (b) uses "
         "aeronio's default idle strategy. A fresh driver (or pair) for every run.",
         *(

@@ -22,6 +22,7 @@ from aeron_workers import (
     aeron_sub,
     emit,
     received_result,
+    take_turns,
 )
 from basics import check
 
@@ -160,6 +161,7 @@ def worker_main(
     released = Released()
     try:
         if role in async_roles:
+            take_turns(spec)
 
             async def run() -> dict:
                 return await asyncio.wait_for(async_roles[role](spec, released), limit)
