@@ -12,17 +12,19 @@
 #   wait_for, gather and anyio take it wherever they take the coroutine it stands for.
 # - The loop gets a turn: a task that finds space or data every time would never suspend, and
 #   the event loop's other tasks (the client's keepalive among them: the driver times a silent
-#   client out) would wait for as long as the stream keeps up. So every LOOP_TURN_CALLS calls
-#   a fast path looks at the clock, and when the loop has had no turn from its object for
-#   LOOP_TURN_NS it returns the Python class's `_offer_after_turn` or `_after_turn` coroutine
-#   instead, which yields once (asyncio.sleep(0)) before it does the work: cancelled there,
-#   nothing was done. (Turns the loop had meanwhile from other awaits are not seen: at most one
-#   turn a LOOP_TURN_NS is one too many.)
+#   client out) would wait for as long as the stream keeps up. So the fast paths look at the
+#   clock (every LOOP_TURN_CALLS calls at most, more often while calls are slow), and when the
+#   loop has had no turn from their publication or subscription for LOOP_TURN_NS they return
+#   the Python class's `_offer_after_turn` or `_after_turn` coroutine instead, which yields once
+#   (asyncio.sleep(0)) before it does the work: cancelled there, nothing was done. (So an offer
+#   called but not yet awaited can be appended after offers called later, as a refused one
+#   always could. Turns the loop had meanwhile from other awaits are not seen: one turn a
+#   LOOP_TURN_NS may be one too many.)
 
 import collections.abc as _abc
 
 cdef enum:
-    LOOP_TURN_CALLS = 256  # fast-path calls between looks at the clock
+    LOOP_TURN_CALLS = 256  # the most fast-path calls between looks at the clock
     _LOOP_TURN_NS = 50000000  # about the longest a stream that keeps up holds the loop
 
 LOOP_TURN_NS = _LOOP_TURN_NS
@@ -31,24 +33,52 @@ cdef int64_t _loop_turn_interval_ns = _LOOP_TURN_NS  # tests change it (_set_loo
 
 cdef struct LoopTurn:
     uint32_t calls  # fast-path calls since the clock was last looked at
-    int64_t last_ns  # when this object last gave the loop a turn (monotonic)
+    uint32_t stride  # calls between looks: from 1, doubled while they come fast, up to 256
+    int64_t looked_ns  # when the clock was last looked at (monotonic)
+    int64_t last_ns  # when the loop last had a turn from this owner
 
 
-cdef inline bint _loop_turn_due_now(LoopTurn* turn) noexcept:
-    cdef int64_t now = _monotonic_ns()
+cdef inline void _loop_turn_start(LoopTurn* turn) noexcept:
+    """A new owner: its first turn comes an interval after it was made."""
+    turn.stride = 1
+    turn.looked_ns = turn.last_ns = _monotonic_ns()
+
+
+cdef inline bint _loop_turn_due(LoopTurn* turn) noexcept:
+    """Count a fast-path call; True (the turn counted as given) at a look at the clock when the
+    loop has had no turn from this owner for the interval. Looks come every `stride` calls: the
+    stride doubles while a look comes within a 32nd of the interval and halves while one comes
+    after an 8th, so that slow calls (work between them) are looked at often enough. Interval 0
+    (tests): a turn at every look, every LOOP_TURN_CALLS calls."""
+    cdef int64_t now, elapsed
+    turn.calls += 1
+    if turn.calls < turn.stride:
+        return False
+    turn.calls = 0
+    now = _monotonic_ns()
+    elapsed = now - turn.looked_ns
+    turn.looked_ns = now
+    if _loop_turn_interval_ns == 0:
+        turn.stride = LOOP_TURN_CALLS
+    elif elapsed > _loop_turn_interval_ns >> 3:
+        if turn.stride > 1:
+            turn.stride >>= 1
+    elif elapsed < _loop_turn_interval_ns >> 5 and turn.stride < LOOP_TURN_CALLS:
+        turn.stride <<= 1
     if now - turn.last_ns < _loop_turn_interval_ns:
         return False
     turn.last_ns = now
     return True
 
 
-cdef inline bint _loop_turn_due(LoopTurn* turn) noexcept:
-    """Count a fast-path call; True (the turn counted as given) on every LOOP_TURN_CALLS-th
-    when the loop has had no turn from this object for the interval."""
-    turn.calls += 1
-    if turn.calls % LOOP_TURN_CALLS:
+cdef inline bint _loop_turn_due_now(LoopTurn* turn) noexcept:
+    """True (the turn counted as given) when the loop has had no turn from this owner for the
+    interval: for calls that do much each (offer_batch, claim)."""
+    cdef int64_t now = _monotonic_ns()
+    if now - turn.last_ns < _loop_turn_interval_ns:
         return False
-    return _loop_turn_due_now(turn)
+    turn.last_ns = now
+    return True
 
 
 def _set_loop_turn_ns(int64_t ns) -> int:
@@ -110,6 +140,9 @@ cdef class PublicationBase:
     cdef aio_positions _positions  # the ints returned (aeronio_cpython.h, "Reused positions")
     cdef LoopTurn _turn
 
+    def __cinit__(self, *args, **kwargs):
+        _loop_turn_start(&self._turn)
+
     def __dealloc__(self):
         aio_positions_clear(&self._positions)
 
@@ -152,9 +185,10 @@ cdef class PublicationBase:
     def offer(self, object buffer, Py_ssize_t offset=0, object length=None, *, object timeout=None):
         """Append a message, waiting while back-pressured or not connected; awaitable, its
         result the message's position. The first attempt is made when called (every 50 ms of
-        calls that never wait, after a turn of the event loop); only a refused one waits.
-        Raises PublicationClosedError, MessageTooLargeError, MaxPositionExceededError or
-        TimeoutError (after `timeout` seconds)."""
+        calls that never wait, after a turn of the event loop: await each offer before the
+        next to keep their order); only a refused one waits. Raises PublicationClosedError,
+        MessageTooLargeError, MaxPositionExceededError or TimeoutError (after `timeout`
+        seconds)."""
         if _loop_turn_due(&self._turn):
             return self._offer_after_turn(buffer, offset, length, timeout)
         cdef int64_t result = self._appender.try_offer(buffer, offset, length)
@@ -187,8 +221,10 @@ cdef class SubscriptionBase:
     # Errors of images lost before their end (ImageUnavailableError): while one is there the
     # iterators take no new message, their slow path raises it first.
     cdef public list _lost
+    cdef LoopTurn _turn  # shared by its iterators: one made per step still counts
 
     def __cinit__(self, *args, **kwargs):
+        _loop_turn_start(&self._turn)
         self._lost = []
         self._images = []
         self._readers = []
@@ -310,7 +346,6 @@ cdef class MessageIterator:
 
     cdef SubscriptionBase _subscription
     cdef Completed _done
-    cdef LoopTurn _turn
 
     def __cinit__(self, SubscriptionBase subscription):
         self._subscription = subscription
@@ -319,7 +354,7 @@ cdef class MessageIterator:
         return self
 
     def __anext__(self):
-        if _loop_turn_due(&self._turn):
+        if _loop_turn_due(&self._subscription._turn):
             return self._subscription._after_turn(self._subscription._next_slowly)
         if self._subscription._ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
@@ -336,7 +371,6 @@ cdef class MessageBatches:
     cdef SubscriptionBase _subscription
     cdef int _fragment_limit
     cdef Completed _done
-    cdef LoopTurn _turn
 
     def __cinit__(self, SubscriptionBase subscription, int fragment_limit):
         self._subscription = subscription
@@ -346,7 +380,7 @@ cdef class MessageBatches:
         return self
 
     def __anext__(self):
-        if _loop_turn_due(&self._turn):
+        if _loop_turn_due(&self._subscription._turn):
             return self._subscription._after_turn(self._subscription._batch_slowly, self)
         if self.ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
@@ -369,7 +403,6 @@ cdef class MessageViews:
     cdef bint _ready
     cdef Py_ssize_t _image
     cdef Completed _done
-    cdef LoopTurn _turn
 
     def __cinit__(self, SubscriptionBase subscription):
         self._subscription = subscription
@@ -379,7 +412,7 @@ cdef class MessageViews:
         return self
 
     def __anext__(self):
-        if _loop_turn_due(&self._turn):
+        if _loop_turn_due(&self._subscription._turn):
             return self._subscription._after_turn(self._subscription._view_slowly, self)
         if self.ready():
             self._ready = False

@@ -143,11 +143,11 @@ class Publication(_core.PublicationBase):
         """Append every message (a sequence of buffers or a 2-D uint8 array of records), waiting
         as `offer` does; returns the position after the last one (this publication's own, even
         when other writers share the log)."""
-        if self._turn_due():
-            await asyncio.sleep(0)
         deadline = None if timeout is None else time.monotonic() + timeout
         start, count, attempt = 0, len(messages), 0
         while start < count:
+            if self._turn_due():  # before the first part and between parts
+                await asyncio.sleep(0)
             result = self.try_offer_batch(messages, start)
             if result > 0:
                 start += result

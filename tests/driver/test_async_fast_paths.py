@@ -13,6 +13,7 @@ import inspect
 import struct
 import sys
 import sysconfig
+import time
 import tracemalloc
 
 import numpy as np
@@ -354,9 +355,10 @@ async def test_closing_the_subscription_ends_every_form(aeron):
 
 # -- the loop's turn ------------------------------------------------------------------------
 
-# Every LOOP_TURN_CALLS calls of a fast path look at the clock, and give the loop a turn (yield
-# once, then do the work) if it had none from them for the interval: 0 here, so every
-# LOOP_TURN_CALLS-th call. (The default interval, against a driver's liveness timeout:
+# The fast paths look at the clock (every LOOP_TURN_CALLS calls at most) and give the loop a
+# turn (yield once, then do the work) when it had none from their publication or subscription
+# for the interval. At interval 0 (tests) a turn comes at the first call and every
+# LOOP_TURN_CALLS calls after it. (The default interval, against a driver's liveness timeout:
 # tests/processes/test_driver_processes.py.)
 TERM_1M = "aeron:ipc?term-length=1048576"  # a window of 8192 of the messages below
 EVERY = 256  # awaitables.pxi's LOOP_TURN_CALLS
@@ -405,6 +407,68 @@ async def test_async_for_gives_the_loop_a_turn_every_so_many_steps(aeron, form):
     assert others == 4
 
 
+async def test_iterators_made_for_each_step_share_their_subscriptions_turns(aeron):
+    """A loop that makes its iterator anew for each step (`anext(sub.batches())`) still gives
+    the loop its turns: the subscription counts the steps of all its iterators."""
+    pub, sub, _ = await connected_pair(aeron, 45, TERM_1M)
+    for i in range(4 * EVERY):
+        assert pub.try_offer(numbered(i)) > 0
+
+    async def read_all():
+        got = []
+        for step in range(4 * EVERY):
+            fresh = sub.messages(copy=False) if step % 2 else sub.batches(fragment_limit=1)
+            taken = await anext(fresh)
+            for message in taken if isinstance(taken, list) else [taken]:
+                got.append(struct.unpack("<I", message.data)[0])
+        return got
+
+    with loop_turns(0):
+        got, others = await others_ran_during(read_all())
+    assert got == list(range(4 * EVERY))
+    assert others == 4
+
+
+async def test_slow_steps_are_looked_at_more_often(aeron):
+    """Work between the steps makes the looks at the clock come more often: 40 steps 2 ms apart
+    with a 10 ms interval give the loop turns (a look every 256 steps would give none)."""
+    pub, sub, _ = await connected_pair(aeron, 46, TERM_1M)
+    for i in range(40):
+        assert pub.try_offer(numbered(i)) > 0
+
+    async def read_slowly():
+        got = []
+        async for message in sub:
+            got.append(struct.unpack("<I", message.data)[0])
+            until = time.monotonic() + 0.002
+            while time.monotonic() < until:  # work that holds the loop
+                pass
+            if len(got) == 40:
+                return got
+
+    with loop_turns(10_000_000):
+        got, others = await others_ran_during(read_slowly())
+    assert got == list(range(40))
+    assert others >= 3  # 80 ms or more of steps, a turn every 10 ms or so
+
+
+async def test_a_closed_subscription_ends_the_loop_at_a_turn(aeron):
+    pub, sub, _ = await connected_pair(aeron, 47, TERM_1M)
+    assert pub.try_offer(numbered(0)) > 0
+    with loop_turns(0):
+        first = sub.__anext__()  # the first call turns, then takes
+        assert inspect.iscoroutine(first)
+        assert struct.unpack("<I", (await first).data)[0] == 0
+        for _ in range(EVERY - 1):  # nothing there: the slow path, which waits
+            waiting = sub.__anext__()
+            assert inspect.iscoroutine(waiting)
+            waiting.close()
+        at_turn = sub.__anext__()
+        await sub.close()
+        with pytest.raises(StopAsyncIteration):
+            await at_turn
+
+
 async def test_a_turn_cancelled_did_nothing(aeron):
     """The call that is due a turn returns a coroutine that yields before it offers or takes:
     cancelled there, the message is neither appended nor consumed."""
@@ -444,7 +508,8 @@ async def test_a_turn_cancelled_did_nothing(aeron):
 
 
 async def test_the_waiting_forms_give_the_loop_a_turn_too(aeron):
-    """offer_batch, offer_block and claim give the loop its turn when it is due, as offer."""
+    """offer_batch (before each part) and claim give the loop its turn when it is due, as offer
+    (offer_block looks as offer_batch does)."""
     pub, sub, _ = await connected_pair(aeron, 44, TERM_1M)
     with loop_turns(0):
         end, others = await others_ran_during(pub.offer_batch([numbered(0), numbered(1)]))
