@@ -69,7 +69,8 @@ def take_turns(spec: dict) -> None:
     interval = spec.get("loop_turn_ns", _core.LOOP_TURN_NS)
     if "loop_turn_ns" in spec:
         _core._set_loop_turn_ns(interval)
-    _turns = Turns(interval if spec.get("turns") else 0)
+    embedded = "dirs" in spec  # a driver of the worker's own, on its loop
+    _turns = Turns(interval if spec.get("turns") and not embedded else 0)
 
 
 def yield_due() -> bool:
@@ -203,14 +204,15 @@ async def aeron_pub(spec: dict, released: Released) -> dict:
 
 async def pub_spin(pub, spec: dict, start: int, stop: int) -> None:
     """Messages start..stop-1 (each carrying its number), spinning through back-pressure; with
-    send_yield, yielding to the loop after every send_yield messages; with a rate, each once it
+    send_yield, yielding to the loop after every send_yield messages, with turns, after every
+    idle_yield messages when the loop is due its turn (take_turns); with a rate, each once it
     is due (Pace)."""
     pace = Pace(spec["rate"]) if spec.get("rate") else None
     msg = bytearray(spec["size"])
     stamp = SEQ.pack_into
     try_offer = pub.try_offer
-    every, send_yield = spec["idle_yield"], spec["send_yield"]
-    chunk = send_yield or max(1, stop - start)
+    every, send_yield, turns = spec["idle_yield"], spec["send_yield"], spec.get("turns", False)
+    chunk = send_yield or (every if turns else max(1, stop - start))
     spins = 0
     for first in range(start, stop, chunk):
         for i in range(first, min(first + chunk, stop)):
@@ -224,7 +226,7 @@ async def pub_spin(pub, spec: dict, start: int, stop: int) -> None:
                 if result > 0:
                     break
                 spins = await back_off(result, spins, "(a) try_offer", every)
-        if send_yield:
+        if send_yield or (turns and yield_due()):
             await asyncio.sleep(0)
 
 

@@ -253,6 +253,8 @@ def round_trip(side: Side, s: Settings, udp: bool = False) -> Measured:
             s.size, s.rtt_count, s.rtt_warmup, s.timeout, mode="spin", **SPIN,
             send_yield=0, grace=GRACE,
         )  # fmt: skip
+        if s.loop_turn_ns is not None:
+            spec["loop_turn_ns"] = s.loop_turn_ns
         roles = pair(side, "pong", "ping")
         if udp:
             ping, pong = (f"aeron:udp?endpoint=127.0.0.1:{free_port()}" for _ in range(2))
@@ -643,6 +645,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def setup_notes(s: Settings, args: argparse.Namespace) -> list[str]:
     d = DriverContext.from_sources(STANDALONE_DEFAULTS)  # `aeronio driver`'s
+    turn_ns = LOOP_TURN_NS if s.loop_turn_ns is None else s.loop_turn_ns
     return [
         f"Messages: {s.size} B, each carrying its number, checked at the receiver (every message "
         "counted; a gap or reorder fails the run). Runs per cell: "
@@ -665,7 +668,8 @@ def setup_notes(s: Settings, args: argparse.Namespace) -> list[str]:
         "embedded: aeronio.MediaDriver.launch on the worker's event loop.",
         "Loops: pyaeron's spin (offer until taken, poll until every message came); aeronio's "
         "(a) spin too, giving the event loop a turn as aeronio's awaitables do (every "
-        f"{LOOP_TURN_NS / 1e6:g} ms, looked at every {SPIN_YIELD} idle polls) with standalone "
+        f"{turn_ns / 1e6:g} ms, looked at every {SPIN_YIELD} idle polls or messages sent) with "
+        "standalone "
         "drivers, or, with drivers embedded, yielding on every idle poll and after every "
         f"{EMBEDDED_UDP['send_yield']} messages offered (so its driver sends); (b) uses "
         "aeronio's default idle strategy. A fresh driver (or pair) for every run.",
