@@ -382,43 +382,24 @@ async def test_await_offer_gives_the_loop_a_turn_every_so_many_calls(aeron):
     assert got == list(range(4 * EVERY))
 
 
-@pytest.mark.parametrize("form", ["copy", "views", "batches"])
+@pytest.mark.parametrize("form", ["copy", "views", "batches", "anew"])
 async def test_async_for_gives_the_loop_a_turn_every_so_many_steps(aeron, form):
+    """Each form of the iterators, and iterators made anew for each step (`anext(sub.batches())`,
+    `anext(sub.messages(copy=False))` in turn: the subscription counts the steps of them all)."""
     pub, sub, _ = await connected_pair(aeron, 42, TERM_1M)
     for i in range(4 * EVERY):
         assert pub.try_offer(numbered(i)) > 0
-    iterator = {
-        "copy": sub,
-        "views": sub.messages(copy=False),
-        "batches": sub.batches(fragment_limit=1),
-    }[form]
+    kept = {"copy": sub, "views": sub.messages(copy=False), "batches": sub.batches(1)}
 
-    async def read_all():
-        got = []
-        async for step in iterator:
-            for message in step if form == "batches" else [step]:
-                got.append(struct.unpack("<I", message.data)[0])
-            if len(got) == 4 * EVERY:
-                return got
-
-    with loop_turns(0):
-        got, others = await others_ran_during(read_all())
-    assert got == list(range(4 * EVERY))
-    assert others == 4
-
-
-async def test_iterators_made_for_each_step_share_their_subscriptions_turns(aeron):
-    """A loop that makes its iterator anew for each step (`anext(sub.batches())`) still gives
-    the loop its turns: the subscription counts the steps of all its iterators."""
-    pub, sub, _ = await connected_pair(aeron, 45, TERM_1M)
-    for i in range(4 * EVERY):
-        assert pub.try_offer(numbered(i)) > 0
+    def iterator(step: int):
+        if form != "anew":
+            return kept[form]
+        return sub.messages(copy=False) if step % 2 else sub.batches(fragment_limit=1)
 
     async def read_all():
         got = []
         for step in range(4 * EVERY):
-            fresh = sub.messages(copy=False) if step % 2 else sub.batches(fragment_limit=1)
-            taken = await anext(fresh)
+            taken = await anext(iterator(step))
             for message in taken if isinstance(taken, list) else [taken]:
                 got.append(struct.unpack("<I", message.data)[0])
         return got
