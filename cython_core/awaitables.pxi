@@ -10,6 +10,10 @@
 #   and cancelling it leaves nothing behind.
 # - A Completed is also a collections.abc.Coroutine (send/throw/close), so create_task,
 #   wait_for, gather and anyio take it wherever they take the coroutine it stands for.
+# - Its work is done: a cancellation comes too late and it returns its result. It never
+#   suspends, so a cancellation is thrown into it only before it ran (a task made of it and
+#   cancelled before its first step: `wait_for(subscription.receive(), 0)`), where a
+#   CancelledError would lose the message taken or report one appended as not sent.
 # - The loop gets a turn: a task that finds space or data every time would never suspend, and
 #   the event loop's other tasks (the client's keepalive among them: the driver times a silent
 #   client out) would wait for as long as the stream keeps up. So the fast paths look at the
@@ -22,6 +26,7 @@
 #   LOOP_TURN_NS may be one too many.)
 
 import collections.abc as _abc
+from asyncio import CancelledError as _CancelledError
 
 cdef enum:
     LOOP_TURN_CALLS = 256  # the most fast-path calls between looks at the clock
@@ -111,9 +116,12 @@ cdef class Completed:
         return self.__next__()
 
     def throw(self, object typ, object val=None, object tb=None):
-        if val is None:
-            raise typ
-        raise val
+        """A cancellation comes too late: returns the result (see the rules)."""
+        cdef object error = typ if val is None else val
+        if isinstance(error, _CancelledError) or (
+                isinstance(error, type) and issubclass(error, _CancelledError)):
+            return self.__next__()
+        raise error
 
     def close(self) -> None:
         pass
@@ -186,7 +194,8 @@ cdef class PublicationBase:
         """Append a message, waiting while back-pressured or not connected; awaitable, its
         result the message's position. The first attempt is made when called (every 50 ms of
         calls that never wait, after a turn of the event loop: await each offer before the
-        next to keep their order); only a refused one waits. Raises PublicationClosedError,
+        next to keep their order); only a refused one waits, and one appended returns its
+        position even if cancelled before it is awaited. Raises PublicationClosedError,
         MessageTooLargeError, MaxPositionExceededError or TimeoutError (after `timeout`
         seconds)."""
         if _loop_turn_due(&self._turn):
@@ -240,7 +249,8 @@ cdef class SubscriptionBase:
         return self._messages.__anext__()
 
     def receive(self):
-        """The next whole message (awaitable; waits for one)."""
+        """The next whole message (awaitable; waits for one; one taken is returned even if
+        cancelled before it is awaited)."""
         return self._messages.__anext__()
 
     def messages(self, *, bint copy=True):

@@ -508,6 +508,66 @@ async def test_the_waiting_forms_give_the_loop_a_turn_too(aeron):
     assert got == [0, 1, 2, 3]
 
 
+# -- cancelled before it ran ----------------------------------------------------------------
+
+# A Completed has done its work when it is returned, and it never suspends: a cancellation can
+# reach it only before it ran (a task made of it and cancelled before its first step, as
+# `wait_for(..., 0)` does). It comes too late and the result is returned (awaitables.pxi).
+
+
+async def cancelled_before_it_ran(awaitable):
+    """`awaitable` run as a task cancelled before its first step: what awaiting it gives."""
+    task = asyncio.ensure_future(awaitable)
+    task.cancel()
+    result = await task
+    assert not task.cancelled()
+    return result
+
+
+async def test_an_offer_cancelled_before_it_ran_returns_its_position(aeron):
+    pub, sub, _ = await connected_pair(aeron, 48, TERM_1M)
+    assert await asyncio.wait_for(pub.offer(numbered(0)), 0) == 64  # appended: no TimeoutError
+    assert await cancelled_before_it_ran(pub.offer(numbered(1))) == 128
+    assert await pub.offer(numbered(2)) == 192
+    got = [struct.unpack("<I", m.data)[0] async for m in first_messages(sub, 3)]
+    assert got == [0, 1, 2]  # each appended once, in order
+
+
+@pytest.mark.parametrize("form", ["receive", "copy", "views", "batches"])
+async def test_a_step_cancelled_before_it_ran_returns_its_message(aeron, form):
+    """The message taken when called is the result: none is lost (`wait_for(anext(it), 0)` is
+    how aeronio.samples.rate reads when its interval is up)."""
+    pub, sub, _ = await connected_pair(aeron, 49, TERM_1M)
+    for i in range(6):
+        assert pub.try_offer(numbered(i)) > 0
+    iterator = {"copy": sub, "views": sub.messages(copy=False), "batches": sub.batches(1)}.get(form)
+
+    def step():
+        return sub.receive() if iterator is None else anext(iterator)
+
+    def number(taken) -> int:
+        (message,) = taken if isinstance(taken, list) else [taken]
+        return struct.unpack("<I", message.data)[0]
+
+    got = [number(await asyncio.wait_for(step(), 0))]
+    got.append(number(await cancelled_before_it_ran(step())))
+    if iterator is not None:  # anext with a default calls __anext__ at its first step
+        got.append(number(await asyncio.wait_for(anext(iterator, None), 0)))
+    while len(got) < 6:
+        got.append(number(await step()))
+    assert got == list(range(6))
+
+
+async def test_a_completed_raises_what_else_is_thrown_into_it(aeron):
+    pub, _, _ = await connected_pair(aeron, 50)
+    completed = pub.offer(b"x")
+    with pytest.raises(KeyError, match="thrown"):
+        completed.throw(KeyError("thrown"))
+    with pytest.raises(StopIteration) as stop:
+        completed.throw(asyncio.CancelledError)  # the class, as throw(typ) takes it too
+    assert stop.value.value == 64
+
+
 # -- reused messages ------------------------------------------------------------------------
 
 # The Messages of a batch that only the subscription still holds when it polls the next one are
