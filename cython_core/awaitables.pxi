@@ -9,11 +9,14 @@
 #   which idles through the client's idle strategy and tries again: back-pressure still awaits,
 #   and cancelling it leaves nothing behind.
 # - A Completed is also a collections.abc.Coroutine (send/throw/close), so create_task,
-#   wait_for, gather and anyio take it wherever they take the coroutine it stands for.
-# - Its work is done: a cancellation comes too late and it returns its result. It never
-#   suspends, so a cancellation is thrown into it only before it ran (a task made of it and
-#   cancelled before its first step: `wait_for(subscription.receive(), 0)`), where a
-#   CancelledError would lose the message taken or report one appended as not sent.
+#   TaskGroup and anyio take it wherever they take the coroutine it stands for; and, inside a
+#   running loop, a done asyncio Future, so ensure_future (wait_for, gather, shield,
+#   as_completed) takes it as it is: no task that could be cancelled before it ran.
+# - Thrown into, it did nothing as far as it can, as a coroutine that never ran: it never
+#   suspends, so an exception reaches it only before it ran (a task made of it and cancelled
+#   before its first step). The iterator that took its message puts it back, first in line,
+#   and the exception is raised: a cancellation is never swallowed. (An offer stays appended; a
+#   view is put back only while no step has read past it.)
 # - The loop gets a turn: a task that finds space or data every time would never suspend, and
 #   the event loop's other tasks (the client's keepalive among them: the driver times a silent
 #   client out) would wait for as long as the stream keeps up. So the fast paths look at the
@@ -26,7 +29,8 @@
 #   LOOP_TURN_NS may be one too many.)
 
 import collections.abc as _abc
-from asyncio import CancelledError as _CancelledError
+from weakref import ref as _weakref
+from asyncio import get_running_loop as _asyncio_get_running_loop
 
 cdef enum:
     LOOP_TURN_CALLS = 256  # the most fast-path calls between looks at the clock
@@ -97,11 +101,12 @@ def _set_loop_turn_ns(int64_t ns) -> int:
 
 @cython.final
 @cython.freelist(64)
-@cython.no_gc  # short-lived, and its value never refers back to it
+@cython.no_gc  # nothing it refers to refers back to it (as a GC type: 10 ns more an await)
 cdef class Completed:
-    """An awaitable whose result is already there."""
+    """An awaitable whose result is already there (a done Future to asyncio in a running loop)."""
 
     cdef object value
+    cdef object _owner  # a weak reference to the iterator that took the value; None for an offer
 
     def __await__(self):
         return self
@@ -116,15 +121,47 @@ cdef class Completed:
         return self.__next__()
 
     def throw(self, object typ, object val=None, object tb=None):
-        """A cancellation comes too late: returns the result (see the rules)."""
-        cdef object error = typ if val is None else val
-        if isinstance(error, _CancelledError) or (
-                isinstance(error, type) and issubclass(error, _CancelledError)):
-            return self.__next__()
+        """Raise what is thrown in, the message taken put back first (see the rules)."""
+        cdef object error = typ
+        if val is not None:
+            error = val if isinstance(val, BaseException) else typ(val)
+        cdef object owner = self._owner() if self._owner is not None else None
+        if owner is not None:
+            owner._put_back(self)
         raise error
 
     def close(self) -> None:
         pass
+
+    # -- a done Future: asyncio.isfuture() is true inside a running loop ----------------------
+
+    @property
+    def _asyncio_future_blocking(self):
+        return False if _get_running_loop() is not None else None
+
+    def done(self) -> bool:
+        return True
+
+    def cancelled(self) -> bool:
+        return False
+
+    def cancel(self, msg=None) -> bool:
+        return False
+
+    def result(self):
+        return self.value
+
+    def exception(self):
+        return None
+
+    def get_loop(self):
+        return _asyncio_get_running_loop()
+
+    def add_done_callback(self, fn, *, context=None) -> None:
+        _asyncio_get_running_loop().call_soon(fn, self, context=context)
+
+    def remove_done_callback(self, fn) -> int:
+        return 0  # already scheduled, as a done Future's
 
 
 cdef PyObject* _completed_value(PyObject* completed) noexcept:
@@ -138,6 +175,13 @@ _abc.Coroutine.register(Completed)
 
 # The per-message paths reuse one Completed each: when only its holder still refers to it, the
 # `await` that took the last one has finished with it.
+
+
+cdef inline Completed _completed_of(object owner):
+    """A Completed of an iterator, which puts back what it took if thrown into."""
+    cdef Completed done = Completed.__new__(Completed)
+    done._owner = _weakref(owner)
+    return done
 
 
 cdef class PublicationBase:
@@ -194,8 +238,8 @@ cdef class PublicationBase:
         """Append a message, waiting while back-pressured or not connected; awaitable, its
         result the message's position. The first attempt is made when called (every 50 ms of
         calls that never wait, after a turn of the event loop: await each offer before the
-        next to keep their order); only a refused one waits, and one appended returns its
-        position even if cancelled before it is awaited. Raises PublicationClosedError,
+        next to keep their order); only a refused one waits. (So a task made of it and cancelled
+        before it ran may have appended it.) Raises PublicationClosedError,
         MessageTooLargeError, MaxPositionExceededError or TimeoutError (after `timeout`
         seconds)."""
         if _loop_turn_due(&self._turn):
@@ -249,8 +293,7 @@ cdef class SubscriptionBase:
         return self._messages.__anext__()
 
     def receive(self):
-        """The next whole message (awaitable; waits for one; one taken is returned even if
-        cancelled before it is awaited)."""
+        """The next whole message (awaitable; waits for one)."""
         return self._messages.__anext__()
 
     def messages(self, *, bint copy=True):
@@ -316,6 +359,15 @@ cdef class SubscriptionBase:
     def _take_one(self) -> Message:
         return self._take()
 
+    cdef int _put_back(self, list messages) except -1:
+        """Messages taken but never delivered, first in line again."""
+        if len(messages) == 1 and self._next and self._pending[self._next - 1] is messages[0]:
+            self._next -= 1
+        else:
+            self._pending = messages + self._pending[self._next:]
+            self._next = 0
+        return 0
+
     def _take_all(self) -> list:
         batch = self._pending[self._next:] if self._next else self._pending
         self._pending = []
@@ -356,6 +408,7 @@ cdef class MessageIterator:
 
     cdef SubscriptionBase _subscription
     cdef Completed _done
+    cdef object __weakref__
 
     def __cinit__(self, SubscriptionBase subscription):
         self._subscription = subscription
@@ -368,10 +421,13 @@ cdef class MessageIterator:
             return self._subscription._after_turn(self._subscription._next_slowly)
         if self._subscription._ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
-                self._done = Completed.__new__(Completed)
+                self._done = _completed_of(self)
             self._done.value = self._subscription._take()
             return self._done
         return self._subscription._next_slowly()
+
+    def _put_back(self, Completed done) -> None:
+        self._subscription._put_back([done.value])
 
 
 @cython.final
@@ -381,6 +437,7 @@ cdef class MessageBatches:
     cdef SubscriptionBase _subscription
     cdef int _fragment_limit
     cdef Completed _done
+    cdef object __weakref__
 
     def __cinit__(self, SubscriptionBase subscription, int fragment_limit):
         self._subscription = subscription
@@ -394,10 +451,13 @@ cdef class MessageBatches:
             return self._subscription._after_turn(self._subscription._batch_slowly, self)
         if self.ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
-                self._done = Completed.__new__(Completed)
+                self._done = _completed_of(self)
             self._done.value = self._subscription._take_all()
             return self._done
         return self._subscription._batch_slowly(self)
+
+    def _put_back(self, Completed done) -> None:
+        self._subscription._put_back(done.value)
 
     cpdef bint ready(self) except -1:
         return self._subscription._fill(self._fragment_limit) > 0
@@ -413,6 +473,8 @@ cdef class MessageViews:
     cdef bint _ready
     cdef Py_ssize_t _image
     cdef Completed _done
+    cdef PyObject* _handed  # the Completed that handed out the message in hand (identity only)
+    cdef object __weakref__
 
     def __cinit__(self, SubscriptionBase subscription):
         self._subscription = subscription
@@ -427,20 +489,29 @@ cdef class MessageViews:
         if self.ready():
             self._ready = False
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
-                self._done = Completed.__new__(Completed)
+                self._done = _completed_of(self)
                 self._done.value = self._message
+            self._handed = <PyObject*> self._done
             return self._done
         return self._subscription._view_slowly(self)
 
     def take(self) -> Message:
         self._ready = False
+        self._handed = NULL
         return self._message
+
+    def _put_back(self, Completed done) -> None:
+        """The message in hand again, if no step has read past it since `done` handed it out."""
+        if self._handed == <PyObject*> done:
+            self._handed = NULL
+            self._ready = True
 
     cpdef bint ready(self) except -1:
         """Let go of the message handed out last and look for the next (its image consumes the
         last one as it reads); idempotent until taken."""
         if self._ready:
             return True
+        self._handed = NULL
         self._let_go()
         if self._subscription._lost:
             return False

@@ -15,6 +15,7 @@ import sys
 import sysconfig
 import time
 import tracemalloc
+import weakref
 
 import numpy as np
 import pytest
@@ -508,64 +509,139 @@ async def test_the_waiting_forms_give_the_loop_a_turn_too(aeron):
     assert got == [0, 1, 2, 3]
 
 
-# -- cancelled before it ran ----------------------------------------------------------------
+# -- wrapped, cancelled, thrown into ----------------------------------------------------------
 
-# A Completed has done its work when it is returned, and it never suspends: a cancellation can
-# reach it only before it ran (a task made of it and cancelled before its first step, as
-# `wait_for(..., 0)` does). It comes too late and the result is returned (awaitables.pxi).
+# A Completed has done its work when it is returned. Inside a running loop it is a done Future
+# to asyncio: ensure_future (wait_for, gather, shield) takes it as it is, so none of them can
+# cancel it. A task made of it can be cancelled before its first step: the exception is raised
+# (never swallowed) and the message taken is put back, first in line; an offer stays appended
+# (awaitables.pxi).
 
 
-async def cancelled_before_it_ran(awaitable):
-    """`awaitable` run as a task cancelled before its first step: what awaiting it gives."""
-    task = asyncio.ensure_future(awaitable)
+def task_cancelled_before_it_ran(awaitable) -> asyncio.Task:
+    task = asyncio.ensure_future(awaitable) if not asyncio.isfuture(awaitable) else None
+    if task is None:  # a done Future: make the task by hand
+        task = asyncio.get_running_loop().create_task(awaitable)
     task.cancel()
-    result = await task
-    assert not task.cancelled()
-    return result
+    return task
 
 
-async def test_an_offer_cancelled_before_it_ran_returns_its_position(aeron):
+async def test_offers_through_wait_for_and_a_cancelled_task(aeron):
     pub, sub, _ = await connected_pair(aeron, 48, TERM_1M)
-    assert await asyncio.wait_for(pub.offer(numbered(0)), 0) == 64  # appended: no TimeoutError
-    assert await cancelled_before_it_ran(pub.offer(numbered(1))) == 128
-    assert await pub.offer(numbered(2)) == 192
+    offer = pub.offer(numbered(0))
+    assert asyncio.isfuture(offer) and asyncio.ensure_future(offer) is offer
+    assert await asyncio.wait_for(offer, 0) == 64  # done: no TimeoutError for a sent message
+    assert await asyncio.wait_for(pub.offer(numbered(1)), 0) == 128
+    with pytest.raises(asyncio.CancelledError):  # never swallowed...
+        await task_cancelled_before_it_ran(pub.offer(numbered(2)))
+    assert pub.position == 192  # ...though the message was appended when offer was called
     got = [struct.unpack("<I", m.data)[0] async for m in first_messages(sub, 3)]
-    assert got == [0, 1, 2]  # each appended once, in order
+    assert got == [0, 1, 2]
 
 
-@pytest.mark.parametrize("form", ["receive", "copy", "views", "batches"])
-async def test_a_step_cancelled_before_it_ran_returns_its_message(aeron, form):
-    """The message taken when called is the result: none is lost (`wait_for(anext(it), 0)` is
-    how aeronio.samples.rate reads when its interval is up)."""
-    pub, sub, _ = await connected_pair(aeron, 49, TERM_1M)
-    for i in range(6):
-        assert pub.try_offer(numbered(i)) > 0
+def stepper(sub, form: str):
+    """(a step of the form, what a step's result holds as numbers)."""
     iterator = {"copy": sub, "views": sub.messages(copy=False), "batches": sub.batches(1)}.get(form)
 
     def step():
         return sub.receive() if iterator is None else anext(iterator)
 
-    def number(taken) -> int:
-        (message,) = taken if isinstance(taken, list) else [taken]
-        return struct.unpack("<I", message.data)[0]
+    def numbers(taken) -> list[int]:
+        messages = taken if isinstance(taken, list) else [taken]
+        return [struct.unpack("<I", m.data)[0] for m in messages]
 
-    got = [number(await asyncio.wait_for(step(), 0))]
-    got.append(number(await cancelled_before_it_ran(step())))
-    if iterator is not None:  # anext with a default calls __anext__ at its first step
-        got.append(number(await asyncio.wait_for(anext(iterator, None), 0)))
-    while len(got) < 6:
-        got.append(number(await step()))
-    assert got == list(range(6))
+    return step, numbers, iterator
 
 
-async def test_a_completed_raises_what_else_is_thrown_into_it(aeron):
-    pub, _, _ = await connected_pair(aeron, 50)
-    completed = pub.offer(b"x")
+@pytest.mark.parametrize("form", ["receive", "copy", "views", "batches"])
+async def test_steps_through_wait_for_gather_and_shield_are_done_futures(aeron, form):
+    pub, sub, _ = await connected_pair(aeron, 49, TERM_1M)
+    for i in range(4):
+        assert pub.try_offer(numbered(i)) > 0
+    step, numbers, _ = stepper(sub, form)
+    got = numbers(await asyncio.wait_for(step(), 0))
+    gathered = asyncio.gather(step())
+    assert not gathered.cancel()  # its child was done
+    got += numbers((await gathered)[0])
+    got += numbers(await asyncio.shield(step()))
+    got += numbers(await asyncio.wait_for(step(), 5))
+    assert got == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("form", ["receive", "copy", "views", "batches"])
+async def test_a_step_cancelled_before_it_ran_puts_its_message_back(aeron, form):
+    """CancelledError, and the message comes next: from a task made of the step, from
+    `wait_for(anext(it, default), 0)` (TimeoutError; anext with a default is a task) and from a
+    parent's timeout passed on to the task it awaits."""
+    pub, sub, _ = await connected_pair(aeron, 50, TERM_1M)
+    for i in range(3):
+        assert pub.try_offer(numbered(i)) > 0
+    step, numbers, iterator = stepper(sub, form)
+    with pytest.raises(asyncio.CancelledError):
+        await task_cancelled_before_it_ran(step())
+    if iterator is not None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(anext(iterator, None), 0)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0):
+            await asyncio.get_running_loop().create_task(step())
+    got = []
+    while len(got) < 3:
+        got += numbers(await step())
+    assert got == [0, 1, 2]
+
+
+async def test_a_message_put_back_goes_before_those_polled_since(aeron):
+    pub, sub, _ = await connected_pair(aeron, 51, TERM_1M)
+    assert pub.try_offer(numbered(0)) > 0
+    cancelled = task_cancelled_before_it_ran(sub.receive())  # took the last one polled
+    assert pub.try_offer(numbered(1)) > 0
+    assert struct.unpack("<I", (await sub.receive()).data)[0] == 1  # a new poll
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert pub.try_offer(numbered(2)) > 0
+    got = [struct.unpack("<I", m.data)[0] async for m in first_messages(sub, 2)]
+    assert got == [0, 2]
+
+
+async def test_a_view_read_past_is_not_put_back(aeron):
+    """A view is consumed at the next step (messages(copy=False)): put back only before it."""
+    pub, sub, _ = await connected_pair(aeron, 52, TERM_1M)
+    for i in range(3):
+        assert pub.try_offer(numbered(i)) > 0
+    views = sub.messages(copy=False)
+    cancelled = task_cancelled_before_it_ran(anext(views))
+    assert struct.unpack("<I", (await anext(views)).data)[0] == 1  # read past 0
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert struct.unpack("<I", (await anext(views)).data)[0] == 2
+
+
+async def test_an_iterator_and_its_completed_go_with_the_last_reference(aeron):
+    """The Completed refers to its iterator weakly: no cycle left for the collector."""
+    pub, sub, _ = await connected_pair(aeron, 54)
+    assert pub.try_offer(b"x") > 0 and pub.try_offer(b"y") > 0
+    views, batches = sub.messages(copy=False), sub.batches()
+    assert (await anext(views)).data == b"x"
+    assert [m.data for m in await anext(batches)] == [b"y"]
+    gone = [weakref.ref(views), weakref.ref(batches)]
+    del views, batches
+    assert [probe() for probe in gone] == [None, None]
+
+
+async def test_a_completed_raises_what_is_thrown_into_it(aeron):
+    pub, sub, _ = await connected_pair(aeron, 53)
+    offer = pub.offer(b"x")
     with pytest.raises(KeyError, match="thrown"):
-        completed.throw(KeyError("thrown"))
-    with pytest.raises(StopIteration) as stop:
-        completed.throw(asyncio.CancelledError)  # the class, as throw(typ) takes it too
-    assert stop.value.value == 64
+        offer.throw(KeyError("thrown"))
+    with pytest.raises(KeyError, match="value"):
+        offer.throw(KeyError, "value")  # the old signature: the type called with the value
+    with pytest.raises(asyncio.CancelledError):
+        offer.throw(asyncio.CancelledError)
+    step = sub.receive()
+    with pytest.raises(ValueError):
+        step.throw(ValueError())
+    assert (await sub.receive()).data == b"x"  # put back
 
 
 # -- reused messages ------------------------------------------------------------------------
