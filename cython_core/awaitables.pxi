@@ -302,9 +302,10 @@ cdef class SubscriptionBase:
         step: the message is consumed at the next read of its image (this iterator's next step,
         or any other read of the subscription after a loop left with break). A view still held
         at the iterator's next step is released (using it raises ValueError); buffers made from
-        it (numpy arrays, slices) are not tracked and must be copied to be kept. The Message object is reused: its fields and data change at
-        each step. Fragmented messages are reassembled into bytes. With copy=True: the
-        subscription itself."""
+        it (numpy arrays, slices) are not tracked and must be copied to be kept. The Message
+        object is reused: its fields and data change at each step. Fragmented messages are
+        reassembled into bytes; messages `async for` polled and did not hand out (a loop left
+        with break) come first, as bytes. With copy=True: the subscription itself."""
         if copy:
             return self
         return MessageViews(self)
@@ -330,6 +331,8 @@ cdef class SubscriptionBase:
         cdef list readers = self._readers
         cdef Py_ssize_t count = len(readers), i, start
         cdef int fragments = 0
+        if self._next < aio_list_size(<PyObject*> self._pending):
+            return self._poll_untaken(handler, fragment_limit, False)
         if count == 1:
             return (<ImageReader> readers[0])._poll(handler, fragment_limit)
         if count == 0:
@@ -345,6 +348,35 @@ cdef class SubscriptionBase:
 
     def _has_pending(self) -> bool:
         return self._ready()
+
+    def _untaken(self) -> int:
+        """How many messages the iterators polled from the images and did not hand out."""
+        return len(self._pending) - self._next
+
+    cpdef int _poll_untaken(self, object handler, int fragment_limit, bint controlled) except -1:
+        """Hand a poll's handler the messages the iterators polled and did not hand out (a loop
+        left with break), before any read of the images, which are past them: each whole, as
+        one unfragmented fragment. Taken before the call, as the images' polls consume a
+        fragment before theirs; `controlled`: the handler's ABORT leaves it, BREAK stops."""
+        cdef int fragments = 0, action
+        cdef Message message
+        cdef Header header
+        cdef object result
+        while fragments < fragment_limit and self._next < len(self._pending):
+            message = <Message> self._take()
+            header = message
+            if (<uint8_t> message._bytes[FLAGS_FIELD_OFFSET] & UNFRAGMENTED) != UNFRAGMENTED:
+                header = message.copy()  # reassembled: the header of its last fragment
+                header._bytes[FLAGS_FIELD_OFFSET] = <char> UNFRAGMENTED
+            result = handler(memoryview(message.data), header)
+            action = ACTION_CONTINUE if result is None or not controlled else int(result)
+            if action == ACTION_ABORT:
+                self._next -= 1
+                break
+            fragments += 1
+            if action == ACTION_BREAK:
+                break
+        return fragments
 
     cdef inline bint _ready(self) except -1:
         """Whether a message is ready to be taken (polling the images when none is left)."""
@@ -513,6 +545,10 @@ cdef class MessageViews:
             return True
         self._handed = NULL
         self._let_go()
+        if self._subscription._next < aio_list_size(<PyObject*> self._subscription._pending):
+            self._message._become(<Message> self._subscription._take())  # polled, not taken
+            self._ready = True
+            return True
         if self._subscription._lost:
             return False
         cdef list readers = self._subscription._readers

@@ -104,6 +104,13 @@ cdef class Message(Header):
         self.initial_term_id = header.initial_term_id
         self._shift = header._shift
 
+    cdef void _become(self, Message other) noexcept:
+        """This message made a copy of `other`."""
+        self._wrap(other._bytes)
+        self.initial_term_id = other.initial_term_id
+        self._shift = other._shift
+        self.data = other.data
+
     @property
     def header(self) -> Header:
         return self

@@ -4,7 +4,10 @@ Poll paths (`poll`, `controlled_poll`, `block_poll`, `batch_poll`) hand handlers
 log, valid during the call. `async for message in subscription` yields whole, copied messages;
 `subscription.messages(copy=False)` yields them in place, `subscription.batches()` as lists. The
 iterators are the compiled core's `SubscriptionBase` (no coroutine per message while messages
-are there); this module adds the waiting, the images and the lifecycle.
+are there); this module adds the waiting, the images and the lifecycle. The copying iterators
+poll a batch at a time: what they did not hand out (a loop left with break) comes first to the
+next read of any kind (poll and controlled_poll: whole, each as one unfragmented fragment);
+batch_poll and block_poll raise AeronError until it is taken.
 
 An image that goes away before its end of stream (its receiver fell too far behind and the
 driver dropped it, its source went silent) is lost: whatever was not read from it will not come
@@ -25,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from aeronio import _core, counters
-from aeronio.errors import ImageUnavailableError, SubscriptionClosedError
+from aeronio.errors import AeronError, ImageUnavailableError, SubscriptionClosedError
 from aeronio.logbuffer import descriptor, signals, waker
 from aeronio.protocol import control as p
 
@@ -249,10 +252,13 @@ class Subscription(_core.SubscriptionBase):
         self, handler: Callable[[memoryview, Header], int | None], fragment_limit: int
     ) -> int:
         """Like poll; the handler returns a ControlledPollAction (None means CONTINUE)."""
+        if self._untaken():
+            return self._poll_untaken(handler, fragment_limit, True)
         return self._poll_each("controlled_poll", handler, fragment_limit)
 
     def batch_poll(self, handler: Callable[[FragmentBatch], object], fragment_limit: int) -> int:
         """Deliver up to fragment_limit fragments as FragmentBatch objects (one per image/term)."""
+        self._check_nothing_untaken("batch_poll")
         images = self._images
         if len(images) == 1:
             return images[0].batch_poll(handler, fragment_limit)
@@ -262,9 +268,20 @@ class Subscription(_core.SubscriptionBase):
         self, handler: Callable[[memoryview, int, int], object], block_length_limit: int
     ) -> int:
         """Deliver whole-frame blocks as handler(block, session_id, term_id); returns bytes."""
+        self._check_nothing_untaken("block_poll")
         if not self._images:
             self._check_client()
         return sum(image.block_poll(handler, block_length_limit) for image in self._images)
+
+    def _check_nothing_untaken(self, method: str) -> None:
+        """The log's own views cannot hold the messages the iterators polled and did not hand
+        out (poll and controlled_poll hand them over first): say so rather than skip them."""
+        if untaken := self._untaken():
+            raise AeronError(
+                f"{method}: {untaken} messages polled by async for, receive() or batches() were"
+                " not handed out (a loop left with break): take them with receive() or"
+                " batches(), or poll them with poll() or controlled_poll(), first"
+            )
 
     def _check_client(self) -> None:
         """Raise what the client lost (ClientTimeoutError, DriverTimeoutError), if it did: a

@@ -342,6 +342,64 @@ async def test_receive_waits_for_the_next_message(aeron):
     assert message.data == b"wake"
 
 
+# The copying iterators poll the images a batch at a time; what they did not hand out (a loop
+# left with break) comes first to any later read of the subscription, never skipped.
+
+
+async def polled_past(aeron, stream: int, messages: list[bytes]):
+    """A subscription whose iterator handed out messages[0] and holds the rest untaken."""
+    sub = await aeron.add_subscription("aeron:ipc", stream)
+    pub = await aeron.add_publication("aeron:ipc?term-length=64k|mtu=1408", stream)
+    await image_of(sub)
+    for message in messages:
+        assert pub.try_offer(message) > 0
+    async for message in sub:
+        assert message.data == messages[0]
+        break
+    assert sub._untaken() == len(messages) - 1
+    return pub, sub
+
+
+async def test_poll_hands_over_what_async_for_left_untaken_first(aeron):
+    big = bytes(range(256)) * 12  # 3072 bytes: three fragments, reassembled
+    pub, sub = await polled_past(aeron, 30, [b"m0", b"m1", big, b"m3"])
+    got = []
+    assert sub.poll(lambda buffer, header: got.append((bytes(buffer), header.flags)), 2) == 2
+    assert sub.poll(lambda buffer, header: got.append((bytes(buffer), header.flags)), 10) == 1
+    assert got == [(b"m1", 0xC0), (big, 0xC0), (b"m3", 0xC0)]  # whole, as unfragmented
+    assert pub.try_offer(b"m4") > 0
+    assert drain(sub) == [b"m4"]  # then the images, from where the iterator stopped
+
+
+async def test_controlled_poll_views_and_receive_take_the_untaken_in_order(aeron):
+    pub, sub = await polled_past(aeron, 31, [b"m0", b"m1", b"m2", b"m3", b"m4"])
+    seen = []
+
+    def abort_at_m2(buffer, header):
+        if bytes(buffer) == b"m2":
+            return aeronio.ControlledPollAction.ABORT  # left for the next read
+        seen.append(bytes(buffer))
+        return None
+
+    assert sub.controlled_poll(abort_at_m2, 10) == 1
+    assert (await anext(sub.messages(copy=False))).data == b"m2"
+    assert (await sub.receive()).data == b"m3"
+    views = sub.messages(copy=False)
+    assert (await anext(views)).data == b"m4"
+    assert pub.try_offer(b"m5") > 0
+    assert bytes((await anext(views)).data) == b"m5"
+    assert seen == [b"m1"]
+
+
+async def test_batch_and_block_polls_refuse_while_messages_are_untaken(aeron):
+    pub, sub = await polled_past(aeron, 32, [b"m0", b"m1"])
+    for poll in (sub.batch_poll, sub.block_poll):
+        with pytest.raises(aeronio.AeronError, match="1 messages polled by async for"):
+            poll(lambda *args: None, 1024)
+    assert [m.data for m in await anext(sub.batches())] == [b"m1"]
+    assert sub.batch_poll(lambda batch: None, 1024) == 0  # nothing untaken: the images
+
+
 # -- sessions -----------------------------------------------------------------------------
 
 
