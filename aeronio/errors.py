@@ -40,6 +40,15 @@ class MaxPositionExceededError(AeronError):
     """The publication reached the end of its positions (term length x 2^31)."""
 
 
+class OfferBatchTimeoutError(AeronError, TimeoutError):
+    """offer_batch's timeout passed with part of the batch appended: `appended` messages (the
+    first ones, in order) are in the log, the rest are not."""
+
+    def __init__(self, message: str, *, appended: int):
+        super().__init__(message)
+        self.appended = appended
+
+
 class ClaimError(AeronError):
     """A BufferClaim used after it was committed or aborted."""
 

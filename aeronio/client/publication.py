@@ -17,7 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from aeronio import _core
 from aeronio.counters import SENDER_POSITION_TYPE_ID
-from aeronio.errors import MaxPositionExceededError, PublicationClosedError
+from aeronio.errors import (
+    MaxPositionExceededError,
+    OfferBatchTimeoutError,
+    PublicationClosedError,
+)
 from aeronio.logbuffer import signals, waker
 from aeronio.protocol import control as p
 
@@ -142,7 +146,9 @@ class Publication(_core.PublicationBase):
     ) -> int:
         """Append every message (a sequence of buffers or a 2-D uint8 array of records), waiting
         as `offer` does; returns the position after the last one (this publication's own, even
-        when other writers share the log)."""
+        when other writers share the log). The messages go in as far as the window allows, part
+        by part: OfferBatchTimeoutError (a TimeoutError) says how many were appended when
+        `timeout` passed; cancelled in a wait, those before it stay appended too."""
         deadline = None if timeout is None else time.monotonic() + timeout
         start, count, attempt = 0, len(messages), 0
         while start < count:
@@ -153,7 +159,13 @@ class Publication(_core.PublicationBase):
                 start += result
                 attempt = 0
                 continue
-            await self._wait(result, deadline, attempt)
+            try:
+                await self._wait(result, deadline, attempt)
+            except TimeoutError as timed_out:
+                raise OfferBatchTimeoutError(
+                    f"offer_batch: {start} of {count} messages appended; {timed_out}",
+                    appended=start,
+                ) from None
             attempt += 1
         return self._appender.last_batch_position
 

@@ -521,6 +521,20 @@ async def test_offer_with_timeout_when_back_pressured_raises_timeout(aeron):
     assert len(drain(sub)) == sent
 
 
+async def test_an_offer_batch_timed_out_part_way_says_how_many_went_in(aeron):
+    sub = await aeron.add_subscription("aeron:ipc", 33)
+    pub = await aeron.add_publication(TERM_64K, 33)
+    await image_of(sub)
+    batch = [i.to_bytes(4, "little") * 25 for i in range(1000)]  # 100 KB: over the window
+    with pytest.raises(aeronio.OfferBatchTimeoutError, match="back-pressured") as timed_out:
+        await pub.offer_batch(batch, timeout=0.05)
+    assert isinstance(timed_out.value, TimeoutError)
+    appended = timed_out.value.appended
+    assert 0 < appended < len(batch)
+    assert str(timed_out.value).startswith(f"offer_batch: {appended} of 1000 messages appended")
+    assert drain(sub) == batch[:appended]  # the first ones, in order, and nothing else
+
+
 async def test_close_wakes_a_waiting_offer(aeron):
     pub = await aeron.add_publication(TERM_64K, 16)
     task = asyncio.create_task(pub.offer(b"x"))
