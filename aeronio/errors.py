@@ -44,7 +44,7 @@ class OfferBatchTimeoutError(AeronError, TimeoutError):
     """offer_batch's timeout passed with part of the batch appended: `appended` messages (the
     first ones, in order) are in the log, the rest are not."""
 
-    def __init__(self, message: str, *, appended: int):
+    def __init__(self, message: str, *, appended: int = 0):  # the default: for pickle
         super().__init__(message)
         self.appended = appended
 

@@ -9,14 +9,13 @@
 #   which idles through the client's idle strategy and tries again: back-pressure still awaits,
 #   and cancelling it leaves nothing behind.
 # - A Completed is also a collections.abc.Coroutine (send/throw/close), so create_task,
-#   TaskGroup and anyio take it wherever they take the coroutine it stands for; and, inside a
-#   running loop, a done asyncio Future, so ensure_future (wait_for, gather, shield,
-#   as_completed) takes it as it is: no task that could be cancelled before it ran.
-# - Thrown into, it did nothing as far as it can, as a coroutine that never ran: it never
-#   suspends, so an exception reaches it only before it ran (a task made of it and cancelled
-#   before its first step). The iterator that took its message puts it back, first in line,
-#   and the exception is raised: a cancellation is never swallowed. (An offer stays appended; a
-#   view is put back only while no step has read past it.)
+#   wait_for, gather and anyio take it wherever they take the coroutine it stands for.
+# - Thrown into, it undoes what it can, as a coroutine that never ran: it never suspends, so an
+#   exception reaches it only before it ran (a task made of it and cancelled before its first
+#   step: `wait_for(subscription.receive(), 0)`). The message it took goes back among the
+#   untaken, before the later ones of its image, and the exception is raised: a cancellation is
+#   never swallowed. An offer stays appended; a view goes back only while its image has not
+#   been read past it and its iterator is still there.
 # - The loop gets a turn: a task that finds space or data every time would never suspend, and
 #   the event loop's other tasks (the client's keepalive among them: the driver times a silent
 #   client out) would wait for as long as the stream keeps up. So the fast paths look at the
@@ -30,7 +29,6 @@
 
 import collections.abc as _abc
 from weakref import ref as _weakref
-from asyncio import get_running_loop as _asyncio_get_running_loop
 
 cdef enum:
     LOOP_TURN_CALLS = 256  # the most fast-path calls between looks at the clock
@@ -103,10 +101,10 @@ def _set_loop_turn_ns(int64_t ns) -> int:
 @cython.freelist(64)
 @cython.no_gc  # nothing it refers to refers back to it (as a GC type: 10 ns more an await)
 cdef class Completed:
-    """An awaitable whose result is already there (a done Future to asyncio in a running loop)."""
+    """An awaitable whose result is already there."""
 
     cdef object value
-    cdef object _owner  # a weak reference to the iterator that took the value; None for an offer
+    cdef object _owner  # a weak reference to what puts the value back (_put_back); None: offers
 
     def __await__(self):
         return self
@@ -133,36 +131,6 @@ cdef class Completed:
     def close(self) -> None:
         pass
 
-    # -- a done Future: asyncio.isfuture() is true inside a running loop ----------------------
-
-    @property
-    def _asyncio_future_blocking(self):
-        return False if _get_running_loop() is not None else None
-
-    def done(self) -> bool:
-        return True
-
-    def cancelled(self) -> bool:
-        return False
-
-    def cancel(self, msg=None) -> bool:
-        return False
-
-    def result(self):
-        return self.value
-
-    def exception(self):
-        return None
-
-    def get_loop(self):
-        return _asyncio_get_running_loop()
-
-    def add_done_callback(self, fn, *, context=None) -> None:
-        _asyncio_get_running_loop().call_soon(fn, self, context=context)
-
-    def remove_done_callback(self, fn) -> int:
-        return 0  # already scheduled, as a done Future's
-
 
 cdef PyObject* _completed_value(PyObject* completed) noexcept:
     """The value, borrowed (the Completed keeps it until the await took it)."""
@@ -177,8 +145,24 @@ _abc.Coroutine.register(Completed)
 # `await` that took the last one has finished with it.
 
 
+cdef int _put_in_order(list pending, Message message) except -1:
+    """Insert `message` among the untaken `pending`: after the earlier messages of its image
+    (session), before its later ones, else first."""
+    cdef int32_t session = message.session_id
+    cdef int64_t position = message.position
+    cdef Py_ssize_t i, at = 0
+    for i in range(len(pending)):
+        other = <Message> pending[i]
+        if other.session_id == session:
+            if other.position > position:
+                break
+            at = i + 1
+    pending.insert(at, message)
+    return 0
+
+
 cdef inline Completed _completed_of(object owner):
-    """A Completed of an iterator, which puts back what it took if thrown into."""
+    """A Completed whose `owner` puts back what it took if it is thrown into."""
     cdef Completed done = Completed.__new__(Completed)
     done._owner = _weakref(owner)
     return done
@@ -275,6 +259,7 @@ cdef class SubscriptionBase:
     # iterators take no new message, their slow path raises it first.
     cdef public list _lost
     cdef LoopTurn _turn  # shared by its iterators: one made per step still counts
+    cdef object __weakref__  # Completeds refer to it weakly (to put messages back)
 
     def __cinit__(self, *args, **kwargs):
         _loop_turn_start(&self._turn)
@@ -376,6 +361,9 @@ cdef class SubscriptionBase:
             fragments += 1
             if action == ACTION_BREAK:
                 break
+            if action != ACTION_COMMIT and action != ACTION_CONTINUE:
+                raise ValueError(
+                    f"controlled_poll handler returned {result!r}, not a ControlledPollAction")
         return fragments
 
     cdef inline bint _ready(self) except -1:
@@ -391,14 +379,17 @@ cdef class SubscriptionBase:
     def _take_one(self) -> Message:
         return self._take()
 
-    cdef int _put_back(self, list messages) except -1:
-        """Messages taken but never delivered, first in line again."""
+    def _put_back(self, Completed done) -> None:
+        """The message (or batch) `done` took and never delivered, back among the untaken."""
+        cdef list messages = done.value if type(done.value) is list else [done.value]
         if len(messages) == 1 and self._next and self._pending[self._next - 1] is messages[0]:
             self._next -= 1
-        else:
-            self._pending = messages + self._pending[self._next:]
-            self._next = 0
-        return 0
+            return
+        cdef list pending = self._pending[self._next:]
+        for message in messages:
+            _put_in_order(pending, <Message> message)
+        self._pending = pending
+        self._next = 0
 
     def _take_all(self) -> list:
         batch = self._pending[self._next:] if self._next else self._pending
@@ -440,7 +431,6 @@ cdef class MessageIterator:
 
     cdef SubscriptionBase _subscription
     cdef Completed _done
-    cdef object __weakref__
 
     def __cinit__(self, SubscriptionBase subscription):
         self._subscription = subscription
@@ -453,13 +443,10 @@ cdef class MessageIterator:
             return self._subscription._after_turn(self._subscription._next_slowly)
         if self._subscription._ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
-                self._done = _completed_of(self)
+                self._done = _completed_of(self._subscription)
             self._done.value = self._subscription._take()
             return self._done
         return self._subscription._next_slowly()
-
-    def _put_back(self, Completed done) -> None:
-        self._subscription._put_back([done.value])
 
 
 @cython.final
@@ -469,7 +456,6 @@ cdef class MessageBatches:
     cdef SubscriptionBase _subscription
     cdef int _fragment_limit
     cdef Completed _done
-    cdef object __weakref__
 
     def __cinit__(self, SubscriptionBase subscription, int fragment_limit):
         self._subscription = subscription
@@ -483,13 +469,10 @@ cdef class MessageBatches:
             return self._subscription._after_turn(self._subscription._batch_slowly, self)
         if self.ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
-                self._done = _completed_of(self)
+                self._done = _completed_of(self._subscription)
             self._done.value = self._subscription._take_all()
             return self._done
         return self._subscription._batch_slowly(self)
-
-    def _put_back(self, Completed done) -> None:
-        self._subscription._put_back(done.value)
 
     cpdef bint ready(self) except -1:
         return self._subscription._fill(self._fragment_limit) > 0
@@ -533,9 +516,13 @@ cdef class MessageViews:
         return self._message
 
     def _put_back(self, Completed done) -> None:
-        """The message in hand again, if no step has read past it since `done` handed it out."""
-        if self._handed == <PyObject*> done:
-            self._handed = NULL
+        """The message in hand again, if `done` handed it out and its image still lends it (no
+        read of any kind has consumed it since)."""
+        cdef list readers = self._subscription._readers
+        if self._handed != <PyObject*> done or self._image >= len(readers):
+            return
+        self._handed = NULL
+        if (<ImageReader> readers[self._image])._lent_end == self._message.position:
             self._ready = True
 
     cpdef bint ready(self) except -1:

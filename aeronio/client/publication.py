@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from aeronio import _core
 from aeronio.counters import SENDER_POSITION_TYPE_ID
 from aeronio.errors import (
+    AeronError,
     MaxPositionExceededError,
     OfferBatchTimeoutError,
     PublicationClosedError,
@@ -161,6 +162,8 @@ class Publication(_core.PublicationBase):
                 continue
             try:
                 await self._wait(result, deadline, attempt)
+            except AeronError:  # DriverTimeoutError is a TimeoutError too: not this one
+                raise
             except TimeoutError as timed_out:
                 raise OfferBatchTimeoutError(
                     f"offer_batch: {start} of {count} messages appended; {timed_out}",

@@ -152,9 +152,10 @@ class Subscription(_core.SubscriptionBase):
     """Receives the messages of every publication session on a channel and stream."""
 
     # No instance dict, so that `subscription.poll(...)` is a specialised lookup (see Publication).
+    # Weakly referable through SubscriptionBase.
     __slots__ = (
         "_conductor", "channel", "stream_id", "registration_id", "available_image",
-        "unavailable_image", "_round_robin", "changed", "__weakref__",
+        "unavailable_image", "_round_robin", "changed",
     )  # fmt: skip
 
     def __init__(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import pickle
 import struct
 
 import numpy as np
@@ -391,6 +392,13 @@ async def test_controlled_poll_views_and_receive_take_the_untaken_in_order(aeron
     assert seen == [b"m1"]
 
 
+async def test_an_unknown_action_on_an_untaken_message_is_an_error(aeron):
+    pub, sub = await polled_past(aeron, 35, [b"m0", b"m1", b"m2"])
+    with pytest.raises(ValueError, match="not a ControlledPollAction"):
+        sub.controlled_poll(lambda buffer, header: 7, 10)
+    assert (await sub.receive()).data == b"m2"  # m1 was taken, as an image's poll takes it
+
+
 async def test_batch_and_block_polls_refuse_while_messages_are_untaken(aeron):
     pub, sub = await polled_past(aeron, 32, [b"m0", b"m1"])
     for poll in (sub.batch_poll, sub.block_poll):
@@ -533,6 +541,24 @@ async def test_an_offer_batch_timed_out_part_way_says_how_many_went_in(aeron):
     assert 0 < appended < len(batch)
     assert str(timed_out.value).startswith(f"offer_batch: {appended} of 1000 messages appended")
     assert drain(sub) == batch[:appended]  # the first ones, in order, and nothing else
+    copied = pickle.loads(pickle.dumps(timed_out.value))
+    assert (type(copied), copied.appended, str(copied)) == (
+        aeronio.OfferBatchTimeoutError, appended, str(timed_out.value))  # fmt: skip
+
+
+async def test_an_offer_batch_waiting_on_a_lost_driver_raises_the_drivers_error(aeron, monkeypatch):
+    sub = await aeron.add_subscription("aeron:ipc", 34)
+    pub = await aeron.add_publication(TERM_64K, 34)
+    await image_of(sub)
+    lost = aeronio.DriverTimeoutError("media driver lost (simulated)")
+
+    def check_alive():
+        raise lost
+
+    monkeypatch.setattr(pub._conductor, "check_alive", check_alive)
+    with pytest.raises(aeronio.DriverTimeoutError) as raised:  # a TimeoutError too: not wrapped
+        await pub.offer_batch([bytes(100)] * 1000)
+    assert raised.value is lost
 
 
 async def test_close_wakes_a_waiting_offer(aeron):

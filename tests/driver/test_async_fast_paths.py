@@ -511,36 +511,33 @@ async def test_the_waiting_forms_give_the_loop_a_turn_too(aeron):
 
 # -- wrapped, cancelled, thrown into ----------------------------------------------------------
 
-# A Completed has done its work when it is returned. Inside a running loop it is a done Future
-# to asyncio: ensure_future (wait_for, gather, shield) takes it as it is, so none of them can
-# cancel it. A task made of it can be cancelled before its first step: the exception is raised
-# (never swallowed) and the message taken is put back, first in line; an offer stays appended
-# (awaitables.pxi).
+# A Completed has done its work when it is returned and never suspends: a task made of it can be
+# cancelled only before its first step (as `wait_for(..., 0)` does). Thrown into, it undoes what
+# it can, as a coroutine that never ran would have done nothing: the message it took goes back
+# among the untaken, in order, and the exception is raised, never swallowed. An offer stays
+# appended (awaitables.pxi).
 
 
-def task_cancelled_before_it_ran(awaitable) -> asyncio.Task:
-    task = asyncio.ensure_future(awaitable) if not asyncio.isfuture(awaitable) else None
-    if task is None:  # a done Future: make the task by hand
-        task = asyncio.get_running_loop().create_task(awaitable)
+def task_cancelled_before_it_ran(awaitable) -> asyncio.Future:
+    task = asyncio.ensure_future(awaitable)
     task.cancel()
     return task
 
 
-async def test_offers_through_wait_for_and_a_cancelled_task(aeron):
+async def test_an_offer_cancelled_before_it_ran_was_appended_all_the_same(aeron):
     pub, sub, _ = await connected_pair(aeron, 48, TERM_1M)
-    offer = pub.offer(numbered(0))
-    assert asyncio.isfuture(offer) and asyncio.ensure_future(offer) is offer
-    assert await asyncio.wait_for(offer, 0) == 64  # done: no TimeoutError for a sent message
-    assert await asyncio.wait_for(pub.offer(numbered(1)), 0) == 128
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(pub.offer(numbered(0)), 0)
     with pytest.raises(asyncio.CancelledError):  # never swallowed...
-        await task_cancelled_before_it_ran(pub.offer(numbered(2)))
-    assert pub.position == 192  # ...though the message was appended when offer was called
+        await task_cancelled_before_it_ran(pub.offer(numbered(1)))
+    assert pub.position == 128  # ...though appended when offer was called (documented)
+    assert await pub.offer(numbered(2)) == 192
     got = [struct.unpack("<I", m.data)[0] async for m in first_messages(sub, 3)]
     assert got == [0, 1, 2]
 
 
 def stepper(sub, form: str):
-    """(a step of the form, what a step's result holds as numbers)."""
+    """(a step of the form, what a step's result holds as numbers, its iterator)."""
     iterator = {"copy": sub, "views": sub.messages(copy=False), "batches": sub.batches(1)}.get(form)
 
     def step():
@@ -554,34 +551,23 @@ def stepper(sub, form: str):
 
 
 @pytest.mark.parametrize("form", ["receive", "copy", "views", "batches"])
-async def test_steps_through_wait_for_gather_and_shield_are_done_futures(aeron, form):
-    pub, sub, _ = await connected_pair(aeron, 49, TERM_1M)
-    for i in range(4):
-        assert pub.try_offer(numbered(i)) > 0
-    step, numbers, _ = stepper(sub, form)
-    got = numbers(await asyncio.wait_for(step(), 0))
-    gathered = asyncio.gather(step())
-    assert not gathered.cancel()  # its child was done
-    got += numbers((await gathered)[0])
-    got += numbers(await asyncio.shield(step()))
-    got += numbers(await asyncio.wait_for(step(), 5))
-    assert got == [0, 1, 2, 3]
-
-
-@pytest.mark.parametrize("form", ["receive", "copy", "views", "batches"])
 async def test_a_step_cancelled_before_it_ran_puts_its_message_back(aeron, form):
-    """CancelledError, and the message comes next: from a task made of the step, from
-    `wait_for(anext(it, default), 0)` (TimeoutError; anext with a default is a task) and from a
-    parent's timeout passed on to the task it awaits."""
-    pub, sub, _ = await connected_pair(aeron, 50, TERM_1M)
+    """The exception, and the message comes next: from a task made of the step, from
+    `wait_for(step, 0)` and `wait_for(anext(it, default), 0)` (TimeoutError), from a gather
+    cancelled, and from a parent's timeout passed on to the task it awaits."""
+    pub, sub, _ = await connected_pair(aeron, 49, TERM_1M)
     for i in range(3):
         assert pub.try_offer(numbered(i)) > 0
     step, numbers, iterator = stepper(sub, form)
     with pytest.raises(asyncio.CancelledError):
         await task_cancelled_before_it_ran(step())
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(step(), 0)
     if iterator is not None:
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(anext(iterator, None), 0)
+    with pytest.raises(asyncio.CancelledError):
+        await task_cancelled_before_it_ran(asyncio.gather(step()))
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0):
             await asyncio.get_running_loop().create_task(step())
@@ -589,6 +575,33 @@ async def test_a_step_cancelled_before_it_ran_puts_its_message_back(aeron, form)
     while len(got) < 3:
         got += numbers(await step())
     assert got == [0, 1, 2]
+
+
+async def test_steps_run_as_tasks_through_asyncio_wait(aeron):
+    pub, sub, _ = await connected_pair(aeron, 50, TERM_1M)
+    for i in range(2):
+        assert pub.try_offer(numbered(i)) > 0
+    done, _ = await asyncio.wait([asyncio.ensure_future(sub.receive())])
+    assert struct.unpack("<I", done.pop().result().data)[0] == 0
+    assert struct.unpack("<I", (await asyncio.shield(sub.receive())).data)[0] == 1
+
+
+async def test_many_steps_cancelled_go_back_in_order(aeron):
+    """Tasks are cancelled in the order they were made: each message goes back after the earlier
+    ones of its image, not simply first."""
+    pub, sub, _ = await connected_pair(aeron, 55, TERM_1M)
+    for i in range(8):
+        assert pub.try_offer(numbered(i)) > 0
+    cancelled = [
+        task_cancelled_before_it_ran(sub.receive()),  # 0
+        task_cancelled_before_it_ran(sub.receive()),  # 1
+        task_cancelled_before_it_ran(anext(sub.batches())),  # 2..7, the iterator dropped
+    ]
+    for task in cancelled:
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    got = [struct.unpack("<I", m.data)[0] async for m in first_messages(sub, 8)]
+    assert got == list(range(8))
 
 
 async def test_a_message_put_back_goes_before_those_polled_since(aeron):
@@ -604,29 +617,38 @@ async def test_a_message_put_back_goes_before_those_polled_since(aeron):
     assert got == [0, 2]
 
 
-async def test_a_view_read_past_is_not_put_back(aeron):
-    """A view is consumed at the next step (messages(copy=False)): put back only before it."""
+@pytest.mark.parametrize("read", ["views", "poll", "receive"])
+async def test_a_view_read_past_is_not_put_back(aeron, read):
+    """A view is consumed at the next read of its image of any kind (messages(copy=False)):
+    put back only before it."""
     pub, sub, _ = await connected_pair(aeron, 52, TERM_1M)
-    for i in range(3):
+    for i in range(4):
         assert pub.try_offer(numbered(i)) > 0
     views = sub.messages(copy=False)
-    cancelled = task_cancelled_before_it_ran(anext(views))
-    assert struct.unpack("<I", (await anext(views)).data)[0] == 1  # read past 0
+    cancelled = task_cancelled_before_it_ran(anext(views))  # took 0
+    got = []
+    if read == "views":
+        got.append(struct.unpack("<I", (await anext(views)).data)[0])
+    elif read == "poll":
+        assert sub.poll(lambda buffer, header: got.append(struct.unpack("<I", buffer)[0]), 1) == 1
+    else:
+        got.append(struct.unpack("<I", (await sub.receive()).data)[0])
+    assert got == [1]  # read past 0
     with pytest.raises(asyncio.CancelledError):
         await cancelled
-    assert struct.unpack("<I", (await anext(views)).data)[0] == 2
+    assert struct.unpack("<I", bytes((await anext(views)).data))[0] == 2
 
 
-async def test_an_iterator_and_its_completed_go_with_the_last_reference(aeron):
-    """The Completed refers to its iterator weakly: no cycle left for the collector."""
+async def test_views_and_their_completed_go_with_the_last_reference(aeron):
+    """The Completed refers to its views iterator weakly (and the others' to the subscription):
+    no cycle left for the collector."""
     pub, sub, _ = await connected_pair(aeron, 54)
-    assert pub.try_offer(b"x") > 0 and pub.try_offer(b"y") > 0
-    views, batches = sub.messages(copy=False), sub.batches()
+    assert pub.try_offer(b"x") > 0
+    views = sub.messages(copy=False)
     assert (await anext(views)).data == b"x"
-    assert [m.data for m in await anext(batches)] == [b"y"]
-    gone = [weakref.ref(views), weakref.ref(batches)]
-    del views, batches
-    assert [probe() for probe in gone] == [None, None]
+    gone = weakref.ref(views)
+    del views
+    assert gone() is None
 
 
 async def test_a_completed_raises_what_is_thrown_into_it(aeron):
