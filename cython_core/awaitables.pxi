@@ -381,15 +381,18 @@ cdef class SubscriptionBase:
 
     def _put_back(self, Completed done) -> None:
         """The message (or batch) `done` took and never delivered, back among the untaken."""
-        cdef list messages = done.value if type(done.value) is list else [done.value]
+        self._put_back_messages(done.value if type(done.value) is list else [done.value])
+
+    cdef int _put_back_messages(self, list messages) except -1:
         if len(messages) == 1 and self._next and self._pending[self._next - 1] is messages[0]:
             self._next -= 1
-            return
+            return 0
         cdef list pending = self._pending[self._next:]
         for message in messages:
             _put_in_order(pending, <Message> message)
         self._pending = pending
         self._next = 0
+        return 0
 
     def _take_all(self) -> list:
         batch = self._pending[self._next:] if self._next else self._pending
@@ -489,6 +492,7 @@ cdef class MessageViews:
     cdef Py_ssize_t _image
     cdef Completed _done
     cdef PyObject* _handed  # the Completed that handed out the message in hand (identity only)
+    cdef bint _untaken  # the message in hand is a copy of one async for polled and left
     cdef object __weakref__
 
     def __cinit__(self, SubscriptionBase subscription):
@@ -517,12 +521,18 @@ cdef class MessageViews:
 
     def _put_back(self, Completed done) -> None:
         """The message in hand again, if `done` handed it out and its image still lends it (no
-        read of any kind has consumed it since)."""
+        read of any kind has consumed it since); a copied one goes back among the untaken."""
         cdef list readers = self._subscription._readers
-        if self._handed != <PyObject*> done or self._image >= len(readers):
+        cdef Message copy
+        if self._handed != <PyObject*> done:
             return
         self._handed = NULL
-        if (<ImageReader> readers[self._image])._lent_end == self._message.position:
+        if self._untaken:
+            copy = Message.__new__(Message)
+            copy._become(self._message)
+            self._subscription._put_back_messages([copy])
+        elif self._image < len(readers) and (
+                (<ImageReader> readers[self._image])._lent_end == self._message.position):
             self._ready = True
 
     cpdef bint ready(self) except -1:
@@ -532,7 +542,9 @@ cdef class MessageViews:
             return True
         self._handed = NULL
         self._let_go()
-        if self._subscription._next < aio_list_size(<PyObject*> self._subscription._pending):
+        self._untaken = self._subscription._next < aio_list_size(
+            <PyObject*> self._subscription._pending)
+        if self._untaken:
             self._message._become(<Message> self._subscription._take())  # polled, not taken
             self._ready = True
             return True

@@ -639,6 +639,19 @@ async def test_a_view_read_past_is_not_put_back(aeron, read):
     assert struct.unpack("<I", bytes((await anext(views)).data))[0] == 2
 
 
+async def test_a_view_of_an_untaken_message_goes_back_among_them(aeron):
+    """A view handed from what async for polled and left is a copy: it goes back there."""
+    pub, sub, _ = await connected_pair(aeron, 56, TERM_1M)
+    for i in range(3):
+        assert pub.try_offer(numbered(i)) > 0
+    assert struct.unpack("<I", (await sub.receive()).data)[0] == 0  # 1 and 2 left untaken
+    views = sub.messages(copy=False)
+    with pytest.raises(asyncio.CancelledError):
+        await task_cancelled_before_it_ran(anext(views))  # took 1
+    assert struct.unpack("<I", (await sub.receive()).data)[0] == 1
+    assert struct.unpack("<I", bytes((await anext(views)).data))[0] == 2
+
+
 async def test_views_and_their_completed_go_with_the_last_reference(aeron):
     """The Completed refers to its views iterator weakly (and the others' to the subscription):
     no cycle left for the collector."""
