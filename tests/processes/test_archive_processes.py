@@ -44,12 +44,14 @@ STREAM = 1001
 CHANNEL = f"aeron:ipc?term-length={TERM}"
 CLIENT = archive.LOCAL
 # A SIGKILLed archive's subscriptions hold the publisher back until the driver times its client
-# out; a closed publication is gone soon after it drained.
+# out: 5 s, short for that wait, long enough that this test's own client, its loop starved on a
+# busy machine, is not timed out too (with 2 s one was, in CI, 2.4 s without a keepalive). A
+# closed publication is gone soon after it drained.
 DRIVER_OPTIONS = (
     "--ipc-term-length",
     str(TERM),
     "--client-liveness-timeout-ns",
-    "2000000000",
+    "5000000000",
     "--publication-linger-ns",
     "100000000",
 )
@@ -338,7 +340,7 @@ async def wait_rec_pos(aeron, recording_id: int, position: int, timeout: float =
     )
 
 
-async def wait_reaped(aeron, label: str, timeout: float = 10) -> None:
+async def wait_reaped(aeron, label: str, timeout: float = 20) -> None:
     """Until the driver freed the counter of `label` (its client timed out)."""
     await await_until(
         lambda: counter_by_prefix(aeron, label) is None,
