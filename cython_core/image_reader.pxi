@@ -72,9 +72,6 @@ cdef class ImageReader:
     cdef object _array
     cdef object _fragment
     cdef readonly Doorbell consumed_doorbell
-    cdef bytearray _assembly
-    cdef bint _assembling
-    cdef int64_t _next_fragment_position
     cdef int64_t _lent_end  # the end of a message lent out in place, consumed at the next read
     cdef object _batch_offsets
     cdef object _batch_lengths
@@ -96,8 +93,6 @@ cdef class ImageReader:
         self._array = _np.asarray(log.owner, dtype=_np.uint8).reshape(-1)
         self._view = memoryview(self._array).toreadonly()
         self.consumed_doorbell = consumed_doorbell
-        self._assembly = bytearray()
-        self._assembling = False
         self.session_id = aio_get_i32(log.meta + LOG_DEFAULT_FRAME_HEADER_OFFSET + SESSION_ID_FIELD_OFFSET)
         self.stream_id = aio_get_i32(log.meta + LOG_DEFAULT_FRAME_HEADER_OFFSET + STREAM_ID_FIELD_OFFSET)
         self._batch_offsets = _np.empty(0, dtype=_np.int64)
@@ -333,7 +328,12 @@ cdef class ImageReader:
 
     cdef int _poll_messages(self, list out, int fragment_limit, list spent) except -1:
         """poll_messages, filling again the Messages of `spent` (a list of Messages handed out
-        before, which nobody else sees) that nothing else holds."""
+        before, which nobody else sees) that nothing else holds.
+
+        Whole messages only. A message is never split: the one whose BEGIN is read is read to
+        its END even past `fragment_limit` (a message lies in one term), and one whose rest is
+        not written yet is left unconsumed, from its BEGIN, for the next read of any kind.
+        Fragments whose BEGIN is not in the log (a join, an unreliable gap) are consumed."""
         self._settle()
         if self._closed:
             return 0
@@ -342,12 +342,12 @@ cdef class ImageReader:
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
         cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
         cdef char* term = self.log.term(index)
-        cdef int32_t offset = term_offset, frame_offset, frame_length, aligned
+        cdef int32_t offset = term_offset, frame_offset, frame_length, aligned, last
         cdef int fragments = 0
         cdef uint8_t flags
-        cdef char* payload
         cdef int32_t initial_term_id = self.log.initial_term_id
         cdef int shift = self.log.position_bits_to_shift
+        cdef Message message
         while fragments < fragment_limit and offset < term_length:
             frame_length = aio_load_i32(term + offset)
             aligned = self._extent(offset, frame_length, offset == term_offset)
@@ -358,27 +358,28 @@ cdef class ImageReader:
             if is_padding(term + frame_offset):
                 continue
             fragments += 1
-            payload = term + frame_offset + HEADER_LENGTH
             flags = <uint8_t> term[frame_offset + FLAGS_FIELD_OFFSET]
             if (flags & UNFRAGMENTED) == UNFRAGMENTED:
-                out.append(new_message(payload, frame_length - HEADER_LENGTH, term + frame_offset,
+                out.append(new_message(term + frame_offset + HEADER_LENGTH,
+                                       frame_length - HEADER_LENGTH, term + frame_offset,
                                        initial_term_id, shift, spent))
             elif flags & BEGIN_FRAG_FLAG:
-                del self._assembly[:]
-                self._assembly += PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH)
-                self._assembling = True
-                self._next_fragment_position = position + (offset - term_offset)
-            elif self._assembling and self._next_fragment_position != position + (frame_offset - term_offset):
-                self._assembling = False  # a fragment is missing (an unreliable gap): drop it
-            elif self._assembling:
-                self._assembly += PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH)
-                self._next_fragment_position = position + (offset - term_offset)
-                if flags & END_FRAG_FLAG:
-                    out.append(new_message(PyByteArray_AS_STRING(self._assembly),
-                                           PyByteArray_GET_SIZE(self._assembly),
-                                           term + frame_offset, initial_term_id, shift, spent))
-                    del self._assembly[:]
-                    self._assembling = False
+                last = self._find_last_fragment(term, offset)
+                if last == -1:  # the rest is not written yet: leave the message whole
+                    offset = frame_offset
+                    fragments -= 1
+                    break
+                if last < -1:  # broken off (unreliable gap): drop it, go on where it broke
+                    offset = -last - 2
+                    continue
+                message = Message.__new__(Message)
+                message.data = self._reassemble(term, frame_offset, last, &fragments)
+                message._wrap(term + last)
+                message.initial_term_id = initial_term_id
+                message._shift = shift
+                out.append(message)
+                offset = last + align_frame(aio_load_i32(term + last))
+            # else: a middle or END fragment without its BEGIN, consumed
         if offset > term_offset:
             self._advance(position + (offset - term_offset))
         return fragments
@@ -450,7 +451,8 @@ cdef class ImageReader:
     cdef int32_t _find_last_fragment(self, char* term, int32_t offset) noexcept:
         """The offset of the END fragment of the message whose BEGIN ends at `offset`; -1 while a
         fragment is missing, or -(o + 2) when the frame at `o` breaks the message off (a PAD, a
-        BEGIN, or a corrupt frame: the caller stops at that one)."""
+        BEGIN, or a corrupt frame: the caller stops at that one) or the term ends at `o` with no
+        END (a message lies in one term: a sender broke it)."""
         cdef int32_t aligned
         cdef uint8_t flags
         while offset < self.log.term_length:
@@ -463,17 +465,19 @@ cdef class ImageReader:
             if flags & END_FRAG_FLAG:
                 return offset
             offset += aligned
-        return -1
+        return -(offset + 2)
 
-    cdef bytes _reassemble(self, char* term, int32_t begin, int32_t last):
+    cdef bytes _reassemble(self, char* term, int32_t begin, int32_t last, int* counted=NULL):
         """The payloads of the fragments from `begin` to `last` (checked by _find_last_fragment),
-        as one bytes object."""
+        as one bytes object; the fragments after the first are added to `*counted`."""
         cdef Py_ssize_t length = 0
         cdef int32_t offset = begin, frame_length
         while offset <= last:
             frame_length = aio_load_i32(term + offset)
             length += frame_length - HEADER_LENGTH
             offset += align_frame(frame_length)
+            if counted != NULL and offset <= last:
+                counted[0] += 1
         cdef bytes data = PyBytes_FromStringAndSize(NULL, length)
         cdef char* out = data
         offset = begin
