@@ -297,7 +297,8 @@ cdef class SubscriptionBase:
 
     def batches(self, int fragment_limit=1024):
         """`async for batch in subscription.batches()`: lists of whole, copied messages, as many
-        as one poll of up to `fragment_limit` fragments found."""
+        as one poll of up to `fragment_limit` fragments found (a message is never split: its
+        fragments may go past the limit), at most `fragment_limit` messages."""
         if fragment_limit <= 0:
             raise ValueError(f"fragment_limit {fragment_limit} must be positive")
         return MessageBatches(self, fragment_limit)
@@ -394,10 +395,16 @@ cdef class SubscriptionBase:
         self._next = 0
         return 0
 
-    def _take_all(self) -> list:
-        batch = self._pending[self._next:] if self._next else self._pending
-        self._pending = []
-        self._next = 0
+    cdef list _take_batch(self, int limit):
+        """Up to `limit` of the messages polled and not handed out: what one poll of `limit`
+        fragments found, or the first of those another iterator left."""
+        cdef list batch
+        if self._next == 0 and len(self._pending) <= limit:
+            batch = self._pending
+            self._pending = []
+            return batch
+        batch = self._pending[self._next:self._next + limit]
+        self._next += len(batch)
         return batch
 
     cdef Py_ssize_t _fill(self, int fragment_limit) except -1:
@@ -473,12 +480,16 @@ cdef class MessageBatches:
         if self.ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
                 self._done = _completed_of(self._subscription)
-            self._done.value = self._subscription._take_all()
+            self._done.value = self._subscription._take_batch(self._fragment_limit)
             return self._done
         return self._subscription._batch_slowly(self)
 
     cpdef bint ready(self) except -1:
         return self._subscription._fill(self._fragment_limit) > 0
+
+    def take(self) -> list:
+        """The batch `ready` found."""
+        return self._subscription._take_batch(self._fragment_limit)
 
 
 @cython.final

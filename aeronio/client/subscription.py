@@ -305,7 +305,7 @@ class Subscription(_core.SubscriptionBase):
 
     async def _batch_slowly(self, batches: _core.MessageBatches) -> list[Message]:
         await self._wait(batches.ready)
-        return self._take_all()
+        return batches.take()
 
     async def _view_slowly(self, views: _core.MessageViews) -> Message[bytes | memoryview]:
         await self._wait(views.ready)
