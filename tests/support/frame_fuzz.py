@@ -40,8 +40,20 @@ INT32 = st.integers(-(2**31), 2**31 - 1)
 EDGES = [0, -1, -32, -(2**31), 1, 31, 32, 33, 63, 64, 1024, TERM - 32, TERM, TERM + 32]
 EDGES += [1 << 29, 1 << 30, 0x7FFFFFDF, 0x7FFFFFE0, 0x7FFFFFE1, 0x7FFFFFF0, 0x7FFFFFFF]
 LENGTHS = st.one_of(st.sampled_from(EDGES), st.integers(32, 2048), INT32)
+# Flags: BEGIN, middle, END and whole as often as any other byte, so messages of fragments form.
+FLAGS = st.one_of(st.sampled_from([0x80, 0x00, 0x40, 0xC0]), st.integers(0, 255))
 FRAMES = st.lists(
-    st.tuples(LENGTHS, st.integers(0, 255), st.sampled_from([0, 1, 1, 1, 2, 0xFFFF])),
+    st.tuples(LENGTHS, FLAGS, st.sampled_from([0, 1, 1, 1, 2, 0xFFFF])),
+    max_size=24,
+)
+# Well-formed frames of fragmented messages (some PAD, the lengths sound): messages across a
+# fragment limit, left whole, broken off or dropped for want of a BEGIN.
+MESSAGE_FRAMES = st.lists(
+    st.tuples(
+        st.integers(32, 256),
+        st.sampled_from([0x80, 0x00, 0x40, 0xC0]),
+        st.sampled_from([1, 1, 1, 1, 0]),
+    ),
     max_size=24,
 )
 # Frames a recording holds (DATA and PAD, lengths that fit): a run over them goes on.
@@ -98,6 +110,47 @@ def model_walk(term: bytes, start: int, end: int, limit: int = 1 << 40) -> tuple
 
 def is_pad(term: bytes, offset: int) -> bool:
     return struct.unpack_from("<H", term, offset + 6)[0] == 0
+
+
+def model_whole_messages(data: bytes, start: int, limit: int) -> tuple[list, int, int]:
+    """The model of poll_messages: (payloads, fragments counted, position after). A message is
+    read whole or not at all: one begun is read to its END past `limit`; one whose next frame
+    is not written is left from its BEGIN; one broken off (by a PAD, a BEGIN, a corrupt frame
+    or the term's end) is dropped, as are fragments without a BEGIN."""
+    walk, why = model_walk(data, start, TERM)
+    out, fragments, position, i = [], 0, start, 0
+    while i < len(walk) and fragments < limit:
+        offset, length, aligned = walk[i]
+        i += 1
+        if is_pad(data, offset):
+            position = offset + aligned
+            continue
+        fragments += 1
+        flags = data[offset + 5]
+        if flags & 0xC0 == 0xC0:
+            out.append(data[offset + 32 : offset + length])
+        elif flags & 0x80:
+            parts, j = [data[offset + 32 : offset + length]], i
+            while (
+                j < len(walk) and not is_pad(data, walk[j][0]) and not data[walk[j][0] + 5] & 0x80
+            ):
+                parts.append(data[walk[j][0] + 32 : walk[j][0] + walk[j][1]])
+                if data[walk[j][0] + 5] & 0x40:
+                    break
+                j += 1
+            if j < len(walk) and len(parts) == j - i + 2:  # ended by its END at walk[j]
+                out.append(b"".join(parts))
+                fragments += j - i + 1
+                offset, _, aligned = walk[j]
+                i = j + 1
+            elif j == len(walk) and why == "absent":
+                return out, fragments - 1, position  # the rest not written: left whole
+            else:  # broken off at walk[j] (or the corrupt frame or term end after the walk)
+                position = walk[j - 1][0] + walk[j - 1][2] if j > i else offset + aligned
+                i = j
+                continue
+        position = offset + aligned
+    return out, fragments, position
 
 
 def new_log(directory: str) -> LogBuffers:
@@ -205,7 +258,11 @@ def fuzz_term_scanners(frames, start, limit):
 
 
 @SETTINGS
-@given(frames=FRAMES, start=st.integers(0, 16).map(lambda i: i * 32), limit=st.integers(1, 40))
+@given(
+    frames=st.one_of(FRAMES, MESSAGE_FRAMES),
+    start=st.integers(0, 16).map(lambda i: i * 32),
+    limit=st.integers(1, 40),
+)
 def fuzz_image_reader(frames, start, limit):
     fill(FIXTURE.term, start, frames)
     data = bytes(FIXTURE.term)
@@ -253,6 +310,9 @@ def fuzz_image_reader(frames, start, limit):
         assert [bytes(m) for m in batches[0]] == [data[o + 32 : o + n] for o, n in messages][:count]
     out = []
     count, position = read("poll_messages", out, limit)
+    if count is not None:
+        expected = model_whole_messages(data, start, limit)
+        assert ([m.data for m in out], count, position) == expected
     for message in out:
         assert 32 <= message.frame_length <= TERM and len(message.data) >= 0
     image = reader()
