@@ -297,8 +297,8 @@ cdef class SubscriptionBase:
 
     def batches(self, int fragment_limit=1024):
         """`async for batch in subscription.batches()`: lists of whole, copied messages, as many
-        as one poll of up to `fragment_limit` fragments found (a message is never split: its
-        fragments may go past the limit), at most `fragment_limit` messages."""
+        as one poll of up to `fragment_limit` fragments found (messages async for left untaken:
+        up to `fragment_limit` of them)."""
         if fragment_limit <= 0:
             raise ValueError(f"fragment_limit {fragment_limit} must be positive")
         return MessageBatches(self, fragment_limit)
@@ -346,15 +346,10 @@ cdef class SubscriptionBase:
         fragment before theirs; `controlled`: the handler's ABORT leaves it, BREAK stops."""
         cdef int fragments = 0, action
         cdef Message message
-        cdef Header header
         cdef object result
         while fragments < fragment_limit and self._next < len(self._pending):
             message = <Message> self._take()
-            header = message
-            if (<uint8_t> message._bytes[FLAGS_FIELD_OFFSET] & UNFRAGMENTED) != UNFRAGMENTED:
-                header = message.copy()  # reassembled: the header of its last fragment
-                header._bytes[FLAGS_FIELD_OFFSET] = <char> UNFRAGMENTED
-            result = handler(memoryview(message.data), header)
+            result = handler(memoryview(message.data), as_unfragmented(message))
             action = ACTION_CONTINUE if result is None or not controlled else int(result)
             if action == ACTION_ABORT:
                 self._next -= 1

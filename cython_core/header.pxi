@@ -119,6 +119,16 @@ cdef class Message(Header):
         return f"Message({len(self.data)} bytes, session_id={self.session_id}, position={self.position})"
 
 
+cdef Header as_unfragmented(Message message):
+    """The header a whole message goes to a fragment handler with: its own when it was one
+    fragment, else a copy of its END fragment's flagged BEGIN|END (reassembled)."""
+    if (<uint8_t> message._bytes[FLAGS_FIELD_OFFSET] & UNFRAGMENTED) == UNFRAGMENTED:
+        return message
+    cdef Header header = message.copy()
+    header._bytes[FLAGS_FIELD_OFFSET] = <char> UNFRAGMENTED
+    return header
+
+
 cdef Py_ssize_t _message_data_offset = -1  # where a Message holds `data`
 
 

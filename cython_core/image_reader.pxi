@@ -1,7 +1,9 @@
 # ImageReader: consumes one image (one publication session's log) and advances its subscriber
 # position (Aeron's Image with TermReader). Handlers get memoryviews into the term that are valid
 # only during the call (the reader points the same view at the next fragment when the handler
-# kept no reference to it: see aeronio_cpython.h). An exception from a handler propagates after
+# kept no reference to it: see aeronio_cpython.h). A message poll_messages began and could not
+# finish (its first fragments consumed into the reader's assembly, as flow control needs) is the
+# first thing every read of the image hands out, whole ("The assembly" below). An exception from a handler propagates after
 # the position has moved past the fragment that raised it. A corrupt frame (a length below a
 # header's, or running past the term) stops every read before it: what came before is delivered,
 # and the read that starts at it raises AeronError naming its offset and length.
@@ -72,6 +74,10 @@ cdef class ImageReader:
     cdef object _array
     cdef object _fragment
     cdef readonly Doorbell consumed_doorbell
+    cdef bytearray _assembly
+    cdef bint _assembling
+    cdef int64_t _next_fragment_position
+    cdef int64_t _end_position  # after the assembly's END, once _take_assembled found it
     cdef int64_t _lent_end  # the end of a message lent out in place, consumed at the next read
     cdef object _batch_offsets
     cdef object _batch_lengths
@@ -93,6 +99,8 @@ cdef class ImageReader:
         self._array = _np.asarray(log.owner, dtype=_np.uint8).reshape(-1)
         self._view = memoryview(self._array).toreadonly()
         self.consumed_doorbell = consumed_doorbell
+        self._assembly = bytearray()
+        self._assembling = False
         self.session_id = aio_get_i32(log.meta + LOG_DEFAULT_FRAME_HEADER_OFFSET + SESSION_ID_FIELD_OFFSET)
         self.stream_id = aio_get_i32(log.meta + LOG_DEFAULT_FRAME_HEADER_OFFSET + STREAM_ID_FIELD_OFFSET)
         self._batch_offsets = _np.empty(0, dtype=_np.int64)
@@ -157,6 +165,15 @@ cdef class ImageReader:
         self._settle()
         if self._closed:
             return 0
+        cdef Message message
+        if self._assembling:
+            message = self._take_assembled()
+            if message is not None:
+                self._consume_assembled()
+                handler(memoryview(message.data), as_unfragmented(message))
+                return 1 + (self._poll(handler, fragment_limit - 1) if fragment_limit > 1 else 0)
+            if self._assembling:
+                return 0
         cdef int64_t position = aio_load_i64(self._position)
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
@@ -191,6 +208,35 @@ cdef class ImageReader:
         self._settle()
         if self._closed:
             return 0
+        if self._assembling:
+            return self._controlled_poll_assembled(handler, fragment_limit)
+        return self._controlled_poll(handler, fragment_limit)
+
+    cdef int _controlled_poll_assembled(self, object handler, int fragment_limit) except -1:
+        """controlled_poll's first step while the assembly holds a message: it, whole, then the
+        log (ABORT leaves the message, the END in the log and the assembly as they are)."""
+        cdef Message message = self._take_assembled()
+        cdef int action
+        cdef object result
+        if message is None:
+            return 0 if self._assembling else self._controlled_poll(handler, fragment_limit)
+        try:
+            result = handler(memoryview(message.data), as_unfragmented(message))
+        except BaseException:
+            self._consume_assembled()
+            raise
+        action = ACTION_CONTINUE if result is None else int(result)
+        if action == ACTION_ABORT:
+            return 0
+        self._consume_assembled()
+        if action != ACTION_BREAK and action != ACTION_COMMIT and action != ACTION_CONTINUE:
+            raise ValueError(f"controlled_poll handler returned {result!r}, not a ControlledPollAction")
+        if action == ACTION_BREAK or fragment_limit <= 1:
+            return 1
+        return 1 + self._controlled_poll(handler, fragment_limit - 1)
+
+    cdef int _controlled_poll(self, object handler, int fragment_limit) except -1:
+        """controlled_poll over the log."""
         cdef int64_t position = aio_load_i64(self._position)
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
@@ -239,6 +285,7 @@ cdef class ImageReader:
         self._settle()
         if self._closed:
             return 0
+        self._check_not_assembling("block_poll")
         cdef int64_t position = aio_load_i64(self._position)
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
@@ -262,6 +309,8 @@ cdef class ImageReader:
         """Deliver up to fragment_limit fragments of one term as one FragmentBatch to handler(batch);
         returns the count."""
         self._settle()
+        if not self._closed:
+            self._check_not_assembling("batch_poll")
         cdef int64_t position = aio_load_i64(self._position)
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
@@ -328,12 +377,9 @@ cdef class ImageReader:
 
     cdef int _poll_messages(self, list out, int fragment_limit, list spent) except -1:
         """poll_messages, filling again the Messages of `spent` (a list of Messages handed out
-        before, which nobody else sees) that nothing else holds.
-
-        Whole messages only. A message is never split: the one whose BEGIN is read is read to
-        its END even past `fragment_limit` (a message lies in one term), and one whose rest is
-        not written yet is left unconsumed, from its BEGIN, for the next read of any kind.
-        Fragments whose BEGIN is not in the log (a join, an unreliable gap) are consumed."""
+        before, which nobody else sees) that nothing else holds. A message it cannot finish (the
+        fragment limit, or the rest not written yet) waits in the assembly, its fragments
+        consumed (a publisher or sender must go on to write the rest)."""
         self._settle()
         if self._closed:
             return 0
@@ -342,12 +388,12 @@ cdef class ImageReader:
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
         cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
         cdef char* term = self.log.term(index)
-        cdef int32_t offset = term_offset, frame_offset, frame_length, aligned, last
+        cdef int32_t offset = term_offset, frame_offset, frame_length, aligned
         cdef int fragments = 0
         cdef uint8_t flags
+        cdef char* payload
         cdef int32_t initial_term_id = self.log.initial_term_id
         cdef int shift = self.log.position_bits_to_shift
-        cdef Message message
         while fragments < fragment_limit and offset < term_length:
             frame_length = aio_load_i32(term + offset)
             aligned = self._extent(offset, frame_length, offset == term_offset)
@@ -358,28 +404,28 @@ cdef class ImageReader:
             if is_padding(term + frame_offset):
                 continue
             fragments += 1
+            payload = term + frame_offset + HEADER_LENGTH
             flags = <uint8_t> term[frame_offset + FLAGS_FIELD_OFFSET]
             if (flags & UNFRAGMENTED) == UNFRAGMENTED:
-                out.append(new_message(term + frame_offset + HEADER_LENGTH,
-                                       frame_length - HEADER_LENGTH, term + frame_offset,
+                out.append(new_message(payload, frame_length - HEADER_LENGTH, term + frame_offset,
                                        initial_term_id, shift, spent))
             elif flags & BEGIN_FRAG_FLAG:
-                last = self._find_last_fragment(term, offset)
-                if last == -1:  # the rest is not written yet: leave the message whole
-                    offset = frame_offset
-                    fragments -= 1
-                    break
-                if last < -1:  # broken off (unreliable gap): drop it, go on where it broke
-                    offset = -last - 2
-                    continue
-                message = Message.__new__(Message)
-                message.data = self._reassemble(term, frame_offset, last, &fragments)
-                message._wrap(term + last)
-                message.initial_term_id = initial_term_id
-                message._shift = shift
-                out.append(message)
-                offset = last + align_frame(aio_load_i32(term + last))
-            # else: a middle or END fragment without its BEGIN, consumed
+                del self._assembly[:]
+                self._assembly += PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH)
+                self._assembling = True
+                self._next_fragment_position = position + (offset - term_offset)
+            elif self._assembling and (frame_offset == 0 or self._next_fragment_position
+                                       != position + (frame_offset - term_offset)):
+                self._drop_assembly()  # a fragment is missing (an unreliable gap), or a term
+                # began (a message lies in one term): drop it
+            elif self._assembling:
+                self._assembly += PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH)
+                self._next_fragment_position = position + (offset - term_offset)
+                if flags & END_FRAG_FLAG:
+                    out.append(new_message(PyByteArray_AS_STRING(self._assembly),
+                                           PyByteArray_GET_SIZE(self._assembly),
+                                           term + frame_offset, initial_term_id, shift, spent))
+                    self._drop_assembly()
         if offset > term_offset:
             self._advance(position + (offset - term_offset))
         return fragments
@@ -391,12 +437,24 @@ cdef class ImageReader:
         only `out` holds it) or, for a fragmented message, its bytes reassembled. The message
         lent before is consumed now; this one at the next call or the next read of this image of
         any kind. Padding, and fragments of a message whose beginning is not in the log (a join
-        or an unreliable gap), are consumed on the way. False when no whole message is there.
+        or an unreliable gap), are consumed on the way; those of a message not all written yet
+        go into the assembly. False when no whole message is there.
 
         The subscriber position is stored once LENT_PUBLISH_BYTES have been consumed, or when
         no message is found (the caller may park): not per message."""
         if self._closed:
             return False
+        cdef Message assembled
+        if self._assembling:
+            self._settle()  # the assembly's message lent before: consumed now, with it
+            if self._assembling:
+                assembled = self._take_assembled()
+                if assembled is not None:
+                    out._become(assembled)
+                    self._lent_end = self._end_position
+                    return True
+                if self._assembling:
+                    return False
         cdef int64_t published = aio_load_i64(self._position)
         cdef int64_t position = self._lent_end if self._lent_end > published else published
         cdef int32_t term_length = self.log.term_length
@@ -404,7 +462,7 @@ cdef class ImageReader:
         cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
         cdef char* term = self.log.term(index)
         cdef Py_ssize_t base = index * <Py_ssize_t> term_length
-        cdef int32_t offset = term_offset, begin = term_offset, frame_length, last, aligned
+        cdef int32_t offset = term_offset, begin = term_offset, frame_length, last, aligned, end
         cdef uint8_t flags
         while offset < term_length:
             frame_length = aio_load_i32(term + offset)
@@ -423,16 +481,20 @@ cdef class ImageReader:
                     out.data = self._view[base + begin + HEADER_LENGTH:base + begin + frame_length]
                 last = begin
                 break
-            last = self._find_last_fragment(term, offset)
-            if last == -1:  # the rest of the message is not there yet
-                offset = begin
+            last = self._find_last_fragment(term, offset, &end)
+            if last == -1:  # the rest is not written yet: what is, into the assembly (the
+                del self._assembly[:]  # position must move on for the rest to come)
+                self._assembly += self._reassemble(term, begin, end)
+                self._assembling = True
+                self._next_fragment_position = position + (end - term_offset)
+                offset = begin = end
                 break
             if last < -1:  # broken off (unreliable gap): drop it, go on from where it broke
                 offset = -last - 2
                 begin = offset
                 continue
-            out.data = self._reassemble(term, begin, last)
-            offset = last + align_frame(aio_load_i32(term + last))
+            out.data = self._reassemble(term, begin, end)
+            offset = end
             break
         position += begin - term_offset  # where the message starts: all before it is consumed
         if offset == begin:
@@ -448,51 +510,143 @@ cdef class ImageReader:
         self._lent_end = position + (offset - begin)
         return True
 
-    cdef int32_t _find_last_fragment(self, char* term, int32_t offset) noexcept:
-        """The offset of the END fragment of the message whose BEGIN ends at `offset`; -1 while a
-        fragment is missing, or -(o + 2) when the frame at `o` breaks the message off (a PAD, a
-        BEGIN, or a corrupt frame: the caller stops at that one) or the term ends at `o` with no
-        END (a message lies in one term: a sender broke it)."""
+    cdef int32_t _find_last_fragment(self, char* term, int32_t offset, int32_t* end) noexcept:
+        """The offset of the END fragment of the message whose BEGIN ends at `offset` (`*end`:
+        where that END ends); -1 while a fragment is not written yet (`*end`: where it will be),
+        or -(o + 2) when the frame at `o` breaks the message off (a PAD, a BEGIN, or a corrupt
+        frame: the caller stops at that one) or the term ends at `o` with no END (a message
+        lies in one term)."""
         cdef int32_t aligned
         cdef uint8_t flags
         while offset < self.log.term_length:
             aligned = <int32_t> frame_extent(aio_load_i32(term + offset), offset, self.log.term_length)
             if aligned == 0:
+                end[0] = offset
                 return -1
             flags = <uint8_t> term[offset + FLAGS_FIELD_OFFSET]
             if aligned < 0 or is_padding(term + offset) or flags & BEGIN_FRAG_FLAG:
                 return -(offset + 2)
             if flags & END_FRAG_FLAG:
+                end[0] = offset + aligned
                 return offset
             offset += aligned
         return -(offset + 2)
 
-    cdef bytes _reassemble(self, char* term, int32_t begin, int32_t last, int* counted=NULL):
-        """The payloads of the fragments from `begin` to `last` (checked by _find_last_fragment),
-        as one bytes object; the fragments after the first are added to `*counted`."""
-        cdef Py_ssize_t length = 0
+    cdef bytes _reassemble(self, char* term, int32_t begin, int32_t end):
+        """The payloads of the fragments in [begin, end) (checked by _find_last_fragment), as
+        one bytes object. Each length is checked again as it is read: a writer that changed one
+        since is an AeronError, never a copy past the bytes or the term."""
+        cdef Py_ssize_t length = 0, left
         cdef int32_t offset = begin, frame_length
-        while offset <= last:
-            frame_length = aio_load_i32(term + offset)
+        while offset < end:
+            frame_length = self._fragment_length(term, offset, end)
             length += frame_length - HEADER_LENGTH
             offset += align_frame(frame_length)
-            if counted != NULL and offset <= last:
-                counted[0] += 1
         cdef bytes data = PyBytes_FromStringAndSize(NULL, length)
         cdef char* out = data
-        offset = begin
-        while offset <= last:
-            frame_length = aio_load_i32(term + offset)
+        offset, left = begin, length
+        while offset < end:
+            frame_length = self._fragment_length(term, offset, end)
+            if frame_length - HEADER_LENGTH > left:
+                left = -1
+                break
             memcpy(out, term + offset + HEADER_LENGTH, frame_length - HEADER_LENGTH)
             out += frame_length - HEADER_LENGTH
+            left -= frame_length - HEADER_LENGTH
             offset += align_frame(frame_length)
+        if left != 0:
+            raise AeronError(f"the fragments at term offsets {begin}..{end} of session "
+                             f"{self.session_id}, stream {self.stream_id} changed as they were read")
         return data
 
+    cdef int32_t _fragment_length(self, char* term, int32_t offset, int32_t end) except -1:
+        """The length of the frame at `offset`, which must lie within `end`."""
+        cdef int32_t frame_length = aio_load_i32(term + offset)
+        if frame_length < HEADER_LENGTH or frame_extent(frame_length, offset, end) <= 0:
+            raise AeronError(f"the fragment at term offset {offset} of session {self.session_id}, "
+                             f"stream {self.stream_id} changed as it was read (length {frame_length})")
+        return frame_length
+
+    # -- The assembly --------------------------------------------------------------------------
+    #
+    # poll_messages consumes the first fragments of a message it cannot finish into the
+    # assembly (the position must move on: a sender sends only so far past it, and the
+    # unblocker frees a stuck message only past its BEGIN). Every read of the image then takes
+    # that message first, whole: poll and controlled_poll as one unfragmented fragment (its
+    # header the END's, flags BEGIN|END), messages(copy=False) as a copy lent until its next
+    # read, poll_messages as it goes on. batch_poll and block_poll, which hand out the log
+    # itself, raise until it is taken. The END stays in the log until the message is taken, so
+    # a controlled_poll's ABORT, or a lent copy put back, leaves it to be taken again.
+
+    cdef Message _take_assembled(self):
+        """The assembly's message, whole: its next fragments appended (consumed) up to its END,
+        which is left in the log (`_end_position`: after it). None while a fragment is not
+        written yet (`_assembling` stays), or when it broke off (dropped: a PAD, a BEGIN, a
+        corrupt frame or the term's end; the frame is left for the read)."""
+        cdef int64_t position = aio_load_i64(self._position)
+        cdef int32_t term_length = self.log.term_length
+        cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
+        cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
+        cdef char* term = self.log.term(index)
+        cdef int32_t offset = term_offset, frame_length, aligned
+        cdef uint8_t flags
+        cdef Message message = None
+        cdef bint broken = position != self._next_fragment_position or term_offset == 0
+        while not broken and offset < term_length:
+            frame_length = aio_load_i32(term + offset)
+            aligned = <int32_t> frame_extent(frame_length, offset, term_length)
+            if aligned == 0:
+                break
+            flags = <uint8_t> term[offset + FLAGS_FIELD_OFFSET]
+            broken = aligned < 0 or is_padding(term + offset) or flags & BEGIN_FRAG_FLAG
+            if broken:
+                break
+            if flags & END_FRAG_FLAG:
+                message = Message.__new__(Message)
+                message.data = bytes(self._assembly) + PyBytes_FromStringAndSize(
+                    term + offset + HEADER_LENGTH, frame_length - HEADER_LENGTH)
+                message._wrap(term + offset)
+                message.initial_term_id = self.log.initial_term_id
+                message._shift = self.log.position_bits_to_shift
+                self._end_position = position + (offset + aligned - term_offset)
+                break
+            self._assembly += PyBytes_FromStringAndSize(term + offset + HEADER_LENGTH,
+                                                       frame_length - HEADER_LENGTH)
+            offset += aligned
+        else:
+            broken = True  # at the term's end with no END
+        if offset > term_offset:
+            self._next_fragment_position = position + (offset - term_offset)
+            self._advance(self._next_fragment_position)
+        if broken:
+            self._drop_assembly()
+        return message
+
+    cdef void _consume_assembled(self) noexcept:
+        """The message _take_assembled found taken: its END consumed, the assembly emptied."""
+        self._advance(self._end_position)
+        self._drop_assembly()
+
+    cdef inline void _drop_assembly(self) noexcept:
+        del self._assembly[:]
+        self._assembling = False
+
+    cdef int _check_not_assembling(self, str read) except -1:
+        if self._assembling:
+            raise AeronError(
+                f"{read} would hand out the log past the first fragments of a message that "
+                f"poll_messages (async for) took into its assembly, for session {self.session_id}, "
+                f"stream {self.stream_id}: take that message first (poll, receive)")
+        return 0
+
     cdef inline void _settle(self) noexcept:
-        """Consume the message lent out by _view_message, if any (unless closed)."""
+        """Consume the message lent out by _view_message, if any (unless closed); when it was the
+        assembly's, the assembly with it."""
         if self._lent_end:
             if not self._closed and self._lent_end > aio_load_i64(self._position):
                 self._advance(self._lent_end)
+            if self._assembling and self._lent_end == self._end_position:
+                self._drop_assembly()
             self._lent_end = 0
 
 

@@ -411,27 +411,29 @@ async def test_batch_and_block_polls_refuse_while_messages_are_untaken(aeron):
 async def test_batches_hand_the_untaken_at_most_fragment_limit_at_a_time(aeron):
     pub, sub = await polled_past(aeron, 36, [b"m0", b"m1", b"m2", b"m3", b"m4"])
     batches = sub.batches(2)
-    assert [[m.data for m in await anext(batches)] for _ in range(2)] == [
+    assert [[m.data for m in await asyncio.wait_for(anext(batches), 5)] for _ in range(2)] == [
         [b"m1", b"m2"],
         [b"m3", b"m4"],
     ]
     assert sub._untaken() == 0
 
 
-async def test_a_fragment_limit_never_splits_a_message(aeron):
-    """A message whose fragments the limit cuts is read whole: before, batches(2) handed m0 and
-    kept big's first fragments to itself, and the poll after handed big's END alone, which the
-    assembler dropped."""
+async def test_a_message_a_fragment_limit_cut_is_the_next_polls_first(aeron):
+    """batches(2) over m0, a three-fragment message and m3 hands m0 and takes the message's
+    first fragment into its image's assembly; the poll after hands the message whole (as one
+    unfragmented fragment), then m3. Before: the later fragments alone, which the assembler
+    dropped, the message lost without a word."""
     sub = await aeron.add_subscription("aeron:ipc", 37)
     pub = await aeron.add_publication("aeron:ipc?term-length=64k|mtu=1408", 37)
     await image_of(sub)
     big = bytes(range(256)) * 12  # three fragments
     for message in (b"m0", big, b"m3"):
         assert pub.try_offer(message) > 0
-    assert [m.data for m in await anext(sub.batches(2))] == [b"m0", big]
+    assert [m.data for m in await anext(sub.batches(2))] == [b"m0"]
     got = []
-    assert sub.poll(aeronio.FragmentAssembler(lambda b, h: got.append(bytes(b))), 10) == 1
-    assert got == [b"m3"]
+    assembler = aeronio.FragmentAssembler(lambda b, h: got.append((bytes(b), h.flags)))
+    assert sub.poll(assembler, 10) == 2
+    assert got == [(big, 0xC0), (b"m3", 0xC0)]
 
 
 # -- sessions -----------------------------------------------------------------------------

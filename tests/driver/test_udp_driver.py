@@ -215,6 +215,39 @@ async def test_subscription_rcv_wnd_sets_the_window_the_sender_gets(rcv_wnd, win
         assert counters["snd-bpe"] == 0  # the sender's back-pressure events, per publication
 
 
+@pytest.mark.parametrize("read", ["async for", "views", "batches"])
+async def test_a_message_larger_than_the_receiver_window_arrives_whole(read):
+    """The sender sends only so far past the subscriber position: a reader waiting at a
+    message's BEGIN for its END would wait forever (views did, before). Its first fragments go
+    into the image's assembly and the position moves on."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=1m"
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        sub = await b.add_subscription(f"{channel}|rcv-wnd=8k", 13)
+        pub = await a.add_publication(channel, 13)
+        await connected(pub, sub)
+        big = [payload(i, 64 * 1024) for i in range(3)]  # 48 fragments each, the window 6
+        producer = asyncio.create_task(exchange_big(pub, big))
+        got: list[bytes] = []
+        async with asyncio.timeout(20):
+            if read == "batches":
+                async for batch in sub.batches():
+                    got += [m.data for m in batch]
+                    if len(got) == len(big):
+                        break
+            else:
+                async for message in sub if read == "async for" else sub.messages(copy=False):
+                    got.append(bytes(message.data))
+                    if len(got) == len(big):
+                        break
+        await producer
+        assert got == big
+
+
+async def exchange_big(pub, messages: list[bytes]) -> None:
+    for message in messages:
+        await pub.offer(message, timeout=20)
+
+
 @pytest.mark.parametrize(
     "params,reliable,nak_delay_ns",
     [("", True, 0), ("|reliable=false|nak-delay=20ms", False, 20_000_000)],

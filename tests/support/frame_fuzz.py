@@ -47,7 +47,7 @@ FRAMES = st.lists(
     max_size=24,
 )
 # Well-formed frames of fragmented messages (some PAD, the lengths sound): messages across a
-# fragment limit, left whole, broken off or dropped for want of a BEGIN.
+# fragment limit, broken off or dropped for want of a BEGIN.
 MESSAGE_FRAMES = st.lists(
     st.tuples(
         st.integers(32, 256),
@@ -113,43 +113,33 @@ def is_pad(term: bytes, offset: int) -> bool:
 
 
 def model_whole_messages(data: bytes, start: int, limit: int) -> tuple[list, int, int]:
-    """The model of poll_messages: (payloads, fragments counted, position after). A message is
-    read whole or not at all: one begun is read to its END past `limit`; one whose next frame
-    is not written is left from its BEGIN; one broken off (by a PAD, a BEGIN, a corrupt frame
-    or the term's end) is dropped, as are fragments without a BEGIN."""
-    walk, why = model_walk(data, start, TERM)
-    out, fragments, position, i = [], 0, start, 0
-    while i < len(walk) and fragments < limit:
-        offset, length, aligned = walk[i]
-        i += 1
+    """The model of poll_messages from a new reader: (payloads, fragments counted, position
+    after). Up to `limit` fragments are consumed; a message is handed out once its END is read
+    right after the rest of it (its first fragments wait in the assembly until then); one that
+    lost a fragment (a PAD or a missing frame between), or is cut by a term's start, is dropped,
+    as are fragments without a BEGIN."""
+    walk, _ = model_walk(data, start, TERM)
+    out, fragments, position, parts = [], 0, start, None
+    for offset, length, aligned in walk:
+        if fragments >= limit:
+            break
+        position = offset + aligned
         if is_pad(data, offset):
-            position = offset + aligned
             continue
         fragments += 1
-        flags = data[offset + 5]
+        flags, payload = data[offset + 5], data[offset + 32 : offset + length]
         if flags & 0xC0 == 0xC0:
-            out.append(data[offset + 32 : offset + length])
+            out.append(payload)
         elif flags & 0x80:
-            parts, j = [data[offset + 32 : offset + length]], i
-            while (
-                j < len(walk) and not is_pad(data, walk[j][0]) and not data[walk[j][0] + 5] & 0x80
-            ):
-                parts.append(data[walk[j][0] + 32 : walk[j][0] + walk[j][1]])
-                if data[walk[j][0] + 5] & 0x40:
-                    break
-                j += 1
-            if j < len(walk) and len(parts) == j - i + 2:  # ended by its END at walk[j]
+            parts, follows_from = [payload], position
+        elif parts is not None and offset != 0 and offset == follows_from:
+            parts.append(payload)
+            follows_from = position
+            if flags & 0x40:
                 out.append(b"".join(parts))
-                fragments += j - i + 1
-                offset, _, aligned = walk[j]
-                i = j + 1
-            elif j == len(walk) and why == "absent":
-                return out, fragments - 1, position  # the rest not written: left whole
-            else:  # broken off at walk[j] (or the corrupt frame or term end after the walk)
-                position = walk[j - 1][0] + walk[j - 1][2] if j > i else offset + aligned
-                i = j
-                continue
-        position = offset + aligned
+                parts = None
+        else:
+            parts = None
     return out, fragments, position
 
 

@@ -5,8 +5,10 @@ left for the next read."""
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from aeronio import _core
+from aeronio.errors import AeronError
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.frames import BEGIN_FRAG_FLAG, END_FRAG_FLAG, HDR_TYPE_PAD, data_header
 
@@ -61,9 +63,11 @@ def test_fragment_assembler_drops_a_message_with_a_missing_fragment(tmp_path):
     assert got == [b"B1" * 16 + b"B2"]
 
 
-# A message is read whole or not at all: poll_messages (async for, batches()) never keeps the
-# first fragments of a message to itself, so every later read of any kind finds it from its
-# BEGIN.
+# A message poll_messages (async for, batches()) began and could not finish waits in the reader's
+# assembly, its first fragments consumed (flow control and the unblocker need the position to
+# move on); every read of the image takes it first, whole, never its later fragments alone.
+
+A = b"A1" * 16 + b"A2" * 16 + b"A3"
 
 
 def image_of_frames(tmp_path, frames: list[bytes]):
@@ -79,8 +83,10 @@ def image_of_frames(tmp_path, frames: list[bytes]):
     return _core.ImageReader(log.mapped, np.zeros(8, dtype=np.uint8), 0), term
 
 
-def test_poll_messages_reads_a_message_whole_past_its_fragment_limit(tmp_path):
-    reader, _ = image_of_frames(
+def a_then_c(tmp_path):
+    """A (three fragments, 192 bytes) then C (one): a reader whose poll_messages(out, 1) took
+    A's BEGIN into its assembly."""
+    reader, term = image_of_frames(
         tmp_path,
         [
             frame(0, b"A1" * 16, BEGIN_FRAG_FLAG),
@@ -89,16 +95,67 @@ def test_poll_messages_reads_a_message_whole_past_its_fragment_limit(tmp_path):
             frame(192, b"C", BEGIN_FRAG_FLAG | END_FRAG_FLAG),
         ],
     )
+    assert reader.poll_messages([], 1) == 1 and reader.position == 64
+    return reader
+
+
+def take_with(reader, read: str) -> list:
+    """(data, flags, term offset, position) of what `read` of `reader` hands out, until none."""
+    got = []
+
+    def handler(buffer, header):
+        got.append((bytes(buffer), header.flags, header.term_offset, header.position))
+
+    for _ in range(4):
+        if read == "views":
+            subscription = _core.SubscriptionBase()
+            subscription._set_images([SimpleNamespace(_reader=reader)])
+            views = subscription.messages(copy=False)
+            while views.ready():
+                handler(views.take().data, views.take())
+        elif read == "poll_messages":
+            out = []
+            reader.poll_messages(out, 10)
+            for message in out:
+                handler(message.data, message)
+        else:
+            getattr(reader, read)(handler, 10)
+    return got
+
+
+@pytest.mark.parametrize("read", ["poll", "controlled_poll", "views", "poll_messages"])
+def test_a_message_the_fragment_limit_cut_is_the_next_reads_first_whole(tmp_path, read):
+    """Before: the later fragments alone (poll), or nothing (views): A lost without a word."""
+    reader = a_then_c(tmp_path)
+    end_flags = 0xC0 if read in ("poll", "controlled_poll") else END_FRAG_FLAG
+    assert take_with(reader, read) == [(A, end_flags, 128, 192), (b"C", 0xC0, 192, 256)]
+    assert reader.position == 256
+
+
+def test_an_abort_leaves_the_assembled_message_for_the_next_read(tmp_path):
+    reader = a_then_c(tmp_path)
+    assert reader.controlled_poll(lambda buffer, header: 1, 10) == 0  # ABORT
+    assert reader.position == 128  # A's middle into the assembly, its END in the log
     out = []
-    assert reader.poll_messages(out, 1) == 3
-    assert [m.data for m in out] == [b"A1" * 16 + b"A2" * 16 + b"A3"] and reader.position == 192
-    assert out[0].position == 192 and out[0].term_offset == 128  # the END fragment's header
-    assert reader.poll_messages(out, 1) == 1 and out[1].data == b"C" and reader.position == 256
+    assert reader.poll_messages(out, 10) == 2
+    assert [m.data for m in out] == [A, b"C"] and reader.position == 256
 
 
-def test_poll_messages_leaves_a_message_whose_rest_is_not_written(tmp_path):
-    """Before: the BEGIN went into the reader's private assembly and the position past it; a
-    later poll handed the END alone, which an assembler drops: the message lost."""
+@pytest.mark.parametrize("read", ["batch_poll", "block_poll"])
+def test_batch_and_block_polls_refuse_while_a_message_is_assembled(tmp_path, read):
+    reader = a_then_c(tmp_path)
+    with pytest.raises(AeronError, match=f"{read} would hand out the log past the first"):
+        getattr(reader, read)(lambda *args: None, 1024)
+    got = []
+    assert reader.poll(lambda buffer, header: got.append(bytes(buffer)), 1) == 1
+    assert got == [A] and reader.position == 192
+    assert getattr(reader, read)(lambda *args: None, 1024) > 0 and reader.position == 256  # C
+
+
+@pytest.mark.parametrize("read", ["poll_messages", "views"])
+def test_a_message_whose_rest_is_not_written_waits_in_the_assembly(tmp_path, read):
+    """Its written fragments are consumed (a sender sends only so far past the subscriber
+    position; the unblocker frees only past a BEGIN); the rest, once written, completes it."""
     reader, term = image_of_frames(
         tmp_path,
         [
@@ -106,15 +163,33 @@ def test_poll_messages_leaves_a_message_whose_rest_is_not_written(tmp_path):
             frame(64, b"A1" * 16, BEGIN_FRAG_FLAG),
         ],
     )
-    out = []
-    assert reader.poll_messages(out, 10) == 1
-    assert [m.data for m in out] == [b"X"] and reader.position == 64  # at A's BEGIN
-    assert reader.poll_messages(out, 10) == 0 and reader.position == 64
+    assert [data for data, *_ in take_with(reader, read)] == [b"X"]
+    assert reader.position == 128  # past A's BEGIN
+    assert reader.poll(lambda *args: None, 10) == 0 and reader.position == 128
     assert _core.term_rebuild_insert(term, 128, frame(128, b"A2", END_FRAG_FLAG))
     got = []
     assembler = _core.FragmentAssembler(lambda buffer, header: got.append(bytes(buffer)))
-    assert reader.poll(assembler, 10) == 2
+    assert reader.poll(assembler, 10) == 1
     assert got == [b"A1" * 16 + b"A2"] and reader.position == 192
+
+
+def test_a_dead_writers_message_is_unblocked_past_its_begin(tmp_path):
+    """A writer reserved three fragments, wrote the BEGIN and died; another wrote after it. The
+    reader consumes the BEGIN, so the driver's unblocker pads the hole and the stream goes on
+    (before this was fixed the other way round, the reader waited at the BEGIN forever)."""
+    reader, term = image_of_frames(tmp_path, [frame(0, b"A1" * 16, BEGIN_FRAG_FLAG)])
+    log = reader.log
+    _core.AtomicBuffer(np.asarray(log.owner, dtype=np.uint8).reshape(-1)[-4096:]).put_int64_ordered(
+        0, 192
+    )  # the tail past the three reserved fragments
+    limit = np.zeros(8, np.uint8)
+    limit.view(np.int64)[0] = 1 << 40
+    assert _core.LogAppender(log, limit, 0, exclusive=False).try_offer(b"two") > 0
+    out = []
+    assert reader.poll_messages(out, 10) == 1 and reader.position == 64
+    assert _core.unblock_log(log, reader.position)
+    reader.poll_messages(out, 10)
+    assert [m.data for m in out] == [b"two"] and reader.position == 256
 
 
 def test_a_message_the_term_ends_without_an_end_of_is_consumed(tmp_path):
@@ -127,12 +202,4 @@ def test_a_message_the_term_ends_without_an_end_of_is_consumed(tmp_path):
     for read in ("poll_messages", "views"):
         (tmp_path / read).mkdir()
         reader, _ = image_of_frames(tmp_path / read, frames)
-        if read == "poll_messages":
-            out = []
-            reader.poll_messages(out, 10)
-            assert out == []
-        else:
-            subscription = _core.SubscriptionBase()
-            subscription._set_images([SimpleNamespace(_reader=reader)])
-            assert not subscription.messages(copy=False).ready()
-        assert reader.position == TERM, read
+        assert take_with(reader, read) == [] and reader.position == TERM, read
