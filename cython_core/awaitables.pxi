@@ -14,8 +14,8 @@
 #   exception reaches it only before it ran (a task made of it and cancelled before its first
 #   step: `wait_for(subscription.receive(), 0)`). The message it took goes back among the
 #   untaken, before the later ones of its image, and the exception is raised: a cancellation is
-#   never swallowed. An offer stays appended; a view goes back only while its image has not
-#   been read past it and its iterator is still there.
+#   never swallowed. An offer stays appended; a view goes back as a copy while its iterator
+#   is still there and has taken no step since (the step reuses its Message).
 # - The loop gets a turn: a task that finds space or data every time would never suspend, and
 #   the event loop's other tasks (the client's keepalive among them: the driver times a silent
 #   client out) would wait for as long as the stream keeps up. So the fast paths look at the
@@ -498,7 +498,6 @@ cdef class MessageViews:
     cdef Py_ssize_t _image
     cdef Completed _done
     cdef PyObject* _handed  # the Completed that handed out the message in hand (identity only)
-    cdef bint _untaken  # the message in hand is a copy of one async for polled and left
     cdef object __weakref__
 
     def __cinit__(self, SubscriptionBase subscription):
@@ -526,20 +525,18 @@ cdef class MessageViews:
         return self._message
 
     def _put_back(self, Completed done) -> None:
-        """The message in hand again, if `done` handed it out and its image still lends it (no
-        read of any kind has consumed it since); a copied one goes back among the untaken."""
-        cdef list readers = self._subscription._readers
+        """A copy of the message in hand among the untaken, if `done` handed it out (no step
+        since): the next read of any kind takes it first, whether or not a read consumed the
+        view's frames since."""
         cdef Message copy
         if self._handed != <PyObject*> done:
             return
         self._handed = NULL
-        if self._untaken:
-            copy = Message.__new__(Message)
-            copy._become(self._message)
-            self._subscription._put_back_messages([copy])
-        elif self._image < len(readers) and (
-                (<ImageReader> readers[self._image])._lent_end == self._message.position):
-            self._ready = True
+        copy = Message.__new__(Message)
+        copy._become(self._message)
+        if type(copy.data) is not bytes:
+            copy.data = bytes(copy.data)
+        self._subscription._put_back_messages([copy])
 
     cpdef bint ready(self) except -1:
         """Let go of the message handed out last and look for the next (its image consumes the
@@ -548,9 +545,7 @@ cdef class MessageViews:
             return True
         self._handed = NULL
         self._let_go()
-        self._untaken = self._subscription._next < aio_list_size(
-            <PyObject*> self._subscription._pending)
-        if self._untaken:
+        if self._subscription._next < aio_list_size(<PyObject*> self._subscription._pending):
             self._message._become(<Message> self._subscription._take())  # polled, not taken
             self._ready = True
             return True

@@ -166,7 +166,7 @@ cdef class ImageReader:
         if self._closed:
             return 0
         cdef Message message
-        if self._assembling:
+        if self._assembling and fragment_limit > 0:
             message = self._take_assembled()
             if message is not None:
                 self._consume_assembled()
@@ -208,7 +208,7 @@ cdef class ImageReader:
         self._settle()
         if self._closed:
             return 0
-        if self._assembling:
+        if self._assembling and fragment_limit > 0:
             return self._controlled_poll_assembled(handler, fragment_limit)
         return self._controlled_poll(handler, fragment_limit)
 
@@ -222,10 +222,10 @@ cdef class ImageReader:
             return 0 if self._assembling else self._controlled_poll(handler, fragment_limit)
         try:
             result = handler(memoryview(message.data), as_unfragmented(message))
+            action = ACTION_CONTINUE if result is None else int(result)
         except BaseException:
             self._consume_assembled()
             raise
-        action = ACTION_CONTINUE if result is None else int(result)
         if action == ACTION_ABORT:
             return 0
         self._consume_assembled()
@@ -402,11 +402,15 @@ cdef class ImageReader:
             frame_offset = offset
             offset += aligned
             if is_padding(term + frame_offset):
+                if self._assembling:
+                    self._drop_assembly()  # a message never holds a PAD: it broke off
                 continue
             fragments += 1
             payload = term + frame_offset + HEADER_LENGTH
             flags = <uint8_t> term[frame_offset + FLAGS_FIELD_OFFSET]
             if (flags & UNFRAGMENTED) == UNFRAGMENTED:
+                if self._assembling:
+                    self._drop_assembly()  # nor a whole message
                 out.append(new_message(payload, frame_length - HEADER_LENGTH, term + frame_offset,
                                        initial_term_id, shift, spent))
             elif flags & BEGIN_FRAG_FLAG:
@@ -632,6 +636,8 @@ cdef class ImageReader:
         self._assembling = False
 
     cdef int _check_not_assembling(self, str read) except -1:
+        if self._assembling and aio_load_i64(self._position) != self._next_fragment_position:
+            self._drop_assembly()  # the position was moved past it: nothing left to finish
         if self._assembling:
             raise AeronError(
                 f"{read} would hand out the log past the first fragments of a message that "

@@ -141,6 +141,20 @@ def test_an_abort_leaves_the_assembled_message_for_the_next_read(tmp_path):
     assert [m.data for m in out] == [A, b"C"] and reader.position == 256
 
 
+@pytest.mark.parametrize("read", ["poll", "controlled_poll"])
+def test_a_poll_of_no_fragments_takes_nothing_assembled(tmp_path, read):
+    reader = a_then_c(tmp_path)
+    assert getattr(reader, read)(lambda *args: None, 0) == 0 and reader.position == 64
+
+
+def test_a_bad_action_for_the_assembled_message_consumes_it_as_for_any_fragment(tmp_path):
+    reader = a_then_c(tmp_path)
+    with pytest.raises(ValueError):
+        reader.controlled_poll(lambda buffer, header: "x", 10)
+    assert reader.position == 192
+    assert [data for data, *_ in take_with(reader, "poll")] == [b"C"]
+
+
 @pytest.mark.parametrize("read", ["batch_poll", "block_poll"])
 def test_batch_and_block_polls_refuse_while_a_message_is_assembled(tmp_path, read):
     reader = a_then_c(tmp_path)
@@ -190,6 +204,11 @@ def test_a_dead_writers_message_is_unblocked_past_its_begin(tmp_path):
     assert _core.unblock_log(log, reader.position)
     reader.poll_messages(out, 10)
     assert [m.data for m in out] == [b"two"] and reader.position == 256
+    # The PAD broke the message off: nothing is left to take first.
+    assert _core.LogAppender(log, limit, 0, exclusive=False).try_offer(b"three") > 0
+    blocks = []
+    assert reader.block_poll(lambda block, *ids: blocks.append(bytes(block)), 1024) == 64
+    assert blocks[0][32:37] == b"three"
 
 
 def test_a_message_the_term_ends_without_an_end_of_is_consumed(tmp_path):
