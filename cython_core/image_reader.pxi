@@ -3,10 +3,11 @@
 # only during the call (the reader points the same view at the next fragment when the handler
 # kept no reference to it: see aeronio_cpython.h). A message poll_messages began and could not
 # finish (its first fragments consumed into the reader's assembly, as flow control needs) is the
-# first thing every read of the image hands out, whole ("The assembly" below). An exception from a handler propagates after
-# the position has moved past the fragment that raised it. A corrupt frame (a length below a
-# header's, or running past the term) stops every read before it: what came before is delivered,
-# and the read that starts at it raises AeronError naming its offset and length.
+# first thing every read of the image hands out, whole ("The assembly" below). An exception
+# from a handler propagates after the position has moved past the fragment that raised it. A
+# corrupt frame (a length below a header's, or running past the term) stops every read before
+# it: what came before is delivered, and the read that starts at it raises AeronError naming its
+# offset and length.
 
 import numpy as _np
 
