@@ -581,7 +581,8 @@ cdef class ImageReader:
     # header the END's, flags BEGIN|END), messages(copy=False) as a copy lent until its next
     # read, poll_messages as it goes on. batch_poll and block_poll, which hand out the log
     # itself, raise until it is taken. The END stays in the log until the message is taken, so
-    # a controlled_poll's ABORT, or a lent copy put back, leaves it to be taken again.
+    # a controlled_poll's ABORT leaves it to be taken again (a lent copy put back goes among the
+    # subscription's untaken, like any view).
 
     cdef Message _take_assembled(self):
         """The assembly's message, whole: its next fragments appended (consumed) up to its END,
