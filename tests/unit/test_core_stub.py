@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from aeronio import _core
+from tests.support.python_source import parse
 
 ROOT = Path(__file__).parents[2]
-STUB = ast.parse((ROOT / "aeronio" / "_core.pyi").read_text())
+STUB = parse(ROOT / "aeronio" / "_core.pyi")
 CYTHON = "\n".join(
     path.read_text()
     for pattern in ("*.pyx", "*.pxi")
@@ -146,7 +147,7 @@ def runtime_parameters(function: object) -> list[tuple[str, str, object]] | None
         first_line = (getattr(function, "__doc__", None) or "").split("\n")[0]
         if not re.match(r"\w+\(.*\)( -> .+)?$", first_line):
             return None
-        parsed = ast.parse(f"def {first_line}: pass").body[0]
+        parsed = parse(f"def {first_line}: pass").body[0]
         assert isinstance(parsed, ast.FunctionDef)
         return stub_parameters(parsed)
     return [
@@ -186,7 +187,9 @@ def constructors_in_source() -> dict[str, list[tuple[str, str, object]] | None]:
             stars, pname, default = re.fullmatch(
                 r"(\*{0,2})(?:[\w.]+\s+)*(\w+)\s*(?:=\s*(.+))?", parameter, re.S
             ).groups()
-            value = NO_DEFAULT if default is None else ast.literal_eval(default)
+            value = NO_DEFAULT
+            if default is not None:
+                value = ast.literal_eval(parse(default).body[0].value)
             parameters.append((stars, pname, value))
         anything = [p[0] for p in parameters] == ["*", "**"]
         found[name] = None if not parameters or anything else parameters

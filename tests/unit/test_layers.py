@@ -28,6 +28,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.python_source import parse
+
 PACKAGE = Path(__file__).parents[2] / "aeronio"
 
 # The layers: aeronio's subpackages, its base modules and the compiled core; any other name
@@ -111,7 +113,7 @@ def exported_modules(package: Path) -> set[str]:
         return set()
     name = f"aeronio.{package.name}"
     modules = {name}
-    for _, imported in imported_modules(ast.parse(init.read_text()), name, is_package=True):
+    for _, imported in imported_modules(parse(init), name, is_package=True):
         modules.add(".".join(imported.split(".")[:3]))
     return modules
 
@@ -133,7 +135,7 @@ def violations(package: Path) -> list[str]:
         module = ".".join(relative.parts[:-1] if is_package else relative.parts)
         layer = layer_of(module)
         assert layer is not None
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parse(path)
         for line, name in sorted(imported_modules(tree, module, is_package)):
             target = layer_of(name)
             if target is None or target == layer:

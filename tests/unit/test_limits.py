@@ -19,6 +19,7 @@ from aeronio.errors import ChannelUriError, ConfigurationError
 from aeronio.logbuffer import descriptor as d
 from aeronio.protocol import frames, limits
 from aeronio.protocol.channel import ChannelUri
+from tests.support.python_source import parse
 
 TERM_RULE = "must be a power of two between 65536 and 1073741824"
 MTU_RULE = "must be a multiple of 32 between 64 and 65504"
@@ -113,7 +114,7 @@ CORE = SOURCE.parent / "cython_core"
 
 def _python_modules():
     for path in sorted(SOURCE.rglob("*.py")):
-        yield path.relative_to(SOURCE.parent).as_posix(), ast.parse(path.read_text())
+        yield path.relative_to(SOURCE.parent).as_posix(), parse(path)
 
 
 def test_each_limit_has_its_one_validator_in_limits():

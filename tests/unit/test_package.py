@@ -15,6 +15,7 @@ import pytest
 import aeronio
 from aeronio.archive.segments import SegmentError
 from aeronio.errors import AeronError
+from tests.support.python_source import parse
 
 LAZY_PACKAGES = ("aeronio", "aeronio.archive")
 SOURCE = Path(aeronio.__file__).parent
@@ -88,7 +89,7 @@ def declared(
 ) -> tuple[set[tuple[str, str]], set[tuple[str, str]], list[str], set[str]]:
     """The package's TYPE_CHECKING imports and lazy table as (module, name), its __all__ and the
     public names it assigns itself."""
-    tree = ast.parse(Path(importlib.import_module(package).__file__).read_text())
+    tree = parse(Path(importlib.import_module(package).__file__))
     imports: set[tuple[str, str]] = set()
     table: set[tuple[str, str]] = set()
     names: list[str] = []

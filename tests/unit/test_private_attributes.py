@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.python_source import parse
+
 PACKAGE = Path(__file__).parents[2] / "aeronio"
 
 PUBLIC_WITH_UNDERSCORE = {"_replace", "_fields", "_asdict", "_make", "_field_defaults"}
@@ -46,7 +48,7 @@ def private_reaches(package: Path) -> list[tuple[str, int, str]]:
     found = []
     for path in sorted(package.rglob("*.py")):
         relative = path.relative_to(package.parent).as_posix()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parse(path)):
             if isinstance(node, ast.Attribute) and _is_private(node.attr):
                 value = node.value
                 if not (isinstance(value, ast.Name) and value.id in ("self", "cls")):

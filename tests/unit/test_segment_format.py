@@ -12,6 +12,7 @@ from pathlib import Path
 from aeronio import _core
 from aeronio.archive import segments
 from aeronio.protocol.frames import DataHeader
+from tests.support.python_source import parse
 
 PACKAGE = Path(__file__).parents[2] / "aeronio"
 SPARK = PACKAGE / "spark"
@@ -31,7 +32,7 @@ def format_definitions(source: str, name: str) -> list[str]:
     mapping of its own, a file opened, an int constant named like a frame fact, an alignment by
     hand (`& 31`, `+ 31`, `& ~31`), or a format name imported from elsewhere than segments."""
     found = []
-    for node in ast.walk(ast.parse(source, name)):
+    for node in ast.walk(parse(source, name)):
         where = f"{name}:{getattr(node, 'lineno', 0)}"
         if isinstance(node, ast.Import | ast.ImportFrom):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else []
