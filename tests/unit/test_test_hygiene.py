@@ -45,23 +45,23 @@ def test_no_test_file_defines_its_own_wait():
     assert found == [], "use tests/support/procs.py's waits:\n" + "\n".join(found)
 
 
-def test_only_driver_internals_reaches_into_a_clients_driver():
-    found = [
+def naming_outside(owner: Path, name: str) -> list[str]:
+    """`file:line` of each line holding `name` in a test file other than `owner`."""
+    return [
         f"{path.relative_to(TESTS)}:{number}"
         for path in sorted(TESTS.rglob("*.py"))
-        if path != DRIVER_INTERNALS
-        for number in lines_naming(path, OWNED_DRIVER)
+        if path != owner
+        for number in lines_naming(path, name)
     ]
+
+
+def test_only_driver_internals_reaches_into_a_clients_driver():
+    found = naming_outside(DRIVER_INTERNALS, OWNED_DRIVER)
     assert found == [], "use tests/support/driver_internals.py:\n" + "\n".join(found)
 
 
 def test_only_python_source_parses_with_ast():
-    found = [
-        f"{path.relative_to(TESTS)}:{number}"
-        for path in sorted(TESTS.rglob("*.py"))
-        if path != PYTHON_SOURCE
-        for number in lines_naming(path, RAW_PARSE)
-    ]
+    found = naming_outside(PYTHON_SOURCE, RAW_PARSE)
     assert found == [], "use tests/support/python_source.py's parse:\n" + "\n".join(found)
 
 
