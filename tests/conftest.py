@@ -29,10 +29,17 @@ module's `pytestmark` or the test) it runs on uvloop (uvicorn's default) too, id
 `[uvloop]`: the tests of what talks to the event loop itself (readers on eventfds and sockets, the
 driver's parking and waking, the awaitables' completion, timeouts, cancellation, signals).
 Elsewhere the loop is only the caller's and its implementation changes nothing the test checks.
+
+Logging: no test leaves the root logger changed (its level, its handlers). Code that sets it up
+(a build backend's setuptools, an example's main) runs in a process of its own: a root lowered
+to INFO lets Py4J log each connection it retries with its traceback, from the finalisers of Java
+objects, and on CPython 3.11 a traceback formatted during a collection inside `ast.parse` fails
+that parse (tests/support/python_source.py), pytest's own included.
 """
 
 import asyncio
 import atexit
+import logging
 import os
 import re
 import shutil
@@ -76,6 +83,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folder = item.path.relative_to(TESTS).parts[0]
         if folder in FOLDER_MARKERS:
             item.add_marker(FOLDER_MARKERS[folder])
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_kept():
+    """The root logger's level and handlers after the test are those before it."""
+    root = logging.getLogger()
+    before = (logging.getLevelName(root.level), list(root.handlers))
+    yield
+    after = (logging.getLevelName(root.level), list(root.handlers))
+    assert after == before, "the test changed the root logger (level, handlers)"
 
 
 def pytest_asyncio_loop_factories(config, item):
