@@ -95,17 +95,32 @@ def _unfit(spark_version: str, digest: str) -> str | None:
 
 def enable(spark: SparkSession) -> None:
     """Add the reader's jar (`jar`) to the session once (`ADD JAR`: the driver's class loader,
-    and SparkContext.addJar, which ships it to the executors), and let this thread's JVM thread
-    (PySpark gives each Python thread one) find it: Spark looks data sources up in a thread's
-    context class loader."""
+    and SparkContext.addJar, which ships it to the executors), and let every JVM thread that
+    serves Python find it: Spark looks data sources up in a thread's context class loader, and
+    PySpark gives each Python thread a JVM thread of its own (`_serve_python_with`)."""
     path = str(jar(spark.version))
     session = spark._jsparkSession
+    loader = session.sharedState().jarClassLoader()
     if spark.conf.get(_ENABLED, None) != path:
         session.sessionState().resourceLoader().addJar(path)
         spark.conf.set(_ENABLED, path)
+        _serve_python_with(spark, loader)
     # PySpark types _jvm Optional; a classic session (the one this runs in) always has it.
     thread = spark._jvm.java.lang.Thread.currentThread()  # type: ignore[union-attr]
-    thread.setContextClassLoader(session.sharedState().jarClassLoader())
+    thread.setContextClassLoader(loader)
+
+
+def _serve_python_with(spark: SparkSession, loader: object) -> None:
+    """Make `loader` the context class loader of Py4J's threads in the JVM: the server's, which
+    starts a thread for each Python thread that connects (or reconnects after a reset), the new
+    thread taking its creator's loader, and those started already. Without it a query from a
+    thread other than the one that registered fails with DATA_SOURCE_NOT_FOUND."""
+    threads = spark._jvm.java.lang.Thread  # type: ignore[union-attr]
+    for thread in threads.getAllStackTraces().keySet():
+        stack = thread.getStackTrace()
+        depth = len(stack)  # the frame above Thread.run: the thread's own run()
+        if depth >= 2 and stack[depth - 2].getClassName().startswith("py4j."):
+            thread.setContextClassLoader(loader)
 
 
 def _text(value: object) -> str:

@@ -3,6 +3,7 @@ decoding layouts; partitions; options and filters; active recordings; errors."""
 
 import random
 import shutil
+import threading
 from pathlib import Path
 
 import msgspec
@@ -332,6 +333,26 @@ def test_format_aeronio_reads_in_the_jvm(spark, host, recorded):
     df = read(spark, "aeronio", host, stream_id=102)
     plan = df._jdf.queryExecution().executedPlan().toString()
     assert "BatchScan aeronio[" in plan and "(Python)" not in plan
+
+
+def test_format_aeronio_reads_from_any_python_thread(spark, host, recorded):
+    """PySpark serves each Python thread with a JVM thread of its own (a new one, too, when Py4J
+    reconnects): the format reads from a thread other than the one that registered it."""
+    got: dict[str, object] = {}
+
+    def count(name: str) -> None:
+        try:
+            got[name] = read(spark, "aeronio", host, stream_id=102).count()
+        except Exception as error:  # what the test reports
+            got[name] = error
+
+    threads = [threading.Thread(target=count, args=(f"thread {i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    want = len(recorded["b"].rows)
+    assert got == {"thread 0": want, "thread 1": want}
 
 
 def test_filters_choose_the_recordings_and_positions_read(spark, host, recorded):
