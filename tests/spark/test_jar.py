@@ -160,7 +160,6 @@ def test_the_documented_command_rebuilds_the_jar_in_place(built, tmp_path):
     assert "aeronio.spark.build_jar: compiling the JVM reader needs javac" in done.stderr
 
 
-@pytest.mark.slow
 def build_requires(answer: Path, env: dict[str, str] | None = None) -> dict[str, list[str]]:
     """The build backend's requirements for a wheel and an editable install, asked in a process
     of its own as a build frontend asks (setuptools configures the root logger as it goes)."""
@@ -177,6 +176,7 @@ def build_requires(answer: Path, env: dict[str, str] | None = None) -> dict[str,
     return json.loads(answer.read_text())
 
 
+@pytest.mark.slow
 def test_the_build_asks_for_pyspark_only_where_javac_is(pyspark_jars, tmp_path):
     with_javac = build_requires(tmp_path / "with.json")
     assert all("pyspark>=4.3,<5" in requires for requires in with_javac.values()), with_javac
