@@ -8,8 +8,10 @@ here: a heartbeat moves its image's high-water mark; a SETUP for a subscribed st
 senders new to an image: `on_data_senders`) tells `connections` which source it came from (the
 image sends its control frames to every source it heard, and its stream ends once each of them
 ended it: a replay's EOS does not end an image the live stream feeds); DATA for a subscribed
-stream with no image yet gets a setup-eliciting status message back (at most one per session
-and source every 100 ms), unless the session's image just ended (a cool-down). Anything
+stream with no image yet gets a setup-eliciting status message back, unless the session's
+image just ended (a cool-down): then what the session sends is answered with the image's last
+status message, flagged end-of-stream, so that its lingering publication hears where its
+stream was left (each answer at most once per source every 100 ms). Anything
 malformed is counted as an invalid packet and dropped — nothing a datagram holds can raise out
 of `on_slow_datagrams`.
 """
@@ -41,6 +43,7 @@ from aeronio.protocol.frames import (
 )
 
 ELICIT_INTERVAL_NS = 100_000_000
+_ANSWERS_REMEMBERED = 1024
 
 # Where a datagram came from, as `send_control` answers it (the driver's: a Connection).
 Source = TypeVar("Source", bound=Hashable)
@@ -82,8 +85,8 @@ class DataDispatcher(Generic[Source]):
         self.connections = connections
         self.images: dict[tuple[int, int], ReceiverStateMachine] = {}
         self.streams: dict[int, int] = {}
-        self._elicited: dict[tuple[tuple[int, int], Source], int] = {}
-        self._cooling: dict[tuple[int, int], int] = {}
+        self._answered: dict[tuple[Source, bytes], int] = {}  # (source, frame) -> when sent
+        self._cooling: dict[tuple[int, int], tuple[int, bytes]] = {}  # -> (until, farewell)
         self.router = ImageRouter(
             system[SystemCounters.BYTES_RECEIVED],
             system[SystemCounters.INVALID_PACKETS],
@@ -103,19 +106,21 @@ class DataDispatcher(Generic[Source]):
         self.images.pop((session_id, stream_id), None)
         self.router.remove(session_id, stream_id)
 
-    def cool_down(self, session_id: int, stream_id: int, until_ns: int) -> None:
+    def cool_down(self, session_id: int, stream_id: int, until_ns: int, farewell: bytes) -> None:
         """Ignore the session (an image that ended) until `until_ns`: the heartbeats and SETUPs
-        of its lingering publication must not make it a new image (Aeron's cool-down)."""
-        self._cooling[(session_id, stream_id)] = until_ns
+        of its lingering publication must not make it a new image (Aeron's cool-down). What it
+        sends meanwhile is answered with `farewell`, the image's last status message."""
+        self._cooling[(session_id, stream_id)] = (until_ns, farewell)
 
-    def _is_cooling(self, key: tuple[int, int], now_ns: int) -> bool:
-        until = self._cooling.get(key)
-        if until is None:
-            return False
-        if now_ns < until:
-            return True
+    def _farewell(self, key: tuple[int, int], now_ns: int) -> bytes | None:
+        """The farewell of a session cooling down; None if it is not."""
+        cooling = self._cooling.get(key)
+        if cooling is None:
+            return None
+        if now_ns < cooling[0]:
+            return cooling[1]
         del self._cooling[key]
-        return False
+        return None
 
     def on_slow_datagrams(self, datagrams: list[tuple[memoryview, Source]], now_ns: int) -> None:
         """What the router left of a receive: (datagram, source) pairs."""
@@ -145,7 +150,10 @@ class DataDispatcher(Generic[Source]):
         key = (header.session_id, header.stream_id)
         image = self.images.get(key)
         if image is None:
-            if header.stream_id in self.streams and not self._is_cooling(key, now_ns):
+            farewell = self._farewell(key, now_ns)
+            if farewell is not None:
+                self._answer(farewell, source, now_ns)
+            elif header.stream_id in self.streams:
                 self.elicit_setup(key, source, now_ns)
         elif ref.is_heartbeat:
             self.system[SystemCounters.HEARTBEATS_RECEIVED].increment()
@@ -161,7 +169,7 @@ class DataDispatcher(Generic[Source]):
 
     def _on_setup(self, setup: SetupFrame, source: Source, now_ns: int) -> None:
         key = (setup.session_id, setup.stream_id)
-        if setup.stream_id not in self.streams or self._is_cooling(key, now_ns):
+        if setup.stream_id not in self.streams or self._farewell(key, now_ns) is not None:
             return
         image = self.images.get(key)
         if image is None:
@@ -204,13 +212,8 @@ class DataDispatcher(Generic[Source]):
             image.status_message_due(now_ns)
 
     def elicit_setup(self, key: tuple[int, int], source: Source, now_ns: int) -> None:
-        """Ask `source` for a SETUP of session and stream `key` (at most every 100 ms each)."""
-        last = self._elicited.get((key, source))
-        if last is not None and now_ns - last < ELICIT_INTERVAL_NS:
-            return
-        self._elicited[(key, source)] = now_ns
-        self.system[SystemCounters.STATUS_MESSAGES_SENT].increment()
-        self.send_control(
+        """Ask `source` for a SETUP of session and stream `key`."""
+        self._answer(
             status_message(
                 session_id=key[0],
                 stream_id=key[1],
@@ -221,4 +224,20 @@ class DataDispatcher(Generic[Source]):
                 flags=SM_SETUP_FLAG,
             ).encode(),
             source,
+            now_ns,
         )
+
+    def _answer(self, frame: bytes, source: Source, now_ns: int) -> None:
+        """Send `source` the status message `frame`, unless it went there in the last 100 ms
+        (what is remembered of answers older than that is dropped once there are many)."""
+        answered = self._answered
+        last = answered.get((source, frame))
+        if last is not None and now_ns - last < ELICIT_INTERVAL_NS:
+            return
+        if len(answered) >= _ANSWERS_REMEMBERED:
+            self._answered = answered = {
+                k: t for k, t in answered.items() if now_ns - t < ELICIT_INTERVAL_NS
+            }
+        answered[(source, frame)] = now_ns
+        self.system[SystemCounters.STATUS_MESSAGES_SENT].increment()
+        self.send_control(frame, source)

@@ -91,15 +91,18 @@ class PublicationImage:
 
     def on_time_event(self, now_ns: int) -> None:
         """End once not alive: silent, or its stream ended and consumed to its end (telling its
-        subscribers before would make them drop what they had not read yet)."""
+        subscribers before would make them drop what they had not read yet). Its senders get
+        its farewell, then again in answer to what they send during the cool-down."""
         receiver = self.receiver
         consumed = self.consumption()
         drained = consumed is None or consumed >= receiver.rebuild_position.get()
         silent = now_ns - receiver.time_of_last_packet_ns > IMAGE_LIVENESS_TIMEOUT_NS
         self._update_active_transport_count(silent)
         if not self._ended and not receiver.is_alive(now_ns) and (drained or silent):
+            farewell = receiver.farewell()
+            self.send_control(farewell)
             self.endpoint.dispatcher.cool_down(
-                self.session_id, self.stream_id, now_ns + IMAGE_COOL_DOWN_NS
+                self.session_id, self.stream_id, now_ns + IMAGE_COOL_DOWN_NS, farewell
             )
             self._ended = True
 

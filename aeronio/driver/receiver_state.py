@@ -26,6 +26,7 @@ from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.frames import (
     EOS_FLAG,
     HDR_TYPE_PAD,
+    SM_EOS_FLAG,
     data_header,
     nak_frame,
     status_message,
@@ -220,7 +221,16 @@ class ReceiverStateMachine:
         if term_rebuild_insert(term, term_offset, pad):
             self.system[SystemCounters.LOSS_GAP_FILLS].increment()
 
-    def _status_message(self, consumption: int) -> bytes:
+    def farewell(self) -> bytes:
+        """The status message of the image as it ends: where its subscribers left the stream
+        (its end, once they read it all), flagged end-of-stream (Aeron 1.53's receivers send
+        these while their image drains). A publication lingers until its receivers acknowledge
+        its end: without this, what was read after the last periodic status message would
+        never be. Counted as sent."""
+        self.system[SystemCounters.STATUS_MESSAGES_SENT].increment()
+        return self._status_message(self._consumption(), SM_EOS_FLAG)
+
+    def _status_message(self, consumption: int, flags: int = 0) -> bytes:
         return status_message(
             session_id=self.session_id,
             stream_id=self.stream_id,
@@ -231,6 +241,7 @@ class ReceiverStateMachine:
             receiver_window=self.window,
             receiver_id=self.receiver_id,
             feedback=self.feedback,
+            flags=flags,
         ).encode()
 
     def _clean_to(self, position: int) -> None:

@@ -64,8 +64,10 @@ FRAME_TYPE_NAMES = {
 }
 __all__ = ["BEGIN_FRAG_FLAG", "END_FRAG_FLAG", "EOS_FLAG", "UNFRAGMENTED"]  # DATA/PAD flags
 
-# Status Message flag: the receiver asks the sender for a SETUP (setup-eliciting SM).
+# Status Message flags: the receiver asks the sender for a SETUP (setup-eliciting SM); the
+# receiver's image of the stream ended, this is where it left it (Aeron 1.53's EOS-flagged SM).
 SM_SETUP_FLAG = 0x80
+SM_EOS_FLAG = 0x40
 # RTT Measurement flag: a request, the other side should send a reply (which has flags 0).
 RTTM_REPLY_FLAG = 0x80
 CURRENT_VERSION = 0

@@ -9,8 +9,10 @@ import time
 import pytest
 
 import aeronio
+from aeronio.logbuffer.descriptor import LOG_END_OF_STREAM_POSITION_OFFSET
 from tests.driver.test_udp_driver import connected
 from tests.support.ports import free_port
+from tests.support.procs import await_until
 
 STREAM = 41
 WINDOW_MESSAGES = 128  # 200-byte messages (256 with their header) in a 32 KiB receiver window
@@ -79,3 +81,54 @@ async def test_a_closing_driver_waits_for_its_publications_at_most_the_linger_an
     assert linger_s <= took < linger_s + 5, took
     (warning,) = [r.getMessage() for r in caplog.records if "not acknowledged" in r.getMessage()]
     assert f"ended with the driver: its receivers have not acknowledged up to {end}" in warning
+
+
+async def test_a_stream_read_after_its_end_arrived_is_acknowledged_and_stops_lingering(caplog):
+    """The subscriber reads a publication's last messages (less than a quarter window: no
+    status message is due for them) only once the end of its stream arrived, and its image
+    ends at the driver's next timer (every 10 ms here). The image's farewell, a status message
+    flagged end-of-stream, acknowledges them: the publication stops lingering long before its
+    30 s linger, and nothing is reported lost. Three publications, one after another, so that
+    the image's end falls at different times against the periodic status messages."""
+    caplog.set_level(logging.WARNING, logger="aeronio.driver")
+    async with aeronio.connect(publication_linger_ns=30 * 10**9, timer_interval_ns=10**7) as aeron:
+        uri = channel()
+        sub = await aeron.add_subscription(uri, STREAM)
+        for _ in range(3):
+            await read_after_the_end(aeron, sub, uri, count=20)
+    assert [r.getMessage() for r in caplog.records if "acknowledged" in r.getMessage()] == []
+
+
+async def read_after_the_end(aeron: aeronio.Aeron, sub, uri: str, count: int) -> None:
+    """A publication of `count` messages, closed; its image read once the end arrived; until
+    the publication ended (at most 10 s)."""
+    pub = await aeron.add_publication(uri, STREAM)
+    session = pub.session_id
+
+    def image():
+        return next((i for i in sub.images if i.session_id == session), None)
+
+    await await_until(lambda: pub.is_connected and image(), 10, "the publication's image")
+    metadata = image().metadata
+    assert sender_counters(aeron, session)
+    end = await offer_past_the_window(pub, count)
+    await pub.close()
+
+    def end_arrived() -> bool:
+        return metadata.get_int64_volatile(LOG_END_OF_STREAM_POSITION_OFFSET) == end
+
+    await await_until(end_arrived, 10, "the end of the stream at the receiver")
+    read = 0
+    while read < count:
+        read += sub.poll(lambda buffer, header: None, count)
+        await asyncio.sleep(0)
+    await await_until(lambda: not sender_counters(aeron, session), 10, "the publication's end")
+
+
+def sender_counters(aeron: aeronio.Aeron, session_id: int) -> list[str]:
+    """The labels of the sender's counters of session `session_id` (freed as it ends)."""
+    return [
+        c.label
+        for c in aeron.counters.for_each()
+        if c.label.startswith("snd-pos:") and f" {session_id} {STREAM} " in c.label
+    ]

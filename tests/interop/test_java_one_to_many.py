@@ -358,9 +358,10 @@ async def aeronio_publishes(channel: str, destinations: list[str], receivers: li
         for receiver in receivers:
             await receiver.check_messages(session)
         # Every receiver acknowledged the end (min flow control: the limit is the slowest's
-        # status message plus its window, half a term for both) before the close: receivers
-        # send none after the end of stream, and an end never acknowledged is reported, an
-        # error (in CI once, the last 4 KiB were acknowledged by no status message yet).
+        # status message plus its window, half a term for both) before the close: Aeron
+        # 1.15.1's receivers send none once their image ended (aeronio's send a farewell), and
+        # an end never acknowledged is reported, an error (in CI once, the last 4 KiB were
+        # acknowledged by no status message yet).
         await await_until(
             lambda: (counter(aeron, "snd-lmt:") or 0) >= POSITIONS[-1] + TERM_LENGTH // 2,
             10,

@@ -15,14 +15,23 @@ from aeronio.driver.driver_publication import PublicationParts, State
 from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS
 from aeronio.driver.ipc_publication import IpcPublication
 from aeronio.driver.network_publication import NetworkPublication
-from aeronio.driver.publication_image import PublicationImage
+from aeronio.driver.publication_image import IMAGE_COOL_DOWN_NS, PublicationImage
 from aeronio.driver.receiver_state import IMAGE_LIVENESS_TIMEOUT_NS
 from aeronio.driver.resources import SubscriberPosition
 from aeronio.logbuffer import signals
 from aeronio.logbuffer.descriptor import LOG_ACTIVE_TRANSPORT_COUNT_OFFSET, LOG_META_DATA_LENGTH
-from aeronio.protocol.frames import EOS_FLAG, iter_frames, status_message
+from aeronio.protocol.frames import (
+    EOS_FLAG,
+    SM_EOS_FLAG,
+    DataHeader,
+    SetupFrame,
+    StatusMessage,
+    iter_frames,
+    setup_frame,
+    status_message,
+)
 from tests.sans_io.test_udp_sans_io import MS, MTU, TERM_LENGTH
-from tests.support.udp_harness import Publisher, Slot
+from tests.support.udp_harness import Publisher, Slot, feed_frame, image_from_setup
 
 INITIAL_TERM_ID = 5
 LINGER_NS = 500 * MS
@@ -81,15 +90,18 @@ def network(tmp_path) -> tuple[NetworkPublication, Publisher, list[str]]:
     return publication, publisher, reports
 
 
-def released_and_sent(tmp_path, messages: int = 3):
-    """`messages` offered, released at 2 ms, all sent at 3 ms: lingering from 3 ms."""
+def released_and_sent(tmp_path, messages: int = 3, sent: list | None = None):
+    """`messages` offered, released at 2 ms, all sent at 3 ms (the datagrams to `sent`):
+    lingering from 3 ms."""
     publication, publisher, reports = network(tmp_path)
     assert publisher.offer(0, messages, messages) == messages
     end = publisher.log.producer_position
     publication.decref(2 * MS)
     publication.advance(2 * MS)
     assert publication.state is State.DRAINING and publication.awaiting_delivery
-    publisher.datagrams(3 * MS)
+    datagrams = publisher.datagrams(3 * MS)
+    if sent is not None:
+        sent.extend(map(bytes, datagrams))
     assert publisher.sender.sender_position.get() == end
     publication.advance(3 * MS)
     assert publication.state is State.LINGER and publication.awaiting_delivery
@@ -190,8 +202,13 @@ def test_an_ipc_publication_drains_to_its_subscribers_then_lingers_its_whole_tim
     assert publication.state is State.DONE and reports == []
 
 
-def image_whose_stream_ended(tmp_path, read: int) -> tuple[PublicationImage, Slot]:
-    """An image rebuilt to the end of its stream (1024), its subscriber having read `read`."""
+def image_whose_stream_ended(
+    tmp_path, read: int, sent: list | None = None, cooled: list | None = None
+) -> tuple[PublicationImage, Slot]:
+    """An image rebuilt to the end of its stream (1024), its subscriber having read `read`; what
+    it sends its connections goes to `sent`, the cool-downs it asks for to `cooled`."""
+    sent = [] if sent is None else sent
+    cooled = [] if cooled is None else cooled
     receiver = SimpleNamespace(
         session_id=77,
         stream_id=10,
@@ -199,9 +216,9 @@ def image_whose_stream_ended(tmp_path, read: int) -> tuple[PublicationImage, Slo
         rebuild_position=Slot(1024),
         time_of_last_packet_ns=0,
         is_alive=lambda now_ns: False,  # ended and rebuilt to its end
+        farewell=lambda: b"farewell",
         log=SimpleNamespace(metadata=AtomicBuffer(np.zeros(LOG_META_DATA_LENGTH, np.uint8))),
     )
-    cooled = []
     image = PublicationImage(
         registration_id=3,
         receiver=receiver,
@@ -209,6 +226,7 @@ def image_whose_stream_ended(tmp_path, read: int) -> tuple[PublicationImage, Slo
         endpoint=SimpleNamespace(
             dispatcher=SimpleNamespace(cool_down=lambda *a: cooled.append(a)),
             connections={(77, 10): {("127.0.0.1", 40123): ("127.0.0.1", 40124)}},
+            send_to_connections=lambda image, frame: sent.append((image, frame)),
         ),
         source_address="127.0.0.1:40124",
         log_file=str(tmp_path / "image.log"),
@@ -231,6 +249,60 @@ def test_an_ended_image_stays_until_its_subscribers_read_it_to_its_end(tmp_path)
     subscriber.set(1024)
     image.on_time_event(2 * MS)
     assert image.has_reached_end_of_life()
+
+
+def test_an_ended_image_says_farewell_to_its_senders_and_leaves_it_to_its_cool_down(tmp_path):
+    sent, cooled = [], []
+    image, subscriber = image_whose_stream_ended(tmp_path, read=512, sent=sent, cooled=cooled)
+    image.on_time_event(MS)
+    assert sent == cooled == []
+    subscriber.set(1024)
+    image.on_time_event(2 * MS)
+    assert sent == [((77, 10), b"farewell")]
+    assert cooled == [(77, 10, 2 * MS + IMAGE_COOL_DOWN_NS, b"farewell")]
+    image.on_time_event(3 * MS)
+    assert len(sent) == len(cooled) == 1  # once
+
+
+def test_a_stream_read_to_its_end_after_it_ended_is_acknowledged_by_the_farewell(tmp_path):
+    """The receiver has the whole stream and its end before its subscriber reads the last
+    messages, less than a quarter window: no status message is due for them before the image
+    ends. Its farewell acknowledges them, which ends the publication's linger, nothing lost."""
+    sent: list[bytes] = []
+    publication, publisher, reports, end = released_and_sent(tmp_path, sent=sent)
+    system = {c: Slot() for c in SystemCounters}
+    setup = setup_frame(
+        session_id=77, stream_id=10, initial_term_id=INITIAL_TERM_ID, term_length=TERM_LENGTH,
+        mtu=MTU,
+    )  # fmt: skip
+    image, _, subscriber = image_from_setup(
+        tmp_path / "image.log", SetupFrame.decode(setup.encode()), receiver_id=5, system=system,
+        now_ns=MS,
+    )  # fmt: skip
+    heartbeat = publisher.sender.data_sender.heartbeat_deadline_ns
+    for datagram in [*sent, *map(bytes, publisher.datagrams(heartbeat))]:
+        for ref in iter_frames(datagram):
+            feed_frame(image, datagram, ref, DataHeader.decode(datagram, ref.offset), heartbeat)
+    (sm,) = image.do_work(heartbeat)  # due with the heartbeat: nothing read yet
+    publisher.sender.on_status_message(StatusMessage.decode(sm), heartbeat)
+    assert publisher.sender.acknowledged_position == 0
+    assert image.end_of_stream_position == image.rebuild_position.get() == end
+    subscriber.set(end)
+    assert image.do_work(heartbeat + MS) == []  # 3 messages read: no status message due
+    farewell = image.farewell()
+    assert StatusMessage.decode(farewell) == status_message(
+        session_id=77,
+        stream_id=10,
+        consumption_term_id=INITIAL_TERM_ID,
+        consumption_term_offset=end,
+        receiver_window=image.window,
+        receiver_id=5,
+        flags=SM_EOS_FLAG,
+    )
+    assert system[SystemCounters.STATUS_MESSAGES_SENT].get() == 2
+    publisher.sender.on_status_message(StatusMessage.decode(farewell), heartbeat + MS)
+    publication.advance(heartbeat + MS)
+    assert publication.state is State.DONE and reports == []
 
 
 def test_an_ended_image_its_subscriber_does_not_read_ends_when_silent(tmp_path):

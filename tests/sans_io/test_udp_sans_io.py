@@ -271,11 +271,15 @@ def test_malformed_datagrams_are_counted_and_a_legitimate_stream_is_unaffected(t
 
 def test_an_ended_sessions_heartbeats_and_setups_make_no_new_image_during_its_cool_down():
     """After an image ends, its publication lingers, heartbeating and answering with SETUPs; the
-    receiver ignores that session until the cool-down ends (then a SETUP makes an image again)."""
+    receiver makes no image of that session until the cool-down ends (then a SETUP makes one
+    again). Meanwhile each source hears the image's farewell in answer, at most every 100 ms."""
     system = {c: Slot() for c in SystemCounters}
     setups, control = [], []
     dispatcher = DataDispatcher(
-        99, system, lambda setup, source, now: setups.append(now), lambda f, s: control.append(f)
+        99,
+        system,
+        lambda setup, source, now: setups.append(now),
+        lambda f, s: control.append((f, s)),
     )
     dispatcher.add_subscription(10)
     setup = setup_frame(
@@ -284,15 +288,41 @@ def test_an_ended_sessions_heartbeats_and_setups_make_no_new_image_during_its_co
     heartbeat = data_header(
         frame_length=0, term_offset=0, session_id=77, stream_id=10, term_id=5
     ).encode()
-    dispatcher.cool_down(77, 10, until_ns=1000)
-    for now in (0, 500, 999):
+    other = ("127.0.0.1", 40999)
+    until = 300 * MS
+    dispatcher.cool_down(77, 10, until_ns=until, farewell=b"farewell")
+    for now in (0, 50 * MS, 99 * MS):
         deliver(dispatcher, heartbeat, SOURCE, now)
         deliver(dispatcher, setup, SOURCE, now)
-    assert setups == [] and control == []  # no image, no setup-eliciting status message
-    deliver(dispatcher, heartbeat, SOURCE, 1000)
-    assert len(control) == 1  # cool-down over: it asks for a SETUP again
-    deliver(dispatcher, setup, SOURCE, 1001)
-    assert setups == [1001]
+    deliver(dispatcher, heartbeat, other, 99 * MS)
+    assert setups == []  # no image
+    assert control == [(b"farewell", SOURCE), (b"farewell", other)]  # no SETUP asked for
+    deliver(dispatcher, heartbeat, SOURCE, 100 * MS)
+    deliver(dispatcher, heartbeat, SOURCE, until - 1)
+    assert control[2:] == [(b"farewell", SOURCE)] * 2
+    assert system[SystemCounters.STATUS_MESSAGES_SENT].get() == 4
+    deliver(dispatcher, heartbeat, SOURCE, until)
+    (asked, to) = control[4]  # cool-down over: it asks for a SETUP again
+    assert StatusMessage.decode(asked).is_setup_eliciting and to == SOURCE
+    deliver(dispatcher, setup, SOURCE, until + 1)
+    assert setups == [until + 1]
+
+
+def test_a_dispatcher_forgets_old_answers_once_it_remembers_many():
+    """Data of ever new sessions (forged, say) each get a setup-eliciting status message; what
+    is remembered of them stays bounded, while recent answers are still not repeated."""
+    system = {c: Slot() for c in SystemCounters}
+    control = []
+    dispatcher = DataDispatcher(99, system, lambda *a: None, lambda f, s: control.append(f))
+    dispatcher.add_subscription(10)
+    for session in range(5000):
+        heartbeat = data_header(
+            frame_length=0, term_offset=0, session_id=session, stream_id=10, term_id=5
+        ).encode()
+        deliver(dispatcher, heartbeat, SOURCE, session * MS)
+        deliver(dispatcher, heartbeat, SOURCE, session * MS + 1)  # the same, at once: not again
+    assert len(control) == 5000
+    assert len(dispatcher._answered) <= 1024
 
 
 def test_a_late_packet_reaching_past_the_receiver_position_leaves_nothing_behind(tmp_path):
