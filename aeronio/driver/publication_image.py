@@ -59,6 +59,7 @@ class PublicationImage:
         self._proxy = proxy
         self._wake = wake
         self._ended = False
+        self._farewell: bytes | None = None
         self.signals = log_signals
         self.signals.consumed.add_callback(wake)
 
@@ -99,12 +100,18 @@ class PublicationImage:
         silent = now_ns - receiver.time_of_last_packet_ns > IMAGE_LIVENESS_TIMEOUT_NS
         self._update_active_transport_count(silent)
         if not self._ended and not receiver.is_alive(now_ns) and (drained or silent):
-            farewell = receiver.farewell()
-            self.send_control(farewell)
             self.endpoint.dispatcher.cool_down(
-                self.session_id, self.stream_id, now_ns + IMAGE_COOL_DOWN_NS, farewell
+                self.session_id, self.stream_id, now_ns + IMAGE_COOL_DOWN_NS, self._say_farewell()
             )
             self._ended = True
+
+    def _say_farewell(self) -> bytes:
+        """Tell the image's senders where its subscribers left the stream (the receiver's
+        farewell), once; the farewell."""
+        if self._farewell is None:
+            self._farewell = self.receiver.farewell()
+            self.send_control(self._farewell)
+        return self._farewell
 
     def _update_active_transport_count(self, silent: bool) -> None:
         """The log's active transport count, which Aeron's clients read (Image's
@@ -123,6 +130,9 @@ class PublicationImage:
         self.endpoint.send_to_connections((self.session_id, self.stream_id), frame)
 
     def close(self) -> None:
+        """Say farewell if not yet said (the image goes before its stream ended: its last
+        subscription or the driver closed), then let go of all it holds."""
+        self._say_farewell()
         self.endpoint.remove_image(self.session_id, self.stream_id)
         subscribers = list(self.subscribers)
         self.subscribers.clear()

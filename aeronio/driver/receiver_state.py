@@ -222,13 +222,15 @@ class ReceiverStateMachine:
             self.system[SystemCounters.LOSS_GAP_FILLS].increment()
 
     def farewell(self) -> bytes:
-        """The status message of the image as it ends: where its subscribers left the stream
-        (its end, once they read it all), flagged end-of-stream (Aeron 1.53's receivers send
-        these while their image drains). A publication lingers until its receivers acknowledge
-        its end: without this, what was read after the last periodic status message would
-        never be. Counted as sent."""
+        """The status message of the image as it goes: where its subscribers left the stream
+        (its end, once they read it all; with none left, what it acknowledged last), flagged
+        end-of-stream (Aeron 1.53's receivers send these while their image drains). A
+        publication lingers until its receivers acknowledge its end: without this, what was
+        read after the last periodic status message would never be. Counted as sent."""
+        consumption = self.consumption_position()
+        position = self.rebuilder.last_sm_position if consumption is None else consumption
         self.system[SystemCounters.STATUS_MESSAGES_SENT].increment()
-        return self._status_message(self._consumption(), SM_EOS_FLAG)
+        return self._status_message(position, SM_EOS_FLAG)
 
     def _status_message(self, consumption: int, flags: int = 0) -> bytes:
         return status_message(

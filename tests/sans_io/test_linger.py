@@ -217,7 +217,11 @@ def image_whose_stream_ended(
         time_of_last_packet_ns=0,
         is_alive=lambda now_ns: False,  # ended and rebuilt to its end
         farewell=lambda: b"farewell",
-        log=SimpleNamespace(metadata=AtomicBuffer(np.zeros(LOG_META_DATA_LENGTH, np.uint8))),
+        log=SimpleNamespace(
+            metadata=AtomicBuffer(np.zeros(LOG_META_DATA_LENGTH, np.uint8)),
+            path=tmp_path / "image.log",
+            close=lambda: None,
+        ),
     )
     image = PublicationImage(
         registration_id=3,
@@ -227,13 +231,14 @@ def image_whose_stream_ended(
             dispatcher=SimpleNamespace(cool_down=lambda *a: cooled.append(a)),
             connections={(77, 10): {("127.0.0.1", 40123): ("127.0.0.1", 40124)}},
             send_to_connections=lambda image, frame: sent.append((image, frame)),
+            remove_image=lambda session_id, stream_id: None,
         ),
         source_address="127.0.0.1:40124",
         log_file=str(tmp_path / "image.log"),
         log_signals=signals.acquire(str(tmp_path / "image.log")),
         counters=[],
         stream_counters=SimpleNamespace(free=lambda *counters: None),
-        proxy=SimpleNamespace(image_ready=lambda *args: None),
+        proxy=SimpleNamespace(image_ready=lambda *args: None, image_unavailable=lambda *a: None),
         wake=lambda: None,
     )
     subscriber = SubscriberPosition(2, 3, "aeron:ipc", Slot(read))
@@ -262,6 +267,23 @@ def test_an_ended_image_says_farewell_to_its_senders_and_leaves_it_to_its_cool_d
     assert cooled == [(77, 10, 2 * MS + IMAGE_COOL_DOWN_NS, b"farewell")]
     image.on_time_event(3 * MS)
     assert len(sent) == len(cooled) == 1  # once
+
+
+def test_an_image_closed_before_its_end_says_farewell_as_it_goes(tmp_path):
+    """Its last subscription closed, or the driver: its senders hear that it left (Aeron 1.53's
+    publications then stop counting it), once."""
+    sent, cooled = [], []
+    image, _ = image_whose_stream_ended(tmp_path, read=512, sent=sent, cooled=cooled)
+    image.close()
+    assert sent == [((77, 10), b"farewell")] and cooled == []
+
+
+def test_an_ended_image_closed_says_no_second_farewell(tmp_path):
+    sent = []
+    image, subscriber = image_whose_stream_ended(tmp_path, read=1024, sent=sent)
+    image.on_time_event(MS)
+    image.close()
+    assert sent == [((77, 10), b"farewell")]
 
 
 def test_a_stream_read_to_its_end_after_it_ended_is_acknowledged_by_the_farewell(tmp_path):
@@ -342,3 +364,27 @@ def test_a_linger_whose_receivers_are_gone_ends_then_and_reports_the_loss(tmp_pa
         f"with no receiver left: its receivers have not acknowledged up to {end} "
         f"(acknowledged up to {end - 64}, sent up to {end})"
     ]
+
+
+def test_the_farewell_of_an_image_with_no_subscriber_left_claims_nothing_more(tmp_path):
+    """Its subscribers gone, an image's farewell says what it acknowledged last, not what it
+    rebuilt since: nobody read that."""
+    sent: list[bytes] = []
+    _, publisher, _, end = released_and_sent(tmp_path, messages=3, sent=sent)
+    setup = setup_frame(
+        session_id=77, stream_id=10, initial_term_id=INITIAL_TERM_ID, term_length=TERM_LENGTH,
+        mtu=MTU,
+    )  # fmt: skip
+    image, _, subscriber = image_from_setup(
+        tmp_path / "image.log", SetupFrame.decode(setup.encode()), receiver_id=5,
+        system={c: Slot() for c in SystemCounters}, now_ns=MS,
+    )  # fmt: skip
+    for datagram in sent:
+        for ref in iter_frames(datagram):
+            feed_frame(image, datagram, ref, DataHeader.decode(datagram, ref.offset), 4 * MS)
+    subscriber.set(64)
+    image.do_work(300 * MS)  # the periodic status message: 64 consumed
+    assert image.rebuild_position.get() == end > 64
+    image.consumption_position = lambda: None
+    farewell = StatusMessage.decode(image.farewell())
+    assert (farewell.consumption_term_offset, farewell.flags) == (64, SM_EOS_FLAG)
