@@ -4,9 +4,9 @@
 # byte for byte, the last one its receiver sent for its session within REPEAT_WINDOW is counted
 # and its time kept here, and Python takes those times at its timer (`take_repeats`), before it
 # decides which receivers went silent. Everything else goes to Python (SendChannelEndpoint). A
-# setup request (an SM with its flag) makes every receiver's next status message of its session
-# (of every session, for session 0 and stream 0) Python's again: that SM is what ends the SETUP
-# the request asked for.
+# status message with flags (a setup request, or a receiver's farewell) makes every receiver's
+# next status message of its session (of every session, for session 0 and stream 0) Python's
+# again: after a setup request, that SM is what ends the SETUP the request asked for.
 
 from libc.string cimport memcmp
 
@@ -16,8 +16,8 @@ cdef class ControlReceiver:
     Per (receiver address, session, stream): the last status message seen, when it was last
     heard, and when Python last saw it (itself, or through `take_repeats`). A repeat comes more
     than `repeat_window_ns` after the last is Python's again (a receiver back after a silence);
-    so is any status message with flags (one eliciting a SETUP), any other frame, and any
-    datagram of more than one frame."""
+    so is any status message with flags (one eliciting a SETUP, a farewell), any other frame,
+    and any datagram of more than one frame."""
 
     cdef dict _last  # key -> [bytes, heard_ns, seen_by_python_ns, (host, port)]
     cdef readonly int64_t repeat_window_ns
@@ -43,7 +43,7 @@ cdef class ControlReceiver:
             return False
         session_id = aio_get_i32(packet + SM_SESSION_ID_OFFSET)
         stream_id = aio_get_i32(packet + SM_STREAM_ID_OFFSET)
-        if packet[FLAGS_FIELD_OFFSET] != 0:  # a setup request
+        if packet[FLAGS_FIELD_OFFSET] != 0:  # a setup request or a farewell
             self.forget(session_id, stream_id)
             return False
         if aio_get_i32(packet) != length or packet[VERSION_FIELD_OFFSET] != 0:

@@ -306,7 +306,7 @@ class SendChannelEndpoint(_Endpoint):
                     self.system[SystemCounters.SHORT_SENDS].increment()
 
     def _on_status_message(self, sm: StatusMessage, source: Address, now_ns: int) -> None:
-        if self.dynamic:
+        if self.dynamic and not sm.is_end_of_stream:  # a farewell keeps no destination
             self._add(source, now_ns)
         if sm.session_id == 0 and sm.stream_id == 0 and sm.is_setup_eliciting:
             if not self.dynamic:

@@ -9,9 +9,10 @@ senders new to an image: `on_data_senders`) tells `connections` which source it 
 image sends its control frames to every source it heard, and its stream ends once each of them
 ended it: a replay's EOS does not end an image the live stream feeds); DATA for a subscribed
 stream with no image yet gets a setup-eliciting status message back, unless the session's
-image just ended (a cool-down): then what the session sends is answered with the image's last
-status message, flagged end-of-stream, so that its lingering publication hears where its
-stream was left (each answer at most once per source every 100 ms). Anything
+image just ended (a cool-down): then what the session sends is answered with the image's
+farewell (its last status message, flagged end-of-stream) if its stream ended, so that its
+lingering publication hears where its stream was left (each answer at most once per source
+every 100 ms). Anything
 malformed is counted as an invalid packet and dropped — nothing a datagram holds can raise out
 of `on_slow_datagrams`.
 """
@@ -19,7 +20,7 @@ of `on_slow_datagrams`.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from aeronio._core import DatagramReceiver, ImageRouter
 from aeronio.counters import SystemCounters
@@ -44,6 +45,12 @@ from aeronio.protocol.frames import (
 
 ELICIT_INTERVAL_NS = 100_000_000
 _ANSWERS_REMEMBERED = 1024
+
+
+class _CoolDown(NamedTuple):
+    until_ns: int
+    farewell: bytes | None  # what the session's data is answered with
+
 
 # Where a datagram came from, as `send_control` answers it (the driver's: a Connection).
 Source = TypeVar("Source", bound=Hashable)
@@ -85,8 +92,9 @@ class DataDispatcher(Generic[Source]):
         self.connections = connections
         self.images: dict[tuple[int, int], ReceiverStateMachine] = {}
         self.streams: dict[int, int] = {}
-        self._answered: dict[tuple[Source, bytes], int] = {}  # (source, frame) -> when sent
-        self._cooling: dict[tuple[int, int], tuple[int, bytes]] = {}  # -> (until, farewell)
+        # (source, frame) -> when sent, the oldest first
+        self._answered: dict[tuple[Source, bytes], int] = {}
+        self._cooling: dict[tuple[int, int], _CoolDown] = {}
         self.router = ImageRouter(
             system[SystemCounters.BYTES_RECEIVED],
             system[SystemCounters.INVALID_PACKETS],
@@ -106,19 +114,19 @@ class DataDispatcher(Generic[Source]):
         self.images.pop((session_id, stream_id), None)
         self.router.remove(session_id, stream_id)
 
-    def cool_down(self, session_id: int, stream_id: int, until_ns: int, farewell: bytes) -> None:
+    def cool_down(
+        self, session_id: int, stream_id: int, until_ns: int, farewell: bytes | None
+    ) -> None:
         """Ignore the session (an image that ended) until `until_ns`: the heartbeats and SETUPs
         of its lingering publication must not make it a new image (Aeron's cool-down). What it
-        sends meanwhile is answered with `farewell`, the image's last status message."""
-        self._cooling[(session_id, stream_id)] = (until_ns, farewell)
+        sends meanwhile is answered with `farewell` (the image's farewell), if any."""
+        self._cooling[(session_id, stream_id)] = _CoolDown(until_ns, farewell)
 
-    def _farewell(self, key: tuple[int, int], now_ns: int) -> bytes | None:
-        """The farewell of a session cooling down; None if it is not."""
+    def _cool_down_of(self, key: tuple[int, int], now_ns: int) -> _CoolDown | None:
+        """The session's cool-down; None once it is over, or if it had none."""
         cooling = self._cooling.get(key)
-        if cooling is None:
-            return None
-        if now_ns < cooling[0]:
-            return cooling[1]
+        if cooling is None or now_ns < cooling.until_ns:
+            return cooling
         del self._cooling[key]
         return None
 
@@ -150,11 +158,12 @@ class DataDispatcher(Generic[Source]):
         key = (header.session_id, header.stream_id)
         image = self.images.get(key)
         if image is None:
-            farewell = self._farewell(key, now_ns)
-            if farewell is not None:
-                self._answer(farewell, source, now_ns)
-            elif header.stream_id in self.streams:
-                self.elicit_setup(key, source, now_ns)
+            cooling = self._cool_down_of(key, now_ns)
+            if cooling is None:
+                if header.stream_id in self.streams:
+                    self.elicit_setup(key, source, now_ns)
+            elif cooling.farewell is not None:
+                self._answer(cooling.farewell, source, now_ns)
         elif ref.is_heartbeat:
             self.system[SystemCounters.HEARTBEATS_RECEIVED].increment()
             self._connect(key, image, source, now_ns)
@@ -169,7 +178,7 @@ class DataDispatcher(Generic[Source]):
 
     def _on_setup(self, setup: SetupFrame, source: Source, now_ns: int) -> None:
         key = (setup.session_id, setup.stream_id)
-        if setup.stream_id not in self.streams or self._farewell(key, now_ns) is not None:
+        if setup.stream_id not in self.streams or self._cool_down_of(key, now_ns) is not None:
             return
         image = self.images.get(key)
         if image is None:
@@ -229,15 +238,15 @@ class DataDispatcher(Generic[Source]):
 
     def _answer(self, frame: bytes, source: Source, now_ns: int) -> None:
         """Send `source` the status message `frame`, unless it went there in the last 100 ms
-        (what is remembered of answers older than that is dropped once there are many)."""
+        (of the answers, the last _ANSWERS_REMEMBERED are remembered)."""
         answered = self._answered
-        last = answered.get((source, frame))
+        key = (source, frame)
+        last = answered.get(key)
         if last is not None and now_ns - last < ELICIT_INTERVAL_NS:
             return
-        if len(answered) >= _ANSWERS_REMEMBERED:
-            self._answered = answered = {
-                k: t for k, t in answered.items() if now_ns - t < ELICIT_INTERVAL_NS
-            }
-        answered[(source, frame)] = now_ns
+        answered.pop(key, None)  # in the order they went
+        answered[key] = now_ns
+        if len(answered) > _ANSWERS_REMEMBERED:
+            del answered[next(iter(answered))]
         self.system[SystemCounters.STATUS_MESSAGES_SENT].increment()
         self.send_control(frame, source)

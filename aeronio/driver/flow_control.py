@@ -47,6 +47,11 @@ class FlowControl(Protocol):
         """The new sender limit after `sm` arrived at `now_ns`."""
         ...
 
+    def on_receiver_left(self, receiver_id: int, sender_limit: int) -> int:
+        """Receiver `receiver_id` said farewell (an end-of-stream status message): it paces
+        and counts no more (Aeron 1.53's); the new sender limit."""
+        ...
+
     def on_idle(self, now_ns: int, sender_limit: int) -> int:
         """Drop receivers that timed out; the new sender limit."""
         ...
@@ -97,6 +102,10 @@ class MaxFlowControl:
             return sender_limit
         self._last_sm_ns[sm.receiver_id] = now_ns
         return max(sender_limit, _limit_of(sm, initial_term_id, term_length))
+
+    def on_receiver_left(self, receiver_id: int, sender_limit: int) -> int:
+        self._last_sm_ns.pop(receiver_id, None)
+        return sender_limit
 
     def on_idle(self, now_ns: int, sender_limit: int) -> int:
         silent = [r for r, t in self._last_sm_ns.items() if now_ns - t > self.timeout_ns]
@@ -151,6 +160,11 @@ class MinFlowControl:
         if sm.is_setup_eliciting or not self._is_member(sm):
             return sender_limit
         self._receivers[sm.receiver_id] = (_limit_of(sm, initial_term_id, term_length), now_ns)
+        return self._limit(sender_limit)
+
+    def on_receiver_left(self, receiver_id: int, sender_limit: int) -> int:
+        if self._receivers.pop(receiver_id, None) is None:
+            return sender_limit
         return self._limit(sender_limit)
 
     def on_idle(self, now_ns: int, sender_limit: int) -> int:

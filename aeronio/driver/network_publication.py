@@ -85,10 +85,11 @@ class NetworkPublication(DriverPublication):
         return self.sender.has_delivered(end, self.released_ns) and (spies is None or spies >= end)
 
     def _linger_ended(self, now_ns: int) -> bool:
-        """Delivered; or no receiver (nor spy) left to deliver to; or the linger timed out."""
+        """Delivered; or no receiver heard lately (nor spy) left to deliver to; or the linger
+        timed out."""
         if self._delivered():
             return True
-        if not (self.sender.is_connected or self.sender.spies_connected):
+        if not (self.sender.receivers_heard or self.sender.spies_connected):
             self.report_loss("with no receiver left")
             return True
         if now_ns >= self.linger_deadline_ns():

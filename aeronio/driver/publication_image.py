@@ -59,7 +59,6 @@ class PublicationImage:
         self._proxy = proxy
         self._wake = wake
         self._ended = False
-        self._farewell: bytes | None = None
         self.signals = log_signals
         self.signals.consumed.add_callback(wake)
 
@@ -92,26 +91,27 @@ class PublicationImage:
 
     def on_time_event(self, now_ns: int) -> None:
         """End once not alive: silent, or its stream ended and consumed to its end (telling its
-        subscribers before would make them drop what they had not read yet). Its senders get
-        its farewell, then again in answer to what they send during the cool-down."""
+        subscribers before would make them drop what they had not read yet). The senders of a
+        stream that ended get the image's farewell, then again in answer to what they send
+        during the cool-down; those of a silent image are not heard, and get none."""
         receiver = self.receiver
         consumed = self.consumption()
         drained = consumed is None or consumed >= receiver.rebuild_position.get()
         silent = now_ns - receiver.time_of_last_packet_ns > IMAGE_LIVENESS_TIMEOUT_NS
         self._update_active_transport_count(silent)
         if not self._ended and not receiver.is_alive(now_ns) and (drained or silent):
+            farewell = None if silent else self._say_farewell()
             self.endpoint.dispatcher.cool_down(
-                self.session_id, self.stream_id, now_ns + IMAGE_COOL_DOWN_NS, self._say_farewell()
+                self.session_id, self.stream_id, now_ns + IMAGE_COOL_DOWN_NS, farewell
             )
             self._ended = True
 
     def _say_farewell(self) -> bytes:
         """Tell the image's senders where its subscribers left the stream (the receiver's
-        farewell), once; the farewell."""
-        if self._farewell is None:
-            self._farewell = self.receiver.farewell()
-            self.send_control(self._farewell)
-        return self._farewell
+        farewell); the farewell."""
+        farewell = self.receiver.farewell()
+        self.send_control(farewell)
+        return farewell
 
     def _update_active_transport_count(self, silent: bool) -> None:
         """The log's active transport count, which Aeron's clients read (Image's
@@ -130,9 +130,10 @@ class PublicationImage:
         self.endpoint.send_to_connections((self.session_id, self.stream_id), frame)
 
     def close(self) -> None:
-        """Say farewell if not yet said (the image goes before its stream ended: its last
-        subscription or the driver closed), then let go of all it holds."""
-        self._say_farewell()
+        """Say farewell if it goes before it ended (its last subscription or the driver
+        closed), then let go of all it holds."""
+        if not self._ended:
+            self._say_farewell()
         self.endpoint.remove_image(self.session_id, self.stream_id)
         subscribers = list(self.subscribers)
         self.subscribers.clear()

@@ -126,6 +126,12 @@ class SenderStateMachine:
             self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
             self._allow_new_data()
             return
+        if sm.is_end_of_stream:  # its farewell: what it read counts, it paces no more
+            self._acknowledge(sm, now_ns)
+            limit = self.flow_control.on_receiver_left(sm.receiver_id, self.sender_limit.get())
+            self.sender_limit.set(limit)
+            self._update_receivers()
+            return
         self._time_of_last_sm_ns = max(now_ns, self._time_of_last_sm_ns or now_ns)
         if not self._setup_elicited:  # a receiver that asked for a SETUP still gets it
             self._setup_due = False
@@ -203,6 +209,11 @@ class SenderStateMachine:
         if self._receivers_acked:
             least = min(position for position, _ in self._receivers_acked.values())
             self.acknowledged_position = max(self.acknowledged_position, least)
+
+    @property
+    def receivers_heard(self) -> bool:
+        """A receiver was heard lately (its farewell too): one that may acknowledge more."""
+        return bool(self._receivers_acked)
 
     def has_delivered(self, end: int, ended_ns: int) -> bool:
         """The stream ended at `end` (at `ended_ns`) reached its receivers: all of it sent,

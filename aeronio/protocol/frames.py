@@ -233,6 +233,11 @@ class StatusMessage(_codec("StatusMessage", SM_FIELDS, ("feedback",))):  # type:
     def is_setup_eliciting(self) -> bool:
         return bool(self.flags & SM_SETUP_FLAG)
 
+    @property
+    def is_end_of_stream(self) -> bool:
+        """The receiver's farewell: its image of the stream ended or closed."""
+        return bool(self.flags & SM_EOS_FLAG)
+
     def encode(self) -> bytes:
         return self.STRUCT.pack(*self[:-1]) + bytes(self.feedback)
 

@@ -30,7 +30,9 @@ from aeronio.driver.channel_endpoints import DESTINATION_TIMEOUT_NS
 from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS
 from aeronio.driver.receiver_state import IMAGE_LIVENESS_TIMEOUT_NS
 from tests.support.ports import free_port
-from tests.support.procs import await_until
+from tests.support.procs import await_until, procs_fixture
+
+procs = pytest.fixture(procs_fixture, name="procs")
 
 TERM = 64 * 1024
 HOST = "127.0.0.1"
@@ -343,23 +345,31 @@ async def test_mdc_dynamic_receivers_add_themselves_and_a_silent_one_is_dropped(
 
 
 @pytest.mark.slow
-async def test_min_flow_control_is_held_by_the_slowest_until_it_dies():
+@pytest.mark.parametrize("goes", ["dies", "closes"])
+async def test_min_flow_control_is_held_by_the_slowest_until_it_goes(procs, goes):
     """fc=min: a receiver that stops consuming holds the publisher within a window of its
-    position; once its driver is gone the publisher is released after the 2 s receiver timeout
-    and the other receiver gets everything."""
+    position. Once it goes the other receiver gets everything: a receiver that dies (its
+    process killed) releases the publisher after the 2 s receiver timeout; one whose driver
+    closes says farewell (an end-of-stream status message), which releases it at once."""
     channel = multicast("224.20.30.3", free_port(), "|fc=min")
     expected = messages(3000, (4, 300, 1377, 2000))
     async with contextlib.AsyncExitStack() as stack:
         a = await stack.enter_async_context(aeronio.connect())
         fast_driver = await stack.enter_async_context(aeronio.connect())
-        slow_driver = await aeronio.connect()
-        stack.push_async_callback(slow_driver.close)
         fast_sub = await fast_driver.add_subscription(channel, 13)
-        slow_sub = await slow_driver.add_subscription(channel, 13)
+        if goes == "dies":  # in a process of its own, on a driver of its own
+            slow = procs.role(
+                "stalled_subscriber", dir=procs.new_dir(), stream=13, channel=channel, embedded=True
+            )
+        else:
+            slow_driver = await aeronio.connect()
+            stack.push_async_callback(slow_driver.close)
+            await slow_driver.add_subscription(channel, 13)
         pub = await a.add_publication(channel, 13)
         receivers = lambda: counter(a, FLOW_CONTROL_RECEIVERS_TYPE_ID, pub.registration_id)  # noqa: E731
-        await await_until(lambda: pub.is_connected and receivers() == 2, 10, "two receivers")
-        slow_image = await image_of(slow_sub)
+        await await_until(lambda: pub.is_connected and receivers() == 2, 20, "two receivers")
+        if goes == "dies":
+            assert (await slow.aexpect_json("ready", timeout=20))["position"] == 0
         await image_of(fast_sub)
         fast = Receiver(fast_sub, "the consuming receiver").start()
         sender_limit = lambda: counter(a, SENDER_LIMIT_TYPE_ID, pub.registration_id)  # noqa: E731
@@ -382,11 +392,10 @@ async def test_min_flow_control_is_held_by_the_slowest_until_it_dies():
         await counted_more(a, SystemCounters.STATUS_MESSAGES_RECEIVED, "status messages, held")
         assert pub.try_offer(expected[len(sent)]) == aeronio.BACK_PRESSURED
         assert pub.position == held
-        assert slow_image.position == 0
-        # The sender stops at the slow receiver's position plus its window (half a term), the
-        # publisher at a term window (another half term) past the sender, overshot by at most
-        # the message that crossed its limit.
-        assert sender_limit() == slow_image.position + TERM // 2
+        # The sender stops at the slow receiver's position (0: it never reads) plus its window
+        # (half a term), the publisher at a term window (another half term) past the sender,
+        # overshot by at most the message that crossed its limit.
+        assert sender_limit() == TERM // 2
         assert pub.position_limit <= sender_position() + TERM // 2
         assert held < pub.position_limit + 2048
         # The consuming receiver gets what the sender sent, and no more is sent.
@@ -395,8 +404,10 @@ async def test_min_flow_control_is_held_by_the_slowest_until_it_dies():
         await counted_more(fast_driver, SystemCounters.HEARTBEATS_RECEIVED, "heartbeats, held")
         assert fast.received == expected[:sendable]
 
-        # The slow receiver's driver goes: after the receiver timeout the publisher moves on.
-        await slow_driver.close()
+        if goes == "dies":
+            slow.kill()
+        else:
+            await slow_driver.close()
         gone = time.monotonic()
         released = 0.0
 
@@ -410,7 +421,10 @@ async def test_min_flow_control_is_held_by_the_slowest_until_it_dies():
             await produce()
         await fast.wait_for(len(expected), 20)
         await fast.stop()
-        assert released >= RECEIVER_TIMEOUT_NS / 1e9 - 0.5, f"released after {released:.2f} s"
+        if goes == "dies":
+            assert released >= RECEIVER_TIMEOUT_NS / 1e9 - 0.5, f"released after {released:.2f} s"
+        else:
+            assert released < RECEIVER_TIMEOUT_NS / 1e9 - 0.5, f"released after {released:.2f} s"
         assert fast.received == expected
         assert fast.positions == sent
         assert receivers() == 1

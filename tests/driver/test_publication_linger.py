@@ -119,9 +119,14 @@ async def read_after_the_end(aeron: aeronio.Aeron, sub, uri: str, count: int) ->
 
     await await_until(end_arrived, 10, "the end of the stream at the receiver")
     read = 0
-    while read < count:
-        read += sub.poll(lambda buffer, header: None, count)
-        await asyncio.sleep(0)
+
+    async def read_all() -> None:
+        nonlocal read
+        while read < count:
+            read += sub.poll(lambda buffer, header: None, count)
+            await asyncio.sleep(0.001)
+
+    await asyncio.wait_for(read_all(), 10)
     await await_until(lambda: not sender_counters(aeron, session), 10, "the publication's end")
 
 

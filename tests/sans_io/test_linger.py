@@ -12,7 +12,7 @@ import numpy as np
 from aeronio._core import AtomicBuffer
 from aeronio.counters import SystemCounters
 from aeronio.driver.driver_publication import PublicationParts, State
-from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS
+from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS, MinFlowControl
 from aeronio.driver.ipc_publication import IpcPublication
 from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.publication_image import IMAGE_COOL_DOWN_NS, PublicationImage
@@ -69,10 +69,16 @@ def stubs(publisher: Publisher, reports: list[str]) -> PublicationParts:
     )
 
 
-def network(tmp_path) -> tuple[NetworkPublication, Publisher, list[str]]:
-    """A network publication whose SETUP went at 0 and whose receiver answered at 1 ms."""
+def network(tmp_path, **sender) -> tuple[NetworkPublication, Publisher, list[str]]:
+    """A network publication whose SETUP went at 0 and whose receiver answered at 1 ms (its
+    sender made with `sender`'s keywords)."""
     publisher = Publisher(
-        tmp_path / "pub.log", TERM_LENGTH, MTU, INITIAL_TERM_ID, {c: Slot() for c in SystemCounters}
+        tmp_path / "pub.log",
+        TERM_LENGTH,
+        MTU,
+        INITIAL_TERM_ID,
+        {c: Slot() for c in SystemCounters},
+        **sender,
     )
     reports: list[str] = []
     publication = NetworkPublication(
@@ -90,10 +96,10 @@ def network(tmp_path) -> tuple[NetworkPublication, Publisher, list[str]]:
     return publication, publisher, reports
 
 
-def released_and_sent(tmp_path, messages: int = 3, sent: list | None = None):
+def released_and_sent(tmp_path, messages: int = 3, sent: list | None = None, **sender):
     """`messages` offered, released at 2 ms, all sent at 3 ms (the datagrams to `sent`):
     lingering from 3 ms."""
-    publication, publisher, reports = network(tmp_path)
+    publication, publisher, reports = network(tmp_path, **sender)
     assert publisher.offer(0, messages, messages) == messages
     end = publisher.log.producer_position
     publication.decref(2 * MS)
@@ -327,12 +333,18 @@ def test_a_stream_read_to_its_end_after_it_ended_is_acknowledged_by_the_farewell
     assert publication.state is State.DONE and reports == []
 
 
-def test_an_ended_image_its_subscriber_does_not_read_ends_when_silent(tmp_path):
-    image, _ = image_whose_stream_ended(tmp_path, read=512)
+def test_an_ended_image_its_subscriber_does_not_read_ends_when_silent_without_farewell(tmp_path):
+    """Its senders are not heard: it tells them nothing, now or during its cool-down (Aeron's
+    receivers send only to connections heard lately)."""
+    sent, cooled = [], []
+    image, _ = image_whose_stream_ended(tmp_path, read=512, sent=sent, cooled=cooled)
     image.on_time_event(IMAGE_LIVENESS_TIMEOUT_NS)
     assert not image.has_reached_end_of_life()
     image.on_time_event(IMAGE_LIVENESS_TIMEOUT_NS + 1)
     assert image.has_reached_end_of_life()
+    image.close()
+    assert sent == []
+    assert cooled == [(77, 10, IMAGE_LIVENESS_TIMEOUT_NS + 1 + IMAGE_COOL_DOWN_NS, None)]
 
 
 def test_an_images_active_transport_count_is_its_senders_until_it_is_silent(tmp_path):
@@ -388,3 +400,53 @@ def test_the_farewell_of_an_image_with_no_subscriber_left_claims_nothing_more(tm
     image.consumption_position = lambda: None
     farewell = StatusMessage.decode(image.farewell())
     assert (farewell.consumption_term_offset, farewell.flags) == (64, SM_EOS_FLAG)
+
+
+def farewell(consumed: int, receiver_id: int = 5):
+    """Receiver `receiver_id`'s farewell: its image ended or closed at `consumed`."""
+    return StatusMessage.decode(
+        status_message(
+            session_id=77,
+            stream_id=10,
+            consumption_term_id=INITIAL_TERM_ID,
+            consumption_term_offset=consumed,
+            receiver_window=TERM_LENGTH // 2,
+            receiver_id=receiver_id,
+            flags=SM_EOS_FLAG,
+        ).encode()
+    )
+
+
+def test_a_farewell_acknowledges_but_keeps_no_receiver_alive(tmp_path):
+    """What a receiver read when it left counts; that it spoke does not keep the publication
+    connected (Aeron 1.53's receiver liveness)."""
+    _, publisher, _ = network(tmp_path)
+    sender = publisher.sender
+    sender.on_status_message(farewell(64), 2 * MS)
+    assert sender.acknowledged_position == 64
+    assert sender.flow_control.receiver_count == 0
+    sender.check_receiver_liveness(MS + RECEIVER_TIMEOUT_NS + 1)  # from the SM at 1 ms
+    assert not sender.is_connected
+
+
+def test_a_linger_waits_for_a_receiver_that_said_farewell_before_its_subscribers_read_all(
+    tmp_path,
+):
+    """Aeron 1.53's receivers say farewell while their image drains, from when it has the whole
+    stream, each saying what their subscribers read by then: the linger waits for the one that
+    says they read it all (within the receiver timeout), and reports nothing. Min flow control:
+    the first farewell leaves it no receiver that paces it."""
+    publication, publisher, reports, end = released_and_sent(
+        tmp_path, flow_control=MinFlowControl()
+    )
+    sender = publisher.sender
+    heartbeat = sender.data_sender.heartbeat_deadline_ns
+    publisher.datagrams(heartbeat)  # the EOS heartbeat
+    sender.on_status_message(farewell(end - 64), heartbeat)
+    sender.check_receiver_liveness(heartbeat + 200 * MS)
+    assert not sender.is_connected
+    publication.advance(heartbeat + 200 * MS)
+    assert publication.state is State.LINGER and reports == []
+    sender.on_status_message(farewell(end), heartbeat + 400 * MS)
+    publication.advance(heartbeat + 400 * MS)
+    assert publication.state is State.DONE and reports == []

@@ -308,6 +308,24 @@ def test_an_ended_sessions_heartbeats_and_setups_make_no_new_image_during_its_co
     assert setups == [until + 1]
 
 
+def test_a_silent_sessions_cool_down_answers_nothing():
+    """An image that ended silent has no farewell: its session's data, back during the
+    cool-down, gets no answer at all (nor a SETUP asked for)."""
+    system = {c: Slot() for c in SystemCounters}
+    control = []
+    dispatcher = DataDispatcher(99, system, lambda *a: None, lambda f, s: control.append(f))
+    dispatcher.add_subscription(10)
+    heartbeat = data_header(
+        frame_length=0, term_offset=0, session_id=77, stream_id=10, term_id=5
+    ).encode()
+    dispatcher.cool_down(77, 10, until_ns=300 * MS, farewell=None)
+    for now in (0, 150 * MS, 300 * MS - 1):
+        deliver(dispatcher, heartbeat, SOURCE, now)
+    assert control == []
+    deliver(dispatcher, heartbeat, SOURCE, 300 * MS)
+    assert StatusMessage.decode(control[0]).is_setup_eliciting
+
+
 def test_a_dispatcher_forgets_old_answers_once_it_remembers_many():
     """Data of ever new sessions (forged, say) each get a setup-eliciting status message; what
     is remembered of them stays bounded, while recent answers are still not repeated."""

@@ -395,12 +395,17 @@ async def role_text_publisher(
             await asyncio.sleep(120)
 
 
-async def role_stalled_subscriber(dir: str, stream: int) -> None:
-    """Subscribe, wait for an image, report, then never consume (until SIGKILLed)."""
+async def role_stalled_subscriber(
+    dir: str, stream: int, channel: str = IPC, embedded: bool = False
+) -> None:
+    """Subscribe (`embedded`: on a driver of its own on `dir`, else on the driver of `dir`),
+    wait for an image, report, then never consume (until SIGKILLed)."""
     import aeronio
 
-    async with aeronio.connect(dir) as aeron:
-        subscription = await aeron.add_subscription(IPC, stream)
+    # Any driver option launches a driver: this one its default.
+    options = {"dir_delete_on_shutdown": True} if embedded else {}
+    async with aeronio.connect(dir, **options) as aeron:
+        subscription = await aeron.add_subscription(channel, stream)
         await wait_for_image(subscription)
         image = subscription.images[0]
         say(

@@ -113,6 +113,14 @@ def test_max_drops_silent_receivers_from_its_count():
     assert fc.has_required_receivers()
 
 
+def test_max_counts_a_receiver_that_said_farewell_no_more():
+    fc = MaxFlowControl()
+    limit = feed(fc, 0, sm(1, 0, 0), 0)
+    limit = feed(fc, limit, sm(2, 0, 64), 1)
+    assert fc.on_receiver_left(1, limit) == limit and fc.receiver_count == 1
+    assert fc.on_receiver_left(3, limit) == limit and fc.receiver_count == 1  # never tracked
+
+
 def test_max_ignores_setup_eliciting_sms():
     fc = MaxFlowControl()
     assert feed(fc, 100, setup_sm(1), 0) == 100
@@ -161,6 +169,21 @@ def test_min_silent_receiver_stops_holding_the_sender_back():
     # A receiver that comes back is tracked again.
     assert feed(fc, limit, sm(1, 0, 512), 3_000) == 512 + WINDOW
     assert fc.receiver_count == 1
+
+
+def test_min_receiver_that_said_farewell_stops_holding_the_sender_back_at_once():
+    """Aeron 1.53's: a receiver whose image ended or closed leaves the group at its farewell,
+    not at its timeout."""
+    for fc in (MinFlowControl(), TaggedFlowControl(7)):
+        tag = group_tag_feedback(7)
+        limit = feed(fc, 0, sm(1, 0, 0, feedback=tag), 0)  # slow
+        limit = feed(fc, limit, sm(2, 1, 0, feedback=tag), 0)
+        assert limit == WINDOW and fc.receiver_count == 2
+        assert fc.on_receiver_left(1, limit) == pos(1, 0) + WINDOW
+        assert fc.receiver_count == 1 and fc.has_required_receivers()
+        assert fc.on_receiver_left(2, 12345) == 12345  # the last: the limit stays
+        assert fc.receiver_count == 0 and not fc.has_required_receivers()
+        assert fc.on_receiver_left(1, 12345) == 12345  # gone already
 
 
 def test_min_and_tagged_need_a_receiver_that_paces_the_sender():
