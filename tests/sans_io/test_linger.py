@@ -37,8 +37,9 @@ INITIAL_TERM_ID = 5
 LINGER_NS = 500 * MS
 
 
-def status(consumed: int, receiver_id: int = 5):
-    """Receiver `receiver_id` has consumed up to `consumed` (within the first term)."""
+def status(consumed: int, receiver_id: int = 5, flags: int = 0):
+    """Receiver `receiver_id` has consumed up to `consumed` (within the first term); with
+    `flags` SM_EOS_FLAG, its farewell."""
     return status_message(
         session_id=77,
         stream_id=10,
@@ -46,6 +47,7 @@ def status(consumed: int, receiver_id: int = 5):
         consumption_term_offset=consumed,
         receiver_window=TERM_LENGTH // 2,
         receiver_id=receiver_id,
+        flags=flags,
     )
 
 
@@ -402,27 +404,12 @@ def test_the_farewell_of_an_image_with_no_subscriber_left_claims_nothing_more(tm
     assert (farewell.consumption_term_offset, farewell.flags) == (64, SM_EOS_FLAG)
 
 
-def farewell(consumed: int, receiver_id: int = 5):
-    """Receiver `receiver_id`'s farewell: its image ended or closed at `consumed`."""
-    return StatusMessage.decode(
-        status_message(
-            session_id=77,
-            stream_id=10,
-            consumption_term_id=INITIAL_TERM_ID,
-            consumption_term_offset=consumed,
-            receiver_window=TERM_LENGTH // 2,
-            receiver_id=receiver_id,
-            flags=SM_EOS_FLAG,
-        ).encode()
-    )
-
-
 def test_a_farewell_acknowledges_but_keeps_no_receiver_alive(tmp_path):
     """What a receiver read when it left counts; that it spoke does not keep the publication
     connected (Aeron 1.53's receiver liveness)."""
     _, publisher, _ = network(tmp_path)
     sender = publisher.sender
-    sender.on_status_message(farewell(64), 2 * MS)
+    sender.on_status_message(status(64, flags=SM_EOS_FLAG), 2 * MS)
     assert sender.acknowledged_position == 64
     assert sender.flow_control.receiver_count == 0
     sender.check_receiver_liveness(MS + RECEIVER_TIMEOUT_NS + 1)  # from the SM at 1 ms
@@ -442,11 +429,11 @@ def test_a_linger_waits_for_a_receiver_that_said_farewell_before_its_subscribers
     sender = publisher.sender
     heartbeat = sender.data_sender.heartbeat_deadline_ns
     publisher.datagrams(heartbeat)  # the EOS heartbeat
-    sender.on_status_message(farewell(end - 64), heartbeat)
+    sender.on_status_message(status(end - 64, flags=SM_EOS_FLAG), heartbeat)
     sender.check_receiver_liveness(heartbeat + 200 * MS)
     assert not sender.is_connected
     publication.advance(heartbeat + 200 * MS)
     assert publication.state is State.LINGER and reports == []
-    sender.on_status_message(farewell(end), heartbeat + 400 * MS)
+    sender.on_status_message(status(end, flags=SM_EOS_FLAG), heartbeat + 400 * MS)
     publication.advance(heartbeat + 400 * MS)
     assert publication.state is State.DONE and reports == []
