@@ -2,6 +2,7 @@
 driver's cnc.dat, as Aeron's own clients do."""
 
 import asyncio
+import contextlib
 import time
 
 import numpy
@@ -131,19 +132,27 @@ async def test_udp_from_an_aeronio_client_to_a_pyaeron_subscriber_on_another_c_d
         await send_to_pyaeron(publication, subscriber)
 
 
-async def test_udp_from_an_aeronio_client_on_a_c_driver_to_an_aeronio_driver(aeron_c, free_port):
-    """An aeronio client of Aeron's C driver sends over UDP to an aeronio client of an aeronio
-    driver (embedded in this process): every message, in order, byte for byte."""
-    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port}"
+@contextlib.asynccontextmanager
+async def udp_from_a_c_driver_to_an_aeronio_driver(aeron_c, port: int):
+    """(subscription, publication), connected: the publication an aeronio client's on a C
+    driver, the subscription an aeronio client's on an aeronio driver embedded here."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{port}"
     sending_dir = aeron_c.new_dir()
     await aeron_c.pyaeron("driver", dir=sending_dir).aexpect_json("ready", 30)
     async with aeronio.connect() as receiving, aeronio.connect(sending_dir) as sending:
         subscription = await receiving.add_subscription(channel, 13)
         publication = await sending.add_publication(channel, 13)
         await publication.wait_connected(timeout=30)
-        received = asyncio.create_task(receive(subscription, COUNT))
+        yield subscription, publication
+
+
+async def test_udp_from_an_aeronio_client_on_a_c_driver_to_an_aeronio_driver(aeron_c, free_port):
+    """An aeronio client of Aeron's C driver sends over UDP to an aeronio client of an aeronio
+    driver (embedded in this process): every message, in order, byte for byte."""
+    async with udp_from_a_c_driver_to_an_aeronio_driver(aeron_c, free_port) as (sub, pub):
+        received = asyncio.create_task(receive(sub, COUNT))
         for data in expected():
-            await publication.offer(data, timeout=30)
+            await pub.offer(data, timeout=30)
         assert await received == expected()
 
 
@@ -154,17 +163,11 @@ async def test_a_c_drivers_publication_hears_an_aeronio_subscription_leave_at_on
     flagged end-of-stream, as Aeron 1.53's receivers send): Aeron's C driver takes that receiver
     out of its publication at once, where for one that said nothing it waited out its
     connection timeout (5 s; 4.8 s measured before the farewell)."""
-    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port}"
-    sending_dir = aeron_c.new_dir()
-    await aeron_c.pyaeron("driver", dir=sending_dir).aexpect_json("ready", 30)
-    async with aeronio.connect() as receiving, aeronio.connect(sending_dir) as sending:
-        subscription = await receiving.add_subscription(channel, 13)
-        publication = await sending.add_publication(channel, 13)
-        await publication.wait_connected(timeout=30)
-        await await_until(lambda: subscription.images, 30, "the publication's image")
-        await subscription.close()
+    async with udp_from_a_c_driver_to_an_aeronio_driver(aeron_c, free_port) as (sub, pub):
+        await await_until(lambda: sub.images, 30, "the publication's image")
+        await sub.close()
         closed = time.monotonic()
-        await await_until(lambda: not publication.is_connected, 10, "the publication let go")
+        await await_until(lambda: not pub.is_connected, 10, "the publication let go")
         assert time.monotonic() - closed < 2.5
 
 
