@@ -82,7 +82,6 @@ class UdpMedia:
     def __init__(self, services: UdpServices):
         self.services = services
         self.resources = services.resources
-        self.receiver_id = random.getrandbits(63)
         self.send_endpoints: dict[str, SendChannelEndpoint] = {}
         self.receive_endpoints: dict[str, ReceiveChannelEndpoint] = {}
         self._watches: list = []
@@ -215,7 +214,7 @@ class UdpMedia:
 
     def _dispatcher_for(self, endpoint: ReceiveChannelEndpoint) -> DataDispatcher:
         return DataDispatcher[Connection](
-            self.receiver_id,
+            random.getrandbits(63),  # the endpoint's receiver id, as Aeron gives each its own
             self.services.system,
             lambda setup, source, now_ns: self._new_image(endpoint, setup, source, now_ns),
             endpoint.send_control,
@@ -286,7 +285,7 @@ class UdpMedia:
                         setup.term_length,
                         setup.initial_term_id,
                     ),
-                    receiver_id=self.receiver_id,
+                    receiver_id=endpoint.dispatcher.receiver_id,
                     rebuild_position=pos,
                     hwm_position=hwm,
                     consumption_position=functools.partial(slowest, subscribers),

@@ -430,6 +430,57 @@ async def test_min_flow_control_is_held_by_the_slowest_until_it_goes(procs, goes
         assert receivers() == 1
 
 
+async def test_min_flow_control_counts_two_endpoints_of_one_driver_as_two_receivers():
+    """fc=min over a manual MDC publication whose two destinations are subscribed in one
+    driver: each endpoint is a receiver of its own (its own receiver id, as Aeron gives each
+    endpoint), so the one that never reads holds the publisher while the other reads on, and
+    closing it (its farewell) releases the publisher without taking the other out."""
+    endpoints = [f"aeron:udp?endpoint={HOST}:{free_port()}" for _ in range(2)]
+    channel = f"aeron:udp?control={HOST}:{free_port()}|control-mode=manual|term-length=64k"
+    expected = messages(1500, (4, 300, 1377, 2000))
+    async with contextlib.AsyncExitStack() as stack:
+        a = await stack.enter_async_context(aeronio.connect())
+        b = await stack.enter_async_context(aeronio.connect())
+        reading = await b.add_subscription(endpoints[0], 16)
+        stalled = await b.add_subscription(endpoints[1], 16)
+        pub = await a.add_publication(f"{channel}|fc=min", 16)
+        for endpoint in endpoints:
+            await pub.add_destination(endpoint)
+        receivers = lambda: counter(a, FLOW_CONTROL_RECEIVERS_TYPE_ID, pub.registration_id)  # noqa: E731
+        await await_until(lambda: pub.is_connected and receivers() == 2, 10, "two receivers")
+        await image_of(stalled)
+        await image_of(reading)
+        fast = Receiver(reading, "the reading endpoint").start()
+        sender_limit = lambda: counter(a, SENDER_LIMIT_TYPE_ID, pub.registration_id)  # noqa: E731
+        sender_position = lambda: counter(a, SENDER_POSITION_TYPE_ID, pub.registration_id)  # noqa: E731
+
+        sent: list[int] = []
+        async with asyncio.timeout(10):
+            while sender_limit() - sender_position() >= MTU:  # until no frame fits
+                result = pub.try_offer(expected[len(sent)])
+                if result > 0:
+                    sent.append(result)
+                else:
+                    assert result == aeronio.BACK_PRESSURED, result
+                    await asyncio.sleep(0.01)
+        sendable = sum(1 for position in sent if position <= sender_position())
+        await fast.wait_for(sendable, 10)
+        await counted_more(a, SystemCounters.STATUS_MESSAGES_RECEIVED, "status messages, held")
+        # The stalled endpoint (at 0) paces the sender, however far the other has read.
+        assert sender_limit() == TERM // 2
+        assert fast.received == expected[:sendable]
+
+        await stalled.close()
+        async with asyncio.timeout(RECEIVER_TIMEOUT_NS / 1e9 - 0.5):
+            for message in expected[len(sent) :]:
+                sent.append(await pub.offer(message, timeout=20))
+        await fast.wait_for(len(expected), 20)
+        await fast.stop()
+        assert fast.received == expected
+        assert fast.positions == sent
+        assert receivers() == 1
+
+
 async def stalled_under_max_flow_control(stack, group: str, stream: int, on_unavailable=None):
     """Two receivers of a multicast publication (fc=max, the default); one stops consuming
     while 2000 messages (~40 terms) go out: the publisher is not held back, the other receiver
