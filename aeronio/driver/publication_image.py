@@ -59,6 +59,7 @@ class PublicationImage:
         self._proxy = proxy
         self._wake = wake
         self._ended = False
+        self._left_at: int | None = None  # where its last subscriber left, once none is left
         self.signals = log_signals
         self.signals.consumed.add_callback(wake)
 
@@ -74,6 +75,8 @@ class PublicationImage:
         for sub in list(self.subscribers):
             if sub.subscription_id == subscription_id:
                 self.subscribers.remove(sub)
+                if not self.subscribers:  # what it read counts in the farewell
+                    self._left_at = sub.counter.get()
                 self._consumers_changed()  # before its counter is freed
                 self._stream_counters.free(sub.counter)
 
@@ -109,7 +112,7 @@ class PublicationImage:
     def _say_farewell(self) -> bytes:
         """Tell the image's senders where its subscribers left the stream (the receiver's
         farewell); the farewell."""
-        farewell = self.receiver.farewell()
+        farewell = self.receiver.farewell(self._left_at)
         self.send_control(farewell)
         return farewell
 

@@ -221,14 +221,16 @@ class ReceiverStateMachine:
         if term_rebuild_insert(term, term_offset, pad):
             self.system[SystemCounters.LOSS_GAP_FILLS].increment()
 
-    def farewell(self) -> bytes:
+    def farewell(self, left_at: int | None = None) -> bytes:
         """The status message of the image as it goes: where its subscribers left the stream
-        (its end, once they read it all; with none left, what it acknowledged last), flagged
-        end-of-stream (Aeron 1.53's receivers send these while their image drains). A
-        publication lingers until its receivers acknowledge its end: without this, what was
-        read after the last periodic status message would never be. Counted as sent."""
-        consumption = self.consumption_position()
-        position = self.rebuilder.last_sm_position if consumption is None else consumption
+        (its end, once they read it all; with none left, where the last one left, `left_at`,
+        or what it acknowledged last if that is further), flagged end-of-stream (Aeron 1.53's
+        receivers send these while their image drains). A publication lingers until its
+        receivers acknowledge its end: without this, what was read after the last periodic
+        status message would never be. Counted as sent."""
+        position = self.consumption_position()
+        if position is None:
+            position = max(self.rebuilder.last_sm_position, left_at or 0)
         self.system[SystemCounters.STATUS_MESSAGES_SENT].increment()
         return self._status_message(position, SM_EOS_FLAG)
 

@@ -224,7 +224,7 @@ def image_whose_stream_ended(
         rebuild_position=Slot(1024),
         time_of_last_packet_ns=0,
         is_alive=lambda now_ns: False,  # ended and rebuilt to its end
-        farewell=lambda: b"farewell",
+        farewell=lambda left_at: b"farewell" if left_at is None else b"farewell at %d" % left_at,
         log=SimpleNamespace(
             metadata=AtomicBuffer(np.zeros(LOG_META_DATA_LENGTH, np.uint8)),
             path=tmp_path / "image.log",
@@ -284,6 +284,18 @@ def test_an_image_closed_before_its_end_says_farewell_as_it_goes(tmp_path):
     image, _ = image_whose_stream_ended(tmp_path, read=512, sent=sent, cooled=cooled)
     image.close()
     assert sent == [((77, 10), b"farewell")] and cooled == []
+
+
+def test_an_image_whose_last_subscriber_left_says_where_it_left_as_it_goes(tmp_path):
+    """What its subscribers read before they closed counts: the farewell says where the last
+    one left (the receiver's farewell, below, says no less than what it acknowledged)."""
+    sent = []
+    image, _ = image_whose_stream_ended(tmp_path, read=512, sent=sent)
+    image.add_subscriber(SubscriberPosition(4, 3, "aeron:ipc", Slot(768)))
+    image.remove_subscriber(2)
+    image.remove_subscriber(4)
+    image.close()
+    assert sent == [((77, 10), b"farewell at 768")]
 
 
 def test_an_ended_image_closed_says_no_second_farewell(tmp_path):
@@ -381,8 +393,8 @@ def test_a_linger_whose_receivers_are_gone_ends_then_and_reports_the_loss(tmp_pa
 
 
 def test_the_farewell_of_an_image_with_no_subscriber_left_claims_nothing_more(tmp_path):
-    """Its subscribers gone, an image's farewell says what it acknowledged last, not what it
-    rebuilt since: nobody read that."""
+    """Its subscribers gone, an image's farewell says what it acknowledged last, or where its
+    last subscriber left if further, not what it rebuilt since: nobody read that."""
     sent: list[bytes] = []
     _, publisher, _, end = released_and_sent(tmp_path, messages=3, sent=sent)
     setup = setup_frame(
@@ -402,6 +414,10 @@ def test_the_farewell_of_an_image_with_no_subscriber_left_claims_nothing_more(tm
     image.consumption_position = lambda: None
     farewell = StatusMessage.decode(image.farewell())
     assert (farewell.consumption_term_offset, farewell.flags) == (64, SM_EOS_FLAG)
+    farewell = StatusMessage.decode(image.farewell(left_at=32))  # its last subscriber at 32
+    assert farewell.consumption_term_offset == 64  # never less than it acknowledged
+    farewell = StatusMessage.decode(image.farewell(left_at=end))  # its last read everything
+    assert farewell.consumption_term_offset == end
 
 
 def test_a_farewell_acknowledges_but_keeps_no_receiver_alive(tmp_path):
