@@ -11,8 +11,8 @@ receiver heard lately (status messages at or past the end of stream) and read by
 and its end of stream announced (an EOS heartbeat), so that nothing offered before the release
 is lost when the driver goes (Aeron lingers for the whole linger timeout, or until a unicast
 receiver says it closed). The linger timeout bounds it, and it ends when no receiver is left
-(none heard for RECEIVER_TIMEOUT_NS); ended with data not acknowledged, it is reported
-(`report_loss`).
+(none heard for RECEIVER_TIMEOUT_NS) once its spies have read it all; ended with data not
+acknowledged or read, it is reported (`report_loss`).
 """
 
 from __future__ import annotations
@@ -79,19 +79,24 @@ class NetworkPublication(DriverPublication):
         """Released and not yet delivered: draining, then lingering until acknowledged."""
         return self.state is State.DRAINING or self.state is State.LINGER
 
+    def _spies_read_all(self) -> bool:
+        spies = slowest(self.subscribers)
+        return spies is None or spies >= self.log.end_of_stream_position
+
     def _delivered(self) -> bool:
         end = self.log.end_of_stream_position
-        spies = slowest(self.subscribers)
-        return self.sender.has_delivered(end, self.released_ns) and (spies is None or spies >= end)
+        return self.sender.has_delivered(end, self.released_ns) and self._spies_read_all()
 
     def _linger_ended(self, now_ns: int) -> bool:
-        """Delivered; or no receiver heard lately (nor spy) left to deliver to; or the linger
-        timed out."""
+        """Delivered; or no receiver heard lately left to deliver to (nor a spy that simulates
+        a connection), once its spies have read it all (Aeron's draining waits for them); or
+        the linger timed out."""
         if self._delivered():
             return True
         if not (self.sender.receivers_heard or self.sender.spies_connected):
-            self.report_loss("with no receiver left")
-            return True
+            if self._spies_read_all():
+                self.report_loss("with no receiver left")
+                return True
         if now_ns >= self.linger_deadline_ns():
             self.report_loss(f"after its linger of {self.linger_ns // 1_000_000} ms")
             return True
@@ -111,12 +116,16 @@ class NetworkPublication(DriverPublication):
             return None
         end = self.log.end_of_stream_position
         acknowledged = self.sender.acknowledged_position
-        if acknowledged >= end:
-            return super().undelivered()  # the spies'
-        return (
-            f"its receivers have not acknowledged up to {end} (acknowledged up to "
-            f"{acknowledged}, sent up to {self.sender.sender_position.get()})"
-        )
+        spies = slowest(self.subscribers)
+        lost = []
+        if acknowledged < end:
+            lost.append(
+                f"its receivers have not acknowledged up to {end} (acknowledged up to "
+                f"{acknowledged}, sent up to {self.sender.sender_position.get()})"
+            )
+        if spies is not None and spies < end:
+            lost.append(f"its spies read up to {spies}, not up to {end}")
+        return "; ".join(lost) or None
 
     def close(self) -> None:
         self.signals.data.remove_callback(self._wake)

@@ -137,3 +137,49 @@ def sender_counters(aeron: aeronio.Aeron, session_id: int) -> list[str]:
         for c in aeron.counters.for_each()
         if c.label.startswith("snd-pos:") and f" {session_id} {STREAM} " in c.label
     ]
+
+
+async def test_a_spy_behind_when_the_receivers_are_gone_still_reads_to_the_end(caplog):
+    """A publication's receiver reads everything and leaves, the publication closes, and its spy
+    (in the publisher's driver) reads on slowly, one message every 100 ms, past the 2 s after
+    which no receiver is left: the linger waits for the spy, which reads to the end of the
+    stream, and nothing is reported lost."""
+    caplog.set_level(logging.WARNING, logger="aeronio.driver")
+    count = 30
+    gone: list[tuple[int, bool]] = []  # the spy's image as it went: position, end of stream
+    async with aeronio.connect(publication_linger_ns=30 * 10**9, timer_interval_ns=10**7) as aeron:
+        uri = channel()
+        sub = await aeron.add_subscription(uri, STREAM)
+        spy = await aeron.add_subscription(
+            f"aeron-spy:{uri}",
+            STREAM,
+            unavailable_image=lambda image: gone.append((image.position, image.is_end_of_stream)),
+        )
+        pub = await aeron.add_publication(uri, STREAM)
+        await await_until(lambda: pub.is_connected and sub.images and spy.images, 10, "images")
+        sent = [await pub.offer(i.to_bytes(8, "little"), timeout=10) for i in range(count)]
+        async with asyncio.timeout(10):
+            received = [message.position async for message in _take(sub, count)]
+        assert received == sent
+        await sub.close()
+        await pub.close()
+
+        spied = []
+        async with asyncio.timeout(30):
+            while len(spied) < count and not gone:  # a slow spy: a message every 100 ms
+                spy.poll(lambda buffer, header: spied.append(header.position), 1)
+                await asyncio.sleep(0.1)
+        assert spied == sent
+        await await_until(lambda: not sender_counters(aeron, pub.session_id), 10, "the end")
+        assert gone == [(sent[-1], True)]
+    assert [r.getMessage() for r in caplog.records if "ended" in r.getMessage()] == []
+
+
+async def _take(sub, count: int):
+    """The first `count` messages of `sub`."""
+    taken = 0
+    async for message in sub:
+        yield message
+        taken += 1
+        if taken == count:
+            return

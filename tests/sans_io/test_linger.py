@@ -392,6 +392,54 @@ def test_a_linger_whose_receivers_are_gone_ends_then_and_reports_the_loss(tmp_pa
     ]
 
 
+def spied(tmp_path, read: int):
+    """A released publication with a spy that has read `read`, its receiver having acknowledged
+    everything at 4 ms (so it drains for its spy). At GONE its receiver is gone: it lingers from
+    then."""
+    publication, publisher, reports = network(tmp_path)
+    spy = SubscriberPosition(2, 3, "aeron-spy:aeron:udp?endpoint=127.0.0.1:40123", Slot(read))
+    publication.add_subscriber(spy, "aeron-spy")
+    assert publisher.offer(0, 3, 3) == 3
+    end = publisher.log.producer_position
+    publication.decref(2 * MS)
+    publisher.datagrams(3 * MS)
+    publisher.sender.on_status_message(status(end), 4 * MS)
+    publisher.datagrams(103 * MS)  # the EOS heartbeat
+    publication.advance(103 * MS)
+    assert publication.state is State.DRAINING  # for its spy
+    publisher.sender.check_receiver_liveness(GONE)
+    assert not publisher.sender.receivers_heard
+    publication.advance(GONE)
+    assert publication.state is State.LINGER
+    return publication, reports, end, spy.counter
+
+
+GONE = 4 * MS + RECEIVER_TIMEOUT_NS + 1
+
+
+def test_a_linger_whose_receivers_are_gone_waits_for_its_spies(tmp_path):
+    """No receiver left, a spy that has not read everything still holds the linger (Aeron's
+    draining waits for its spies); once it has, the linger ends with nothing reported."""
+    publication, reports, end, spy = spied(tmp_path, 0)
+    publication.advance(GONE + 1)
+    assert publication.state is State.LINGER and publication.awaiting_delivery
+    spy.set(end)
+    publication.advance(GONE + 2)
+    assert publication.state is State.DONE and reports == []
+
+
+def test_a_linger_ended_before_its_spies_read_everything_reports_their_loss(tmp_path):
+    publication, reports, end, _ = spied(tmp_path, 64)
+    publication.advance(GONE + LINGER_NS - 1)
+    assert publication.state is State.LINGER
+    publication.advance(GONE + LINGER_NS)
+    assert publication.state is State.DONE
+    assert reports == [
+        "publication 1 on aeron:udp?endpoint=127.0.0.1:40123 (session 77, stream 10) ended "
+        f"after its linger of 500 ms: its spies read up to 64, not up to {end}"
+    ]
+
+
 def test_the_farewell_of_an_image_with_no_subscriber_left_claims_nothing_more(tmp_path):
     """Its subscribers gone, an image's farewell says what it acknowledged last, or where its
     last subscriber left if further, not what it rebuilt since: nobody read that."""
