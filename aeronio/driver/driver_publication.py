@@ -5,7 +5,8 @@ cleaning, the subscribers that read the log directly, unblocking, and the lifecy
 - DRAINING once the last lets go (the end of stream is where it stopped) until its consumers
   have everything (or none is connected, or the unblock timeout passes);
 - LINGER for the linger timeout; a network publication ends it as soon as its receivers have
-  acknowledged everything (`NetworkPublication`), and says so when they have not in time;
+  acknowledged everything and its spies read it (`NetworkPublication`), and says so when they
+  have not in time;
 - DONE: the end of its life (the conductor closes it).
 
 A closing driver waits for the publications `awaiting_delivery` (bounded: media_driver.py)."""

@@ -68,6 +68,7 @@ class PublicationImage:
 
     def add_subscriber(self, subscriber: SubscriberPosition) -> None:
         self.subscribers.append(subscriber)
+        self._left_at = None
         self._consumers_changed()
         self._proxy.image_ready(self, subscriber, self.source_address)
 
