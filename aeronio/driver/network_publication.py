@@ -118,7 +118,7 @@ class NetworkPublication(DriverPublication):
         acknowledged = self.sender.acknowledged_position
         spies = slowest(self.subscribers)
         lost = []
-        if acknowledged < end:
+        if acknowledged < end and self.sender.heard_any:
             lost.append(
                 f"its receivers have not acknowledged up to {end} (acknowledged up to "
                 f"{acknowledged}, sent up to {self.sender.sender_position.get()})"

@@ -111,6 +111,7 @@ class SenderStateMachine:
         # receiver id -> (the consumption position it acknowledged, when last heard)
         self._receivers_acked: dict[int, tuple[int, int]] = {}
         self.acknowledged_position = start  # what every receiver heard lately has
+        self.heard_any = False  # a receiver ever acknowledged (else spies alone consumed it)
         self._connected = False
         self._log_connected = False
         self.spies_connected = False  # spies there that simulate a connection
@@ -201,6 +202,7 @@ class SenderStateMachine:
         if previous is not None:
             position, now_ns = max(position, previous[0]), max(now_ns, previous[1])
         self._receivers_acked[sm.receiver_id] = (position, now_ns)
+        self.heard_any = True
         self._update_acknowledged()
 
     def _update_acknowledged(self) -> None:
@@ -217,9 +219,11 @@ class SenderStateMachine:
 
     def has_delivered(self, end: int, ended_ns: int) -> bool:
         """The stream ended at `end` (at `ended_ns`) reached its receivers: all of it sent,
-        every receiver heard lately acknowledged it (status messages at or past `end`), and a
-        heartbeat flagged end-of-stream went out (sent after `ended_ns` and the last data)."""
-        return self.acknowledged_position >= end and self.end_of_stream_sent(end, ended_ns)
+        every receiver heard lately acknowledged it (status messages at or past `end`; none to
+        acknowledge it if none was ever heard), and a heartbeat flagged end-of-stream went out
+        (sent after `ended_ns` and the last data)."""
+        acknowledged = self.acknowledged_position >= end or not self.heard_any
+        return acknowledged and self.end_of_stream_sent(end, ended_ns)
 
     def end_of_stream_sent(self, end: int, ended_ns: int) -> bool:
         sender = self.data_sender

@@ -71,9 +71,11 @@ def stubs(publisher: Publisher, reports: list[str]) -> PublicationParts:
     )
 
 
-def network(tmp_path, **sender) -> tuple[NetworkPublication, Publisher, list[str]]:
+def network(
+    tmp_path, spies_simulate_connection: bool = False, **sender
+) -> tuple[NetworkPublication, Publisher, list[str]]:
     """A network publication whose SETUP went at 0 and whose receiver answered at 1 ms (its
-    sender made with `sender`'s keywords)."""
+    sender made with `sender`'s keywords); with `spies_simulate_connection`, no receiver."""
     publisher = Publisher(
         tmp_path / "pub.log",
         TERM_LENGTH,
@@ -89,11 +91,12 @@ def network(tmp_path, **sender) -> tuple[NetworkPublication, Publisher, list[str
         sender_counters=[],
         endpoint=SimpleNamespace(publications={}),
         release_endpoint=lambda endpoint: None,
-        spies_simulate_connection=False,
+        spies_simulate_connection=spies_simulate_connection,
     )
     publisher.datagrams(0)
-    publisher.sender.on_status_message(status(0), MS)
-    assert publisher.sender.is_connected
+    if not spies_simulate_connection:
+        publisher.sender.on_status_message(status(0), MS)
+        assert publisher.sender.is_connected
     publication.update_publisher_limit()
     return publication, publisher, reports
 
@@ -438,6 +441,26 @@ def test_a_linger_ended_before_its_spies_read_everything_reports_their_loss(tmp_
         "publication 1 on aeron:udp?endpoint=127.0.0.1:40123 (session 77, stream 10) ended "
         f"after its linger of 500 ms: its spies read up to 64, not up to {end}"
     ]
+
+
+def test_a_stream_that_only_spies_consumed_has_nothing_for_receivers_to_acknowledge(tmp_path):
+    """spies-simulate-connection and no receiver ever heard: read by its spy, the stream is
+    delivered once its end was announced, nothing reported."""
+    publication, publisher, reports = network(tmp_path, spies_simulate_connection=True)
+    spy = SubscriberPosition(2, 3, "aeron-spy:aeron:udp?endpoint=127.0.0.1:40123", Slot(0))
+    publication.add_subscriber(spy, "aeron-spy")
+    assert publisher.offer(0, 3, 3) == 3
+    end = publisher.log.producer_position
+    spy.counter.set(end)
+    publication.update_publisher_limit()  # the sender counts what the spy read as sent
+    publication.decref(2 * MS)
+    publication.advance(2 * MS)
+    assert publication.state is State.LINGER
+    assert publication.undelivered() is None
+    heartbeat = publisher.sender.data_sender.heartbeat_deadline_ns
+    assert eos_heartbeats(publisher.datagrams(heartbeat)) == 1
+    publication.advance(heartbeat)
+    assert publication.state is State.DONE and reports == []
 
 
 def test_the_farewell_of_an_image_with_no_subscriber_left_claims_nothing_more(tmp_path):
