@@ -188,9 +188,12 @@ class UdpMedia:
         endpoint.dispatcher.remove_subscription(link.stream_id)
         for image in self.resources.images:
             image.remove_subscriber(link.registration_id)
-        if not endpoint.dispatcher.streams:
-            for image in [i for i in self.resources.images if i.endpoint is endpoint]:
+        # An image nobody reads goes at once, saying farewell (Aeron's drains once it has no
+        # subscriber): its publisher must not take its status messages for a reader's.
+        for image in [i for i in self.resources.images if i.endpoint is endpoint]:
+            if not image.subscribers:
                 self.resources.end(image)
+        if not endpoint.dispatcher.streams:
             self._close_receive_endpoint(endpoint)
             del self.receive_endpoints[endpoint.key]
 

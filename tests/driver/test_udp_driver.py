@@ -589,3 +589,28 @@ async def test_an_idle_driver_watches_what_came_while_it_idled():
             lambda: f"the closed publication still watched: {watched()}",
         )
         await second.close()
+
+
+async def test_a_stream_whose_last_subscription_closed_leaves_its_endpoint_at_once():
+    """Two streams on one endpoint; the subscription of one closes: its image goes at once
+    with its farewell (Aeron's image drains once it has no subscriber), so that stream's
+    publisher stops counting the receiver and goes unconnected rather than sending into an
+    image nobody reads, while the other stream flows on. Subscribed again, it gets a new image
+    at once (no cool-down for a stream subscribed anew)."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        leaving = await b.add_subscription(channel, 21)
+        staying = await b.add_subscription(channel, 22)
+        pubs = [await a.add_publication(channel, stream) for stream in (21, 22)]
+        await connected(pubs[0], leaving)
+        await connected(pubs[1], staying)
+        images = udp_media(b).resources.images
+        await leaving.close()
+        assert [image.stream_id for image in images] == [22]
+        await await_until(lambda: not pubs[0].is_connected, 10, "the left stream to disconnect")
+        assert pubs[0].try_offer(b"nobody") == aeronio.NOT_CONNECTED
+        assert await exchange(pubs[1], staying, [b"on", b"and on"], 10) == [b"on", b"and on"]
+
+        again = await b.add_subscription(channel, 21)
+        await connected(pubs[0], again)
+        assert await exchange(pubs[0], again, [b"back"], 10) == [b"back"]
