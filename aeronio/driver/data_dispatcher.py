@@ -120,7 +120,18 @@ class DataDispatcher(Generic[Source]):
         """Ignore the session (an image that ended) until `until_ns`: the heartbeats and SETUPs
         of its lingering publication must not make it a new image (Aeron's cool-down). What it
         sends meanwhile is answered with `farewell` (the image's farewell), if any."""
-        self._cooling[(session_id, stream_id)] = _CoolDown(until_ns, farewell)
+        key = (session_id, stream_id)
+        self._cooling.pop(key, None)  # kept in the order they end (all last as long)
+        self._cooling[key] = _CoolDown(until_ns, farewell)
+
+    def _forget_cool_downs(self, now_ns: int) -> None:
+        """Forget the cool-downs that are over, of sessions never seen again among them."""
+        cooling = self._cooling
+        while cooling:
+            key = next(iter(cooling))
+            if now_ns < cooling[key].until_ns:
+                return
+            del cooling[key]
 
     def _cool_down_of(self, key: tuple[int, int], now_ns: int) -> _CoolDown | None:
         """The session's cool-down; None once it is over, or if it had none."""
@@ -132,6 +143,7 @@ class DataDispatcher(Generic[Source]):
 
     def on_slow_datagrams(self, datagrams: list[tuple[memoryview, Source]], now_ns: int) -> None:
         """What the router left of a receive: (datagram, source) pairs."""
+        self._forget_cool_downs(now_ns)
         for datagram, source in datagrams:
             self._on_other(datagram, source, now_ns)
 

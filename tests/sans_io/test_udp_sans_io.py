@@ -464,3 +464,20 @@ def test_a_setup_asked_for_is_sent_though_another_receivers_status_message_came_
     sender.on_status_message(StatusMessage.decode(ordinary), session.now)
     kinds = [ref.type for dg in sender.send(session.now) for ref in iter_frames(dg)]
     assert HDR_TYPE_SETUP in kinds
+
+
+def test_a_dispatcher_forgets_cool_downs_that_are_over_of_sessions_not_seen_again():
+    """Many short-lived sessions end, each cooling down, and none is heard again: what is
+    remembered of them goes once their cool-downs are over (at the next datagram), not when
+    each session is seen again; those still cooling down are kept."""
+    system = {c: Slot() for c in SystemCounters}
+    dispatcher = DataDispatcher(99, system, lambda *a: None, lambda f, s: None)
+    dispatcher.add_subscription(10)
+    for session in range(5000):
+        dispatcher.cool_down(session, 10, until_ns=session * MS + 300 * MS, farewell=None)
+    dispatcher.cool_down(0, 10, until_ns=6000 * MS, farewell=None)  # session 0 again, later
+    heartbeat = data_header(
+        frame_length=0, term_offset=0, session_id=9999, stream_id=11, term_id=5
+    ).encode()
+    deliver(dispatcher, heartbeat, SOURCE, 4000 * MS)
+    assert sorted(dispatcher._cooling) == [(0, 10)] + [(s, 10) for s in range(3701, 5000)]
