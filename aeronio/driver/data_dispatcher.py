@@ -8,13 +8,13 @@ here: a heartbeat moves its image's high-water mark; a SETUP for a subscribed st
 senders new to an image: `on_data_senders`) tells `connections` which source it came from (the
 image sends its control frames to every source it heard, and its stream ends once each of them
 ended it: a replay's EOS does not end an image the live stream feeds); DATA for a subscribed
-stream with no image yet gets a setup-eliciting status message back, unless the session's
-image just ended (a cool-down): then what the session sends is answered with the image's
-farewell (its last status message, flagged end-of-stream) if its stream ended, so that its
-lingering publication hears where its stream was left (each answer at most once per source
-every 100 ms). Anything
-malformed is counted as an invalid packet and dropped — nothing a datagram holds can raise out
-of `on_slow_datagrams`.
+stream with no image yet gets a setup-eliciting status message back, unless it ends its stream
+(EOS: no SETUP would come) or the session's image just ended. During that cool-down what the
+session sends is answered with the image's
+farewell (its last status message, flagged end-of-stream) if it had one, so that its
+publication hears where its stream was left (each answer at most once per source every
+100 ms). Anything malformed is counted as an invalid packet and dropped — nothing a datagram
+holds can raise out of `on_slow_datagrams`.
 """
 
 from __future__ import annotations
@@ -172,7 +172,8 @@ class DataDispatcher(Generic[Source]):
         if image is None:
             cooling = self._cool_down_of(key, now_ns)
             if cooling is None:
-                if header.stream_id in self.streams:
+                # A stream that ended sends no SETUP: asking would only repeat.
+                if header.stream_id in self.streams and not header.flags & EOS_FLAG:
                     self.elicit_setup(key, source, now_ns)
             elif cooling.farewell is not None:
                 self._answer(cooling.farewell, source, now_ns)

@@ -12,6 +12,7 @@ from aeronio.driver.receiver_state import ReceiverStateMachine
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.frames import (
+    EOS_FLAG,
     HDR_TYPE_DATA,
     HDR_TYPE_NAK,
     HDR_TYPE_PAD,
@@ -464,6 +465,23 @@ def test_a_setup_asked_for_is_sent_though_another_receivers_status_message_came_
     sender.on_status_message(StatusMessage.decode(ordinary), session.now)
     kinds = [ref.type for dg in sender.send(session.now) for ref in iter_frames(dg)]
     assert HDR_TYPE_SETUP in kinds
+
+
+def test_a_session_that_ended_its_stream_is_not_asked_for_a_setup():
+    """A heartbeat of an unknown session of a subscribed stream asks for a SETUP, one flagged
+    end-of-stream does not (its publication sends none: asking would only repeat)."""
+    control = []
+    dispatcher = DataDispatcher(99, {c: Slot() for c in SystemCounters}, lambda *a: None,
+                                lambda f, s: control.append(f))  # fmt: skip
+    dispatcher.add_subscription(10)
+    for flags, session in ((EOS_FLAG, 77), (0, 78)):
+        heartbeat = data_header(
+            frame_length=0, term_offset=0, session_id=session, stream_id=10, term_id=5,
+            flags=flags,
+        ).encode()  # fmt: skip
+        deliver(dispatcher, heartbeat, SOURCE, 0)
+    (asked,) = map(StatusMessage.decode, control)
+    assert asked.is_setup_eliciting and asked.session_id == 78
 
 
 def test_a_dispatcher_forgets_cool_downs_that_are_over_of_sessions_not_seen_again():
