@@ -554,7 +554,7 @@ class DriverConductor:
     def _release_subscription(self, link: SubscriptionLink) -> None:
         """A subscription ended: its positions on images and logs go."""
         if not link.reads_logs:
-            self.udp.remove_subscription(link)
+            self.udp.remove_subscription(link, self._now_ns)
         for publication in self.publications:
             publication.remove_subscriber(link.registration_id)
 

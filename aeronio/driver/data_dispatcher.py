@@ -9,8 +9,8 @@ senders new to an image: `on_data_senders`) tells `connections` which source it 
 image sends its control frames to every source it heard, and its stream ends once each of them
 ended it: a replay's EOS does not end an image the live stream feeds); DATA for a subscribed
 stream with no image yet gets a setup-eliciting status message back, unless it ends its stream
-(EOS: no SETUP would come) or the session's image just ended. During that cool-down what the
-session sends is answered with the image's
+(EOS: no SETUP would come) or the session's image just ended. During that cool-down (over
+early if its stream is subscribed anew) what the session sends is answered with the image's
 farewell (its last status message, flagged end-of-stream) if it had one, so that its
 publication hears where its stream was left (each answer at most once per source every
 100 ms). Anything malformed is counted as an invalid packet and dropped — nothing a datagram
@@ -102,6 +102,9 @@ class DataDispatcher(Generic[Source]):
         )
 
     def add_subscription(self, stream_id: int) -> None:
+        if stream_id not in self.streams:  # subscribed anew: its sessions make images at once
+            for key in [key for key in self._cooling if key[1] == stream_id]:
+                del self._cooling[key]
         self.streams[stream_id] = self.streams.get(stream_id, 0) + 1
 
     def remove_subscription(self, stream_id: int) -> None:

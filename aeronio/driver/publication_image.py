@@ -104,11 +104,20 @@ class PublicationImage:
         silent = now_ns - receiver.time_of_last_packet_ns > IMAGE_LIVENESS_TIMEOUT_NS
         self._update_active_transport_count(silent)
         if not self._ended and not receiver.is_alive(now_ns) and (drained or silent):
-            farewell = None if silent else self._say_farewell()
-            self.endpoint.dispatcher.cool_down(
-                self.session_id, self.stream_id, now_ns + IMAGE_COOL_DOWN_NS, farewell
-            )
-            self._ended = True
+            self._end(now_ns, None if silent else self._say_farewell())
+
+    def leave(self, now_ns: int) -> None:
+        """End now, its last subscriber gone (Aeron's image drains once it has none): its
+        senders get its farewell, and again in answer to what they send during the cool-down
+        (unless its stream is subscribed anew first)."""
+        if not self._ended:
+            self._end(now_ns, self._say_farewell())
+
+    def _end(self, now_ns: int, farewell: bytes | None) -> None:
+        self.endpoint.dispatcher.cool_down(
+            self.session_id, self.stream_id, now_ns + IMAGE_COOL_DOWN_NS, farewell
+        )
+        self._ended = True
 
     def _say_farewell(self) -> bytes:
         """Tell the image's senders where its subscribers left the stream (the receiver's

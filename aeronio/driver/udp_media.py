@@ -181,17 +181,18 @@ class UdpMedia:
             if image.endpoint is endpoint and image.stream_id == link.stream_id:
                 self._link(image, link)
 
-    def remove_subscription(self, link: SubscriptionLink) -> None:
+    def remove_subscription(self, link: SubscriptionLink, now_ns: int) -> None:
         endpoint = self.receive_endpoints.get(link.media_key)
         if endpoint is None:
             return
         endpoint.dispatcher.remove_subscription(link.stream_id)
         for image in self.resources.images:
             image.remove_subscriber(link.registration_id)
-        # An image nobody reads goes at once, saying farewell (Aeron's drains once it has no
-        # subscriber): its publisher must not take its status messages for a reader's.
+        # An image nobody reads goes at once, saying farewell: its publisher must not take its
+        # status messages for a reader's.
         for image in [i for i in self.resources.images if i.endpoint is endpoint]:
             if not image.subscribers:
+                image.leave(now_ns)
                 self.resources.end(image)
         if not endpoint.dispatcher.streams:
             self._close_receive_endpoint(endpoint)

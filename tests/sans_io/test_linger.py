@@ -301,6 +301,20 @@ def test_an_image_whose_last_subscriber_left_says_where_it_left_as_it_goes(tmp_p
     assert sent == [((77, 10), b"farewell at 768")]
 
 
+def test_an_image_left_by_its_last_subscriber_says_farewell_and_cools_down(tmp_path):
+    """Its last subscription closed (its endpoint carries other streams): it ends at once with
+    its farewell, which its senders get again during the cool-down; closed, it says no more."""
+    sent, cooled = [], []
+    image, _ = image_whose_stream_ended(tmp_path, read=512, sent=sent, cooled=cooled)
+    image.remove_subscriber(2)
+    image.leave(5 * MS)
+    assert image.has_reached_end_of_life()
+    assert sent == [((77, 10), b"farewell at 512")]
+    assert cooled == [(77, 10, 5 * MS + IMAGE_COOL_DOWN_NS, b"farewell at 512")]
+    image.close()
+    assert len(sent) == 1
+
+
 def test_an_ended_image_closed_says_no_second_farewell(tmp_path):
     sent = []
     image, subscriber = image_whose_stream_ended(tmp_path, read=1024, sent=sent)

@@ -484,6 +484,33 @@ def test_a_session_that_ended_its_stream_is_not_asked_for_a_setup():
     assert asked.is_setup_eliciting and asked.session_id == 78
 
 
+def test_a_stream_subscribed_anew_ends_the_cool_downs_of_its_sessions():
+    """Unsubscribed, a stream's images leave, cooling down: what their sessions send meanwhile
+    is answered with their farewells. Subscribed anew, its sessions get images at once."""
+    control = []
+    dispatcher = DataDispatcher(99, {c: Slot() for c in SystemCounters}, lambda *a: None,
+                                lambda f, s: control.append(f))  # fmt: skip
+    dispatcher.add_subscription(10)
+    dispatcher.add_subscription(11)
+    dispatcher.remove_subscription(10)
+    dispatcher.cool_down(77, 10, until_ns=10_000 * MS, farewell=b"farewell 77")
+    dispatcher.cool_down(78, 11, until_ns=10_000 * MS, farewell=b"farewell 78")
+    heartbeats = {
+        key: data_header(
+            frame_length=0, term_offset=0, session_id=key[0], stream_id=key[1], term_id=5
+        ).encode()
+        for key in ((77, 10), (78, 11))
+    }
+    deliver(dispatcher, heartbeats[77, 10], SOURCE, MS)
+    assert control == [b"farewell 77"]
+    dispatcher.add_subscription(10)
+    dispatcher.add_subscription(11)  # subscribed already: its cool-down goes on
+    deliver(dispatcher, heartbeats[77, 10], SOURCE, 200 * MS)
+    deliver(dispatcher, heartbeats[78, 11], SOURCE, 200 * MS)
+    asked, farewell = control[1:]
+    assert StatusMessage.decode(asked).is_setup_eliciting and farewell == b"farewell 78"
+
+
 def test_a_dispatcher_forgets_cool_downs_that_are_over_of_sessions_not_seen_again():
     """Many short-lived sessions end, each cooling down, and none is heard again: what is
     remembered of them goes once their cool-downs are over (at the next datagram), not when
