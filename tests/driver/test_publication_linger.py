@@ -10,6 +10,7 @@ import pytest
 
 import aeronio
 from aeronio.logbuffer.descriptor import LOG_END_OF_STREAM_POSITION_OFFSET
+from tests.driver.test_async_api import first_messages
 from tests.driver.test_udp_driver import connected
 from tests.support.ports import free_port
 from tests.support.procs import await_until
@@ -159,7 +160,7 @@ async def test_a_spy_behind_when_the_receivers_are_gone_still_reads_to_the_end(c
         await await_until(lambda: pub.is_connected and sub.images and spy.images, 10, "images")
         sent = [await pub.offer(i.to_bytes(8, "little"), timeout=10) for i in range(count)]
         async with asyncio.timeout(10):
-            received = [message.position async for message in _take(sub, count)]
+            received = [message.position async for message in first_messages(sub, count)]
         assert received == sent
         await sub.close()
         await pub.close()
@@ -173,13 +174,3 @@ async def test_a_spy_behind_when_the_receivers_are_gone_still_reads_to_the_end(c
         await await_until(lambda: not sender_counters(aeron, pub.session_id), 10, "the end")
         assert gone == [(sent[-1], True)]
     assert [r.getMessage() for r in caplog.records if "ended" in r.getMessage()] == []
-
-
-async def _take(sub, count: int):
-    """The first `count` messages of `sub`."""
-    taken = 0
-    async for message in sub:
-        yield message
-        taken += 1
-        if taken == count:
-            return
