@@ -51,7 +51,9 @@ REPEAT_MEMORY_NS = 10_000_000_000
 
 def resolve_host(host: str) -> str:
     """A host name or address as the IPv4 address the driver's sockets use (what
-    `ChannelUri.canonical_form` resolves with)."""
+    `ChannelUri.canonical_form` resolves with); an IPv6 address is refused by name."""
+    if ":" in host:  # only an IPv6 address has one: split_address took the port off
+        raise AeronError(f"host {host!r} is an IPv6 address: aeronio's UDP channels are IPv4 only")
     try:
         return socket.gethostbyname(host)
     except (OSError, UnicodeError) as e:

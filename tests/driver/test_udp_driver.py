@@ -118,6 +118,15 @@ async def test_udp_channel_forms_that_cannot_work_are_refused_naming_what_is_wro
             await mdc.add_destination("aeron:ipc")
         with pytest.raises(aeronio.DriverError, match="is not a destination"):
             await mdc.remove_destination(f"aeron:udp?endpoint=127.0.0.1:{free_port()}")
+        for v6 in (
+            f"aeron:udp?endpoint=[::1]:{free_port()}",
+            f"aeron:udp?endpoint=127.0.0.1:{free_port()}|interface=[::1]",
+        ):
+            for add in (a.add_publication, a.add_subscription):
+                with pytest.raises(aeronio.DriverError, match="'::1' is an IPv6 address"):
+                    await add(v6, 1)
+        with pytest.raises(aeronio.DriverError, match="'::1' is an IPv6 address"):
+            await mdc.add_destination(f"aeron:udp?endpoint=[::1]:{free_port()}")
 
 
 async def test_a_session_id_clashes_only_where_both_would_reach_the_same_receivers():
