@@ -20,6 +20,10 @@ A producer claims space by compare-and-set on the tail, stores the negated lengt
 copies the payload and type id, then stores the length (release): the consumer sees a record
 only once it is whole. The consumer zeroes what it has read before moving the head on, so a
 zero length always means "not written yet".
+
+A record that cannot be whole (shorter than its header, or running past the buffer's end or
+past the tail: its producer wrote a length it did not claim) is never handed out: the consumer
+stops at it until `unblock` drops it.
 """
 
 from __future__ import annotations
@@ -140,11 +144,17 @@ class ManyToOneRingBuffer:
         head_index = head & (self.capacity - 1)
         block = self.capacity - head_index
         messages = bytes_read = 0
+        tail = head  # read again when a record ends past it, after its length was seen
         try:
             while bytes_read < block and messages < limit:
                 index = head_index + bytes_read
                 record_length = atomic.get_int32_volatile(index)
                 if record_length <= 0:
+                    break
+                end = head + bytes_read + align(record_length)
+                if end > tail:
+                    tail = atomic.get_int64_volatile(self._tail_at)
+                if self._unreadable(index, record_length, end, tail):
                     break
                 bytes_read += align(record_length)
                 msg_type_id = atomic.get_int32(index + 4)
@@ -189,10 +199,41 @@ class ManyToOneRingBuffer:
             if head_after == head_before:
                 return tail - head_after
 
-    def unblock(self) -> bool:
-        """Turn a record a dead producer claimed but never finished into padding, so the
-        consumer can go on; True if it did. Call only when the head has not moved for longer
-        than any live producer takes to write."""
+    def _unreadable(self, index: int, record_length: int, end: int, tail: int) -> str | None:
+        """Why the record at `index` (ending at position `end`) cannot be whole, or None."""
+        if record_length < HEADER_LENGTH:
+            return f"is shorter than its {HEADER_LENGTH}-byte header"
+        if index + align(record_length) > self.capacity:
+            return f"runs past the buffer's end (capacity {self.capacity})"
+        if end > tail:
+            return f"runs past the tail at position {tail}"
+        return None
+
+    def unreadable_record(self) -> str | None:
+        """What is wrong with the record at the head if it cannot be whole (the consumer
+        stopped at it), else None."""
+        atomic = self._atomic
+        head = atomic.get_int64_volatile(self._head_at)
+        index = head & (self.capacity - 1)
+        length = atomic.get_int32_volatile(index)
+        if length <= 0:
+            return None
+        tail = atomic.get_int64_volatile(self._tail_at)
+        problem = self._unreadable(index, length, head + align(length), tail)
+        return (
+            None if problem is None else f"record at position {head} of length {length} {problem}"
+        )
+
+    def unblock(self, seen_tail: int | None = None) -> bool:
+        """Turn what stops the consumer into padding, so it can go on; True if it did. Call only
+        when the head has not moved for longer than any live producer takes to write.
+
+        A record a dead producer claimed but never finished becomes padding of its claim. A
+        record that cannot be whole (`unreadable_record`) tells nothing of where the next one
+        starts: it becomes padding up to the first place from which records lead exactly to
+        `seen_tail`, a tail seen while the head already stood there (a record boundary, every
+        claim before it long written), or to the buffer's end, where the next lap begins with
+        a record."""
         atomic, capacity = self._atomic, self.capacity
         head = atomic.get_int64_volatile(self._head_at)
         tail = atomic.get_int64_volatile(self._tail_at)
@@ -201,6 +242,14 @@ class ManyToOneRingBuffer:
         mask = capacity - 1
         consumer_index, producer_index = head & mask, tail & mask
         length = atomic.get_int32_volatile(consumer_index)
+        if length > 0:
+            if seen_tail is None or seen_tail <= head or self.unreadable_record() is None:
+                return False
+            end = consumer_index + min(seen_tail - head, capacity - consumer_index)
+            next_record = self._next_chain(consumer_index, end)
+            atomic.put_int32(consumer_index + 4, PADDING_MSG_TYPE_ID)
+            atomic.put_int32_ordered(consumer_index, next_record - consumer_index)
+            return True
         if length < 0:
             atomic.put_int32(consumer_index + 4, PADDING_MSG_TYPE_ID)
             atomic.put_int32_ordered(consumer_index, -length)
@@ -217,6 +266,20 @@ class ManyToOneRingBuffer:
                     return False
                 i += ALIGNMENT
         return False
+
+    def _next_chain(self, start: int, end: int) -> int:
+        """The first index after `start` from which records (whole, or claimed: a negative
+        length) follow each other to exactly `end`; `end` if none does. Looked for backwards
+        from `end`, each index once."""
+        atomic = self._atomic
+        leads_to_end = {end}
+        found = end
+        for index in range(end - ALIGNMENT, start, -ALIGNMENT):
+            length = abs(atomic.get_int32_volatile(index))
+            if length >= HEADER_LENGTH and index + align(length) in leads_to_end:
+                leads_to_end.add(index)
+                found = index
+        return found
 
     def _still_zeroed(self, start: int, consumer_index: int) -> bool:
         i = start - ALIGNMENT

@@ -7,7 +7,9 @@ the conductor: it is reported to `on_bad_record` with Aeron's error code (UNKNOW
 or MALFORMED_COMMAND) and the correlation id at its usual place (@8, after the client id) when
 the payload is long enough to hold one. A producer that died inside its claim would stop the
 buffer: `check_blocked` turns its record into padding once the head has not moved for the client
-liveness timeout while records wait (Aeron's check for blocked driver commands).
+liveness timeout while records wait (Aeron's check for blocked driver commands). So too for a
+record that cannot be whole (a length its producer did not claim): reported, then dropped up to
+the next record found.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class ToDriverCommands:
         self._blocked_timeout_ns = blocked_timeout_ns
         self._last_head = ring.consumer_position()
         self._last_head_change_ns: int | None = None
+        self._seen_tail: int | None = None  # the tail when records were first seen waiting
 
     def pending(self) -> bool:
         """Records wait to be read."""
@@ -72,12 +75,24 @@ class ToDriverCommands:
         writing it); True if it did."""
         ring = self.ring
         head = ring.consumer_position()
-        if head != self._last_head or ring.producer_position() == head:
+        tail = ring.producer_position()
+        if head != self._last_head or tail == head:
             self._last_head, self._last_head_change_ns = head, now_ns
+            self._seen_tail = None
             return False
         if self._last_head_change_ns is None:
             self._last_head_change_ns = now_ns
+        if self._seen_tail is None:
+            self._seen_tail = tail
+            unreadable = ring.unreadable_record()
+            if unreadable is not None:
+                self._on_bad_record(
+                    p.MALFORMED_COMMAND,
+                    None,
+                    f"command refused: the {unreadable}; it is dropped after "
+                    f"{self._blocked_timeout_ns / 1e9:g} s",
+                )
         if now_ns - self._last_head_change_ns <= self._blocked_timeout_ns:
             return False
         self._last_head_change_ns = now_ns
-        return ring.unblock()
+        return ring.unblock(self._seen_tail)

@@ -79,6 +79,39 @@ async def test_hostile_records_and_a_dead_producers_claim(procs):
         client.close()
 
 
+async def test_a_record_length_past_the_buffer_is_dropped_and_the_driver_serves_on(procs):
+    """A client claims 32 bytes and stores a length past the buffer's end: the driver reports
+    it, drops it after the client liveness timeout and serves the commands written after."""
+    dir = procs.new_dir()
+    procs.driver(dir, "--client-liveness-timeout-ns", "1000000000")
+    client = RingClient(dir)
+    try:
+        before = system_counters(dir)
+        ring = client.cnc.to_driver
+        atomic, capacity = ring._atomic, ring.capacity
+        tail_at = capacity + TAIL_POSITION_OFFSET
+        tail = atomic.get_int64_volatile(tail_at)
+        assert atomic.compare_and_set_int64(tail_at, tail, tail + 32)
+        index = tail & (capacity - 1)
+        atomic.put_int32(index + 4, p.CLIENT_KEEPALIVE)
+        atomic.put_int32_ordered(index, 2**31 - 16)
+        add = p.AddSubscription(client.next_id(), client.client_id, "aeron:ipc", 1)
+        client.send(add)
+        assert await client.answer(add.correlation_id) == p.SubscriptionReady(add.correlation_id)
+        assert [o.text for o in read_error_log(client.cnc.error_log_buffer)] == [
+            f"command refused: the record at position {tail} of length {2**31 - 16} runs past "
+            f"the buffer's end (capacity {capacity}); it is dropped after 1 s"
+        ]
+        after = system_counters(dir)
+        assert after[SystemCounters.ERRORS] == before[SystemCounters.ERRORS] + 1
+        assert (
+            after[SystemCounters.UNBLOCKED_COMMANDS]
+            == before[SystemCounters.UNBLOCKED_COMMANDS] + 1
+        )
+    finally:
+        client.close()
+
+
 async def test_terminate_driver_stops_a_standalone_driver_only_when_enabled(procs):
     """Off (the default) the command is recorded and ignored; with terminate_driver_enabled the
     driver stops as on SIGTERM: exit status 0, its directory removed."""

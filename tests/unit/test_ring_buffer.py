@@ -136,6 +136,57 @@ def test_unblock_skips_a_claim_whose_length_was_never_stored():
     assert drain(ring) == [(4, b"after")]
 
 
+def _claim_and_write_length(buffer: bytearray, ring: ManyToOneRingBuffer, claim: int, length: int):
+    """A producer that claims `claim` bytes at the tail and stores a record length of `length`."""
+    tail = trailer_i64(buffer, CAPACITY, rb.TAIL_POSITION_OFFSET)
+    struct.pack_into("<q", buffer, CAPACITY + rb.TAIL_POSITION_OFFSET, tail + claim)
+    struct.pack_into("<ii", buffer, tail % CAPACITY, length, 4)
+    return tail
+
+
+@pytest.mark.parametrize(
+    "length,problem",
+    [
+        (5, "record at position 16 of length 5 is shorter than its 8-byte header"),
+        (4096, "record at position 16 of length 4096 runs past the buffer's end (capacity 1024)"),
+        (2**31 - 1, "of length 2147483647 runs past the buffer's end"),
+        (64, "record at position 16 of length 64 runs past the tail at position 40"),
+    ],
+)
+def test_a_record_that_cannot_be_whole_stops_the_consumer_until_unblocked(length, problem):
+    """Handed out, a length the producer did not claim would take the consumer past the tail
+    or the buffer; it stops there instead, and unblock turns it into padding up to the records
+    that lead to the tail it is given, which are then read."""
+    buffer, ring = new_ring()
+    assert ring.write(3, b"before")  # 8 + 6 bytes: 16
+    assert _claim_and_write_length(buffer, ring, 24, length) == 16
+    assert ring.read(lambda *_: None) == 1  # "before"
+    assert problem in ring.unreadable_record()
+    assert ring.write(4, b"after")
+    seen_tail = ring.producer_position()  # the record after the bad one is not lost with it
+    for _ in range(3):
+        assert drain(ring) == []
+        assert ring.consumer_position() == 16
+    assert ring.unblock() is False  # without a tail seen while stopped: where would it go?
+    assert ring.unblock(seen_tail) is True
+    assert drain(ring) == [(4, b"after")]
+    assert ring.unreadable_record() is None
+    assert ring.consumer_position() == ring.producer_position() == seen_tail
+    assert bytes(buffer[:CAPACITY]) == bytes(CAPACITY)  # all of it freed (zeroed)
+
+
+def test_unblock_drops_an_unreadable_record_up_to_the_buffers_end_when_the_tail_wrapped():
+    buffer, ring = new_ring()
+    struct.pack_into("<qq", buffer, CAPACITY + rb.TAIL_POSITION_OFFSET, 1000, 1000)
+    struct.pack_into("<q", buffer, CAPACITY + rb.HEAD_POSITION_OFFSET, 1000)
+    _claim_and_write_length(buffer, ring, 24, 2**20)  # 1000..1024, then the next lap
+    assert ring.write(4, b"wrapped")  # at 1024: index 0
+    assert "runs past the buffer's end" in ring.unreadable_record()
+    assert drain(ring) == []
+    assert ring.unblock(ring.producer_position()) is True
+    assert drain(ring) + drain(ring) == [(4, b"wrapped")]  # a read stops at the buffer's end
+
+
 def check_every_message_once_in_order(got: list[tuple[int, bytes]], producers: int, count: int):
     seen = {p: [] for p in range(1, producers + 1)}
     for type_id, payload in got:
