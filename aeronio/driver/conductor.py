@@ -222,6 +222,21 @@ class DriverConductor:
             self.proxy.counter_ready(reply, client_id, client.heartbeat.id)
         return client
 
+    def _check_unused(self, correlation_id: int) -> None:
+        """An add's correlation id becomes the registration id its client removes by: one
+        already in use (Aeron's clients draw them from cnc.dat's counter, so only a client
+        that does not could repeat one) is refused, not given to a second resource."""
+        for client in self.resources.clients.values():
+            if (
+                correlation_id in client.publications
+                or correlation_id in client.subscriptions
+                or correlation_id in client.counters
+            ):
+                raise AeronError(
+                    f"correlation id {correlation_id} is already the registration id of a "
+                    f"publication, subscription or counter of client {client.client_id}"
+                )
+
     def _terminate_driver(self, command: p.TerminateDriver) -> None:
         """As Aeron's driver: no answer; the driver stops if its context allows it (off by
         default: the refusal is only recorded)."""
@@ -253,6 +268,7 @@ class DriverConductor:
         channel = ChannelUri.parse(command.channel)
         limits.check_int32(command.stream_id, "stream_id")
         _check_publication_channel(channel)
+        self._check_unused(command.correlation_id)
         media_key = channel.canonical_form(resolve_host)
         publication = None
         if not command.exclusive and channel.session_id is None:
@@ -270,9 +286,13 @@ class DriverConductor:
         if publication is None:
             publication = self._new_publication(channel, command, now_ns)
             self.resources.add(publication)
-            for link in self.resources.subscriptions:
-                if _reads(link, publication):
-                    self._link(publication, link)
+            readers = [link for link in self.resources.subscriptions if _reads(link, publication)]
+            try:
+                positions = self._subscriber_positions([(publication, link) for link in readers])
+            except BaseException:
+                self.resources.end(publication)
+                raise
+            self._add_subscribers(positions)
         else:
             _check_same_log_params(channel, publication)
             publication.ref_count += 1
@@ -390,7 +410,10 @@ class DriverConductor:
         if add not in adds:  # or the registration id (aeronio's clients): one of its adds
             add = next((k for k, v in adds.items() if v == command.registration_id), None)
             if add is None:
-                raise AeronError(f"unknown publication registration id {command.registration_id}")
+                raise DriverError(
+                    f"unknown publication registration id {command.registration_id}",
+                    p.UNKNOWN_PUBLICATION,
+                )
         registration_id = adds.pop(add)
         self._release_publication(registration_id, now_ns)
         self.proxy.operation_success(client.send, command.correlation_id)
@@ -505,6 +528,7 @@ class DriverConductor:
         channel = ChannelUri.parse(command.channel)
         limits.check_int32(command.stream_id, "stream_id")
         _check_subscription_channel(channel)
+        self._check_unused(command.correlation_id)
         link = SubscriptionLink(
             command.correlation_id,
             client.client_id,
@@ -513,42 +537,67 @@ class DriverConductor:
             self._release_subscription,
             media_key=channel.canonical_form(resolve_host, unique_id=command.correlation_id),
         )
-        if not link.reads_logs:
+        if link.reads_logs:  # its positions first: counters may be full
+            positions = self._subscriber_positions(
+                [
+                    (publication, link)
+                    for publication in self.publications
+                    if publication.state is State.ACTIVE and _reads(link, publication)
+                ]
+            )
+        else:
+            positions = []
             self.udp.add_subscription(link)  # binds first: a bind error fails the command
         self.resources.add(link)
         client.subscriptions.append(link.registration_id)
         self.proxy.subscription_ready(client.send, command.correlation_id)
-        for publication in self.publications:
-            if publication.state is State.ACTIVE and _reads(link, publication):
-                self._link(publication, link)
+        self._add_subscribers(positions)
 
-    def _link(self, publication: DriverPublication, link: SubscriptionLink) -> None:
-        join = publication.join_position()
-        key = position_key(
-            publication.registration_id, publication.session_id, publication.stream_id
-        )
-        counter = self.stream_counters.subscriber_position(
-            link.registration_id,
-            publication.session_id,
-            publication.stream_id,
-            link.channel,
-            join,
-            link.client_id,
-            key,
-        )
-        source = "aeron:ipc" if link.channel.is_ipc else f"aeron-spy:{publication.channel}"
-        subscriber = SubscriberPosition(
-            link.registration_id, link.client_id, str(link.channel), counter
-        )
-        publication.add_subscriber(subscriber, source)
+    def _subscriber_positions(
+        self, links: list[tuple[DriverPublication, SubscriptionLink]]
+    ) -> list[tuple[DriverPublication, SubscriberPosition, str]]:
+        """A position on each publication's log for its subscription (and the image's source),
+        at the publication's join position: all of them, or none (counters full)."""
+        made: list[tuple[DriverPublication, SubscriberPosition, str]] = []
+        try:
+            for publication, link in links:
+                counter = self.stream_counters.subscriber_position(
+                    link.registration_id,
+                    publication.session_id,
+                    publication.stream_id,
+                    link.channel,
+                    publication.join_position(),
+                    link.client_id,
+                    position_key(
+                        publication.registration_id, publication.session_id, publication.stream_id
+                    ),
+                )
+                subscriber = SubscriberPosition(
+                    link.registration_id, link.client_id, str(link.channel), counter
+                )
+                source = "aeron:ipc" if link.channel.is_ipc else f"aeron-spy:{publication.channel}"
+                made.append((publication, subscriber, source))
+        except BaseException:
+            self.stream_counters.free(*(subscriber.counter for _, subscriber, _ in made))
+            raise
+        return made
+
+    @staticmethod
+    def _add_subscribers(positions: list[tuple[DriverPublication, SubscriberPosition, str]]):
+        for publication, subscriber, source in positions:
+            publication.add_subscriber(subscriber, source)
 
     def _remove_subscription(self, command: p.RemoveSubscription, client: ClientSession) -> None:
         if command.registration_id not in client.subscriptions:
-            raise AeronError(f"unknown subscription registration id {command.registration_id}")
+            raise DriverError(
+                f"unknown subscription registration id {command.registration_id}",
+                p.UNKNOWN_SUBSCRIPTION,
+            )
         client.subscriptions.remove(command.registration_id)
         for link in self.resources.subscriptions:
             if link.registration_id == command.registration_id:
                 self.resources.end(link)
+                break
         self.proxy.operation_success(client.send, command.correlation_id)
 
     def _release_subscription(self, link: SubscriptionLink) -> None:
@@ -562,6 +611,7 @@ class DriverConductor:
 
     def _add_counter(self, command: p.AddCounter, client: ClientSession, reply: Reply) -> None:
         _check_counter(command)
+        self._check_unused(command.correlation_id)
         counter = self.stream_counters.client_counter(
             command.correlation_id, client.client_id, command.type_id, command.key, command.label
         )
@@ -595,10 +645,13 @@ class DriverConductor:
     ) -> None:
         counter = client.counters.pop(command.registration_id, None)
         if counter is None:
-            raise AeronError(f"unknown counter registration id {command.registration_id}")
+            raise DriverError(
+                f"unknown counter registration id {command.registration_id}", p.UNKNOWN_COUNTER
+            )
         client.doorbells.pop(command.registration_id, None)
         self.stream_counters.free(counter)
         self.proxy.operation_success(reply, command.correlation_id)
+        self.proxy.unavailable_counter(reply, command.registration_id, counter.id)
 
     def _release_client(self, client: ClientSession) -> None:
         """A client ended (closed, or timed out): its subscriptions end, its publications are

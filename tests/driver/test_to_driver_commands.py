@@ -489,4 +489,97 @@ async def test_a_publication_is_named_by_its_adds_correlation_id_as_aerons_clien
         if pub.registration_id == ready.registration_id
     )
     again = remove(first.correlation_id)
-    assert (await client.answer(again.correlation_id)).code == p.GENERIC_ERROR
+    assert (await client.answer(again.correlation_id)).code == p.UNKNOWN_PUBLICATION
+
+
+async def test_a_correlation_id_in_use_is_refused_and_a_remove_touches_only_its_clients(
+    driver, client
+):
+    """A registration id names one resource of one client: an add repeating one in use (by
+    any client) is refused, so another client's remove cannot end it, nor leave its own."""
+    other = RingClient(driver.dir)
+    try:
+        taken = client.next_id()
+        client.send(p.AddSubscription(taken, client.client_id, SMALL_IPC, 1))
+        assert await client.answer(taken) == p.SubscriptionReady(taken)
+        repeats = [
+            (other, p.AddSubscription(taken, other.client_id, SMALL_IPC, 2)),
+            (other, p.AddCounter(taken, other.client_id, 1001, b"", "again")),
+            (client, p.AddPublication(taken, client.client_id, SMALL_IPC, 3)),
+        ]
+        for sender, command in repeats:
+            sender.poll()
+            sender.seen.clear()  # what was answered to `taken` before
+            sender.send(command)
+            refused = await sender.answer(taken)
+            assert refused == p.ErrorResponse(
+                taken,
+                p.GENERIC_ERROR,
+                f"correlation id {taken} is already the registration id of a publication, "
+                f"subscription or counter of client {client.client_id}",
+            ), type(command).__name__
+        remove = p.RemoveSubscription(other.next_id(), other.client_id, taken)
+        other.send(remove)
+        assert (await other.answer(remove.correlation_id)).code == p.UNKNOWN_SUBSCRIPTION
+        assert [link.registration_id for link in driver.conductor.resources.subscriptions] == [
+            taken
+        ]
+        assert not [pub for pub in driver.conductor.publications if pub.stream_id == 3]
+        added = _add_publication(client, SMALL_IPC, stream_id=1)
+        image = await client.expect(
+            lambda r: isinstance(r, p.ImageReady) and r.subscription_registration_id == taken,
+            "the image of the subscription another client could not remove",
+        )
+        assert image.stream_id == 1
+        assert isinstance(await client.answer(added.correlation_id), p.PublicationReady)
+    finally:
+        other.close()
+
+
+async def test_removes_of_unknown_ids_have_aerons_codes_and_a_removed_counter_is_announced(
+    client,
+):
+    unknown = 10**12
+    for command, code in (
+        (p.RemovePublication(client.next_id(), client.client_id, unknown), p.UNKNOWN_PUBLICATION),
+        (p.RemoveSubscription(client.next_id(), client.client_id, unknown), p.UNKNOWN_SUBSCRIPTION),
+        (p.RemoveCounter(client.next_id(), client.client_id, unknown), p.UNKNOWN_COUNTER),
+    ):
+        client.send(command)
+        error = await client.answer(command.correlation_id)
+        assert (type(error), error.code) == (p.ErrorResponse, code)
+        assert str(unknown) in error.message
+    add = p.AddCounter(client.next_id(), client.client_id, 1001, b"", "mine")
+    client.send(add)
+    counter_id = (await client.answer(add.correlation_id)).counter_id
+    remove = p.RemoveCounter(client.next_id(), client.client_id, add.correlation_id)
+    client.send(remove)
+    assert await client.answer(remove.correlation_id) == p.OperationSuccess(remove.correlation_id)
+    assert await client.expect(
+        lambda r: isinstance(r, p.UnavailableCounter), "ON_UNAVAILABLE_COUNTER"
+    ) == p.UnavailableCounter(add.correlation_id, counter_id)
+
+
+@pytest.mark.parametrize("driver", [{"max_counters": 32}], indirect=True)
+async def test_a_subscription_refused_for_want_of_counters_is_answered_once_and_not_kept(
+    driver, client
+):
+    """Its position on a publication's log is made before it is answered: counters full, the
+    add gets only the error, and nothing of it stays (no link, no counter, no subscriber)."""
+    published = _add_publication(client, SMALL_IPC, stream_id=7)
+    assert isinstance(await client.answer(published.correlation_id), p.PublicationReady)
+    while True:  # another client's counters take the rest
+        add = p.AddCounter(client.next_id(), client.client_id, 1001, b"", "hog")
+        client.send(add)
+        if isinstance(await client.answer(add.correlation_id), p.ErrorResponse):
+            break
+    subscribe = p.AddSubscription(client.next_id(), client.client_id, SMALL_IPC, 7)
+    client.send(subscribe)
+    refused = await client.answer(subscribe.correlation_id)
+    assert isinstance(refused, p.ErrorResponse) and "counters" in refused.message
+    assert [
+        r for r in client.poll() if getattr(r, "correlation_id", None) == subscribe.correlation_id
+    ] == [refused]
+    assert driver.conductor.resources.subscriptions == []
+    (publication,) = driver.conductor.publications
+    assert publication.subscribers == []
