@@ -841,6 +841,8 @@ def _check_same_log_params(channel: ChannelUri, publication: DriverPublication) 
 
 
 def _check_publication_channel(channel: ChannelUri) -> None:
+    if channel.is_spy:
+        raise ChannelUriError(f"{channel}: a spy reads a publication; a publication is no spy")
     if channel.is_udp and channel.endpoint is None and channel.control is None:
         raise ChannelUriError(
             f"{channel}: a multi-destination-cast publication needs a control address "

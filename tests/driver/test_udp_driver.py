@@ -104,6 +104,10 @@ async def test_udp_channel_forms_that_cannot_work_are_refused_naming_what_is_wro
             await a.add_subscription(
                 f"aeron:udp?endpoint=224.20.30.1:{free_port()}|control=127.0.0.1:4000", 1
             )
+        with pytest.raises(aeronio.ChannelUriError, match="a publication is no spy"):
+            await a.add_exclusive_publication(
+                f"aeron-spy:aeron:udp?endpoint=127.0.0.1:{free_port()}", 1
+            )
         with pytest.raises(aeronio.ChannelUriError, match="even last byte"):
             await a.add_publication("aeron:udp?endpoint=224.20.30.2:40456", 1)
         with pytest.raises(aeronio.ChannelUriError, match="fc"):
