@@ -67,6 +67,8 @@ COUNTER_REUSE_TIMEOUT_MS = 1000
 # the session-id= of channels).
 PUBLICATION_RESERVED_SESSION_IDS = range(-1, 1001)
 MAX_REJECT_REASON_LENGTH = 1023  # Aeron's AERON_ERROR_MAX_TEXT_LENGTH
+# The timed-out clients whose commands are refused naming the timeout: the latest ones.
+TIMED_OUT_KEPT = 4096
 
 
 class DriverConductor:
@@ -112,7 +114,8 @@ class DriverConductor:
         self.doorbell = self.stream_counters.driver_doorbell(wake_id)
         self._next_id = random.getrandbits(32)
         self._session_id_sequence = random.randint(-(2**31), 2**31 - 1)
-        self._timed_out_clients: set[int] = set()
+        # The clients timed out, to refuse their commands saying so: the last TIMED_OUT_KEPT.
+        self._timed_out_clients: dict[int, None] = {}
         self.schedule = DutySchedule(ctx.timer_interval_ns)
         self._now_ns = 0  # of the duty cycle that runs
         self.udp = UdpMedia(
@@ -675,7 +678,9 @@ class DriverConductor:
                     "released"
                 )
             )
-            self._timed_out_clients.add(client.client_id)
+            self._timed_out_clients[client.client_id] = None
+            if len(self._timed_out_clients) > TIMED_OUT_KEPT:
+                del self._timed_out_clients[next(iter(self._timed_out_clients))]
             self.proxy.client_timeout(client)
 
     # -- duty cycle ---------------------------------------------------------------------

@@ -202,6 +202,12 @@ async def test_a_client_lives_by_its_heartbeat_counter(driver, client):
             "the silent client's publication released",
         )
         assert driver.conductor.system[SystemCounters.CLIENT_TIMEOUTS].get() == 1
+        again = _add_publication(silent, SMALL_IPC, stream_id=2)
+        assert await silent.answer(again.correlation_id) == p.ErrorResponse(
+            again.correlation_id,
+            p.GENERIC_ERROR,
+            f"client {silent.client_id} was timed out by the driver",
+        )
     finally:
         silent.close()
 
