@@ -86,6 +86,7 @@ class ClientConductor:
         self.driver_timeout_s = driver_timeout_s
         self.lost: AeronError | None = None  # why the driver is gone, or dropped this client
         self.is_closed = False
+        self._closing = False  # close() began: what was asked before it gets no resource
         self._pending: dict[int, asyncio.Future[Reply | p.ErrorResponse]] = {}
         self._abandoned: dict[int, Request] = {}
         self._subscriptions: dict[int, tuple[Subscription, ImageEvents]] = {}
@@ -210,6 +211,7 @@ class ClientConductor:
         in time."""
         self.check_alive()
         _check_length(command, self.transport.max_command_length)
+        asked_before_close = not self._closing
         future = asyncio.get_running_loop().create_future()
         self._pending[command.correlation_id] = future
         try:
@@ -234,6 +236,8 @@ class ClientConductor:
             raise
         finally:
             self._pending.pop(command.correlation_id, None)
+        if asked_before_close and self._closing:  # what the driver made goes with the client
+            raise AeronError(f"the Aeron client closed before {type(command).__name__} was done")
         if isinstance(response, p.ErrorResponse):
             if response.code == p.INVALID_CHANNEL:
                 raise ChannelUriError(response.message)
@@ -470,6 +474,10 @@ class ClientConductor:
         """Close every publication and subscription, stop the heartbeat, tell the driver."""
         if self.is_closed:
             return
+        self._closing = True
+        for future in self._pending.values():  # their answers may never come now
+            if not future.done():
+                future.set_exception(AeronError("the Aeron client closed before it was answered"))
         for publication, _ in list(self._publications.values()):
             with contextlib.suppress(AeronError):
                 await publication.close()

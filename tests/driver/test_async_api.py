@@ -887,3 +887,35 @@ async def test_a_command_cancelled_as_the_driver_answers_is_cancelled(aeron):
     await await_until(lambda: subscriber_positions() == 0, 5, "every subscription released")
     assert not aeron._conductor._abandoned
     await publication.close()
+
+
+async def test_an_add_its_client_closes_under_is_refused_or_closed_with_it(aeron):
+    """An add still waiting when its client closes raises (its answer may never come); one
+    answered just before is closed with the client: none hands out a live publication, and
+    the driver releases them all."""
+    raised = 0
+    for steps in range(16):
+        client = await aeronio.connect(aeron.driver_dir)
+        adding = asyncio.create_task(
+            client.add_exclusive_publication("aeron:ipc?term-length=64k", 78)
+        )
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        await client.close()
+        try:
+            publication = await adding
+        except aeronio.AeronError as e:  # not yet sent, or waiting when the close began
+            assert str(e) in (
+                "the Aeron client is closed",
+                "the Aeron client closed before it was answered",
+                "the Aeron client closed before AddPublication was done",
+            )
+            raised += "before" in str(e)
+        else:
+            assert publication.is_closed
+    assert raised
+    await await_until(
+        lambda: not any(" 78 aeron:ipc" in info.label for info in aeron.counters.for_each()),
+        30,
+        "the publications of the closed clients released",
+    )
