@@ -195,10 +195,16 @@ class DriverPublication:
     # -- lifecycle --------------------------------------------------------------------
 
     def decref(self, now_ns: int) -> None:
-        """A client let go; the last one ends the stream, which then drains its consumers."""
+        """A client let go; the last one ends the stream, which then drains its consumers.
+
+        The limit is frozen at the producer position before the end of stream is set there (as
+        Aeron's), so a client let go without knowing it (timed out while its loop stalled) is
+        back-pressured, not appending past the end where no subscriber reads."""
         self.ref_count -= 1
         if self.ref_count == 0:
-            self.log.mapped.set_end_of_stream_position(self.producer_position)
+            end = self.producer_position
+            self.publisher_limit.set(end)
+            self.log.mapped.set_end_of_stream_position(end)
             self.state = State.DRAINING
             self.time_of_state_change_ns = self.released_ns = now_ns
             self._wake_publishers()

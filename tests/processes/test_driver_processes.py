@@ -310,6 +310,37 @@ async def test_killed_publishers_publication_is_released_after_the_liveness_time
         )
 
 
+@pytest.mark.slow
+async def test_a_publisher_timed_out_while_its_loop_stalled_is_refused_not_lost(procs):
+    """A publisher whose loop stalls past the liveness timeout is timed out: its stream ends
+    where it stopped. Its offers when the loop resumes are back-pressured (the limit was frozen
+    at the end of stream), not given positions for messages no subscriber reads, and its next
+    wait raises ClientTimeoutError; the subscriber gets the stream to its end, nothing lost."""
+    dir = procs.new_dir()
+    procs.driver(dir, *TERM_64K, *SHORT_TIMEOUTS)
+    stream = 12
+    async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
+        gone = asyncio.get_running_loop().create_future()
+        subscription = await aeron.add_subscription(
+            IPC, stream, unavailable_image=lambda image: gone.set_result(image.position)
+        )
+        publisher = procs.role("stalling_publisher", dir=dir, stream=stream, stdin=True)
+        end = 64  # "before stall": a 32-byte header and 12 bytes, aligned to 32
+        assert await publisher.aexpect_json("ready", 20) == {"position": end}
+        message = await asyncio.wait_for(subscription.receive(), 10)
+        assert message.data == b"before stall"
+        image = subscription.images[0]
+        await await_until(lambda: image.is_end_of_stream, 15, "the driver to end the stream")
+
+        publisher.send("go")  # the loop resumes
+        offers = await publisher.aexpect_json("offers", 15)
+        assert offers == {"results": [aeronio.BACK_PRESSURED] * 3, "position": end}
+        assert await publisher.aexpect("then", 15) == "ClientTimeoutError"
+        assert await asyncio.wait_for(gone, 15) == end
+        assert image.is_end_of_stream
+        assert subscription.poll(lambda *args: pytest.fail(f"delivered {args}"), 10) == 0
+
+
 # -- 3. a subscriber SIGKILLed while it holds a publisher back ---------------------------------
 
 
