@@ -570,6 +570,23 @@ async def test_connect_without_a_driver_raises_driver_not_found(tmp_path):
 # -- 7. clean shutdown -------------------------------------------------------------------------
 
 
+async def test_a_driver_that_closes_tells_other_processes_clients_it_closed(procs):
+    """An embedded driver that closes cleanly frees every client's heartbeat counter: a client
+    in another process is told the driver closed (DriverTimeoutError, well within its 30 s
+    driver timeout), not that the driver timed it out (ClientTimeoutError)."""
+    dir = procs.new_dir()
+    stream = 13
+    aeron = await asyncio.wait_for(aeronio.connect(dir, dir_delete_on_shutdown=True), 20)
+    try:
+        await aeron.add_publication(IPC, stream)
+        subscriber = procs.role("polling_subscriber", dir=dir, stream=stream, how="async_for")
+        await subscriber.aexpect("ready", 20)
+    finally:
+        await asyncio.wait_for(aeron.close(), 20)
+    raised = await subscriber.aexpect_json("raised", 15)
+    assert raised["type"] == "DriverTimeoutError", raised
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 async def test_signal_stops_the_driver_cleanly_and_removes_its_dir(procs, signum):
     dir = procs.new_dir()
