@@ -17,9 +17,9 @@ Layout (native byte order, little-endian on the supported platforms)::
         @48  file_page_size                  i32
     then the buffers, in this order, each of the length above:
         to-driver ring buffer (aeronio.concurrent.ring_buffer; its consumer heartbeat is the
-        driver's heartbeat), to-clients broadcast buffer (aeronio.concurrent.broadcast), counters
-        metadata, counters values (aeronio.counters), distinct error log
-        (aeronio.concurrent.error_log)
+        driver's heartbeat, -1 once the driver closed, as Aeron's), to-clients broadcast buffer
+        (aeronio.concurrent.broadcast), counters metadata, counters values (aeronio.counters),
+        distinct error log (aeronio.concurrent.error_log)
     file length: all of it, rounded up to file_page_size.
 """
 
@@ -57,6 +57,7 @@ CLIENT_LIVENESS_TIMEOUT_OFFSET = 24
 START_TIMESTAMP_OFFSET = 32
 PID_OFFSET = 40
 FILE_PAGE_SIZE_OFFSET = 48
+DRIVER_CLOSED = -1  # the driver heartbeat of a driver that closed (Aeron's NULL_VALUE)
 HEADER_LENGTH = 2 * 64  # AERON_CNC_VERSION_AND_META_DATA_LENGTH
 
 # Aeron's C driver defaults.
@@ -257,6 +258,15 @@ class CncFile:
         """The driver's last heartbeat, epoch ms: the to-driver ring buffer's consumer
         heartbeat, which the driver stores on its timer (Aeron's clients check it too)."""
         return self.to_driver.consumer_heartbeat_time
+
+    @property
+    def driver_closed(self) -> bool:
+        """The driver closed (it marks its heartbeat so before it frees its clients' counters)."""
+        return self.driver_heartbeat_ms == DRIVER_CLOSED
+
+    def mark_driver_closed(self) -> None:
+        """Store DRIVER_CLOSED as the driver's heartbeat (release): the driver, as it closes."""
+        self.to_driver.set_consumer_heartbeat_time(DRIVER_CLOSED)
 
     def flush(self) -> None:
         if self._mmap is not None:

@@ -146,6 +146,9 @@ class ClientConductor:
                 )
                 return
             last = now
+            if self.transport.cnc.driver_closed:
+                self._on_driver_lost("it closed")
+                return
             age_ms = self.transport.driver_heartbeat_age_ms
             if age_ms > self.driver_timeout_s * 1000:
                 self._on_driver_lost(f"no driver heartbeat for {age_ms:.0f} ms")

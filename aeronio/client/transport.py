@@ -184,7 +184,8 @@ class CncTransport:
         """Store now into this client's heartbeat counter (type CLIENT_HEARTBEAT_TYPE_ID, key
         the client id: Aeron's clients find it so); until the driver made it, send
         CLIENT_KEEPALIVE (the first command allocates it). The counter freed or reused: the
-        driver timed this client out."""
+        driver closed (DriverTimeoutError) if it marked its cnc so, else it timed this client
+        out (ClientTimeoutError)."""
         key = self.client_id.to_bytes(8, sys.byteorder, signed=True)
         if self._heartbeat is None:
             counter_id = next(
@@ -205,6 +206,9 @@ class CncTransport:
             or self.counters.get_counter_type_id(counter_id) != CLIENT_HEARTBEAT_TYPE_ID
             or self.counters.get_counter_key(counter_id)[:8] != key
         ):
+            if self.cnc.driver_closed:
+                self._on_fail(DriverTimeoutError(f"media driver on {self.dir} lost: it closed"))
+                return
             self._on_fail(
                 ClientTimeoutError(
                     f"the driver on {self.dir} freed the heartbeat counter of client "

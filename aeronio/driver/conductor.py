@@ -812,7 +812,10 @@ class DriverConductor:
         self.udp.watch_activity(idle)
 
     def close(self) -> None:
-        """End every resource (a publication still delivering says what it loses)."""
+        """End every resource (a publication still delivering says what it loses). The cnc is
+        marked closed first: a client that finds its heartbeat counter freed then knows that
+        the driver went, not that it timed the client out."""
+        self.cnc.mark_driver_closed()
         for publication in self.publications:
             if publication.awaiting_delivery:
                 publication.report_loss("with the driver")

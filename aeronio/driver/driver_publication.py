@@ -3,7 +3,8 @@ cleaning, the subscribers that read the log directly, unblocking, and the lifecy
 
 - ACTIVE while clients hold it;
 - DRAINING once the last lets go (the end of stream is where it stopped) until its consumers
-  have everything (or none is connected, or the unblock timeout passes);
+  have everything (or none is connected, or they made no progress for the unblock timeout:
+  however slowly they read, they get it all);
 - LINGER for the linger timeout; a network publication ends it as soon as its receivers have
   acknowledged everything and its spies read it (`NetworkPublication`), and says so when they
   have not in time;
@@ -87,6 +88,8 @@ class DriverPublication:
         self.subscribers: list[SubscriberPosition] = []
         self.time_of_state_change_ns = 0
         self.released_ns = 0  # when the last client let go
+        self.drain_position: int | None = None  # where the draining consumers were last seen
+        self.time_of_drain_progress_ns = 0  # when they were last seen moving
         self.time_of_last_consumer_change_ns = 0
         self.limit_consumer_position: int | None = None  # the consumer position of the limit
         position = self.start_position = log.producer_position
@@ -195,12 +198,20 @@ class DriverPublication:
     # -- lifecycle --------------------------------------------------------------------
 
     def decref(self, now_ns: int) -> None:
-        """A client let go; the last one ends the stream, which then drains its consumers."""
+        """A client let go; the last one ends the stream, which then drains its consumers.
+
+        The limit is frozen at the producer position before the end of stream is set there (as
+        Aeron's), so a client let go without knowing it (timed out while its loop stalled) is
+        back-pressured, not appending past the end where no subscriber reads."""
         self.ref_count -= 1
         if self.ref_count == 0:
-            self.log.mapped.set_end_of_stream_position(self.producer_position)
+            end = self.producer_position
+            self.publisher_limit.set(end)
+            self.log.mapped.set_end_of_stream_position(end)
             self.state = State.DRAINING
             self.time_of_state_change_ns = self.released_ns = now_ns
+            self.drain_position = self.consumer_position()
+            self.time_of_drain_progress_ns = now_ns
             self._wake_publishers()
 
     def on_time_event(self, now_ns: int) -> None:
@@ -210,18 +221,30 @@ class DriverPublication:
         self.advance(now_ns)
 
     def advance(self, now_ns: int) -> None:
-        """DRAINING -> LINGER once drained (or past the unblock timeout), LINGER -> DONE once
-        the linger ends (`_linger_ended`). The conductor also calls it between timer ticks for a
+        """DRAINING -> LINGER once drained (or its consumers stalled), LINGER -> DONE once the
+        linger ends (`_linger_ended`). The conductor also calls it between timer ticks for a
         released publication, so that it moves on when its consumers do."""
         if self.state is State.DRAINING:
             consumer = self.consumer_position()
             drained = consumer is None or consumer >= self.producer_position
-            timed_out = now_ns - self.time_of_state_change_ns > self.unblock_timeout_ns
-            if drained or timed_out:
+            if drained or self._drain_stalled(consumer, now_ns):
                 self.state = State.LINGER
                 self.time_of_state_change_ns = now_ns
         elif self.state is State.LINGER and self._linger_ended(now_ns):
             self.state = State.DONE
+
+    def _drain_stalled(self, consumer: int | None, now_ns: int) -> bool:
+        """The draining consumers, now at `consumer`, made no progress for the unblock timeout,
+        and the unblocker had its chance to pad a frame left unfinished where they stopped."""
+        if consumer != self.drain_position:
+            self.drain_position = consumer
+            self.time_of_drain_progress_ns = now_ns
+            return False
+        timeout = self.unblock_timeout_ns
+        return (
+            now_ns - self.time_of_drain_progress_ns > timeout
+            and now_ns - self.time_of_last_consumer_change_ns > timeout
+        )
 
     def _linger_ended(self, now_ns: int) -> bool:
         return now_ns >= self.linger_deadline_ns()

@@ -310,6 +310,37 @@ async def test_killed_publishers_publication_is_released_after_the_liveness_time
         )
 
 
+@pytest.mark.slow
+async def test_a_publisher_timed_out_while_its_loop_stalled_is_refused_not_lost(procs):
+    """A publisher whose loop stalls past the liveness timeout is timed out: its stream ends
+    where it stopped. Its offers when the loop resumes are back-pressured (the limit was frozen
+    at the end of stream), not given positions for messages no subscriber reads, and its next
+    wait raises ClientTimeoutError; the subscriber gets the stream to its end, nothing lost."""
+    dir = procs.new_dir()
+    procs.driver(dir, *TERM_64K, *SHORT_TIMEOUTS)
+    stream = 12
+    async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
+        gone = asyncio.get_running_loop().create_future()
+        subscription = await aeron.add_subscription(
+            IPC, stream, unavailable_image=lambda image: gone.set_result(image.position)
+        )
+        publisher = procs.role("stalling_publisher", dir=dir, stream=stream, stdin=True)
+        end = 64  # "before stall": a 32-byte header and 12 bytes, aligned to 32
+        assert await publisher.aexpect_json("ready", 20) == {"position": end}
+        message = await asyncio.wait_for(subscription.receive(), 10)
+        assert message.data == b"before stall"
+        image = subscription.images[0]
+        await await_until(lambda: image.is_end_of_stream, 15, "the driver to end the stream")
+
+        publisher.send("go")  # the loop resumes
+        offers = await publisher.aexpect_json("offers", 15)
+        assert offers == {"results": [aeronio.BACK_PRESSURED] * 3, "position": end}
+        assert await publisher.aexpect("then", 15) == "ClientTimeoutError"
+        assert await asyncio.wait_for(gone, 15) == end
+        assert image.is_end_of_stream
+        assert subscription.poll(lambda *args: pytest.fail(f"delivered {args}"), 10) == 0
+
+
 # -- 3. a subscriber SIGKILLed while it holds a publisher back ---------------------------------
 
 
@@ -537,6 +568,23 @@ async def test_connect_without_a_driver_raises_driver_not_found(tmp_path):
 
 
 # -- 7. clean shutdown -------------------------------------------------------------------------
+
+
+async def test_a_driver_that_closes_tells_other_processes_clients_it_closed(procs):
+    """An embedded driver that closes cleanly frees every client's heartbeat counter: a client
+    in another process is told the driver closed (DriverTimeoutError, well within its 30 s
+    driver timeout), not that the driver timed it out (ClientTimeoutError)."""
+    dir = procs.new_dir()
+    stream = 13
+    aeron = await asyncio.wait_for(aeronio.connect(dir, dir_delete_on_shutdown=True), 20)
+    try:
+        await aeron.add_publication(IPC, stream)
+        subscriber = procs.role("polling_subscriber", dir=dir, stream=stream, how="async_for")
+        await subscriber.aexpect("ready", 20)
+    finally:
+        await asyncio.wait_for(aeron.close(), 20)
+    raised = await subscriber.aexpect_json("raised", 15)
+    assert raised["type"] == "DriverTimeoutError", raised
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

@@ -187,7 +187,9 @@ def test_a_publication_that_published_nothing_has_nothing_to_deliver(tmp_path):
     assert publication.state is State.DONE and reports == []
 
 
-def test_an_ipc_publication_drains_to_its_subscribers_then_lingers_its_whole_timeout(tmp_path):
+def released_ipc(tmp_path) -> tuple[IpcPublication, Slot, int, list[str]]:
+    """An IPC publication with one subscriber at 0, 3 messages offered (up to the returned end),
+    released at 1 ms; its subscriber's position counter."""
     publisher = Publisher(
         tmp_path / "pub.log", TERM_LENGTH, MTU, INITIAL_TERM_ID, {c: Slot() for c in SystemCounters}
     )
@@ -200,10 +202,16 @@ def test_an_ipc_publication_drains_to_its_subscribers_then_lingers_its_whole_tim
     assert publisher.offer(0, 3, 3) == 3
     end = publisher.log.producer_position
     publication.decref(MS)
+    assert publication.publisher_limit.get() == end  # frozen at the end of stream
+    return publication, subscriber.counter, end, reports
+
+
+def test_an_ipc_publication_drains_to_its_subscribers_then_lingers_its_whole_timeout(tmp_path):
+    publication, position, end, reports = released_ipc(tmp_path)
     publication.advance(2 * MS)
     assert publication.state is State.DRAINING and publication.awaiting_delivery
     assert publication.undelivered() == f"its subscribers consumed up to 0, not up to {end}"
-    subscriber.counter.set(end)
+    position.set(end)
     publication.advance(3 * MS)
     assert publication.state is State.LINGER and not publication.awaiting_delivery
     assert publication.deadline_ns() == 3 * MS + LINGER_NS
@@ -211,6 +219,42 @@ def test_an_ipc_publication_drains_to_its_subscribers_then_lingers_its_whole_tim
     assert publication.state is State.LINGER
     publication.advance(3 * MS + LINGER_NS)
     assert publication.state is State.DONE and reports == []
+
+
+UNBLOCK_NS = 10_000 * MS  # the stubs' unblock timeout
+
+
+def test_an_ipc_publication_drains_a_slow_subscriber_for_as_long_as_it_reads(tmp_path):
+    """A subscriber that moves within every unblock timeout is drained to the end of stream,
+    however long past the release that takes (it is not cut off a timeout after it)."""
+    publication, position, end, _ = released_ipc(tmp_path)
+    now = MS
+    for read in (end // 3, 2 * end // 3, end - 1):
+        now += UNBLOCK_NS  # not past the timeout since the last move
+        publication.advance(now)
+        assert publication.state is State.DRAINING
+        position.set(read)
+        publication.advance(now)
+    assert now - MS == 3 * UNBLOCK_NS
+    position.set(end)
+    publication.advance(now + 1)
+    assert publication.state is State.LINGER and publication.undelivered() is None
+
+
+def test_an_ipc_publication_gives_up_on_a_subscriber_an_unblock_timeout_after_it_stopped(
+    tmp_path,
+):
+    publication, position, end, _ = released_ipc(tmp_path)
+    stopped = MS + UNBLOCK_NS
+    position.set(end // 2)
+    publication.advance(stopped)
+    publication.advance(stopped + UNBLOCK_NS)
+    assert publication.state is State.DRAINING
+    publication.advance(stopped + UNBLOCK_NS + 1)
+    assert publication.state is State.LINGER
+    assert publication.undelivered() == (
+        f"its subscribers consumed up to {end // 2}, not up to {end}"
+    )
 
 
 def image_whose_stream_ended(
@@ -443,6 +487,31 @@ def test_a_linger_whose_receivers_are_gone_waits_for_its_spies(tmp_path):
     spy.set(end)
     publication.advance(GONE + 2)
     assert publication.state is State.DONE and reports == []
+
+
+def test_a_network_publication_drains_a_slow_spy_for_as_long_as_it_reads(tmp_path):
+    """Its receiver has it all; the drain waits for a spy that moves within every unblock
+    timeout (as for an IPC subscriber), and gives up on it only an unblock timeout after it
+    stopped."""
+    publication, publisher, _ = network(tmp_path)
+    spy = SubscriberPosition(2, 3, "aeron-spy:aeron:udp?endpoint=127.0.0.1:40123", Slot(0))
+    publication.add_subscriber(spy, "aeron-spy")
+    assert publisher.offer(0, 3, 3) == 3
+    end = publisher.log.producer_position
+    publication.decref(2 * MS)
+    publisher.datagrams(3 * MS)
+    publisher.sender.on_status_message(status(end), 4 * MS)
+    now = 2 * MS  # the spy at 0 since
+    for read in (end // 3, 2 * end // 3):
+        now += UNBLOCK_NS
+        publication.advance(now)
+        assert publication.state is State.DRAINING
+        spy.counter.set(read)
+        publication.advance(now)
+    publication.advance(now + UNBLOCK_NS)
+    assert publication.state is State.DRAINING
+    publication.advance(now + UNBLOCK_NS + 1)
+    assert publication.state is State.LINGER
 
 
 def test_a_linger_ended_before_its_spies_read_everything_reports_their_loss(tmp_path):

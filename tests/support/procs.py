@@ -415,6 +415,27 @@ async def role_stalled_subscriber(
         await asyncio.sleep(120)
 
 
+async def role_stalling_publisher(dir: str, stream: int) -> None:
+    """Offer "before stall" on an exclusive publication and report, then block the event loop
+    until a line comes on stdin (as a blocking call would: no keepalive meanwhile), then report
+    what three `try_offer` returned and the position, then what an `await offer` raised."""
+    import aeronio
+
+    async with aeronio.connect(dir) as aeron:
+        publication = await aeron.add_exclusive_publication(IPC, stream)
+        await publication.wait_connected(timeout=15)
+        await publication.offer(b"before stall", timeout=15)
+        say("ready", {"position": publication.position})
+        sys.stdin.readline()  # the loop stalls here
+        results = [publication.try_offer(b"after stall %d" % i) for i in range(3)]
+        say("offers", {"results": results, "position": publication.position})
+        try:
+            await publication.offer(b"awaited after stall", timeout=15)
+            say("then", "no error")
+        except Exception as e:
+            say("then", type(e).__name__)
+
+
 async def role_polling_subscriber(dir: str, stream: int, how: str = "poll") -> None:
     """Subscribe, wait for an image, report, then `poll` (idling between empty polls) or
     `async for` (how="async_for") until that raises: report what it raised, the images left and
@@ -579,6 +600,7 @@ ROLES = {
     "claimer": role_claimer,
     "text_publisher": role_text_publisher,
     "stalled_subscriber": role_stalled_subscriber,
+    "stalling_publisher": role_stalling_publisher,
     "idle_reader": role_idle_reader,
     "blocked_publisher": role_blocked_publisher,
     "idle_service": role_idle_service,

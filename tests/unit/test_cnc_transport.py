@@ -151,6 +151,30 @@ async def test_the_heartbeat_counter_is_kept_and_its_loss_is_a_client_timeout(dr
         await client.close()
 
 
+async def test_a_heartbeat_counter_freed_by_a_driver_that_closed_is_a_driver_timeout(
+    driver, tmp_path
+):
+    """A driver that closes marks its cnc closed before it frees its clients' counters: the
+    client is told the driver went, not that it was timed out."""
+    client = await driver.client(tmp_path)
+    try:
+        client.keepalive()
+        counter_id = driver.counters.allocate(
+            f"client-heartbeat: {client.client_id}",
+            CLIENT_HEARTBEAT_TYPE_ID,
+            client.client_id.to_bytes(8, "little"),
+        )
+        client.keepalive()
+        assert driver.failures == []
+        driver.cnc.mark_driver_closed()
+        driver.counters.free(counter_id)
+        client.keepalive()
+        assert len(driver.failures) == 1 and isinstance(driver.failures[0], DriverTimeoutError)
+        assert str(driver.failures[0]) == f"media driver on {client.dir} lost: it closed"
+    finally:
+        await client.close()
+
+
 async def test_a_stale_heartbeat_is_no_driver(driver, tmp_path):
     driver.cnc.to_driver.set_consumer_heartbeat_time(time.time_ns() // 1_000_000 - 60_000)
     with pytest.raises(DriverNotFoundError, match=r"driver heartbeat is \d+ ms old after waiting"):
