@@ -443,16 +443,51 @@ async def test_an_extension_that_does_not_continue_the_recording_is_refused(aero
     await client.stop_recording(IPC, STREAM)
     await first.close()
     stop = await client.get_stop_position(0)
-    await client.extend_recording(0, IPC, STREAM)
+    subscription_id = await client.extend_recording(0, IPC, STREAM)
+    requested = arch.conductor.recording_subscriptions[subscription_id].correlation_id
     second = await aeron.add_exclusive_publication(IPC, STREAM)  # a new stream: position 0
-    async with asyncio.timeout(5):
-        while arch.conductor.errors.get() == 0 or arch.conductor.recording_subscriptions:
-            await asyncio.sleep(0.005)
+    # answered OK, then refused when its image came: the requester is told why
+    error = await await_until(client.poll_for_error_response, 10, "the extension's ERROR")
+    assert (error.error_code, error.correlation_id) == (ErrorCode.INVALID_EXTENSION, requested)
+    assert str(error).startswith(f"cannot extend recording 0: join position 0 != {stop}")
+    assert arch.conductor.errors.get() == 1 and not arch.conductor.recording_subscriptions
     assert 0 not in arch.conductor.recordings
     assert arch.catalog.descriptor(0).stop_position == stop  # untouched
     async with asyncio.timeout(5):  # the refused recording's subscription is gone
         while second.is_connected:
             await asyncio.sleep(0.005)
+
+
+@pytest.mark.parametrize("refusal", ["catalog full", "channel too long"])
+async def test_a_recording_refused_after_its_ok_is_an_error_to_its_requester(
+    aeron, tmp_path, refusal
+):
+    async with (
+        archive.Archive.launch(
+            aeron, archive_dir=tmp_path / "archive", max_catalog_entries=1,
+            **archive.LOCAL_ARCHIVE,
+        ) as arch,
+        archive.connect(aeron, **archive.LOCAL) as client,
+    ):  # fmt: skip
+        if refusal == "catalog full":  # its one entry taken
+            channel, message = IPC, "the catalog is full (1 entries)"
+            await client.start_recording(IPC, STREAM)
+            first = await aeron.add_exclusive_publication(IPC, STREAM)
+            await publish(first, messages(1))
+            await wait_recorded(client, 0, first.position)
+            await client.stop_recording(IPC, STREAM)
+        else:  # stripped and original channel together over a record's room for strings
+            channel = f"{IPC}|alias={'a' * 900}"
+            message = "channel and source identity are longer than 900 bytes in all"
+        subscription_id = await client.start_recording(channel, STREAM + 1)
+        requested = arch.conductor.recording_subscriptions[subscription_id].correlation_id
+        second = await aeron.add_exclusive_publication(channel, STREAM + 1)
+        error = await await_until(client.poll_for_error_response, 10, "the refusal's ERROR")
+        assert (str(error), error.error_code) == (message, ErrorCode.GENERIC)
+        assert error.correlation_id == requested
+        assert not arch.conductor.recording_subscriptions and not arch.conductor.recordings
+        await await_until(lambda: not second.is_connected, 10, "the subscription to go")
+        assert len(await client.list_recordings()) == (refusal == "catalog full")
 
 
 # -- errors ---------------------------------------------------------------------------------
