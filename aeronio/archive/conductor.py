@@ -639,6 +639,13 @@ class ArchiveConductor:
         stop = live.recorded_position if live is not None else d.stop_position
         position = d.start_position if request.position == NULL_VALUE else request.position
         _check_replay_position(recording_id, position, d.start_position, stop, live is not None)
+        layout = self.catalog.layout(recording_id)
+        problem = segments.frame_boundary_problem(self.ctx.archive_dir, layout, position, stop)
+        if problem is not None:
+            raise ArchiveError(
+                f"requested replay start position {position} is not a frame boundary "
+                f"for recording {recording_id}: {problem}"
+            )
         length = request.length
         end = 2**63 - 1 if length < 0 or length >= 2**63 - 1 - position else position + length
         if live is None:
@@ -656,9 +663,7 @@ class ArchiveConductor:
         )
         self._replay_count += 1
         replay_session_id = (self._replay_count << 32) | (publication.session_id & 0xFFFFFFFF)
-        reader = RecordingReader(
-            self.ctx.archive_dir, self.catalog.layout(recording_id), position, max(stop, position)
-        )
+        reader = RecordingReader(self.ctx.archive_dir, layout, position, max(stop, position))
 
         def recorded() -> tuple[int, bool]:
             recording = self.recordings.get(recording_id)

@@ -31,8 +31,9 @@ cut short, a length, type or term offset that does not fit: `frame_problem`) has
 `RecordingReader` raises SegmentError naming the recording, the position and the file, and
 never hands out the frame before an unsound header either (its length led there: a shortened
 length would otherwise deliver a cut message). `check_segments` walks every segment of a
-recording term by term (`aeronio archive verify`). The 1.15.1 format has no checksums: a payload
-byte flipped on disk reads back as recorded, unnoticed.
+recording term by term (`aeronio archive verify`); `frame_boundary_problem` says whether a
+position a request names (a replay's start, a truncation) is a frame boundary. The 1.15.1
+format has no checksums: a payload byte flipped on disk reads back as recorded, unnoticed.
 """
 
 from __future__ import annotations
@@ -175,6 +176,34 @@ def walk_sound_frames(
         last = offset
         offset += align_frame(_LENGTH.unpack_from(segment, offset)[0])
     return offset, last, None
+
+
+def frame_boundary_problem(
+    archive_dir: str | os.PathLike[str], layout: RecordingLayout, position: int, stop: int
+) -> str | None:
+    """Why `position` (frame aligned, in [start, stop] of a recording recorded to `stop`) is not
+    a frame boundary of the recording, or None when it is: the frames from its term's start (the
+    recording's start in its first term) must tile up to it. At most a term is scanned."""
+    term_length = layout.term_length
+    first = max(position - (position & (term_length - 1)), layout.start_position)
+    if position == first:  # a term's start or the recording's: a boundary
+        return None
+    name = layout.file_name(layout.segment_index(position))
+    try:
+        mapped = map_segment(Path(archive_dir, name))
+    except SegmentError as e:
+        return str(e)
+    with mapped:
+        offset, end = layout.segment_offset(first), layout.segment_offset(position)
+        reached = scan_frames(mapped, offset, end)
+        if reached == end:
+            return None
+        at = first + reached - offset
+        problem = frame_problem(mapped, reached, at, term_length, stop)
+        if problem is not None:
+            return f"no whole frame at position {at} in {name}: {problem}"
+        length = _LENGTH.unpack_from(mapped, reached)[0]
+        return f"it is inside the frame at [{at}, {at + align_frame(length)})"
 
 
 def segment_indices(archive_dir: str | os.PathLike[str], recording_id: int) -> list[int]:

@@ -201,6 +201,9 @@ async def test_a_recording_that_starts_mid_log(aeron, arch, client):
     got = await replay_all(client, 0, start, end - start, len(payloads))
     assert [data for data, _ in got] == payloads
     assert got[-1][1] == end
+    second = got[0][1]  # a frame boundary in the first term, which the recording starts in
+    assert start < second < start - start % TERM + TERM
+    assert await replay_all(client, 0, second, -1, 5, stream_id=2003) == got[1:6]
 
 
 async def test_rec_pos_and_recorder_counters(aeron, arch, client):
@@ -346,6 +349,31 @@ async def test_replay_from_any_frame_yields_the_recorded_suffix(aeron, arch, cli
     start, stop = expected[10][1], expected[20][1]
     got = await replay_all(client, 0, start, stop - start, 10, stream_id=3100)
     assert got == expected[11:21]
+
+
+async def test_a_replay_from_inside_a_frame_is_refused(aeron, arch, client):
+    await client.start_recording(IPC, STREAM)
+    publication = await aeron.add_exclusive_publication(IPC, STREAM)
+    # message 0, a 320 byte frame at position 0, carries at position 64 a DATA header for
+    # position 64 that ends where message 1 begins: a replay from 64 would deliver it
+    forged = segments.FRAME_HEADER.pack(
+        256, 0, 0xC0, segments.HDR_TYPE_DATA, 64, publication.session_id, STREAM,
+        publication.initial_term_id, 0,
+    ) + b"FORGED"  # fmt: skip
+    first = (b"A" * 32 + forged).ljust(288, b"A")
+    end = await publish(publication, [first, *messages(5)])  # message 1: [320, 480)
+    await wait_recorded(client, 0, end)
+    await client.stop_recording(IPC, STREAM)
+    for position, frame in ((64, (0, 320)), (352, (320, 480))):
+        with pytest.raises(archive.ArchiveError) as caught:
+            await client.start_replay(0, position, -1, "aeron:ipc", 2002)
+        assert str(caught.value) == (
+            f"requested replay start position {position} is not a frame boundary for "
+            f"recording 0: it is inside the frame at [{frame[0]}, {frame[1]})"
+        )
+    assert not arch.conductor.replays
+    got = await replay_all(client, 0, 320, -1, 5)  # from a boundary, as recorded
+    assert [data for data, _ in got] == messages(5)
 
 
 async def test_a_replay_of_a_live_recording_follows_it(aeron, arch, client):
