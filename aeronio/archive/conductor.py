@@ -615,7 +615,16 @@ class ArchiveConductor:
         d = self.catalog.descriptor(recording_id)
         if not d.start_position <= position <= d.stop_position or position % FRAME_ALIGNMENT:
             raise ArchiveError(f"invalid position {position}")
-        segments.truncate(self.ctx.archive_dir, self.catalog.layout(recording_id), position)
+        layout = self.catalog.layout(recording_id)
+        problem = segments.frame_boundary_problem(
+            self.ctx.archive_dir, layout, position, d.stop_position
+        )
+        if problem is not None:  # refused before any file changes
+            raise ArchiveError(
+                f"invalid position {position}: not a frame boundary of recording "
+                f"{recording_id}: {problem}"
+            )
+        segments.truncate(self.ctx.archive_dir, layout, position)
         self.catalog.recording_stopped(recording_id, position, _now_ms())
 
     # -- replay ---------------------------------------------------------------------------

@@ -463,6 +463,30 @@ async def test_extend_then_truncate(aeron, arch, client):
     )
 
 
+async def test_a_truncation_inside_a_frame_is_refused_and_changes_nothing(aeron, arch, client):
+    await client.start_recording(IPC, STREAM)
+    publication = await aeron.add_exclusive_publication(IPC, STREAM)
+    end = await publish(publication, [bytes(128)] * 50)  # frames of 160 bytes
+    await wait_recorded(client, 0, end)
+    await client.stop_recording(IPC, STREAM)
+    archive_dir = Path(arch.ctx.archive_dir)
+    before = {path.name: path.read_bytes() for path in archive_dir.iterdir()}
+    cut = 160 * 10 + 64
+    with pytest.raises(archive.ArchiveError) as caught:
+        await client.truncate_recording(0, cut)
+    assert str(caught.value) == (
+        f"invalid position {cut}: not a frame boundary of recording 0: "
+        "it is inside the frame at [1600, 1760)"
+    )
+    assert {path.name: path.read_bytes() for path in archive_dir.iterdir()} == before
+    assert await client.get_stop_position(0) == end == 160 * 50
+    await client.truncate_recording(0, 1600)  # a boundary: ten whole messages remain
+    assert await client.get_stop_position(0) == 1600
+    assert segments.check_segments(archive_dir, arch.catalog.layout(0), 1600)[0].problem is None
+    got = await replay_all(client, 0, 0, -1, 10)
+    assert [data for data, _ in got] == [bytes(128)] * 10
+
+
 async def test_an_extension_that_does_not_continue_the_recording_is_refused(aeron, arch, client):
     await client.start_recording(IPC, STREAM)
     first = await aeron.add_exclusive_publication(IPC, STREAM)
