@@ -91,6 +91,9 @@ class ArchiveConductor:
             file_sync_level=ctx.catalog_file_sync_level,
             lock=True,
         )
+        if self.catalog.damage is not None:  # its cut record is kept for someone to look at
+            self.catalog.close()
+            raise CatalogError(f"{self.catalog.damage}: no archive starts on it")
         self.recovered = self.catalog.recover(_now_ms())
         self.control_sessions: dict[int, ControlSession] = {}
         self.recording_subscriptions: dict[int, RecordingSubscription] = {}

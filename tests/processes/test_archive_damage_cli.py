@@ -2,6 +2,7 @@
 crash shows as its exit status): every segment of every recording is checked, every corrupt
 catalog entry is reported by id without hiding the others, and empty files are named."""
 
+import os
 import random
 import struct
 import subprocess
@@ -201,6 +202,26 @@ def test_an_empty_catalog_is_a_clear_error(directory):
             "",
             f"aeronio archive {action}: {catalog}: 0 bytes is too short for a catalog\n",
         )
+
+
+def test_a_catalog_cut_inside_a_record_is_reported_and_hides_no_other(directory):
+    catalog = directory / "archive.catalog"
+    os.truncate(catalog, 2 * RECORD + 500)  # 500 bytes into recording 1's record
+    before = catalog.read_bytes()
+    problem = (
+        f"{catalog}: 2548 bytes is not a whole number of 1024-byte records: "
+        "recording 1's record is cut short at 500 bytes"
+    )
+    assert verify(directory) == (1, f"recordingId=0 OK\nrecordingId=1 {problem}\n")
+    listed = run("list", "--dir", str(directory))
+    assert (listed.returncode, listed.stderr) == (1, f"aeronio archive list: {problem}\n")
+    assert listed.stdout.startswith(f"recordingId=0 startPosition=0 stopPosition={STOP} ")
+    assert listed.stdout.count("\n") == 1
+    described = run("describe", "--dir", str(directory), "1")
+    assert (described.returncode, described.stdout, described.stderr) == (
+        1, "", f"aeronio archive describe: {problem}\n",
+    )  # fmt: skip
+    assert catalog.read_bytes() == before
 
 
 def test_dump_of_an_empty_segment_names_it(directory):
