@@ -156,6 +156,37 @@ def test_verify_finds_damage_in_any_segment(directory, kind):
         assert line == expected
 
 
+def test_missing_segments_from_some_point_on_are_one_line(directory):
+    for index in (1, 2):
+        (directory / f"0-{index}.rec").unlink()
+    status, out = verify(directory)
+    assert (status, out) == (
+        1,
+        "recordingId=0 2 of 3 segments damaged\n"
+        f"  0-1.rec to 0-2.rec positions [{SEGMENT}, {STOP}): segment files "
+        f"{directory / '0-1.rec'} to 0-2.rec are missing (2 files)\n"
+        "recordingId=1 OK\n",
+    )
+
+
+def test_verify_of_a_stop_position_far_beyond_the_data_is_prompt(directory):
+    """One bit flipped in the stop position: 2**39 segments would be missing (a list of them
+    took minutes and gigabytes); the files present are what is checked."""
+    stop = STOP + (1 << 56)
+    write(directory / "archive.catalog", RECORD + FIELDS["stop"], struct.pack("<q", stop))
+    count = (stop - 1) // SEGMENT + 1
+    status, out = verify(directory)
+    assert (status, out) == (
+        1,
+        f"recordingId=0 {count - 2} of {count} segments damaged\n"
+        f"  0-2.rec positions [{2 * SEGMENT}, {3 * SEGMENT}): no whole frame at position "
+        f"{STOP}: frame length 0\n"
+        f"  0-3.rec to 0-{count - 1}.rec positions [{3 * SEGMENT}, {stop}): segment files "
+        f"{directory / '0-3.rec'} to 0-{count - 1}.rec are missing ({count - 3} files)\n"
+        "recordingId=1 OK\n",
+    )
+
+
 CATALOG_DAMAGE = {
     "term length 0": (
         FIELDS["term length"], struct.pack("<i", 0),
