@@ -154,7 +154,16 @@ class Catalog:
                 f"{self.path}: version {header.version}, entry length {header.entry_length} "
                 f"(this archive reads version {CATALOG_VERSION}, entries of {RECORD_LENGTH})"
             )
-        self.max_entries = len(self._map) // RECORD_LENGTH - 1
+        records, cut = divmod(len(self._map), RECORD_LENGTH)
+        self.max_entries = records - 1
+        # A file cut short inside a record: that recording is reported, never read nor written
+        self.damage: str | None = None
+        if cut:
+            self.damage = (
+                f"{self.path}: {len(self._map)} bytes is not a whole number of "
+                f"{RECORD_LENGTH}-byte records: recording {self.max_entries}'s record is cut "
+                f"short at {cut} bytes"
+            )
         self.next_recording_id = self._count()
 
     def _create(self, max_entries: int) -> None:
@@ -190,6 +199,8 @@ class Catalog:
 
     def descriptor(self, recording_id: int) -> RecordingDescriptor:
         """The recording's descriptor (stop position and timestamp as of now)."""
+        if self.damage is not None and recording_id == self.max_entries:
+            raise CatalogError(self.damage)
         if not self.has_recording(recording_id):
             raise CatalogError(f"unknown recording id {recording_id}")
         at = self._offset(recording_id)
@@ -214,7 +225,8 @@ class Catalog:
 
     def entries(self) -> Iterator[tuple[int, RecordingDescriptor | CatalogError]]:
         """(recording id, its descriptor, or the CatalogError of a corrupt entry) of every entry
-        but the invalidated ones, in id order: a zeroed record before the last is corrupt."""
+        but the invalidated ones, in id order: a zeroed record before the last is corrupt, and
+        so is a record the file ends inside (`damage`)."""
         for recording_id in range(len(self)):
             if not self.has_recording(recording_id):
                 yield (
@@ -229,6 +241,8 @@ class Catalog:
                     yield recording_id, self.descriptor(recording_id)
                 except CatalogError as e:
                     yield recording_id, e
+        if self.damage is not None:
+            yield self.max_entries, CatalogError(self.damage)
 
     def __iter__(self) -> Iterator[RecordingDescriptor]:
         """Every valid, sound descriptor, in recording id order (`entries` reports the corrupt

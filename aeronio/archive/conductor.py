@@ -74,7 +74,9 @@ class RecordingSubscription:
     subscription: Subscription
     key: tuple[str, int]  # (the channel's recording key, stream id)
     original_channel: str
-    extend: tuple[int, int, int] | None = None  # recording id, control session, correlation
+    control_session_id: int  # the request's: told if an image of it is refused
+    correlation_id: int
+    extend_id: int | None = None  # the recording an ExtendRecording continues
     sessions: list[RecordingSession] = field(default_factory=list)
 
 
@@ -89,6 +91,9 @@ class ArchiveConductor:
             file_sync_level=ctx.catalog_file_sync_level,
             lock=True,
         )
+        if self.catalog.damage is not None:  # its cut record is kept for someone to look at
+            self.catalog.close()
+            raise CatalogError(f"{self.catalog.damage}: no archive starts on it")
         self.recovered = self.catalog.recover(_now_ms())
         self.control_sessions: dict[int, ControlSession] = {}
         self.recording_subscriptions: dict[int, RecordingSubscription] = {}
@@ -290,14 +295,15 @@ class ArchiveConductor:
         match request:
             case codecs.StartRecordingRequest():
                 subscription_id = await self._start_recording(
-                    request.channel, request.stream_id, request.source_location
-                )
+                    request.channel, request.stream_id, request.source_location, session,
+                    correlation_id,
+                )  # fmt: skip
                 session.ok(correlation_id, subscription_id)
             case codecs.ExtendRecordingRequest():
                 self._extendable(request.recording_id)
                 subscription_id = await self._start_recording(
-                    request.channel, request.stream_id, request.source_location,
-                    extend=(request.recording_id, session.control_session_id, correlation_id),
+                    request.channel, request.stream_id, request.source_location, session,
+                    correlation_id, extend_id=request.recording_id,
                 )  # fmt: skip
                 session.ok(correlation_id, subscription_id)
             case codecs.StopRecordingRequest():
@@ -417,8 +423,7 @@ class ArchiveConductor:
     def _extendable(self, recording_id: int) -> None:
         self._check_recording(recording_id, "unknown recording id")
         if recording_id in self.recordings or any(
-            r.extend is not None and r.extend[0] == recording_id
-            for r in self.recording_subscriptions.values()
+            r.extend_id == recording_id for r in self.recording_subscriptions.values()
         ):
             raise ArchiveError(
                 f"cannot extend active recording for {recording_id}", ErrorCode.ACTIVE_RECORDING
@@ -429,7 +434,9 @@ class ArchiveConductor:
         channel: str,
         stream_id: int,
         source_location: int,
-        extend: tuple[int, int, int] | None = None,
+        session: ControlSession,
+        correlation_id: int,
+        extend_id: int | None = None,
     ) -> int:
         uri = ChannelUri.parse(channel)
         if uri.is_spy:
@@ -463,7 +470,9 @@ class ArchiveConductor:
         subscription = await self.aeron.add_subscription(
             f"{SPY_PREFIX}:{uri}" if spy else str(uri), stream_id, available_image=on_image
         )
-        recording = RecordingSubscription(subscription, key, channel, extend)
+        recording = RecordingSubscription(
+            subscription, key, channel, session.control_session_id, correlation_id, extend_id
+        )
         self.recording_subscriptions[subscription.registration_id] = recording
         for image in subscription.images:  # any that came before the callback could see them
             self._new_images.append((recording, image))
@@ -480,10 +489,12 @@ class ArchiveConductor:
         segment_length = max(ctx.segment_file_length, image.term_length)
         stripped = ChannelUri.parse(recording.original_channel).stripped_channel()
         try:
-            if recording.extend is not None:
-                recording_id, control_session_id, correlation_id = recording.extend
+            if recording.extend_id is not None:
+                recording_id = recording.extend_id
                 start = self._check_extension(recording_id, image)
-                self.catalog.extend_recording(recording_id, control_session_id, correlation_id)
+                self.catalog.extend_recording(
+                    recording_id, recording.control_session_id, recording.correlation_id
+                )
                 layout = self.catalog.layout(recording_id)
             else:
                 start = image.position
@@ -504,10 +515,15 @@ class ArchiveConductor:
                     recording_id, start, image.term_length, segment_length
                 )
         except (ArchiveError, CatalogError) as e:
-            # an image this archive cannot record: the subscription goes, so that its
-            # publication is not held back by a subscriber that never reads
+            # an image this archive cannot record: its request, answered OK, gets an ERROR (as
+            # the reference's validateImageForExtendRecording sends), and the subscription
+            # goes, so that its publication is not held back by a subscriber that never reads
             self.count_error()
             log.warning("not recording %r: %s", image, e)
+            requester = self.control_sessions.get(recording.control_session_id)
+            if requester is not None and requester.state is not ControlState.DONE:
+                code = e.error_code if isinstance(e, ArchiveError) else ErrorCode.GENERIC
+                requester.error(recording.correlation_id, code, str(e))
             await self._stop_recording(recording)
             return
         counter = await RecordingPos.allocate(
@@ -602,7 +618,16 @@ class ArchiveConductor:
         d = self.catalog.descriptor(recording_id)
         if not d.start_position <= position <= d.stop_position or position % FRAME_ALIGNMENT:
             raise ArchiveError(f"invalid position {position}")
-        segments.truncate(self.ctx.archive_dir, self.catalog.layout(recording_id), position)
+        layout = self.catalog.layout(recording_id)
+        problem = segments.frame_boundary_problem(
+            self.ctx.archive_dir, layout, position, d.stop_position
+        )
+        if problem is not None:  # refused before any file changes
+            raise ArchiveError(
+                f"invalid position {position}: not a frame boundary of recording "
+                f"{recording_id}: {problem}"
+            )
+        segments.truncate(self.ctx.archive_dir, layout, position)
         self.catalog.recording_stopped(recording_id, position, _now_ms())
 
     # -- replay ---------------------------------------------------------------------------
@@ -626,6 +651,13 @@ class ArchiveConductor:
         stop = live.recorded_position if live is not None else d.stop_position
         position = d.start_position if request.position == NULL_VALUE else request.position
         _check_replay_position(recording_id, position, d.start_position, stop, live is not None)
+        layout = self.catalog.layout(recording_id)
+        problem = segments.frame_boundary_problem(self.ctx.archive_dir, layout, position, stop)
+        if problem is not None:
+            raise ArchiveError(
+                f"requested replay start position {position} is not a frame boundary "
+                f"for recording {recording_id}: {problem}"
+            )
         length = request.length
         end = 2**63 - 1 if length < 0 or length >= 2**63 - 1 - position else position + length
         if live is None:
@@ -643,9 +675,7 @@ class ArchiveConductor:
         )
         self._replay_count += 1
         replay_session_id = (self._replay_count << 32) | (publication.session_id & 0xFFFFFFFF)
-        reader = RecordingReader(
-            self.ctx.archive_dir, self.catalog.layout(recording_id), position, max(stop, position)
-        )
+        reader = RecordingReader(self.ctx.archive_dir, layout, position, max(stop, position))
 
         def recorded() -> tuple[int, bool]:
             recording = self.recordings.get(recording_id)

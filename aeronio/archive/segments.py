@@ -31,8 +31,9 @@ cut short, a length, type or term offset that does not fit: `frame_problem`) has
 `RecordingReader` raises SegmentError naming the recording, the position and the file, and
 never hands out the frame before an unsound header either (its length led there: a shortened
 length would otherwise deliver a cut message). `check_segments` walks every segment of a
-recording term by term (`aeronio archive verify`). The 1.15.1 format has no checksums: a payload
-byte flipped on disk reads back as recorded, unnoticed.
+recording term by term (`aeronio archive verify`); `frame_boundary_problem` says whether a
+position a request names (a replay's start, a truncation) is a frame boundary. The 1.15.1
+format has no checksums: a payload byte flipped on disk reads back as recorded, unnoticed.
 """
 
 from __future__ import annotations
@@ -175,6 +176,34 @@ def walk_sound_frames(
         last = offset
         offset += align_frame(_LENGTH.unpack_from(segment, offset)[0])
     return offset, last, None
+
+
+def frame_boundary_problem(
+    archive_dir: str | os.PathLike[str], layout: RecordingLayout, position: int, stop: int
+) -> str | None:
+    """Why `position` (frame aligned, in [start, stop] of a recording recorded to `stop`) is not
+    a frame boundary of the recording, or None when it is: the frames from its term's start (the
+    recording's start in its first term) must tile up to it. At most a term is scanned."""
+    term_length = layout.term_length
+    first = max(position - (position & (term_length - 1)), layout.start_position)
+    if position == first:  # a term's start or the recording's: a boundary
+        return None
+    name = layout.file_name(layout.segment_index(position))
+    try:
+        mapped = map_segment(Path(archive_dir, name))
+    except SegmentError as e:
+        return str(e)
+    with mapped:
+        offset, end = layout.segment_offset(first), layout.segment_offset(position)
+        reached = scan_frames(mapped, offset, end)
+        if reached == end:
+            return None
+        at = first + reached - offset
+        problem = frame_problem(mapped, reached, at, term_length, stop)
+        if problem is not None:
+            return f"no whole frame at position {at} in {name}: {problem}"
+        length = _LENGTH.unpack_from(mapped, reached)[0]
+        return f"it is inside the frame at [{at}, {at + align_frame(length)})"
 
 
 def segment_indices(archive_dir: str | os.PathLike[str], recording_id: int) -> list[int]:
@@ -467,33 +496,69 @@ def map_segment(path: str | os.PathLike[str]) -> MappedSegment:
 
 
 class SegmentReport(NamedTuple):
-    """What `check_segments` found in one segment file: positions [first, end) checked."""
+    """What `check_segments` found in `files` segment files (a run of missing ones, or one):
+    positions [first, end) checked."""
 
     file_name: str
     first: int
     end: int
     problem: str | None
+    files: int = 1
 
 
 def check_segments(
     archive_dir: str | os.PathLike[str], layout: RecordingLayout, stop_position: int
 ) -> list[SegmentReport]:
     """Every segment of a stopped recording checked: present, and its recorded positions whole
-    frames that tile each term, every header sound (`walk_sound_frames`)."""
+    frames that tile each term, every header sound (`walk_sound_frames`). A run of missing
+    segments is one report, so the work is bounded by the files present whatever the stop
+    position says."""
     reports: list[SegmentReport] = []
     if stop_position <= layout.start_position:
         return reports
-    for index in range(layout.segment_index(stop_position - 1) + 1):
-        first = max(layout.segment_base_position(index), layout.start_position)
-        end = min(layout.segment_base_position(index + 1), stop_position)
-        name = layout.file_name(index)
-        try:
-            with map_segment(Path(archive_dir, name)) as mapped:
-                problem = _check_terms(mapped, layout, first, end)
-        except SegmentError as e:
-            problem = str(e)
-        reports.append(SegmentReport(name, first, end, problem))
+    last = layout.segment_index(stop_position - 1)
+    present = sorted({i for i in segment_indices(archive_dir, layout.recording_id) if i <= last})
+    index = 0
+    for found in [*present, last + 1]:
+        if index < found:  # segments [index, found) are missing
+            reports.append(_missing(archive_dir, layout, index, found, stop_position))
+        if found <= last:
+            reports.append(_check_segment(archive_dir, layout, found, stop_position))
+        index = found + 1
     return reports
+
+
+def _bounds(layout: RecordingLayout, index: int, stop_position: int) -> tuple[int, int]:
+    """The recorded positions [first, end) of segment `index`."""
+    first = max(layout.segment_base_position(index), layout.start_position)
+    return first, min(layout.segment_base_position(index + 1), stop_position)
+
+
+def _missing(
+    archive_dir: str | os.PathLike[str], layout: RecordingLayout, index: int, end: int, stop: int
+) -> SegmentReport:
+    """The report of segments [index, end), none of whose files is present."""
+    first, last_end = _bounds(layout, index, stop)[0], _bounds(layout, end - 1, stop)[1]
+    name, count = layout.file_name(index), end - index
+    if count == 1:
+        problem = f"segment file {Path(archive_dir, name)} is missing"
+        return SegmentReport(name, first, last_end, problem)
+    last_name = layout.file_name(end - 1)
+    problem = f"segment files {Path(archive_dir, name)} to {last_name} are missing ({count} files)"
+    return SegmentReport(f"{name} to {last_name}", first, last_end, problem, count)
+
+
+def _check_segment(
+    archive_dir: str | os.PathLike[str], layout: RecordingLayout, index: int, stop: int
+) -> SegmentReport:
+    first, end = _bounds(layout, index, stop)
+    name = layout.file_name(index)
+    try:
+        with map_segment(Path(archive_dir, name)) as mapped:
+            problem = _check_terms(mapped, layout, first, end)
+    except SegmentError as e:
+        problem = str(e)
+    return SegmentReport(name, first, end, problem)
 
 
 def _check_terms(

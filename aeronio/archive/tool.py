@@ -166,8 +166,9 @@ def _verify(archive_dir: str, every_segment: bool, out: TextIO) -> int:
             reports = segments.check_segments(
                 archive_dir, catalog.layout(recording_id), entry.stop_position
             )
-            damaged = sum(report.problem is not None for report in reports)
-            summary = f"{damaged} of {len(reports)} segments damaged" if damaged else "OK"
+            damaged = sum(report.files for report in reports if report.problem is not None)
+            total = sum(report.files for report in reports)
+            summary = f"{damaged} of {total} segments damaged" if damaged else "OK"
             print(f"recordingId={recording_id} {summary}", file=out)
             for report in reports:
                 if report.problem or every_segment:

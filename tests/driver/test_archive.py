@@ -201,6 +201,9 @@ async def test_a_recording_that_starts_mid_log(aeron, arch, client):
     got = await replay_all(client, 0, start, end - start, len(payloads))
     assert [data for data, _ in got] == payloads
     assert got[-1][1] == end
+    second = got[0][1]  # a frame boundary in the first term, which the recording starts in
+    assert start < second < start - start % TERM + TERM
+    assert await replay_all(client, 0, second, -1, 5, stream_id=2003) == got[1:6]
 
 
 async def test_rec_pos_and_recorder_counters(aeron, arch, client):
@@ -348,6 +351,31 @@ async def test_replay_from_any_frame_yields_the_recorded_suffix(aeron, arch, cli
     assert got == expected[11:21]
 
 
+async def test_a_replay_from_inside_a_frame_is_refused(aeron, arch, client):
+    await client.start_recording(IPC, STREAM)
+    publication = await aeron.add_exclusive_publication(IPC, STREAM)
+    # message 0, a 320 byte frame at position 0, carries at position 64 a DATA header for
+    # position 64 that ends where message 1 begins: a replay from 64 would deliver it
+    forged = segments.FRAME_HEADER.pack(
+        256, 0, 0xC0, segments.HDR_TYPE_DATA, 64, publication.session_id, STREAM,
+        publication.initial_term_id, 0,
+    ) + b"FORGED"  # fmt: skip
+    first = (b"A" * 32 + forged).ljust(288, b"A")
+    end = await publish(publication, [first, *messages(5)])  # message 1: [320, 480)
+    await wait_recorded(client, 0, end)
+    await client.stop_recording(IPC, STREAM)
+    for position, frame in ((64, (0, 320)), (352, (320, 480))):
+        with pytest.raises(archive.ArchiveError) as caught:
+            await client.start_replay(0, position, -1, "aeron:ipc", 2002)
+        assert str(caught.value) == (
+            f"requested replay start position {position} is not a frame boundary for "
+            f"recording 0: it is inside the frame at [{frame[0]}, {frame[1]})"
+        )
+    assert not arch.conductor.replays
+    got = await replay_all(client, 0, 320, -1, 5)  # from a boundary, as recorded
+    assert [data for data, _ in got] == messages(5)
+
+
 async def test_a_replay_of_a_live_recording_follows_it(aeron, arch, client):
     await client.start_recording(IPC, STREAM)
     publication = await aeron.add_exclusive_publication(IPC, STREAM)
@@ -435,6 +463,30 @@ async def test_extend_then_truncate(aeron, arch, client):
     )
 
 
+async def test_a_truncation_inside_a_frame_is_refused_and_changes_nothing(aeron, arch, client):
+    await client.start_recording(IPC, STREAM)
+    publication = await aeron.add_exclusive_publication(IPC, STREAM)
+    end = await publish(publication, [bytes(128)] * 50)  # frames of 160 bytes
+    await wait_recorded(client, 0, end)
+    await client.stop_recording(IPC, STREAM)
+    archive_dir = Path(arch.ctx.archive_dir)
+    before = {path.name: path.read_bytes() for path in archive_dir.iterdir()}
+    cut = 160 * 10 + 64
+    with pytest.raises(archive.ArchiveError) as caught:
+        await client.truncate_recording(0, cut)
+    assert str(caught.value) == (
+        f"invalid position {cut}: not a frame boundary of recording 0: "
+        "it is inside the frame at [1600, 1760)"
+    )
+    assert {path.name: path.read_bytes() for path in archive_dir.iterdir()} == before
+    assert await client.get_stop_position(0) == end == 160 * 50
+    await client.truncate_recording(0, 1600)  # a boundary: ten whole messages remain
+    assert await client.get_stop_position(0) == 1600
+    assert segments.check_segments(archive_dir, arch.catalog.layout(0), 1600)[0].problem is None
+    got = await replay_all(client, 0, 0, -1, 10)
+    assert [data for data, _ in got] == [bytes(128)] * 10
+
+
 async def test_an_extension_that_does_not_continue_the_recording_is_refused(aeron, arch, client):
     await client.start_recording(IPC, STREAM)
     first = await aeron.add_exclusive_publication(IPC, STREAM)
@@ -443,16 +495,51 @@ async def test_an_extension_that_does_not_continue_the_recording_is_refused(aero
     await client.stop_recording(IPC, STREAM)
     await first.close()
     stop = await client.get_stop_position(0)
-    await client.extend_recording(0, IPC, STREAM)
+    subscription_id = await client.extend_recording(0, IPC, STREAM)
+    requested = arch.conductor.recording_subscriptions[subscription_id].correlation_id
     second = await aeron.add_exclusive_publication(IPC, STREAM)  # a new stream: position 0
-    async with asyncio.timeout(5):
-        while arch.conductor.errors.get() == 0 or arch.conductor.recording_subscriptions:
-            await asyncio.sleep(0.005)
+    # answered OK, then refused when its image came: the requester is told why
+    error = await await_until(client.poll_for_error_response, 10, "the extension's ERROR")
+    assert (error.error_code, error.correlation_id) == (ErrorCode.INVALID_EXTENSION, requested)
+    assert str(error).startswith(f"cannot extend recording 0: join position 0 != {stop}")
+    assert arch.conductor.errors.get() == 1 and not arch.conductor.recording_subscriptions
     assert 0 not in arch.conductor.recordings
     assert arch.catalog.descriptor(0).stop_position == stop  # untouched
     async with asyncio.timeout(5):  # the refused recording's subscription is gone
         while second.is_connected:
             await asyncio.sleep(0.005)
+
+
+@pytest.mark.parametrize("refusal", ["catalog full", "channel too long"])
+async def test_a_recording_refused_after_its_ok_is_an_error_to_its_requester(
+    aeron, tmp_path, refusal
+):
+    async with (
+        archive.Archive.launch(
+            aeron, archive_dir=tmp_path / "archive", max_catalog_entries=1,
+            **archive.LOCAL_ARCHIVE,
+        ) as arch,
+        archive.connect(aeron, **archive.LOCAL) as client,
+    ):  # fmt: skip
+        if refusal == "catalog full":  # its one entry taken
+            channel, message = IPC, "the catalog is full (1 entries)"
+            await client.start_recording(IPC, STREAM)
+            first = await aeron.add_exclusive_publication(IPC, STREAM)
+            await publish(first, messages(1))
+            await wait_recorded(client, 0, first.position)
+            await client.stop_recording(IPC, STREAM)
+        else:  # stripped and original channel together over a record's room for strings
+            channel = f"{IPC}|alias={'a' * 900}"
+            message = "channel and source identity are longer than 900 bytes in all"
+        subscription_id = await client.start_recording(channel, STREAM + 1)
+        requested = arch.conductor.recording_subscriptions[subscription_id].correlation_id
+        second = await aeron.add_exclusive_publication(channel, STREAM + 1)
+        error = await await_until(client.poll_for_error_response, 10, "the refusal's ERROR")
+        assert (str(error), error.error_code) == (message, ErrorCode.GENERIC)
+        assert error.correlation_id == requested
+        assert not arch.conductor.recording_subscriptions and not arch.conductor.recordings
+        await await_until(lambda: not second.is_connected, 10, "the subscription to go")
+        assert len(await client.list_recordings()) == (refusal == "catalog full")
 
 
 # -- errors ---------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from aeronio import archive
+from aeronio.archive.catalog import Catalog, CatalogError
 from tests.driver import test_archive
 from tests.driver.test_archive import (
     IPC,
@@ -325,3 +326,28 @@ async def test_a_corrupt_catalog_entry_is_answered_and_hides_no_other(
             async with asyncio.timeout(10):
                 assert (await subscription.receive()).data == messages(50)[0]
             await subscription.close()
+
+
+async def test_no_archive_starts_on_a_catalog_cut_inside_a_record(aeron, tmp_path):
+    archive_dir = tmp_path / "a"
+    with Catalog(archive_dir, max_entries=4) as catalog:
+        for recording_id in range(2):
+            catalog.add_recording(
+                start_position=0, start_timestamp=1, initial_term_id=7,
+                segment_file_length=SEGMENT, term_buffer_length=64 * 1024, mtu_length=1408,
+                session_id=42, stream_id=STREAM, stripped_channel="aeron:ipc",
+                original_channel="aeron:ipc", source_identity="ipc",
+            )  # fmt: skip
+            catalog.recording_stopped(recording_id, 0, 2)
+    path = archive_dir / "archive.catalog"
+    os.truncate(path, 2 * RECORD + 500)  # 500 bytes into recording 1's record
+    before = path.read_bytes()
+    with pytest.raises(CatalogError) as caught:
+        archive.Archive.launch(aeron, archive_dir=archive_dir, **archive.LOCAL_ARCHIVE)
+    assert str(caught.value) == (
+        f"{path}: 2548 bytes is not a whole number of 1024-byte records: recording 1's record "
+        "is cut short at 500 bytes: no archive starts on it"
+    )
+    assert path.read_bytes() == before
+    with Catalog(archive_dir, lock=True):  # and the lock is released
+        pass

@@ -2,6 +2,7 @@
 crash shows as its exit status): every segment of every recording is checked, every corrupt
 catalog entry is reported by id without hiding the others, and empty files are named."""
 
+import os
 import random
 import struct
 import subprocess
@@ -155,6 +156,37 @@ def test_verify_finds_damage_in_any_segment(directory, kind):
         assert line == expected
 
 
+def test_missing_segments_from_some_point_on_are_one_line(directory):
+    for index in (1, 2):
+        (directory / f"0-{index}.rec").unlink()
+    status, out = verify(directory)
+    assert (status, out) == (
+        1,
+        "recordingId=0 2 of 3 segments damaged\n"
+        f"  0-1.rec to 0-2.rec positions [{SEGMENT}, {STOP}): segment files "
+        f"{directory / '0-1.rec'} to 0-2.rec are missing (2 files)\n"
+        "recordingId=1 OK\n",
+    )
+
+
+def test_verify_of_a_stop_position_far_beyond_the_data_is_prompt(directory):
+    """One bit flipped in the stop position: 2**39 segments would be missing (a list of them
+    took minutes and gigabytes); the files present are what is checked."""
+    stop = STOP + (1 << 56)
+    write(directory / "archive.catalog", RECORD + FIELDS["stop"], struct.pack("<q", stop))
+    count = (stop - 1) // SEGMENT + 1
+    status, out = verify(directory)
+    assert (status, out) == (
+        1,
+        f"recordingId=0 {count - 2} of {count} segments damaged\n"
+        f"  0-2.rec positions [{2 * SEGMENT}, {3 * SEGMENT}): no whole frame at position "
+        f"{STOP}: frame length 0\n"
+        f"  0-3.rec to 0-{count - 1}.rec positions [{3 * SEGMENT}, {stop}): segment files "
+        f"{directory / '0-3.rec'} to 0-{count - 1}.rec are missing ({count - 3} files)\n"
+        "recordingId=1 OK\n",
+    )
+
+
 CATALOG_DAMAGE = {
     "term length 0": (
         FIELDS["term length"], struct.pack("<i", 0),
@@ -201,6 +233,26 @@ def test_an_empty_catalog_is_a_clear_error(directory):
             "",
             f"aeronio archive {action}: {catalog}: 0 bytes is too short for a catalog\n",
         )
+
+
+def test_a_catalog_cut_inside_a_record_is_reported_and_hides_no_other(directory):
+    catalog = directory / "archive.catalog"
+    os.truncate(catalog, 2 * RECORD + 500)  # 500 bytes into recording 1's record
+    before = catalog.read_bytes()
+    problem = (
+        f"{catalog}: 2548 bytes is not a whole number of 1024-byte records: "
+        "recording 1's record is cut short at 500 bytes"
+    )
+    assert verify(directory) == (1, f"recordingId=0 OK\nrecordingId=1 {problem}\n")
+    listed = run("list", "--dir", str(directory))
+    assert (listed.returncode, listed.stderr) == (1, f"aeronio archive list: {problem}\n")
+    assert listed.stdout.startswith(f"recordingId=0 startPosition=0 stopPosition={STOP} ")
+    assert listed.stdout.count("\n") == 1
+    described = run("describe", "--dir", str(directory), "1")
+    assert (described.returncode, described.stdout, described.stderr) == (
+        1, "", f"aeronio archive describe: {problem}\n",
+    )  # fmt: skip
+    assert catalog.read_bytes() == before
 
 
 def test_dump_of_an_empty_segment_names_it(directory):
