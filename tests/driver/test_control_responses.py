@@ -75,7 +75,7 @@ async def test_a_refused_command_has_aerons_error_code(aeron):
         conductor = aeron._conductor
         command = p.RemoveCounter(conductor.next_correlation_id(), aeron.client_id, 99)
         await conductor.request(command, p.OperationSuccess)
-    assert refused.value.code == p.GENERIC_ERROR == 11
+    assert refused.value.code == p.UNKNOWN_COUNTER == 5
 
 
 async def test_an_answer_of_another_type_than_asked_is_a_driver_error(aeron):
