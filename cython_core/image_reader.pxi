@@ -124,6 +124,13 @@ cdef class ImageReader:
         aio_store_i64(self._position, value)
 
     @property
+    def taken_position(self) -> int:
+        """Just after the last message taken from the image: the position, or past it the end of
+        the message messages(copy=False) lent out (consumed at the image's next read)."""
+        cdef int64_t position = aio_load_i64(self._position)
+        return self._lent_end if self._lent_end > position else position
+
+    @property
     def is_end_of_stream(self) -> bool:
         """True once the publication has ended and everything before its end was consumed."""
         return aio_load_i64(self._position) >= aio_load_i64(self.log.meta + LOG_END_OF_STREAM_POSITION_OFFSET)
@@ -445,8 +452,12 @@ cdef class ImageReader:
         or an unreliable gap), are consumed on the way; those of a message not all written yet
         go into the assembly. False when no whole message is there.
 
-        The subscriber position is stored once LENT_PUBLISH_BYTES have been consumed, or when
-        no message is found (the caller may park): not per message."""
+        The subscriber position is stored at every step, just before the message lent now (the
+        one lent before, released by the caller, is behind it): so the driver sees a slow reader
+        move and never sees it more than the message in hand behind. The wakes that go with a
+        store (_advance: a full fence, publishers wanting the limit, processes parked for space)
+        come once LENT_PUBLISH_BYTES have been consumed, or when no message is found (the caller
+        may park): not per message."""
         if self._closed:
             return False
         cdef Message assembled
@@ -509,6 +520,8 @@ cdef class ImageReader:
             return False
         if position - published >= min(LENT_PUBLISH_BYTES, term_length >> 3):
             self._advance(position)
+        elif position > published:
+            aio_store_i64(self._position, position)
         out._wrap(term + last)
         out.initial_term_id = self.log.initial_term_id
         out._shift = self.log.position_bits_to_shift

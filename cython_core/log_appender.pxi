@@ -7,6 +7,24 @@
 # (release). A message that does not fit the rest of the term pads the term out, rotates the log
 # and returns ADMIN_ACTION.
 
+cdef Py_ssize_t _batch_message_length(object message, Py_ssize_t i) except -1:
+    """The length in bytes of message `i` of a batch (not its items: an array('i') of 3000 is
+    12000 bytes); BufferError when its bytes are not one C-contiguous block, as try_offer would
+    refuse it only after the messages before it went in."""
+    cdef Py_buffer view
+    cdef Py_ssize_t length
+    cdef bint contiguous
+    if type(message) is bytes:
+        return PyBytes_GET_SIZE(message)
+    PyObject_GetBuffer(message, &view, PyBUF_FULL_RO)
+    length, contiguous = view.len, PyBuffer_IsContiguous(&view, b'C')
+    PyBuffer_Release(&view)
+    if not contiguous:
+        raise BufferError(f"message {i} ({type(message).__name__}) is not C-contiguous: its "
+                          f"bytes are not one block; nothing was appended")
+    return length
+
+
 cdef class LogAppender:
     cdef readonly MappedLog log
     cdef readonly bint exclusive
@@ -399,23 +417,26 @@ cdef class LogAppender:
         (> 0), or a negative result code when none was.
 
         `messages` is a 2-D C-contiguous uint8 array (one fixed-size record per row, appended by one
-        reservation) or a sequence of bytes-like objects; every length is checked before anything
-        is appended. `last_batch_position` is the position after the last message appended.
+        reservation) or a sequence of bytes-like objects; every message is checked before anything
+        is appended: its length in bytes (an array('i') of 3000 items is 12000 bytes), and that its
+        bytes are one C-contiguous block. `last_batch_position` is the position after the last
+        message appended.
         """
         if self.is_closed:
             return CLOSED_CODE
         if hasattr(messages, "ndim") and messages.ndim == 2:
             return self._offer_records(messages, start)
         cdef Py_ssize_t count = len(messages)
-        cdef Py_ssize_t i
+        cdef Py_ssize_t i, length
         cdef int64_t result
         if start < 0 or start > count:
             raise ValueError(f"start {start} is outside 0..{count}")
         for i in range(start, count):
-            if len(memoryview(messages[i])) > self.max_message_length:
+            length = _batch_message_length(messages[i], i)
+            if length > self.max_message_length:
                 raise MessageTooLargeError(
-                    f"message {i} of {len(memoryview(messages[i]))} bytes exceeds "
-                    f"max_message_length {self.max_message_length}; nothing was appended")
+                    f"message {i} of {length} bytes exceeds max_message_length "
+                    f"{self.max_message_length}; nothing was appended")
         for i in range(start, count):
             result = self.try_offer(messages[i])
             if result < 0:

@@ -88,6 +88,12 @@ class Image:
     def position(self) -> int:
         return self._reader.position
 
+    @property
+    def taken_position(self) -> int:
+        """Just after the last message taken from the image: `position`, or past it the end of
+        the message `messages(copy=False)` lent out (consumed at the image's next read)."""
+        return self._reader.taken_position
+
     def record_blocks(
         self,
         fd: int,
@@ -209,13 +215,14 @@ class Subscription(_core.SubscriptionBase):
             return
         self._set_images([i for i in self._images if i is not image])
         if not image.is_end_of_stream and len(self._lost) < MAX_LOST_IMAGES:
+            position = image.taken_position
             self._lost.append(
                 ImageUnavailableError(
                     f"the image of session {image.session_id} on {self.channel} stream "
-                    f"{self.stream_id} went away at position {image.position}, before its end",
+                    f"{self.stream_id} went away at position {position}, before its end",
                     session_id=image.session_id,
                     stream_id=self.stream_id,
-                    position=image.position,
+                    position=position,
                 )
             )
         self._conductor.release_image(image)

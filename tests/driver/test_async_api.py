@@ -530,6 +530,27 @@ async def test_unconsumed_image_goes_away_after_unblock_timeout_and_linger(aeron
     assert gone == [image] and sub.images == ()
 
 
+async def test_a_views_reader_is_seen_where_it_got_to_and_lost_just_after_its_message(aeron):
+    """messages(copy=False) stores sub-pos at each step, just before the message it lends: the
+    driver sees a slow reader move. The image lost while it holds a message (its publication
+    closed, the drain timed out) raises ImageUnavailableError just after that message."""
+    sub = await aeron.add_subscription("aeron:ipc", 36)
+    pub = await aeron.add_publication(TERM_64K, 36)
+    image = await image_of(sub)
+    ends = [await pub.offer(b"m%d" % i) for i in range(5)]
+    assert ends == [64, 128, 192, 256, 320]
+    views = sub.messages(copy=False)
+    for i in range(3):
+        assert (await anext(views)).data == b"m%d" % i
+        assert image.position == [0, *ends][i]  # the one before consumed, this one lent
+    await pub.close()
+    await await_until(lambda: not sub.images, 5, "the image to go")
+    with pytest.raises(aeronio.ImageUnavailableError) as lost:
+        await asyncio.wait_for(anext(views), 5)
+    assert (lost.value.session_id, lost.value.position) == (image.session_id, ends[2])
+    assert f"went away at position {ends[2]}," in str(lost.value)
+
+
 # -- timeouts and closed publications -------------------------------------------------------
 
 

@@ -3,6 +3,7 @@ silently dropped or truncated."""
 
 from __future__ import annotations
 
+import array
 import asyncio
 import os
 import re
@@ -125,6 +126,9 @@ async def test_oversized_message_names_its_length(aeron):
         pub.try_offer(bytes(10_000), 0, 8193)
     with pytest.raises(aeronio.MessageTooLargeError, match="nothing was appended"):
         await pub.offer_batch([b"ok", too_big])  # checked before anything is appended
+    items = array.array("i", range(2049))  # 2049 items, 8196 bytes
+    with pytest.raises(aeronio.MessageTooLargeError, match="message 1 of 8196 bytes"):
+        await pub.offer_batch([b"ok", items])  # by its bytes, not its items
     assert isinstance(info.value, ValueError)
     # The max itself goes through, whole.
     biggest = bytes(range(256)) * 32

@@ -16,7 +16,7 @@ class LostImage:
     _reader = None
     is_end_of_stream = False
     session_id = 7
-    position = 4096
+    taken_position = 4096
 
     def __init__(self, correlation_id: int):
         self.correlation_id = correlation_id

@@ -5,6 +5,7 @@ scanners, the unblocker and header decoding. Expected values come from the refer
 
 from __future__ import annotations
 
+import array
 import struct
 from pathlib import Path
 
@@ -702,6 +703,31 @@ def test_offer_batch_of_a_2d_array_and_of_a_list(log, exclusive):
     positions = [p for _, p in got]
     steps = [64] * 50 + lengths + lengths[3:]
     assert positions == list(np.cumsum(steps))  # continuous: no gap between positions
+
+
+@both_kinds
+def test_offer_batch_checks_every_message_by_its_bytes_before_appending_any(log, exclusive):
+    """A message of 4-byte items, or of rows, is as long as its bytes, not its items or rows;
+    one whose bytes are not one block (a strided view) is refused by name. Nothing goes in."""
+    appender, _ = appender_for(log, exclusive)
+    items = array.array("i", range(2049))  # 2049 items, 8196 bytes: over 8192
+    rows = np.zeros((2, 4097), dtype=np.uint8)  # 2 rows, 8194 bytes
+    with pytest.raises(MessageTooLargeError, match=r"^message 1 of 8196 bytes .*nothing was"):
+        appender.offer_batch([b"first", items])
+    with pytest.raises(MessageTooLargeError, match=r"^message 2 of 8194 bytes .*nothing was"):
+        appender.offer_batch([b"first", b"second", rows])
+    with pytest.raises(BufferError, match=r"^message 1 \(memoryview\) is not C-contiguous"):
+        appender.offer_batch([b"first", memoryview(bytes(64))[::2]])
+    with pytest.raises(BufferError, match=r"^message 2 \(ndarray\) is not C-contiguous"):
+        appender.offer_batch([b"first", b"second", np.zeros((8, 8), dtype=np.uint8).T])
+    assert log.raw_tail(0) == pack_tail(INITIAL_TERM_ID, 0)  # nothing appended
+    fits = array.array("i", range(2048))  # 8192 bytes: the largest message
+    assert appender.offer_batch([b"first", fits, np.full((2, 3), 7, dtype=np.uint8)]) == 3
+    lengths = [64, 8192 // MAX_PAYLOAD * MTU + align32(8192 % MAX_PAYLOAD + HEADER_LENGTH), 64]
+    assert appender.position == sum(lengths)
+    got = []
+    reader_for(log).poll(_core.FragmentAssembler(lambda b, h: got.append(bytes(b))), 100)
+    assert got == [b"first", fits.tobytes(), bytes([7]) * 6]
 
 
 @both_kinds
