@@ -132,8 +132,9 @@ cdef class ImageReader:
 
     @property
     def is_end_of_stream(self) -> bool:
-        """True once the publication has ended and everything before its end was consumed."""
-        return aio_load_i64(self._position) >= aio_load_i64(self.log.meta + LOG_END_OF_STREAM_POSITION_OFFSET)
+        """True once the publication has ended and everything before its end was taken (the
+        last message may be the one messages(copy=False) lent out)."""
+        return self.taken_position >= aio_load_i64(self.log.meta + LOG_END_OF_STREAM_POSITION_OFFSET)
 
     cdef inline void _advance(self, int64_t new_position) noexcept:
         aio_store_i64(self._position, new_position)

@@ -586,7 +586,9 @@ class DriverConductor:
         return made
 
     @staticmethod
-    def _add_subscribers(positions: list[tuple[DriverPublication, SubscriberPosition, str]]):
+    def _add_subscribers(
+        positions: list[tuple[DriverPublication, SubscriberPosition, str]],
+    ) -> None:
         for publication, subscriber, source in positions:
             publication.add_subscriber(subscriber, source)
 

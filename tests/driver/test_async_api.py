@@ -551,6 +551,25 @@ async def test_a_views_reader_is_seen_where_it_got_to_and_lost_just_after_its_me
     assert f"went away at position {ends[2]}," in str(lost.value)
 
 
+async def test_a_views_reader_holding_the_last_message_has_reached_the_end(aeron):
+    """The last message of a stream lent out when the image goes: the stream was taken to its
+    end, so nothing is reported lost."""
+    sub = await aeron.add_subscription("aeron:ipc", 37)
+    pub = await aeron.add_publication(TERM_64K, 37)
+    image = await image_of(sub)
+    for i in range(3):
+        await pub.offer(b"m%d" % i)
+    views = sub.messages(copy=False)
+    assert [bytes((await anext(views)).data) for _ in range(3)] == [b"m0", b"m1", b"m2"]
+    await pub.close()
+    await await_until(lambda: not sub.images, 5, "the image to go")
+    assert image.is_end_of_stream
+    sub.poll(lambda *_: None, 10)  # raises a loss reported by the image's going
+    await sub.close()
+    with pytest.raises(StopAsyncIteration):
+        await anext(views)
+
+
 # -- timeouts and closed publications -------------------------------------------------------
 
 
