@@ -278,8 +278,9 @@ cdef class SubscriptionBase:
         return self._messages.__anext__()
 
     def receive(self):
-        """The next whole message (awaitable; waits for one)."""
-        return self._messages.__anext__()
+        """The next whole message (awaitable; waits for one); SubscriptionClosedError once the
+        subscription is closed."""
+        return self._messages._next(True)
 
     def messages(self, *, bint copy=True):
         """`async for message in subscription.messages(copy=False)`: the same messages without
@@ -444,14 +445,23 @@ cdef class MessageIterator:
         return self
 
     def __anext__(self):
-        if _loop_turn_due(&self._subscription._turn):
-            return self._subscription._after_turn(self._subscription._next_slowly)
-        if self._subscription._ready():
+        return self._next(False)
+
+    cdef inline object _next(self, bint receiving):
+        """The next message, awaitable: at once when there is one; else (or at the loop's turn)
+        the subscription's slow path, which ends iteration once it is closed or, `receiving`
+        (`receive()`), raises SubscriptionClosedError."""
+        cdef SubscriptionBase subscription = self._subscription
+        if _loop_turn_due(&subscription._turn):
+            return subscription._after_turn(
+                subscription._receive_slowly if receiving else subscription._next_slowly
+            )
+        if subscription._ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
-                self._done = _completed_of(self._subscription)
-            self._done.value = self._subscription._take()
+                self._done = _completed_of(subscription)
+            self._done.value = subscription._take()
             return self._done
-        return self._subscription._next_slowly()
+        return subscription._receive_slowly() if receiving else subscription._next_slowly()
 
 
 @cython.final

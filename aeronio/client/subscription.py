@@ -310,6 +310,14 @@ class Subscription(_core.SubscriptionBase):
         await self._wait(self._has_pending)
         return self._take_one()
 
+    async def _receive_slowly(self) -> Message:
+        try:
+            return await self._next_slowly()
+        except StopAsyncIteration:
+            raise SubscriptionClosedError(
+                f"subscription {self.registration_id} on {self.channel} is closed"
+            ) from None
+
     async def _batch_slowly(self, batches: _core.MessageBatches) -> list[Message]:
         await self._wait(batches.ready)
         return batches.take()

@@ -818,11 +818,18 @@ async def test_exceptions_in_handlers_propagate_and_skip_the_fragment(aeron):
     assert drain(sub) == [b"good"]
 
 
-async def test_subscription_close_stops_iteration(aeron):
+async def test_subscription_close_stops_iteration_and_receive_raises(aeron):
+    """Closed, a subscription ends `async for` (StopAsyncIteration), and `receive()`, which
+    is no iteration, raises SubscriptionClosedError: waiting when it closes too."""
     sub = await aeron.add_subscription("aeron:ipc", 24)
+    waiting = asyncio.ensure_future(sub.receive())
+    await asyncio.sleep(0)  # it waits for a message
     await sub.close()
+    for receiving in (waiting, sub.receive()):
+        with pytest.raises(aeronio.SubscriptionClosedError, match="subscription .* is closed"):
+            await asyncio.wait_for(receiving, 5)
     with pytest.raises(StopAsyncIteration):
-        await asyncio.wait_for(sub.__anext__(), 1)
+        await asyncio.wait_for(sub.__anext__(), 5)
 
 
 # -- resource hygiene ---------------------------------------------------------------------
