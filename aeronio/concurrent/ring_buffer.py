@@ -21,9 +21,10 @@ copies the payload and type id, then stores the length (release): the consumer s
 only once it is whole. The consumer zeroes what it has read before moving the head on, so a
 zero length always means "not written yet".
 
-A record that cannot be whole (shorter than its header, or running past the buffer's end or
-past the tail: its producer wrote a length it did not claim) is never handed out: the consumer
-stops at it until `unblock` drops it.
+A record that cannot be whole (shorter than its header, longer than any producer writes, or
+running past the buffer's end or past the tail: its producer wrote a length it did not claim)
+is never handed out: the consumer stops at it, and stays stopped there (however far the tail
+moves on) until `unblock` drops it.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class ManyToOneRingBuffer:
         self._head_at = capacity + HEAD_POSITION_OFFSET
         self._correlation_at = capacity + CORRELATION_COUNTER_OFFSET
         self._heartbeat_at = capacity + CONSUMER_HEARTBEAT_OFFSET
+        # The head position of a record found unreadable, and why: read stops there.
+        self._stopped: tuple[int, str] | None = None
 
     # -- producers ---------------------------------------------------------------------------
 
@@ -141,6 +144,8 @@ class ManyToOneRingBuffer:
         Returns the number of records handed over."""
         atomic, view = self._atomic, self._view
         head = atomic.get_int64(self._head_at)
+        if self._stopped is not None and self._stopped[0] == head:
+            return 0
         head_index = head & (self.capacity - 1)
         block = self.capacity - head_index
         messages = bytes_read = 0
@@ -151,13 +156,19 @@ class ManyToOneRingBuffer:
                 record_length = atomic.get_int32_volatile(index)
                 if record_length <= 0:
                     break
+                msg_type_id = atomic.get_int32(index + 4)
                 end = head + bytes_read + align(record_length)
                 if end > tail:
                     tail = atomic.get_int64_volatile(self._tail_at)
-                if self._unreadable(index, record_length, end, tail):
+                problem = self._unreadable(index, record_length, msg_type_id, end, tail)
+                if problem is not None:
+                    at = head + bytes_read
+                    self._stopped = (
+                        at,
+                        f"record at position {at} of length {record_length} {problem}",
+                    )
                     break
                 bytes_read += align(record_length)
-                msg_type_id = atomic.get_int32(index + 4)
                 if msg_type_id == PADDING_MSG_TYPE_ID:
                     continue
                 messages += 1
@@ -199,10 +210,17 @@ class ManyToOneRingBuffer:
             if head_after == head_before:
                 return tail - head_after
 
-    def _unreadable(self, index: int, record_length: int, end: int, tail: int) -> str | None:
+    def _unreadable(
+        self, index: int, record_length: int, msg_type_id: int, end: int, tail: int
+    ) -> str | None:
         """Why the record at `index` (ending at position `end`) cannot be whole, or None."""
         if record_length < HEADER_LENGTH:
             return f"is shorter than its {HEADER_LENGTH}-byte header"
+        if (
+            msg_type_id != PADDING_MSG_TYPE_ID
+            and record_length > HEADER_LENGTH + self.max_msg_length
+        ):
+            return f"is longer than a record can be ({HEADER_LENGTH + self.max_msg_length} bytes)"
         if index + align(record_length) > self.capacity:
             return f"runs past the buffer's end (capacity {self.capacity})"
         if end > tail:
@@ -210,19 +228,12 @@ class ManyToOneRingBuffer:
         return None
 
     def unreadable_record(self) -> str | None:
-        """What is wrong with the record at the head if it cannot be whole (the consumer
+        """What is wrong with the record at the head if `read` found it cannot be whole (and
         stopped at it), else None."""
-        atomic = self._atomic
-        head = atomic.get_int64_volatile(self._head_at)
-        index = head & (self.capacity - 1)
-        length = atomic.get_int32_volatile(index)
-        if length <= 0:
+        head = self._atomic.get_int64_volatile(self._head_at)
+        if self._stopped is None or self._stopped[0] != head:
             return None
-        tail = atomic.get_int64_volatile(self._tail_at)
-        problem = self._unreadable(index, length, head + align(length), tail)
-        return (
-            None if problem is None else f"record at position {head} of length {length} {problem}"
-        )
+        return self._stopped[1]
 
     def unblock(self, seen_tail: int | None = None) -> bool:
         """Turn what stops the consumer into padding, so it can go on; True if it did. Call only
@@ -249,6 +260,7 @@ class ManyToOneRingBuffer:
             next_record = self._next_chain(consumer_index, end)
             atomic.put_int32(consumer_index + 4, PADDING_MSG_TYPE_ID)
             atomic.put_int32_ordered(consumer_index, next_record - consumer_index)
+            self._stopped = None
             return True
         if length < 0:
             atomic.put_int32(consumer_index + 4, PADDING_MSG_TYPE_ID)

@@ -42,8 +42,8 @@ class ToDriverCommands:
         self._on_bad_record = on_bad_record
         self._blocked_timeout_ns = blocked_timeout_ns
         self._last_head = ring.consumer_position()
-        self._last_head_change_ns: int | None = None
         self._seen_tail: int | None = None  # the tail when records were first seen waiting
+        self._waiting_since_ns = 0  # and when
 
     def pending(self) -> bool:
         """Records wait to be read."""
@@ -71,28 +71,24 @@ class ToDriverCommands:
         self._on_bad_record(code, correlation_id, f"command refused: {reason}")
 
     def check_blocked(self, now_ns: int) -> bool:
-        """Unblock the buffer if a record has stopped it for the timeout (a producer died while
-        writing it); True if it did."""
+        """Unblock the buffer if a record has stopped it for the timeout since records were
+        first seen waiting at its head (a producer died while writing it, or wrote a length it
+        did not claim: reported); True if it did."""
         ring = self.ring
         head = ring.consumer_position()
         tail = ring.producer_position()
         if head != self._last_head or tail == head:
-            self._last_head, self._last_head_change_ns = head, now_ns
-            self._seen_tail = None
+            self._last_head, self._seen_tail = head, None
             return False
-        if self._last_head_change_ns is None:
-            self._last_head_change_ns = now_ns
         if self._seen_tail is None:
-            self._seen_tail = tail
-            unreadable = ring.unreadable_record()
-            if unreadable is not None:
-                self._on_bad_record(
-                    p.MALFORMED_COMMAND,
-                    None,
-                    f"command refused: the {unreadable}; it is dropped after "
-                    f"{self._blocked_timeout_ns / 1e9:g} s",
-                )
-        if now_ns - self._last_head_change_ns <= self._blocked_timeout_ns:
+            self._seen_tail, self._waiting_since_ns = tail, now_ns
             return False
-        self._last_head_change_ns = now_ns
-        return ring.unblock(self._seen_tail)
+        if now_ns - self._waiting_since_ns <= self._blocked_timeout_ns:
+            return False
+        unreadable = ring.unreadable_record()
+        if not ring.unblock(self._seen_tail):
+            return False
+        self._seen_tail = None
+        if unreadable is not None:
+            self._on_bad_record(p.MALFORMED_COMMAND, None, f"command refused: the {unreadable}")
+        return True

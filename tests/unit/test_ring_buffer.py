@@ -148,8 +148,8 @@ def _claim_and_write_length(buffer: bytearray, ring: ManyToOneRingBuffer, claim:
     "length,problem",
     [
         (5, "record at position 16 of length 5 is shorter than its 8-byte header"),
-        (4096, "record at position 16 of length 4096 runs past the buffer's end (capacity 1024)"),
-        (2**31 - 1, "of length 2147483647 runs past the buffer's end"),
+        (4096, "record at position 16 of length 4096 is longer than a record can be (136 bytes)"),
+        (2**31 - 1, "of length 2147483647 is longer than a record can be"),
         (64, "record at position 16 of length 64 runs past the tail at position 40"),
     ],
 )
@@ -162,27 +162,32 @@ def test_a_record_that_cannot_be_whole_stops_the_consumer_until_unblocked(length
     assert _claim_and_write_length(buffer, ring, 24, length) == 16
     assert ring.read(lambda *_: None) == 1  # "before"
     assert problem in ring.unreadable_record()
-    assert ring.write(4, b"after")
-    seen_tail = ring.producer_position()  # the record after the bad one is not lost with it
-    for _ in range(3):
+    seen_tail = ring.producer_position() + 16  # the record after the bad one is not lost
+    for i in range(4):  # other producers move the tail past where the bad one would end
+        assert ring.write(4, b"after %d" % i)
         assert drain(ring) == []
         assert ring.consumer_position() == 16
     assert ring.unblock() is False  # without a tail seen while stopped: where would it go?
     assert ring.unblock(seen_tail) is True
-    assert drain(ring) == [(4, b"after")]
+    assert drain(ring) == [(4, b"after %d" % i) for i in range(4)]
     assert ring.unreadable_record() is None
-    assert ring.consumer_position() == ring.producer_position() == seen_tail
+    assert ring.consumer_position() == ring.producer_position() == seen_tail + 3 * 16
     assert bytes(buffer[:CAPACITY]) == bytes(CAPACITY)  # all of it freed (zeroed)
 
 
 def test_unblock_drops_an_unreadable_record_up_to_the_buffers_end_when_the_tail_wrapped():
+    """A padding record past the buffer's end: dropped up to the end, where the next lap starts
+    with a record."""
     buffer, ring = new_ring()
-    struct.pack_into("<qq", buffer, CAPACITY + rb.TAIL_POSITION_OFFSET, 1000, 1000)
-    struct.pack_into("<q", buffer, CAPACITY + rb.HEAD_POSITION_OFFSET, 1000)
-    _claim_and_write_length(buffer, ring, 24, 2**20)  # 1000..1024, then the next lap
+    for offset in (rb.TAIL_POSITION_OFFSET, rb.HEAD_CACHE_POSITION_OFFSET, rb.HEAD_POSITION_OFFSET):
+        struct.pack_into("<q", buffer, CAPACITY + offset, 1000)
+    struct.pack_into("<q", buffer, CAPACITY + rb.TAIL_POSITION_OFFSET, 1024)  # 24 bytes claimed
+    struct.pack_into("<ii", buffer, 1000, 128, records.PADDING_MSG_TYPE_ID)  # 128: past the end
     assert ring.write(4, b"wrapped")  # at 1024: index 0
-    assert "runs past the buffer's end" in ring.unreadable_record()
     assert drain(ring) == []
+    assert ring.unreadable_record() == (
+        "record at position 1000 of length 128 runs past the buffer's end (capacity 1024)"
+    )
     assert ring.unblock(ring.producer_position()) is True
     assert drain(ring) + drain(ring) == [(4, b"wrapped")]  # a read stops at the buffer's end
 
