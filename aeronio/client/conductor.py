@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from aeronio import _core
 from aeronio.client.counter import ClientCounter
@@ -213,6 +213,9 @@ class ClientConductor:
         (ChannelUriError, StorageSpaceError, DriverError); DriverTimeoutError when none comes
         in time."""
         self.check_alive()
+        makes = reply in _MAKES
+        if makes and self._closing:
+            raise AeronError("the Aeron client is closed")
         _check_length(command, self.transport.max_command_length)
         asked_before_close = not self._closing
         future = asyncio.get_running_loop().create_future()
@@ -227,6 +230,12 @@ class ClientConductor:
             # an answer that comes as the caller gives up is still seen, and released.
             async with asyncio.timeout(self.driver_timeout_s):
                 response = await asyncio.shield(future)
+        except _ClosedUnder:
+            if isinstance(command, _REMOVES):  # the client's close released it
+                return cast(R, p.OperationSuccess(command.correlation_id))
+            raise AeronError(
+                f"the Aeron client closed before {type(command).__name__} was answered"
+            ) from None
         except TimeoutError:
             self._abandon(command, future)
             raise DriverTimeoutError(
@@ -239,7 +248,7 @@ class ClientConductor:
             raise
         finally:
             self._pending.pop(command.correlation_id, None)
-        if asked_before_close and self._closing:  # what the driver made goes with the client
+        if makes and asked_before_close and self._closing:  # what it made goes with the client
             raise AeronError(f"the Aeron client closed before {type(command).__name__} was done")
         if isinstance(response, p.ErrorResponse):
             if response.code == p.INVALID_CHANNEL:
@@ -290,7 +299,10 @@ class ClientConductor:
         answer comes, or now if it came just before the caller gave up."""
         self._abandoned[command.correlation_id] = command
         if future.done():
-            self._release_abandoned(future.result())
+            if future.exception() is None:
+                self._release_abandoned(future.result())
+            else:  # the client closed or lost its driver: nothing to undo
+                del self._abandoned[command.correlation_id]
 
     def _release_abandoned(self, response: Reply | p.ErrorResponse) -> None:
         """An answer to a request whose caller gave up: undo what the driver did for it."""
@@ -480,7 +492,7 @@ class ClientConductor:
         self._closing = True
         for future in self._pending.values():  # their answers may never come now
             if not future.done():
-                future.set_exception(AeronError("the Aeron client closed before it was answered"))
+                future.set_exception(_ClosedUnder())
         for publication, _ in list(self._publications.values()):
             with contextlib.suppress(AeronError):
                 await publication.close()
@@ -495,6 +507,16 @@ class ClientConductor:
         if not self.lost:
             self.transport.submit(p.ClientClose(self.client_id))
         await self.transport.close()
+
+
+class _ClosedUnder(AeronError):
+    """What a request still waiting when its client began to close gets instead of an answer."""
+
+
+# The answers that hand out something of this client's (refused once it closes) ...
+_MAKES = (p.PublicationReady, p.SubscriptionReady, p.CounterReady, p.StaticCounter)
+# ... and the commands whose work the client's close does (done when it closes under them).
+_REMOVES = (p.RemovePublication, p.RemoveSubscription, p.RemoveCounter)
 
 
 def _check_open(owner: Publication | Subscription) -> None:

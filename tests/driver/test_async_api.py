@@ -954,7 +954,7 @@ async def test_an_add_its_client_closes_under_is_refused_or_closed_with_it(aeron
         except aeronio.AeronError as e:  # not yet sent, or waiting when the close began
             assert str(e) in (
                 "the Aeron client is closed",
-                "the Aeron client closed before it was answered",
+                "the Aeron client closed before AddPublication was answered",
                 "the Aeron client closed before AddPublication was done",
             )
             raised += "before" in str(e)
@@ -966,3 +966,34 @@ async def test_an_add_its_client_closes_under_is_refused_or_closed_with_it(aeron
         30,
         "the publications of the closed clients released",
     )
+
+
+async def test_requests_meeting_their_clients_close(aeron, monkeypatch):
+    """While its client closes: an add begun then is refused, a remove waiting is done (the
+    close releases everything), and an add cancelled as the close begins is cancelled."""
+    client = await aeronio.connect(aeron.driver_dir)
+    held = await client.add_publication("aeron:ipc?term-length=64k", 79)
+    await client.add_publication("aeron:ipc?term-length=64k", 81)  # the close removes it
+    removing = asyncio.ensure_future(held.close())
+    adding = asyncio.ensure_future(client.add_subscription("aeron:ipc", 79))
+    await asyncio.sleep(0)  # both sent, waiting for their answers
+    conductor = client._conductor
+    release, gate = conductor.release_publication, asyncio.Event()
+
+    async def release_when_let(publication):
+        await gate.wait()
+        await release(publication)
+
+    monkeypatch.setattr(conductor, "release_publication", release_when_let)
+    adding.cancel()
+    closing = asyncio.ensure_future(client.close())
+    await asyncio.sleep(0)  # the close began: it waits to remove the other publication
+    assert not conductor.is_closed
+    with pytest.raises(aeronio.AeronError, match="^the Aeron client is closed$"):
+        await client.add_publication("aeron:ipc?term-length=64k", 80)
+    gate.set()
+    await closing
+    await removing  # done, no error
+    with pytest.raises(asyncio.CancelledError):
+        await adding
+    assert not conductor._abandoned
