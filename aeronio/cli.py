@@ -227,13 +227,16 @@ def stat_snapshot(dir: str, keep: Callable[[str], bool] = lambda label: True) ->
     try:
         now_ms = time.time_ns() // 1_000_000
         age_ms = now_ms - reader.driver_heartbeat_ms
+        closed = reader.cnc.driver_closed  # it marked its heartbeat so as it closed
         header = (
             f"{time.strftime('%H:%M:%S', time.localtime(now_ms / 1000))} - aeronio stat "
             f"(CnC {version_text(reader.cnc.cnc_version)}), pid {reader.driver_pid}, "
-            f"heartbeat age {age_ms}ms"
+            + ("driver closed" if closed else f"heartbeat age {age_ms}ms")
         )
         lines = [header, STAT_RULE]
-        if os.path.exists(os.path.join(dir, LOCK_FILE)):  # aeronio's driver: its lock says
+        if closed:
+            lines.insert(1, f"DRIVER NOT RUNNING: it closed (pid {reader.driver_pid})")
+        elif os.path.exists(os.path.join(dir, LOCK_FILE)):  # aeronio's driver: its lock says
             if not is_live(dir):
                 lines.insert(1, f"DRIVER NOT RUNNING: its lock is free; the last heartbeat was "
                                 f"{age_ms / 1000:.1f} s ago (pid {reader.driver_pid})")  # fmt: skip

@@ -3,6 +3,7 @@ against a driver running in another process."""
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -417,6 +418,18 @@ def test_stat_marks_a_driver_killed_under_it(tmp_path, procs):
     dead = aeronio_cmd("stat", "--dir", dir).stdout.splitlines()
     assert dead[1].startswith("DRIVER NOT RUNNING: its lock is free; the last heartbeat was ")
     assert dead[1].endswith(f"(pid {driver.pid})")
+
+
+def test_stat_marks_a_driver_that_closed(tmp_path, procs):
+    """A driver that closed cleanly (SIGTERM) with its directory kept marked its heartbeat
+    closed: stat says so, not a heartbeat age of decades."""
+    dir = str(tmp_path / "closed")
+    driver = procs.driver(dir, "--dir-delete-on-shutdown", "false")
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(30) == 0, driver.describe()
+    closed = aeronio_cmd("stat", "--dir", dir).stdout.splitlines()
+    assert closed[0].endswith(f"pid {driver.pid}, driver closed")
+    assert closed[1] == f"DRIVER NOT RUNNING: it closed (pid {driver.pid})"
 
 
 async def test_streams_shows_positions_backlogs_and_log_memory():
