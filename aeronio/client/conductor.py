@@ -237,6 +237,8 @@ class ClientConductor:
                 f"the Aeron client closed before {type(command).__name__} was answered"
             ) from None
         except TimeoutError:
+            if future.done() and future.exception() is not None:
+                raise  # the driver was lost (_fail's DriverTimeoutError), not this wait's end
             self._abandon(command, future)
             raise DriverTimeoutError(
                 f"driver on {self.driver_dir} did not answer {type(command).__name__} "
@@ -490,9 +492,7 @@ class ClientConductor:
         if self.is_closed:
             return
         self._closing = True
-        for future in self._pending.values():  # their answers may never come now
-            if not future.done():
-                future.set_exception(_ClosedUnder())
+        self._close_under_pending()
         for publication, _ in list(self._publications.values()):
             with contextlib.suppress(AeronError):
                 await publication.close()
@@ -500,6 +500,7 @@ class ClientConductor:
             with contextlib.suppress(AeronError):
                 await subscription.close()
         self.is_closed = True
+        self._close_under_pending()  # those asked while it closed
         if self._keepalive is not None:
             self._keepalive.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -507,6 +508,12 @@ class ClientConductor:
         if not self.lost:
             self.transport.submit(p.ClientClose(self.client_id))
         await self.transport.close()
+
+    def _close_under_pending(self) -> None:
+        """The requests waiting as the client closes: their answers may never come now."""
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(_ClosedUnder())
 
 
 class _ClosedUnder(AeronError):
@@ -516,7 +523,14 @@ class _ClosedUnder(AeronError):
 # The answers that hand out something of this client's (refused once it closes) ...
 _MAKES = (p.PublicationReady, p.SubscriptionReady, p.CounterReady, p.StaticCounter)
 # ... and the commands whose work the client's close does (done when it closes under them).
-_REMOVES = (p.RemovePublication, p.RemoveSubscription, p.RemoveCounter)
+_REMOVES = (
+    p.RemovePublication,
+    p.RemoveSubscription,
+    p.RemoveCounter,
+    p.RemoveDestination,
+    p.RemoveDestinationById,
+    p.RemoveRcvDestination,
+)
 
 
 def _check_open(owner: Publication | Subscription) -> None:

@@ -18,6 +18,7 @@ from aeronio.client import conductor as client_conductor
 from aeronio.counters import SystemCounters
 from aeronio.counters.counters_file import SUBSCRIBER_POSITION_TYPE_ID
 from aeronio.driver.media_driver import MediaDriver
+from aeronio.protocol.control import RemovePublication
 from tests.support.cancelling import cancel_at_each_step
 from tests.support.procs import await_until
 
@@ -969,11 +970,13 @@ async def test_an_add_its_client_closes_under_is_refused_or_closed_with_it(aeron
 
 
 async def test_requests_meeting_their_clients_close(aeron, monkeypatch):
-    """While its client closes: an add begun then is refused, a remove waiting is done (the
-    close releases everything), and an add cancelled as the close begins is cancelled."""
+    """While its client closes: an add begun then is refused, removes waiting (asked before
+    the close or during it) are done (the close releases everything), and an add cancelled as
+    the close fails it is cancelled, leaving nothing to undo."""
     client = await aeronio.connect(aeron.driver_dir)
     held = await client.add_publication("aeron:ipc?term-length=64k", 79)
     await client.add_publication("aeron:ipc?term-length=64k", 81)  # the close removes it
+    late = await client.add_publication("aeron:ipc?term-length=64k", 82)
     removing = asyncio.ensure_future(held.close())
     adding = asyncio.ensure_future(client.add_subscription("aeron:ipc", 79))
     await asyncio.sleep(0)  # both sent, waiting for their answers
@@ -981,19 +984,50 @@ async def test_requests_meeting_their_clients_close(aeron, monkeypatch):
     release, gate = conductor.release_publication, asyncio.Event()
 
     async def release_when_let(publication):
-        await gate.wait()
+        if publication is not late:
+            await gate.wait()
         await release(publication)
 
+    send = conductor.transport.send
+
+    async def send_but_late_remove(command):
+        if not (isinstance(command, RemovePublication) and command.registration_id == late_id):
+            await send(command)  # the late remove's answer never comes: the close must end it
+
+    late_id = late.registration_id
     monkeypatch.setattr(conductor, "release_publication", release_when_let)
-    adding.cancel()
+    monkeypatch.setattr(conductor.transport, "send", send_but_late_remove)
     closing = asyncio.ensure_future(client.close())
-    await asyncio.sleep(0)  # the close began: it waits to remove the other publication
+    await asyncio.sleep(0)  # the close failed what waits, and waits to remove the other one
+    adding.cancel()  # before the add wakes to its failure
     assert not conductor.is_closed
     with pytest.raises(aeronio.AeronError, match="^the Aeron client is closed$"):
         await client.add_publication("aeron:ipc?term-length=64k", 80)
+    removing_late = asyncio.ensure_future(late.close())  # asked while the client closes
+    await asyncio.sleep(0)
     gate.set()
     await closing
     await removing  # done, no error
+    await asyncio.wait_for(removing_late, 5)  # done too, not left for the driver timeout
     with pytest.raises(asyncio.CancelledError):
         await adding
     assert not conductor._abandoned
+
+
+async def test_a_request_waiting_when_its_driver_is_lost_raises_why(aeron, monkeypatch):
+    """The driver lost while a command waits for its answer: the command raises what was
+    lost, at once, not a timeout of its own."""
+    client = await aeronio.connect(aeron.driver_dir)
+    conductor = client._conductor
+
+    async def unanswered(command):  # sent nowhere: its answer never comes
+        pass
+
+    monkeypatch.setattr(conductor.transport, "send", unanswered)
+    waiting = asyncio.ensure_future(client.add_subscription("aeron:ipc", 83))
+    await asyncio.sleep(0)
+    conductor._fail(aeronio.DriverTimeoutError("media driver on D lost: it closed"))
+    with pytest.raises(aeronio.DriverTimeoutError, match="^media driver on D lost: it closed$"):
+        await asyncio.wait_for(waiting, 5)
+    assert not conductor._abandoned
+    await client.close()
