@@ -453,10 +453,9 @@ def test_a_linger_whose_receivers_are_gone_ends_then_and_reports_the_loss(tmp_pa
     ]
 
 
-def spied(tmp_path, read: int):
-    """A released publication with a spy that has read `read`, its receiver having acknowledged
-    everything at 4 ms (so it drains for its spy). At GONE its receiver is gone: it lingers from
-    then."""
+def released_with_spy(tmp_path, read: int):
+    """A publication released at 2 ms with a spy that has read `read`, its receiver having
+    acknowledged everything at 4 ms (so it drains for its spy)."""
     publication, publisher, reports = network(tmp_path)
     spy = SubscriberPosition(2, 3, "aeron-spy:aeron:udp?endpoint=127.0.0.1:40123", Slot(read))
     publication.add_subscriber(spy, "aeron-spy")
@@ -465,6 +464,12 @@ def spied(tmp_path, read: int):
     publication.decref(2 * MS)
     publisher.datagrams(3 * MS)
     publisher.sender.on_status_message(status(end), 4 * MS)
+    return publication, publisher, reports, end, spy
+
+
+def spied(tmp_path, read: int):
+    """`released_with_spy`, and at GONE its receiver is gone: it lingers from then."""
+    publication, publisher, reports, end, spy = released_with_spy(tmp_path, read)
     publisher.datagrams(103 * MS)  # the EOS heartbeat
     publication.advance(103 * MS)
     assert publication.state is State.DRAINING  # for its spy
@@ -493,14 +498,7 @@ def test_a_network_publication_drains_a_slow_spy_for_as_long_as_it_reads(tmp_pat
     """Its receiver has it all; the drain waits for a spy that moves within every unblock
     timeout (as for an IPC subscriber), and gives up on it only an unblock timeout after it
     stopped."""
-    publication, publisher, _ = network(tmp_path)
-    spy = SubscriberPosition(2, 3, "aeron-spy:aeron:udp?endpoint=127.0.0.1:40123", Slot(0))
-    publication.add_subscriber(spy, "aeron-spy")
-    assert publisher.offer(0, 3, 3) == 3
-    end = publisher.log.producer_position
-    publication.decref(2 * MS)
-    publisher.datagrams(3 * MS)
-    publisher.sender.on_status_message(status(end), 4 * MS)
+    publication, _, _, end, spy = released_with_spy(tmp_path, 0)
     now = 2 * MS  # the spy at 0 since
     for read in (end // 3, 2 * end // 3):
         now += UNBLOCK_NS
