@@ -217,7 +217,6 @@ class ClientConductor:
         if makes and self._closing:
             raise AeronError("the Aeron client is closed")
         _check_length(command, self.transport.max_command_length)
-        asked_before_close = not self._closing
         future = asyncio.get_running_loop().create_future()
         self._pending[command.correlation_id] = future
         try:
@@ -250,7 +249,7 @@ class ClientConductor:
             raise
         finally:
             self._pending.pop(command.correlation_id, None)
-        if makes and asked_before_close and self._closing:  # what it made goes with the client
+        if makes and self._closing:  # the close began as it waited: what it made goes with it
             raise AeronError(f"the Aeron client closed before {type(command).__name__} was done")
         if isinstance(response, p.ErrorResponse):
             if response.code == p.INVALID_CHANNEL:
