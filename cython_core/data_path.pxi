@@ -65,6 +65,11 @@ cdef class DataPath:
     cdef AtomicBuffer _commands  # cnc.dat's to-driver ring buffer, or None
     cdef char* _commands_tail
     cdef char* _commands_head
+    # Where the conductor's last read found records waiting and could read none (`stuck_commands`):
+    # the head (-1: nowhere) and the length word of the record there, as that read saw it.
+    cdef int64_t _stuck_head
+    cdef char* _stuck_word
+    cdef int32_t _stuck_length
     cdef DutySchedule _schedule
 
     def __cinit__(self, controls, receivers, senders, counters, logs,
@@ -132,11 +137,16 @@ cdef class DataPath:
                         self._seen_logs[i] = previous._seen_logs[j]
         self.moved = 0
         self.next_deadline_ns = 0  # unknown until the first do_work
-        self._commands_tail = self._commands_head = NULL
+        self._commands_tail = self._commands_head = self._stuck_word = NULL
+        self._stuck_head = -1
         if commands is not None:
             self._commands, tail, head = commands
             self._commands_tail = self._commands._at(tail, 8)
             self._commands_head = self._commands._at(head, 8)
+            if previous is not None and previous._commands is self._commands:
+                self._stuck_head = previous._stuck_head
+                self._stuck_word = previous._stuck_word
+                self._stuck_length = previous._stuck_length
         self._schedule = schedule
 
     def __dealloc__(self):
@@ -192,10 +202,30 @@ cdef class DataPath:
             self._seen_logs[i] = value
         self.moved = moved
         if self._commands_tail != NULL:
-            urgent |= aio_load_i64(self._commands_tail) != aio_load_i64(self._commands_head)
+            value = aio_load_i64(self._commands_head)
+            if aio_load_i64(self._commands_tail) != value:
+                urgent |= (value != self._stuck_head
+                           or aio_load_i32(self._stuck_word) != self._stuck_length)
         if self._schedule is not None:
             self._schedule.on_data_path(now_ns, work, moved, urgent, deadline)
         return work
+
+    def stuck_commands(self, stuck) -> None:
+        """The conductor's last read of the commands (ToDriverCommands.stuck): None, or the head
+        (with its index in the buffer and the length word there) where it found records waiting
+        and could read none. Those are not urgent until the head moves or that word changes (a
+        claim committed): a producer that died in its claim, or stored a length it did not
+        claim, would otherwise keep the conductor running until the buffer is unblocked."""
+        cdef Py_ssize_t index
+        if stuck is None:
+            self._stuck_head = -1
+            return
+        if self._commands is None:
+            raise ValueError("this DataPath watches no commands")
+        head, index, length = stuck
+        self._stuck_word = self._commands._at(index, 4)
+        self._stuck_length = length
+        self._stuck_head = head
 
     def linger(self, int work, int64_t idle_ns, int64_t max_ns) -> int:
         """More passes of the data path (`do_work`), without Python, after one that did `work`:

@@ -179,6 +179,14 @@ class ManyToOneRingBuffer:
                 atomic.put_int64_ordered(self._head_at, head + bytes_read)
         return messages
 
+    def head_record(self) -> tuple[int, int, int]:
+        """The head, its index in the buffer and the length word of the record there (<= 0: a
+        claim not committed yet)."""
+        atomic = self._atomic
+        head = atomic.get_int64_volatile(self._head_at)
+        index = head & (self.capacity - 1)
+        return head, index, atomic.get_int32_volatile(index)
+
     @property
     def consumer_heartbeat_time(self) -> int:
         """The consumer's last heartbeat, epoch ms (the driver's liveness, in cnc.dat)."""

@@ -727,6 +727,7 @@ class DriverConductor:
         try:
             # More than READ_LIMIT may wait: the next duty cycle looks again (to_driver.pending).
             reshaped = self.to_driver.read() > 0
+            data_path.stuck_commands(self.to_driver.stuck)
             rebuilt, sent = self.udp.do_work(now_ns, data_path)
             traffic += rebuilt
             # Look again after sending: a sender stops at a batch of datagrams, and what this

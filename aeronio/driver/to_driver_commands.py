@@ -9,7 +9,8 @@ the payload is long enough to hold one. A producer that died inside its claim wo
 buffer: `check_blocked` turns its record into padding once the head has not moved for the client
 liveness timeout while records wait (Aeron's check for blocked driver commands). So too for a
 record that cannot be whole (a length its producer did not claim): reported, then dropped up to
-the next record found.
+the next record found. Until then such a record is not waiting for the conductor (`stuck`): it
+parks as an idle driver does, and reads again once the record at the head changes.
 """
 
 from __future__ import annotations
@@ -44,15 +45,27 @@ class ToDriverCommands:
         self._last_head = ring.consumer_position()
         self._seen_tail: int | None = None  # the tail when records were first seen waiting
         self._waiting_since_ns = 0  # and when
+        # Where the last read found records waiting and could read none (a claim not committed
+        # yet, or never: its producer died, or stored a length it did not claim): the head, its
+        # index and the length word there as the read saw it (`ring.head_record()`); or None.
+        self.stuck: tuple[int, int, int] | None = None
 
     def pending(self) -> bool:
-        """Records wait to be read."""
+        """Records wait to be read, unless the last read could read none of them and the record
+        at the head is as it saw it."""
         ring = self.ring
-        return ring.producer_position() != ring.consumer_position()
+        head = ring.head_record()
+        return ring.producer_position() != head[0] and head != self.stuck
 
     def read(self, limit: int = READ_LIMIT) -> int:
         """Hand the conductor up to `limit` commands; returns the records read."""
-        return self.ring.read(self._on_record, limit)
+        ring = self.ring
+        before = ring.head_record()  # first: a length committed after it makes pending() true
+        count = ring.read(self._on_record, limit)
+        head = before[0]
+        stuck = count == 0 and ring.consumer_position() == head != ring.producer_position()
+        self.stuck = before if stuck else None
+        return count
 
     def _on_record(self, msg_type_id: int, payload: memoryview) -> None:
         try:

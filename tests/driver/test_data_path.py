@@ -26,7 +26,9 @@ from aeronio.counters import SystemCounters
 from aeronio.driver.channel_endpoints import SM_REPEAT_WINDOW_NS
 from aeronio.driver.receiver_state import SM_TIMEOUT_NS
 from aeronio.driver.sender_state import HEARTBEAT_TIMEOUT_NS
+from aeronio.driver.to_driver_commands import ToDriverCommands
 from aeronio.logbuffer import descriptor as d
+from aeronio.protocol import control as p
 from aeronio.protocol.frames import HDR_TYPE_PAD, SM_SETUP_FLAG, setup_frame, status_message
 from tests.driver import test_udp_batch_io as batch
 from tests.driver.test_udp_batch_io import (
@@ -385,6 +387,41 @@ def test_commands_in_the_to_driver_ring_buffer_make_the_conductor_due():
         path.bookkept()
     assert ring.read(lambda *record: None, 10) == 1
     assert path.do_work(0) == 0 and not path.conductor_due
+
+
+def test_records_the_conductor_could_not_read_are_not_urgent_until_the_head_record_changes():
+    """A claim whose length is not stored (or a length never claimed): the conductor's read
+    finds records waiting and reads none (ToDriverCommands.stuck). Until the length word at the
+    head changes they do not make the conductor due, records written behind them neither (else
+    a dead producer or a hostile length kept it running until unblocked); the DataPath that
+    replaces this one knows it too. Once the claim is committed, due, and read."""
+    ring = ManyToOneRingBuffer(bytearray(1024 + RING_TRAILER_LENGTH))
+    commands = ToDriverCommands(ring, lambda command: None, lambda *bad: None, NEVER)
+    path = Scheduled([], [], [], [], [], commands=ring.positions)
+    atomic, tail_at = ring.positions[:2]
+    assert atomic.compare_and_set_int64(tail_at, 0, 64)
+    atomic.put_int32_ordered(0, -64)  # claimed, not committed
+    path.do_work(0)
+    assert path.conductor_due and commands.pending()
+    path.bookkept()
+    assert commands.read() == 0 and commands.stuck == (0, 0, -64)
+    assert not commands.pending()
+    path.data_path.stuck_commands(commands.stuck)
+    assert ring.write(1, b"behind it")
+    path.do_work(0)
+    assert not path.conductor_due
+    replaced = Scheduled([], [], [], [], [], previous=path.data_path, commands=ring.positions)
+    replaced.do_work(0)
+    assert not replaced.conductor_due
+    atomic.put_int32(4, p.CLIENT_KEEPALIVE)
+    atomic.put_int32_ordered(0, 64)  # committed
+    replaced.do_work(0)
+    assert replaced.conductor_due and commands.pending()
+    assert commands.read() == 2 and commands.stuck is None
+    replaced.data_path.stuck_commands(commands.stuck)
+    replaced.bookkept()
+    replaced.do_work(0)
+    assert not replaced.conductor_due and not commands.pending()
 
 
 @pytest.mark.parametrize("short", [0, 1], ids=["backlog", "one byte short"])

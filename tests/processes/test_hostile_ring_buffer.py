@@ -4,6 +4,7 @@ never finished is unblocked after the client liveness timeout, and the driver se
 
 import os
 import struct
+import time
 
 import pytest
 
@@ -12,7 +13,7 @@ from aeronio.concurrent.records import HEADER_LENGTH, align
 from aeronio.concurrent.ring_buffer import TAIL_POSITION_OFFSET
 from aeronio.counters import SystemCounters
 from aeronio.protocol import control as p
-from tests.support.procs import await_until, procs_fixture, system_counters
+from tests.support.procs import await_until, cpu_seconds, procs_fixture, system_counters
 from tests.support.ring_client import RingClient
 
 procs = pytest.fixture(procs_fixture, name="procs")
@@ -81,12 +82,14 @@ async def test_hostile_records_and_a_dead_producers_claim(procs):
 
 async def test_a_record_length_past_the_buffer_is_dropped_and_the_driver_serves_on(procs):
     """A client claims 32 bytes and stores a length past the buffer's end: the driver reports
-    it, drops it after the client liveness timeout and serves the commands written after."""
+    it, drops it after the client liveness timeout and serves the commands written after.
+    Meanwhile it parks as an idle driver does (it took a core until dropped, before)."""
     dir = procs.new_dir()
-    procs.driver(dir, "--client-liveness-timeout-ns", "1000000000")
+    driver = procs.driver(dir, "--client-liveness-timeout-ns", "1000000000")
     client = RingClient(dir)
     try:
         before = system_counters(dir)
+        cpu_before, wall_before = cpu_seconds(driver.pid), time.monotonic()
         ring = client.cnc.to_driver
         atomic, capacity = ring._atomic, ring.capacity
         tail_at = capacity + TAIL_POSITION_OFFSET
@@ -98,6 +101,8 @@ async def test_a_record_length_past_the_buffer_is_dropped_and_the_driver_serves_
         add = p.AddSubscription(client.next_id(), client.client_id, "aeron:ipc", 1)
         client.send(add)
         assert await client.answer(add.correlation_id) == p.SubscriptionReady(add.correlation_id)
+        cpu, wall = cpu_seconds(driver.pid) - cpu_before, time.monotonic() - wall_before
+        assert wall > 1 and cpu < 0.2 * wall, (cpu, wall)
         assert [o.text for o in read_error_log(client.cnc.error_log_buffer)] == [
             f"command refused: the record at position {tail} of length {2**31 - 16} is longer "
             f"than a record can be ({8 + capacity // 8} bytes)"
