@@ -373,7 +373,8 @@ def iter_frames(datagram: bytes | bytearray | memoryview) -> Iterator[FrameRef]:
     32 of at least 32; SETUP frame_length < 40 or beyond the datagram, term_length not a power
     of two in 64 KiB..1 GiB, mtu not a multiple of 32 in 64..65504, term_offset not a multiple
     of 32 in 0..term_length; SM frame_length < 36 or beyond the datagram; NAK frame_length
-    != 28 or length <= 0; RTTM frame_length < 40 or beyond the datagram.
+    != 28, length <= 0 or term_offset not a non-negative multiple of 32; RTTM frame_length < 40
+    or beyond the datagram.
     """
     with memoryview(datagram) as raw, raw.cast("B") as view:
         end = len(view)
@@ -443,9 +444,15 @@ def _check_frame(view: memoryview, offset: int) -> tuple[int, int, int]:
     if frame_type == HDR_TYPE_NAK:
         if frame_length != NAK_HEADER_LENGTH:
             raise malformed(f"NAK frame_length {frame_length}, expected {NAK_HEADER_LENGTH}")
-        length = NakFrame.decode(view, offset).length
-        if length <= 0:
-            raise malformed(f"NAK length {length} is not positive")
+        nak = NakFrame.decode(view, offset)
+        if nak.length <= 0:
+            raise malformed(f"NAK length {nak.length} is not positive")
+        # A gap starts at a frame boundary: no receiver NAKs from anywhere else.
+        if nak.term_offset < 0 or nak.term_offset % FRAME_ALIGNMENT != 0:
+            raise malformed(
+                f"NAK term_offset {nak.term_offset} is not a non-negative multiple of "
+                f"{FRAME_ALIGNMENT}"
+            )
     else:
         if frame_length < header_length:
             raise malformed(

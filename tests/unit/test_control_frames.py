@@ -375,6 +375,8 @@ MALFORMED = {
     "nak frame_length 27": (_with(NAK, "<i", 0, 27), "NAK frame_length 27"),
     "nak length 0": (_with(NAK, "<i", 24, 0), "NAK length 0 is not positive"),
     "nak length negative": (_with(NAK, "<i", 24, -256), "NAK length -256"),
+    "nak term_offset unaligned": (_with(NAK, "<i", 20, 8), "NAK term_offset 8 is not a"),
+    "nak term_offset negative": (_with(NAK, "<i", 20, -32), "NAK term_offset -32"),
     "nak truncated": (NAK[:27], "NAK header needs 28 bytes, only 27"),
     "rttm frame_length 39": (_with(RTTM, "<i", 0, 39), "RTTM frame_length 39 is shorter"),
     "rttm truncated": (RTTM[:39], "RTTM header needs 40 bytes"),
