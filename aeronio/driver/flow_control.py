@@ -26,9 +26,11 @@ __all__ = [
     "UnicastFlowControl",
     "flow_control_for",
     "group_tag_feedback",
+    "receiver_window",
 ]
 
 RECEIVER_TIMEOUT_NS = 2_000_000_000  # a receiver silent this long no longer counts
+DEFAULT_RECEIVER_WINDOW = 128 * 1024
 
 _GTAG = struct.Struct("<q")
 
@@ -64,6 +66,12 @@ class FlowControl(Protocol):
     def has_required_receivers(self) -> bool:
         """Whether enough receivers are tracked for the publication to count as connected."""
         ...
+
+
+def receiver_window(term_length: int, configured: int | None = None) -> int:
+    """Aeron's static window: 128 KiB unless set (`rcv-wnd`), at most half a term (so that the
+    receiver never lets a sender over-run what its subscribers still read)."""
+    return min(configured or DEFAULT_RECEIVER_WINDOW, term_length // 2)
 
 
 def group_tag_feedback(gtag: int | None) -> bytes:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 from aeronio._core import Doorbell, ImageRebuilder, term_rebuild_insert
 from aeronio.counters import SystemCounters
+from aeronio.driver.flow_control import receiver_window
 from aeronio.driver.loss_detector import LossDetector
 from aeronio.driver.sender_state import Position
 from aeronio.logbuffer import descriptor as d
@@ -36,13 +37,6 @@ SM_TIMEOUT_NS = 200_000_000
 # A status message due within this is sent early by a duty cycle that heard a heartbeat.
 SM_EARLY_NS = SM_TIMEOUT_NS // 4
 IMAGE_LIVENESS_TIMEOUT_NS = 10_000_000_000
-DEFAULT_RECEIVER_WINDOW = 128 * 1024
-
-
-def receiver_window(term_length: int, configured: int | None = None) -> int:
-    """Aeron's static window: 128 KiB unless set (`rcv-wnd`), at most half a term (so that the
-    receiver never lets a sender over-run what its subscribers still read)."""
-    return min(configured or DEFAULT_RECEIVER_WINDOW, term_length // 2)
 
 
 class ReceiverStateMachine:

@@ -4,8 +4,9 @@
 Fed the clock and the control frames that arrive (status messages, NAKs, RTT measurements), it
 keeps the sender limit and says which datagrams to send besides new data: SETUP until a receiver
 answers (and whenever one asks), retransmits of NAKed ranges within the term behind the sender
-position, and a heartbeat (EOS-flagged once the publication ended and everything was sent) after
-100 ms without data. New data (the log's frames from the sender position up to min(sender limit,
+position (what was sent of them, at most RETRANSMIT_RECEIVER_WINDOW_MULTIPLE receiver windows),
+and a heartbeat (EOS-flagged once the publication ended and everything was sent) after 100 ms
+without data. New data (the log's frames from the sender position up to min(sender limit,
 MTU, term end), several frames per datagram, a PAD as its header only) is sent by the C
 PublicationSender alone (`data_sender`: in the driver, by its DataPath), whenever this machine
 allows it: while no SETUP is due and no retransmit is scheduled, which go first. The heartbeat
@@ -24,7 +25,12 @@ from typing import Protocol
 
 from aeronio._core import AtomicBuffer, PublicationSender, scan_datagrams
 from aeronio.counters import SystemCounters
-from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS, FlowControl, UnicastFlowControl
+from aeronio.driver.flow_control import (
+    RECEIVER_TIMEOUT_NS,
+    FlowControl,
+    UnicastFlowControl,
+    receiver_window,
+)
 from aeronio.driver.retransmit_handler import RetransmitHandler
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
@@ -39,6 +45,9 @@ from aeronio.protocol.frames import (
 HEARTBEAT_TIMEOUT_NS = 100_000_000
 SETUP_TIMEOUT_NS = 100_000_000
 MAX_DATAGRAMS_PER_SEND = 64
+# A NAK is answered with at most this many default receiver windows of its term (Aeron's
+# retransmission length): no receiver's gap is longer than its window, and more is a storm.
+RETRANSMIT_RECEIVER_WINDOW_MULTIPLE = 16
 
 
 class Position(Protocol):
@@ -155,7 +164,8 @@ class SenderStateMachine:
             and position - self.term_length <= start < position
             and nak.term_offset + nak.length <= self.term_length
         ):
-            self.retransmit.on_nak(nak.term_id, nak.term_offset, nak.length, now_ns)
+            most = RETRANSMIT_RECEIVER_WINDOW_MULTIPLE * receiver_window(self.term_length)
+            self.retransmit.on_nak(nak.term_id, nak.term_offset, min(nak.length, most), now_ns)
             self._allow_new_data()
 
     def on_rttm(self, rttm: RttmFrame, now_ns: int) -> bytes | None:
@@ -296,11 +306,14 @@ class SenderStateMachine:
         return deadline
 
     def _resend(self, term_id: int, term_offset: int, length: int, out: list) -> None:
+        """The frames of a NAKed range (within one term) that were sent: what lies past the
+        sender position waits for flow control."""
         position = d.compute_position(term_id, term_offset, self.term_length, self.initial_term_id)
-        if position < self.sender_position.get() - self.term_length:
+        sender_position = self.sender_position.get()
+        if position < sender_position - self.term_length:
             return  # cleaned away by now
         term = self._terms[d.index_by_position(position, self.term_length)]
-        end = min(term_offset + length, self.term_length)
+        end = term_offset + min(length, sender_position - position)
         while term_offset < end:
             covered, count = scan_datagrams(
                 term, term_offset, end - term_offset, self.mtu, MAX_DATAGRAMS_PER_SEND, out

@@ -20,7 +20,11 @@ from aeronio.counters import SystemCounters
 from aeronio.driver import conductor as conductor_module
 from aeronio.driver.flow_control import MaxFlowControl, MinFlowControl, UnicastFlowControl
 from aeronio.driver.retransmit_handler import RetransmitHandler
-from aeronio.driver.sender_state import HEARTBEAT_TIMEOUT_NS, SETUP_TIMEOUT_NS
+from aeronio.driver.sender_state import (
+    HEARTBEAT_TIMEOUT_NS,
+    RETRANSMIT_RECEIVER_WINDOW_MULTIPLE,
+    SETUP_TIMEOUT_NS,
+)
 from aeronio.logbuffer import descriptor as d
 from aeronio.protocol import control as p
 from aeronio.protocol.frames import HDR_TYPE_SETUP, iter_frames, nak_frame, status_message
@@ -194,6 +198,50 @@ def test_a_nak_holds_new_data_until_its_range_is_resent(tmp_path):
     assert data.new_data_allowed and sender.sender_position.get() == end
     assert system[SystemCounters.RETRANSMITS_SENT].get() == 1
     assert system[SystemCounters.NAK_MESSAGES_RECEIVED].get() == 3
+
+
+def nak_of(term_offset: int, length: int):
+    return nak_frame(
+        session_id=SESSION,
+        stream_id=STREAM,
+        term_id=INITIAL_TERM_ID,
+        term_offset=term_offset,
+        length=length,
+    )
+
+
+def test_a_nak_is_answered_with_what_was_sent_only(tmp_path):
+    """A NAK reaching past snd-pos gets the frames before it: those after wait for flow
+    control (snd-lmt), a NAK does not send them."""
+    pub = answered(tmp_path)
+    sender = pub.sender
+    end = append(pub, 3)
+    assert sender.data_sender.collect([], 2 * MS) == 1  # the DataPath's send
+    append(pub, 3)  # not sent yet
+    sender.on_nak(nak_of(FRAME, 10 * FRAME), 3 * MS)
+    assert frames(sender.send(4 * MS)) == [("DATA", FRAME), ("DATA", 2 * FRAME)]
+    assert sender.sender_position.get() == end
+
+
+def test_a_nak_of_more_than_16_receiver_windows_gets_16(tmp_path):
+    """A NAK is answered with at most RETRANSMIT_RECEIVER_WINDOW_MULTIPLE default receiver
+    windows of its term (Aeron's): one of a whole 4 MiB term gets its first 2 MiB."""
+    term_length, frame = 4 << 20, 1024
+    system = {counter: Slot() for counter in SystemCounters}
+    pub = Publisher(tmp_path / "pub.log", term_length, MTU, INITIAL_TERM_ID, system)
+    pub.pub_limit.set(term_length)
+    sender = pub.sender
+    sender.send(0)  # the SETUP
+    sender.on_status_message(status()._replace(receiver_window=term_length), MS)
+    for _ in range(term_length // 2 // frame + 512):  # 2.5 MiB
+        assert pub.appender.try_offer(bytes(frame - 32)) > 0
+    while sender.data_sender.collect([], 2 * MS):
+        pass
+    assert sender.sender_position.get() == pub.log.producer_position == (5 << 20) // 2
+    sender.on_nak(nak_of(0, term_length), 3 * MS)
+    resent = [position for _, position in frames(sender.send(4 * MS))]
+    assert resent == [k * frame for k in range((2 << 20) // frame)]
+    assert RETRANSMIT_RECEIVER_WINDOW_MULTIPLE * 128 * 1024 == 2 << 20
 
 
 def test_retransmit_scheduled_until_resent_pending_until_its_linger_ends():
