@@ -17,16 +17,23 @@ cdef class ControlReceiver:
     heard, and when Python last saw it (itself, or through `take_repeats`). A repeat comes more
     than `repeat_window_ns` after the last is Python's again (a receiver back after a silence);
     so is any status message with flags (one eliciting a SETUP, a farewell), any other frame,
-    and any datagram of more than one frame."""
+    and any datagram of more than one frame. At most `capacity` are remembered: one more makes
+    the one heard longest ago forgotten (its next status message is Python's), so that status
+    messages from ever new ports or of ever new sessions take no more memory."""
 
-    cdef dict _last  # key -> [bytes, heard_ns, seen_by_python_ns, (host, port)]
+    cdef dict _last  # key -> [bytes, heard_ns, seen_by_python_ns, (host, port)], oldest heard first
     cdef readonly int64_t repeat_window_ns
+    cdef readonly Py_ssize_t capacity
     cdef object _counter  # kept alive: sms_received points into it
     cdef char* sms_received
 
-    def __cinit__(self, object status_messages_received, int64_t repeat_window_ns):
+    def __cinit__(self, object status_messages_received, int64_t repeat_window_ns,
+                  Py_ssize_t capacity):
+        if capacity < 1:
+            raise ValueError(f"capacity {capacity} must be at least 1")
         self._last = {}
         self.repeat_window_ns = repeat_window_ns
+        self.capacity = capacity
         self._counter = status_messages_received
         self.sms_received = counter_address(status_messages_received)
 
@@ -49,14 +56,17 @@ cdef class ControlReceiver:
         if aio_get_i32(packet) != length or packet[VERSION_FIELD_OFFSET] != 0:
             return False
         key = (sin.sin_addr.s_addr, sin.sin_port, session_id, stream_id)
-        entry = self._last.get(key)
+        entry = self._last.pop(key, None)  # put back last: the one heard longest ago is first
         if entry is not None:
             last = entry[0]
             if now_ns - <int64_t> entry[1] <= self.repeat_window_ns and len(last) == length \
                     and memcmp(<const char*> last, packet, length) == 0:
                 entry[1] = now_ns
+                self._last[key] = entry
                 aio_fetch_add_i64(self.sms_received, 1)
                 return True
+        elif len(self._last) >= self.capacity:
+            del self._last[next(iter(self._last))]
         self._last[key] = [PyBytes_FromStringAndSize(packet, length), now_ns, now_ns,
                            receiver.address(i)]
         return False

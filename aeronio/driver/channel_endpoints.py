@@ -44,9 +44,11 @@ IP_MULTICAST_ALL = 49  # linux/in.h: receive every group joined on the host (def
 # A dynamic multi-destination-cast destination silent this long is dropped (Aeron's default).
 DESTINATION_TIMEOUT_NS = 5_000_000_000
 # A status message repeated within this (twice a receiver's period) is absorbed in C (its
-# ControlReceiver); one not heard for REPEAT_MEMORY_NS is forgotten.
+# ControlReceiver); one not heard for REPEAT_MEMORY_NS is forgotten, and of more than
+# REPEAT_MEMORY_CAPACITY (receivers times sessions), the one Python saw longest ago.
 SM_REPEAT_WINDOW_NS = 2 * SM_TIMEOUT_NS
 REPEAT_MEMORY_NS = 10_000_000_000
+REPEAT_MEMORY_CAPACITY = 4096
 
 
 def resolve_host(host: str) -> str:
@@ -182,7 +184,9 @@ class SendChannelEndpoint(_Endpoint):
             control_socket = self._send_socket = _udp_socket(channel, (interface, 0))
         super().__init__(control_socket, DatagramReceiver(32, 2048))
         self.control = ControlReceiver(
-            system[SystemCounters.STATUS_MESSAGES_RECEIVED], SM_REPEAT_WINDOW_NS
+            system[SystemCounters.STATUS_MESSAGES_RECEIVED],
+            SM_REPEAT_WINDOW_NS,
+            REPEAT_MEMORY_CAPACITY,
         )
         self.sender = DatagramSender(
             self._send_socket.fileno(),

@@ -7,13 +7,16 @@ import time
 
 import pytest
 
+import aeronio
 from aeronio._core import ControlReceiver, DatagramReceiver, DatagramSender
-from aeronio.driver.channel_endpoints import SM_REPEAT_WINDOW_NS
+from aeronio.driver.channel_endpoints import REPEAT_MEMORY_CAPACITY, SM_REPEAT_WINDOW_NS
 from aeronio.driver.receiver_state import SM_EARLY_NS, SM_TIMEOUT_NS
 from aeronio.protocol.frames import SM_SETUP_FLAG, nak_frame, rttm_frame, status_message
 from tests.driver import test_udp_batch_io as batch
 from tests.driver.test_data_path import settled
 from tests.driver.test_udp_batch_io import SESSION, STREAM, patch
+from tests.support.driver_internals import udp_media
+from tests.support.ports import free_port
 from tests.support.udp_harness import Slot
 
 udp = batch.udp  # the fixture: bound loopback sockets with a large receive buffer
@@ -41,10 +44,10 @@ class Control:
     """A send endpoint's control socket: what arrives on it goes through a ControlReceiver that
     counts the repeats it absorbs on `counter`."""
 
-    def __init__(self, udp):
+    def __init__(self, udp, capacity: int = REPEAT_MEMORY_CAPACITY):
         self.socket, self.counter = udp(), Slot()
         self.receiver = DatagramReceiver(32, 2048)
-        self.control = ControlReceiver(self.counter, WINDOW)
+        self.control = ControlReceiver(self.counter, WINDOW, capacity)
 
     def deliver(self, now_ns: int, *datagrams: bytes, sender) -> list[tuple[bytes, tuple]]:
         """Send `datagrams` from `sender`; what the ControlReceiver leaves for Python of them,
@@ -157,6 +160,30 @@ def test_each_receiver_address_session_and_stream_is_remembered_apart(udp):
     assert c.counter.get() == 4
     expected = [(frame, peer.getsockname(), now) for now, (peer, frame) in enumerate(kinds, 10)]
     assert c.control.take_repeats(20, WINDOW) == expected
+
+
+def test_of_more_status_messages_than_its_capacity_the_one_heard_longest_ago_is_forgotten(udp):
+    """Remembered apart, status messages from ever new receivers or of ever new sessions would
+    take ever more memory: one more than `capacity` makes the one heard longest ago (a repeat
+    counts) forgotten, and its next status message is Python's."""
+    c, peer = Control(udp, capacity=2), udp()
+    source = peer.getsockname()
+    first, second, third = (sm(session=SESSION + k) for k in range(3))
+    assert c.deliver(0, first, second, sender=peer) == [(first, source), (second, source)]
+    assert c.deliver(1, first, sender=peer) == []  # heard again: second is the oldest now
+    assert c.deliver(2, third, sender=peer) == [(third, source)]
+    assert c.deliver(3, first, third, sender=peer) == []
+    assert c.deliver(4, second, sender=peer) == [(second, source)]  # forgotten
+    assert c.control.capacity == 2 and c.counter.get() == 3
+    assert c.deliver(5, second, sender=peer) == []  # remembered again, in first's place
+    assert c.deliver(6, first, sender=peer) == [(first, source)]
+
+
+async def test_a_send_endpoint_remembers_status_messages_up_to_its_capacity():
+    async with aeronio.connect() as aeron:
+        await aeron.add_publication(f"aeron:udp?endpoint=127.0.0.1:{free_port()}", STREAM)
+        (endpoint,) = udp_media(aeron).send_endpoints.values()
+        assert endpoint.control.capacity == REPEAT_MEMORY_CAPACITY
 
 
 def test_take_repeats_gives_each_repeat_once_and_forgets_the_silent(udp):

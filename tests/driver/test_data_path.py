@@ -23,7 +23,7 @@ from aeronio._core import AtomicBuffer, DatagramReceiver, DataPath, Doorbell, Du
 from aeronio.concurrent.ring_buffer import TRAILER_LENGTH as RING_TRAILER_LENGTH
 from aeronio.concurrent.ring_buffer import ManyToOneRingBuffer
 from aeronio.counters import SystemCounters
-from aeronio.driver.channel_endpoints import SM_REPEAT_WINDOW_NS
+from aeronio.driver.channel_endpoints import REPEAT_MEMORY_CAPACITY, SM_REPEAT_WINDOW_NS
 from aeronio.driver.receiver_state import SM_TIMEOUT_NS
 from aeronio.driver.sender_state import HEARTBEAT_TIMEOUT_NS
 from aeronio.driver.to_driver_commands import ToDriverCommands
@@ -509,7 +509,7 @@ def test_while_data_moves_bookkeeping_waits_for_the_backlog(tmp_path, udp, direc
 
 
 def control_receiver() -> _core.ControlReceiver:
-    return _core.ControlReceiver(Slot(), SM_REPEAT_WINDOW_NS)
+    return _core.ControlReceiver(Slot(), SM_REPEAT_WINDOW_NS, REPEAT_MEMORY_CAPACITY)
 
 
 def publication_sender(log) -> tuple[_core.PublicationSender, SimpleNamespace]:
