@@ -84,6 +84,7 @@ cdef class ImageRebuilder:
     cdef public Doorbell data_doorbell  # subscribers of this process parked for data, if any
     cdef bint fresh  # inserted into since the router last woke its subscribers
     cdef set _sources  # (receiver, ip, port) each sender of its data packets, as heard
+    cdef set _connections  # (receiver, ip, port) the senders it answers (None: any sender)
     cdef list _new_sources  # (receiver, (host, port)) heard since `take_new_sources`
     cdef object _last_receiver  # the source of the last packet: most are from it again
     cdef uint32_t _last_ip
@@ -120,6 +121,7 @@ cdef class ImageRebuilder:
         self.data_doorbell = None
         self.fresh = False
         self._sources = set()
+        self._connections = None
         self._new_sources = []
         self._last_receiver = None
         self._last_ip = 0
@@ -322,6 +324,27 @@ cdef class ImageRebuilder:
         self._new_sources.append((receiver, receiver.address(i)))
         return True
 
+    def set_connections(self, list connections) -> None:
+        """The senders the image answers, as (receiver, (host, port)): its connections, one per
+        destination. Only their heartbeats are taken here (`is_connection`); the others' are
+        Python's."""
+        cdef sockaddr_in sin
+        keys = set()
+        for receiver, address in connections:
+            if not isinstance(receiver, DatagramReceiver):
+                raise TypeError("connections are (DatagramReceiver, (host, port)) pairs")
+            ipv4_address(address, &sin)
+            keys.add((receiver, sin.sin_addr.s_addr, sin.sin_port))
+        self._connections = keys
+
+    cdef bint is_connection(self, DatagramReceiver receiver, int i) except -1:
+        """Whether datagram i of `receiver` came from one of the image's connections (any sender
+        before `set_connections`)."""
+        cdef sockaddr_in* sin = <sockaddr_in*> &receiver._addrs[i]
+        if self._connections is None:
+            return True
+        return (receiver, sin.sin_addr.s_addr, sin.sin_port) in self._connections
+
     def take_new_sources(self) -> list:
         """The senders of data packets heard since the last call, as (receiver, (host, port))."""
         new, self._new_sources = self._new_sources, []
@@ -427,8 +450,9 @@ cdef class ImageRouter:
 
     cdef bint take_heartbeat(self, DatagramReceiver receiver, int i, const char* packet,
                              int32_t length, int64_t now_ns) except -1:
-        """Take a heartbeat without EOS (a lone header of length 0) of a known image, from
-        datagram i of `receiver`; False if it is not one (the Python dispatcher decides)."""
+        """Take a heartbeat without EOS (a lone header of length 0) of a known image from one of
+        its connections, from datagram i of `receiver`; False if it is not one (the Python
+        dispatcher decides)."""
         cdef ImageRebuilder image
         cdef int32_t term_offset
         if length != HEADER_LENGTH:
@@ -441,8 +465,9 @@ cdef class ImageRouter:
             return False
         image = self.images.get(image_key(aio_get_i32(packet + SESSION_ID_FIELD_OFFSET),
                                           aio_get_i32(packet + STREAM_ID_FIELD_OFFSET)))
-        if image is None or term_offset >= image.log.term_length:
-            return False  # Python's: no image, or malformed (counted there)
+        if image is None or term_offset >= image.log.term_length \
+                or not image.is_connection(receiver, i):
+            return False  # Python's: no image, malformed (counted there), or another sender's
         aio_fetch_add_i64(self.bytes_received, length)
         aio_fetch_add_i64(self.heartbeats_received, 1)
         image.on_heartbeat(image.position(packet), now_ns)

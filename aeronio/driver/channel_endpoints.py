@@ -478,15 +478,29 @@ class ReceiveChannelEndpoint:
         return True
 
     def _connections_changed(self, image: ImageKey) -> None:
-        """The image's periodic status messages, sent by the DataPath, go to its connections."""
+        """The image's periodic status messages, sent by the DataPath, go to its connections,
+        and only their heartbeats are taken in C."""
         receiver = self.dispatcher.images.get(image)
         if receiver is not None:
+            connections = self.connections.get(image, {}).items()
             receiver.rebuilder.set_control_senders(
                 [
                     self.destinations[destination].control_sender(sender)
-                    for destination, sender in self.connections.get(image, {}).items()
+                    for destination, sender in connections
                 ]
             )
+            receiver.rebuilder.set_connections(
+                [
+                    (self.destinations[destination].receiver, sender)
+                    for destination, sender in connections
+                ]
+            )
+
+    def is_connection(self, image: ImageKey, connection: Connection) -> bool:
+        """Whether `connection` is the one `image` has on its destination: the sender first heard
+        there, which it answers; another (a publisher restarted from another port with the same
+        session id, or a colliding one) neither keeps it alive nor ends its stream."""
+        return self.connections.get(image, {}).get(connection.destination) == connection.sender
 
     def end_of_stream(self, image: ImageKey, connection: Connection) -> bool:
         """`connection` ended its stream (an EOS heartbeat): True once every connection of

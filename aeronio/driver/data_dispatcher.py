@@ -7,7 +7,10 @@ here: a heartbeat moves its image's high-water mark; a SETUP for a subscribed st
 `on_setup` for a new image; a SETUP, a heartbeat or a data packet (the router notes the
 senders new to an image: `on_data_senders`) tells `connections` which source it came from (the
 image sends its control frames to every source it heard, and its stream ends once each of them
-ended it: a replay's EOS does not end an image the live stream feeds); DATA for a subscribed
+ended it: a replay's EOS does not end an image the live stream feeds). Only the heartbeats of
+an image's connections (the first sender heard on each destination) count: those of another
+sender of its session (a publisher restarted from another port) neither keep it alive nor end its
+stream, so that it goes silent and its subscribers learn that it went away. DATA for a subscribed
 stream with no image yet gets a setup-eliciting status message back, unless it ends its stream
 (EOS: no SETUP would come) or the session's image just ended. During that cool-down (over
 early if its stream is subscribed anew) what the session sends is answered with the image's
@@ -67,6 +70,11 @@ class Connections(Protocol[Source_contra]):
 
     def end_of_stream(self, image: tuple[int, int], source: Source_contra) -> bool:
         """`source` ended its stream: True once every source of `image` did."""
+        ...
+
+    def is_connection(self, image: tuple[int, int], source: Source_contra) -> bool:
+        """Whether `source` is one of the senders `image` answers (the first heard on its
+        destination)."""
         ...
 
 
@@ -183,6 +191,8 @@ class DataDispatcher(Generic[Source]):
         elif ref.is_heartbeat:
             self.system[SystemCounters.HEARTBEATS_RECEIVED].increment()
             self._connect(key, image, source, now_ns)
+            if self.connections is not None and not self.connections.is_connection(key, source):
+                return  # another sender's (a publisher restarted with the session id): not alive
             flags = header.flags
             if (
                 flags & EOS_FLAG

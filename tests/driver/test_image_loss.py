@@ -3,11 +3,15 @@ bounded for a subscription that is only polled (its unavailable-image callback t
 each), and none once it is closed."""
 
 import asyncio
+import socket
 
 import pytest
 
 import aeronio
 from aeronio.client.subscription import MAX_LOST_IMAGES
+from aeronio.driver import publication_image, receiver_state
+from tests.support.forged_sender import INITIAL_TERM_ID, SESSION, STREAM, data, forge_image
+from tests.support.ports import free_port
 
 
 class LostImage:
@@ -57,3 +61,49 @@ async def test_the_iterators_raise_a_loss_once_then_go_on_with_the_other_images(
             async for message in subscription:
                 assert message.data == b"and on"
                 break
+
+
+async def test_a_publisher_back_from_another_port_with_its_session_id_ends_the_image_it_left(
+    monkeypatch,
+):
+    """A publisher that died without an end of stream comes back at once, from another port,
+    with its session id and where it left off (its heartbeats are at the image's position): not
+    the image's connection, it does not keep the image alive. The image goes silent and away,
+    its subscriber told where; the publisher's new image comes after the cool-down."""
+    for module in (receiver_state, publication_image):
+        monkeypatch.setattr(module, "IMAGE_LIVENESS_TIMEOUT_NS", 2_000_000_000)
+    monkeypatch.setattr(publication_image, "IMAGE_COOL_DOWN_NS", 500_000_000)
+    port = free_port()
+    channel = f"aeron:udp?endpoint=127.0.0.1:{port}"
+    first = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    first.bind(("127.0.0.1", 0))
+    first.setblocking(False)
+    async with aeronio.connect() as subscriber, aeronio.connect() as publisher:
+        subscription = await subscriber.add_subscription(channel, STREAM)
+        try:
+            await forge_image(first, port, subscription)
+            for offset in (0, 64, 128):
+                first.sendto(data(offset), ("127.0.0.1", port))
+            messages = subscription.batches()
+            received: list[bytes] = []
+            async with asyncio.timeout(10):
+                while len(received) < 3:
+                    received += [bytes(m.data) for m in await anext(messages)]
+            assert received == [data(offset)[32:] for offset in (0, 64, 128)]
+            (left,) = subscription.images
+        finally:
+            first.close()  # died: no end of stream
+        back = await publisher.add_exclusive_publication(
+            f"{channel}|term-length=64k|session-id={SESSION}|init-term-id={INITIAL_TERM_ID}"
+            f"|term-id={INITIAL_TERM_ID}|term-offset=192",
+            STREAM,
+        )
+        with pytest.raises(aeronio.ImageUnavailableError) as lost:
+            await asyncio.wait_for(anext(messages), 10)
+        assert (lost.value.session_id, lost.value.position) == (SESSION, 192)
+        await back.wait_connected(timeout=10)
+        await back.offer(b"back", timeout=10)
+        batch = await asyncio.wait_for(anext(messages), 10)
+        assert [bytes(m.data) for m in batch] == [b"back"]
+        (image,) = subscription.images
+        assert image.correlation_id != left.correlation_id and image.join_position == 192
