@@ -154,16 +154,18 @@ class SenderStateMachine:
         self._allow_new_data()
 
     def on_nak(self, nak: NakFrame, now_ns: int) -> None:
+        """A receiver's NAK: its range is resent if it starts behind the sender position, within
+        the term behind it (else it is late, or early, and ignored). One running past its term's
+        end names nothing of this stream: an invalid packet."""
         self.system[SystemCounters.NAK_MESSAGES_RECEIVED].increment()
+        if nak.term_offset + nak.length > self.term_length:
+            self.system[SystemCounters.INVALID_PACKETS].increment()
+            return
         start = d.compute_position(
             nak.term_id, nak.term_offset, self.term_length, self.initial_term_id
         )
         position = self.sender_position.get()
-        if (
-            nak.length > 0
-            and position - self.term_length <= start < position
-            and nak.term_offset + nak.length <= self.term_length
-        ):
+        if nak.length > 0 and position - self.term_length <= start < position:
             most = RETRANSMIT_RECEIVER_WINDOW_MULTIPLE * receiver_window(self.term_length)
             self.retransmit.on_nak(nak.term_id, nak.term_offset, min(nak.length, most), now_ns)
             self._allow_new_data()

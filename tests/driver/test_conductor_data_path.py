@@ -223,6 +223,19 @@ def test_a_nak_is_answered_with_what_was_sent_only(tmp_path):
     assert sender.sender_position.get() == end
 
 
+def test_a_nak_running_past_its_terms_end_is_an_invalid_packet(tmp_path):
+    pub = answered(tmp_path)
+    sender = pub.sender
+    append(pub, 3)
+    assert sender.data_sender.collect([], 2 * MS) == 1
+    invalid = sender.system[SystemCounters.INVALID_PACKETS]
+    sender.on_nak(nak_of(FRAME, TERM_LENGTH), 3 * MS)
+    assert invalid.get() == 1 and not sender.retransmit.pending
+    sender.on_nak(nak_of(FRAME, TERM_LENGTH - FRAME), 3 * MS)  # to its end: resent
+    assert invalid.get() == 1 and sender.retransmit.scheduled
+    assert frames(sender.send(4 * MS)) == [("DATA", FRAME), ("DATA", 2 * FRAME)]
+
+
 def test_a_nak_of_more_than_16_receiver_windows_gets_16(tmp_path):
     """A NAK is answered with at most RETRANSMIT_RECEIVER_WINDOW_MULTIPLE default receiver
     windows of its term (Aeron's): one of a whole 4 MiB term gets its first 2 MiB."""
