@@ -91,6 +91,7 @@ class ClientConductor:
         self._abandoned: dict[int, Request] = {}
         self._subscriptions: dict[int, tuple[Subscription, ImageEvents]] = {}
         self._publications: dict[int, tuple[Publication, _core.LogAppender]] = {}
+        self._counters: dict[int, ClientCounter] = {}  # by registration id
         self._images: dict[int, _core.ImageReader] = {}  # by id(image)
         self._logs: dict[str, tuple[LogBuffers, int]] = {}
         self._keepalive: asyncio.Task[None] | None = None
@@ -171,6 +172,7 @@ class ClientConductor:
                 future.set_exception(error)
         for _, appender in self._publications.values():
             appender.close()
+        self._detach_counters()
         for _, events in self._subscriptions.values():
             events.client_lost()
         signals.ring_all()
@@ -455,10 +457,23 @@ class ClientConductor:
         ready = await self.request(
             p.AddCounter(correlation_id, self.client_id, type_id, key, label), p.CounterReady
         )
-        return ClientCounter(self.counters, ready.counter_id, correlation_id, self.release_counter)
+        counter = ClientCounter(
+            self.counters, ready.counter_id, correlation_id, self.release_counter
+        )
+        self._counters[correlation_id] = counter
+        return counter
 
     async def release_counter(self, counter: ClientCounter) -> None:
+        """`counter` closed (detached first): remove it."""
+        self._counters.pop(counter.registration_id, None)
         await self._remove(p.RemoveCounter, counter.registration_id)
+
+    def _detach_counters(self) -> None:
+        """The client closed or is lost: the driver frees its counters, so their handles let
+        go of the file."""
+        for counter in self._counters.values():
+            counter.detach()
+        self._counters.clear()
 
     async def _remove(
         self,
@@ -499,6 +514,7 @@ class ClientConductor:
             with contextlib.suppress(AeronError):
                 await subscription.close()
         self.is_closed = True
+        self._detach_counters()
         self._close_under_pending()  # those asked while it closed
         if self._keepalive is not None:
             self._keepalive.cancel()

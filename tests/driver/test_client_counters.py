@@ -6,8 +6,9 @@ import pytest
 
 from aeronio import connect
 from aeronio.counters import MAX_KEY_LENGTH, RECORD_ALLOCATED, CountersReader
+from aeronio.driver import conductor as driver_conductor
 from aeronio.driver.media_driver import MediaDriver
-from aeronio.errors import ConfigurationError, DriverError
+from aeronio.errors import ConfigurationError, DriverError, DriverTimeoutError
 
 
 @pytest.fixture
@@ -46,6 +47,52 @@ async def test_a_client_counter_goes_with_its_client(driver):
                 break
             await asyncio.sleep(0.01)
         assert owner.counters.get_counter_state(counter.id) != RECORD_ALLOCATED
+
+
+@pytest.fixture
+async def reusing_driver(tmp_path, monkeypatch):
+    """A driver that gives a freed counter's id to the next counter at once."""
+    monkeypatch.setattr(driver_conductor, "COUNTER_REUSE_TIMEOUT_MS", 0)
+    driver = await MediaDriver.launch(dir=str(tmp_path / "reusing")).start()
+    yield driver
+    await driver.close()
+
+
+def write_every_way(counter) -> None:
+    counter.set(90)
+    counter.increment(5)
+    counter.propose_max(100)
+
+
+async def test_a_closed_counter_never_writes_to_the_next_counter_of_its_id(reusing_driver):
+    async with connect(reusing_driver.dir) as aeron:
+        closed = await aeron.add_counter(100, "closed")
+        closed.set(7)
+        await closed.close()
+        assert closed.get() == 7
+        reused = await aeron.add_counter(100, "given the id next")
+        assert reused.id == closed.id
+        write_every_way(closed)
+        assert (reused.get(), closed.get()) == (0, 100)
+
+
+@pytest.mark.parametrize("end", ["close", "driver lost"])
+async def test_a_counter_is_detached_when_its_client_ends(driver, end):
+    """The driver frees the counters of a client that ends: their handles let go of the file."""
+    async with connect(driver.dir) as owner:
+        client = await connect(driver.dir)
+        counter = await client.add_counter(101, "of a client that ends")
+        counter.set(3)
+        if end == "close":
+            await client.close()
+        else:
+            client._conductor._fail(DriverTimeoutError("media driver on D lost: it closed"))
+        assert counter.is_closed and counter.get() == 3
+        write_every_way(counter)
+        assert counter.get() == 100
+        assert owner.counters.get_counter_value(counter.id) == 3
+        assert f"ClientCounter(id={counter.id}, closed, value=100)" == repr(counter)
+        await client.close()
 
 
 async def test_a_key_over_the_limit_is_refused(aeron):
