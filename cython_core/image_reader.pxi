@@ -78,6 +78,7 @@ cdef class ImageReader:
     cdef bytearray _assembly
     cdef bint _assembling
     cdef int64_t _next_fragment_position
+    cdef int64_t _assembly_start  # where the assembly's message begins
     cdef int64_t _end_position  # after the assembly's END, once _take_assembled found it
     cdef int64_t _lent_end  # the end of a message lent out in place, consumed at the next read
     cdef object _batch_offsets
@@ -126,14 +127,20 @@ cdef class ImageReader:
     @property
     def taken_position(self) -> int:
         """Just after the last message taken from the image: the position, or past it the end of
-        the message messages(copy=False) lent out (consumed at the image's next read)."""
+        the message messages(copy=False) lent out (consumed at the image's next read), or before
+        it the beginning of the message whose first fragments the assembly holds."""
         cdef int64_t position = aio_load_i64(self._position)
-        return self._lent_end if self._lent_end > position else position
+        if self._lent_end > position:
+            return self._lent_end
+        if self._assembling and position == self._next_fragment_position:
+            return self._assembly_start
+        return position
 
     @property
     def is_end_of_stream(self) -> bool:
         """True once the publication has ended and everything before its end was taken (the
-        last message may be the one messages(copy=False) lent out)."""
+        last message may be the one messages(copy=False) lent out; a message whose END never
+        came was not)."""
         return self.taken_position >= aio_load_i64(self.log.meta + LOG_END_OF_STREAM_POSITION_OFFSET)
 
     cdef inline void _advance(self, int64_t new_position) noexcept:
@@ -426,6 +433,7 @@ cdef class ImageReader:
                 del self._assembly[:]
                 self._assembly += PyBytes_FromStringAndSize(payload, frame_length - HEADER_LENGTH)
                 self._assembling = True
+                self._assembly_start = position + (frame_offset - term_offset)
                 self._next_fragment_position = position + (offset - term_offset)
             elif self._assembling and (frame_offset == 0 or self._next_fragment_position
                                        != position + (frame_offset - term_offset)):
@@ -503,6 +511,7 @@ cdef class ImageReader:
                 del self._assembly[:]  # position must move on for the rest to come)
                 self._assembly += self._reassemble(term, begin, end)
                 self._assembling = True
+                self._assembly_start = position + (begin - term_offset)
                 self._next_fragment_position = position + (end - term_offset)
                 offset = begin = end
                 break

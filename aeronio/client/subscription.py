@@ -91,7 +91,8 @@ class Image:
     @property
     def taken_position(self) -> int:
         """Just after the last message taken from the image: `position`, or past it the end of
-        the message `messages(copy=False)` lent out (consumed at the image's next read)."""
+        the message `messages(copy=False)` lent out (consumed at the image's next read), or
+        before it the beginning of a message the iterators hold the first fragments of."""
         return self._reader.taken_position
 
     def record_blocks(

@@ -1,6 +1,6 @@
 """What a subscription keeps of images lost before their end: the errors its iterators raise,
 bounded for a subscription that is only polled (its unavailable-image callback tells it of
-each), and none once it is closed."""
+each), and none once it is closed; where they say the stream was lost."""
 
 import asyncio
 import socket
@@ -8,10 +8,14 @@ import socket
 import pytest
 
 import aeronio
+from aeronio._core import FRAME_ALIGNMENT, HEADER_LENGTH
 from aeronio.client.subscription import MAX_LOST_IMAGES
 from aeronio.driver import publication_image, receiver_state
+from aeronio.logbuffer import descriptor
+from aeronio.protocol.frames import BEGIN_FRAG_FLAG, DataHeader
 from tests.support.forged_sender import INITIAL_TERM_ID, SESSION, STREAM, data, forge_image
 from tests.support.ports import free_port
+from tests.support.procs import await_until
 
 
 class LostImage:
@@ -107,3 +111,73 @@ async def test_a_publisher_back_from_another_port_with_its_session_id_ends_the_i
         assert [bytes(m.data) for m in batch] == [b"back"]
         (image,) = subscription.images
         assert image.correlation_id != left.correlation_id and image.join_position == 192
+
+
+def fragment(payload: bytes, flags: int, term_offset: int) -> bytes:
+    """A DATA frame, aligned (try_offer_block gives it the publication's ids)."""
+    header = DataHeader.build(
+        frame_length=HEADER_LENGTH + len(payload), flags=flags, term_offset=term_offset,
+        session_id=0, stream_id=0, term_id=0,
+    )  # fmt: skip
+    frame = header.encode() + payload
+    return frame + bytes(-len(frame) % FRAME_ALIGNMENT)
+
+
+async def begun_message(aeron, stream_id: int, copy: bool):
+    """A stream that has a whole message, then the first two fragments of one whose END never
+    comes; an iterator (`copy`: messages(copy=)) that took the first and holds the fragments,
+    waiting for the rest. Returns the publication, the subscription's image, the iterator and
+    where the unfinished message begins."""
+    subscription = await aeron.add_subscription("aeron:ipc", stream_id)
+    publication = await aeron.add_exclusive_publication("aeron:ipc?term-length=64k", stream_id)
+    await publication.wait_connected(timeout=10)
+    begins = await publication.offer(b"whole", timeout=10)
+    first = fragment(b"B" * 64, BEGIN_FRAG_FLAG, begins)
+    after = publication.try_offer_block(first + fragment(b"M" * 64, 0, begins + len(first)))
+    assert after == begins + 2 * 96
+    messages = aiter(subscription.messages(copy=copy))
+    assert bytes((await asyncio.wait_for(anext(messages), 10)).data) == b"whole"
+    image = subscription.images[0]
+    waiting = asyncio.ensure_future(anext(messages))
+    await await_until(lambda: image.position == after, 10, "the fragments to be taken")
+    waiting.cancel()
+    assert image.taken_position == begins
+    return publication, image, messages, begins
+
+
+def end_of_stream(image) -> int:
+    return image.metadata.get_int64_volatile(descriptor.LOG_END_OF_STREAM_POSITION_OFFSET)
+
+
+@pytest.fixture
+async def aeron():
+    """A driver that lets images of closed publications go soon."""
+    async with aeronio.connect(
+        publication_unblock_timeout_ns=300_000_000, publication_linger_ns=50_000_000
+    ) as client:
+        yield client
+
+
+@pytest.mark.parametrize("copy", [True, False], ids=["copies", "views"])
+async def test_a_loss_says_where_a_message_cut_off_by_the_images_going_began(aeron, copy):
+    """What was lost begins with the message whose first fragments the iterator held."""
+    publication, image, messages, begins = await begun_message(aeron, 11, copy)
+    await publication.offer(b"never read", timeout=10)
+    await publication.close()
+    await await_until(lambda: image.is_closed, 10, "the image to go")
+    with pytest.raises(aeronio.ImageUnavailableError) as lost:
+        await asyncio.wait_for(anext(messages), 10)
+    assert (lost.value.session_id, lost.value.position) == (image.session_id, begins)
+
+
+@pytest.mark.parametrize("copy", [True, False], ids=["copies", "views"])
+async def test_a_stream_that_ends_in_the_middle_of_a_message_is_not_at_its_end(aeron, copy):
+    """The stream ended with the first fragments of a message, taken into the iterator: that
+    message was never taken, so the image's going is a loss from its beginning."""
+    publication, image, messages, begins = await begun_message(aeron, 12, copy)
+    await publication.close()
+    await await_until(lambda: end_of_stream(image) == image.position, 10, "the stream's end")
+    assert not image.is_end_of_stream
+    with pytest.raises(aeronio.ImageUnavailableError) as lost:
+        await asyncio.wait_for(anext(messages), 10)
+    assert lost.value.position == begins
