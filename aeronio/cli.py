@@ -59,10 +59,17 @@ async def run_demo(
     channel: str = "aeron:ipc",
     out: TextIO = sys.stdout,
 ) -> None:
-    """Publish `count` messages of `size` bytes over `channel` and receive them all."""
+    """Publish `count` messages of `size` bytes over `channel` and receive them all. The
+    publisher and the subscriber are tasks: the first to fail ends both, with its error."""
     async with aeronio.connect() as aeron:
         subscription = await aeron.add_subscription(channel, stream_id)
         publication = await aeron.add_publication(channel, stream_id)
+        if size > publication.max_message_length:
+            raise CommandError(
+                f"--size {size} is over the max message length {publication.max_message_length} "
+                f"of {channel} (an eighth of its term length {publication.term_length})",
+                2,
+            )
         await subscription.wait_connected(timeout=10)
         print(f"driver dir {aeron.driver_dir}, channel {channel}", file=out)
         print(
@@ -77,16 +84,26 @@ async def run_demo(
                 payload[:8] = i.to_bytes(8, "little")
                 await publication.offer(payload)
 
+        async def receive() -> None:
+            received = 0
+            async for message in subscription:
+                if int.from_bytes(message.data[:8], "little") != received:
+                    raise RuntimeError(f"message {received} arrived out of order")
+                received += 1
+                if received == count:
+                    return
+
         start = time.perf_counter()
-        producer = asyncio.create_task(publish())
-        received = 0
-        async for message in subscription:
-            if int.from_bytes(message.data[:8], "little") != received:
-                raise RuntimeError(f"message {received} arrived out of order")
-            received += 1
-            if received == count:
-                break
-        await producer
+        tasks = (asyncio.create_task(publish()), asyncio.create_task(receive()))
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for task in tasks:
+            if not task.cancelled():
+                task.result()  # the first failure, if any
         elapsed = time.perf_counter() - start
         await asyncio.sleep(0.01)  # let the conductor run a duty cycle: it samples pub-pos
         image = subscription.images[0]
@@ -506,7 +523,10 @@ def _run_command(
         if args.size < 8 or args.count < 1:
             parser.error("--size must be at least 8 and --count at least 1")
         channel = f"aeron:udp?endpoint=127.0.0.1:{_free_udp_port()}" if args.udp else "aeron:ipc"
-        asyncio.run(run_demo(args.count, args.size, args.stream_id, channel))
+        try:
+            asyncio.run(run_demo(args.count, args.size, args.stream_id, channel))
+        except KeyboardInterrupt:
+            raise CommandError("interrupted", 130) from None
     elif args.command == "logdump":
         return run_logdump(args.file, args.max_frames, args.data)
     return 0

@@ -1,6 +1,8 @@
 """The `aeronio` command as a user runs it: a subprocess."""
 
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -44,6 +46,43 @@ def test_demo_rejects_bad_arguments():
     )
     assert result.returncode == 2
     assert "--size must be at least 8" in result.stderr
+
+
+def test_demo_names_a_size_over_the_max_message_length():
+    """It used to publish nothing and wait for ever: the publisher's task failed unseen."""
+    result = subprocess.run(
+        [sys.executable, "-m", "aeronio.cli", "demo", "--size", "9000000", "--count", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (result.returncode, result.stderr) == (
+        2,
+        "aeronio demo: --size 9000000 is over the max message length 8388608 of aeron:ipc (an "
+        "eighth of its term length 67108864)\n",
+    )
+
+
+def test_demo_interrupted_says_so_and_removes_its_driver():
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "aeronio.cli", "demo", "--count", "1000000000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        first = demo.stdout.readline()
+        assert first.startswith("driver dir "), demo.stderr.read()
+        dir = first.split()[2].rstrip(",")
+        assert os.path.isdir(dir)
+        demo.send_signal(signal.SIGINT)
+        assert demo.wait(60) == 130
+        assert demo.stderr.read() == "aeronio demo: interrupted\n"
+        assert not os.path.exists(dir)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+        demo.wait(10)
 
 
 def test_logdump_prints_metadata_and_frames(tmp_path):
