@@ -8,10 +8,32 @@ the driver notifies it (or `timeout` seconds pass). Work found resets `attempt` 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from aeronio.errors import ConfigurationError
+
 Park = Callable[[float], Awaitable[None]]
+
+
+def check_count(value: object, name: str, low: int) -> None:
+    """An `int` (not a `bool`) of at least `low`."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ConfigurationError(f"{name} {value!r} must be an integer of at least {low}")
+
+
+def check_seconds(value: object, name: str, zero: bool = False) -> None:
+    """A finite number of seconds (an int or a float, not a bool), above 0 (or 0, `zero`)."""
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or value < 0
+        or (value == 0 and not zero)
+    ):
+        least = "at least 0" if zero else "above 0"
+        raise ConfigurationError(f"{name} {value!r} must be a finite number of seconds {least}")
 
 
 class IdleStrategy(Protocol):
@@ -24,6 +46,7 @@ class BusySpinIdleStrategy:
     Lowest latency; burns a core. Use in a process dedicated to one stream."""
 
     def __init__(self, yield_every: int = 1000):
+        check_count(yield_every, "yield_every", 1)  # 0 or less: never a yield, a frozen loop
         self.yield_every = yield_every
 
     async def idle(self, attempt: int, park: Park) -> None:
@@ -51,6 +74,12 @@ class BackoffIdleStrategy:
         min_park_s: float = 1e-4,
         max_park_s: float = 1e-3,
     ):
+        check_count(max_spins, "max_spins", 0)
+        check_count(max_yields, "max_yields", 0)
+        check_seconds(min_park_s, "min_park_s", zero=True)
+        check_seconds(max_park_s, "max_park_s", zero=True)
+        if min_park_s > max_park_s:
+            raise ConfigurationError(f"min_park_s {min_park_s} is above max_park_s {max_park_s}")
         self.max_spins = max_spins
         self.max_yields = max_yields
         self.min_park_s = min_park_s
@@ -75,6 +104,8 @@ class NotifyingIdleStrategy:
     than a log's wake slots)."""
 
     def __init__(self, max_yields: int = 50, fallback_s: float = 0.1):
+        check_count(max_yields, "max_yields", 0)
+        check_seconds(fallback_s, "fallback_s")
         self.max_yields = max_yields
         self.fallback_s = fallback_s
 

@@ -17,7 +17,7 @@ from aeronio.client.publication import ExclusivePublication, Publication
 from aeronio.client.subscription import ImageHandler, Subscription
 from aeronio.counters import Counter, CountersReader
 from aeronio.errors import AeronError, ConfigurationError
-from aeronio.idle import DEFAULT_IDLE_STRATEGY, IdleStrategy
+from aeronio.idle import DEFAULT_IDLE_STRATEGY, IdleStrategy, check_seconds
 from aeronio.protocol import embedded, limits
 from aeronio.protocol.channel import ChannelUri
 
@@ -34,6 +34,11 @@ class Aeron:
         idle_strategy: IdleStrategy = DEFAULT_IDLE_STRATEGY,
         driver_timeout_s: float = DEFAULT_DRIVER_TIMEOUT_S,
     ):
+        check_seconds(driver_timeout_s, "driver_timeout_s")
+        if not callable(getattr(idle_strategy, "idle", None)):
+            raise ConfigurationError(
+                f"idle_strategy {idle_strategy!r} has no idle(attempt, park) method"
+            )
         self.driver_dir = os.path.abspath(dir)
         self.idle_strategy = idle_strategy
         self.driver_timeout_s = driver_timeout_s

@@ -315,6 +315,47 @@ def test_bad_driver_option_value_is_named(option, value):
         DriverContext.from_options(**{option: value})
 
 
+# -- client options -----------------------------------------------------------------------------
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    ("make", "named"),
+    [
+        (lambda: aeronio.BusySpinIdleStrategy(0), "yield_every 0"),  # was ZeroDivisionError
+        (lambda: aeronio.BusySpinIdleStrategy(-1), "yield_every -1"),  # was a frozen loop
+        (lambda: aeronio.BackoffIdleStrategy(max_spins=-1), "max_spins -1"),
+        (lambda: aeronio.BackoffIdleStrategy(max_yields=2.5), "max_yields 2.5"),
+        (lambda: aeronio.BackoffIdleStrategy(max_park_s=NAN), "max_park_s nan"),
+        (lambda: aeronio.BackoffIdleStrategy(min_park_s=0.1), "min_park_s 0.1 is above"),
+        (lambda: aeronio.NotifyingIdleStrategy(max_yields="50"), "max_yields '50'"),
+        (lambda: aeronio.NotifyingIdleStrategy(fallback_s=NAN), "fallback_s nan"),
+        (lambda: aeronio.NotifyingIdleStrategy(fallback_s=0), "fallback_s 0"),
+    ],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
+def test_bad_idle_strategy_arguments_are_named(make, named):
+    with pytest.raises(aeronio.ConfigurationError, match="^" + re.escape(named)):
+        make()
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"driver_timeout_s": 0}, "driver_timeout_s 0 must be a finite number of seconds above"),
+        ({"driver_timeout_s": -1}, "driver_timeout_s -1 must be"),
+        ({"driver_timeout_s": NAN}, "driver_timeout_s nan must be"),  # was a hang
+        ({"driver_timeout_s": "10"}, "driver_timeout_s '10' must be"),
+        ({"idle_strategy": None}, "idle_strategy None has no idle(attempt, park) method"),
+    ],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
+async def test_bad_client_options_are_named(aeron, options, named):
+    with pytest.raises(aeronio.ConfigurationError, match="^" + re.escape(named)):
+        await asyncio.wait_for(aeronio.connect(aeron.driver_dir, **options), 10)
+
+
 # -- drivers ------------------------------------------------------------------------------------
 
 
