@@ -303,7 +303,7 @@ cdef class LogAppender:
             raise ValueError(f"offset {offset} is outside the buffer of {size} bytes")
         if whole:
             n = size - offset
-        elif n < 0 or offset + n > size:
+        elif n < 0 or n > size - offset:  # not offset + n: it overflows for a huge n
             raise ValueError(f"length {n} at offset {offset} overruns the buffer of {size} bytes")
         return self._append(data + offset, n)
 

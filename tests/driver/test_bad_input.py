@@ -198,6 +198,16 @@ async def test_offset_and_length_outside_the_buffer(aeron, offset, length, named
     assert received(sub) == []
 
 
+@pytest.mark.parametrize(("offset", "length"), [(1, 2**63 - 1), (5, 2**63 - 3)])
+async def test_a_length_that_overflows_past_the_offset_overruns_the_buffer(aeron, offset, length):
+    """Not a message too large: offset + length was computed, and wrapped round."""
+    pub, sub = await connected(aeron, 17)
+    overruns = f"^length {length} at offset {offset} overruns the buffer of 10 bytes$"
+    with pytest.raises(ValueError, match=overruns):
+        pub.try_offer(b"0123456789", offset, length)
+    assert received(sub) == []
+
+
 async def test_offset_and_length_inside_the_buffer(aeron):
     pub, sub = await connected(aeron, 15)
     buffer = bytearray(b"0123456789")
