@@ -152,6 +152,8 @@ class Publication(_core.PublicationBase):
         `timeout` passed; cancelled in a wait, those before it stay appended too."""
         deadline = None if timeout is None else time.monotonic() + timeout
         start, count, attempt = 0, len(messages), 0
+        if not count:
+            return self.position  # nothing appended: where the next message goes
         while start < count:
             if self._turn_due():  # before the first part and between parts
                 await asyncio.sleep(0)

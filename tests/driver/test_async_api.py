@@ -667,6 +667,18 @@ async def test_offer_batch_sequence_and_records(aeron):
     assert [int.from_bytes(m, "little") for m in got[3_000:]] == list(range(4_000))
 
 
+async def test_an_empty_batch_is_at_the_publications_position(aeron):
+    """Not the position after an earlier batch: nothing went in since that one."""
+    sub = await aeron.add_subscription("aeron:ipc", 84)
+    pub = await aeron.add_publication(TERM_64K, 84)
+    await image_of(sub)
+    assert await pub.offer_batch([b"a", b"b"]) == 128
+    assert await pub.offer(b"c") == 192
+    assert await pub.offer_batch([]) == 192
+    assert await pub.offer_batch(np.zeros((0, 8), np.uint8)) == 192
+    assert drain(sub) == [b"a", b"b", b"c"]
+
+
 # -- poll variants ------------------------------------------------------------------------
 
 
