@@ -198,13 +198,21 @@ async def serve(args: argparse.Namespace) -> None:
                 stack.enter_context(tempfile.TemporaryDirectory(prefix="chat-archive-"))
             )
             sequencer = await stack.enter_async_context(open_home(aeron, home, archive_dir))
-        client = await stack.enter_async_context(
-            archive.connect(
-                aeron,
-                control_channel=home.archive_channel,
-                response_channel=f"aeron:udp?endpoint={host}:{free_port(host)}",
+        try:
+            client = await stack.enter_async_context(
+                archive.connect(
+                    aeron,
+                    control_channel=home.archive_channel,
+                    response_channel=f"aeron:udp?endpoint={host}:{free_port(host)}",
+                )
             )
-        )
+        except TimeoutError:
+            if not args.join:
+                raise
+            raise SystemExit(
+                f"server.py: no room's home answers on {home.archive_channel}: is its server "
+                "running, with that --join?"
+            ) from None
         posts = await aeron.add_publication(home.posts_channel, POSTS_STREAM)
         room = Room(args.browser_backlog)
         async with asyncio.TaskGroup() as tasks:
@@ -242,6 +250,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.browser_backlog < 1:
         parser.error("--browser-backlog: at least 1")
+    if not 0 <= args.port <= 65535:
+        parser.error(f"--port: 0 to 65535, not {args.port}")
+    try:
+        free_port(args.host)
+    except OSError as error:
+        parser.error(f"--host {args.host}: {error.strerror or error}")
     if args.join:
         try:
             Home.parse(args.join)

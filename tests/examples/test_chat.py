@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 
 import aeronio
 from tests.support.child import Child
+from tests.support.ports import free_ports
 
 CHAT = Path(__file__).parents[2] / "examples" / "chat"
 pytestmark = pytest.mark.slow
@@ -179,6 +181,35 @@ async def test_bad_input_is_refused_with_a_message_and_the_room_goes_on():
         home.stop()
     assert home.wait() == 128 + 15, home.describe()
     assert home.stderr.count("dropped a post") == 3, home.describe()
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "said"),
+    [
+        (["--home", "--port", "99999"], 2, "server.py: error: --port: 0 to 65535, not 99999"),
+        (["--home", "--host", "nosuch.invalid"], 2, "server.py: error: --host nosuch.invalid: "),
+        (
+            ["--join", "SPEC"],  # a room no home serves, its ports chosen in the test
+            1,
+            "server.py: no room's home answers on aeron:udp?endpoint=127.0.0.1:",
+        ),
+    ],
+    ids=["port", "host", "no home"],
+)
+def test_bad_flags_and_an_absent_home_are_one_line(args, status, said):
+    """One line, not a traceback (an ExceptionGroup of the web server's bind, an OSError of a
+    probe's bind, a TimeoutError of an offer "not connected at position 0")."""
+    spec = "127.0.0.1:{}:{}:{}:multicast".format(*free_ports(3))
+    args = [spec if arg == "SPEC" else arg for arg in args]
+    ran = subprocess.run(
+        [sys.executable, str(CHAT / "server.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == status, ran.stderr
+    assert ran.stderr.splitlines()[-1].startswith(said), ran.stderr
+    assert "Traceback" not in ran.stderr
 
 
 def test_a_browser_too_far_behind_is_dropped_and_the_others_go_on():
