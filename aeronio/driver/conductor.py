@@ -839,10 +839,12 @@ def _check_counter(command: p.AddCounter | p.AddStaticCounter) -> None:
 
 
 def _check_same_log_params(channel: ChannelUri, publication: DriverPublication) -> None:
-    """A publication joining an existing log must not ask for different log parameters."""
+    """A publication joining an existing log must not ask for different log parameters (its
+    term-id and term-offset say where a new log starts: a shared one goes on where it is)."""
     for name, asked, actual in (
         ("term-length", channel.term_length, publication.log.term_length),
         ("mtu", channel.mtu, publication.log.mtu),
+        ("init-term-id", channel.initial_term_id, publication.log.mapped.initial_term_id),
     ):
         if asked is not None and asked != actual:
             raise AeronError(
