@@ -155,6 +155,10 @@ def _add_sample_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
 def run_sample(args: argparse.Namespace) -> int:
     if args.command == "ping" and not args.timeout > 0:
         raise CommandError("--timeout must be positive", 2)
+    if args.command == "ping" and args.warmup < 0:
+        raise CommandError("--warmup must be at least 0", 2)
+    if args.count is not None and args.count < 1:  # pong's None: for ever
+        raise CommandError("--count must be at least 1", 2)
     streams = (args.ping_channel, args.ping_stream, args.pong_channel, args.pong_stream)
     try:
         if args.command == "ping":
@@ -175,6 +179,8 @@ def run_sample(args: argparse.Namespace) -> int:
 def run_rate(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         raise CommandError("--interval must be positive", 2)
+    if args.reports is not None and args.reports < 1:  # None: for ever
+        raise CommandError("--reports must be at least 1", 2)
     try:
         asyncio.run(samples.rate(args.dir, args.channel, args.stream, args.interval, args.reports))
     except KeyboardInterrupt:

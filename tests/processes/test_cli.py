@@ -255,6 +255,22 @@ def ping(*args: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["ping", "--count", "0"], "--count must be at least 1"),  # was an IndexError at the end
+        (["ping", "--warmup", "-1"], "--warmup must be at least 0"),
+        (["pong", "--count", "-1"], "--count must be at least 1"),  # was for ever
+        (["rate", "--reports", "-1"], "--reports must be at least 1"),  # was for ever
+    ],
+)
+def test_sample_counts_out_of_range_are_refused_first(args, said):
+    result = subprocess.run(
+        [sys.executable, "-m", "aeronio.cli", *args], capture_output=True, text=True, timeout=60
+    )
+    assert (result.returncode, result.stderr) == (2, f"aeronio {args[0]}: {said}\n")
+
+
 def test_ping_without_a_pong_says_what_it_waits_for_and_gives_up():
     ping_channel, pong_channel = _udp_channel(), _udp_channel()
     channels = ["--ping-channel", ping_channel, "--pong-channel", pong_channel]
