@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import numbers
+import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -34,6 +36,16 @@ def check_seconds(value: object, name: str, zero: bool = False) -> None:
     ):
         least = "at least 0" if zero else "above 0"
         raise ConfigurationError(f"{name} {value!r} must be a finite number of seconds {least}")
+
+
+def deadline(timeout: float | None) -> float | None:
+    """The monotonic time `timeout` seconds from now (None: none); due at once for 0 or less.
+    ConfigurationError for a timeout that is no number, or NaN (it never comes due)."""
+    if timeout is None:
+        return None
+    if not isinstance(timeout, numbers.Real) or isinstance(timeout, bool) or math.isnan(timeout):
+        raise ConfigurationError(f"timeout {timeout!r} must be a number of seconds or None")
+    return time.monotonic() + timeout
 
 
 class IdleStrategy(Protocol):

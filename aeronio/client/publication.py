@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aeronio import _core
+from aeronio import _core, idle
 from aeronio.counters import SENDER_POSITION_TYPE_ID
 from aeronio.errors import (
     AeronError,
@@ -133,7 +133,7 @@ class Publication(_core.PublicationBase):
         self, buffer: Buffer, offset: int, length: int | None, timeout: float | None, result: int
     ) -> int:
         """offer() after its first attempt was refused with `result`: wait and try again."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = idle.deadline(timeout)
         attempt = 0
         while True:
             await self._wait(result, deadline, attempt)
@@ -150,7 +150,7 @@ class Publication(_core.PublicationBase):
         when other writers share the log). The messages go in as far as the window allows, part
         by part: OfferBatchTimeoutError (a TimeoutError) says how many were appended when
         `timeout` passed; cancelled in a wait, those before it stay appended too."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = idle.deadline(timeout)
         start, count, attempt = 0, len(messages), 0
         if not count:
             return self.position  # nothing appended: where the next message goes
@@ -182,7 +182,7 @@ class Publication(_core.PublicationBase):
         aborted (turned into padding) when it raises."""
         if self._turn_due():
             await asyncio.sleep(0)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = idle.deadline(timeout)
         attempt = 0
         while True:
             claim = self.try_claim(length)
@@ -257,7 +257,7 @@ class Publication(_core.PublicationBase):
     async def wait_connected(self, timeout: float | None = None) -> None:
         """Wait until a subscriber is connected (is_connected). TimeoutError after `timeout`
         seconds; PublicationClosedError if the publication is closed meanwhile."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = idle.deadline(timeout)
         attempt = 0
         while self._not_connected():
             if deadline is not None and time.monotonic() >= deadline:
@@ -288,7 +288,7 @@ class Publication(_core.PublicationBase):
         )
         if counter_id is None:
             return position
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = idle.deadline(timeout)
 
         def unsent() -> bool:
             return counters.get_counter_value(counter_id) < position and not self.is_closed
@@ -392,7 +392,7 @@ class ExclusivePublication(Publication):
         recorded positions so), waiting while back-pressured; returns the new position."""
         if self._turn_due():
             await asyncio.sleep(0)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = idle.deadline(timeout)
         attempt = 0
         while (result := self._appender.try_offer_block(block)) <= 0:
             await self._wait(result, deadline, attempt)

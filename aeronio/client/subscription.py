@@ -27,7 +27,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
-from aeronio import _core, counters
+from aeronio import _core, counters, idle
 from aeronio.errors import AeronError, ImageUnavailableError, SubscriptionClosedError
 from aeronio.logbuffer import descriptor, signals, waker
 from aeronio.protocol import control as p
@@ -346,7 +346,7 @@ class Subscription(_core.SubscriptionBase):
     async def wait_connected(self, timeout: float | None = None) -> None:
         """Wait until the subscription has an image (a publication is connected to it).
         TimeoutError after `timeout` seconds; SubscriptionClosedError if it is closed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = idle.deadline(timeout)
         while not self._images:
             if self.is_closed:
                 raise SubscriptionClosedError(

@@ -379,6 +379,30 @@ async def test_bad_client_options_are_named(aeron, options, named):
         await asyncio.wait_for(aeronio.connect(aeron.driver_dir, **options), 10)
 
 
+@pytest.mark.parametrize("timeout", [NAN, "1"], ids=["nan", "str"])
+async def test_a_wait_with_a_timeout_that_is_no_number_is_refused(aeron, timeout):
+    """A NaN timeout never came due: each of these waited for ever; "1" was a TypeError about
+    adding a float and a str."""
+    pub = await aeron.add_publication(TERM_64K, 18)  # no subscriber: every wait waits
+    sub = await aeron.add_subscription("aeron:ipc", 19)
+
+    async def claim():
+        async with pub.claim(8, timeout=timeout):
+            pass
+
+    waits = (
+        lambda: pub.offer(b"x", timeout=timeout),
+        lambda: pub.offer_batch([b"x"], timeout=timeout),
+        claim,
+        lambda: pub.wait_connected(timeout),
+        lambda: sub.wait_connected(timeout),
+    )
+    named = f"^timeout {re.escape(repr(timeout))} must be a number of seconds or None$"
+    for wait in waits:
+        with pytest.raises(aeronio.ConfigurationError, match=named):
+            await asyncio.wait_for(wait(), 10)
+
+
 # -- drivers ------------------------------------------------------------------------------------
 
 
