@@ -28,8 +28,9 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle  # noq
 
 from aeronio.archive.replay_merge import ReplayMerge  # noqa: E402
 from aeronio.driver.context import DriverContext  # noqa: E402
+from aeronio.driver.flow_control import DEFAULT_RECEIVER_WINDOW  # noqa: E402
 from aeronio.driver.loss_detector import DEFAULT_RETRY_NS  # noqa: E402
-from aeronio.driver.receiver_state import DEFAULT_RECEIVER_WINDOW, SM_TIMEOUT_NS  # noqa: E402
+from aeronio.driver.receiver_state import SM_TIMEOUT_NS  # noqa: E402
 from aeronio.driver.retransmit_handler import DEFAULT_LINGER_NS  # noqa: E402
 from aeronio.driver.sender_state import HEARTBEAT_TIMEOUT_NS, SETUP_TIMEOUT_NS  # noqa: E402
 from aeronio.logbuffer import descriptor as d  # noqa: E402
