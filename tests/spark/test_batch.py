@@ -161,6 +161,16 @@ def test_filters_on_every_column_are_exact(spark, source, host, recorded):
     assert rows(df) == [rows_of(a)[5]]
 
 
+def test_filters_at_the_largest_position_are_exact(spark, source, host, recorded):
+    """A bound at Long.MAX_VALUE (one past it would wrap) keeps what Spark's filter keeps."""
+    b = recorded["b"]
+    top, first = 2**63 - 1, b.rows[0][0]
+    df = read(spark, source, host, recording_ids=b.recording_id)
+    assert rows(df.where(f"position <= {top}")) == rows_of(b)
+    assert rows(df.where(f"position in ({first}, {top})")) == rows_of(b)[:1]
+    assert rows(df.where(f"position = {top} or position > {top}")) == []
+
+
 @pytest.mark.parametrize("pushdown", ["true", "false"])
 def test_a_filter_is_scoped_to_its_query(spark, source, host, recorded, pushdown):
     """Filters never outlive their query, whichever the session's Python filter pushdown

@@ -169,17 +169,17 @@ final class Filters {
       return;
     }
     if (f instanceof EqualTo e && e.value() instanceof Number v && integral(v)) {
-      at(b, v.longValue(), v.longValue() + 1);
+      at(b, v.longValue(), after(v.longValue()));
     } else if (f instanceof EqualNullSafe e && e.value() instanceof Number v && integral(v)) {
-      at(b, v.longValue(), v.longValue() + 1);
+      at(b, v.longValue(), after(v.longValue()));
     } else if (f instanceof GreaterThan g && g.value() instanceof Number v && integral(v)) {
-      at(b, v.longValue() + 1, Long.MAX_VALUE);
+      at(b, after(v.longValue()), Long.MAX_VALUE);
     } else if (f instanceof GreaterThanOrEqual g && g.value() instanceof Number v && integral(v)) {
       at(b, v.longValue(), Long.MAX_VALUE);
     } else if (f instanceof LessThan l && l.value() instanceof Number v && integral(v)) {
       at(b, 0, v.longValue());
     } else if (f instanceof LessThanOrEqual l && l.value() instanceof Number v && integral(v)) {
-      at(b, 0, v.longValue() + 1);
+      at(b, 0, after(v.longValue()));
     } else if (f instanceof In in) {
       long min = Long.MAX_VALUE, max = -1;
       for (Object value : in.values()) {
@@ -189,8 +189,16 @@ final class Filters {
         min = Math.min(min, v.longValue());
         max = Math.max(max, v.longValue());
       }
-      at(b, min, max + 1);
+      at(b, min, after(max));
     }
+  }
+
+  /**
+   * The bound just past `position`: Long.MAX_VALUE stands for no bound, so a position of
+   * Long.MAX_VALUE (past any recorded one) leaves it there rather than wrapping to none read.
+   */
+  private static long after(long position) {
+    return position == Long.MAX_VALUE ? Long.MAX_VALUE : position + 1;
   }
 
   private static boolean integral(Number v) {
