@@ -349,6 +349,46 @@ def assemble(frames: Frames) -> Messages:
     )
 
 
+def broken(frames: Frames, position: int, term_length: int, lead: bool, whole: bool) -> np.ndarray:
+    """Buffer offsets, ascending, of the messages the frames break (`position` is the buffer's
+    first byte's): a run of fragments without its BEGIN (the first run too, unless `lead`: the
+    region starts mid-message), a message broken by a BEGIN, another frame or its term's end
+    (at the frames' end too when they are `whole`, to a term's end), a frame of unknown type.
+    Recorded terms hold none: each is damage that `assemble` leaves out."""
+    n = len(frames)
+    if n == 0:
+        return np.empty(0, np.int64)
+    index = np.arange(n, dtype=np.int64)
+    data = frames.type == seg.HDR_TYPE_DATA
+    begin = data & ((frames.flags & seg.BEGIN_FRAG_FLAG) != 0)
+    going = data & ((frames.flags & seg.END_FRAG_FLAG) == 0)  # a fragment with more to come
+    term_start = ((position + frames.offset) & (term_length - 1)) == 0
+    # A run of `going` frames within a term: a message is open after frame i when a BEGIN is
+    # in the run that holds i.
+    run_start = np.maximum(
+        np.maximum.accumulate(np.where(~going, index, -1)) + 1,
+        np.maximum.accumulate(np.where(term_start, index, 0)),
+    )
+    last_begin = np.maximum.accumulate(np.where(begin, index, -1))
+    open_after = going & (last_begin >= run_start)
+    was_open = np.concatenate([[False], open_after[:-1]])
+    interrupted = was_open & (~data | begin | term_start)
+    orphan = data & ~begin & ~(was_open & ~term_start)
+    orphan_after = np.concatenate([[False], (orphan & going)[:-1]]) & ~term_start
+    first_orphan = orphan & ~orphan_after
+    if lead:
+        first_orphan[0] = False
+    unknown = ~data & (frames.type != seg.HDR_TYPE_PAD)
+    found = [
+        frames.offset[first_orphan],
+        frames.offset[last_begin[np.flatnonzero(interrupted) - 1]],
+        frames.offset[unknown],
+    ]
+    if whole and open_after[-1] and ((position + frames.end) & (term_length - 1)) == 0:
+        found.append(frames.offset[last_begin[-1:]])
+    return np.unique(np.concatenate(found))
+
+
 def payload_spans(frames: Frames, messages: Messages) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(starts, ends, counts): buffer spans of the payload of every frame of the messages, in
     order, and how many frames each message has."""

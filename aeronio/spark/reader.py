@@ -91,6 +91,7 @@ def read_part(
     r = part.recording
     reused = None
     position = scan_start(archive_dir, part)
+    lead = (position & (r.term_length - 1)) != 0  # may start mid-message (a stream's offset)
     while position < part.read_limit and position < part.emit_to:
         end = min(
             part.read_limit,
@@ -109,9 +110,16 @@ def read_part(
         frames = fr.scan(buffer, position, r.term_length, r.initial_term_id)
         messages = fr.assemble(frames)
         at = messages.offset + position
-        keep = (at >= part.emit_from) & (at < part.emit_to)
+        last = frames.offset[messages.last] + position  # a message never crosses a term
+        in_term = last - (at - (at & (r.term_length - 1))) < r.term_length
+        keep = (at >= part.emit_from) & (at < part.emit_to) & in_term
         if not keep.all():
             messages = messages.take(keep)
+        whole = frames.end == end - position
+        for damaged in fr.broken(frames, position, r.term_length, lead, whole) + position:
+            if part.emit_from <= damaged < part.emit_to:
+                _broken(part, path, int(damaged), fail_on_data_loss)
+        lead = False
         why = None
         if frames.end < end - position:
             why = _short(path, part, position + frames.end, len(buffer) < end - position)
@@ -160,6 +168,19 @@ def _lost(part: Part, why: str, fail_on_data_loss: bool) -> None:
     if fail_on_data_loss:
         raise DataLossError(f"{problem} (option fail_on_data_loss false skips it)")
     log.warning("%s; skipping the rest of this partition", problem)
+
+
+def _broken(part: Part, path: Path, position: int, fail_on_data_loss: bool) -> None:
+    """Fails the read: the frames at `position` are no whole message (`frames.broken`), or
+    warns that they are skipped (PartReader.broken's words)."""
+    problem = (
+        f"recording {part.recording.recording_id}: the frames at position {position} of {path} "
+        "are not a whole message (a fragment without its first or last, or a frame of unknown "
+        "type): the segment is damaged"
+    )
+    if fail_on_data_loss:
+        raise DataLossError(f"{problem} (option fail_on_data_loss false skips it)")
+    log.warning("%s; skipping it", problem)
 
 
 def readable_end(

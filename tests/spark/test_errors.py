@@ -280,6 +280,40 @@ def test_a_missing_or_cut_segment_fails_the_task(spark, source, host, recorded, 
         assert_raises(failure(load), "action", DataLossError, message)
 
 
+@pytest.mark.parametrize(
+    "field, value",
+    [(5, b"\x00"), (6, b"\x09\x00"), (1408 + 6, b"\x00\x00")],
+    ids=["begin flag lost", "unknown type", "pad inside"],
+)
+def test_fragments_that_make_no_whole_message_fail_the_task(
+    spark, source, host, recorded, tmp_path, field, value
+):
+    """A damaged flag or type leaves frames that are no whole message (a fragment without its
+    BEGIN, a message without its END, a frame of no known type): the read fails naming where,
+    or skips that message alone."""
+    from aeronio.spark import DataLossError
+
+    big = recorded.big
+    copy = tmp_path / "copy"
+    shutil.copytree(host.archive_dir, copy)
+    rid = big.recording_id
+    p = next(q for q, _, _ in big.rows if q > 3 * SEGMENT + 1000)  # 8000 bytes: 6 frames
+    with open(copy / f"{rid}-3.rec", "r+b") as f:
+        f.seek(p - 3 * SEGMENT + field)
+        f.write(value)
+    message = (
+        f"recording {rid}: the frames at position {p} of {copy}/{rid}-3.rec are not a whole "
+        "message (a fragment without its first or last, or a frame of unknown type): the "
+        "segment is damaged (option fail_on_data_loss false skips it)"
+    )
+    assert_raises(
+        failure(loading(spark, source, copy, recording_ids=rid)), "action", DataLossError, message
+    )
+    skipped = loading(spark, source, copy, recording_ids=rid, fail_on_data_loss="false")()
+    got = sorted(r.position for r in skipped.select("position").collect())
+    assert got == [q for q, _, _ in big.rows if q != p]
+
+
 def test_a_record_of_the_wrong_size_fails_the_task(spark, source, host, recorded):
     from aeronio.spark import SourceError
 

@@ -63,6 +63,7 @@ def test_scan_and_assemble_match_the_appender(sizes, start_offset):
     assert messages.length.tolist() == [len(d) for _, d, _ in writer.messages]
     assert messages.reserved_value.tolist() == [r for *_, r in writer.messages]
     assert payload_array(buffer, frames, messages).to_pylist() == [d for _, d, _ in writer.messages]
+    assert fr.broken(frames, writer.base + start, TERM, lead=False, whole=True).tolist() == []
 
 
 def test_payloads_that_look_like_headers_are_skipped():
@@ -214,3 +215,55 @@ def test_fixed_records_decode_through_strided_views_as_through_payloads(size):
     expected = np.frombuffer(raw.tobytes(), dtype)
     for name in dtype.names:
         assert np.concatenate([v[name] for v in views]).tobytes() == expected[name].tobytes()
+
+
+def test_fragments_that_make_no_whole_message_are_broken():
+    """Damaged flags or types leave fragments that are no whole message: `broken` names where
+    each such message starts (and `assemble` leaves it out)."""
+    writer = TermWriter(term_length=TERM, mtu=1408)
+    for size in (100, 3000, 100, 100, 3000, 100):
+        writer.append(bytes(size))
+    clean = log_of(writer)
+    p = [q for q, _, _ in writer.messages]
+
+    def damaged(offset: int, value: int, field: str = "<B") -> list[int]:
+        buffer = clean.copy()
+        struct.pack_into(field, buffer, offset, value)
+        frames = fr.scan(buffer, 0, TERM, writer.initial_term_id)
+        assert frames.end == len(writer.data)
+        return fr.broken(frames, 0, TERM, lead=False, whole=True).tolist()
+
+    assert damaged(p[1] + 5, 0x00) == [p[1]]  # BEGIN lost: a run of fragments without it
+    assert damaged(p[1] + 1408 + 5, 0x80) == [p[1]]  # a fragment turned BEGIN breaks its message
+    assert damaged(p[4] + 2 * 1408 + 5, 0x00) == [p[4]]  # END lost: the next BEGIN breaks it
+    assert damaged(p[2] + 5, 0x80) == [p[2]]  # a message without END
+    assert damaged(p[3] + 6, 9, "<H") == [p[3]]  # a frame of unknown type
+    assert damaged(p[1] + 1408 + 6, 0, "<H") == [p[1], p[1] + 2 * 1408]  # a PAD inside
+    # a message open at its term's end (two frames of 4096 bytes: no PAD); fragments at the
+    # next term's start
+    writer = TermWriter(term_length=TERM, mtu=4096)
+    while writer.position < TERM + 100:
+        writer.append(bytes(4064 * 2))
+    buffer = log_of(writer)
+    last = max(q for q, _, _ in writer.messages if q < TERM)
+    assert last == TERM - 8192
+    struct.pack_into("<B", buffer, last + 4096 + 5, 0x00)  # its END lost: open at the term end
+    struct.pack_into("<B", buffer, TERM + 5, 0x00)  # the next term's BEGIN lost
+    frames = fr.scan(buffer, 0, TERM, writer.initial_term_id, 0, TERM + 8192)
+    assert fr.broken(frames, 0, TERM, lead=False, whole=True).tolist() == [last, TERM]
+    assert fr.broken(frames, 0, TERM, lead=False, whole=False).tolist() == [last, TERM]
+    frames = fr.scan(buffer, 0, TERM, writer.initial_term_id, 0, TERM)
+    assert fr.broken(frames, 0, TERM, lead=False, whole=True).tolist() == [last]
+    assert fr.broken(frames, 0, TERM, lead=False, whole=False).tolist() == []
+
+
+def test_a_region_starting_mid_message_is_broken_only_when_it_should_not():
+    writer = TermWriter(term_length=TERM, mtu=1408)
+    for size in (100, 5000, 100):
+        writer.append(bytes(size))
+    buffer = log_of(writer)
+    second_fragment = writer.messages[1][0] + 1408
+    frames = fr.scan(buffer, second_fragment, TERM, writer.initial_term_id, second_fragment)
+    assert fr.broken(frames, second_fragment, TERM, lead=True, whole=True).tolist() == []
+    lost = fr.broken(frames, second_fragment, TERM, lead=False, whole=True)
+    assert lost.tolist() == [second_fragment]

@@ -25,16 +25,19 @@ import org.slf4j.LoggerFactory;
  *
  * <h2>Messages</h2>
  * A DATA frame with BEGIN (0x80) starts a message, one with END (0x40) ends it; fragments of a
- * message are contiguous DATA frames. Fragments without their BEGIN (the walk started
- * mid-message) are not a message, nor is a message without its END or broken by another frame.
- * A message belongs to the partition where it starts, so the walk goes on past emitTo to finish
- * one.
+ * message are contiguous DATA frames of one term. Fragments without their BEGIN, a message
+ * without its END (broken by a BEGIN, another frame or its term's end) and a frame neither DATA
+ * nor PAD are no message: recorded terms hold none, so each is damage (Loss), but for the
+ * fragments a walk that starts mid-term (a stream's offset) meets first, and a message still open
+ * where the recording ends. A message belongs to the partition where it starts, so the walk goes
+ * on past emitTo to finish one.
  *
  * <h2>Loss</h2>
  * Whole frames must be recorded to the end of the term holding emitTo - 1 (or to readLimit), as
  * the Python reader checks them. When they are not (a segment file missing or cut short, a
  * damaged header), the read fails naming the position, or with fail_on_data_loss false it logs a
- * warning and ends the partition there. A file cut under the walk faults here and is that loss.
+ * warning and ends the partition there; frames that are no message fail it the same way, or are
+ * skipped with a warning. A file cut under the walk faults here and is that loss.
  * Records are read in place after the walk (Columns, Aggregates): a file cut between a batch's
  * walk and those reads faults there, and the task fails with the JVM's InternalError ("a fault
  * occurred in an unsafe memory access"), whatever fail_on_data_loss says. aeronio's archive
@@ -53,7 +56,7 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
   private static final int TERM_OFFSET_FIELD_OFFSET = 8;
   private static final int TERM_ID_FIELD_OFFSET = 20;
   private static final int RESERVED_VALUE_FIELD_OFFSET = 24;
-  private static final int HDR_TYPE_DATA = 1;
+  private static final int HDR_TYPE_PAD = 0, HDR_TYPE_DATA = 1;
   private static final int BEGIN_FRAG_FLAG = 0x80, END_FRAG_FLAG = 0x40;
 
   private final Part part;
@@ -68,6 +71,7 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
   private final int termShift;
   private long position; // the next frame's
   private long messageStart = -1; // the position of the message being assembled, else -1
+  private boolean orphaned; // the last frame was a fragment without its BEGIN, not the last
   private int messageLength;
   private int rows; // in the batch
   private boolean ended;
@@ -145,6 +149,10 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
   /** Walks frames into the batch until it is full or the partition ends. */
   private void walk() {
     while (rows < plan.batchRows && !ended) {
+      if (messageStart >= 0 && (position & (part.termLength() - 1)) == 0) {
+        broken(messageStart); // open at its term's end: a message never crosses a term
+        messageStart = -1;
+      }
       if (position >= walkEnd && messageStart < 0) {
         ended = true;
         break;
@@ -161,13 +169,35 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
       }
       long frame = address + at;
       int aligned = (length + FRAME_ALIGNMENT - 1) & -FRAME_ALIGNMENT;
-      if (Mapped.getShort(null, frame + TYPE_FIELD_OFFSET) != HDR_TYPE_DATA) {
-        messageStart = -1; // a PAD (or another frame) ends no message: one open is broken
+      int type = Mapped.getShort(null, frame + TYPE_FIELD_OFFSET) & 0xffff;
+      if ((position & (part.termLength() - 1)) == 0) {
+        orphaned = false;
+      }
+      if (type != HDR_TYPE_DATA) {
+        if (messageStart >= 0) {
+          broken(messageStart); // a PAD (or another frame) ends no message: it breaks it
+        }
+        if (type != HDR_TYPE_PAD) {
+          broken(position);
+        }
+        messageStart = -1;
+        orphaned = false;
       } else {
         int flags = Mapped.getByte(null, frame + FLAGS_FIELD_OFFSET) & 0xff;
         if ((flags & BEGIN_FRAG_FLAG) != 0) {
+          if (messageStart >= 0) {
+            broken(messageStart);
+          }
           messageStart = position;
           messageLength = 0;
+          orphaned = false;
+        } else if (messageStart < 0) {
+          // A fragment without its BEGIN: the first of a run breaks a message, unless the
+          // walk started at it, mid-term (a stream's offset may be inside a message).
+          if (!orphaned && !(position == part.scanFrom() && (position & (part.termLength() - 1)) != 0)) {
+            broken(position);
+          }
+          orphaned = (flags & END_FRAG_FLAG) == 0;
         }
         if (messageStart >= 0) {
           int payload = length - HEADER_LENGTH;
@@ -204,6 +234,31 @@ final class PartReader implements PartitionReader<ColumnarBatch> {
       }
       position += aligned;
     }
+  }
+
+  /**
+   * The frames at `at` (a message's start, the partition's when in [emitFrom, emitTo)) are no
+   * whole message: a damaged segment. Fails the read, or (fail_on_data_loss false) warns and
+   * skips them (reader._broken's words).
+   */
+  private void broken(long at) {
+    if (at < part.emitFrom() || at >= part.emitTo()) {
+      return;
+    }
+    String problem =
+        "recording "
+            + part.recordingId()
+            + ": the frames at position "
+            + at
+            + " of "
+            + part.file()
+            + " are not a whole message (a fragment without its first or last, or a frame of"
+            + " unknown type): the segment is damaged";
+    if (plan.failOnDataLoss) {
+      throw new IllegalStateException(
+          "aeronio DataLossError: " + problem + " (option fail_on_data_loss false skips it)");
+    }
+    LOG.warn("{}; skipping it", problem);
   }
 
   /** The length of the frame at `at` when its header is whole and trusted there, else -1. */
