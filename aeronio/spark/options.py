@@ -4,6 +4,7 @@ fails the query before any task runs, naming the option."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -61,14 +62,26 @@ def check_names(options: Mapping[str, str], known: Mapping[str, str], what: str)
         )
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _parse_long(text: str) -> int | None:
+    """`text` (stripped) as Java's Long.parseLong reads it: ASCII digits, an optional sign, 64
+    bits; else None."""
+    text = text.strip()
+    if not _INTEGER.fullmatch(text):
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
+
+
 def _int(options: Mapping[str, str], name: str, low: int | None = None) -> int | None:
     value = options.get(name)
     if value is None:
         return None
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        raise SourceError(f"option {name}: {value!r} is not an integer") from None
+    number = _parse_long(str(value))
+    if number is None:
+        raise SourceError(f"option {name}: {value!r} is not an integer")
     if low is not None and number < low:
         raise SourceError(f"option {name}: {number} must be at least {low}")
     return number
@@ -82,7 +95,7 @@ def _int32(options: Mapping[str, str], name: str) -> int | None:
     return number
 
 
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)i?b?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)i?b?\s*$", re.IGNORECASE | re.ASCII)
 
 
 def _size(options: Mapping[str, str], name: str) -> int | None:
@@ -95,6 +108,8 @@ def _size(options: Mapping[str, str], name: str) -> int | None:
     number = int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
     if number <= 0:
         raise SourceError(f"option {name}: {value!r} must be positive")
+    if number >= 2**63:
+        raise SourceError(f"option {name}: {value!r} does not fit 64 bits")
     return number
 
 
@@ -153,12 +168,10 @@ def read_options(options: Mapping[str, str], streaming: bool | None) -> ReadOpti
     ids = options.get("recording_ids")
     recording_ids = None
     if ids is not None:
-        try:
-            recording_ids = frozenset(int(i) for i in str(ids).split(",") if i.strip())
-        except ValueError:
-            raise SourceError(
-                f"option recording_ids: {ids!r} is not a comma-separated list of ids"
-            ) from None
+        parsed = [_parse_long(i) for i in str(ids).split(",") if i.strip()]
+        if None in parsed:
+            raise SourceError(f"option recording_ids: {ids!r} is not a comma-separated list of ids")
+        recording_ids = frozenset(i for i in parsed if i is not None)
         if not recording_ids:
             raise SourceError("option recording_ids is empty")
     channel = options.get("channel")
@@ -227,8 +240,10 @@ def _remote(options: Mapping[str, str], archive: str | None) -> Remote | None:
         timeout = float(raw)
     except ValueError:
         raise SourceError(f"option archive_timeout: {raw!r} is not a number of seconds") from None
-    if not timeout > 0:
-        raise SourceError(f"option archive_timeout: {raw!r} must be positive")
+    if not 0 < timeout < math.inf:  # nan too
+        raise SourceError(
+            f"option archive_timeout: {raw!r} must be a positive, finite number of seconds"
+        )
     return Remote(str(control), stream_id, timeout)
 
 
@@ -288,6 +303,6 @@ def write_options(options: Mapping[str, str], streaming: bool) -> WriteOptions:
         timeout = float(raw)
     except ValueError:
         raise SourceError(f"option timeout: {raw!r} is not a number of seconds") from None
-    if timeout <= 0:
-        raise SourceError(f"option timeout: {timeout} must be positive")
+    if not 0 < timeout < math.inf:  # nan too
+        raise SourceError(f"option timeout: {raw!r} must be a positive, finite number of seconds")
     return WriteOptions(str(channel), stream_id, driver_dir, timeout)

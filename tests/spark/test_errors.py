@@ -154,6 +154,24 @@ def test_bad_options_and_schemas(spark, source, host, recorded, tmp_path):
             "option recording_ids: 'a,b' is not a comma-separated list of ids",
         ),
         ({"recording_ids": ","}, "load", "option recording_ids is empty"),
+        # integers as Java's Long.parseLong reads them, sizes of 64 bits
+        ({"start_position": "1_000"}, "load", "option start_position: '1_000' is not an integer"),
+        ({"end_position": 2**64}, "load", f"option end_position: '{2**64}' is not an integer"),
+        (
+            {"recording_ids": "1_0"},
+            "load",
+            "option recording_ids: '1_0' is not a comma-separated list of ids",
+        ),
+        (
+            {"max_partition_bytes": "9999999999g"},
+            "load",
+            "option max_partition_bytes: '9999999999g' does not fit 64 bits",
+        ),
+        (
+            {"max_partition_bytes": "9" * 20},
+            "load",
+            f"option max_partition_bytes: '{'9' * 20}' does not fit 64 bits",
+        ),
         ({"start_position": -1}, "load", "option start_position: -1 must be at least 0"),
         (
             {"start_position": 100, "end_position": 10},

@@ -137,6 +137,14 @@ def test_bad_writes(spark, host):
             "unknown option.*linger",
         ),
         ({"channel": IPC, "stream_id": 1, "driver_dir": "d", "timeout": "soon"}, "option timeout"),
+        (
+            {"channel": IPC, "stream_id": 1, "driver_dir": "d", "timeout": "nan"},
+            "option timeout: 'nan' must be a positive, finite number of seconds",
+        ),
+        (
+            {"channel": IPC, "stream_id": 1, "driver_dir": "d", "timeout": "inf"},
+            "option timeout: 'inf' must be a positive, finite number of seconds",
+        ),
     ]
     for options, message in cases:
         with pytest.raises(Exception, match=message):

@@ -215,11 +215,14 @@ final class ReadOptions {
       case "g" -> 30;
       default -> 0;
     };
-    long number = Long.parseLong(m.group(1)) << shift;
-    if (number <= 0) {
+    java.math.BigInteger number = new java.math.BigInteger(m.group(1)).shiftLeft(shift);
+    if (number.signum() <= 0) {
       throw Archive.error("option " + name + ": " + Archive.repr(value) + " must be positive");
     }
-    return number;
+    if (number.bitLength() > 63) {
+      throw Archive.error("option " + name + ": " + Archive.repr(value) + " does not fit 64 bits");
+    }
+    return number.longValue();
   }
 
   private static boolean bool(Map<String, String> o, String name, boolean otherwise) {
