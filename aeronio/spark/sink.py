@@ -56,11 +56,16 @@ def check_schema(schema: StructType) -> int:
     return names.index("data")
 
 
-def _messages(column: pa.Array, max_payload: int) -> tuple[np.ndarray | list[bytes], int]:
+def _messages(
+    column: pa.Array, max_payload: int, max_message: int, first_row: int
+) -> tuple[np.ndarray | list[bytes], int]:
     """The column's values as what `offer_batch` takes: a 2-D uint8 array when every value has
-    the same length and fits a frame (no copy), else a list of bytes."""
+    the same length and fits a frame (no copy), else a list of bytes. SourceError, naming the
+    task's row (the column's first is `first_row`), for a null or a value longer than
+    `max_message`."""
     if column.null_count:
-        raise SourceError(f"column data has {column.null_count} null value(s): nothing to send")
+        row = first_row + int(np.argmax(column.is_null().to_numpy(zero_copy_only=False)))
+        raise SourceError(f"column data is null in row {row} of the task: nothing to send")
     if pa.types.is_string(column.type):
         column = column.cast(pa.binary())
     if pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type):
@@ -69,6 +74,12 @@ def _messages(column: pa.Array, max_payload: int) -> tuple[np.ndarray | list[byt
     _, offsets_buffer, values = column.buffers()
     offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, column.offset * 4)
     lengths = np.diff(offsets)
+    if n and int(lengths.max()) > max_message:
+        i = int(np.argmax(lengths > max_message))
+        raise SourceError(
+            f"column data in row {first_row + i} of the task is {int(lengths[i])} bytes, more "
+            f"than the stream's max message length {max_message} (a term length / 8)"
+        )
     size = int(lengths[0]) if n else 0
     if n and 0 < size <= max_payload and np.all(lengths == size):
         data = np.frombuffer(values, np.uint8, n * size, int(offsets[0]))
@@ -87,7 +98,22 @@ async def _publish(
         end = -1
         try:
             while (batch := await asyncio.to_thread(next, batches, None)) is not None:
-                messages, size = _messages(batch.column(data_index), publication.max_payload_length)
+                try:
+                    messages, size = _messages(
+                        batch.column(data_index),
+                        publication.max_payload_length,
+                        publication.max_message_length,
+                        count,
+                    )
+                except SourceError as e:  # rows offered before stay offered: say how many
+                    raise SourceError(
+                        f"{e}; the task offered its {count} row(s) before it"
+                        + (
+                            f" (session {publication.session_id}, to position {end})"
+                            if count
+                            else ""
+                        )
+                    ) from None
                 for at in range(0, len(messages), OFFER_CHUNK):
                     end = await publication.offer_batch(
                         messages[at : at + OFFER_CHUNK], timeout=options.timeout

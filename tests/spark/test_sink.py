@@ -157,9 +157,45 @@ def test_bad_writes(spark, host):
         write(spark.createDataFrame([(1,)], "n int"), channel=IPC, stream_id=1, driver_dir="d")
     with pytest.raises(Exception, match="column data must be binary or string, not int"):
         write(spark.createDataFrame([(1,)], "data int"), channel=IPC, stream_id=1, driver_dir="d")
-    nulls = spark.createDataFrame([(b"x",), (None,)], "data binary").repartition(1)
-    with pytest.raises(Exception, match="column data has 1 null value"):
+    nulls = spark.createDataFrame([(b"x",), (None,)], "data binary").coalesce(1)
+    with pytest.raises(Exception, match="column data is null in row 1 of the task"):
         write(nulls, channel=IPC, stream_id=306, driver_dir=host.driver_dir, timeout=5)
     nobody = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length={TERM}"
     with pytest.raises(Exception, match="offer timed out \\(not connected\\)"):
         write(df.repartition(1), channel=nobody, stream_id=307, timeout=1)
+
+
+def test_a_row_that_cannot_be_written_names_it_and_what_the_task_offered(spark, host):
+    """A null or too long a value fails the task naming its row, and how many rows the task
+    offered before it (they stay published: what is recorded is exactly those)."""
+    import re
+
+    host.run(host.client.start_recording(IPC, 308))
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "2")
+    try:
+        data = [b"r%d" % i for i in range(5)]
+        nulls = spark.createDataFrame([(d,) for d in data] + [(None,)], "data binary").coalesce(1)
+        with pytest.raises(Exception) as e:
+            write(nulls, channel=IPC, stream_id=308, driver_dir=host.driver_dir, timeout=5)
+        found = re.search(
+            r"column data is null in row 5 of the task: nothing to send; the task offered its 4 "
+            r"row\(s\) before it \(session (-?\d+), to position (\d+)\)",
+            str(e.value),
+        )
+        assert found, str(e.value)
+        got = wait_recorded(spark, host, 308, 4)
+        assert [r.data for r in got] == data[:4]
+        assert int(found[1]) == got[0].session_id
+        assert int(found[2]) == got[-1].position + frames_length(got[-1].length, 1408)
+        big = spark.createDataFrame([(b"a",), (bytes(TERM // 8 + 1),)], "data binary").coalesce(1)
+        with pytest.raises(Exception) as e:
+            write(big, channel=IPC, stream_id=308, driver_dir=host.driver_dir, timeout=5)
+        assert (
+            f"column data in row 1 of the task is {TERM // 8 + 1} bytes, more than the stream's "
+            f"max message length {TERM // 8} (a term length / 8); the task offered its 0 row(s) "
+            "before it"
+        ) in str(e.value)
+        assert [r.data for r in recorded(spark, host, 308)] == data[:4]
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        host.run(host.client.stop_recording(IPC, 308))
