@@ -118,7 +118,7 @@ def read_part(
         whole = frames.end == end - position
         for damaged in fr.broken(frames, position, r.term_length, lead, whole) + position:
             if part.emit_from <= damaged < part.emit_to:
-                _broken(part, path, int(damaged), fail_on_data_loss)
+                broken(part, str(path), int(damaged), fail_on_data_loss)
         lead = False
         why = None
         if frames.end < end - position:
@@ -170,11 +170,12 @@ def _lost(part: Part, why: str, fail_on_data_loss: bool) -> None:
     log.warning("%s; skipping the rest of this partition", problem)
 
 
-def _broken(part: Part, path: Path, position: int, fail_on_data_loss: bool) -> None:
-    """Fails the read: the frames at `position` are no whole message (`frames.broken`), or
-    warns that they are skipped (PartReader.broken's words)."""
+def broken(part: Part, where: str, position: int, fail_on_data_loss: bool) -> None:
+    """Fails the read: the frames at `position` of `where` (a segment file, a replay) are no
+    whole message (`frames.broken`), or warns that they are skipped (PartReader.broken's
+    words)."""
     problem = (
-        f"recording {part.recording.recording_id}: the frames at position {position} of {path} "
+        f"recording {part.recording.recording_id}: the frames at position {position} of {where} "
         "are not a whole message (a fragment without its first or last, or a frame of unknown "
         "type): the segment is damaged"
     )

@@ -33,6 +33,7 @@ from aeronio.errors import AeronError, DriverError
 from aeronio.idle import BackoffIdleStrategy
 from aeronio.protocol.channel import ChannelUri
 from aeronio.spark import frames as fr
+from aeronio.spark import reader as rd
 from aeronio.spark.recordings import (
     DataLossError,
     Recording,
@@ -193,6 +194,7 @@ def read_part(
 
     thread = threading.Thread(target=run, name=f"aeronio-replay-{r.recording_id}", daemon=True)
     thread.start()
+    first = True  # a replay from a recording's start, mid-term, may start mid-message
     try:
         while (item := chunks.get()) is not None:
             if isinstance(item, BaseException):
@@ -206,9 +208,17 @@ def read_part(
                 )
             messages = fr.assemble(frames)
             at = messages.offset + position
-            keep = (at >= part.emit_from) & (at < part.emit_to)
+            last = frames.offset[messages.last] + position  # a message never crosses a term
+            in_term = last - (at - (at & (r.term_length - 1))) < r.term_length
+            keep = (at >= part.emit_from) & (at < part.emit_to) & in_term
             if not keep.all():
                 messages = messages.take(keep)
+            lead = first and (position & (r.term_length - 1)) != 0
+            for damaged in fr.broken(frames, position, r.term_length, lead, True) + position:
+                if part.emit_from <= damaged < part.emit_to:
+                    where = f"the replay from {remote.where()}"
+                    rd.broken(part, where, int(damaged), fail_on_data_loss)
+            first = False
             if len(messages):
                 yield decoder.batch(r, buffer, position, frames, messages)
     finally:

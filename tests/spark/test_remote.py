@@ -342,6 +342,38 @@ def test_a_replay_the_archive_refuses_names_the_recording(served):
         list(remote.read_part(where, part, Decoder(raw_schema(), "raw")))
 
 
+def test_a_replay_of_frames_that_make_no_whole_message_fails(served):
+    """A segment whose BEGIN flag is lost: the replay's fragments make no message, and the
+    task fails naming where (or, with fail_on_data_loss false, skips that message alone)."""
+    from aeronio.spark import remote
+    from aeronio.spark.decode import Decoder, raw_schema
+    from aeronio.spark.reader import split
+    from aeronio.spark.recordings import DataLossError, Selection
+
+    control, publisher, recorded = served
+    damaged = publisher.run(publisher.record(104, [bytes([i]) * 3000 for i in range(10)]))
+    p = damaged.rows[4][0]  # 3000 bytes: three frames
+    path = recorded["archive_dir"] / f"{damaged.recording_id}-0.rec"
+    with open(path, "r+b") as f:
+        f.seek(p + 5)
+        f.write(b"\x00")
+    where = remote.Remote(control, 10, 10.0)
+    (r,), _ = remote.list_recordings(where, Selection(frozenset([damaged.recording_id])))
+    (part,) = split(r, r.start_position, r.stop_position, r.stop_position, None)
+    decoder = Decoder(raw_schema(), "raw")
+    with pytest.raises(DataLossError) as e:
+        list(remote.read_part(where, part, decoder))
+    assert str(e.value) == (
+        f"recording {r.recording_id}: the frames at position {p} of the replay from "
+        f"{where.where()} are not a whole message (a fragment without its first or last, or a "
+        "frame of unknown type): the segment is damaged (option fail_on_data_loss false skips "
+        "it)"
+    )
+    batches = list(remote.read_part(where, part, decoder, fail_on_data_loss=False))
+    got = [q for b in batches for q in b.column("position").to_pylist()]
+    assert got == [q for q, _, _ in damaged.rows if q != p]
+
+
 def test_remote_options_are_checked():
     from aeronio.spark.options import read_options
     from aeronio.spark.recordings import SourceError
