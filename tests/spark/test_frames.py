@@ -63,7 +63,7 @@ def test_scan_and_assemble_match_the_appender(sizes, start_offset):
     assert messages.length.tolist() == [len(d) for _, d, _ in writer.messages]
     assert messages.reserved_value.tolist() == [r for *_, r in writer.messages]
     assert payload_array(buffer, frames, messages).to_pylist() == [d for _, d, _ in writer.messages]
-    assert fr.broken(frames, writer.base + start, TERM, lead=False, whole=True).tolist() == []
+    assert fr.broken(frames, writer.base, TERM, lead=False, whole=True).tolist() == []
 
 
 def test_payloads_that_look_like_headers_are_skipped():
@@ -264,6 +264,6 @@ def test_a_region_starting_mid_message_is_broken_only_when_it_should_not():
     buffer = log_of(writer)
     second_fragment = writer.messages[1][0] + 1408
     frames = fr.scan(buffer, second_fragment, TERM, writer.initial_term_id, second_fragment)
-    assert fr.broken(frames, second_fragment, TERM, lead=True, whole=True).tolist() == []
-    lost = fr.broken(frames, second_fragment, TERM, lead=False, whole=True)
+    assert fr.broken(frames, writer.base, TERM, lead=True, whole=True).tolist() == []
+    lost = fr.broken(frames, writer.base, TERM, lead=False, whole=True)
     assert lost.tolist() == [second_fragment]
