@@ -145,6 +145,17 @@ cdef inline int32_t tail_term_offset(int64_t raw_tail, int32_t term_length) noex
     return <int32_t> (offset if offset < term_length else term_length)
 
 
+cdef inline int index_by_term_count(int32_t term_count) noexcept nogil:
+    """The partition of a term count, 0..2 for any int32: a log's active term count is shared
+    memory, and a negative one must not index before the mapping."""
+    return <int> ((<uint32_t> term_count) % PARTITION_COUNT)
+
+
+cdef inline int index_by_position(int64_t position, int shift) noexcept nogil:
+    """The partition of a position, 0..2 for any int64 (a position counter is shared memory)."""
+    return <int> (((<uint64_t> position) >> shift) % PARTITION_COUNT)
+
+
 cdef inline int64_t pack_tail(int32_t term_id, int32_t term_offset) noexcept nogil:
     return ((<int64_t> term_id) << 32) + term_offset
 

@@ -193,7 +193,7 @@ cdef class ImageReader:
         cdef int64_t position = aio_load_i64(self._position)
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
-        cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
+        cdef int index = index_by_position(position, self.log.position_bits_to_shift)
         cdef char* term = self.log.term(index)
         cdef Py_ssize_t base = index * <Py_ssize_t> term_length
         cdef int32_t offset = term_offset, frame_offset, frame_length, aligned
@@ -256,7 +256,7 @@ cdef class ImageReader:
         cdef int64_t position = aio_load_i64(self._position)
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
-        cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
+        cdef int index = index_by_position(position, self.log.position_bits_to_shift)
         cdef char* term = self.log.term(index)
         cdef Py_ssize_t base = index * <Py_ssize_t> term_length
         cdef int32_t offset = term_offset, start = term_offset, frame_offset, frame_length, aligned
@@ -305,7 +305,7 @@ cdef class ImageReader:
         cdef int64_t position = aio_load_i64(self._position)
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
-        cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
+        cdef int index = index_by_position(position, self.log.position_bits_to_shift)
         cdef char* term = self.log.term(index)
         cdef Py_ssize_t base = index * <Py_ssize_t> term_length
         cdef int32_t limit_offset = <int32_t> min(<int64_t> term_offset + block_length_limit, term_length)
@@ -330,7 +330,7 @@ cdef class ImageReader:
         cdef int64_t position = aio_load_i64(self._position)
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
-        cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
+        cdef int index = index_by_position(position, self.log.position_bits_to_shift)
         cdef char* term = self.log.term(index)
         cdef int32_t offset = term_offset, frame_offset, frame_length, aligned
         cdef int fragments = 0
@@ -402,7 +402,7 @@ cdef class ImageReader:
         cdef int64_t position = aio_load_i64(self._position)
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
-        cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
+        cdef int index = index_by_position(position, self.log.position_bits_to_shift)
         cdef char* term = self.log.term(index)
         cdef int32_t offset = term_offset, frame_offset, frame_length, aligned
         cdef int fragments = 0
@@ -484,7 +484,7 @@ cdef class ImageReader:
         cdef int64_t position = self._lent_end if self._lent_end > published else published
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
-        cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
+        cdef int index = index_by_position(position, self.log.position_bits_to_shift)
         cdef char* term = self.log.term(index)
         cdef Py_ssize_t base = index * <Py_ssize_t> term_length
         cdef int32_t offset = term_offset, begin = term_offset, frame_length, last, aligned, end
@@ -615,7 +615,7 @@ cdef class ImageReader:
         cdef int64_t position = aio_load_i64(self._position)
         cdef int32_t term_length = self.log.term_length
         cdef int32_t term_offset = <int32_t> (position & (term_length - 1))
-        cdef int index = <int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)
+        cdef int index = index_by_position(position, self.log.position_bits_to_shift)
         cdef char* term = self.log.term(index)
         cdef int32_t offset = term_offset, frame_length, aligned
         cdef uint8_t flags

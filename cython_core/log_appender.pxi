@@ -69,8 +69,8 @@ cdef class LogAppender:
             raise ValueError(f"limit_offset {limit_offset} is not an aligned int64 in the buffer")
         self._limit += limit_offset
         cdef int32_t term_count = log.active_term_count()
-        cdef int64_t raw_tail = aio_load_i64(log.tail_address(term_count % PARTITION_COUNT))
-        self._index = term_count % PARTITION_COUNT
+        cdef int64_t raw_tail = aio_load_i64(log.tail_address(index_by_term_count(term_count)))
+        self._index = index_by_term_count(term_count)
         self._term_id = tail_term_id(raw_tail)
         self._term_offset = tail_term_offset(raw_tail, log.term_length)
         self._term_begin = compute_position(self._term_id, 0, log.position_bits_to_shift,
@@ -112,7 +112,7 @@ cdef class LogAppender:
             position[0] = self._term_begin + self._term_offset
             return self._term_offset
         term_count[0] = self.log.active_term_count()
-        raw_tail = aio_load_i64(self.log.tail_address(term_count[0] % PARTITION_COUNT))
+        raw_tail = aio_load_i64(self.log.tail_address(index_by_term_count(term_count[0])))
         term_offset = raw_tail & 0xFFFFFFFFLL
         term_id[0] = tail_term_id(raw_tail)
         if term_count[0] != <int32_t> (<uint32_t> term_id[0] - <uint32_t> self.log.initial_term_id):
@@ -127,7 +127,7 @@ cdef class LogAppender:
         the term is full (after padding it out). term_id[0] becomes the term the space is in: a
         concurrent writer stalled across rotations finds a newer term in that partition and
         writes (or pads) there, leaving no hole."""
-        cdef int index = term_count % PARTITION_COUNT
+        cdef int index = index_by_term_count(term_count)
         cdef int64_t raw_tail, resulting
         if self.exclusive:
             term_offset[0] = self._term_offset
@@ -222,7 +222,7 @@ cdef class LogAppender:
             return ADMIN_ACTION_CODE
         if position >= aio_load_i64(self._limit):
             return self._back_pressure_status(position, length)
-        term = self.log.term(term_count % PARTITION_COUNT)
+        term = self.log.term(index_by_term_count(term_count))
         if length <= self.max_payload_length:
             frame_length = <int32_t> length + HEADER_LENGTH
             aligned = align_frame(frame_length)
@@ -399,7 +399,7 @@ cdef class LogAppender:
             return ADMIN_ACTION_CODE
         if position >= aio_load_i64(self._limit):
             return self._back_pressure_status(position, length)
-        term = self.log.term(term_count % PARTITION_COUNT)
+        term = self.log.term(index_by_term_count(term_count))
         frame_length = <int32_t> length + HEADER_LENGTH
         resulting = self._reserve(term_count, &term_id, align_frame(frame_length), &term_offset)
         if resulting > 0:
@@ -408,7 +408,7 @@ cdef class LogAppender:
         result = self._new_position(term_count, term_id, position, raw_offset, resulting)
         if result < 0:
             return result
-        return BufferClaim._create(self, term_count % PARTITION_COUNT, term_offset, frame_length, result)
+        return BufferClaim._create(self, index_by_term_count(term_count), term_offset, frame_length, result)
 
     # -- batch ------------------------------------------------------------------------------
 
@@ -472,7 +472,7 @@ cdef class LogAppender:
         n = min(count - start, (limit - position + aligned - 1) // aligned)
         if raw_offset < self.log.term_length:
             n = min(n, max(1, (self.log.term_length - raw_offset) // aligned))
-        term = self.log.term(term_count % PARTITION_COUNT)
+        term = self.log.term(index_by_term_count(term_count))
         resulting = self._reserve(term_count, &term_id, <int32_t> (n * aligned), &term_offset)
         if resulting > 0:
             with nogil:

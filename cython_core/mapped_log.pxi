@@ -92,7 +92,7 @@ cdef class MappedLog:
     cdef int64_t producer_position(self) noexcept nogil:
         """The position of the tail of the active term."""
         cdef int32_t term_count = self.active_term_count()
-        cdef int64_t raw_tail = aio_load_i64(self.tail_address(term_count % PARTITION_COUNT))
+        cdef int64_t raw_tail = aio_load_i64(self.tail_address(index_by_term_count(term_count)))
         return compute_position(tail_term_id(raw_tail), tail_term_offset(raw_tail, self.term_length),
                                 self.position_bits_to_shift, self.initial_term_id)
 
@@ -100,7 +100,7 @@ cdef class MappedLog:
         """Move the log to the next term: reset that term's tail, then bump the active term count."""
         cdef int32_t next_term_id = term_id + 1
         cdef int32_t next_term_count = term_count + 1
-        cdef char* next_tail = self.tail_address(next_term_count % PARTITION_COUNT)
+        cdef char* next_tail = self.tail_address(index_by_term_count(next_term_count))
         cdef int32_t expected_term_id = next_term_id - PARTITION_COUNT
         cdef int64_t raw_tail
         while True:
@@ -201,7 +201,7 @@ cdef class MappedLog:
         cdef int32_t mask = self.term_length - 1
         cdef int32_t offset = <int32_t> (from_position & mask)
         cdef int64_t length = to_position - from_position
-        cdef int index = <int> ((from_position >> self.position_bits_to_shift) % PARTITION_COUNT)
+        cdef int index = index_by_position(from_position, self.position_bits_to_shift)
         cdef char* start
         if length <= 0:
             return 0

@@ -230,7 +230,7 @@ cdef class ImageRebuilder:
             return ROUTE_DROPPED  # and no sign of life: a receiver left behind times out
         self.time_of_last_packet_ns = now_ns
         inserted = rebuild_insert(
-            self.log.term(<int> ((position >> self.log.position_bits_to_shift) % PARTITION_COUNT)),
+            self.log.term(index_by_position(position, self.log.position_bits_to_shift)),
             term_offset, packet, length)
         end = position + extent
         hwm = aio_load_i64(self.hwm)
@@ -382,7 +382,7 @@ cdef class ImageRebuilder:
             term_begin = rebuild_position - term_offset
             limit_offset = term_length if hwm >= term_begin + term_length \
                 else <int32_t> (hwm - term_begin)
-            end = scan_for_gap(self.log.term(<int> ((rebuild_position >> shift) % PARTITION_COUNT)),
+            end = scan_for_gap(self.log.term(index_by_position(rebuild_position, shift)),
                                term_offset, limit_offset, term_length, &gap)
             if end > term_offset:
                 aio_store_i64(self.rebuild, term_begin + end)

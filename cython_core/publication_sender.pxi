@@ -111,7 +111,7 @@ cdef class PublicationSender:
         cdef int count = 0
         cdef char* term
         while position < limit and count < MAX_DATAGRAMS_PER_SEND:
-            term = self.log.term(<int> ((position >> shift) % PARTITION_COUNT))
+            term = self.log.term(index_by_position(position, shift))
             term_offset = <int32_t> (position & (term_length - 1))
             available = scan_for_availability(term, term_offset,
                                               <int32_t> min(<int64_t> self.mtu, limit - position),

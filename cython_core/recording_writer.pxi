@@ -131,7 +131,7 @@ def record_blocks(ImageReader image, int fd, int64_t file_position, int64_t file
         allocate = _allocates_before_writing(fd)
         while position < file_end and position - start < max_length and not image._closed:
             term_offset = <int32_t> (position & (term_length - 1))
-            term = log.term(<int> ((position >> log.position_bits_to_shift) % PARTITION_COUNT))
+            term = log.term(index_by_position(position, log.position_bits_to_shift))
             limit_offset = <int32_t> min(<int64_t> term_offset + block_length_limit, term_length)
             end_offset = scan_block(term, term_offset, limit_offset, term_length)
             if end_offset == term_offset:

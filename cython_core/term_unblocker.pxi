@@ -65,9 +65,9 @@ def unblock_log(MappedLog log, int64_t blocked_position) -> bool:
     cdef int64_t raw_tail
     cdef int32_t term_id
     if active_term_count == blocked_term_count - 1 and blocked_offset == 0:
-        raw_tail = aio_load_i64(log.tail_address(active_term_count % PARTITION_COUNT))
+        raw_tail = aio_load_i64(log.tail_address(index_by_term_count(active_term_count)))
         return log.rotate(active_term_count, tail_term_id(raw_tail))
-    index = blocked_term_count % PARTITION_COUNT
+    index = index_by_term_count(blocked_term_count)
     raw_tail = aio_load_i64(log.tail_address(index))
     term_id = tail_term_id(raw_tail)
     status = unblock_term(log.term(index), log.meta + LOG_DEFAULT_FRAME_HEADER_OFFSET, blocked_offset,
