@@ -544,8 +544,10 @@ def run_logdump(path: str, max_frames: int, data_bytes: int = 0, out: TextIO | N
         log = LogBuffers.open(path)
     except FileNotFoundError:
         raise CommandError(f"no such file {path}") from None
-    except (OSError, ValueError) as e:
+    except OSError as e:
         raise CommandError(f"{path} is not a log buffer: {e}") from None
+    except ValueError as e:  # LogBuffers names the file
+        raise CommandError(str(e)) from None
     try:
         dump_log(log, max_frames, out or sys.stdout, data_bytes)
     finally:

@@ -34,6 +34,12 @@ def set_waker(int64_t own_wake_id, object sender, object local) -> None:
     _local_waker = local
 
 
+# What a log's metadata may say (aeronio/protocol/limits.py, as Aeron's driver checks).
+cdef enum:
+    LOG_PAGE_MIN_SIZE = 4 * 1024
+    LOG_MTU_MAX_LENGTH = 65504
+
+
 cdef inline bint _parked_elsewhere(char* meta, bint space) noexcept nogil:
     """Whether another process parks for space (or for data) on the log whose metadata is
     `meta`."""
@@ -63,7 +69,13 @@ cdef class MappedLog:
     cdef readonly Py_ssize_t length
 
     def __cinit__(self, object buffer):
+        """Raises ValueError, saying what is wrong, for a log whose metadata no driver wrote: a
+        term length, page size or MTU out of Aeron's range, or a length that is not the log
+        length they give (LogBufferDescriptor.computeLogLength). Checked once, here: appenders
+        and readers rely on these (an MTU below a header's divides by zero or less)."""
         cdef Py_ssize_t length
+        cdef int32_t page_size
+        cdef int64_t expected
         self.owner = buffer
         self.base = buffer_address(buffer, &length)
         self.length = length
@@ -71,11 +83,22 @@ cdef class MappedLog:
             raise ValueError(f"log buffer of {length} bytes is too short")
         self.meta = self.base + length - LOG_META_DATA_LENGTH
         self.term_length = aio_get_i32(self.meta + LOG_TERM_LENGTH_OFFSET)
-        if self.term_length < TERM_MIN_LENGTH or (self.term_length & (self.term_length - 1)) != 0 \
-                or PARTITION_COUNT * <Py_ssize_t> self.term_length + LOG_META_DATA_LENGTH > length:
+        if not TERM_MIN_LENGTH <= self.term_length <= TERM_MAX_LENGTH \
+                or (self.term_length & (self.term_length - 1)) != 0:
             raise ValueError(f"log metadata has an invalid term length {self.term_length}")
+        page_size = aio_get_i32(self.meta + LOG_PAGE_SIZE_OFFSET)
+        if not LOG_PAGE_MIN_SIZE <= page_size <= TERM_MAX_LENGTH or (page_size & (page_size - 1)):
+            raise ValueError(f"log metadata has an invalid page size {page_size}")
+        expected = PARTITION_COUNT * <int64_t> self.term_length + LOG_META_DATA_LENGTH
+        expected = (expected + page_size - 1) // page_size * page_size
+        if length != expected:
+            raise ValueError(f"log buffer of {length} bytes is not the {expected} that its term "
+                             f"length {self.term_length} and page size {page_size} give")
         self.initial_term_id = aio_get_i32(self.meta + LOG_INITIAL_TERM_ID_OFFSET)
         self.mtu_length = aio_get_i32(self.meta + LOG_MTU_LENGTH_OFFSET)
+        if not 2 * HEADER_LENGTH <= self.mtu_length <= LOG_MTU_MAX_LENGTH \
+                or self.mtu_length % FRAME_ALIGNMENT:
+            raise ValueError(f"log metadata has an invalid MTU {self.mtu_length}")
         self.position_bits_to_shift = 0
         while (1 << self.position_bits_to_shift) < self.term_length:
             self.position_bits_to_shift += 1

@@ -35,9 +35,14 @@ class LogBuffers:
     """A mapped log buffer file."""
 
     def __init__(self, path: str | os.PathLike, array: np.ndarray):
+        """Raises ValueError naming `path` for a log whose metadata its length or no driver
+        gives (MappedLog's checks)."""
         self.path = Path(path)
         self.array = array
-        self.mapped = MappedLog(array)
+        try:
+            self.mapped = MappedLog(array)
+        except ValueError as e:
+            raise ValueError(f"{path} is not a log buffer: {e}") from None
         self.metadata = AtomicBuffer(array[-d.LOG_META_DATA_LENGTH :])
         self.term_length = self.mapped.term_length
 

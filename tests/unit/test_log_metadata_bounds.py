@@ -33,6 +33,72 @@ def put_metadata(path, offset: int, fmt: str, value: int) -> None:
         f.write(struct.pack(fmt, value))
 
 
+@pytest.mark.parametrize(
+    ("offset", "value", "said"),
+    [
+        (d.LOG_TERM_LENGTH_OFFSET, 3 * 32 * 1024, "log metadata has an invalid term length 98304"),
+        (d.LOG_TERM_LENGTH_OFFSET, 2**31 - 1, "log metadata has an invalid term length 2147483647"),
+        (
+            d.LOG_TERM_LENGTH_OFFSET,
+            2 * TERM_LENGTH,
+            "log buffer of 200704 bytes is not the 397312 that its term length 131072 and "
+            "page size 4096 give",
+        ),
+        (d.LOG_PAGE_SIZE_OFFSET, 0, "log metadata has an invalid page size 0"),
+        (d.LOG_PAGE_SIZE_OFFSET, 5000, "log metadata has an invalid page size 5000"),
+        (
+            d.LOG_PAGE_SIZE_OFFSET,
+            1 << 20,
+            "log buffer of 200704 bytes is not the 1048576 that its term length 65536 and "
+            "page size 1048576 give",
+        ),
+        (d.LOG_MTU_LENGTH_OFFSET, 0, "log metadata has an invalid MTU 0"),
+        (d.LOG_MTU_LENGTH_OFFSET, 32, "log metadata has an invalid MTU 32"),
+        (d.LOG_MTU_LENGTH_OFFSET, -64, "log metadata has an invalid MTU -64"),
+        (d.LOG_MTU_LENGTH_OFFSET, 1000, "log metadata has an invalid MTU 1000"),
+        (d.LOG_MTU_LENGTH_OFFSET, 65536, "log metadata has an invalid MTU 65536"),
+    ],
+)
+def test_metadata_no_driver_writes_is_refused_naming_the_file(tmp_path, offset, value, said):
+    path = tmp_path / "log"
+    make_log_file(path)
+    put_metadata(path, offset, "<i", value)
+    with pytest.raises(ValueError) as raised:
+        LogBuffers.open(path)
+    assert str(raised.value) == f"{path} is not a log buffer: {said}"
+
+
+def test_a_log_file_longer_than_its_metadata_gives_is_refused(tmp_path):
+    """The metadata is read at the file's end: a page more that repeats it is refused by the
+    length its term length and page size give."""
+    path = tmp_path / "log"
+    make_log_file(path)
+    with open(path, "r+b") as f:
+        metadata = f.read()[-d.LOG_META_DATA_LENGTH :]
+        f.seek(0, 2)
+        f.write(metadata)
+    with pytest.raises(
+        ValueError, match=".* is not a log buffer: log buffer of 204800 bytes is not the 200704 "
+    ):
+        LogBuffers.open(path)
+
+
+def test_the_largest_mtu_and_page_size_map(tmp_path):
+    path = tmp_path / "log"
+    LogBuffers.create(
+        path,
+        term_length=TERM_LENGTH,
+        initial_term_id=5,
+        session_id=1,
+        stream_id=2,
+        mtu=65504,
+        page_size=64 * 1024,
+    ).close()
+    log = LogBuffers.open(path)
+    assert (log.mtu, log.page_size, len(log.array)) == (65504, 64 * 1024, 4 * TERM_LENGTH)
+    log.close()
+
+
 OFFER_AT_NEGATIVE_TERM_COUNT = """
 import struct, sys, tempfile
 import numpy as np
