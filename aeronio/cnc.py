@@ -83,7 +83,8 @@ CNC_VERSION = semantic_version(0, 2, 0)
 
 
 class CncFileError(AeronError, ValueError):
-    """A cnc.dat that cannot be used: too short, or of another version."""
+    """A cnc.dat that cannot be used: too short, of another version, or with buffer lengths
+    no driver writes."""
 
 
 class CncNotReadyError(CncFileError):
@@ -132,7 +133,11 @@ class CncFile:
             self.counters_values_buffer,
             self.error_log_buffer,
         ) = buffers
-        self.to_driver = ManyToOneRingBuffer(self.to_driver_buffer)
+        try:
+            self.to_driver = ManyToOneRingBuffer(self.to_driver_buffer)
+            broadcast.capacity_of(len(self.to_clients_buffer))
+        except ValueError as e:
+            raise CncFileError(f"{path!r} has no buffer its header gives: {e}") from None
 
     @classmethod
     def create(
@@ -197,7 +202,8 @@ class CncFile:
     def map(cls, dir: str | os.PathLike[str]) -> Self:
         """Map the cnc.dat of a driver directory (or the file itself) read-write: a client's
         or a tool's side. Raises FileNotFoundError without one, CncNotReadyError while the
-        driver writes it, CncFileError for another version or a short file."""
+        driver writes it, CncFileError for another version, a short file or buffer lengths no
+        driver writes."""
         path = os.fspath(dir)
         if os.path.isdir(path):
             path = os.path.join(path, CNC_FILE)

@@ -44,15 +44,21 @@ LATEST_COUNTER_OFFSET = 16
 TRAILER_LENGTH = 128
 
 
+def capacity_of(length: int) -> int:
+    """The capacity of a broadcast buffer of `length` bytes; ValueError if no buffer has it."""
+    capacity = length - TRAILER_LENGTH
+    if capacity <= 0 or capacity & (capacity - 1):
+        raise ValueError(
+            f"broadcast buffer capacity must be a power of two (buffer length - "
+            f"{TRAILER_LENGTH} trailer), got {capacity}"
+        )
+    return capacity
+
+
 class _Broadcast:
     def __init__(self, buffer: memoryview | bytearray):
         view = memoryview(buffer).cast("B")
-        capacity = len(view) - TRAILER_LENGTH
-        if capacity <= 0 or capacity & (capacity - 1):
-            raise ValueError(
-                f"broadcast buffer capacity must be a power of two (buffer length - "
-                f"{TRAILER_LENGTH} trailer), got {capacity}"
-            )
+        capacity = capacity_of(len(view))
         self._view = view
         self._atomic = AtomicBuffer(view)
         self.capacity = capacity

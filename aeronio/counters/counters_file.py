@@ -208,8 +208,12 @@ class CountersReader:
 
     @classmethod
     def of(cls, cnc: CncFile, **kwargs: Any) -> Self:
-        """The counters in cnc's buffers (closing them closes cnc)."""
-        return cls(cnc.counters_metadata_buffer, cnc.counters_values_buffer, cnc, **kwargs)
+        """The counters in cnc's buffers (closing them closes cnc); CountersFileError naming
+        cnc.dat if their lengths do not fit together."""
+        try:
+            return cls(cnc.counters_metadata_buffer, cnc.counters_values_buffer, cnc, **kwargs)
+        except CountersFileError as e:
+            raise CountersFileError(f"{cnc.path!r}: {e}") from None
 
     @classmethod
     def open(cls, dir_or_path: str | os.PathLike[str]) -> Self:

@@ -129,6 +129,33 @@ def test_map_errors_name_the_problem(tmp_path):
         CncFile.map(path)
 
 
+@pytest.mark.parametrize(
+    ("offset", "length", "said"),
+    [
+        (4, 1000, "ring buffer capacity must be a power of two of at least 8 bytes (buffer "
+         "length - 768 trailer), got 232"),
+        (8, 1000, "broadcast buffer capacity must be a power of two (buffer length - 128 "
+         "trailer), got 872"),
+        (8, 0, "broadcast buffer capacity must be a power of two (buffer length - 128 "
+         "trailer), got -128"),
+    ],
+)  # fmt: skip
+def test_buffer_lengths_no_driver_writes_are_refused_naming_the_file(
+    tmp_path, offset, length, said
+):
+    """Lengths that fit the file but give no ring or broadcast buffer: a CncFileError naming
+    cnc.dat when it is mapped (it was a bare ValueError, and `aeronio stat` an unexpected
+    error), not when the client makes its broadcast receiver."""
+    small(tmp_path).close()
+    path = tmp_path / CNC_FILE
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(struct.pack("<i", length))
+    with pytest.raises(CncFileError) as raised:
+        CncFile.map(tmp_path)
+    assert str(raised.value) == f"{str(path)!r} has no buffer its header gives: {said}"
+
+
 def test_create_refuses_bad_lengths(tmp_path):
     with pytest.raises(ValueError, match="to_driver_capacity must be a power of two"):
         small(tmp_path, to_driver_capacity=1000)

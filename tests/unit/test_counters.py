@@ -243,6 +243,23 @@ def test_buffers_that_do_not_fit_together_are_refused() -> None:
         _ = CountersReader(memoryview(bytearray(512)), memoryview(bytearray(128))).driver_pid
 
 
+def test_counters_of_a_cnc_dat_that_do_not_fit_together_name_the_file(tmp_path: Path) -> None:
+    CncFile.create(
+        tmp_path, to_driver_capacity=1024, to_clients_capacity=1024, max_counters=4,
+        error_log_length=256,
+    ).close()  # fmt: skip
+    path = tmp_path / "cnc.dat"
+    with open(path, "r+b") as f:
+        f.seek(12)  # the counters metadata length: 100 of the 2048 bytes
+        f.write(struct.pack("<i", 100))
+    with pytest.raises(CountersFileError) as raised:
+        CountersReader.open(tmp_path)
+    assert str(raised.value) == (
+        f"{str(path)!r}: counters metadata (100 bytes) must be 4 times the values (512 bytes), "
+        f"a whole number of 128-byte records"
+    )
+
+
 def test_open_without_a_driver(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         CountersReader.open(tmp_path / "missing")
