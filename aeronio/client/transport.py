@@ -54,7 +54,8 @@ def wake_key(wake_id: int) -> bytes:
 async def map_cnc(dir: str, timeout_s: float) -> CncFile:
     """The cnc.dat of `dir` once it is there, ready, and its driver heartbeats; waits up to
     `timeout_s` for that (Aeron's clients do), then raises DriverNotFoundError naming what
-    is missing. A cnc.dat of another version raises CncFileError at once."""
+    is missing (a driver that closed is said so, not given a heartbeat age). A cnc.dat of
+    another version raises CncFileError at once."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -65,8 +66,10 @@ async def map_cnc(dir: str, timeout_s: float) -> CncFile:
             age_ms = _epoch_ms() - cnc.driver_heartbeat_ms
             if age_ms <= timeout_s * 1000:
                 return cnc
+            closed = cnc.driver_closed
             cnc.close()
-            missing = f"cnc.dat's driver heartbeat is {age_ms} ms old"
+            heartbeat = f"heartbeat is {age_ms} ms old"
+            missing = f"cnc.dat's driver {'closed' if closed else heartbeat}"
         if time.monotonic() >= deadline:
             raise DriverNotFoundError(
                 f"no media driver runs on dir {dir}: {missing} after waiting {timeout_s:g} s"

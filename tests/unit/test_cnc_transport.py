@@ -181,6 +181,16 @@ async def test_a_stale_heartbeat_is_no_driver(driver, tmp_path):
         await driver.client(tmp_path, timeout_s=0.1)
 
 
+async def test_the_directory_of_a_driver_that_closed_says_so(driver, tmp_path):
+    """Its heartbeat is -1 (DRIVER_CLOSED): it was named as "heartbeat is 1796151170453 ms old"."""
+    driver.cnc.mark_driver_closed()
+    with pytest.raises(DriverNotFoundError) as raised:
+        await driver.client(tmp_path, timeout_s=0.1)
+    assert str(raised.value) == (
+        f"no media driver runs on dir {tmp_path}: cnc.dat's driver closed after waiting 0.1 s"
+    )
+
+
 async def test_a_cnc_dat_not_ready_is_waited_for_then_named(driver, tmp_path):
     atomic = _core.AtomicBuffer(memoryview(driver.cnc._mmap))
     atomic.put_int32_ordered(CNC_VERSION_OFFSET, 0)  # as while a driver writes it
