@@ -149,10 +149,12 @@ class Aeron:
         if self.is_closed:
             return
         self.is_closed = True
-        if self._conductor is not None:
-            await self._conductor.close()
-        if self._owned_driver is not None:
-            await self._owned_driver.close()
+        try:
+            if self._conductor is not None:
+                await self._conductor.close()
+        finally:  # cancelled or failed, the client's own driver closes all the same
+            if self._owned_driver is not None:
+                await self._owned_driver.close()
 
     async def __aenter__(self) -> Aeron:
         return self

@@ -507,22 +507,29 @@ class ClientConductor:
             return
         self._closing = True
         self._close_under_pending()
+        try:
+            await self._close_streams()
+        finally:  # cancelled under a remove: the rest close without asking (ClientClose frees)
+            self.is_closed = True
+            await self._close_streams()  # closed, the client waits for no answer
+            self._detach_counters()
+            self._close_under_pending()  # those asked while it closed
+            if not self.lost:
+                self.transport.submit(p.ClientClose(self.client_id))
+            if self._keepalive is not None:
+                self._keepalive.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._keepalive
+            await self.transport.close()
+
+    async def _close_streams(self) -> None:
+        """Close every publication and subscription (removing each, unless `is_closed`)."""
         for publication, _ in list(self._publications.values()):
             with contextlib.suppress(AeronError):
                 await publication.close()
         for subscription, _ in list(self._subscriptions.values()):
             with contextlib.suppress(AeronError):
                 await subscription.close()
-        self.is_closed = True
-        self._detach_counters()
-        self._close_under_pending()  # those asked while it closed
-        if self._keepalive is not None:
-            self._keepalive.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._keepalive
-        if not self.lost:
-            self.transport.submit(p.ClientClose(self.client_id))
-        await self.transport.close()
 
     def _close_under_pending(self) -> None:
         """The requests waiting as the client closes: their answers may never come now."""

@@ -1,9 +1,13 @@
 """The awaitable API under anyio's cancel scopes (on asyncio and uvloop, see tests/conftest.py):
 `move_on_after` around a back-pressured `await offer`, an empty `async for` in each form, and
 `wait_connected` cancels cleanly - no parked future, doorbell waiter or wake slot is left behind,
-nothing is appended - and the streams work on afterwards."""
+nothing is appended - and the streams work on afterwards. A scope cancelled around a client's
+`async with` (which cancels its close too) still closes the client and its own driver, or tells
+another driver that it went."""
 
 from __future__ import annotations
+
+import os
 
 import anyio
 import pytest
@@ -11,7 +15,9 @@ import pytest
 import aeronio
 from aeronio.logbuffer import waker
 from aeronio.logbuffer.descriptor import LOG_WAKE_SLOT_COUNT, LOG_WAKE_SLOTS_OFFSET
+from aeronio.protocol import embedded
 from tests.driver.test_async_api import TERM_64K, fill_window, first_messages, image_of
+from tests.support.procs import await_until
 
 pytestmark = pytest.mark.loops  # cancel scopes over the loop's futures
 
@@ -123,3 +129,34 @@ async def test_task_groups_take_the_completed_awaitables(aeron):
         for i in range(5):
             group.start_soon(pub.offer, bytes([i]))
     assert [m.data async for m in first_messages(sub, 5)] == [bytes([i]) for i in range(5)]
+
+
+async def test_a_scope_cancelled_in_the_body_closes_the_client_and_its_driver():
+    with anyio.CancelScope() as scope:
+        async with aeronio.connect() as client:
+            pub = await client.add_publication("aeron:ipc", 1)
+            sub = await client.add_subscription("aeron:ipc", 1)
+            await sub.wait_connected()
+            scope.cancel()  # every await of the close below is cancelled too
+            await anyio.sleep_forever()
+    assert scope.cancelled_caught
+    assert pub.is_closed and sub.is_closed and sub.images == ()
+    assert client._conductor is not None and client._conductor.is_closed
+    assert embedded.find(client.driver_dir) is None
+    assert not os.path.exists(client.driver_dir)
+
+
+async def test_a_scope_cancelled_in_the_body_tells_the_driver_the_client_went(tmp_path):
+    async with aeronio.MediaDriver.launch(tmp_path / "driver") as driver:
+        with anyio.CancelScope() as scope:
+            async with aeronio.connect(driver.dir) as client:
+                pub = await client.add_publication("aeron:ipc", 1)
+                scope.cancel()
+                await anyio.sleep_forever()
+        assert scope.cancelled_caught and pub.is_closed
+        conductor = client._conductor
+        assert conductor is not None and conductor._keepalive is not None
+        assert conductor._keepalive.done()
+        assert driver.conductor is not None
+        resources = driver.conductor.resources
+        await await_until(lambda: not resources.clients, 5, "the client's ClientClose")
