@@ -447,11 +447,12 @@ class ArchiveClient:
                 )
         finally:
             self.is_closed = True
-            for resource in (self.publication, self.subscription):
-                try:
-                    await resource.close()
-                except AeronError:
-                    pass
+            try:
+                with contextlib.suppress(AeronError):
+                    await self.publication.close()
+            finally:  # cancelled closing the one, the other closes too
+                with contextlib.suppress(AeronError):
+                    await self.subscription.close()
 
     async def __aenter__(self) -> ArchiveClient:
         return self

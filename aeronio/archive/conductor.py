@@ -572,8 +572,13 @@ class ArchiveConductor:
         return stop
 
     async def _stop_recording(self, recording: RecordingSubscription) -> None:
-        """Record what the images hold now (taking each session from the recorder's thread),
-        then close the subscription."""
+        """Record what the images hold now, then close the subscription."""
+        self._drain(recording)
+        await recording.subscription.close()
+
+    def _drain(self, recording: RecordingSubscription) -> None:
+        """Record what the images of `recording` hold now (taking each session from the
+        recorder's thread); nothing polls them again."""
         self.recording_subscriptions.pop(recording.subscription.registration_id, None)
         for session in recording.sessions:
             self.recorder.remove(session)
@@ -581,17 +586,9 @@ class ArchiveConductor:
                 while session.do_work():
                     pass
                 session.abort()  # DONE: nothing polls its image again
-        await recording.subscription.close()
 
     async def _stop_recording_session(self, session: RecordingSession) -> None:
-        self.recorder.remove(session)
-        with session.lock:  # DONE: the recorder's thread is past it
-            session.writer.close()
-        stop = session.recorded_position
-        # The stop position in the catalog before the recording leaves `recordings`: a live
-        # replay on the replayer's thread reads the one, then the other (`recorded`).
-        self.catalog.recording_stopped(session.recording_id, stop, _now_ms())
-        self.recordings.pop(session.recording_id, None)
+        stop = self._store_stop(session)
         for recording in list(self.recording_subscriptions.values()):
             if session in recording.sessions:
                 recording.sessions.remove(session)
@@ -605,6 +602,18 @@ class ArchiveConductor:
         self.events.send(
             codecs.RecordingStopped(session.recording_id, session.start_position, stop)
         )
+
+    def _store_stop(self, session: RecordingSession) -> int:
+        """Close the recording's file and store where it stops in the catalog; returns it."""
+        self.recorder.remove(session)
+        with session.lock:  # DONE: the recorder's thread is past it
+            session.writer.close()
+        stop = session.recorded_position
+        # The stop position in the catalog before the recording leaves `recordings`: a live
+        # replay on the replayer's thread reads the one, then the other (`recorded`).
+        self.catalog.recording_stopped(session.recording_id, stop, _now_ms())
+        self.recordings.pop(session.recording_id, None)
+        return stop
 
     def _truncate(self, recording_id: int, position: int) -> None:
         self._check_recording(recording_id)
@@ -718,12 +727,16 @@ class ArchiveConductor:
             session.error(correlation_id, ErrorCode.GENERIC, message)
 
     async def _close_replay(self, replay: ReplaySession) -> None:
+        self._end_replay(replay)
+        with contextlib.suppress(AeronError):
+            await replay.publication.close()
+
+    def _end_replay(self, replay: ReplaySession) -> None:
+        """Take the replay from the replayer and close it (its publication stays open)."""
         self.replays.pop(replay.replay_session_id, None)
         self.replayer.remove(replay)
         with replay.lock:  # DONE, or the replayer closed: its thread is past it
             replay.close()
-        with contextlib.suppress(AeronError):
-            await replay.publication.close()
 
     # -- sessions -------------------------------------------------------------------------
 
@@ -738,17 +751,28 @@ class ArchiveConductor:
             await session.proxy.publication.close()
 
     async def close(self) -> None:
+        """End every recording (stored stopped in the catalog), replay and control session;
+        close the catalog. Cancelled while it closes a stream, it still records what the images
+        hold and stores every stop (the streams left go with the Aeron client)."""
         self.recorder.close()
         self.replayer.close()
-        for recording in list(self.recording_subscriptions.values()):
-            await self._stop_recording(recording)
-        for session in list(self.recordings.values()):
-            await self._stop_recording_session(session)
-        for replay in list(self.replays.values()):
-            await self._close_replay(replay)
-        for control in list(self.control_sessions.values()):
-            await self._close_control_session(control)
-        self.catalog.close()
+        try:
+            for recording in list(self.recording_subscriptions.values()):
+                await self._stop_recording(recording)
+            for session in list(self.recordings.values()):
+                await self._stop_recording_session(session)
+            for replay in list(self.replays.values()):
+                await self._close_replay(replay)
+            for control in list(self.control_sessions.values()):
+                await self._close_control_session(control)
+        finally:
+            for recording in list(self.recording_subscriptions.values()):
+                self._drain(recording)
+            for session in list(self.recordings.values()):
+                self._store_stop(session)
+            for replay in list(self.replays.values()):
+                self._end_replay(replay)
+            self.catalog.close()
 
 
 def _check_replay_position(

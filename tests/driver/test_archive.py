@@ -7,6 +7,7 @@ import os
 import random
 from pathlib import Path
 
+import anyio
 import pytest
 
 import aeronio
@@ -649,6 +650,39 @@ async def test_the_archive_recovers_what_a_dead_archive_left(aeron, tmp_path):
     async with archive.Archive.launch(aeron, **options) as arch:
         assert arch.conductor.recovered == [0]
         assert arch.catalog.descriptor(0).stop_position == end
+
+
+async def test_an_archive_closed_under_a_cancelled_scope_stops_its_recordings(aeron, tmp_path):
+    """A cancel scope around the archive's `async with` cancels its close too: its recording is
+    stopped all the same where its segments end, and its catalog is let go."""
+    options = dict(archive_dir=tmp_path / "a", segment_file_length=SEGMENT, **archive.LOCAL_ARCHIVE)
+    payloads = messages(200)
+    with anyio.CancelScope() as scope:
+        async with archive.Archive.launch(aeron, **options):
+            async with archive.connect(aeron, **archive.LOCAL) as client:
+                await client.start_recording(IPC, STREAM)
+                publication = await aeron.add_exclusive_publication(IPC, STREAM)
+                end = await publish(publication, payloads)
+                await wait_recorded(client, 0, end)
+                scope.cancel()  # every await of the closes below is cancelled too
+                await anyio.sleep_forever()
+    assert scope.cancelled_caught
+    await publication.close()
+    async with archive.Archive.launch(aeron, **options) as arch:
+        assert arch.conductor.recovered == []  # stopped when it closed
+        assert arch.catalog.descriptor(0).stop_position == end
+        async with archive.connect(aeron, **archive.LOCAL) as client:
+            got = await replay_all(client, 0, 0, end, len(payloads))
+    assert [data for data, _ in got] == payloads
+
+
+async def test_a_client_closed_under_a_cancelled_scope_closes_its_streams(aeron, arch):
+    with anyio.CancelScope() as scope:
+        async with archive.connect(aeron, **archive.LOCAL) as client:
+            scope.cancel()  # its close's awaits are cancelled too
+            await anyio.sleep_forever()
+    assert scope.cancelled_caught
+    assert client.is_closed and client.publication.is_closed and client.subscription.is_closed
 
 
 # -- replay-merge ---------------------------------------------------------------------------
