@@ -13,7 +13,9 @@ parks until a control message, a new image or a recording's end wakes it (at mos
 IDLE_PARK_S). A failure in
 a duty cycle is counted, and the next cycle runs: the archive does not die of one. Failures in a
 row are logged once (the first, with its traceback; the recovery says how many followed) and
-back off, each wait twice the last, from FAILURE_BACKOFF_S to IDLE_PARK_S.
+back off, each wait twice the last, from FAILURE_BACKOFF_S to IDLE_PARK_S. A client that lost its
+driver (or was closed) ends the task, logged as an error: an archive can neither record nor
+answer then (`wait_ended` raises it; `aeronio archive serve` exits with it).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from aeronio.archive.catalog import Catalog
 from aeronio.archive.conductor import ArchiveConductor
 from aeronio.archive.context import ArchiveContext
 from aeronio.client.aeron import Aeron
+from aeronio.errors import AeronError
 from aeronio.idle import BackoffIdleStrategy
 
 log = logging.getLogger("aeronio.archive")
@@ -67,6 +70,11 @@ class Archive:
         attempt = failures = 0
         while not self._closing:
             try:
+                self.aeron.check_alive()
+            except AeronError as lost:
+                log.error("archive on %s ends: %s", self.aeron.driver_dir, lost)
+                raise
+            try:
                 work = await self.conductor.do_work()
             except asyncio.CancelledError:
                 raise
@@ -90,6 +98,12 @@ class Archive:
             else:
                 await self.conductor.park(IDLE_PARK_S)
 
+    async def wait_ended(self) -> None:
+        """Until the duty cycle ends by itself, raising what ended it (DriverTimeoutError: the
+        client lost its driver); cancelled when the archive closes."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
     async def close(self) -> None:
         """Stop the duty cycle, end every recording and replay, close the catalog."""
         # the flag ends the loop even should a cancellation be swallowed on its way (Python
@@ -97,7 +111,7 @@ class Archive:
         self._closing = True
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, AeronError):  # the latter logged
                 await self._task
             self._task = None
         await self.conductor.close()

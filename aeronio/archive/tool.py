@@ -206,14 +206,25 @@ async def _serve_until_signal(
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     async with connection as aeron:
-        async with Archive(aeron, ctx):
+        async with Archive(aeron, ctx) as service:
             print(
                 f"aeronio archive pid {os.getpid()} on {ctx.archive_dir} "
                 f"(driver {aeron.driver_dir}, control {ctx.control_channel} "
                 f"stream {ctx.control_stream_id})",
                 flush=True,
             )
-            await stop.wait()
+            # until a signal, or the archive ends by itself (its driver lost: raised)
+            waits = [
+                asyncio.ensure_future(stop.wait()),
+                asyncio.ensure_future(service.wait_ended()),
+            ]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
+            if waits[1].done() and not waits[1].cancelled():
+                waits[1].result()
     print("aeronio archive stopped", file=sys.stderr, flush=True)
 
 

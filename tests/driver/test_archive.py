@@ -685,6 +685,28 @@ async def test_a_client_closed_under_a_cancelled_scope_closes_its_streams(aeron,
     assert client.is_closed and client.publication.is_closed and client.subscription.is_closed
 
 
+async def test_an_archive_whose_driver_goes_ends_saying_so(tmp_path, caplog):
+    """Its client lost its driver, an archive can neither record nor answer: its duty cycle ends
+    with the loss (`wait_ended` raises it, logged as an error) and it closes without it."""
+    async with aeronio.MediaDriver.launch(tmp_path / "driver") as driver:
+        aeron = await aeronio.connect(driver.dir)
+        arch = archive.Archive.launch(aeron, archive_dir=tmp_path / "a", **archive.LOCAL_ARCHIVE)
+        await arch.start()
+        async with archive.connect(aeron, **archive.LOCAL) as client:
+            await client.start_recording(IPC, STREAM)
+            publication = await aeron.add_exclusive_publication(IPC, STREAM)
+            end = await publish(publication, messages(100))
+            await wait_recorded(client, 0, end)
+    with pytest.raises(aeronio.DriverTimeoutError, match="lost: it closed"):
+        async with asyncio.timeout(10):
+            await arch.wait_ended()
+    assert "archive on " in caplog.text and "lost: it closed" in caplog.text
+    await arch.close()
+    await aeron.close()
+    with archive.Catalog(tmp_path / "a", readonly=True) as catalog:
+        assert catalog.descriptor(0).stop_position == end
+
+
 # -- replay-merge ---------------------------------------------------------------------------
 
 

@@ -699,3 +699,38 @@ async def test_an_idle_archive_parks_and_records_what_comes_after(procs, tmp_pat
                 if recorded == archive.NULL_POSITION:
                     recorded = await client.get_stop_position(recording.recording_id)
                 await asyncio.sleep(0.01)
+
+
+def recorded_payloads(data: bytes) -> list[bytes]:
+    """The payloads of the DATA frames in `data` (whole frames of unfragmented messages)."""
+    out, offset = [], 0
+    while offset < len(data):
+        length = int.from_bytes(data[offset : offset + 4], "little")
+        if int.from_bytes(data[offset + 6 : offset + 8], "little") == DATA:
+            out.append(data[offset + 32 : offset + length])
+        offset += (length + FRAME_ALIGNMENT - 1) & ~(FRAME_ALIGNMENT - 1)
+    return out
+
+
+async def test_an_archive_whose_driver_stops_ends_saying_so(procs, tmp_path):
+    """A standalone driver stopped (SIGTERM) under an archive process that records: the archive
+    can neither record nor answer, so it exits 1 naming its driver's loss (it ran on without a
+    word), its recording stopped in the catalog where its segments end."""
+    dir = procs.new_dir()
+    driver = procs.driver(dir, *DRIVER_OPTIONS)
+    arch = await start_archive(procs, dir, tmp_path / "a")
+    payloads = [i.to_bytes(4, "little") * 50 for i in range(300)]  # unfragmented
+    async with aeronio.connect(dir) as aeron, archive.connect(aeron, **CLIENT) as client:
+        await client.start_recording(CHANNEL, STREAM)
+        publication = await aeron.add_exclusive_publication(CHANNEL, STREAM)
+        for payload in payloads:
+            await publication.offer(payload, timeout=10)
+        end = publication.position
+        await wait_recorded(client, 0, end)
+        await asyncio.to_thread(driver.stop, signal.SIGTERM, 30.0)
+        assert driver.proc.returncode == 0, driver.describe()
+        assert await arch.await_exit(20) == 1, arch.describe()
+    assert f"media driver on {dir} lost" in arch.stderr, arch.describe()
+    descriptor, layout = read_catalog(tmp_path / "a")
+    assert descriptor.stop_position == end
+    assert recorded_payloads(recorded_bytes(tmp_path / "a", layout, 0, end)) == payloads
