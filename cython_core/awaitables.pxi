@@ -14,7 +14,8 @@
 #   exception reaches it only before it ran (a task made of it and cancelled before its first
 #   step: `wait_for(subscription.receive(), 0)`). The message it took goes back among the
 #   untaken, before the later ones of its image, and the exception is raised: a cancellation is
-#   never swallowed. An offer stays appended; a view goes back as a copy while its iterator
+#   never swallowed. Closed, or let go, before an await took it, its message (or batch) goes
+#   back too (let go: at the iterator's next step, which reuses it). An offer stays appended; a view goes back as a copy while its iterator
 #   is still there and has taken no step since (the step reuses its Message).
 # - The loop gets a turn: a task that finds space or data every time would never suspend, and
 #   the event loop's other tasks (the client's keepalive among them: the driver times a silent
@@ -105,6 +106,7 @@ cdef class Completed:
 
     cdef object value
     cdef object _owner  # a weak reference to what puts the value back (_put_back); None: offers
+    cdef bint _untaken  # a message (or batch) in `value` that no await took yet
 
     def __await__(self):
         return self
@@ -124,16 +126,22 @@ cdef class Completed:
         if val is not None:
             error = val if isinstance(val, BaseException) else typ(val)
         cdef object owner = self._owner() if self._owner is not None else None
+        self._untaken = False
         if owner is not None:
             owner._put_back(self)
         raise error
 
     def close(self) -> None:
-        pass
+        """Closed before an await took it: the message taken goes back (see the rules)."""
+        cdef object owner = self._owner() if self._owner is not None else None
+        if self._untaken and owner is not None:
+            self._untaken = False
+            owner._put_back(self)
 
 
 cdef PyObject* _completed_value(PyObject* completed) noexcept:
-    """The value, borrowed (the Completed keeps it until the await took it)."""
+    """The value, borrowed (the Completed keeps it until the await took it), taken."""
+    (<Completed> completed)._untaken = False
     return <PyObject*> (<Completed> completed).value
 
 
@@ -459,7 +467,10 @@ cdef class MessageIterator:
         if subscription._ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
                 self._done = _completed_of(subscription)
+            elif self._done._untaken:  # let go unawaited: its message comes again, first
+                subscription._put_back(self._done)
             self._done.value = subscription._take()
+            self._done._untaken = True
             return self._done
         return subscription._receive_slowly() if receiving else subscription._next_slowly()
 
@@ -485,7 +496,10 @@ cdef class MessageBatches:
         if self.ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
                 self._done = _completed_of(self._subscription)
+            elif self._done._untaken:  # let go unawaited: its messages come again, first
+                self._subscription._put_back(self._done)
             self._done.value = self._subscription._take_batch(self._fragment_limit)
+            self._done._untaken = True
             return self._done
         return self._subscription._batch_slowly(self)
 

@@ -514,8 +514,8 @@ async def test_the_waiting_forms_give_the_loop_a_turn_too(aeron):
 # A Completed has done its work when it is returned and never suspends: a task made of it can be
 # cancelled only before its first step (as `wait_for(..., 0)` does). Thrown into, it undoes what
 # it can, as a coroutine that never ran would have done nothing: the message it took goes back
-# among the untaken, in order, and the exception is raised, never swallowed. An offer stays
-# appended (awaitables.pxi).
+# among the untaken, in order, and the exception is raised, never swallowed. Closed or let go
+# unawaited, its message goes back too. An offer stays appended (awaitables.pxi).
 
 
 def task_cancelled_before_it_ran(awaitable) -> asyncio.Future:
@@ -574,6 +574,24 @@ async def test_a_step_cancelled_before_it_ran_puts_its_message_back(aeron, form)
     got = []
     while len(got) < 3:
         got += numbers(await step())
+    assert got == [0, 1, 2]
+
+
+@pytest.mark.parametrize("form", ["receive", "copy", "batches"])
+async def test_a_step_closed_or_let_go_unawaited_puts_its_message_back(aeron, form):
+    """A step closed (as a coroutine never started may be) or let go before an await took it:
+    its message comes again, first (let go: at the iterator's next step, which reuses it)."""
+    pub, sub, _ = await connected_pair(aeron, 56, TERM_1M)
+    for i in range(3):
+        assert pub.try_offer(numbered(i)) > 0
+    step, numbers, _ = stepper(sub, form)
+    step().close()
+    dropped = step()
+    del dropped
+    got = []
+    async with asyncio.timeout(10):  # a message lost: the third never comes
+        while len(got) < 3:
+            got += numbers(await step())
     assert got == [0, 1, 2]
 
 
