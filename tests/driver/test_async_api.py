@@ -73,14 +73,6 @@ async def first_messages(subscription, n: int):
             return
 
 
-@pytest.fixture
-async def aeron():
-    async with aeronio.connect(
-        publication_unblock_timeout_ns=300_000_000, publication_linger_ns=50_000_000
-    ) as client:
-        yield client
-
-
 # -- back-pressure ------------------------------------------------------------------------
 
 

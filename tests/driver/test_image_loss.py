@@ -149,15 +149,6 @@ def end_of_stream(image) -> int:
     return image.metadata.get_int64_volatile(descriptor.LOG_END_OF_STREAM_POSITION_OFFSET)
 
 
-@pytest.fixture
-async def aeron():
-    """A driver that lets images of closed publications go soon."""
-    async with aeronio.connect(
-        publication_unblock_timeout_ns=300_000_000, publication_linger_ns=50_000_000
-    ) as client:
-        yield client
-
-
 @pytest.mark.parametrize("copy", [True, False], ids=["copies", "views"])
 async def test_a_loss_says_where_a_message_cut_off_by_the_images_going_began(aeron, copy):
     """What was lost begins with the message whose first fragments the iterator held."""
