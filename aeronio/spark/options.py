@@ -257,8 +257,13 @@ def _starting_positions(value: str | None) -> str | dict[int, int]:
         parsed = json.loads(text)
         if not isinstance(parsed, dict):
             raise ValueError
-        out = {int(k): int(v) for k, v in parsed.items()}
-    except (ValueError, TypeError):
+        out: dict[int, int] = {}
+        for key, number in parsed.items():
+            rid, position = _json_long(key), _json_long(number)
+            if rid is None or position is None:
+                raise ValueError
+            out[rid] = position
+    except ValueError:
         raise SourceError(
             f"option starting_positions: {value!r} is not earliest, latest or a JSON object "
             '{"<recording id>": <position, -2 earliest, -1 latest>}'
@@ -270,6 +275,16 @@ def _starting_positions(value: str | None) -> str | dict[int, int]:
                 "(-2 is earliest, -1 latest)"
             )
     return out
+
+
+def _json_long(value: object) -> int | None:
+    """A recording id or position in starting_positions' JSON: a JSON integer of 64 bits, or a
+    string Long.parseLong reads (not a fraction, a bool or 1e3: none is truncated); else None."""
+    if isinstance(value, str):
+        return _parse_long(value)
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
+        return value
+    return None
 
 
 class WriteOptions(NamedTuple):

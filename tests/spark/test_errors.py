@@ -189,6 +189,23 @@ def test_bad_options_and_schemas(spark, source, host, recorded, tmp_path):
             "option starting_positions: 'soonest' is not earliest, latest or a JSON object "
             '{"<recording id>": <position, -2 earliest, -1 latest>}',
         ),
+        *(
+            (
+                {"starting_positions": text},
+                "load",
+                f"option starting_positions: {text!r} is not earliest, latest or a JSON object "
+                '{"<recording id>": <position, -2 earliest, -1 latest>}',
+            )
+            # positions and ids as whole numbers of 64 bits, never truncated
+            for text in (
+                '{"1": 12.5}',
+                '{"1": 1e3}',
+                '{"1": true}',
+                '{"1": "1_000"}',
+                '{"1_0": 5}',
+                f'{{"1": {2**63}}}',
+            )
+        ),
         (
             {"starting_positions": "earliest"},
             "action",

@@ -89,8 +89,11 @@ final class StreamOptions {
       for (Iterator<Map.Entry<String, JsonNode>> it = root.fields(); it.hasNext(); ) {
         Map.Entry<String, JsonNode> e = it.next();
         JsonNode v = e.getValue();
+        // a JSON integer of 64 bits or a string of one: a fraction or 1e3 is refused, not cut
         long position =
-            v.isNumber() ? v.asLong() : v.isTextual() ? Long.parseLong(v.asText().strip()) : bad();
+            v.isIntegralNumber() && v.canConvertToLong()
+                ? v.asLong()
+                : v.isTextual() ? Long.parseLong(v.asText().strip()) : bad();
         out.put(Long.parseLong(e.getKey().strip()), position);
       }
     } catch (IOException | IllegalArgumentException e) {
