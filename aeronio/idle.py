@@ -20,15 +20,16 @@ Park = Callable[[float], Awaitable[None]]
 
 
 def check_count(value: object, name: str, low: int) -> None:
-    """An `int` (not a `bool`) of at least `low`."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+    """An integer (any `numbers.Integral`, numpy's too, not a `bool`) of at least `low`."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
         raise ConfigurationError(f"{name} {value!r} must be an integer of at least {low}")
 
 
 def check_seconds(value: object, name: str, zero: bool = False) -> None:
-    """A finite number of seconds (an int or a float, not a bool), above 0 (or 0, `zero`)."""
+    """A finite number of seconds (any `numbers.Real`, as `deadline` takes, not a bool), above 0
+    (or 0, `zero`)."""
     if (
-        not isinstance(value, int | float)
+        not isinstance(value, numbers.Real)
         or isinstance(value, bool)
         or not math.isfinite(value)
         or value < 0

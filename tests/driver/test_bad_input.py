@@ -7,6 +7,7 @@ import array
 import asyncio
 import os
 import re
+from fractions import Fraction
 
 import pytest
 
@@ -377,6 +378,25 @@ def test_bad_idle_strategy_arguments_are_named(make, named):
 async def test_bad_client_options_are_named(aeron, options, named):
     with pytest.raises(aeronio.ConfigurationError, match="^" + re.escape(named)):
         await asyncio.wait_for(aeronio.connect(aeron.driver_dir, **options), 10)
+
+
+async def test_numbers_of_every_kind_are_taken_as_timeouts_and_counts(aeron):
+    """numpy's integers and floats, and fractions, are numbers: `timeout` took them where
+    `driver_timeout_s` and the idle strategies' counts refused them as no number."""
+    np = pytest.importorskip("numpy")
+    spin = aeronio.BusySpinIdleStrategy(np.int64(7))
+    backoff = aeronio.BackoffIdleStrategy(max_spins=np.int32(3), max_park_s=np.float32(0.01))
+    aeronio.NotifyingIdleStrategy(max_yields=np.uint8(5), fallback_s=Fraction(1, 10))
+    assert (spin.yield_every, backoff.max_spins, backoff.max_park_s) == (7, 3, np.float32(0.01))
+    async with aeronio.connect(
+        aeron.driver_dir, driver_timeout_s=np.float64(5), idle_strategy=backoff
+    ) as client:
+        pub = await client.add_publication("aeron:ipc", 20)
+        sub = await client.add_subscription("aeron:ipc", 20)
+        await pub.wait_connected(np.int64(10))
+        assert await pub.offer(b"numpy", timeout=np.float64(10)) > 0
+        await sub.wait_connected(Fraction(10))
+        assert (await sub.receive()).data == b"numpy"
 
 
 @pytest.mark.parametrize("timeout", [NAN, "1"], ids=["nan", "str"])
