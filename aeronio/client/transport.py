@@ -21,7 +21,11 @@ from collections.abc import Callable
 
 from aeronio import _core
 from aeronio.cnc import CncFile, CncNotReadyError
-from aeronio.concurrent.broadcast import TAIL_COUNTER_OFFSET, CopyBroadcastReceiver
+from aeronio.concurrent.broadcast import (
+    TAIL_COUNTER_OFFSET,
+    CopyBroadcastReceiver,
+    CorruptRecordError,
+)
 from aeronio.counters import CountersReader
 from aeronio.counters.counters_file import (
     CLIENT_HEARTBEAT_TYPE_ID,
@@ -261,8 +265,14 @@ class CncTransport:
         count = 0
         receiver = self._receiver
         lapped = receiver.lapped_count
-        while receiver.receive(self._handle):
-            count += 1
+        try:
+            while receiver.receive(self._handle):
+                count += 1
+        except CorruptRecordError as e:
+            self._on_fail(
+                AeronError(f"the to-clients broadcast buffer of {self.cnc.path} is corrupt: {e}")
+            )
+            return count
         if receiver.lapped_count != lapped:
             # As Aeron's clients: responses were lost, this client's state is not the driver's.
             self._on_fail(

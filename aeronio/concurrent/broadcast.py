@@ -16,7 +16,10 @@ The layout is Aeron's (aeron_broadcast_descriptor.h, agrona's BroadcastBufferDes
         @8  payload
 
 The transmitter announces the tail intent before it overwrites anything; a receiver checks,
-after copying a record, that the intent has not gone a capacity past the record's start.
+after copying a record, that the intent has not gone a capacity past the record's start. A
+header no transmitter writes (a length out of 8..8 + capacity/8 or past the buffer's end or the
+tail intent, a type below 1, padding that does not end at the capacity) that was not overwritten
+while read is corruption, never a lap: CorruptRecordError.
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ from aeronio.concurrent.records import (
     align,
     check_message,
 )
+from aeronio.errors import AeronError
 
 __all__ = [
     "TRAILER_LENGTH",
     "BroadcastReceiver",
     "BroadcastTransmitter",
     "CopyBroadcastReceiver",
+    "CorruptRecordError",
 ]
 
 TAIL_INTENT_COUNTER_OFFSET = 0
@@ -53,6 +58,11 @@ def capacity_of(length: int) -> int:
             f"{TRAILER_LENGTH} trailer), got {capacity}"
         )
     return capacity
+
+
+class CorruptRecordError(AeronError):
+    """A broadcast record whose header no transmitter writes, and not overwritten since: the
+    buffer is corrupt (a receiver that is lapped reads torn headers, and counts a lap)."""
 
 
 class _Broadcast:
@@ -111,6 +121,7 @@ class BroadcastReceiver(_Broadcast):
         latest = self._atomic.get_int64_volatile(self._latest_at)
         self._cursor = self._next_record = latest
         self._record_offset = latest & (self.capacity - 1)
+        self._length = self._msg_type_id = 0
         self.lapped_count = 0
 
     @property
@@ -125,32 +136,62 @@ class BroadcastReceiver(_Broadcast):
     @property
     def length(self) -> int:
         """The current record's payload length."""
-        return self._atomic.get_int32(self._record_offset) - HEADER_LENGTH
+        return self._length
 
     @property
     def msg_type_id(self) -> int:
-        return self._atomic.get_int32(self._record_offset + 4)
+        return self._msg_type_id
 
     def receive_next(self) -> bool:
         """Move to the next record; False if there is none yet. After a lap (the transmitter
         overwrote records not read yet) lapped_count goes up and the current record is the
-        latest one."""
-        atomic, mask = self._atomic, self.capacity - 1
+        latest one; a lap caught while reading a header returns False, and the next call goes
+        on from the latest record. CorruptRecordError if a header that was not overwritten is
+        none a transmitter writes (the reader stays on it)."""
+        atomic = self._atomic
         cursor = self._next_record
         if atomic.get_int64_volatile(self._tail_at) <= cursor:
             return False
         if not self._validate_at(cursor):
             self.lapped_count += 1
-            cursor = atomic.get_int64_volatile(self._latest_at)
-        offset = cursor & mask
-        self._cursor = cursor
-        self._next_record = cursor + align(atomic.get_int32(offset))
-        if atomic.get_int32(offset + 4) == PADDING_MSG_TYPE_ID:
-            offset = 0
-            self._cursor = self._next_record
-            self._next_record += align(atomic.get_int32(0))
-        self._record_offset = offset
+            cursor = self._next_record = atomic.get_int64_volatile(self._latest_at)
+        offset = cursor & (self.capacity - 1)
+        length, msg_type_id = atomic.get_int32(offset), atomic.get_int32(offset + 4)
+        next_record = cursor + align(length)
+        start = cursor
+        if msg_type_id == PADDING_MSG_TYPE_ID and length == self.capacity - offset:
+            start, offset = next_record, 0
+            length, msg_type_id = atomic.get_int32(0), atomic.get_int32(4)
+            next_record += align(length)
+        intent = atomic.get_int64_volatile(self._tail_intent_at)
+        bad = self._bad_field(offset, length, msg_type_id)
+        if not bad and next_record > intent:
+            bad = f"length {length} runs past the tail position {intent}"
+        if bad:
+            if cursor + self.capacity <= intent:  # overwritten while read: a lap
+                self.lapped_count += 1
+                self._next_record = atomic.get_int64_volatile(self._latest_at)
+                return False
+            raise CorruptRecordError(f"record at offset {offset}: {bad}")
+        self._cursor, self._next_record, self._record_offset = start, next_record, offset
+        self._length, self._msg_type_id = length - HEADER_LENGTH, msg_type_id
         return True
+
+    def _bad_field(self, offset: int, length: int, msg_type_id: int) -> str:
+        """What no transmitter writes in the header of a record at `offset` (one that is not
+        the padding to the end), or ''."""
+        if msg_type_id == PADDING_MSG_TYPE_ID:
+            return f"padding of length {length} does not end at the capacity {self.capacity}"
+        if msg_type_id < 1:
+            return f"msg type id {msg_type_id} is below 1"
+        if not HEADER_LENGTH <= length <= HEADER_LENGTH + self.max_msg_length:
+            return (
+                f"length {length} is not within {HEADER_LENGTH}.."
+                f"{HEADER_LENGTH + self.max_msg_length}"
+            )
+        if offset + length > self.capacity:
+            return f"length {length} runs past the capacity {self.capacity}"
+        return ""
 
     def validate(self) -> bool:
         """True if the current record has not been overwritten since receive_next."""
@@ -174,16 +215,13 @@ class CopyBroadcastReceiver:
     def receive(self, handler: Callable[[int, memoryview], None]) -> int:
         """Hand the next record, copied, to handler(msg_type_id, payload): 1, or 0 if there
         is none or the receiver was lapped (counted in lapped_count; as Aeron's, the record
-        the receiver jumped to is the lap's report, and reading goes on after it)."""
+        the receiver jumped to is the lap's report, and reading goes on after it).
+        CorruptRecordError for a record no transmitter writes (see receive_next)."""
         receiver = self.receiver
         lapped = receiver.lapped_count
         if not receiver.receive_next() or receiver.lapped_count != lapped:
             return 0
-        msg_type_id, offset = receiver.msg_type_id, receiver.offset
-        length = receiver.length
-        if not 0 <= length <= receiver.max_msg_length:
-            receiver.lapped_count += 1  # a torn header: overwritten while we read it
-            return 0
+        msg_type_id, offset, length = receiver.msg_type_id, receiver.offset, receiver.length
         payload = bytes(receiver.buffer[offset : offset + length])
         if not receiver.validate():
             receiver.lapped_count += 1

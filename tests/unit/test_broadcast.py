@@ -198,3 +198,53 @@ def test_a_receiver_in_another_process_detects_the_lap(tmp_path):
     assert out == "1 [b'next']\n"
     del transmitter
     mapped.close()
+
+
+@pytest.mark.parametrize(
+    ("at", "field", "error"),
+    [
+        (0, struct.pack("<i", 0), "record at offset 0: length 0 is not within 8..136"),
+        (0, struct.pack("<i", -8), "record at offset 0: length -8 is not within 8..136"),
+        (0, struct.pack("<i", 7), "record at offset 0: length 7 is not within 8..136"),
+        (0, struct.pack("<i", 1 << 20), "record at offset 0: length 1048576 is not within 8..136"),
+        (0, struct.pack("<i", 40), "record at offset 0: length 40 runs past the tail position 24"),
+        (4, struct.pack("<i", 0), "record at offset 0: msg type id 0 is below 1"),
+        (
+            4,
+            struct.pack("<i", -1),
+            "record at offset 0: padding of length 24 does not end at the capacity 1024",
+        ),
+    ],
+)
+def test_a_corrupt_header_is_named_not_counted_as_a_lap(at, field, error):
+    """A header no transmitter writes, not overwritten since: CorruptRecordError naming the
+    offset and the field, every time (the receiver stays on it), and no lap."""
+    buffer = new_buffer()
+    transmitter = BroadcastTransmitter(buffer)
+    receiver = CopyBroadcastReceiver(buffer)
+    transmitter.transmit(1, bytes(16))
+    buffer[at : at + 4] = field
+    for _ in range(2):
+        with pytest.raises(bc.CorruptRecordError) as raised:
+            receiver.receive(lambda t, p: None)
+        assert str(raised.value) == error
+    assert receiver.lapped_count == 0
+
+
+def test_a_record_past_the_capacity_is_corrupt_even_after_padding():
+    buffer = new_buffer()
+    transmitter = BroadcastTransmitter(buffer)
+    receiver = CopyBroadcastReceiver(buffer)
+    for _ in range(7):
+        transmitter.transmit(1, bytes(128 - 8))
+    transmitter.transmit(1, bytes(64 - 8))  # tail at 960
+    assert len(receive_all(receiver)) == 8
+    transmitter.transmit(2, bytes(128 - 8))  # padding at 960, the record at 0
+    struct.pack_into("<i", buffer, 4, 0)
+    with pytest.raises(bc.CorruptRecordError, match="^record at offset 0: msg type id 0 is"):
+        receiver.receive(lambda t, p: None)
+    struct.pack_into("<ii", buffer, 960, 72, 1)
+    with pytest.raises(
+        bc.CorruptRecordError, match="^record at offset 960: length 72 runs past the capacity 1024$"
+    ):
+        receiver.receive(lambda t, p: None)

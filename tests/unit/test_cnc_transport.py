@@ -2,6 +2,7 @@
 driver of: ids from the ring buffer, commands into it, responses from the broadcast buffer (on
 the watcher or the doorbell), the heartbeat counter, and the failures a client must name."""
 
+import struct
 import time
 
 import pytest
@@ -10,7 +11,7 @@ from aeronio import _core
 from aeronio.client.aeron import Aeron
 from aeronio.client.transport import CncTransport, wake_key
 from aeronio.cnc import CNC_VERSION_OFFSET, CncFile, CncFileError, semantic_version
-from aeronio.concurrent.broadcast import BroadcastTransmitter
+from aeronio.concurrent.broadcast import LATEST_COUNTER_OFFSET, BroadcastTransmitter
 from aeronio.counters import (
     CLIENT_DOORBELL_TYPE_ID,
     CLIENT_HEARTBEAT_TYPE_ID,
@@ -109,6 +110,26 @@ async def test_a_lapped_client_fails_with_a_clear_error(driver, tmp_path):
         assert [str(e) for e in driver.failures] == [
             f"client {client.client_id} could not keep up with the broadcast buffer of the "
             f"driver on {tmp_path}: it was lapped and lost responses"
+        ]
+    finally:
+        await client.close()
+
+
+async def test_a_corrupt_record_fails_the_client_naming_the_buffer_not_a_lap(driver, tmp_path):
+    client = await driver.client(tmp_path)
+    try:
+        driver.transmit(p.OperationSuccess(1))
+        client.poll()
+        driver.transmit(p.OperationSuccess(2))
+        buffer = driver.cnc.to_clients_buffer
+        (offset,) = struct.unpack_from("<q", buffer, 1024 + LATEST_COUNTER_OFFSET)
+        buffer[offset : offset + 4] = bytes(4)  # the latest record's length
+        driver.transmit(p.OperationSuccess(3))
+        assert client.poll() == 0
+        assert driver.responses == [p.OperationSuccess(1)]
+        assert [str(e) for e in driver.failures] == [
+            f"the to-clients broadcast buffer of {tmp_path}/cnc.dat is corrupt: record at "
+            f"offset {offset}: length 0 is not within 8..136"
         ]
     finally:
         await client.close()
