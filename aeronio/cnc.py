@@ -184,6 +184,7 @@ class CncFile:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.ftruncate(fd, total)
+            os.posix_fallocate(fd, 0, total)  # a full file system: ENOSPC now, not a SIGBUS
             mapped = mmap.mmap(fd, total)
         finally:
             os.close(fd)

@@ -93,8 +93,11 @@ class LossReport:
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], length: int = LOSS_REPORT_LENGTH) -> LossReport:
-        """A new, empty report of `length` bytes at `path` (replacing what was there)."""
-        return cls(np.memmap(path, dtype=np.uint8, mode="w+", shape=(length,)))
+        """A new, empty report of `length` bytes at `path` (replacing what was there), its
+        pages allocated: a full file system is ENOSPC here, never a SIGBUS on a loss."""
+        with open(path, "wb") as f:
+            os.posix_fallocate(f.fileno(), 0, length)
+        return cls(np.memmap(path, dtype=np.uint8, mode="r+", shape=(length,)))
 
     def create_entry(
         self,

@@ -174,7 +174,8 @@ class MediaDriver:
                 self.command_watch.close()
                 self.command_watch = None
             await self._runner.close()
-            self._waker.callbacks.remove(self._runner.wake)
+            if self._runner.wake in self._waker.callbacks:  # not if the conductor could not start
+                self._waker.callbacks.remove(self._runner.wake)
             self._runner = None
         embedded.unregister(self)
         if self.conductor is not None:

@@ -6,8 +6,12 @@ at once; a log that leaves less than the low-storage threshold is counted."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
+import pathlib
 import subprocess
+from collections.abc import Iterator
 
 import pytest
 
@@ -21,19 +25,25 @@ MIB = 1024 * 1024
 LOG_16M = compute_log_length(16 * MIB, 4096)  # 48 MiB and a page
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """A 64 MiB tmpfs mounted for the test (root only), unmounted after."""
+@contextlib.contextmanager
+def mounted(tmp_path, size: str) -> Iterator[pathlib.Path]:
+    """A tmpfs of `size` mounted for the test (root only), unmounted after."""
     point = tmp_path / "tmpfs"
     point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(point)], capture_output=True
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)], capture_output=True
     )
-    assert mounted.returncode == 0, f"mounting a tmpfs needs root: {mounted.stderr!r}"
+    assert mount.returncode == 0, f"mounting a tmpfs needs root: {mount.stderr!r}"
     try:
         yield point
     finally:
         subprocess.run(["umount", "-l", str(point)], check=True)
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    with mounted(tmp_path, "64m") as point:
+        yield point
 
 
 def low_storage_warnings(aeron) -> int:
@@ -84,3 +94,14 @@ async def test_the_checks_can_be_turned_off(tmpfs):
         await aeron.add_publication("aeron:ipc?term-length=16m|sparse=true", 1)
         await aeron.add_publication("aeron:ipc?term-length=16m|sparse=true", 2)
         assert low_storage_warnings(aeron) == 0
+
+
+def test_a_driver_with_no_room_for_its_files_does_not_start(tmp_path):
+    """cnc.dat and loss-report.dat are allocated as they are made (as Aeron's driver fills them
+    with zeros): a tmpfs too small is ENOSPC at the start. Before: the driver started on
+    sparse files (to die of SIGBUS writing to them later), or a failed start said
+    `list.remove(x): x not in list`."""
+    with mounted(tmp_path, "1m") as point:
+        with pytest.raises(OSError) as refused:
+            asyncio.run(aeronio.MediaDriver.launch(dir=str(point / "driver")).start())
+        assert refused.value.errno == errno.ENOSPC
