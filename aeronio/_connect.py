@@ -62,8 +62,9 @@ def connect(
     """Connect to the driver on `dir`, or launch an embedded one on the running loop
     (`driver_options`: DriverContext fields for a new driver).
 
-    An embedded driver makes sparse logs, suited to a service: a stream takes memory as its log
-    fills, not all of it when it is made (192 MiB for a default IPC log, 48 MiB for UDP). Pass
+    An embedded driver makes sparse logs, suited to a service: a stream takes memory as its
+    writers may reach it (a publication's window, an image's term past its consumers), not all
+    of it when it is made (192 MiB for a default IPC log, 48 MiB for UDP). Pass
     `term_buffer_sparse_file=False` (or set AERONIO_TERM_BUFFER_SPARSE_FILE) for Aeron's
     default, allocated and pre-faulted logs: the throughput setting, where no append faults a
     page in."""

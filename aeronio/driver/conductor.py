@@ -752,15 +752,17 @@ class DriverConductor:
                     now_ns,
                     ticked=timer,
                     busy=busy,
-                    deadlines_ns=[*self.udp.deadlines_ns(), *self._linger_deadlines()],
+                    deadlines_ns=[*self.udp.deadlines_ns(), *self._publication_deadlines()],
                     data_path_deadline_ns=self._data_path.deadline_ns(),
                 )
         return traffic if spins else work
 
-    def _linger_deadlines(self) -> list[int]:
-        deadlines = (
+    def _publication_deadlines(self) -> list[int]:
+        """Lingers' ends, and when the publications held short of pages look again."""
+        deadlines = [
             pub.deadline_ns() for pub in self.publications if pub.state is not State.ACTIVE
-        )
+        ]
+        deadlines += [pub.pages_deadline_ns() for pub in self.publications]
         return [deadline for deadline in deadlines if deadline is not None]
 
     def serves_ipc(self) -> bool:

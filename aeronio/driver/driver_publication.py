@@ -21,10 +21,12 @@ from dataclasses import dataclass
 
 from aeronio._core import unblock_log
 from aeronio.counters import Counter
+from aeronio.driver import storage
 from aeronio.driver.client_proxy import ClientProxy
 from aeronio.driver.raw_log_factory import free_log
 from aeronio.driver.resources import SubscriberPosition
 from aeronio.driver.stream_counters import StreamCounters
+from aeronio.errors import StorageSpaceError
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer import signals
 from aeronio.logbuffer.log_buffers import LogBuffers
@@ -94,6 +96,11 @@ class DriverPublication:
         self.limit_consumer_position: int | None = None  # the consumer position of the limit
         position = self.start_position = log.producer_position
         self.clean_position = self.last_consumer_position = position
+        self._pages = storage.LogPages(log, position, self._report)
+        if self._pages.allocate(position) <= position:  # readers look at the first header
+            raise StorageSpaceError(f"no room for the first page of the new log {log.path}")
+        self._reach = storage.append_reach(log)
+        self._held_short = False  # the limit, short of the log's pages
         self.publisher_limit.set(position)
         self.publisher_position.set(position)
         self.signals = signals.acquire(self.log_file)
@@ -135,8 +142,9 @@ class DriverPublication:
     # -- limit and cleaning -----------------------------------------------------------
 
     def update_publisher_limit(self) -> int:
-        """Clean behind the slowest consumer, then let the publisher run a window past it
-        (nothing to do while an active publication's consumers have not moved)."""
+        """Clean behind the slowest consumer, then let the publisher run a window past it, as
+        far as the log's pages go (storage.LogPages); nothing to do while an active
+        publication's consumers have not moved and its limit is not held short of pages."""
         consumer = self.consumer_position()
         if consumer is not None and consumer == self.limit_consumer_position:
             if self.state is State.ACTIVE:
@@ -145,17 +153,26 @@ class DriverPublication:
         producer = self.producer_position
         self.publisher_position.set(producer)
         if consumer is None or self.state is not State.ACTIVE:
+            self._held_short = False
             limit = self.publisher_limit.get()
             if consumer is None and limit > producer:
                 self.publisher_limit.set(producer)
             return 0
         work = self._clean_to(self._clean_limit(consumer))
         proposed = consumer + self.term_window_length
+        allocated = self._pages.allocate(proposed + self._reach) - self._reach - 1
+        self._held_short = allocated < proposed
+        if self._held_short:  # held where the pages end: the next duty cycle looks again
+            proposed, self.limit_consumer_position = allocated, None
         if proposed > self.publisher_limit.get():
             self.publisher_limit.set(proposed)
             self._wake_publishers()
             work += 1
         return work
+
+    def pages_deadline_ns(self) -> int | None:
+        """When a limit held short of the log's pages looks for them again (None: not held)."""
+        return self._pages.retry_ns if self._held_short else None
 
     def _clean_limit(self, consumer: int) -> int:
         """How far behind the consumers the log may be zeroed."""

@@ -15,13 +15,16 @@ LossHandler), if given: the driver keeps it in its loss report (`ImageLosses`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 
 from aeronio._core import Doorbell, ImageRebuilder, term_rebuild_insert
 from aeronio.counters import SystemCounters
+from aeronio.driver import storage
 from aeronio.driver.flow_control import receiver_window
 from aeronio.driver.loss_detector import LossDetector
 from aeronio.driver.sender_state import Position
+from aeronio.errors import StorageSpaceError
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.frames import (
@@ -37,6 +40,7 @@ SM_TIMEOUT_NS = 200_000_000
 # A status message due within this is sent early by a duty cycle that heard a heartbeat.
 SM_EARLY_NS = SM_TIMEOUT_NS // 4
 IMAGE_LIVENESS_TIMEOUT_NS = 10_000_000_000
+_logger = logging.getLogger("aeronio.driver")
 
 
 class ReceiverStateMachine:
@@ -57,9 +61,12 @@ class ReceiverStateMachine:
         feedback: bytes = b"",
         loss_handler: Callable[[int, int, int], None] | None = None,
         data_doorbell: Doorbell | None = None,
+        report: Callable[[str], None] = _logger.warning,
     ):
         """`loss_handler` is called with (term_id, term_offset, length) of each gap NAKed or
-        filled; `data_doorbell` rings for this process's subscribers parked for data."""
+        filled; `data_doorbell` rings for this process's subscribers parked for data; `report`
+        is told when the file system has no room for the log's pages (storage.LogPages).
+        StorageSpaceError when it has none for the page at `join_position`."""
         self.log = log
         self.term_length = log.term_length
         self.initial_term_id = log.initial_term_id
@@ -79,6 +86,9 @@ class ReceiverStateMachine:
         self._last_nak: tuple[int, int, int] | None = None
         rebuild_position.set(join_position)
         hwm_position.set(join_position)
+        self._pages = storage.LogPages(log, join_position, report)
+        if self._pages.allocate(join_position) <= join_position:  # readers look at its header
+            raise StorageSpaceError(f"no room for the first page of the new log {log.path}")
         self.rebuilder = ImageRebuilder(
             log.mapped,
             self.session_id,
@@ -87,7 +97,7 @@ class ReceiverStateMachine:
             rebuild_position,
             system[SystemCounters.FLOW_CONTROL_OVER_RUNS],
             system[SystemCounters.STATUS_MESSAGES_SENT],
-            join_position + self.term_length,
+            join_position,
             SM_TIMEOUT_NS,
             SM_EARLY_NS,
             now_ns,
@@ -101,6 +111,7 @@ class ReceiverStateMachine:
         )
         self._clean_position = join_position
         self._last_consumption: int | None = None
+        self._set_limit(join_position)
         self.end_of_stream_position: int | None = None
 
     def _position(self, term_id: int, term_offset: int) -> int:
@@ -112,8 +123,12 @@ class ReceiverStateMachine:
 
     def _set_limit(self, consumption: int) -> None:
         """Packets may go no more than a term past the slowest consumer (an over-run would
-        write over a term still being read)."""
-        self.rebuilder.limit_position = consumption + self.term_length
+        write over a term still being read), nor past the log's pages (held short of them,
+        every duty cycle looks again)."""
+        limit = consumption + self.term_length
+        allocated = self._pages.allocate(limit) - 1
+        self._held_short = allocated < limit
+        self.rebuilder.limit_position = min(limit, allocated)
 
     @property
     def time_of_last_packet_ns(self) -> int:
@@ -172,7 +187,7 @@ class ReceiverStateMachine:
         # Idle streams: a status message due soon goes in the duty cycle that heard a heartbeat,
         # so that the receiver's driver wakes once per heartbeat, not once more for each SM.
         sm_due = self.rebuilder.status_message_is_due(now_ns)
-        if consumption == self._last_consumption and not sm_due:
+        if consumption == self._last_consumption and not sm_due and not self._held_short:
             return out  # nothing consumed since the last duty cycle: no SM, nothing to clean
         rebuilder = self.rebuilder
         if consumption != self._last_consumption:
@@ -193,12 +208,12 @@ class ReceiverStateMachine:
     def deadline_ns(self) -> int | None:
         """When `do_work` next has something due though nothing arrives or is consumed: the
         periodic status message (unless the driver's DataPath repeats it: the rebuilder's
-        `repeats_status_messages`), or the NAK of an open gap; None if nothing."""
-        deadline = self.loss.deadline_ns
+        `repeats_status_messages`), the NAK of an open gap, or another look for the pages the
+        limit is held short of; None if nothing."""
+        deadlines = [self.loss.deadline_ns, self._pages.retry_ns]
         if not self.rebuilder.repeats_status_messages:
-            sm = self.rebuilder.time_of_last_sm_ns + SM_TIMEOUT_NS
-            deadline = sm if deadline is None else min(deadline, sm)
-        return deadline
+            deadlines.append(self.rebuilder.time_of_last_sm_ns + SM_TIMEOUT_NS)
+        return min((d for d in deadlines if d is not None), default=None)
 
     def _fill_gap(self, term_id: int, term_offset: int, length: int) -> None:
         """Unreliable: give up on a gap by putting a PAD over it."""

@@ -1,4 +1,5 @@
-"""Storage for a new log, checked before it is made (Aeron's RawLogFactory.checkStorage).
+"""Storage for a new log, checked before it is made (Aeron's RawLogFactory.checkStorage), and
+a sparse log's pages, allocated before its writers reach them (LogPages).
 
 Rules
 - A log needs its whole length: an allocated log takes it at once, a sparse one as it fills, and
@@ -16,8 +17,14 @@ from __future__ import annotations
 
 import logging
 import os
+import time
+from collections.abc import Callable
 
 from aeronio.errors import StorageSpaceError
+from aeronio.logbuffer.descriptor import HEADER_LENGTH, PARTITION_COUNT, index_by_position
+from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol.frames import FRAME_ALIGNMENT
+from aeronio.protocol.limits import PAGE_MIN_SIZE, max_message_length
 
 log = logging.getLogger("aeronio.driver")
 
@@ -88,3 +95,79 @@ def _mem_available() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 1 << 62  # unknown: the file system's figure decides
+
+
+class LogPages:
+    """The pages of a sparse log, allocated (fallocate) before any writer or reader can touch
+    them: on a full file system a page first touched through the mapping is a SIGBUS, in the
+    driver (an image's receiver, a sender) or in a client (a publisher, a subscriber).
+
+    Rules
+    - Every writer is held by a limit the driver moves: a publication's publishers by its
+      publisher limit (an append admitted below it may run past it by `append_reach`), an
+      image's receiver by its rebuilder's limit. The driver moves a limit only as far as the
+      pages below `allocated_to`, so no one writes, or reads a frame header, in a hole. (Not
+      covered: concurrent publishers that all passed the limit check at once, each appending
+      a longest message past it: `append_reach` covers one.)
+    - Allocation follows positions from the log's start page; once three terms past it every
+      page is allocated and nothing is done again. A log not sparse is allocated when made.
+    - The file system full: the limit stays where the pages end, the writers are held there
+      (back pressure), `report` is told once, and the next `allocate` tries again (no sooner
+      than RETRY_NS after a failure)."""
+
+    RETRY_NS = 100_000_000
+    ALL = 1 << 63  # allocated_to once every page is
+
+    def __init__(self, log: LogBuffers, position: int, report: Callable[[str], None]):
+        self._path = log.path
+        self._term_length = log.term_length
+        self._report = report
+        start = position - position % PAGE_MIN_SIZE
+        self.allocated_to = start if log.params.sparse else self.ALL
+        self._whole_at = start + PARTITION_COUNT * log.term_length
+        self._failed_ns: int | None = None
+
+    @property
+    def retry_ns(self) -> int | None:
+        """When `allocate` tries again after a failure (monotonic ns); None: none failed."""
+        return None if self._failed_ns is None else self._failed_ns + self.RETRY_NS
+
+    def allocate(self, position: int) -> int:
+        """Allocate the pages up to `position`'s, included; where the allocated pages end
+        (below `position` when the file system has no room)."""
+        end = min(-(-(position + 1) // PAGE_MIN_SIZE) * PAGE_MIN_SIZE, self._whole_at)
+        if end <= self.allocated_to:
+            return self.allocated_to
+        now_ns = time.monotonic_ns()
+        if self._failed_ns is not None and now_ns - self._failed_ns < self.RETRY_NS:
+            return self.allocated_to
+        mask = self._term_length - 1
+        try:
+            with open(self._path, "r+b") as f:
+                while self.allocated_to < end:
+                    at = self.allocated_to
+                    length = min(end - at, self._term_length - (at & mask))
+                    offset = index_by_position(at, self._term_length) * self._term_length
+                    os.posix_fallocate(f.fileno(), offset + (at & mask), length)
+                    self.allocated_to += length
+        except OSError as e:
+            if self._failed_ns is None:
+                self._report(
+                    f"no room for the pages of {self._path} up to position {end:,}: {e.strerror}; "
+                    f"its writers are held at position {self.allocated_to:,} until there is"
+                )
+            self._failed_ns = now_ns
+            return self.allocated_to
+        self._failed_ns = None
+        if self.allocated_to == self._whole_at:
+            self.allocated_to = self.ALL
+        return self.allocated_to
+
+
+def append_reach(log: LogBuffers) -> int:
+    """How far past a publisher limit an append admitted below it may touch the log: the
+    longest message, in fragments of the MTU (each with its header and alignment), and the
+    header a reader then looks at."""
+    longest = max_message_length(log.term_length)
+    fragments = -(-longest // (log.mtu - HEADER_LENGTH))
+    return longest + fragments * (HEADER_LENGTH + FRAME_ALIGNMENT) + HEADER_LENGTH

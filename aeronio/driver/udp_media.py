@@ -70,7 +70,7 @@ class UdpServices:
     proxy: ClientProxy
     system: Mapping[SystemCounters, Position]
     next_id: Callable[[], int]  # registration ids
-    record_error: Callable[[BaseException], None]
+    record_error: Callable[[BaseException | str], None]
     wake: Callable[[], None]
     wake_id: int
     watch: Callable[[int], None]  # a socket the conductor's loop should wake on
@@ -306,6 +306,7 @@ class UdpMedia:
                     feedback=group_tag_feedback(_first(channel.gtag for channel in channels)),
                     loss_handler=losses.on_gap_detected,
                     data_doorbell=log_signals.data,
+                    report=services.record_error,
                 )
                 image = PublicationImage(
                     registration_id=registration_id,

@@ -4,9 +4,10 @@ The driver creates the file and writes the metadata; publications and images in 
 the same file. Mutable shared fields (tails, active term count, end of stream, is-connected) are
 only touched through the Cython atomics.
 
-A file created sparse gets its pages on first touch (cheap to create, slow the first time through
-the terms); a file created allocated (not `LogParams.sparse`, Java Aeron's default) is mapped with
-MAP_POPULATE, so no appender or reader ever takes a page fault on it.
+A file created sparse gets its terms' pages as they fill (cheap to create, slow the first time
+through the terms; the driver allocates them ahead of the writers: driver/storage.py LogPages),
+its metadata's at once; a file created allocated (not `LogParams.sparse`, Java Aeron's default)
+is mapped with MAP_POPULATE, so no appender or reader ever takes a page fault on it.
 
 A process maps a log file once: an embedded driver and its clients in one process (or two
 clients) share the mapping of the same file (its device and inode) while any of them holds it, so
@@ -82,8 +83,10 @@ class LogBuffers:
         length = d.compute_log_length(term_length, page_size)
         with open(path, "xb") as f:  # never over a live log
             f.truncate(length)
-            if not params.sparse:
-                os.posix_fallocate(f.fileno(), 0, length)
+            # A sparse log's metadata, written now, is allocated first: no room is ENOSPC
+            # here, not a SIGBUS as it is written (its terms: the driver's storage.LogPages).
+            start = 0 if not params.sparse else length - d.LOG_META_DATA_LENGTH
+            os.posix_fallocate(f.fileno(), start, length - start)
         array = _map(path)
         meta = array[-d.LOG_META_DATA_LENGTH :].data  # a memoryview: struct takes it
         header = data_header(  # Aeron's default header: its term id is the initial one

@@ -1,7 +1,9 @@
 """Storage checked before a log is made (driver/storage.py), on a 64 MiB tmpfs the test mounts
 (never the machine's /dev/shm): a log that does not fit is refused with StorageSpaceError naming
 the directory, the bytes needed and the bytes left; the driver serves the next stream that fits
-at once; a log that leaves less than the low-storage threshold is counted."""
+at once; a log that leaves less than the low-storage threshold is counted. A sparse log's pages
+taken by others after it was made hold its writers where its pages end (said in the error log),
+never a SIGBUS, and they go on, nothing lost, once there is room again."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import contextlib
 import errno
 import os
 import pathlib
+import re
 import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +22,8 @@ import pytest
 import aeronio
 from aeronio.counters import SystemCounters
 from aeronio.logbuffer.descriptor import compute_log_length
+from tests.support.child import child_env
+from tests.support.ports import free_port
 from tests.support.procs import procs_fixture
 
 procs = pytest.fixture(procs_fixture, name="procs")
@@ -44,6 +50,17 @@ def mounted(tmp_path, size: str) -> Iterator[pathlib.Path]:
 def tmpfs(tmp_path):
     with mounted(tmp_path, "64m") as point:
         yield point
+
+
+def run_child(script: str, *args: str) -> list[str]:
+    """Run `script` in a child Python (a SIGBUS there fails the test, not pytest); its stdout
+    lines, once it exited 0."""
+    run = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=child_env(), capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert run.returncode == 0, f"exit {run.returncode}: {run.stdout}{run.stderr[-3000:]}"
+    return run.stdout.splitlines()
 
 
 def low_storage_warnings(aeron) -> int:
@@ -94,6 +111,111 @@ async def test_the_checks_can_be_turned_off(tmpfs):
         await aeron.add_publication("aeron:ipc?term-length=16m|sparse=true", 1)
         await aeron.add_publication("aeron:ipc?term-length=16m|sparse=true", 2)
         assert low_storage_warnings(aeron) == 0
+
+
+HELD = r"""
+import asyncio, os, struct, sys
+import aeronio
+from aeronio.cnc import CncFile
+from aeronio.concurrent.error_log import read_error_log
+
+dir, filler, pub_channel, sub_channel, sparse_images = sys.argv[1:]
+COUNT = 3 * 1024  # 3 MiB of messages: every page of the 1 MiB terms
+
+
+def message(i):
+    return struct.pack("<i", i) + bytes([i % 251]) * 996
+
+
+def no_room():
+    cnc = CncFile.map(dir)
+    try:
+        texts = [o.text for o in read_error_log(cnc.error_log_buffer)]
+    finally:
+        cnc.close()
+    return [t for t in texts if t.startswith("no room for the pages of ")]
+
+
+async def main():
+    async with aeronio.connect(
+        dir=dir, ipc_term_length=1 << 20, term_buffer_sparse_file=sparse_images == "true"
+    ) as aeron:
+        pub = await aeron.add_publication(pub_channel, 1)
+        sub = await aeron.add_subscription(sub_channel, 1)
+        await pub.wait_connected(timeout=10)
+        await sub.wait_connected(timeout=10)
+        with open(filler, "wb") as f:  # another file takes every page left
+            try:
+                while True:
+                    f.write(bytes(65536))
+                    f.flush()
+            except OSError as e:
+                print("filled:", e.strerror)
+        got = []
+        take = lambda buffer, header: got.append(bytes(buffer))
+        sent = 0
+        while not no_room():  # offer and take until the driver holds the stream
+            assert sent < COUNT, "all offered, nothing held"
+            if pub.try_offer(message(sent)) > 0:
+                sent += 1
+            sub.poll(take, 100)
+            await asyncio.sleep(0)  # the embedded driver's turn
+        (text,) = no_room()
+        print("held:", text)
+        os.unlink(filler)
+
+        async def receive_rest():
+            while len(got) < COUNT:
+                got.append(bytes((await sub.receive()).data))
+
+        receiving = asyncio.create_task(receive_rest())
+        while sent < COUNT:
+            await pub.offer(message(sent), timeout=30)
+            sent += 1
+        await asyncio.wait_for(receiving, 30)
+        assert got == [message(i) for i in range(COUNT)], "lost or out of order"
+        print("received", len(got), "in order")
+
+
+asyncio.run(main())
+"""
+
+
+UDP = "aeron:udp?endpoint=127.0.0.1:{port}|term-length=1m"
+
+
+@pytest.mark.parametrize(
+    ("kind", "pub_channel", "sub_channel", "sparse_images"),
+    [
+        ("publications", "aeron:ipc?sparse=true", "aeron:ipc", "false"),
+        ("publications", UDP + "|sparse=true", UDP, "false"),
+        ("images", UDP + "|sparse=false", UDP, "true"),
+    ],
+)
+def test_a_sparse_log_whose_pages_others_took_holds_its_writers(
+    tmp_path, kind, pub_channel, sub_channel, sparse_images
+):
+    """Its storage checked, the log made, then another file takes the rest of the tmpfs: the
+    writers of its pages (publishers; an image's receiver, whose log the embedded driver makes
+    sparse) are held where its pages end, the error log says so, and once the file goes every
+    message arrives, in order. Before: the process died of SIGBUS."""
+    port = free_port()
+    with mounted(tmp_path, "16m") as point:
+        dir = str(point / "driver")
+        lines = run_child(
+            HELD, dir, str(point / "filler"), pub_channel.format(port=port),
+            sub_channel.format(port=port), sparse_images,
+        )  # fmt: skip
+    assert lines[0] == "filled: No space left on device"
+    held = re.fullmatch(
+        rf"held: no room for the pages of {dir}/{kind}/\d+\.logbuffer up to position ([\d,]+): "
+        r"No space left on device; its writers are held at position ([\d,]+) until there is",
+        lines[1],
+    )
+    assert held, lines[1]
+    wanted, at = (int(g.replace(",", "")) for g in held.groups())
+    assert 0 < at < wanted and at % 4096 == 0
+    assert lines[2:] == ["received 3072 in order"]
 
 
 def test_a_driver_with_no_room_for_its_files_does_not_start(tmp_path):

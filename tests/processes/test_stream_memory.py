@@ -63,8 +63,11 @@ def test_an_embedded_driver_takes_memory_as_logs_fill_and_one_switch_allocates()
     default, allocated = measure("default"), measure("false")
     log = 3 * 16 * 1024 * 1024 + 4096  # a default UDP log: three 16 MiB terms and metadata
     assert [size for size, _ in default["logs"]] == [log, log]  # the publication and the image
-    assert all(taken < 1024 * 1024 for _, taken in default["logs"])  # only what was written
+    # Not all of it: only what its writers may reach (driver/storage.py LogPages), a third at
+    # most: a publication's window (half a term) and longest message (an eighth) past its
+    # consumers, an image's term past its consumption, and the metadata page.
+    assert all(taken < log // 3 + 8192 for _, taken in default["logs"])
     assert allocated["logs"] == [[log, log], [log, log]]  # all of it, at once
     assert allocated["rss"] - default["rss"] > 2 * log * 0.9  # and in memory: pre-faulted
     sparse = measure("true")  # the default is the sparse setting
-    assert all(taken < 1024 * 1024 for _, taken in sparse["logs"])
+    assert all(taken < log // 3 + 8192 for _, taken in sparse["logs"])
