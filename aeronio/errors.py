@@ -28,10 +28,6 @@ class PublicationClosedError(AeronError):
     """An offer on a closed publication."""
 
 
-class StorageSpaceError(AeronError):
-    """The driver refused a new log: not enough storage (or, on a tmpfs, memory) for it."""
-
-
 class SubscriptionClosedError(AeronError):
     """The subscription was closed while waiting on it."""
 
@@ -59,6 +55,11 @@ class DriverError(AeronError):
     def __init__(self, message: str, code: int = 0):
         super().__init__(message)
         self.code = code
+
+
+class StorageSpaceError(DriverError):
+    """The driver refused a new log (code STORAGE_SPACE): not enough storage (or, on a tmpfs,
+    memory) for it."""
 
 
 class DriverNotFoundError(AeronError):

@@ -257,7 +257,7 @@ class ClientConductor:
             if response.code == p.INVALID_CHANNEL:
                 raise ChannelUriError(response.message)
             if response.code == p.STORAGE_SPACE:
-                raise StorageSpaceError(response.message)
+                raise StorageSpaceError(response.message, response.code)
             raise DriverError(response.message, response.code)
         if not isinstance(response, reply):
             raise DriverError(

@@ -6,12 +6,14 @@ unlinked). Nothing else in the driver makes or removes a log file."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Iterator
 
 from aeronio.counters import Counter
 from aeronio.driver import storage
 from aeronio.driver.context import DriverContext
+from aeronio.errors import StorageSpaceError
 from aeronio.logbuffer.descriptor import LogParams, compute_log_length
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol import layout, limits
@@ -93,14 +95,16 @@ def free_log(log: LogBuffers) -> None:
 
 @contextlib.contextmanager
 def _removed_on_failure(path: str) -> Iterator[None]:
-    """A log that cannot be made (bad parameters, no space for its allocation) leaves no file
-    (one already there is not its own: FileExistsError)."""
+    """A log that cannot be made (bad parameters, no space for its allocation: then
+    StorageSpaceError) leaves no file (one already there is not its own: FileExistsError)."""
     try:
         yield
     except FileExistsError:
         raise
-    except BaseException:
+    except BaseException as e:
         _unlink(path)
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:  # the checks off, or outrun
+            raise StorageSpaceError(f"no room for the new log {path}: {e.strerror}") from e
         raise
 
 

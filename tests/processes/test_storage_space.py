@@ -76,6 +76,7 @@ async def test_a_log_that_does_not_fit_is_refused_and_the_next_one_served(tmpfs,
         assert low_storage_warnings(aeron) == 1  # 16 MiB left < 160 MiB: warned, made
         with pytest.raises(aeronio.StorageSpaceError) as refused:
             await aeron.add_publication(f"aeron:ipc?term-length=16m|sparse={sparse}", 2)
+        assert isinstance(refused.value, aeronio.DriverError) and refused.value.code == 12
         text = str(refused.value)
         assert text.startswith(
             f"insufficient usable storage for a new log of {LOG_16M:,} bytes in {dir}/"
@@ -216,6 +217,57 @@ def test_a_sparse_log_whose_pages_others_took_holds_its_writers(
     wanted, at = (int(g.replace(",", "")) for g in held.groups())
     assert 0 < at < wanted and at % 4096 == 0
     assert lines[2:] == ["received 3072 in order"]
+
+
+UNCHECKED = r"""
+import asyncio, os, sys
+import aeronio
+
+dir, filler = sys.argv[1:]
+
+
+async def main():
+    async with aeronio.connect(dir=dir, perform_storage_checks=False) as aeron:
+        with open(filler, "wb") as f:  # another file takes every page left
+            try:
+                while True:
+                    f.write(bytes(65536))
+                    f.flush()
+            except OSError as e:
+                print("filled:", e.strerror)
+        for sparse in ("true", "false"):
+            try:
+                await aeron.add_publication(f"aeron:ipc?term-length=1m|sparse={sparse}", 1)
+            except aeronio.StorageSpaceError as e:
+                print(f"sparse={sparse}:", e.code, e)
+        os.unlink(filler)
+        pub = await aeron.add_publication("aeron:ipc?term-length=1m|sparse=true", 1)
+        sub = await aeron.add_subscription("aeron:ipc", 1)
+        await pub.wait_connected(timeout=10)
+        await pub.offer(b"served")
+        print("then:", (await asyncio.wait_for(sub.receive(), 10)).data)
+
+
+asyncio.run(main())
+"""
+
+
+def test_without_the_checks_a_log_with_no_room_is_refused_not_a_sigbus(tmp_path):
+    """perform_storage_checks=False on a full tmpfs: the log (allocated, or sparse: its metadata
+    is allocated first) is refused with StorageSpaceError, code STORAGE_SPACE, naming it, and
+    nothing is left of it; the driver serves the next one once there is room. Before: the
+    sparse one's metadata, written, was a SIGBUS."""
+    with mounted(tmp_path, "16m") as point:
+        dir = str(point / "driver")
+        lines = run_child(UNCHECKED, dir, str(point / "filler"))
+    assert lines[0] == "filled: No space left on device"
+    for line, sparse in zip(lines[1:3], ("true", "false"), strict=True):
+        assert re.fullmatch(
+            rf"sparse={sparse}: 12 no room for the new log {dir}/publications/\d+\.logbuffer: "
+            r"No space left on device",
+            line,
+        ), line
+    assert lines[3:] == ["then: b'served'"]
 
 
 def test_a_driver_with_no_room_for_its_files_does_not_start(tmp_path):
