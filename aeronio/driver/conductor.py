@@ -274,7 +274,7 @@ class DriverConductor:
         self._check_unused(command.correlation_id)
         media_key = channel.canonical_form(resolve_host)
         publication = None
-        if not command.exclusive and channel.session_id is None:
+        if not command.exclusive:  # as Aeron's: the stream's shared log, if its params agree
             publication = next(
                 (
                     pub
@@ -841,18 +841,39 @@ def _check_counter(command: p.AddCounter | p.AddStaticCounter) -> None:
 
 
 def _check_same_log_params(channel: ChannelUri, publication: DriverPublication) -> None:
-    """A publication joining an existing log must not ask for different log parameters (its
-    term-id and term-offset say where a new log starts: a shared one goes on where it is)."""
+    """A publication joining an existing log must not ask for different log parameters, as
+    Aeron's confirmPublicationMatch: nor another session-id, nor another position to start at
+    (init-term-id, term-id and term-offset: a position asked for is never silently another)."""
+    log = publication.log
+    initial_term_id = log.mapped.initial_term_id
     for name, asked, actual in (
-        ("term-length", channel.term_length, publication.log.term_length),
-        ("mtu", channel.mtu, publication.log.mtu),
-        ("init-term-id", channel.initial_term_id, publication.log.mapped.initial_term_id),
+        ("session-id", channel.session_id, publication.session_id),
+        ("term-length", channel.term_length, log.term_length),
+        ("mtu", channel.mtu, log.mtu),
+        ("init-term-id", channel.initial_term_id, initial_term_id),
     ):
         if asked is not None and asked != actual:
             raise AeronError(
                 f"{name}={asked} differs from the existing publication's {name}={actual} "
                 f"on stream {publication.stream_id}"
             )
+    if channel.term_id is not None:  # with init-term-id and term-offset (ChannelUri)
+        assert channel.term_offset is not None
+        asked = _wrap_i32(channel.term_id - initial_term_id) * log.term_length
+        asked += channel.term_offset
+        start = publication.start_position
+        if asked != start:
+            raise AeronError(
+                f"term-id={channel.term_id} term-offset={channel.term_offset} (position "
+                f"{asked}) differ from where the existing publication started (position "
+                f"{start}: term-id={_wrap_i32(initial_term_id + start // log.term_length)} "
+                f"term-offset={start % log.term_length}) on stream {publication.stream_id}"
+            )
+
+
+def _wrap_i32(value: int) -> int:
+    """`value` as an int32 wraps it (a term id)."""
+    return (value + 2**31) % 2**32 - 2**31
 
 
 def _check_publication_channel(channel: ChannelUri) -> None:

@@ -72,6 +72,36 @@ def test_an_invalid_channel_is_refused_with_aerons_code(aeron_c):
     assert "endpoint=nope" in message and "INVALID_CHANNEL" in message.upper().replace(" ", "_")
 
 
+def test_a_shared_publication_is_joined_as_aerons_driver_joins_it(aeron_c):
+    """As Aeron's driver matches a stream's shared publication: an add with its session-id joins
+    it; one asking for another session-id, or for another position to start at (term-id,
+    term-offset), is refused saying so, not given a second session or the log at a position it
+    did not ask for; an exclusive one of its session-id clashes."""
+    dir = _aeronio_driver(aeron_c, "standalone")
+    at = "init-term-id=1|term-id=2|term-offset=64|term-length=64k"
+    adds = [
+        ["aeron:ipc?session-id=5", 11, False],
+        ["aeron:ipc?session-id=5", 11, False],
+        ["aeron:ipc?session-id=6", 11, False],
+        ["aeron:ipc?session-id=5", 11, True],
+        [f"aeron:ipc?{at}", 12, False],
+        [f"aeron:ipc?{at}", 12, False],
+        [f"aeron:ipc?{at.replace('term-id=2', 'term-id=3')}", 12, False],
+        [f"aeron:ipc?{at.replace('term-offset=64', 'term-offset=128')}", 12, False],
+    ]
+    client = aeron_c.pyaeron("add_publications", dir=dir, adds=adds)
+    answers = client.expect_json("answered", 30)
+    assert answers[:2] == [{"session_id": 5, "position": 0}] * 2
+    differs = "session-id=6 differs from the existing publication's session-id=5"
+    assert differs in answers[2]["error"]
+    assert "session-id 5 is already in use on stream 11" in answers[3]["error"]
+    assert answers[4]["position"] == answers[5]["position"] == 64 * 1024 + 64
+    assert answers[4]["session_id"] == answers[5]["session_id"]
+    started = "from where the existing publication started (position 65600: term-id=2 "
+    assert f"term-id=3 term-offset=64 (position 131136) differ {started}" in answers[6]["error"]
+    assert f"term-id=2 term-offset=128 (position 65664) differ {started}" in answers[7]["error"]
+
+
 @pytest.mark.slow
 def test_a_killed_pyaeron_client_is_timed_out_and_its_resources_freed(aeron_c):
     """SIGKILLed, the client writes its heartbeat counter no more: after the client liveness

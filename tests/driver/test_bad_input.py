@@ -87,16 +87,19 @@ async def test_mtu_too_large_for_term_is_refused_naming_mtu(aeron):
         DriverContext.from_options(ipc_mtu=1000)
 
 
-async def test_a_shared_log_of_another_initial_term_id_is_refused(aeron):
+async def test_a_shared_log_of_another_initial_term_id_or_start_is_refused(aeron):
     """It used to be joined, at its own positions: those of the init-term-id asked for were
-    not its."""
+    not its, nor was the position asked for; the same start joins it (Aeron's
+    confirmPublicationMatch)."""
     first = await aeron.add_publication("aeron:ipc?init-term-id=5|term-id=6|term-offset=64", 4)
     assert (first.initial_term_id, first.position) == (5, 64 * 1024 * 1024 + 64)
     other = "aeron:ipc?init-term-id=7|term-id=7|term-offset=0"
     differs = "^init-term-id=7 differs from the existing publication's init-term-id=5 on stream 4$"
     with pytest.raises(aeronio.DriverError, match=differs):
         await aeron.add_publication(other, 4)
-    same = await aeron.add_publication("aeron:ipc?init-term-id=5|term-id=5|term-offset=0", 4)
+    with pytest.raises(aeronio.DriverError, match=r"term-id=5 term-offset=0 \(position 0\)"):
+        await aeron.add_publication("aeron:ipc?init-term-id=5|term-id=5|term-offset=0", 4)
+    same = await aeron.add_publication("aeron:ipc?init-term-id=5|term-id=6|term-offset=64", 4)
     assert (same.session_id, same.position) == (first.session_id, first.position)
 
 

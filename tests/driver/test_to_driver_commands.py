@@ -56,8 +56,10 @@ def _heartbeat_of(client: RingClient) -> int:
     return counter_id
 
 
-def _add_publication(client: RingClient, channel: str = "aeron:ipc", stream_id: int = 7):
-    command = p.AddPublication(client.next_id(), client.client_id, channel, stream_id)
+def _add_publication(
+    client: RingClient, channel: str = "aeron:ipc", stream_id: int = 7, exclusive: bool = False
+):
+    command = p.AddPublication(client.next_id(), client.client_id, channel, stream_id, exclusive)
     client.send(command)
     return command
 
@@ -409,7 +411,7 @@ async def test_the_next_session_id_is_the_drivers_next_free_on_the_stream(driver
     first = await client.answer(_add_publication(client, stream_id=7).correlation_id)
     assert first.session_id == 5000
     taken = 5001
-    explicit = _add_publication(client, f"aeron:ipc?session-id={taken}", stream_id=7)
+    explicit = _add_publication(client, f"aeron:ipc?session-id={taken}", 7, exclusive=True)
     assert (await client.answer(explicit.correlation_id)).session_id == taken
     other_stream = _add_publication(client, f"aeron:ipc?session-id={taken + 1}", stream_id=8)
     assert isinstance(await client.answer(other_stream.correlation_id), p.PublicationReady)

@@ -165,6 +165,27 @@ def add_publication_error(pyaeron, dir: str, channel: str, stream_id: int = 1) -
     aeron.close()
 
 
+def add_publications(pyaeron, dir: str, adds: list[list]) -> None:
+    """Add the publications of `adds` (each [channel, stream id, exclusive]) in turn, keeping
+    those added; say what each was answered (its session id and position, or the error's
+    message), then stay until stdin ends."""
+    aeron = connect(pyaeron, dir)
+    answers: list[dict] = []
+    publications = []
+    for channel, stream_id, exclusive in adds:
+        add = aeron.add_exclusive_publication if exclusive else aeron.add_publication
+        try:
+            publication = add(channel, stream_id)
+        except pyaeron.AeronError as e:
+            answers.append({"error": str(e)})
+        else:
+            publications.append(publication)
+            answers.append({"session_id": publication.session_id, "position": publication.position})
+    say("answered", answers)
+    stdin_closed().wait()
+    aeron.close()
+
+
 def commands_1_53(pyaeron, dir: str, static_type_id: int, registration_id: int) -> None:
     """Aeron's C client (through ctypes: pyaeron has no API for them) adds the static counter of
     `static_type_id` and `registration_id` twice, removes a manual multi-destination-cast
@@ -291,6 +312,7 @@ ROLES = {
     "subscribe": subscribe,
     "attach": attach,
     "add_publication_error": add_publication_error,
+    "add_publications": add_publications,
     "commands_1_53": commands_1_53,
 }
 
