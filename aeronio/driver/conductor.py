@@ -71,6 +71,26 @@ MAX_REJECT_REASON_LENGTH = 1023  # Aeron's AERON_ERROR_MAX_TEXT_LENGTH
 TIMED_OUT_KEPT = 4096
 
 
+# The commands that make a client the driver does not know: the adds, as Aeron's, and the
+# keepalive aeronio's clients begin with. Others may name no client: Aeron's C client leaves
+# REJECT_IMAGE's client id unset, and a driver termination request names one of its own.
+_MAKE_CLIENTS = (
+    p.AddPublication,
+    p.AddSubscription,
+    p.AddCounter,
+    p.AddStaticCounter,
+    p.ClientKeepalive,
+)
+# What a command of a client the driver does not know names (the rest name a publication).
+_UNKNOWN_PUBLICATION = ("publication", p.UNKNOWN_PUBLICATION)
+_UNKNOWN_RESOURCES: dict[type, tuple[str, int]] = {
+    p.RemoveSubscription: ("subscription", p.UNKNOWN_SUBSCRIPTION),
+    p.AddRcvDestination: ("subscription", p.UNKNOWN_SUBSCRIPTION),
+    p.RemoveRcvDestination: ("subscription", p.UNKNOWN_SUBSCRIPTION),
+    p.RemoveCounter: ("counter", p.UNKNOWN_COUNTER),
+}
+
+
 class DriverConductor:
     def __init__(
         self,
@@ -166,7 +186,21 @@ class DriverConductor:
             self.proxy.error(reply, correlation_id, p.GENERIC_ERROR, message)
             return
         try:
-            client = self._client(command.client_id, reply)
+            match command:  # what needs no client: a client the driver does not know is not made
+                case p.GetNextAvailableSessionId():
+                    session_id = self._next_session_id(command.stream_id)
+                    self.proxy.next_available_session_id(reply, command.correlation_id, session_id)
+                    return
+                case p.RejectImage():
+                    self._reject_image(command)
+                    return
+                case p.TerminateDriver():
+                    self._terminate_driver(command)
+                    return
+                case p.ClientClose():
+                    self._close_client(command.client_id)
+                    return
+            client = self._client(command, reply)
             client.on_keepalive()
             match command:
                 case p.AddPublication():
@@ -179,11 +213,6 @@ class DriverConductor:
                     self._remove_subscription(command, client)
                 case p.AddDestination() | p.RemoveDestination() | p.RemoveDestinationById():
                     self._change_destination(command, client, now_ns)
-                case p.GetNextAvailableSessionId():
-                    session_id = self._next_session_id(command.stream_id)
-                    self.proxy.next_available_session_id(reply, command.correlation_id, session_id)
-                case p.RejectImage():
-                    self._reject_image(command)
                 case p.AddCounter():
                     self._add_counter(command, client, reply)
                 case p.AddStaticCounter():
@@ -194,11 +223,6 @@ class DriverConductor:
                     self._change_rcv_destination(command, client)
                 case p.ClientKeepalive():
                     pass
-                case p.ClientClose():
-                    client.closed = True
-                    self.resources.end(client)
-                case p.TerminateDriver():
-                    self._terminate_driver(command)
         except ChannelUriError as e:
             self._error(reply, correlation_id, p.INVALID_CHANNEL, str(e))
         except StorageSpaceError as e:
@@ -211,8 +235,22 @@ class DriverConductor:
             self.record_error(e)
             self.proxy.error(reply, correlation_id, p.GENERIC_ERROR, f"{type(e).__name__}: {e}")
 
-    def _client(self, client_id: int, reply: Callable[[p.Response], None]) -> ClientSession:
+    def _client(self, command: p.Command, reply: Callable[[p.Response], None]) -> ClientSession:
+        """The client of `command`. As Aeron's driver, only an add makes one it does not know
+        (and a keepalive: aeronio's clients begin with one); a remove or destination of one it
+        does not know is refused, its resource unknown."""
+        client_id = command.client_id
         client = self.resources.clients.get(client_id)
+        if client is None and not isinstance(command, _MAKE_CLIENTS):
+            what, code = _UNKNOWN_RESOURCES.get(type(command), _UNKNOWN_PUBLICATION)
+            # The resource named: a RemoveDestinationById names its publication so.
+            named = getattr(command, "resource_registration_id", None)
+            named = getattr(command, "registration_id", named)
+            raise DriverError(
+                f"unknown {what} registration id {named}: client {client_id} is unknown to "
+                "the driver",
+                code,
+            )
         if client is None:
             client = ClientSession(
                 client_id,
@@ -224,6 +262,12 @@ class DriverConductor:
             self.resources.add(client)
             self.proxy.counter_ready(reply, client_id, client.heartbeat.id)
         return client
+
+    def _close_client(self, client_id: int) -> None:
+        client = self.resources.clients.get(client_id)
+        if client is not None:
+            client.closed = True
+            self.resources.end(client)
 
     def _check_unused(self, correlation_id: int) -> None:
         """An add's correlation id becomes the registration id its client removes by: one

@@ -8,7 +8,7 @@ import zlib
 import pytest
 
 from aeronio.counters import CLIENT_HEARTBEAT_TYPE_ID, CountersReader, SystemCounters
-from tests.support.procs import system_counters, wait_until
+from tests.support.procs import aeronio_cmd, system_counters, wait_until
 from tests.support.pyaeron_roles import payload
 
 UDP = "aeron:udp?endpoint=127.0.0.1:{port}"
@@ -175,6 +175,22 @@ def test_one_ipc_stream_shared_by_aeronio_and_pyaeron_clients(aeron_c):
         publisher.expect("sent", 60)
     for subscriber in subscribers:
         assert subscriber.expect_json("received", 90) == {"counts": counts, "errors": []}
+
+
+def test_a_driver_termination_request_makes_no_client(aeron_c):
+    """Aeron's request that a driver terminate (a TERMINATE_DRIVER naming a client id of its
+    own) is refused by a driver that does not allow it, and makes no client, as Aeron's driver:
+    it used to make one, with a heartbeat counter, which the driver timed out a liveness
+    timeout later (counted in CLIENT_TIMEOUTS, a ClientTimeoutError in its error log)."""
+    dir = _aeronio_driver(aeron_c, "standalone")
+    aeron_c.pyaeron("request_termination", dir=dir, token="stop").expect("requested", 30)
+    wait_until(
+        lambda: "TERMINATE_DRIVER from client" in aeronio_cmd("errors", "--dir", dir).stdout,
+        30,
+        "the request refused",
+    )
+    with CountersReader.open(dir) as reader:
+        assert [c.label for c in reader.for_each() if c.type_id == CLIENT_HEARTBEAT_TYPE_ID] == []
 
 
 def test_static_counters_and_publications_named_as_aerons_c_client_names_them(aeron_c):

@@ -470,6 +470,37 @@ async def test_rejecting_an_image_is_refused_with_aerons_codes(client):
     )
 
 
+async def test_a_command_that_is_no_add_makes_no_client(client):
+    """As Aeron's driver, only an add (or aeronio's first keepalive) makes a client the driver
+    does not know (Aeron's C client leaves REJECT_IMAGE's client id unset): the other commands
+    of one are answered (removes refused, their resource unknown) and make none, no heartbeat
+    counter for the driver to time out later."""
+    stranger = client.client_id + 1000
+    commands = [
+        p.RejectImage(client.next_id(), stranger, 10**12, 0, "bad data"),
+        p.RemovePublication(client.next_id(), stranger, 10**12),
+        p.RemoveCounter(client.next_id(), stranger, 10**12),
+        p.GetNextAvailableSessionId(client.next_id(), stranger, 7),
+    ]
+    client.send(p.ClientClose(stranger))
+    for command in commands:
+        client.send(command)
+    answers = [await client.answer(command.correlation_id) for command in commands]
+    assert [getattr(answer, "code", None) for answer in answers] == [
+        p.GENERIC_ERROR,
+        p.UNKNOWN_PUBLICATION,
+        p.UNKNOWN_COUNTER,
+        None,
+    ]
+    assert answers[1].message == (
+        f"unknown publication registration id {10**12}: client {stranger} is unknown to the driver"
+    )
+    assert isinstance(answers[3], p.NextAvailableSessionId)
+    heartbeat = client.counters.find_by_type_id_and_registration_id
+    assert heartbeat(CLIENT_HEARTBEAT_TYPE_ID, stranger) is None
+    assert not any(isinstance(r, p.CounterReady) for r in client.poll())
+
+
 async def test_a_publication_is_named_by_its_adds_correlation_id_as_aerons_clients_do(
     driver, client
 ):

@@ -245,6 +245,19 @@ def commands_1_53(pyaeron, dir: str, static_type_id: int, registration_id: int) 
     call("aeron_close", aeron)
 
 
+def request_termination(pyaeron, dir: str, token: str) -> None:
+    """Ask the driver of `dir` to terminate as Aeron's tools do (aeron_context_request_driver_
+    termination: a TERMINATE_DRIVER naming a client id of its own, through ctypes: pyaeron has
+    no API for it); say that it was asked."""
+    import ctypes
+
+    c = ctypes.CDLL(pyaeron._pyaeron.__file__)
+    data = token.encode()
+    if c.aeron_context_request_driver_termination(dir.encode(), data, len(data)) != 1:
+        raise RuntimeError(f"no termination request written to {dir}")
+    say("requested")
+
+
 def tagged(tag: str, index: int) -> bytes:
     """Message `index` of the publisher `tag` in the tagged roles (aeronio's too)."""
     return f"{tag}:{index}:".encode() + bytes(index % 300)
@@ -314,6 +327,7 @@ ROLES = {
     "add_publication_error": add_publication_error,
     "add_publications": add_publications,
     "commands_1_53": commands_1_53,
+    "request_termination": request_termination,
 }
 
 
