@@ -45,7 +45,7 @@ from aeronio.driver.resources import (
     SubscriberPosition,
     SubscriptionLink,
 )
-from aeronio.driver.stream_counters import StreamCounters, position_key
+from aeronio.driver.stream_counters import StreamCounters
 from aeronio.driver.to_driver_commands import ToDriverCommands
 from aeronio.driver.udp_media import UdpMedia, UdpServices
 from aeronio.errors import (
@@ -615,9 +615,6 @@ class DriverConductor:
                     link.channel,
                     publication.join_position(),
                     link.client_id,
-                    position_key(
-                        publication.registration_id, publication.session_id, publication.stream_id
-                    ),
                 )
                 subscriber = SubscriberPosition(
                     link.registration_id, link.client_id, str(link.channel), counter

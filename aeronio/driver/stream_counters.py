@@ -1,10 +1,12 @@
 """Every per-stream and per-client counter the driver allocates, with its label format (Aeron's
 StreamCounter kinds: PublisherLimit, PublisherPos, SubscriberPos, SenderPos, ...). `aeronio stat`
-and the tests read these labels and type ids: they are part of the counters' format."""
+and the tests read these labels and type ids, Aeron's StreamStat the stream counters' keys
+(`stream_key`): they are part of the counters' format."""
 
 from __future__ import annotations
 
 import contextlib
+import struct
 import sys
 from typing import NamedTuple
 
@@ -12,6 +14,7 @@ from aeronio.counters import (
     CLIENT_HEARTBEAT_TYPE_ID,
     DRIVER_DOORBELL_TYPE_ID,
     FLOW_CONTROL_RECEIVERS_TYPE_ID,
+    MAX_KEY_LENGTH,
     MDC_DESTINATIONS_TYPE_ID,
     PUBLISHER_LIMIT_TYPE_ID,
     PUBLISHER_POS_TYPE_ID,
@@ -35,13 +38,16 @@ class _Spec(NamedTuple):
     owner_id: int = 0
 
 
-def position_key(registration_id: int, session_id: int, stream_id: int) -> bytes:
-    """The key of a publication's position counters (registration id, session id, stream id)."""
-    return (
-        registration_id.to_bytes(8, "little", signed=True)
-        + session_id.to_bytes(4, "little", signed=True)
-        + stream_id.to_bytes(4, "little", signed=True)
-    )
+_STREAM_KEY = struct.Struct("<qiii")  # registration id, session id, stream id, channel length
+# The channel's bytes a stream counter's key holds (Aeron's StreamCounter.MAX_CHANNEL_LENGTH).
+MAX_KEY_CHANNEL_LENGTH = MAX_KEY_LENGTH - _STREAM_KEY.size
+
+
+def stream_key(registration_id: int, session_id: int, stream_id: int, channel: object) -> bytes:
+    """The key of a stream counter, Aeron's (StreamCounter): the registration id, session id
+    and stream id, then the channel's length and its first MAX_KEY_CHANNEL_LENGTH bytes."""
+    data = str(channel).encode()[:MAX_KEY_CHANNEL_LENGTH]
+    return _STREAM_KEY.pack(registration_id, session_id, stream_id, len(data)) + data
 
 
 class StreamCounters:
@@ -91,7 +97,7 @@ class StreamCounters:
     ) -> list[Counter]:
         """pub-lmt and pub-pos (sampled) of a new publication."""
         label = f"{registration_id} {session_id} {stream_id} {channel}"
-        key = position_key(registration_id, session_id, stream_id)
+        key = stream_key(registration_id, session_id, stream_id, channel)
         return self._allocate(
             _Spec(f"pub-lmt: {label}", PUBLISHER_LIMIT_TYPE_ID, key, registration_id, owner_id),
             _Spec(
@@ -107,10 +113,11 @@ class StreamCounters:
         channel: object,
         join_position: int,
         owner_id: int,
-        key: bytes = b"",
     ) -> Counter:
-        """sub-pos of a subscription on an image or a publication's log, set to its join."""
+        """sub-pos of a subscription (on its channel) on an image or a publication's log, set
+        to its join."""
         label = f"sub-pos: {subscription_id} {session_id} {stream_id} {channel} @{join_position}"
+        key = stream_key(subscription_id, session_id, stream_id, channel)
         spec = _Spec(label, SUBSCRIBER_POSITION_TYPE_ID, key, subscription_id, owner_id)
         counter = self._allocate(spec)[0]
         counter.set(join_position)
@@ -121,16 +128,14 @@ class StreamCounters:
     ) -> list[Counter]:
         """snd-pos, snd-lmt, snd-bpe and, with `fc` (one-to-many), fc-receivers of a sender."""
         label = f"{registration_id} {session_id} {stream_id} {channel}"
+        key = stream_key(registration_id, session_id, stream_id, channel)
         kinds = [
             ("snd-pos", SENDER_POSITION_TYPE_ID),
             ("snd-lmt", SENDER_LIMIT_TYPE_ID),
             ("snd-bpe", SENDER_BPE_TYPE_ID),
         ] + [("fc-receivers", FLOW_CONTROL_RECEIVERS_TYPE_ID)] * fc
         return self._allocate(
-            *(
-                _Spec(f"{name}: {label}", kind, registration_id=registration_id)
-                for name, kind in kinds
-            )
+            *(_Spec(f"{name}: {label}", kind, key, registration_id) for name, kind in kinds)
         )
 
     def image(
@@ -138,9 +143,10 @@ class StreamCounters:
     ) -> list[Counter]:
         """rcv-hwm and rcv-pos of an image, labelled with its receive endpoint's channel."""
         label = f"{registration_id} {session_id} {stream_id} {channel}"
+        key = stream_key(registration_id, session_id, stream_id, channel)
         return self._allocate(
-            _Spec(f"rcv-hwm: {label}", RECEIVER_HWM_TYPE_ID, registration_id=registration_id),
-            _Spec(f"rcv-pos: {label}", RECEIVER_POS_TYPE_ID, registration_id=registration_id),
+            _Spec(f"rcv-hwm: {label}", RECEIVER_HWM_TYPE_ID, key, registration_id),
+            _Spec(f"rcv-pos: {label}", RECEIVER_POS_TYPE_ID, key, registration_id),
         )
 
     def mdc_destinations(self, registration_id: int, channel: object) -> Counter:

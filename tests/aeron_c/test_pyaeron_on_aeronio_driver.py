@@ -3,6 +3,7 @@ the to-driver ring buffer, the broadcast buffer, heartbeat counters; the driver 
 (`aeronio driver`) or embedded in another aeronio process."""
 
 import signal
+import struct
 import zlib
 
 import pytest
@@ -63,6 +64,47 @@ def test_pyaeron_publishes_and_subscribes_on_an_aeronio_driver(aeron_c, free_por
     publisher.release()
     publisher.wait(30)
     assert subscriber.expect_json("image-unavailable", 60)["session_id"] == session_id
+
+
+# The counter types Aeron's StreamStat reads by their keys: pub-lmt, snd-pos, rcv-hwm, sub-pos,
+# rcv-pos, snd-lmt, pub-pos, snd-bpe.
+STREAM_COUNTER_TYPE_IDS = {1, 2, 3, 4, 5, 9, 12, 13}
+
+
+@pytest.mark.parametrize("driver", ["aeron-c", "aeronio"])
+def test_stream_counters_keys_are_as_aerons_stream_stat_reads_them(aeron_c, free_port, driver):
+    """Aeron's StreamStat tells streams apart by the keys of their counters (registration id,
+    session id, stream id, then the channel: its length and bytes), not by their labels: each
+    stream counter's key says what its label says, on Aeron's C driver (which shows the test
+    reads the keys as Aeron writes them) and on aeronio's, whose sender, receiver and network
+    subscriber counters had empty keys (StreamStat put them in one stream of session 0 and
+    stream 0) and whose other keys held no channel."""
+    if driver == "aeron-c":
+        dir = aeron_c.new_dir()
+        aeron_c.pyaeron("driver", dir=dir).expect_json("ready", 30)
+    else:
+        dir = _aeronio_driver(aeron_c, "standalone")
+    channel = UDP.format(port=free_port)
+    subscriber = aeron_c.pyaeron("subscribe", dir=dir, channel=channel, stream_id=9, count=1)
+    subscriber.expect("subscribed", 30)
+    publisher = aeron_c.pyaeron(
+        "publish", dir=dir, channel=channel, stream_id=9, count=1, sizes=[100]
+    )
+    session_id = publisher.expect_json("publication", 30)["session_id"]
+    subscriber.expect_json("received", 60)
+    kinds = set()
+    with CountersReader.open(dir) as reader:
+        for info in reader.for_each():
+            if info.type_id not in STREAM_COUNTER_TYPE_IDS:
+                continue
+            registration_id, session, stream, length = struct.unpack_from("<qiii", info.key)
+            kind, _, rest = info.label.partition(": ")
+            assert rest.startswith(f"{registration_id} {session} {stream} {channel}"), info
+            assert info.key[20 : 20 + length] == channel.encode(), info
+            assert (session, stream) == (session_id, 9), info
+            kinds.add(kind.split()[0])
+    assert kinds == {"pub-lmt", "pub-pos", "snd-pos", "snd-lmt", "snd-bpe", "rcv-hwm", "rcv-pos",
+                     "sub-pos"}  # fmt: skip
 
 
 def test_an_invalid_channel_is_refused_with_aerons_code(aeron_c):
