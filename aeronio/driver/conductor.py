@@ -479,14 +479,17 @@ class DriverConductor:
 
     def _advance_released(self, now_ns: int) -> bool:
         """Move released publications on in every full duty cycle, not only on the timer: one
-        drained lingers, one delivered ends at once (True: one ended)."""
-        ended = False
+        drained lingers (an IPC one without its subscribers), one delivered ends at once (True:
+        one ended or let its subscribers go, the data path reads their positions no more)."""
+        reshaped = False
         for publication in [pub for pub in self.publications if pub.state is not State.ACTIVE]:
+            subscribers = len(publication.subscribers)
             publication.advance(now_ns)
+            reshaped |= len(publication.subscribers) != subscribers
             if publication.has_reached_end_of_life():
                 self.resources.end(publication)
-                ended = True
-        return ended
+                reshaped = True
+        return reshaped
 
     def _change_destination(
         self,

@@ -5,7 +5,8 @@ cleaning, the subscribers that read the log directly, unblocking, and the lifecy
 - DRAINING once the last lets go (the end of stream is where it stopped) until its consumers
   have everything (or none is connected, or they made no progress for the unblock timeout:
   however slowly they read, they get it all);
-- LINGER for the linger timeout; a network publication ends it as soon as its receivers have
+- LINGER for the linger timeout (an IPC publication's subscribers, drained, are told at its
+  start that their image went); a network publication ends it as soon as its receivers have
   acknowledged everything and its spies read it (`NetworkPublication`), and says so when they
   have not in time;
 - DONE: the end of its life (the conductor closes it).
@@ -247,8 +248,20 @@ class DriverPublication:
             if drained or self._drain_stalled(consumer, now_ns):
                 self.state = State.LINGER
                 self.time_of_state_change_ns = now_ns
+                if drained:
+                    self._on_drained()
         elif self.state is State.LINGER and self._linger_ended(now_ns):
             self.state = State.DONE
+
+    def _on_drained(self) -> None:
+        """Its consumers have all of it, and it starts to linger."""
+
+    def _release_subscribers(self) -> None:
+        """Tell the subscribers their image went; free their positions."""
+        for sub in self.subscribers:
+            self._proxy.image_unavailable(self, sub)
+            self._counters.free(sub.counter)
+        self.subscribers.clear()
 
     def _drain_stalled(self, consumer: int | None, now_ns: int) -> bool:
         """The draining consumers, now at `consumer`, made no progress for the unblock timeout,
@@ -301,10 +314,7 @@ class DriverPublication:
 
     def close(self) -> None:
         """Tell the subscribers their image is gone; free the counters, the log and its file."""
-        for sub in self.subscribers:
-            self._proxy.image_unavailable(self, sub)
-            self._counters.free(sub.counter)
-        self.subscribers.clear()
+        self._release_subscribers()
         self._counters.free(self.publisher_limit, self.publisher_position)
         self.signals.consumed.remove_callback(self._wake)
         signals.release(self.log_file)

@@ -13,3 +13,9 @@ class IpcPublication(DriverPublication):
 
     def consumer_position(self) -> int | None:
         return slowest(self.subscribers)
+
+    def _on_drained(self) -> None:
+        """As Aeron's: its subscribers, who have all of it, are told at once that their image
+        went (not once the linger ends). It stays connected, as Aeron's: a publisher that did
+        not know it was released is back-pressured at the end of stream."""
+        self._release_subscribers()

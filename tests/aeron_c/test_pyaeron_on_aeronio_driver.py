@@ -107,6 +107,25 @@ def test_stream_counters_keys_are_as_aerons_stream_stat_reads_them(aeron_c, free
                      "sub-pos"}  # fmt: skip
 
 
+def test_an_ipc_image_goes_once_drained_not_after_the_linger(aeron_c):
+    """As Aeron's driver, an IPC publication's subscribers are told their image went once they
+    have read all of it (ON_UNAVAILABLE_IMAGE as the publication starts to linger): they used to
+    be told only once the linger ended (publication-linger-ns later, 5 s by default; here 10
+    minutes, past the test's wait)."""
+    dir = _aeronio_driver(aeron_c, "standalone", "--publication-linger-ns", "600000000000")
+    subscriber = aeron_c.pyaeron("subscribe", dir=dir, channel=IPC, stream_id=5, count=COUNT)
+    subscriber.expect("subscribed", 30)
+    publisher = aeron_c.pyaeron(
+        "publish", dir=dir, channel=IPC, stream_id=5, count=COUNT, sizes=SIZES
+    )
+    session_id = publisher.expect_json("publication", 30)["session_id"]
+    assert subscriber.expect_json("image-available", 60)["session_id"] == session_id
+    assert subscriber.expect_json("received", 60)["count"] == COUNT
+    publisher.release()
+    publisher.wait(30)
+    assert subscriber.expect_json("image-unavailable", 60)["session_id"] == session_id
+
+
 def test_an_invalid_channel_is_refused_with_aerons_code(aeron_c):
     dir = _aeronio_driver(aeron_c, "standalone")
     failing = aeron_c.pyaeron("add_publication_error", dir=dir, channel="aeron:udp?endpoint=nope")

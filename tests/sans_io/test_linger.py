@@ -52,7 +52,12 @@ def status(consumed: int, receiver_id: int = 5, flags: int = 0):
 
 
 def stubs(publisher: Publisher, reports: list[str]) -> PublicationParts:
-    """A publication's parts around `publisher`'s log, the driver's stubbed."""
+    """A publication's parts around `publisher`'s log, the driver's stubbed (its proxy keeps the
+    subscription ids told their image went in `told`)."""
+    proxy = SimpleNamespace(image_ready=lambda *args: None, told=[])
+    proxy.image_unavailable = lambda publication, subscriber: proxy.told.append(
+        subscriber.subscription_id
+    )
     return PublicationParts(
         registration_id=1,
         channel="aeron:udp?endpoint=127.0.0.1:40123",
@@ -65,7 +70,7 @@ def stubs(publisher: Publisher, reports: list[str]) -> PublicationParts:
         linger_ns=LINGER_NS,
         unblocked_counter=Slot(),
         stream_counters=SimpleNamespace(free=lambda *counters: None),
-        proxy=SimpleNamespace(image_ready=lambda *args: None),
+        proxy=proxy,
         wake=lambda: None,
         report=reports.append,
     )
@@ -207,13 +212,17 @@ def released_ipc(tmp_path) -> tuple[IpcPublication, Slot, int, list[str]]:
 
 
 def test_an_ipc_publication_drains_to_its_subscribers_then_lingers_its_whole_timeout(tmp_path):
+    """Its subscribers are told their image went once drained, as it starts to linger (as
+    Aeron's), not as it ends."""
     publication, position, end, reports = released_ipc(tmp_path)
     publication.advance(2 * MS)
     assert publication.state is State.DRAINING and publication.awaiting_delivery
     assert publication.undelivered() == f"its subscribers consumed up to 0, not up to {end}"
+    assert publication._proxy.told == []
     position.set(end)
     publication.advance(3 * MS)
     assert publication.state is State.LINGER and not publication.awaiting_delivery
+    assert publication._proxy.told == [2] and publication.subscribers == []
     assert publication.deadline_ns() == 3 * MS + LINGER_NS
     publication.advance(3 * MS + LINGER_NS - 1)
     assert publication.state is State.LINGER
