@@ -462,8 +462,27 @@ class DriverConductor:
                     p.UNKNOWN_PUBLICATION,
                 )
         registration_id = adds.pop(add)
+        if command.flags & p.REMOVE_PUBLICATION_FLAG_REVOKE:
+            self._revoke_publication(registration_id, now_ns)
         self._release_publication(registration_id, now_ns)
         self.proxy.operation_success(client.send, command.correlation_id)
+
+    def _revoke_publication(self, registration_id: int, now_ns: int) -> None:
+        """An IPC publication revoked ends at once (`DriverPublication.revoke`); a network one
+        is released as if not revoked (its receivers get all of it: aeronio's sender sends no
+        revoked flag), the refusal recorded."""
+        publication = next(
+            (pub for pub in self.publications if pub.registration_id == registration_id), None
+        )
+        if publication is None or publication.state is not State.ACTIVE:
+            return
+        if isinstance(publication, IpcPublication):
+            publication.revoke(now_ns)
+        else:
+            self.record_error(
+                f"publication {registration_id} on {publication.channel} released, not "
+                "revoked: aeronio's driver revokes IPC publications only"
+            )
 
     def _release_publication(self, registration_id: int, now_ns: int) -> None:
         for publication in self.publications:

@@ -222,7 +222,7 @@ class DriverPublication:
         Aeron's), so a client let go without knowing it (timed out while its loop stalled) is
         back-pressured, not appending past the end where no subscriber reads."""
         self.ref_count -= 1
-        if self.ref_count == 0:
+        if self.ref_count == 0 and self.state is State.ACTIVE:  # not revoked
             end = self.producer_position
             self.publisher_limit.set(end)
             self.log.mapped.set_end_of_stream_position(end)
@@ -231,6 +231,20 @@ class DriverPublication:
             self.drain_position = self.consumer_position()
             self.time_of_drain_progress_ns = now_ns
             self._wake_publishers()
+
+    def revoke(self, now_ns: int) -> None:
+        """As Aeron's: its stream ends where its publishers stopped, at once, not drained: its
+        limit stops there, its log says it was revoked, its subscribers are told their image
+        went (what they had not read is not theirs), and it lingers."""
+        end = self.producer_position
+        self.publisher_limit.set(end)
+        self.log.mapped.set_end_of_stream_position(end)
+        self.log.set_publication_revoked()
+        self._release_subscribers()
+        self._subscribers_changed()
+        self.state = State.LINGER
+        self.time_of_state_change_ns = self.released_ns = now_ns
+        self._wake_publishers()
 
     def on_time_event(self, now_ns: int) -> None:
         """Sample pub-pos, unblock a stuck frame, advance the lifecycle."""

@@ -190,6 +190,13 @@ class LogBuffers:
     def is_connected(self) -> bool:
         return self.mapped.is_connected()
 
+    def set_publication_revoked(self) -> None:
+        """Say in the metadata that its publication was revoked (a byte, the low one of the
+        little-endian int32 it shares with the log's type and padding, which stay)."""
+        offset = d.LOG_IS_PUBLICATION_REVOKED_OFFSET
+        word = self.metadata.get_int32_volatile(offset)
+        self.metadata.put_int32_ordered(offset, word & ~0xFF | 1)
+
     def term(self, index: int) -> np.ndarray:
         return self.array[index * self.term_length : (index + 1) * self.term_length]
 

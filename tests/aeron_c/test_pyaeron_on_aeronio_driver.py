@@ -126,6 +126,16 @@ def test_an_ipc_image_goes_once_drained_not_after_the_linger(aeron_c):
     assert subscriber.expect_json("image-unavailable", 60)["session_id"] == session_id
 
 
+def test_a_revoked_ipc_publication_ends_at_once_for_its_subscribers(aeron_c):
+    """Aeron's C client revokes an exclusive IPC publication (REMOVE_PUBLICATION, flag REVOKE):
+    as Aeron's driver, aeronio's ends it at once, its subscriber's image goes with messages
+    unread and says the publication was revoked. The flag used to be ignored: the publication
+    drained, the image stayed until the unblock timeout and the linger had passed, unrevoked."""
+    dir = _aeronio_driver(aeron_c, "standalone")
+    client = aeron_c.pyaeron("revoke_ipc", dir=dir, stream_id=6, count=10, timeout_s=10)
+    assert client.expect_json("revoked", 60) == {"image_gone": True, "image_revoked": True}
+
+
 def test_an_invalid_channel_is_refused_with_aerons_code(aeron_c):
     dir = _aeronio_driver(aeron_c, "standalone")
     failing = aeron_c.pyaeron("add_publication_error", dir=dir, channel="aeron:udp?endpoint=nope")

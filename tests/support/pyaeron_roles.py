@@ -245,6 +245,67 @@ def commands_1_53(pyaeron, dir: str, static_type_id: int, registration_id: int) 
     call("aeron_close", aeron)
 
 
+def revoke_ipc(pyaeron, dir: str, stream_id: int, count: int, timeout_s: float) -> None:
+    """Through ctypes (pyaeron has no API for it): subscribe to IPC `stream_id`, offer `count`
+    messages on an exclusive publication of it without reading them, revoke the publication
+    (aeron_exclusive_publication_revoke), then wait up to `timeout_s` for the image to go,
+    still unread; say whether it went and whether the image says it was revoked."""
+    import ctypes
+
+    c = ctypes.CDLL(pyaeron._pyaeron.__file__)
+    c.aeron_errmsg.restype = ctypes.c_char_p
+    c.aeron_subscription_image_at_index.restype = ctypes.c_void_p
+    c.aeron_image_is_publication_revoked.restype = ctypes.c_bool
+    c.aeron_exclusive_publication_offer.restype = ctypes.c_int64
+    p = ctypes.c_void_p
+
+    def call(name: str, *args) -> int:
+        result = getattr(c, name)(*args)
+        if result < 0:
+            raise RuntimeError(f"{name}: {c.aeron_errmsg().decode()}")
+        return result
+
+    def until(condition, what: str) -> None:
+        deadline = time.monotonic() + 30
+        while not condition():
+            if time.monotonic() > deadline:
+                raise TimeoutError(what)
+            time.sleep(POLL_PAUSE_S)
+
+    context, aeron = p(), p()
+    call("aeron_context_init", ctypes.byref(context))
+    call("aeron_context_set_dir", context, dir.encode())
+    call("aeron_init", ctypes.byref(aeron), context)
+    call("aeron_start", aeron)
+    pending, subscription = p(), p()
+    call("aeron_async_add_subscription", ctypes.byref(pending), aeron, b"aeron:ipc", stream_id,
+         None, None, None, None)  # fmt: skip
+    until(lambda: call("aeron_async_add_subscription_poll", ctypes.byref(subscription), pending),
+          "the subscription")  # fmt: skip
+    pending, publication = p(), p()
+    call("aeron_async_add_exclusive_publication", ctypes.byref(pending), aeron, b"aeron:ipc",
+         stream_id)  # fmt: skip
+    until(lambda: call("aeron_async_add_exclusive_publication_poll", ctypes.byref(publication),
+                       pending), "the publication")  # fmt: skip
+    until(lambda: call("aeron_subscription_image_count", subscription) == 1, "the image")
+    image = ctypes.c_void_p(c.aeron_subscription_image_at_index(subscription, 0))
+    call("aeron_subscription_image_retain", subscription, image)
+    message = b"x" * 100
+    for _ in range(count):
+        until(lambda: c.aeron_exclusive_publication_offer(publication, message, len(message),
+                                                          None, None) > 0, "an offer")  # fmt: skip
+    call("aeron_exclusive_publication_revoke", publication, None, None)
+    deadline = time.monotonic() + timeout_s
+    while call("aeron_subscription_image_count", subscription) and time.monotonic() < deadline:
+        time.sleep(POLL_PAUSE_S)
+    say("revoked", {
+        "image_gone": call("aeron_subscription_image_count", subscription) == 0,
+        "image_revoked": bool(c.aeron_image_is_publication_revoked(image)),
+    })  # fmt: skip
+    stdin_closed().wait()
+    call("aeron_close", aeron)
+
+
 def request_termination(pyaeron, dir: str, token: str) -> None:
     """Ask the driver of `dir` to terminate as Aeron's tools do (aeron_context_request_driver_
     termination: a TERMINATE_DRIVER naming a client id of its own, through ctypes: pyaeron has
@@ -328,6 +389,7 @@ ROLES = {
     "add_publications": add_publications,
     "commands_1_53": commands_1_53,
     "request_termination": request_termination,
+    "revoke_ipc": revoke_ipc,
 }
 
 
