@@ -79,12 +79,16 @@ def group_tag_feedback(gtag: int | None) -> bytes:
     return b"" if gtag is None else _GTAG.pack(gtag)
 
 
-def _limit_of(sm: StatusMessage, initial_term_id: int, term_length: int) -> int:
-    """The receiver's consumption position plus its window."""
-    position = d.compute_position(
+def _position_of(sm: StatusMessage, initial_term_id: int, term_length: int) -> int:
+    """The receiver's consumption position."""
+    return d.compute_position(
         sm.consumption_term_id, sm.consumption_term_offset, term_length, initial_term_id
     )
-    return position + sm.receiver_window
+
+
+def _limit_of(sm: StatusMessage, initial_term_id: int, term_length: int) -> int:
+    """The receiver's consumption position plus its window."""
+    return _position_of(sm, initial_term_id, term_length) + sm.receiver_window
 
 
 class MaxFlowControl:
@@ -138,7 +142,11 @@ class MinFlowControl:
     """The slowest tracked receiver paces the sender: limit = min(position + window).
 
     A receiver (by receiver id) is tracked from its first SM until it is silent for more than
-    `timeout_ns` (dropped in `on_idle`, so a dead receiver stops holding the sender back). The
+    `timeout_ns` (dropped in `on_idle`, so a dead receiver stops holding the sender back). One
+    not tracked joins only if its position is within its window of the slowest tracked one's
+    (Aeron's rule, which for equal windows is the same on position plus window): one back
+    from far behind (a driver paused past its timeout) cannot catch up from the term the
+    sender keeps, and taken in it would hold every receiver until its image timed out. The
     limit may go down when a slower receiver joins; with no receiver tracked it stays put. The
     publication needs at least `min_group_size` tracked receivers to count as connected.
     """
@@ -146,7 +154,8 @@ class MinFlowControl:
     def __init__(self, timeout_ns: int = RECEIVER_TIMEOUT_NS, min_group_size: int = 0) -> None:
         self.timeout_ns = timeout_ns
         self.min_group_size = min_group_size
-        self._receivers: dict[int, tuple[int, int]] = {}  # id -> (position + window, last SM ns)
+        # receiver id -> (position, position + window, time of its last SM)
+        self._receivers: dict[int, tuple[int, int, int]] = {}
 
     def _is_member(self, sm: StatusMessage) -> bool:
         """Whether `sm`'s receiver is one of those that pace the sender."""
@@ -155,7 +164,7 @@ class MinFlowControl:
     def _limit(self, sender_limit: int) -> int:
         if not self._receivers:
             return sender_limit
-        return min(limit for limit, _ in self._receivers.values())
+        return min(limit for _, limit, _ in self._receivers.values())
 
     def on_status_message(
         self,
@@ -167,7 +176,12 @@ class MinFlowControl:
     ) -> int:
         if sm.is_setup_eliciting or not self._is_member(sm):
             return sender_limit
-        self._receivers[sm.receiver_id] = (_limit_of(sm, initial_term_id, term_length), now_ns)
+        position = _position_of(sm, initial_term_id, term_length)
+        if sm.receiver_id not in self._receivers and self._receivers:
+            slowest = min(tracked for tracked, _, _ in self._receivers.values())
+            if position < slowest - sm.receiver_window:
+                return sender_limit  # too far behind the group to join it
+        self._receivers[sm.receiver_id] = (position, position + sm.receiver_window, now_ns)
         return self._limit(sender_limit)
 
     def on_receiver_left(self, receiver_id: int, sender_limit: int) -> int:
@@ -176,7 +190,7 @@ class MinFlowControl:
         return self._limit(sender_limit)
 
     def on_idle(self, now_ns: int, sender_limit: int) -> int:
-        silent = [r for r, (_, t) in self._receivers.items() if now_ns - t > self.timeout_ns]
+        silent = [r for r, (_, _, t) in self._receivers.items() if now_ns - t > self.timeout_ns]
         if not silent:
             return sender_limit
         for receiver_id in silent:

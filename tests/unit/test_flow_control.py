@@ -152,6 +152,34 @@ def test_min_slower_joiner_lowers_the_limit():
     assert fc.receiver_count == 2
 
 
+def test_min_receiver_back_from_far_behind_does_not_hold_the_group():
+    """A receiver dropped after its timeout (its driver paused 3 s) whose status messages come
+    back from where it stopped, terms behind: taken back in, it held the sender (and every
+    other receiver) until its image timed out, 12 s here; as Aeron's, it is not taken back."""
+    fc = MinFlowControl(timeout_ns=1_000)
+    limit = feed(fc, 0, sm(1, 0, 0), 0)
+    limit = feed(fc, limit, sm(2, 0, 0), 0)
+    limit = feed(fc, limit, sm(1, 40, 0), 900)
+    limit = fc.on_idle(1_001, limit)  # receiver 2 timed out
+    assert limit == pos(40, 0) + WINDOW and fc.receiver_count == 1
+    assert feed(fc, limit, sm(2, 0, 0), 1_100) == pos(40, 0) + WINDOW
+    assert fc.receiver_count == 1
+    assert fc.on_idle(1_900, limit) == limit  # nor later, from where it is
+    # Back within its window of the group (a new image of it, joined at the live position),
+    # and a joiner of a smaller window at the live position: both taken in.
+    assert feed(fc, limit, sm(2, 40, 0), 2_000) == pos(40, 0) + WINDOW
+    assert feed(fc, limit, sm(3, 40, 0, window=1024), 2_000) == pos(40, 0) + 1024
+    assert fc.receiver_count == 3
+    # Just beyond its window behind the slowest: not.
+    assert feed(fc, 0, sm(4, 39, TERM - 1024 - 32, window=1024), 2_100) == 0
+    assert fc.receiver_count == 3
+    tagged = TaggedFlowControl(TAG)
+    tag = group_tag_feedback(TAG)
+    limit = feed(tagged, 0, sm(1, 40, 0, feedback=tag), 0)
+    assert feed(tagged, limit, sm(2, 0, 0, feedback=tag), 1) == limit
+    assert tagged.receiver_count == 1
+
+
 def test_min_silent_receiver_stops_holding_the_sender_back():
     fc = MinFlowControl(timeout_ns=1_000)
     limit = feed(fc, 0, sm(1, 0, 0), 0)  # slow, then silent
@@ -238,8 +266,8 @@ def test_tagged_counts_only_its_group():
     assert fc.receiver_count == 0
     limit = feed(fc, 0, sm(5, 2, 64, feedback=tagged), 1)
     assert limit == pos(2, 64) + WINDOW
-    limit = feed(fc, limit, sm(6, 1, 128, feedback=tagged), 2)  # a slower member joins
-    assert limit == pos(1, 128) + WINDOW
+    limit = feed(fc, limit, sm(6, 2, 0, feedback=tagged), 2)  # a slower member joins
+    assert limit == pos(2, 0) + WINDOW
     assert feed(fc, limit, untagged, 3) == limit  # non-members never hold it back
     assert fc.receiver_count == 2
 
