@@ -12,6 +12,7 @@ to each sender. Every socket is drained with recvmmsg in one call.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import socket
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
@@ -21,7 +22,7 @@ from aeronio.counters import Counter, SystemCounters
 from aeronio.driver.data_dispatcher import ELICIT_INTERVAL_NS, DataDispatcher
 from aeronio.driver.receiver_state import SM_TIMEOUT_NS
 from aeronio.driver.sender_state import Position, SenderStateMachine
-from aeronio.errors import AeronError
+from aeronio.errors import AeronError, ChannelUriError
 from aeronio.protocol.channel import ChannelUri, split_address
 from aeronio.protocol.frames import (
     HDR_TYPE_NAK,
@@ -105,9 +106,24 @@ def _multicast_options(sock: socket.socket, channel: ChannelUri, interface: str)
 
 
 def _interface(channel: ChannelUri) -> str:
-    """The local address `interface=` names, else any."""
+    """The local address `interface=` names, else any; ChannelUriError naming the interface
+    when it is no address of this host (a socket would fail on it naming another address)."""
     interface = channel.interface_address()
-    return "0.0.0.0" if interface is None else resolve_host(interface[0])
+    if interface is None:
+        return "0.0.0.0"
+    try:
+        address = resolve_host(interface[0])
+        if ipaddress.IPv4Address(address).is_multicast:  # a socket binds one, and sends nothing
+            raise AeronError(f"{address} is a multicast group, no address of this host")
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.bind((address, 0))
+    except AeronError as e:
+        reason = str(e)
+    except OSError as e:
+        reason = f"{address} is no address of this host: {e.strerror}"
+    else:
+        return address
+    raise ChannelUriError(f"interface {channel.interface!r} of {channel}: {reason}") from None
 
 
 def _supports_gso(sock: socket.socket) -> bool:

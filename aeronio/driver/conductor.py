@@ -535,7 +535,9 @@ class DriverConductor:
                 p.UNKNOWN_PUBLICATION,
             )
         destination = None  # the channel's, checked before the publication's kind
-        if not isinstance(command, p.RemoveDestinationById):
+        if isinstance(command, p.AddDestination):
+            destination = _publication_destination(command.channel).endpoint
+        elif isinstance(command, p.RemoveDestination):
             destination = _destination_channel(command.channel).endpoint
         if not isinstance(publication, NetworkPublication):
             raise AeronError(f"publication {registration_id} is not on a udp channel")
@@ -947,6 +949,8 @@ def _check_publication_channel(channel: ChannelUri) -> None:
             f"{channel}: a multi-destination-cast publication needs a control address "
             "(control=host:port) for its receivers' status messages"
         )
+    if channel.is_udp and channel.endpoint is not None and channel.address("endpoint")[1] == 0:
+        raise ChannelUriError(f"{channel}: endpoint port 0 names no receiver to publish to")
     if (
         channel.is_udp
         and channel.endpoint is not None
@@ -980,6 +984,21 @@ def _destination_channel(text: str) -> ChannelUri:
     destination = ChannelUri.parse(text)
     if not destination.is_udp or destination.endpoint is None or destination.is_spy:
         raise ChannelUriError(f"destination {text!r} must be aeron:udp?endpoint=host:port")
+    return destination
+
+
+def _publication_destination(text: str) -> ChannelUri:
+    """The channel of a destination added to a multi-destination-cast publication: a receiver's
+    unicast endpoint (its status messages come back to the control address)."""
+    destination = _destination_channel(text)
+    if destination.is_multicast:
+        raise ChannelUriError(
+            f"destination {text!r}: endpoint {destination.endpoint} is a multicast group, whose "
+            "receivers answer its control group, not the control address: publish on "
+            "the group as a channel of its own"
+        )
+    if destination.address("endpoint")[1] == 0:
+        raise ChannelUriError(f"destination {text!r}: endpoint port 0 names no receiver")
     return destination
 
 

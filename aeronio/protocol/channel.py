@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from aeronio._core import FRAME_ALIGNMENT
-from aeronio.errors import ChannelUriError
+from aeronio.errors import AeronError, ChannelUriError
 from aeronio.protocol import limits
 
 __all__ = ["ChannelUri", "parse_duration_ns", "parse_size", "split_address"]
@@ -198,6 +198,12 @@ def _validate(prefix: str, media: str, params: Mapping[str, str]) -> dict[str, A
     if group is not None and not (group + 1).is_multicast:
         raise ChannelUriError(
             f"endpoint {endpoint!r}: its control group {group + 1} is not multicast"
+        )
+    control = typed.get("control")
+    if control is not None and multicast_group(control) is not None:
+        raise ChannelUriError(
+            f"control {control!r} is a multicast group: a control address is where a "
+            "multi-destination-cast publication takes status messages, a unicast host:port"
         )
     if "fc" in typed:
         parse_flow_control(typed["fc"])
@@ -467,15 +473,23 @@ class ChannelUri:
         wildcard = ("0.0.0.0", 0)
         remote = wildcard if self.endpoint is None else self.address("endpoint")
         if self.control is not None and not self.is_multicast:
-            local = self.address("control")
+            local_key, local = "control", self.address("control")
         else:
-            local = self.interface_address() or wildcard
-        form = f"UDP-{_hex_address(local, resolve)}-{_hex_address(remote, resolve)}"
+            local_key, local = "interface", self.interface_address() or wildcard
+        local_hex = self._hex_address(local_key, local, resolve)
+        form = f"UDP-{local_hex}-{self._hex_address('endpoint', remote, resolve)}"
         if self.endpoint is None and self.control is None:
             if unique_id is None:
                 raise ChannelUriError(f"{self} is no one endpoint: its form needs a unique id")
             form += f"-{unique_id}"
         return form
+
+    def _hex_address(self, key: str, address: Address, resolve: Resolver) -> str:
+        """`_hex_address`; an address `resolve` refuses (AeronError) is named by its key."""
+        try:
+            return _hex_address(address, resolve)
+        except AeronError as e:
+            raise AeronError(f"{key} {self.params.get(key)!r} of {self}: {e}") from None
 
     def stripped_channel(self) -> str:
         """The archive's stripped channel (the catalog's ``strippedChannel``, Aeron 1.15's

@@ -133,6 +133,43 @@ async def test_udp_channel_forms_that_cannot_work_are_refused_naming_what_is_wro
             await mdc.add_destination(f"aeron:udp?endpoint=[::1]:{free_port()}")
 
 
+async def test_one_to_many_parameters_that_cannot_work_are_refused_naming_them():
+    """An interface that is no address of this host (a multicast group, which a socket binds
+    and sends nothing from, taken on a unicast channel), a destination that is a multicast group
+    or port 0, a publication to port 0: refused naming the parameter (they failed naming
+    another address, or were taken and sent nowhere: never connected, short sends)."""
+    absent = "192.0.2.1"  # TEST-NET-1: no host has it
+    group = f"224.20.30.1:{free_port()}"
+    async with aeronio.connect() as a:
+        for add in (a.add_publication, a.add_subscription):
+            channel = f"aeron:udp?endpoint={group}|interface={absent}"
+            with pytest.raises(aeronio.ChannelUriError) as refused:
+                await add(channel, 1)
+            assert str(refused.value) == (
+                f"interface '{absent}' of {channel}: {absent} is no address of this host: "
+                "Cannot assign requested address"
+            )
+            with pytest.raises(aeronio.DriverError, match="^interface 'no-such-nic' of "):
+                await add(f"aeron:udp?endpoint={group}|interface=no-such-nic", 1)
+        for interface in (absent, "224.20.30.3"):
+            unicast = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|interface={interface}"
+            with pytest.raises(aeronio.ChannelUriError, match=f"^interface '{interface}' of "):
+                await a.add_publication(unicast, 1)
+        with pytest.raises(aeronio.ChannelUriError, match="224.20.30.3 is a multicast group, no"):
+            await a.add_subscription(f"aeron:udp?endpoint={group}|interface=224.20.30.3", 1)
+        with pytest.raises(aeronio.ChannelUriError, match="endpoint port 0 names no receiver"):
+            await a.add_publication("aeron:udp?endpoint=127.0.0.1:0", 1)
+        mdc = await a.add_publication(
+            f"aeron:udp?control=127.0.0.1:{free_port()}|control-mode=manual", 1
+        )
+        with pytest.raises(aeronio.ChannelUriError, match="is a multicast group, whose rec"):
+            await mdc.add_destination(f"aeron:udp?endpoint={group}")
+        with pytest.raises(aeronio.ChannelUriError, match="endpoint port 0 names no receiver"):
+            await mdc.add_destination("aeron:udp?endpoint=127.0.0.1:0")
+        (endpoint,) = udp_media(a).send_endpoints.values()
+        assert endpoint.destinations == {}
+
+
 async def test_a_session_id_clashes_only_where_both_would_reach_the_same_receivers():
     """Two publications of one session and stream on two endpoints are two streams (an
     archive's replay to a late joiner beside the live publication, as the chat example runs);

@@ -310,6 +310,16 @@ def test_control_mode() -> None:
     bad("aeron:udp?control-mode=dynamic", "control-mode=dynamic", "control")
 
 
+def test_a_multicast_control_address_is_refused() -> None:
+    """No sender takes status messages on a group: its receivers would never connect."""
+    for channel in (
+        "aeron:udp?control=224.0.1.2:40124|control-mode=manual",
+        "aeron:udp?endpoint=127.0.0.1:40123|control=239.1.2.3:40124",
+    ):
+        bad(channel, "control '2", "is a multicast group", "unicast host:port")
+    assert ChannelUri.parse("aeron:udp?control=10.1.2.4:40124").control == "10.1.2.4:40124"
+
+
 @pytest.mark.parametrize(
     "endpoint",
     ["localhost", "localhost:", ":40123", "localhost:port", "localhost:65536", "::1:40123",
