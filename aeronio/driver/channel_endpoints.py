@@ -216,6 +216,18 @@ class SendChannelEndpoint(_Endpoint):
             self._add(resolve(channel.address("endpoint")), 0)
         self.publications: dict[tuple[int, int], SenderStateMachine] = {}
 
+    def check_shared_by(self, channel: ChannelUri) -> None:
+        """A publication on `channel` may share this endpoint: in its control mode (a control
+        address takes destinations one way: a dynamic publication's receivers on a manual
+        endpoint would never be added, nor destinations to a dynamic one)."""
+        manual = channel.is_multi_destination and channel.control_mode == "manual"
+        if manual != self.manual:
+            mode, other = ("manual", "dynamic") if manual else ("dynamic", "manual")
+            raise ChannelUriError(
+                f"{channel}: control-mode={mode}, but the publications on control "
+                f"{channel.control} are control-mode={other}: one control address, one mode"
+            )
+
     def close(self) -> None:
         if self._send_socket is not self.socket:
             self._send_socket.close()

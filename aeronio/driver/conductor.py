@@ -977,6 +977,8 @@ def _check_subscription_channel(channel: ChannelUri) -> None:
         )
     if channel.is_udp and channel.is_multicast and channel.control is not None:
         raise ChannelUriError(f"{channel}: a multicast subscription takes no control address")
+    if channel.is_udp and channel.control is not None and channel.address("control")[1] == 0:
+        raise ChannelUriError(f"{channel}: control port 0 names no publication to answer")
 
 
 def _destination_channel(text: str) -> ChannelUri:

@@ -137,6 +137,7 @@ class UdpMedia:
         multi-destination-cast) if it is the first publication on it."""
         endpoint = self.send_endpoints.get(channel.canonical_form(resolve_host))
         if endpoint is not None:
+            endpoint.check_shared_by(channel)
             return endpoint
         with contextlib.ExitStack() as undo:
             counter = None

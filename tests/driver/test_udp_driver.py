@@ -170,6 +170,30 @@ async def test_one_to_many_parameters_that_cannot_work_are_refused_naming_them()
         assert endpoint.destinations == {}
 
 
+async def test_one_control_address_takes_one_control_mode():
+    """A second multi-destination-cast publication on a control address in the other control
+    mode is refused naming it (it shared the first's endpoint: a dynamic one's receivers were
+    never added, never connected, and nothing said why); a subscription answering control
+    port 0 is refused."""
+    async with aeronio.connect() as a:
+        for first, second in (("manual", "dynamic"), ("dynamic", "manual")):
+            control = f"127.0.0.1:{free_port()}"
+            await a.add_publication(f"aeron:udp?control={control}|control-mode={first}", 1)
+            channel = f"aeron:udp?control={control}|control-mode={second}"
+            with pytest.raises(aeronio.ChannelUriError) as refused:
+                await a.add_publication(channel, 2)
+            assert str(refused.value) == (
+                f"{channel}: control-mode={second}, but the publications on control {control} "
+                f"are control-mode={first}: one control address, one mode"
+            )
+            same = await a.add_publication(f"aeron:udp?control={control}|control-mode={first}", 3)
+            assert same.stream_id == 3
+        with pytest.raises(aeronio.ChannelUriError, match="control port 0 names no publication"):
+            await a.add_subscription(
+                f"aeron:udp?endpoint=127.0.0.1:{free_port()}|control=127.0.0.1:0", 1
+            )
+
+
 async def test_a_session_id_clashes_only_where_both_would_reach_the_same_receivers():
     """Two publications of one session and stream on two endpoints are two streams (an
     archive's replay to a late joiner beside the live publication, as the chat example runs);
