@@ -126,6 +126,20 @@ def _interface(channel: ChannelUri) -> str:
     raise ChannelUriError(f"interface {channel.interface!r} of {channel}: {reason}") from None
 
 
+def _check_socket_options(channel: ChannelUri, first: ChannelUri, whose: str) -> None:
+    """`channel`, sharing the endpoint made for `first` (whose `whose` are on it), asks no
+    other socket option than `first` gave: ChannelUriError naming it (as Aeron's)."""
+    for key in ("ttl", "so-sndbuf", "so-rcvbuf"):
+        attribute = key.replace("-", "_")
+        value, existing = getattr(channel, attribute), getattr(first, attribute)
+        if value is not None and value != existing:
+            has = "the OS default" if existing is None else f"{key}={first.get(key)}"
+            raise ChannelUriError(
+                f"{channel}: {key}={channel.get(key)} does not match {has} of the {whose} on "
+                f"its endpoint ({first}), whose socket it shares"
+            )
+
+
 def _supports_gso(sock: socket.socket) -> bool:
     """Whether the kernel can cut one send into several datagrams (UDP_SEGMENT, Linux 4.18+)."""
     try:
@@ -180,6 +194,7 @@ class SendChannelEndpoint(_Endpoint):
         destinations_counter: Counter | None = None,
     ):
         self.key = channel.canonical_form(resolve_host)
+        self.channel = channel  # the first publication's: its socket options are the endpoint's
         self.system = system
         self.manual = channel.is_multi_destination and channel.control_mode == "manual"
         self.dynamic = channel.is_multi_destination and not self.manual
@@ -219,7 +234,8 @@ class SendChannelEndpoint(_Endpoint):
     def check_shared_by(self, channel: ChannelUri) -> None:
         """A publication on `channel` may share this endpoint: in its control mode (a control
         address takes destinations one way: a dynamic publication's receivers on a manual
-        endpoint would never be added, nor destinations to a dynamic one)."""
+        endpoint would never be added, nor destinations to a dynamic one), asking no other
+        socket option than it has (as Aeron's: the socket is the first publication's)."""
         manual = channel.is_multi_destination and channel.control_mode == "manual"
         if manual != self.manual:
             mode, other = ("manual", "dynamic") if manual else ("dynamic", "manual")
@@ -227,6 +243,7 @@ class SendChannelEndpoint(_Endpoint):
                 f"{channel}: control-mode={mode}, but the publications on control "
                 f"{channel.control} are control-mode={other}: one control address, one mode"
             )
+        _check_socket_options(channel, self.channel, "publications")
 
     def close(self) -> None:
         if self._send_socket is not self.socket:
@@ -438,6 +455,11 @@ class ReceiveChannelEndpoint:
         self.dispatcher = dispatcher_factory(self)
         if channel.endpoint is not None:
             self.add_destination(channel)
+
+    def check_shared_by(self, channel: ChannelUri) -> None:
+        """A subscription on `channel` may share this endpoint: it asks no other socket option
+        than it has (its sockets are the first subscription's)."""
+        _check_socket_options(channel, self.channel, "subscriptions")
 
     def add_destination(self, channel: ChannelUri) -> ReceiveDestination:
         """A socket bound to `channel`'s endpoint, feeding this endpoint's images."""

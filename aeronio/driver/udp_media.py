@@ -166,7 +166,9 @@ class UdpMedia:
 
     def add_subscription(self, link: SubscriptionLink) -> None:
         endpoint = self.receive_endpoints.get(link.media_key)
-        if endpoint is None:
+        if endpoint is not None:
+            endpoint.check_shared_by(link.channel)
+        else:
             endpoint = ReceiveChannelEndpoint(
                 link.channel,
                 link.media_key,

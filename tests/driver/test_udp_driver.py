@@ -170,6 +170,36 @@ async def test_one_to_many_parameters_that_cannot_work_are_refused_naming_them()
         assert endpoint.destinations == {}
 
 
+async def test_a_stream_sharing_an_endpoint_asks_no_other_socket_option():
+    """A publication whose channel shares a send endpoint (one socket) with others is refused
+    when it asks another ttl, so-sndbuf or so-rcvbuf (it was taken, and its datagrams went out
+    with the first's TTL, 1: never past the first router); the same ones, or none, share. So
+    is a subscription sharing a receive endpoint."""
+    channel = f"aeron:udp?endpoint=224.20.30.5:{free_port()}|interface=127.0.0.1|ttl=4"
+    async with aeronio.connect() as a:
+        await a.add_publication(f"{channel}|so-sndbuf=64k", 1)
+        for extra, said in (
+            ("|ttl=16", "ttl=16 does not match ttl=4"),
+            ("|so-sndbuf=1m", "so-sndbuf=1m does not match so-sndbuf=64k"),
+            ("|so-rcvbuf=1m", "so-rcvbuf=1m does not match the OS default"),
+        ):
+            with pytest.raises(aeronio.ChannelUriError) as refused:
+                await a.add_publication(channel.replace("|ttl=4", "") + extra, 2)
+            assert said in str(refused.value)
+        await a.add_publication(f"{channel}|so-sndbuf=65536", 3)
+        await a.add_publication(channel.replace("|ttl=4", ""), 4)
+        (endpoint,) = udp_media(a).send_endpoints.values()
+        assert len(endpoint.publications) == 3
+        assert endpoint.socket.getsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL) == 4
+
+        await a.add_subscription(f"{channel}|so-rcvbuf=256k", 1)
+        with pytest.raises(aeronio.ChannelUriError, match="so-rcvbuf=1m does not match so-rcv"):
+            await a.add_subscription(f"{channel}|so-rcvbuf=1m", 2)
+        await a.add_subscription(channel, 3)
+        (receiving,) = udp_media(a).receive_endpoints.values()
+        assert receiving.dispatcher.streams.keys() == {1, 3}
+
+
 async def test_one_control_address_takes_one_control_mode():
     """A second multi-destination-cast publication on a control address in the other control
     mode is refused naming it (it shared the first's endpoint: a dynamic one's receivers were
