@@ -39,6 +39,7 @@ from aeronio.driver.loss_report import LossReportError, load_loss_report
 from aeronio.errors import AeronError, ConfigurationError
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.logbuffer.logdump import dump_log
+from aeronio.protocol import limits
 from aeronio.protocol.layout import LOCK_FILE, LOSS_REPORT_FILE
 
 STAT_RULE = "=" * 70
@@ -152,7 +153,17 @@ def _add_sample_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
     rate.add_argument("--reports", type=int, help="stop after this many (default: never)")
 
 
+def check_stream_ids(args: argparse.Namespace, *flags: str) -> None:
+    """The stream ids of `flags` (e.g. "--ping-stream") are signed 32-bit integers, or a
+    CommandError names the flag (the driver's refusal would name its API parameter)."""
+    for flag in flags:
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if not limits.INT32_MIN <= value <= limits.INT32_MAX:
+            raise CommandError(f"{flag} {value} must be a signed 32-bit integer", 2)
+
+
 def run_sample(args: argparse.Namespace) -> int:
+    check_stream_ids(args, "--ping-stream", "--pong-stream")
     if args.command == "ping" and not args.timeout > 0:
         raise CommandError("--timeout must be positive", 2)
     if args.command == "ping" and args.warmup < 0:
@@ -177,6 +188,7 @@ def run_sample(args: argparse.Namespace) -> int:
 
 
 def run_rate(args: argparse.Namespace) -> int:
+    check_stream_ids(args, "--stream")
     if args.interval <= 0:
         raise CommandError("--interval must be positive", 2)
     if args.reports is not None and args.reports < 1:  # None: for ever
@@ -528,6 +540,7 @@ def _run_command(
     if args.command == "demo":
         if args.size < 8 or args.count < 1:
             parser.error("--size must be at least 8 and --count at least 1")
+        check_stream_ids(args, "--stream-id")
         channel = f"aeron:udp?endpoint=127.0.0.1:{_free_udp_port()}" if args.udp else "aeron:ipc"
         try:
             asyncio.run(run_demo(args.count, args.size, args.stream_id, channel))

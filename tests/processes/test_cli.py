@@ -262,9 +262,18 @@ def ping(*args: str) -> subprocess.CompletedProcess:
         (["ping", "--warmup", "-1"], "--warmup must be at least 0"),
         (["pong", "--count", "-1"], "--count must be at least 1"),  # was for ever
         (["rate", "--reports", "-1"], "--reports must be at least 1"),  # was for ever
+        # were the driver's "stream_id ... must be ...", naming no flag (demo: as a bug's)
+        (["ping", "--ping-stream", "2147483648"], "--ping-stream 2147483648 must be a signed "
+         "32-bit integer"),
+        (["pong", "--pong-stream", "-2147483649"], "--pong-stream -2147483649 must be a signed "
+         "32-bit integer"),
+        (["rate", "--stream", "99999999999"], "--stream 99999999999 must be a signed 32-bit "
+         "integer"),
+        (["demo", "--stream-id", "99999999999"], "--stream-id 99999999999 must be a signed "
+         "32-bit integer"),
     ],
-)
-def test_sample_counts_out_of_range_are_refused_first(args, said):
+)  # fmt: skip
+def test_sample_counts_and_stream_ids_out_of_range_are_refused_first(args, said):
     result = subprocess.run(
         [sys.executable, "-m", "aeronio.cli", *args], capture_output=True, text=True, timeout=60
     )
