@@ -15,9 +15,9 @@
 #   step: `wait_for(subscription.receive(), 0)`). The message it took goes back among the
 #   untaken, before the later ones of its image, and the exception is raised: a cancellation is
 #   never swallowed. Closed, or let go, before an await took it, its message (or batch) goes
-#   back too (let go: at the iterator's next step, which reuses it). An offer stays appended;
-#   a view goes back as a copy while its iterator is still there and has taken no step since
-#   (the step reuses its Message).
+#   back too (let go: at the iterator's next step, which reuses it, or when it is freed). An
+#   offer stays appended; a view goes back as a copy while its iterator is still there and has
+#   taken no step since (the step reuses its Message).
 # - The loop gets a turn: a task that finds space or data every time would never suspend, and
 #   the event loop's other tasks (the client's keepalive among them: the driver times a silent
 #   client out) would wait for as long as the stream keeps up. So the fast paths look at the
@@ -138,6 +138,12 @@ cdef class Completed:
         if self._untaken and owner is not None:
             self._untaken = False
             owner._put_back(self)
+
+    def __del__(self):
+        """Freed before an await took it: as closed (tp_finalize; it keeps no reference to
+        itself, so it is not resurrected)."""
+        if self._untaken:
+            self.close()
 
 
 cdef PyObject* _completed_value(PyObject* completed) noexcept:

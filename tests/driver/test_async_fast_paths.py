@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import ctypes
 import dis
+import gc
 import inspect
 import struct
 import sys
@@ -592,6 +593,37 @@ async def test_a_step_closed_or_let_go_unawaited_puts_its_message_back(aeron, fo
     async with asyncio.timeout(10):  # a message lost: the third never comes
         while len(got) < 3:
             got += numbers(await step())
+    assert got == [0, 1, 2]
+
+
+@pytest.mark.parametrize("form", ["receive", "copy", "batches"])
+async def test_a_step_let_go_unawaited_and_freed_puts_its_message_back(aeron, form):
+    """A step still held at the next one (which takes another Completed) and then freed without
+    an await: its message comes again, before the later ones of its image."""
+    pub, sub, _ = await connected_pair(aeron, 57, TERM_1M)
+    for i in range(4):
+        assert pub.try_offer(numbered(i)) > 0
+    step, numbers, _ = stepper(sub, form)
+    held = step()
+    got = numbers(await step())
+    del held
+    gc.collect()
+    async with asyncio.timeout(10):  # a message lost: the fourth never comes
+        while len(got) < 4:
+            got += numbers(await step())
+    assert got == [1, 0, 2, 3]
+
+
+async def test_a_batch_freed_with_its_iterator_unawaited_comes_again(aeron):
+    pub, sub, _ = await connected_pair(aeron, 58, TERM_1M)
+    for i in range(3):
+        assert pub.try_offer(numbered(i)) > 0
+    batches = sub.batches(2)
+    step = anext(batches)
+    del batches, step
+    gc.collect()
+    async with asyncio.timeout(10):  # the batch lost: the third message never comes
+        got = [struct.unpack("<I", (await sub.receive()).data)[0] for _ in range(3)]
     assert got == [0, 1, 2]
 
 
