@@ -77,7 +77,8 @@ class ClientTimeoutError(AeronError):
 
 class ImageUnavailableError(AeronError):
     """An image went away before its end of stream (its receiver fell too far behind, its
-    source went silent, ...): what was not read from it is not coming from that image.
+    source went silent, ...), or its log was refused as it came (not a log buffer, unreadable):
+    what was not read from it is not coming from that image.
     `position` is the image's position when it went, just after the last message taken from
     it; the stream may go on in a new image of the same session from another position."""
 

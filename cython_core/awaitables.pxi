@@ -273,12 +273,17 @@ cdef class SubscriptionBase:
     # Errors of images lost before their end (ImageUnavailableError): while one is there the
     # iterators take no new message, their slow path raises it first.
     cdef public list _lost
+    # Errors of images refused as they came (their log did not map), also in _lost while it has
+    # room: the next poll of any kind raises the first; each is raised once, by a poll or an
+    # iterator.
+    cdef public list _refused
     cdef LoopTurn _turn  # shared by its iterators: one made per step still counts
     cdef object __weakref__  # Completeds refer to it weakly (to put messages back)
 
     def __cinit__(self, *args, **kwargs):
         _loop_turn_start(&self._turn)
         self._lost = []
+        self._refused = []
         self._images = []
         self._readers = []
         self._pending = []
@@ -333,6 +338,8 @@ cdef class SubscriptionBase:
         cdef list readers = self._readers
         cdef Py_ssize_t count = len(readers), i, start
         cdef int fragments = 0
+        if aio_list_size(<PyObject*> self._refused):
+            self._raise_refused()
         if self._next < aio_list_size(<PyObject*> self._pending):
             return self._poll_untaken(handler, fragment_limit, False)
         if count == 1:
@@ -347,6 +354,13 @@ cdef class SubscriptionBase:
             if fragments >= fragment_limit:
                 break
         return fragments
+
+    def _raise_refused(self) -> None:
+        """Raise the first refused image's error, taken from _lost too."""
+        error = self._refused.pop(0)
+        if error in self._lost:
+            self._lost.remove(error)
+        raise error
 
     def _has_pending(self) -> bool:
         return self._ready()

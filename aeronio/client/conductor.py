@@ -350,7 +350,13 @@ class ClientConductor:
         if tracked is None or tracked[0].is_closed:
             return
         subscription, events = tracked
-        log, log_signals = self._map_log(ready.log_file)
+        # The driver set the position before it told; only the image moves it on.
+        position = self.counters.get_counter_value(ready.subscriber_position_id)
+        try:
+            log, log_signals = self._map_log(ready.log_file)
+        except (OSError, ValueError) as e:  # the driver's image goes on, unread here
+            events.refused(ready.session_id, ready.log_file, position, e)
+            return
         reader = _core.ImageReader(
             log.mapped,
             self.counters.buffer.owner,
@@ -362,8 +368,7 @@ class ClientConductor:
             ready.correlation_id,
             ready.session_id,
             ready.log_file,
-            # The driver sets the position before it tells; only this image moves it on.
-            self.counters.get_counter_value(ready.subscriber_position_id),
+            position,
             ready.source_identity,
             reader,
             log_signals,

@@ -16,6 +16,10 @@ iterators then raise ImageUnavailableError, after the messages taken before, bef
 after; iterating again goes on with the other images. Poll paths are told by the
 `unavailable_image` callback (a subscription only polled keeps the first MAX_LOST_IMAGES of
 these errors for an iterator, and none once closed).
+
+An image whose log the client refuses as it comes (not a log buffer, unreadable) is never
+read: the next poll of any kind or iterator step raises ImageUnavailableError naming its
+session, its log and why, once; the subscription goes on with its other images.
 """
 
 from __future__ import annotations
@@ -152,6 +156,7 @@ class ImageEvents(NamedTuple):
 
     available: Callable[[Image], None]
     unavailable: Callable[[int], None]  # by the image's correlation id
+    refused: Callable[[int, str, int, Exception], None]  # session id, log file, position, why
     client_lost: Callable[[], None]
 
 
@@ -184,7 +189,10 @@ class Subscription(_core.SubscriptionBase):
         self.changed = _core.Doorbell()  # rung when images come or go, or the driver is lost
         self.is_closed = False
         conductor.track_subscription(
-            self, ImageEvents(self._add_image, self._remove_image, self._remove_images)
+            self,
+            ImageEvents(
+                self._add_image, self._remove_image, self._refuse_image, self._remove_images
+            ),
         )
 
     @property
@@ -230,12 +238,31 @@ class Subscription(_core.SubscriptionBase):
         self.changed.ring()
         _call_back(self.unavailable_image, image)
 
+    def _refuse_image(self, session_id: int, log_file: str, position: int, why: Exception) -> None:
+        """The client could not map a new image's log: its messages are lost to this
+        subscription, which the next poll or iterator step raises."""
+        error = ImageUnavailableError(
+            f"the image of session {session_id} on {self.channel} stream {self.stream_id} was "
+            f"refused at position {position}, its messages lost: its log {log_file} did not "
+            f"map: {why}",
+            session_id=session_id,
+            stream_id=self.stream_id,
+            position=position,
+        )
+        log.warning("%s", error)
+        if len(self._refused) < MAX_LOST_IMAGES:
+            self._refused.append(error)
+            if len(self._lost) < MAX_LOST_IMAGES:
+                self._lost.append(error)
+        self.changed.ring()
+
     def _remove_images(self) -> None:
         """The client lost its driver, or was timed out: every image goes, as unavailable. What
         the iterators and polls raise is the client's error, not each image's loss."""
         for image in self.images:
             self._remove_image(image.correlation_id)
         self._lost.clear()
+        self._refused.clear()
         self.changed.ring()
 
     # -- polling ------------------------------------------------------------------------
@@ -261,12 +288,16 @@ class Subscription(_core.SubscriptionBase):
         self, handler: Callable[[memoryview, Header], int | None], fragment_limit: int
     ) -> int:
         """Like poll; the handler returns a ControlledPollAction (None means CONTINUE)."""
+        if self._refused:
+            self._raise_refused()
         if self._untaken():
             return self._poll_untaken(handler, fragment_limit, True)
         return self._poll_each("controlled_poll", handler, fragment_limit)
 
     def batch_poll(self, handler: Callable[[FragmentBatch], object], fragment_limit: int) -> int:
         """Deliver up to fragment_limit fragments as FragmentBatch objects (one per image/term)."""
+        if self._refused:
+            self._raise_refused()
         self._check_nothing_untaken("batch_poll")
         images = self._images
         if len(images) == 1:
@@ -277,6 +308,8 @@ class Subscription(_core.SubscriptionBase):
         self, handler: Callable[[memoryview, int, int], object], block_length_limit: int
     ) -> int:
         """Deliver whole-frame blocks as handler(block, session_id, term_id); returns bytes."""
+        if self._refused:
+            self._raise_refused()
         self._check_nothing_untaken("block_poll")
         if not self._images:
             self._check_client()
@@ -333,7 +366,10 @@ class Subscription(_core.SubscriptionBase):
         attempt = 0
         while not ready():
             if self._lost:
-                raise self._lost.pop(0)
+                error = self._lost.pop(0)
+                if error in self._refused:
+                    self._refused.remove(error)
+                raise error
             if self.is_closed:
                 raise StopAsyncIteration
             self._conductor.check_alive()
@@ -384,6 +420,7 @@ class Subscription(_core.SubscriptionBase):
             return
         self.is_closed = True
         self._lost.clear()
+        self._refused.clear()
         self.changed.ring()
         for image in self._images:
             self._conductor.release_image(image)

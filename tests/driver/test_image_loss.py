@@ -3,6 +3,7 @@ bounded for a subscription that is only polled (its unavailable-image callback t
 each), and none once it is closed; where they say the stream was lost."""
 
 import asyncio
+import os
 import socket
 
 import pytest
@@ -172,3 +173,55 @@ async def test_a_stream_that_ends_in_the_middle_of_a_message_is_not_at_its_end(a
     with pytest.raises(aeronio.ImageUnavailableError) as lost:
         await asyncio.wait_for(anext(messages), 10)
     assert lost.value.position == begins
+
+
+@pytest.mark.parametrize("form", ["receive", "async for", "poll"])
+async def test_an_image_whose_log_is_refused_is_raised_once_then_the_others_go_on(
+    monkeypatch, form
+):
+    """A new image's log the client refuses as it maps it (here its file grown a page past its
+    terms and metadata just before): its messages never come, and the next step or poll says
+    so, naming the session, the log and why, once (a poll and the iterators alike); then the
+    other images' messages come."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}"
+    async with aeronio.connect() as aeron:
+        conductor = aeron._conductor
+        map_image = conductor._on_image_ready
+        grown = []
+
+        def grow_the_first_log(ready):
+            if not grown:
+                grown.append(ready.log_file)
+                os.truncate(ready.log_file, os.path.getsize(ready.log_file) + 4096)
+            map_image(ready)
+
+        monkeypatch.setattr(conductor, "_on_image_ready", grow_the_first_log)
+        subscription = await aeron.add_subscription(channel, 12)
+
+        async def step(form: str) -> bytes:
+            if form == "receive":
+                return (await subscription.receive()).data
+            if form == "async for":
+                return (await anext(aiter(subscription))).data
+            got = []
+            await await_until(
+                lambda: subscription.poll(lambda buffer, _: got.append(bytes(buffer)), 10),
+                10,
+                "a poll",
+            )
+            return got[0]
+
+        refused = await aeron.add_exclusive_publication(channel, 12)
+        with pytest.raises(aeronio.ImageUnavailableError) as raised:
+            await asyncio.wait_for(step(form), 10)
+        log_file = grown[0]  # its metadata read a page further on, in zeros
+        assert str(raised.value) == (
+            f"the image of session {refused.session_id} on {channel} stream 12 was refused at "
+            f"position 0, its messages lost: its log {log_file} did not map: {log_file} is not "
+            "a log buffer: log metadata has an invalid term length 0"
+        )
+        assert (raised.value.session_id, raised.value.position) == (refused.session_id, 0)
+        other = await aeron.add_exclusive_publication(channel, 12)
+        await other.offer(b"after", timeout=10)
+        then = {"receive": "poll", "async for": "receive", "poll": "async for"}[form]
+        assert await asyncio.wait_for(step(then), 10) == b"after"
