@@ -607,6 +607,25 @@ async def test_an_offer_batch_timed_out_part_way_says_how_many_went_in(aeron):
         aeronio.OfferBatchTimeoutError, appended, str(timed_out.value))  # fmt: skip
 
 
+async def test_an_offer_batch_cancelled_part_way_leaves_position_where_its_part_ended(aeron):
+    """An exclusive publication's position says exactly how many went in before the cancel."""
+    sub = await aeron.add_subscription("aeron:ipc", 38)
+    pub = await aeron.add_exclusive_publication(TERM_64K, 38)
+    await image_of(sub)
+    batch = [i.to_bytes(4, "little") * 250 for i in range(200)]  # 200 KB: over the window
+    framed = 1056  # a 32-byte header and the message, aligned to 32 bytes
+    task = asyncio.create_task(pub.offer_batch(batch))
+    await await_until(
+        lambda: pub.position and pub.position + framed > pub.position_limit, 10, "a wait"
+    )
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    appended, rest = divmod(pub.position, framed)
+    assert (0 < appended < len(batch), rest) == (True, 0)
+    assert drain(sub) == batch[:appended]  # the first ones, in order, and nothing else
+
+
 async def test_an_offer_batch_waiting_on_a_lost_driver_raises_the_drivers_error(aeron, monkeypatch):
     sub = await aeron.add_subscription("aeron:ipc", 34)
     pub = await aeron.add_publication(TERM_64K, 34)
