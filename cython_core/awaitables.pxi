@@ -277,6 +277,11 @@ cdef class SubscriptionBase:
     # room: the next poll of any kind raises the first; each is raised once, by a poll or an
     # iterator.
     cdef public list _refused
+    # In methods that hold _pending or an index into it (_busy: how many, a poll's handler may
+    # call another): messages that come back meanwhile (a step freed by a collection there,
+    # closed by a poll's handler) wait in _returned until the last one ends.
+    cdef int _busy
+    cdef list _returned
     cdef LoopTurn _turn  # shared by its iterators: one made per step still counts
     cdef object __weakref__  # Completeds refer to it weakly (to put messages back)
 
@@ -284,6 +289,7 @@ cdef class SubscriptionBase:
         _loop_turn_start(&self._turn)
         self._lost = []
         self._refused = []
+        self._returned = []
         self._images = []
         self._readers = []
         self._pending = []
@@ -377,19 +383,23 @@ cdef class SubscriptionBase:
         cdef int fragments = 0, action
         cdef Message message
         cdef object result
-        while fragments < fragment_limit and self._next < len(self._pending):
-            message = <Message> self._take()
-            result = handler(memoryview(message.data), as_unfragmented(message))
-            action = ACTION_CONTINUE if result is None or not controlled else int(result)
-            if action == ACTION_ABORT:
-                self._next -= 1
-                break
-            fragments += 1
-            if action == ACTION_BREAK:
-                break
-            if action != ACTION_COMMIT and action != ACTION_CONTINUE:
-                raise ValueError(
-                    f"controlled_poll handler returned {result!r}, not a ControlledPollAction")
+        self._busy += 1
+        try:
+            while fragments < fragment_limit and self._next < len(self._pending):
+                message = <Message> self._take()
+                result = handler(memoryview(message.data), as_unfragmented(message))
+                action = ACTION_CONTINUE if result is None or not controlled else int(result)
+                if action == ACTION_ABORT:
+                    self._next -= 1
+                    break
+                fragments += 1
+                if action == ACTION_BREAK:
+                    break
+                if action != ACTION_COMMIT and action != ACTION_CONTINUE:
+                    raise ValueError(
+                        f"controlled_poll handler returned {result!r}, not a ControlledPollAction")
+        finally:
+            self._end_busy()
         return fragments
 
     cdef inline bint _ready(self) except -1:
@@ -410,26 +420,47 @@ cdef class SubscriptionBase:
         self._put_back_messages(done.value if type(done.value) is list else [done.value])
 
     cdef int _put_back_messages(self, list messages) except -1:
+        """Back among the untaken, in order: now, or as the busy method ends."""
+        if self._busy:
+            self._returned += messages
+            return 0
         if len(messages) == 1 and self._next and self._pending[self._next - 1] is messages[0]:
             self._next -= 1
             return 0
-        cdef list pending = self._pending[self._next:]
-        for message in messages:
-            _put_in_order(pending, <Message> message)
-        self._pending = pending
-        self._next = 0
+        self._busy += 1
+        try:
+            pending = self._pending[self._next:]
+            for message in messages:
+                _put_in_order(pending, <Message> message)
+            self._pending = pending
+            self._next = 0
+        finally:
+            self._end_busy()
+        return 0
+
+    cdef int _end_busy(self) except -1:
+        """Leave a busy method: the last one puts back what came back meanwhile."""
+        cdef list returned = self._returned
+        self._busy -= 1
+        if returned and not self._busy:
+            self._returned = []
+            self._put_back_messages(returned)
         return 0
 
     cdef list _take_batch(self, int limit):
         """Up to `limit` of the messages polled and not handed out: what one poll of `limit`
         fragments found, or the first of those another iterator left."""
         cdef list batch
-        if self._next == 0 and len(self._pending) <= limit:
-            batch = self._pending
-            self._pending = []
-            return batch
-        batch = self._pending[self._next:self._next + limit]
-        self._next += len(batch)
+        self._busy += 1
+        try:
+            if self._next == 0 and len(self._pending) <= limit:
+                batch = self._pending
+                self._pending = []
+            else:
+                batch = self._pending[self._next:self._next + limit]
+                self._next += len(batch)
+        finally:
+            self._end_busy()
         return batch
 
     cdef Py_ssize_t _fill(self, int fragment_limit) except -1:
@@ -441,21 +472,25 @@ cdef class SubscriptionBase:
         cdef list spent = None
         if self._next < len(self._pending):
             return len(self._pending) - self._next
-        if self._next:
-            spent = self._pending
-            self._pending = []
-            self._next = 0
-        if self._lost:
-            return 0
-        if count == 1:
-            (<ImageReader> readers[0])._poll_messages(self._pending, fragment_limit, spent)
-        elif count:
-            start = self._fill_start = (self._fill_start + 1) % count
-            for i in range(count):
-                fragments += (<ImageReader> readers[(start + i) % count])._poll_messages(
-                    self._pending, fragment_limit - fragments, spent)
-                if fragments >= fragment_limit:
-                    break
+        self._busy += 1
+        try:
+            if self._next:
+                spent = self._pending
+                self._pending = []
+                self._next = 0
+            if self._lost:
+                return 0
+            if count == 1:
+                (<ImageReader> readers[0])._poll_messages(self._pending, fragment_limit, spent)
+            elif count:
+                start = self._fill_start = (self._fill_start + 1) % count
+                for i in range(count):
+                    fragments += (<ImageReader> readers[(start + i) % count])._poll_messages(
+                        self._pending, fragment_limit - fragments, spent)
+                    if fragments >= fragment_limit:
+                        break
+        finally:
+            self._end_busy()
         return len(self._pending)
 
 

@@ -627,6 +627,31 @@ async def test_a_batch_freed_with_its_iterator_unawaited_comes_again(aeron):
     assert got == [0, 1, 2]
 
 
+@pytest.mark.parametrize("let_go", ["closed", "freed"])
+async def test_a_step_let_go_in_a_polls_handler_goes_back_as_the_poll_ends(aeron, let_go):
+    """A poll holds the untaken messages while its handler runs: a step closed or freed there (a
+    collection may free one anywhere) goes back when the poll ends, and the handler's ABORT
+    still leaves its own message untaken (it crashed the process before)."""
+    pub, sub, _ = await connected_pair(aeron, 59, TERM_1M)
+    for i in range(4):
+        assert pub.try_offer(numbered(i)) > 0
+    step, numbers, _ = stepper(sub, "receive")
+    held = [step()]
+    got = numbers(await step())
+
+    def let_go_and_abort(buffer, header):
+        if let_go == "closed":
+            held[0].close()
+        held.clear()
+        return aeronio.ControlledPollAction.ABORT
+
+    assert sub.controlled_poll(let_go_and_abort, 10) == 0
+    async with asyncio.timeout(10):
+        while len(got) < 4:
+            got += numbers(await step())
+    assert got == [1, 0, 2, 3]
+
+
 async def test_steps_run_as_tasks_through_asyncio_wait(aeron):
     pub, sub, _ = await connected_pair(aeron, 50, TERM_1M)
     for i in range(2):
