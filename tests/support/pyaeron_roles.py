@@ -186,37 +186,53 @@ def add_publications(pyaeron, dir: str, adds: list[list]) -> None:
     aeron.close()
 
 
+class CClient:
+    """Aeron's C client through ctypes, for what pyaeron has no API for: started on `dir`;
+    `call` raises Aeron's error message for a negative result, `until` polls a condition."""
+
+    def __init__(self, pyaeron, dir: str) -> None:
+        import ctypes
+
+        self.c = c = ctypes.CDLL(pyaeron._pyaeron.__file__)
+        c.aeron_errmsg.restype = ctypes.c_char_p
+        context, self.aeron = ctypes.c_void_p(), ctypes.c_void_p()
+        self.call("aeron_context_init", ctypes.byref(context))
+        self.call("aeron_context_set_dir", context, dir.encode())
+        self.call("aeron_init", ctypes.byref(self.aeron), context)
+        self.call("aeron_start", self.aeron)
+
+    def call(self, name: str, *args) -> int:
+        result = getattr(self.c, name)(*args)
+        if result < 0:
+            raise RuntimeError(f"{name}: {self.c.aeron_errmsg().decode()}")
+        return result
+
+    def until(self, condition, what: str) -> None:
+        deadline = time.monotonic() + 30
+        while not condition():
+            if time.monotonic() > deadline:
+                raise TimeoutError(what)
+            time.sleep(POLL_PAUSE_S)
+
+    def close(self) -> None:
+        self.call("aeron_close", self.aeron)
+
+
 def commands_1_53(pyaeron, dir: str, static_type_id: int, registration_id: int) -> None:
-    """Aeron's C client (through ctypes: pyaeron has no API for them) adds the static counter of
-    `static_type_id` and `registration_id` twice, removes a manual multi-destination-cast
-    destination by id and closes that publication; says what it was answered, then stays
-    until stdin ends. (Its GET_NEXT_AVAILABLE_SESSION_ID goes to a driver only if the driver has
-    Aeron's "Control protocol version" system counter, id 43.)"""
+    """Aeron's C client adds the static counter of `static_type_id` and `registration_id` twice,
+    removes a manual multi-destination-cast destination by id and closes that publication; says
+    what it was answered, then stays until stdin ends. (Its GET_NEXT_AVAILABLE_SESSION_ID goes to
+    a driver only if the driver has Aeron's "Control protocol version" system counter, id 43.)"""
     import ctypes
 
-    c = ctypes.CDLL(pyaeron._pyaeron.__file__)
-    c.aeron_errmsg.restype = ctypes.c_char_p
+    client = CClient(pyaeron, dir)
+    c, call, aeron = client.c, client.call, client.aeron
     c.aeron_async_destination_get_registration_id.restype = ctypes.c_int64
     p, key, label = ctypes.c_void_p, b"\x07", b"a static counter"
 
-    def call(name: str, *args) -> int:
-        result = getattr(c, name)(*args)
-        if result < 0:
-            raise RuntimeError(f"{name}: {c.aeron_errmsg().decode()}")
-        return result
-
     def until(poll, *args) -> None:
-        deadline = time.monotonic() + 30
-        while not call(poll, *args):
-            if time.monotonic() > deadline:
-                raise TimeoutError(poll)
-            time.sleep(POLL_PAUSE_S)
+        client.until(lambda: call(poll, *args), poll)
 
-    context, aeron = p(), p()
-    call("aeron_context_init", ctypes.byref(context))
-    call("aeron_context_set_dir", context, dir.encode())
-    call("aeron_init", ctypes.byref(aeron), context)
-    call("aeron_start", aeron)
     counters = []
     for _ in range(2):
         pending, counter = p(), p()
@@ -242,41 +258,22 @@ def commands_1_53(pyaeron, dir: str, static_type_id: int, registration_id: int) 
     call("aeron_publication_close", mdc, None, None)
     say("answered", {"counter_ids": counters})
     stdin_closed().wait()
-    call("aeron_close", aeron)
+    client.close()
 
 
 def revoke_ipc(pyaeron, dir: str, stream_id: int, count: int, timeout_s: float) -> None:
-    """Through ctypes (pyaeron has no API for it): subscribe to IPC `stream_id`, offer `count`
-    messages on an exclusive publication of it without reading them, revoke the publication
-    (aeron_exclusive_publication_revoke), then wait up to `timeout_s` for the image to go,
-    still unread; say whether it went and whether the image says it was revoked."""
+    """Subscribe to IPC `stream_id`, offer `count` messages on an exclusive publication of it
+    without reading them, revoke the publication (aeron_exclusive_publication_revoke), then wait
+    up to `timeout_s` for the image to go, still unread; say whether it went and whether the
+    image says it was revoked."""
     import ctypes
 
-    c = ctypes.CDLL(pyaeron._pyaeron.__file__)
-    c.aeron_errmsg.restype = ctypes.c_char_p
+    client = CClient(pyaeron, dir)
+    c, call, until, aeron = client.c, client.call, client.until, client.aeron
     c.aeron_subscription_image_at_index.restype = ctypes.c_void_p
     c.aeron_image_is_publication_revoked.restype = ctypes.c_bool
     c.aeron_exclusive_publication_offer.restype = ctypes.c_int64
     p = ctypes.c_void_p
-
-    def call(name: str, *args) -> int:
-        result = getattr(c, name)(*args)
-        if result < 0:
-            raise RuntimeError(f"{name}: {c.aeron_errmsg().decode()}")
-        return result
-
-    def until(condition, what: str) -> None:
-        deadline = time.monotonic() + 30
-        while not condition():
-            if time.monotonic() > deadline:
-                raise TimeoutError(what)
-            time.sleep(POLL_PAUSE_S)
-
-    context, aeron = p(), p()
-    call("aeron_context_init", ctypes.byref(context))
-    call("aeron_context_set_dir", context, dir.encode())
-    call("aeron_init", ctypes.byref(aeron), context)
-    call("aeron_start", aeron)
     pending, subscription = p(), p()
     call("aeron_async_add_subscription", ctypes.byref(pending), aeron, b"aeron:ipc", stream_id,
          None, None, None, None)  # fmt: skip
@@ -303,7 +300,7 @@ def revoke_ipc(pyaeron, dir: str, stream_id: int, count: int, timeout_s: float) 
         "image_revoked": bool(c.aeron_image_is_publication_revoked(image)),
     })  # fmt: skip
     stdin_closed().wait()
-    call("aeron_close", aeron)
+    client.close()
 
 
 def request_termination(pyaeron, dir: str, token: str) -> None:
