@@ -114,6 +114,18 @@ async def test_the_checks_can_be_turned_off(tmpfs):
         assert low_storage_warnings(aeron) == 0
 
 
+# What both child scripts below begin with.
+FILL = r"""
+def fill(filler):  # another file takes every page left; prints why it stopped
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(bytes(65536))
+                f.flush()
+        except OSError as e:
+            print("filled:", e.strerror)
+"""
+
 HELD = r"""
 import asyncio, os, struct, sys
 import aeronio
@@ -145,13 +157,7 @@ async def main():
         sub = await aeron.add_subscription(sub_channel, 1)
         await pub.wait_connected(timeout=10)
         await sub.wait_connected(timeout=10)
-        with open(filler, "wb") as f:  # another file takes every page left
-            try:
-                while True:
-                    f.write(bytes(65536))
-                    f.flush()
-            except OSError as e:
-                print("filled:", e.strerror)
+        fill(filler)
         got = []
         take = lambda buffer, header: got.append(bytes(buffer))
         sent = 0
@@ -204,7 +210,7 @@ def test_a_sparse_log_whose_pages_others_took_holds_its_writers(
     with mounted(tmp_path, "16m") as point:
         dir = str(point / "driver")
         lines = run_child(
-            HELD, dir, str(point / "filler"), pub_channel.format(port=port),
+            FILL + HELD, dir, str(point / "filler"), pub_channel.format(port=port),
             sub_channel.format(port=port), sparse_images,
         )  # fmt: skip
     assert lines[0] == "filled: No space left on device"
@@ -228,13 +234,7 @@ dir, filler = sys.argv[1:]
 
 async def main():
     async with aeronio.connect(dir=dir, perform_storage_checks=False) as aeron:
-        with open(filler, "wb") as f:  # another file takes every page left
-            try:
-                while True:
-                    f.write(bytes(65536))
-                    f.flush()
-            except OSError as e:
-                print("filled:", e.strerror)
+        fill(filler)
         for sparse in ("true", "false"):
             try:
                 await aeron.add_publication(f"aeron:ipc?term-length=1m|sparse={sparse}", 1)
@@ -259,7 +259,7 @@ def test_without_the_checks_a_log_with_no_room_is_refused_not_a_sigbus(tmp_path)
     sparse one's metadata, written, was a SIGBUS."""
     with mounted(tmp_path, "16m") as point:
         dir = str(point / "driver")
-        lines = run_child(UNCHECKED, dir, str(point / "filler"))
+        lines = run_child(FILL + UNCHECKED, dir, str(point / "filler"))
     assert lines[0] == "filled: No space left on device"
     for line, sparse in zip(lines[1:3], ("true", "false"), strict=True):
         assert re.fullmatch(
