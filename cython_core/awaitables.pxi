@@ -16,8 +16,9 @@
 #   untaken, before the later ones of its image, and the exception is raised: a cancellation is
 #   never swallowed. Closed, or let go, before an await took it, its message (or batch) goes
 #   back too (let go: at the iterator's next step, which reuses it, or when it is freed). An
-#   offer stays appended; a view goes back as a copy while its iterator is still there and has
-#   taken no step since (the step reuses its Message).
+#   offer stays appended; a view goes back as a copy while its iterator is still there. (The
+#   iterator's next step reuses its Message: a step let go goes back as a copy first; a step
+#   still held is given a copy of its own, which its await takes or its close puts back.)
 # - The loop gets a turn: a task that finds space or data every time would never suspend, and
 #   the event loop's other tasks (the client's keepalive among them: the driver times a silent
 #   client out) would wait for as long as the stream keeps up. So the fast paths look at the
@@ -315,7 +316,8 @@ cdef class SubscriptionBase:
         or any other read of the subscription after a loop left with break). A view still held
         at the iterator's next step is released (using it raises ValueError); buffers made from
         it (numpy arrays, slices) are not tracked and must be copied to be kept. The Message
-        object is reused: its fields and data change at each step. Fragmented messages are
+        object is reused: its fields and data change at each step (a step not yet awaited at
+        the next one keeps its message, as a copy). Fragmented messages are
         reassembled into bytes; messages `async for` polled and did not hand out (a loop left
         with break) come first, as bytes. With copy=True: the subscription itself."""
         if copy:
@@ -595,6 +597,7 @@ cdef class MessageViews:
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
                 self._done = _completed_of(self)
                 self._done.value = self._message
+            self._done._untaken = True
             self._handed = <PyObject*> self._done
             return self._done
         return self._subscription._view_slowly(self)
@@ -605,24 +608,43 @@ cdef class MessageViews:
         return self._message
 
     def _put_back(self, Completed done) -> None:
-        """A copy of the message in hand among the untaken, if `done` handed it out (no step
-        since): the next read of any kind takes it first, whether or not a read consumed the
-        view's frames since."""
-        cdef Message copy
-        if self._handed != <PyObject*> done:
-            return
-        self._handed = NULL
-        copy = Message.__new__(Message)
+        """The message `done` handed out among the untaken: a copy of the message in hand if no
+        step came since (the next read of any kind takes it first, whether or not a read
+        consumed the view's frames since), else the copy `done` was given at that step."""
+        if done.value is not self._message:
+            self._subscription._put_back_messages([done.value])
+        elif self._handed == <PyObject*> done:
+            self._handed = NULL
+            self._subscription._put_back_messages([self._copy()])
+
+    cdef Message _copy(self):
+        """The message in hand, its data as bytes."""
+        cdef Message copy = Message.__new__(Message)
         copy._become(self._message)
         if type(copy.data) is not bytes:
             copy.data = bytes(copy.data)
-        self._subscription._put_back_messages([copy])
+        return copy
+
+    cdef int _keep_untaken(self) except -1:
+        """Before the message in hand is consumed: if the step that handed it out has not been
+        awaited, its message is kept. Let go (only this iterator holds the step), it goes back
+        among the untaken, to come next; held, the step gets a copy of its own (an await takes
+        it, a close or a free puts it back)."""
+        self._handed = NULL
+        if aio_refcount(<PyObject*> self._done) == 1:
+            self._done._untaken = False
+            self._subscription._put_back_messages([self._copy()])
+        else:
+            self._done.value = self._copy()
+        return 0
 
     cpdef bint ready(self) except -1:
         """Let go of the message handed out last and look for the next (its image consumes the
         last one as it reads); idempotent until taken."""
         if self._ready:
             return True
+        if self._handed != NULL and self._done._untaken:  # handed out, no await took it
+            self._keep_untaken()
         self._handed = NULL
         self._let_go()
         if self._subscription._next < aio_list_size(<PyObject*> self._subscription._pending):
