@@ -58,6 +58,9 @@ __all__ = [
     "PUBLISHER_POS_TYPE_ID",
     "RECEIVER_HWM_TYPE_ID",
     "RECEIVER_POS_TYPE_ID",
+    "RECEIVE_CHANNEL_STATUS_TYPE_ID",
+    "SEND_CHANNEL_STATUS_TYPE_ID",
+    "ChannelStatus",
     "RECORD_ALLOCATED",
     "RECORD_RECLAIMED",
     "RECORD_UNUSED",
@@ -77,6 +80,8 @@ SENDER_POSITION_TYPE_ID = 2
 RECEIVER_HWM_TYPE_ID = 3
 SUBSCRIBER_POSITION_TYPE_ID = 4
 RECEIVER_POS_TYPE_ID = 5
+SEND_CHANNEL_STATUS_TYPE_ID = 6  # snd-channel: a send endpoint's ChannelStatus
+RECEIVE_CHANNEL_STATUS_TYPE_ID = 7  # rcv-channel: a receive endpoint's ChannelStatus
 SENDER_LIMIT_TYPE_ID = 9
 PER_IMAGE_TYPE_ID = 10
 CLIENT_HEARTBEAT_TYPE_ID = 11
@@ -112,6 +117,15 @@ RECORD_ALLOCATED = 1
 RECORD_RECLAIMED = -1
 
 NOT_FREE_TO_REUSE = 2**63 - 1
+
+
+class ChannelStatus(IntEnum):
+    """The values of a channel status counter (Aeron's ChannelEndpointStatus)."""
+
+    ERRORED = -1  # the endpoint failed: the error log says why
+    INITIALIZING = 0
+    ACTIVE = 1
+    CLOSING = 2
 
 
 class CountersFileError(AeronError, ValueError):

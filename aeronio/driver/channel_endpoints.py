@@ -175,6 +175,11 @@ class _Endpoint:
         self.fd = sock.fileno()
         self.receiver = receiver
 
+    def bound_address(self) -> str:
+        """The socket's local address as bound, "host:port" (the port the OS chose for 0)."""
+        host, port = self.socket.getsockname()
+        return f"{host}:{port}"
+
     def close(self) -> None:
         self.socket.close()
 
@@ -185,6 +190,8 @@ class SendChannelEndpoint(_Endpoint):
     even control group) or multi-destination-cast (data to each destination, control on the
     control address: destinations added by the publication, or, in dynamic control mode, by
     the receivers whose status messages arrive, until they fall silent)."""
+
+    status: Counter  # snd-channel, UdpMedia's once the socket is bound
 
     def __init__(
         self,
@@ -434,6 +441,8 @@ class ReceiveChannelEndpoint:
     connection ended it. A destination with a control address (dynamic multi-destination-cast)
     on which no image has a connection asks it to add the destination (an SM of session 0,
     stream 0, eliciting a SETUP)."""
+
+    status: Counter  # rcv-channel, UdpMedia's once its socket is bound
 
     def __init__(
         self,

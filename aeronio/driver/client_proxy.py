@@ -51,7 +51,6 @@ class ClientProxy:
     def publication_ready(
         reply: Reply, correlation_id: int, publication: DriverPublication
     ) -> None:
-        """aeronio has no channel status counters (yet): its indicator is not allocated."""
         reply(
             p.PublicationReady(
                 correlation_id=correlation_id,
@@ -59,15 +58,15 @@ class ClientProxy:
                 session_id=publication.session_id,
                 stream_id=publication.stream_id,
                 position_limit_counter_id=publication.publisher_limit.id,
-                channel_status_indicator_id=p.CHANNEL_STATUS_INDICATOR_NOT_ALLOCATED,
+                channel_status_indicator_id=publication.channel_status_id,
                 log_file=publication.log_file,
                 exclusive=publication.exclusive,
             )
         )
 
     @staticmethod
-    def subscription_ready(reply: Reply, correlation_id: int) -> None:
-        reply(p.SubscriptionReady(correlation_id))
+    def subscription_ready(reply: Reply, correlation_id: int, channel_status_id: int) -> None:
+        reply(p.SubscriptionReady(correlation_id, channel_status_id))
 
     @staticmethod
     def operation_success(reply: Reply, correlation_id: int) -> None:

@@ -608,6 +608,7 @@ class DriverConductor:
             self._release_subscription,
             media_key=channel.canonical_form(resolve_host, unique_id=command.correlation_id),
         )
+        status_id = p.CHANNEL_STATUS_INDICATOR_NOT_ALLOCATED  # IPC and spies: no endpoint
         if link.reads_logs:  # its positions first: counters may be full
             positions = self._subscriber_positions(
                 [
@@ -618,10 +619,10 @@ class DriverConductor:
             )
         else:
             positions = []
-            self.udp.add_subscription(link)  # binds first: a bind error fails the command
+            status_id = self.udp.add_subscription(link)  # binds first: a bind error fails it
         self.resources.add(link)
         client.subscriptions.append(link.registration_id)
-        self.proxy.subscription_ready(client.send, command.correlation_id)
+        self.proxy.subscription_ready(client.send, command.correlation_id, status_id)
         self._add_subscribers(positions)
 
     def _subscriber_positions(

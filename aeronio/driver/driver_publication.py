@@ -31,6 +31,7 @@ from aeronio.errors import StorageSpaceError
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer import signals
 from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol.control import CHANNEL_STATUS_INDICATOR_NOT_ALLOCATED
 
 
 class State(enum.Enum):
@@ -106,6 +107,11 @@ class DriverPublication:
         self.publisher_position.set(position)
         self.signals = signals.acquire(self.log_file)
         self.signals.consumed.add_callback(self._wake)
+
+    @property
+    def channel_status_id(self) -> int:
+        """Its endpoint's channel status counter's id; IPC has none (Aeron's NOT_ALLOCATED)."""
+        return CHANNEL_STATUS_INDICATOR_NOT_ALLOCATED
 
     @property
     def producer_position(self) -> int:

@@ -46,6 +46,10 @@ class NetworkPublication(DriverPublication):
         endpoint.publications[(self.session_id, self.stream_id)] = sender
         self.signals.data.add_callback(self._wake)
 
+    @property
+    def channel_status_id(self) -> int:
+        return self.endpoint.status.id
+
     def consumer_position(self) -> int | None:
         spies = slowest(self.subscribers)
         if self.sender.is_connected:

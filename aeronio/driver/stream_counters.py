@@ -18,12 +18,15 @@ from aeronio.counters import (
     MDC_DESTINATIONS_TYPE_ID,
     PUBLISHER_LIMIT_TYPE_ID,
     PUBLISHER_POS_TYPE_ID,
+    RECEIVE_CHANNEL_STATUS_TYPE_ID,
     RECEIVER_HWM_TYPE_ID,
     RECEIVER_POS_TYPE_ID,
+    SEND_CHANNEL_STATUS_TYPE_ID,
     SENDER_BPE_TYPE_ID,
     SENDER_LIMIT_TYPE_ID,
     SENDER_POSITION_TYPE_ID,
     SUBSCRIBER_POSITION_TYPE_ID,
+    ChannelStatus,
     Counter,
     CountersManager,
 )
@@ -48,6 +51,18 @@ def stream_key(registration_id: int, session_id: int, stream_id: int, channel: o
     and stream id, then the channel's length and its first MAX_KEY_CHANNEL_LENGTH bytes."""
     data = str(channel).encode()[:MAX_KEY_CHANNEL_LENGTH]
     return _STREAM_KEY.pack(registration_id, session_id, stream_id, len(data)) + data
+
+
+_LENGTH = struct.Struct("<i")
+# The channel's bytes a channel status key holds (Aeron's ChannelEndpointStatus).
+MAX_STATUS_CHANNEL_LENGTH = MAX_KEY_LENGTH - _LENGTH.size
+
+
+def channel_status_key(channel: str) -> bytes:
+    """The key of a channel status counter, Aeron's: the channel's length, then its first
+    MAX_STATUS_CHANNEL_LENGTH bytes."""
+    data = channel.encode()[:MAX_STATUS_CHANNEL_LENGTH]
+    return _LENGTH.pack(len(data)) + data
 
 
 class StreamCounters:
@@ -148,6 +163,28 @@ class StreamCounters:
             _Spec(f"rcv-hwm: {label}", RECEIVER_HWM_TYPE_ID, key, registration_id),
             _Spec(f"rcv-pos: {label}", RECEIVER_POS_TYPE_ID, key, registration_id),
         )
+
+    def channel_status(
+        self, sending: bool, registration_id: int, channel: str, address: str
+    ) -> Counter:
+        """snd-channel (`sending`) or rcv-channel of an endpoint made by `registration_id`'s
+        command on `channel`, its label ending in its (first) socket's bound `address`
+        ("host:port", or empty); INITIALIZING until the caller sets it ACTIVE."""
+        name, type_id = (
+            ("snd", SEND_CHANNEL_STATUS_TYPE_ID)
+            if sending
+            else ("rcv", RECEIVE_CHANNEL_STATUS_TYPE_ID)
+        )
+        label = f"{name}-channel: {channel} {address}"
+        key = channel_status_key(channel)
+        return self._allocate(_Spec(label, type_id, key, registration_id))[0]
+
+    def close_channel(self, *counters: Counter) -> None:
+        """Free a channel's status counters, CLOSING first (as Aeron's driver leaves them: a
+        client reading one as it goes sees no ACTIVE endpoint)."""
+        for counter in counters:
+            counter.set(ChannelStatus.CLOSING)
+        self.free(*counters)
 
     def mdc_destinations(self, registration_id: int, channel: object) -> Counter:
         label = f"mdc-num-dests: {registration_id} {channel}"

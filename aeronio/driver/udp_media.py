@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from aeronio._core import DataPath
-from aeronio.counters import CountersFullError, SystemCounters
+from aeronio.counters import ChannelStatus, Counter, CountersFullError, SystemCounters
 from aeronio.driver.channel_endpoints import (
     Connection,
     ReceiveChannelEndpoint,
@@ -147,6 +147,10 @@ class UdpMedia:
             endpoint = SendChannelEndpoint(
                 channel, self.services.system, self.services.ctx.udp_offload, counter
             )
+            undo.callback(endpoint.close)
+            endpoint.status = self._channel_status(
+                True, registration_id, channel, endpoint.bound_address()
+            )
             undo.pop_all()
         self.send_endpoints[endpoint.key] = endpoint
         self.services.watch(endpoint.socket.fileno())
@@ -158,13 +162,16 @@ class UdpMedia:
             return
         self.services.unwatch(endpoint.socket.fileno())
         endpoint.close()
+        self.services.counters.close_channel(endpoint.status)
         if endpoint.destinations_counter is not None:
             self.services.counters.free(endpoint.destinations_counter)
         del self.send_endpoints[endpoint.key]
 
     # -- subscriptions ----------------------------------------------------------------
 
-    def add_subscription(self, link: SubscriptionLink) -> None:
+    def add_subscription(self, link: SubscriptionLink) -> int:
+        """Link a subscription to its endpoint (made, bound, if it is the first on it);
+        returns the id of the endpoint's channel status counter."""
         endpoint = self.receive_endpoints.get(link.media_key)
         if endpoint is not None:
             endpoint.check_shared_by(link.channel)
@@ -176,6 +183,14 @@ class UdpMedia:
                 self.services.system,
                 self.services.ctx.udp_offload,
             )
+            addresses = [d.bound_address() for d in endpoint.destinations.values()]
+            try:
+                endpoint.status = self._channel_status(
+                    False, link.registration_id, link.channel, addresses[0] if addresses else ""
+                )
+            except BaseException:
+                endpoint.close()
+                raise
             self.receive_endpoints[link.media_key] = endpoint
             for destination in endpoint.destinations.values():
                 self.services.watch(destination.fd)
@@ -183,6 +198,7 @@ class UdpMedia:
         for image in self.resources.images:
             if image.endpoint is endpoint and image.stream_id == link.stream_id:
                 self._link(image, link)
+        return endpoint.status.id
 
     def remove_subscription(self, link: SubscriptionLink, now_ns: int) -> None:
         endpoint = self.receive_endpoints.get(link.media_key)
@@ -218,6 +234,18 @@ class UdpMedia:
         for destination in endpoint.destinations.values():
             self.services.unwatch(destination.fd)
         endpoint.close()
+        self.services.counters.close_channel(endpoint.status)
+
+    def _channel_status(
+        self, sending: bool, registration_id: int, channel: ChannelUri, address: str
+    ) -> Counter:
+        """The ACTIVE channel status counter of a new endpoint on `channel`, bound to
+        `address`, made by `registration_id`'s command."""
+        status = self.services.counters.channel_status(
+            sending, registration_id, str(channel), address
+        )
+        status.set(ChannelStatus.ACTIVE)
+        return status
 
     def _dispatcher_for(self, endpoint: ReceiveChannelEndpoint) -> DataDispatcher:
         return DataDispatcher[Connection](

@@ -2,13 +2,21 @@
 the to-driver ring buffer, the broadcast buffer, heartbeat counters; the driver standalone
 (`aeronio driver`) or embedded in another aeronio process."""
 
+import re
 import signal
 import struct
 import zlib
 
 import pytest
 
-from aeronio.counters import CLIENT_HEARTBEAT_TYPE_ID, CountersReader, SystemCounters
+from aeronio.counters import (
+    CLIENT_HEARTBEAT_TYPE_ID,
+    RECEIVE_CHANNEL_STATUS_TYPE_ID,
+    SEND_CHANNEL_STATUS_TYPE_ID,
+    ChannelStatus,
+    CountersReader,
+    SystemCounters,
+)
 from tests.support.procs import aeronio_cmd, system_counters, wait_until
 from tests.support.pyaeron_roles import payload
 
@@ -105,6 +113,43 @@ def test_stream_counters_keys_are_as_aerons_stream_stat_reads_them(aeron_c, free
             kinds.add(kind.split()[0])
     assert kinds == {"pub-lmt", "pub-pos", "snd-pos", "snd-lmt", "snd-bpe", "rcv-hwm", "rcv-pos",
                      "sub-pos"}  # fmt: skip
+
+
+@pytest.mark.parametrize("driver", ["aeron-c", "aeronio"])
+def test_channel_status_counters_are_aerons_and_read_active(aeron_c, free_port, driver):
+    """A UDP publication's and subscription's endpoints each have a channel status counter
+    (snd-channel, rcv-channel: key the channel's length and bytes, label the channel and the
+    bound address) that Aeron's C client reads ACTIVE, freed with the endpoints; on Aeron's C
+    driver (which shows the test reads them as Aeron writes them) and on aeronio's, which made
+    none (its READY responses said NOT_ALLOCATED, which that client reads as -1, ERRORED)."""
+    if driver == "aeron-c":
+        dir = aeron_c.new_dir()
+        aeron_c.pyaeron("driver", dir=dir).expect_json("ready", 30)
+    else:
+        dir = _aeronio_driver(aeron_c, "standalone")
+    channel = UDP.format(port=free_port)
+    client = aeron_c.pyaeron("channel_status", dir=dir, channel=channel, stream_id=9)
+    active = ChannelStatus.ACTIVE
+    assert client.expect_json("status", 30) == {"subscription": active, "publication": active}
+    kinds = (SEND_CHANNEL_STATUS_TYPE_ID, RECEIVE_CHANNEL_STATUS_TYPE_ID)
+    key = struct.pack("<i", len(channel)) + channel.encode()
+    with CountersReader.open(dir) as reader:
+        snd, rcv = sorted(
+            (c for c in reader.for_each() if c.type_id in kinds), key=lambda c: c.type_id
+        )
+        assert snd.key[: len(key)] == rcv.key[: len(key)] == key
+        # The publication's socket as bound: Aeron's connected to the endpoint, aeronio's not.
+        host = "127.0.0.1" if driver == "aeron-c" else "0.0.0.0"
+        assert re.fullmatch(rf"snd-channel: {re.escape(channel)} {host}:\d+", snd.label)
+        assert rcv.label == f"rcv-channel: {channel} 127.0.0.1:{free_port}"
+        assert snd.value == rcv.value == active
+        client.release()
+        client.wait(30)
+        wait_until(
+            lambda: not any(c.type_id in kinds for c in reader.for_each()),
+            30,
+            "the endpoints' channel status counters freed",
+        )
 
 
 def test_an_ipc_image_goes_once_drained_not_after_the_linger(aeron_c):

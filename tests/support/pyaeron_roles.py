@@ -303,6 +303,34 @@ def revoke_ipc(pyaeron, dir: str, stream_id: int, count: int, timeout_s: float) 
     client.close()
 
 
+def channel_status(pyaeron, dir: str, channel: str, stream_id: int) -> None:
+    """Aeron's C client subscribes and publishes on `channel`; says the channel status each
+    reads (aeron_subscription_channel_status, aeron_publication_channel_status), then stays
+    until stdin ends."""
+    import ctypes
+
+    client = CClient(pyaeron, dir)
+    c, call, until, aeron = client.c, client.call, client.until, client.aeron
+    c.aeron_subscription_channel_status.restype = ctypes.c_int64
+    c.aeron_publication_channel_status.restype = ctypes.c_int64
+    p, uri = ctypes.c_void_p, channel.encode()
+    pending, subscription = p(), p()
+    call("aeron_async_add_subscription", ctypes.byref(pending), aeron, uri, stream_id, None,
+         None, None, None)  # fmt: skip
+    until(lambda: call("aeron_async_add_subscription_poll", ctypes.byref(subscription), pending),
+          "the subscription")  # fmt: skip
+    pending, publication = p(), p()
+    call("aeron_async_add_publication", ctypes.byref(pending), aeron, uri, stream_id)
+    until(lambda: call("aeron_async_add_publication_poll", ctypes.byref(publication), pending),
+          "the publication")  # fmt: skip
+    say("status", {
+        "subscription": c.aeron_subscription_channel_status(subscription),
+        "publication": c.aeron_publication_channel_status(publication),
+    })  # fmt: skip
+    stdin_closed().wait()
+    client.close()
+
+
 def request_termination(pyaeron, dir: str, token: str) -> None:
     """Ask the driver of `dir` to terminate as Aeron's tools do (aeron_context_request_driver_
     termination: a TERMINATE_DRIVER naming a client id of its own, through ctypes: pyaeron has
@@ -387,6 +415,7 @@ ROLES = {
     "commands_1_53": commands_1_53,
     "request_termination": request_termination,
     "revoke_ipc": revoke_ipc,
+    "channel_status": channel_status,
 }
 
 

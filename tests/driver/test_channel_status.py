@@ -1,0 +1,86 @@
+"""The channel status counters of the driver's UDP endpoints (Aeron's snd-channel and
+rcv-channel: ChannelEndpointStatus), one per endpoint, as Aeron's clients and AeronStat read
+them."""
+
+import struct
+
+import pytest
+
+from aeronio import connect
+from aeronio.counters import (
+    MAX_KEY_LENGTH,
+    MAX_LABEL_LENGTH,
+    RECEIVE_CHANNEL_STATUS_TYPE_ID,
+    SEND_CHANNEL_STATUS_TYPE_ID,
+    ChannelStatus,
+    CounterInfo,
+    CountersReader,
+)
+from aeronio.driver.media_driver import MediaDriver
+from tests.support.ports import free_port
+from tests.support.procs import await_until
+
+STATUS_TYPE_IDS = (SEND_CHANNEL_STATUS_TYPE_ID, RECEIVE_CHANNEL_STATUS_TYPE_ID)
+
+
+@pytest.fixture
+async def driver(tmp_path):
+    driver = await MediaDriver.launch(
+        dir=str(tmp_path / "driver"), publication_linger_ns=50_000_000
+    ).start()
+    yield driver
+    await driver.close()
+
+
+def statuses(reader: CountersReader) -> list[CounterInfo]:
+    return sorted(
+        (c for c in reader.for_each() if c.type_id in STATUS_TYPE_IDS), key=lambda c: c.type_id
+    )
+
+
+async def test_each_udp_endpoint_has_one_active_channel_status_freed_with_it(driver):
+    """Two streams on one endpoint share its counters; IPC has none; each goes with the
+    endpoint's last stream. Key and label bytes as Aeron's driver writes them."""
+    port = free_port()
+    channel = f"aeron:udp?endpoint=127.0.0.1:{port}"
+    key = struct.pack("<i", len(channel)) + channel.encode()
+    async with connect(driver.dir) as aeron:
+        sub = await aeron.add_subscription(channel, 1)
+        other_sub = await aeron.add_subscription(channel, 2)
+        pub = await aeron.add_publication(channel, 1)
+        other_pub = await aeron.add_publication(channel, 2)
+        ipc = await aeron.add_publication("aeron:ipc", 1)
+        with CountersReader.open(driver.dir) as reader:
+            snd, rcv = statuses(reader)
+            assert snd.key == rcv.key == key.ljust(MAX_KEY_LENGTH, b"\0")
+            (endpoint,) = driver.conductor.udp.send_endpoints.values()
+            sender_port = endpoint.socket.getsockname()[1]
+            assert snd.label == f"snd-channel: {channel} 0.0.0.0:{sender_port}"
+            assert rcv.label == f"rcv-channel: {channel} 127.0.0.1:{port}"
+            assert snd.value == rcv.value == ChannelStatus.ACTIVE
+            assert (snd.registration_id, rcv.registration_id) == (
+                pub.registration_id,
+                sub.registration_id,
+            )
+            await ipc.close()
+            await other_pub.close()
+            await other_sub.close()
+            assert statuses(reader) == [snd, rcv]
+            await pub.close()
+            await sub.close()
+            await await_until(lambda: not statuses(reader), 10, "the counters freed")
+
+
+async def test_a_channel_too_long_for_the_key_or_label_is_cut_as_aerons(driver):
+    """The key holds the channel's first 108 bytes (its length says 108), the label its first
+    380 bytes."""
+    port = free_port()
+    channel = f"aeron:udp?endpoint=127.0.0.1:{port}|alias={'a' * 400}"
+    async with connect(driver.dir) as aeron:
+        sub = await aeron.add_subscription(channel, 1)
+        with CountersReader.open(driver.dir) as reader:
+            (rcv,) = statuses(reader)
+            assert rcv.key == struct.pack("<i", MAX_KEY_LENGTH - 4) + channel.encode()[:108]
+            label = f"rcv-channel: {channel} 127.0.0.1:{port}"
+            assert rcv.label == label[:MAX_LABEL_LENGTH]
+            await sub.close()
