@@ -59,6 +59,7 @@ __all__ = [
     "RECEIVER_HWM_TYPE_ID",
     "RECEIVER_POS_TYPE_ID",
     "RECEIVE_CHANNEL_STATUS_TYPE_ID",
+    "LOCAL_SOCKADDR_TYPE_ID",
     "SEND_CHANNEL_STATUS_TYPE_ID",
     "ChannelStatus",
     "RECORD_ALLOCATED",
@@ -87,6 +88,7 @@ PER_IMAGE_TYPE_ID = 10
 CLIENT_HEARTBEAT_TYPE_ID = 11
 PUBLISHER_POS_TYPE_ID = 12
 SENDER_BPE_TYPE_ID = 13
+LOCAL_SOCKADDR_TYPE_ID = 14  # snd-local-sockaddr and rcv-local-sockaddr: a socket's bound address
 FLOW_CONTROL_RECEIVERS_TYPE_ID = 17  # fc-receivers: receivers a one-to-many sender tracks
 MDC_DESTINATIONS_TYPE_ID = 18  # mdc-num-dests: a multi-destination-cast channel's destinations
 # aeronio's doorbells, beside Aeron's counters (type ids outside Aeron's): the key is a process's
@@ -120,7 +122,8 @@ NOT_FREE_TO_REUSE = 2**63 - 1
 
 
 class ChannelStatus(IntEnum):
-    """The values of a channel status counter (Aeron's ChannelEndpointStatus)."""
+    """The values of a channel status counter and of a local socket address counter (Aeron's
+    ChannelEndpointStatus)."""
 
     ERRORED = -1  # the endpoint failed: the error log says why
     INITIALIZING = 0

@@ -170,6 +170,8 @@ def _enable_gro(sock: socket.socket) -> None:
 class _Endpoint:
     """A UDP socket drained in batches (recvmmsg)."""
 
+    sockaddr: Counter  # snd- or rcv-local-sockaddr: UdpMedia's, once the socket is bound
+
     def __init__(self, sock: socket.socket, receiver: DatagramReceiver):
         self.socket = sock
         self.fd = sock.fileno()

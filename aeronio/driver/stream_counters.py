@@ -14,6 +14,7 @@ from aeronio.counters import (
     CLIENT_HEARTBEAT_TYPE_ID,
     DRIVER_DOORBELL_TYPE_ID,
     FLOW_CONTROL_RECEIVERS_TYPE_ID,
+    LOCAL_SOCKADDR_TYPE_ID,
     MAX_KEY_LENGTH,
     MDC_DESTINATIONS_TYPE_ID,
     PUBLISHER_LIMIT_TYPE_ID,
@@ -54,8 +55,11 @@ def stream_key(registration_id: int, session_id: int, stream_id: int, channel: o
 
 
 _LENGTH = struct.Struct("<i")
-# The channel's bytes a channel status key holds (Aeron's ChannelEndpointStatus).
+_SOCKADDR_KEY = struct.Struct("<ii")  # channel status counter id, address length
+# The channel's bytes a channel status key holds, and the address's a local socket address key
+# holds (Aeron's C driver keeps a NUL after it): what is longer is cut there.
 MAX_STATUS_CHANNEL_LENGTH = MAX_KEY_LENGTH - _LENGTH.size
+MAX_SOCKADDR_LENGTH = MAX_KEY_LENGTH - _SOCKADDR_KEY.size - 1
 
 
 def channel_status_key(channel: str) -> bytes:
@@ -63,6 +67,14 @@ def channel_status_key(channel: str) -> bytes:
     MAX_STATUS_CHANNEL_LENGTH bytes."""
     data = channel.encode()[:MAX_STATUS_CHANNEL_LENGTH]
     return _LENGTH.pack(len(data)) + data
+
+
+def local_sockaddr_key(status_id: int, address: str) -> bytes:
+    """The key of a local socket address counter, Aeron's (LocalSocketAddressStatus): its
+    channel status counter's id, the address's length, then its first MAX_SOCKADDR_LENGTH
+    bytes."""
+    data = address.encode()[:MAX_SOCKADDR_LENGTH]
+    return _SOCKADDR_KEY.pack(status_id, len(data)) + data
 
 
 class StreamCounters:
@@ -169,7 +181,8 @@ class StreamCounters:
     ) -> Counter:
         """snd-channel (`sending`) or rcv-channel of an endpoint made by `registration_id`'s
         command on `channel`, its label ending in its (first) socket's bound `address`
-        ("host:port", or empty); INITIALIZING until the caller sets it ACTIVE."""
+        ("host:port", or empty); INITIALIZING until the caller sets it ACTIVE once its
+        sockets' local socket address counters are there (a client then finds them all)."""
         name, type_id = (
             ("snd", SEND_CHANNEL_STATUS_TYPE_ID)
             if sending
@@ -179,9 +192,21 @@ class StreamCounters:
         key = channel_status_key(channel)
         return self._allocate(_Spec(label, type_id, key, registration_id))[0]
 
+    def local_sockaddr(
+        self, sending: bool, registration_id: int, status: Counter, address: str
+    ) -> Counter:
+        """snd-local-sockaddr (`sending`) or rcv-local-sockaddr of a socket bound to `address`
+        ("host:port") of the endpoint whose channel status is `status`; ACTIVE."""
+        name = "snd" if sending else "rcv"
+        label = f"{name}-local-sockaddr: {status.id} {address}"
+        key = local_sockaddr_key(status.id, address)
+        counter = self._allocate(_Spec(label, LOCAL_SOCKADDR_TYPE_ID, key, registration_id))[0]
+        counter.set(ChannelStatus.ACTIVE)
+        return counter
+
     def close_channel(self, *counters: Counter) -> None:
-        """Free a channel's status counters, CLOSING first (as Aeron's driver leaves them: a
-        client reading one as it goes sees no ACTIVE endpoint)."""
+        """Free a channel's status or local socket address counters, CLOSING first (as Aeron's
+        driver leaves them: a client reading one as it goes sees no ACTIVE endpoint)."""
         for counter in counters:
             counter.set(ChannelStatus.CLOSING)
         self.free(*counters)

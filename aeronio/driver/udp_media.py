@@ -17,7 +17,7 @@ import contextlib
 import functools
 import os
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -26,6 +26,7 @@ from aeronio.counters import ChannelStatus, Counter, CountersFullError, SystemCo
 from aeronio.driver.channel_endpoints import (
     Connection,
     ReceiveChannelEndpoint,
+    ReceiveDestination,
     SendChannelEndpoint,
     resolve_host,
 )
@@ -148,9 +149,7 @@ class UdpMedia:
                 channel, self.services.system, self.services.ctx.udp_offload, counter
             )
             undo.callback(endpoint.close)
-            endpoint.status = self._channel_status(
-                True, registration_id, channel, endpoint.bound_address()
-            )
+            endpoint.status = self._channel_status(True, registration_id, channel, [endpoint])
             undo.pop_all()
         self.send_endpoints[endpoint.key] = endpoint
         self.services.watch(endpoint.socket.fileno())
@@ -162,7 +161,7 @@ class UdpMedia:
             return
         self.services.unwatch(endpoint.socket.fileno())
         endpoint.close()
-        self.services.counters.close_channel(endpoint.status)
+        self.services.counters.close_channel(endpoint.sockaddr, endpoint.status)
         if endpoint.destinations_counter is not None:
             self.services.counters.free(endpoint.destinations_counter)
         del self.send_endpoints[endpoint.key]
@@ -183,10 +182,9 @@ class UdpMedia:
                 self.services.system,
                 self.services.ctx.udp_offload,
             )
-            addresses = [d.bound_address() for d in endpoint.destinations.values()]
             try:
                 endpoint.status = self._channel_status(
-                    False, link.registration_id, link.channel, addresses[0] if addresses else ""
+                    False, link.registration_id, link.channel, [*endpoint.destinations.values()]
                 )
             except BaseException:
                 endpoint.close()
@@ -220,7 +218,16 @@ class UdpMedia:
     def add_destination(self, link: SubscriptionLink, destination: ChannelUri) -> None:
         """A multi-destination subscription also receives on `destination`'s endpoint."""
         endpoint = self.receive_endpoints[link.media_key]
-        self.services.watch(endpoint.add_destination(destination).fd)
+        added = endpoint.add_destination(destination)
+        try:
+            added.sockaddr = self.services.counters.local_sockaddr(
+                False, link.registration_id, endpoint.status, added.bound_address()
+            )
+        except BaseException:
+            endpoint.remove_destination(destination)
+            added.close()
+            raise
+        self.services.watch(added.fd)
 
     def remove_destination(self, link: SubscriptionLink, destination: ChannelUri) -> None:
         """Close a multi-destination subscription's socket on `destination`'s endpoint; its
@@ -229,21 +236,35 @@ class UdpMedia:
         removed = endpoint.remove_destination(destination)
         self.services.unwatch(removed.fd)
         removed.close()
+        self.services.counters.close_channel(removed.sockaddr)
 
     def _close_receive_endpoint(self, endpoint: ReceiveChannelEndpoint) -> None:
+        sockaddrs = [destination.sockaddr for destination in endpoint.destinations.values()]
         for destination in endpoint.destinations.values():
             self.services.unwatch(destination.fd)
         endpoint.close()
-        self.services.counters.close_channel(endpoint.status)
+        self.services.counters.close_channel(*sockaddrs, endpoint.status)
 
     def _channel_status(
-        self, sending: bool, registration_id: int, channel: ChannelUri, address: str
+        self,
+        sending: bool,
+        registration_id: int,
+        channel: ChannelUri,
+        sockets: Sequence[SendChannelEndpoint | ReceiveDestination],
     ) -> Counter:
-        """The ACTIVE channel status counter of a new endpoint on `channel`, bound to
-        `address`, made by `registration_id`'s command."""
-        status = self.services.counters.channel_status(
-            sending, registration_id, str(channel), address
-        )
+        """The channel status counter of a new endpoint on `channel` made by
+        `registration_id`'s command, with a local socket address counter for each of its bound
+        `sockets`; ACTIVE once they are all there (a client then finds every address)."""
+        counters = self.services.counters
+        addresses = [each.bound_address() for each in sockets]
+        label_address = addresses[0] if addresses else ""
+        status = counters.channel_status(sending, registration_id, str(channel), label_address)
+        with contextlib.ExitStack() as undo:
+            undo.callback(counters.free, status)
+            for each, address in zip(sockets, addresses, strict=True):
+                each.sockaddr = counters.local_sockaddr(sending, registration_id, status, address)
+                undo.callback(counters.free, each.sockaddr)
+            undo.pop_all()
         status.set(ChannelStatus.ACTIVE)
         return status
 

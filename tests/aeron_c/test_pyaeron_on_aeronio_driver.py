@@ -11,6 +11,7 @@ import pytest
 
 from aeronio.counters import (
     CLIENT_HEARTBEAT_TYPE_ID,
+    LOCAL_SOCKADDR_TYPE_ID,
     RECEIVE_CHANNEL_STATUS_TYPE_ID,
     SEND_CHANNEL_STATUS_TYPE_ID,
     ChannelStatus,
@@ -130,7 +131,8 @@ def test_channel_status_counters_are_aerons_and_read_active(aeron_c, free_port, 
     channel = UDP.format(port=free_port)
     client = aeron_c.pyaeron("channel_status", dir=dir, channel=channel, stream_id=9)
     active = ChannelStatus.ACTIVE
-    assert client.expect_json("status", 30) == {"subscription": active, "publication": active}
+    status = client.expect_json("status", 30)
+    assert (status["subscription"], status["publication"]) == (active, active)
     kinds = (SEND_CHANNEL_STATUS_TYPE_ID, RECEIVE_CHANNEL_STATUS_TYPE_ID)
     key = struct.pack("<i", len(channel)) + channel.encode()
     with CountersReader.open(dir) as reader:
@@ -149,6 +151,48 @@ def test_channel_status_counters_are_aerons_and_read_active(aeron_c, free_port, 
             lambda: not any(c.type_id in kinds for c in reader.for_each()),
             30,
             "the endpoints' channel status counters freed",
+        )
+
+
+@pytest.mark.parametrize("driver", ["aeron-c", "aeronio"])
+def test_a_subscription_on_port_0_finds_its_port_in_its_local_addresses(aeron_c, driver):
+    """Aeron's C client finds the port a subscription on `endpoint=127.0.0.1:0` was bound to
+    (aeron_subscription_local_sockaddrs: the rcv-local-sockaddr counters of its channel
+    status), and a publication to that port delivers; the publication finds its own socket's
+    address. On Aeron's C driver (the test's reference) and on aeronio's, where it found none
+    (no such counters)."""
+    if driver == "aeron-c":
+        dir = aeron_c.new_dir()
+        aeron_c.pyaeron("driver", dir=dir).expect_json("ready", 30)
+    else:
+        dir = _aeronio_driver(aeron_c, "standalone")
+    channel = "aeron:udp?endpoint=127.0.0.1:0"
+    client = aeron_c.pyaeron("channel_status", dir=dir, channel=channel, stream_id=9)
+    status = client.expect_json("status", 30)
+    (address,) = status["subscription_addresses"]
+    assert re.fullmatch(r"127\.0\.0\.1:[1-9]\d*", address)
+    host = "127.0.0.1" if driver == "aeron-c" else "0.0.0.0"  # as bound: see above
+    (publication_address,) = status["publication_addresses"]
+    assert re.fullmatch(rf"{host}:[1-9]\d*", publication_address)
+    assert status["received"] == "to the bound port"
+    with CountersReader.open(dir) as reader:
+        (rcv,) = [c for c in reader.for_each() if c.type_id == RECEIVE_CHANNEL_STATUS_TYPE_ID]
+        (sockaddr,) = [
+            c
+            for c in reader.for_each()
+            if c.type_id == LOCAL_SOCKADDR_TYPE_ID and c.label.startswith("rcv")
+        ]
+        key = struct.pack("<ii", rcv.id, len(address)) + address.encode()
+        assert sockaddr.key[: len(key) + 1] == key + b"\0"
+        assert sockaddr.label == f"rcv-local-sockaddr: {rcv.id} {address}"
+        assert sockaddr.value == ChannelStatus.ACTIVE
+        assert sockaddr.registration_id == rcv.registration_id
+        client.release()
+        client.wait(30)
+        wait_until(
+            lambda: not any(c.type_id == LOCAL_SOCKADDR_TYPE_ID for c in reader.for_each()),
+            30,
+            "the local socket address counters freed",
         )
 
 

@@ -1,6 +1,7 @@
 """The channel status counters of the driver's UDP endpoints (Aeron's snd-channel and
-rcv-channel: ChannelEndpointStatus), one per endpoint, as Aeron's clients and AeronStat read
-them."""
+rcv-channel: ChannelEndpointStatus), one per endpoint, and the local socket address counters of
+their sockets (snd-local-sockaddr, rcv-local-sockaddr: LocalSocketAddressStatus), as Aeron's
+clients and AeronStat read them."""
 
 import struct
 
@@ -8,6 +9,7 @@ import pytest
 
 from aeronio import connect
 from aeronio.counters import (
+    LOCAL_SOCKADDR_TYPE_ID,
     MAX_KEY_LENGTH,
     MAX_LABEL_LENGTH,
     RECEIVE_CHANNEL_STATUS_TYPE_ID,
@@ -17,6 +19,7 @@ from aeronio.counters import (
     CountersReader,
 )
 from aeronio.driver.media_driver import MediaDriver
+from aeronio.driver.stream_counters import local_sockaddr_key
 from tests.support.ports import free_port
 from tests.support.procs import await_until
 
@@ -35,6 +38,16 @@ async def driver(tmp_path):
 def statuses(reader: CountersReader) -> list[CounterInfo]:
     return sorted(
         (c for c in reader.for_each() if c.type_id in STATUS_TYPE_IDS), key=lambda c: c.type_id
+    )
+
+
+def sockaddrs(reader: CountersReader) -> list[CounterInfo]:
+    return [c for c in reader.for_each() if c.type_id == LOCAL_SOCKADDR_TYPE_ID]
+
+
+def sockaddr_key(status_id: int, address: str) -> bytes:
+    return (struct.pack("<ii", status_id, len(address)) + address.encode()).ljust(
+        MAX_KEY_LENGTH, b"\0"
     )
 
 
@@ -62,13 +75,30 @@ async def test_each_udp_endpoint_has_one_active_channel_status_freed_with_it(dri
                 pub.registration_id,
                 sub.registration_id,
             )
+            snd_address, rcv_address = f"0.0.0.0:{sender_port}", f"127.0.0.1:{port}"
+            assert [(c.label, c.key, c.value, c.registration_id) for c in sockaddrs(reader)] == [
+                (
+                    f"rcv-local-sockaddr: {rcv.id} {rcv_address}",
+                    sockaddr_key(rcv.id, rcv_address),
+                    ChannelStatus.ACTIVE,
+                    sub.registration_id,
+                ),
+                (
+                    f"snd-local-sockaddr: {snd.id} {snd_address}",
+                    sockaddr_key(snd.id, snd_address),
+                    ChannelStatus.ACTIVE,
+                    pub.registration_id,
+                ),
+            ]
             await ipc.close()
             await other_pub.close()
             await other_sub.close()
             assert statuses(reader) == [snd, rcv]
             await pub.close()
             await sub.close()
-            await await_until(lambda: not statuses(reader), 10, "the counters freed")
+            await await_until(
+                lambda: not statuses(reader) and not sockaddrs(reader), 10, "the counters freed"
+            )
 
 
 async def test_a_channel_too_long_for_the_key_or_label_is_cut_as_aerons(driver):
@@ -84,3 +114,36 @@ async def test_a_channel_too_long_for_the_key_or_label_is_cut_as_aerons(driver):
             label = f"rcv-channel: {channel} 127.0.0.1:{port}"
             assert rcv.label == label[:MAX_LABEL_LENGTH]
             await sub.close()
+
+
+async def test_each_destination_of_a_multi_destination_subscription_has_its_address(driver):
+    """A subscription with control-mode=manual has its rcv-channel from the start (no socket:
+    its label ends in a space, as Aeron's), an rcv-local-sockaddr for each destination while it
+    is one."""
+    ports = [free_port(), free_port()]
+    channel = "aeron:udp?control-mode=manual"
+    async with connect(driver.dir) as aeron:
+        sub = await aeron.add_subscription(channel, 1)
+        with CountersReader.open(driver.dir) as reader:
+            (rcv,) = statuses(reader)
+            assert rcv.label == f"rcv-channel: {channel} "
+            assert (rcv.value, sockaddrs(reader)) == (ChannelStatus.ACTIVE, [])
+            for port in ports:
+                await sub.add_destination(f"aeron:udp?endpoint=127.0.0.1:{port}")
+            addresses = [f"127.0.0.1:{port}" for port in ports]
+            assert [(c.label, c.key, c.registration_id) for c in sockaddrs(reader)] == [
+                (f"rcv-local-sockaddr: {rcv.id} {a}", sockaddr_key(rcv.id, a), sub.registration_id)
+                for a in addresses
+            ]
+            await sub.remove_destination(f"aeron:udp?endpoint=127.0.0.1:{ports[0]}")
+            assert [c.label for c in sockaddrs(reader)] == [
+                f"rcv-local-sockaddr: {rcv.id} {addresses[1]}"
+            ]
+            await sub.close()
+            assert statuses(reader) == sockaddrs(reader) == []
+
+
+def test_an_address_too_long_for_the_key_is_cut_as_aerons():
+    """Aeron's C driver keeps the first 103 bytes (a NUL follows them in its key)."""
+    address = "h" * 200 + ":1"
+    assert local_sockaddr_key(7, address) == struct.pack("<ii", 7, 103) + b"h" * 103

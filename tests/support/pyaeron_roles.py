@@ -303,29 +303,66 @@ def revoke_ipc(pyaeron, dir: str, stream_id: int, count: int, timeout_s: float) 
     client.close()
 
 
+def _local_sockaddrs(client: CClient, function: str, handle) -> list[str]:
+    """What `function` (aeron_subscription_local_sockaddrs, aeron_publication_local_sockaddrs)
+    finds for `handle`: up to 4 addresses."""
+    import ctypes
+
+    class Iovec(ctypes.Structure):  # aeron_iovec_t
+        _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
+
+    buffers = [ctypes.create_string_buffer(128) for _ in range(4)]
+    vector = (Iovec * len(buffers))(*(Iovec(ctypes.addressof(b), len(b)) for b in buffers))
+    found = client.call(function, handle, vector, ctypes.c_size_t(len(buffers)))
+    return [buffer.value.decode() for buffer in buffers[:found]]
+
+
 def channel_status(pyaeron, dir: str, channel: str, stream_id: int) -> None:
-    """Aeron's C client subscribes and publishes on `channel`; says the channel status each
-    reads (aeron_subscription_channel_status, aeron_publication_channel_status), then stays
-    until stdin ends."""
+    """Aeron's C client subscribes on `channel` (its endpoint's port may be 0) and publishes to
+    the first local address the subscription finds (aeron_subscription_local_sockaddrs; to
+    `channel` if none); says the channel status each reads (aeron_*_channel_status), the local
+    addresses each finds and the message the subscription received from the publication, then
+    stays until stdin ends."""
     import ctypes
 
     client = CClient(pyaeron, dir)
     c, call, until, aeron = client.c, client.call, client.until, client.aeron
     c.aeron_subscription_channel_status.restype = ctypes.c_int64
     c.aeron_publication_channel_status.restype = ctypes.c_int64
-    p, uri = ctypes.c_void_p, channel.encode()
+    c.aeron_publication_offer.restype = ctypes.c_int64
+    p = ctypes.c_void_p
     pending, subscription = p(), p()
-    call("aeron_async_add_subscription", ctypes.byref(pending), aeron, uri, stream_id, None,
-         None, None, None)  # fmt: skip
+    call("aeron_async_add_subscription", ctypes.byref(pending), aeron, channel.encode(),
+         stream_id, None, None, None, None)  # fmt: skip
     until(lambda: call("aeron_async_add_subscription_poll", ctypes.byref(subscription), pending),
           "the subscription")  # fmt: skip
+    subscription_addresses = _local_sockaddrs(
+        client, "aeron_subscription_local_sockaddrs", subscription
+    )
+    target = subscription_addresses[:1]
+    uri = (f"aeron:udp?endpoint={target[0]}" if target else channel).encode()
     pending, publication = p(), p()
     call("aeron_async_add_publication", ctypes.byref(pending), aeron, uri, stream_id)
     until(lambda: call("aeron_async_add_publication_poll", ctypes.byref(publication), pending),
           "the publication")  # fmt: skip
+    message = b"to the bound port"
+    until(lambda: c.aeron_publication_offer(publication, message, len(message), None, None) > 0,
+          "an offer")  # fmt: skip
+    received: list[bytes] = []
+    handler_type = ctypes.CFUNCTYPE(None, p, p, ctypes.c_size_t, p)
+    handler = handler_type(
+        lambda _, data, length, __: received.append(ctypes.string_at(data, length))
+    )
+    until(lambda: call("aeron_subscription_poll", subscription, handler, None, 10) > 0,
+          "the message")  # fmt: skip
     say("status", {
         "subscription": c.aeron_subscription_channel_status(subscription),
         "publication": c.aeron_publication_channel_status(publication),
+        "subscription_addresses": subscription_addresses,
+        "publication_addresses": _local_sockaddrs(
+            client, "aeron_publication_local_sockaddrs", publication
+        ),
+        "received": received[0].decode(),
     })  # fmt: skip
     stdin_closed().wait()
     client.close()
