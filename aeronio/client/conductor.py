@@ -416,6 +416,7 @@ class ClientConductor:
             appender,
             log_signals,
             log.metadata,
+            ready.channel_status_indicator_id,
         )
         self._publications[id(publication)] = (publication, appender)
         return publication
@@ -439,13 +440,14 @@ class ClientConductor:
             self, channel, stream_id, correlation_id, available_image, unavailable_image
         )
         try:
-            await self.request(
+            ready = await self.request(
                 p.AddSubscription(correlation_id, self.client_id, channel, stream_id),
                 p.SubscriptionReady,
             )
         except BaseException:
             self._subscriptions.pop(correlation_id, None)
             raise
+        subscription.channel_status_id = ready.channel_status_indicator_id
         return subscription
 
     def track_subscription(self, subscription: Subscription, events: ImageEvents) -> None:

@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aeronio import _core, idle
+from aeronio import _core, counters, idle
 from aeronio.counters import SENDER_POSITION_TYPE_ID
 from aeronio.errors import (
     AeronError,
@@ -47,7 +47,7 @@ class Publication(_core.PublicationBase):
     # in docs/benchmarks.md). With slots the lookup is specialised on every Python.
     __slots__ = (
         "_conductor", "channel", "stream_id", "registration_id", "session_id", "log_file",
-        "_signals", "_metadata", "_released", "__weakref__",
+        "_signals", "_metadata", "_released", "channel_status_id", "__weakref__",
     )  # fmt: skip
     is_exclusive = False
 
@@ -62,6 +62,7 @@ class Publication(_core.PublicationBase):
         appender: _core.LogAppender,
         log_signals: signals.LogSignals,
         metadata: _core.AtomicBuffer,
+        channel_status_id: int = p.CHANNEL_STATUS_INDICATOR_NOT_ALLOCATED,
     ):
         self._conductor = conductor
         self.channel = channel
@@ -73,6 +74,7 @@ class Publication(_core.PublicationBase):
         self._signals = log_signals
         self._metadata = metadata
         self._released = False
+        self.channel_status_id = channel_status_id  # its endpoint's, from the driver
 
     # -- properties ---------------------------------------------------------------------
 
@@ -116,6 +118,15 @@ class Publication(_core.PublicationBase):
     @property
     def is_closed(self) -> bool:
         return self._appender.is_closed
+
+    @property
+    def local_socket_addresses(self) -> list[str]:
+        """The local addresses ("host:port", as bound) of its UDP endpoint's sockets, from the
+        driver's counters (Aeron's localSocketAddresses()); none for IPC, once closed, or while
+        the endpoint is not ACTIVE."""
+        if self.is_closed:
+            return []
+        return counters.local_socket_addresses(self._conductor.counters, self.channel_status_id)
 
     # -- awaitable offers ---------------------------------------------------------------
 

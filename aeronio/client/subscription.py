@@ -167,7 +167,7 @@ class Subscription(_core.SubscriptionBase):
     # Weakly referable through SubscriptionBase.
     __slots__ = (
         "_conductor", "channel", "stream_id", "registration_id", "available_image",
-        "unavailable_image", "_round_robin", "changed",
+        "unavailable_image", "_round_robin", "changed", "channel_status_id",
     )  # fmt: skip
 
     def __init__(
@@ -188,6 +188,8 @@ class Subscription(_core.SubscriptionBase):
         self._round_robin = 0
         self.changed = _core.Doorbell()  # rung when images come or go, or the driver is lost
         self.is_closed = False
+        # Its endpoint's channel status counter (the driver's answer says which).
+        self.channel_status_id = p.CHANNEL_STATUS_INDICATOR_NOT_ALLOCATED
         conductor.track_subscription(
             self,
             ImageEvents(
@@ -206,6 +208,16 @@ class Subscription(_core.SubscriptionBase):
     @property
     def is_connected(self) -> bool:
         return bool(self._images)
+
+    @property
+    def local_socket_addresses(self) -> list[str]:
+        """The local addresses ("host:port", as bound: the port the OS chose for an endpoint of
+        port 0) of its UDP endpoint's sockets, from the driver's counters (Aeron's
+        localSocketAddresses()); none for IPC and spies, once closed, or while the endpoint is
+        not ACTIVE."""
+        if self.is_closed:
+            return []
+        return counters.local_socket_addresses(self._conductor.counters, self.channel_status_id)
 
     def image_by_session_id(self, session_id: int) -> Image | None:
         """The image of the publication with this session id, or None."""

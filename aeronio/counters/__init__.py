@@ -5,6 +5,7 @@ from aeronio.counters.counters_file import (
     CLIENT_HEARTBEAT_TYPE_ID,
     DRIVER_DOORBELL_TYPE_ID,
     FLOW_CONTROL_RECEIVERS_TYPE_ID,
+    LOCAL_SOCKADDR_KEY,
     LOCAL_SOCKADDR_TYPE_ID,
     MAX_KEY_LENGTH,
     MAX_LABEL_LENGTH,
@@ -33,6 +34,7 @@ from aeronio.counters.counters_file import (
     CountersReader,
     SystemCounters,
     allocate_system_counters,
+    local_socket_addresses,
 )
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "RECEIVER_HWM_TYPE_ID",
     "RECEIVER_POS_TYPE_ID",
     "RECEIVE_CHANNEL_STATUS_TYPE_ID",
+    "LOCAL_SOCKADDR_KEY",
     "LOCAL_SOCKADDR_TYPE_ID",
     "SEND_CHANNEL_STATUS_TYPE_ID",
     "ChannelStatus",
@@ -68,4 +71,5 @@ __all__ = [
     "CountersReader",
     "SystemCounters",
     "allocate_system_counters",
+    "local_socket_addresses",
 ]

@@ -59,6 +59,7 @@ __all__ = [
     "RECEIVER_HWM_TYPE_ID",
     "RECEIVER_POS_TYPE_ID",
     "RECEIVE_CHANNEL_STATUS_TYPE_ID",
+    "LOCAL_SOCKADDR_KEY",
     "LOCAL_SOCKADDR_TYPE_ID",
     "SEND_CHANNEL_STATUS_TYPE_ID",
     "ChannelStatus",
@@ -72,6 +73,7 @@ __all__ = [
     "SYSTEM_COUNTER_TYPE_ID",
     "SystemCounters",
     "allocate_system_counters",
+    "local_socket_addresses",
 ]
 
 # Type ids, as in Aeron.
@@ -119,6 +121,11 @@ RECORD_ALLOCATED = 1
 RECORD_RECLAIMED = -1
 
 NOT_FREE_TO_REUSE = 2**63 - 1
+
+
+# A local socket address counter's key: its channel status counter's id, the address's length,
+# then the address's bytes (Aeron's LocalSocketAddressStatus).
+LOCAL_SOCKADDR_KEY = struct.Struct("<ii")
 
 
 class ChannelStatus(IntEnum):
@@ -513,3 +520,21 @@ def allocate_system_counters(manager: CountersManager) -> dict[SystemCounters, C
         )
         counters[descriptor] = manager.counter(counter_id)
     return counters
+
+
+def local_socket_addresses(reader: CountersReader, channel_status_id: int) -> list[str]:
+    """The addresses ("host:port", as bound) of the sockets of the endpoint whose channel
+    status counter is `channel_status_id`, while it is ACTIVE (Aeron's
+    LocalSocketAddressStatus.findAddresses); none for an endpoint not ACTIVE, or for the
+    NOT_ALLOCATED (-1) of IPC and spies."""
+    if channel_status_id < 0 or reader.get_counter_value(channel_status_id) != ChannelStatus.ACTIVE:
+        return []
+    addresses = []
+    for info in reader.for_each():
+        if info.type_id != LOCAL_SOCKADDR_TYPE_ID or info.value != ChannelStatus.ACTIVE:
+            continue
+        status_id, length = LOCAL_SOCKADDR_KEY.unpack_from(info.key)
+        if status_id == channel_status_id and length > 0:
+            start = LOCAL_SOCKADDR_KEY.size
+            addresses.append(info.key[start : start + length].decode(errors="replace"))
+    return addresses

@@ -14,6 +14,7 @@ from aeronio.counters import (
     CLIENT_HEARTBEAT_TYPE_ID,
     DRIVER_DOORBELL_TYPE_ID,
     FLOW_CONTROL_RECEIVERS_TYPE_ID,
+    LOCAL_SOCKADDR_KEY,
     LOCAL_SOCKADDR_TYPE_ID,
     MAX_KEY_LENGTH,
     MDC_DESTINATIONS_TYPE_ID,
@@ -55,11 +56,10 @@ def stream_key(registration_id: int, session_id: int, stream_id: int, channel: o
 
 
 _LENGTH = struct.Struct("<i")
-_SOCKADDR_KEY = struct.Struct("<ii")  # channel status counter id, address length
 # The channel's bytes a channel status key holds, and the address's a local socket address key
 # holds (Aeron's C driver keeps a NUL after it): what is longer is cut there.
 MAX_STATUS_CHANNEL_LENGTH = MAX_KEY_LENGTH - _LENGTH.size
-MAX_SOCKADDR_LENGTH = MAX_KEY_LENGTH - _SOCKADDR_KEY.size - 1
+MAX_SOCKADDR_LENGTH = MAX_KEY_LENGTH - LOCAL_SOCKADDR_KEY.size - 1
 
 
 def channel_status_key(channel: str) -> bytes:
@@ -74,7 +74,7 @@ def local_sockaddr_key(status_id: int, address: str) -> bytes:
     channel status counter's id, the address's length, then its first MAX_SOCKADDR_LENGTH
     bytes."""
     data = address.encode()[:MAX_SOCKADDR_LENGTH]
-    return _SOCKADDR_KEY.pack(status_id, len(data)) + data
+    return LOCAL_SOCKADDR_KEY.pack(status_id, len(data)) + data
 
 
 class StreamCounters:

@@ -12,6 +12,7 @@ import aeronio
 from aeronio.counters import CountersReader
 from aeronio.errors import DriverNotFoundError, DriverTimeoutError
 from tests.aeron_c.streams import COUNT, SIZES, expected, receive, send_to_pyaeron
+from tests.driver.test_channel_status import port_0_scenario
 from tests.support.procs import await_until
 
 IPC = "aeron:ipc"
@@ -243,3 +244,12 @@ async def test_static_counters_session_ids_and_destinations_by_id_on_a_c_driver(
         # A destination is only sent to: any port will do.
         destination = await mdc.add_destination("aeron:udp?endpoint=127.0.0.1:9")
         await mdc.remove_destination_by_id(destination)  # answered ON_OPERATION_SUCCESS
+
+
+async def test_an_aeronio_subscription_on_port_0_tells_its_port_on_a_c_driver(aeron_c):
+    """aeronio's client reads Aeron's C driver's local socket address counters as that driver
+    writes them (its publication's socket is connected to the endpoint: 127.0.0.1)."""
+    dir = aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
+    async with aeronio.connect(dir) as aeron:
+        await port_0_scenario(aeron, "127.0.0.1")

@@ -3,11 +3,12 @@ rcv-channel: ChannelEndpointStatus), one per endpoint, and the local socket addr
 their sockets (snd-local-sockaddr, rcv-local-sockaddr: LocalSocketAddressStatus), as Aeron's
 clients and AeronStat read them."""
 
+import re
 import struct
 
 import pytest
 
-from aeronio import connect
+from aeronio import Aeron, connect
 from aeronio.counters import (
     LOCAL_SOCKADDR_TYPE_ID,
     MAX_KEY_LENGTH,
@@ -20,6 +21,7 @@ from aeronio.counters import (
 )
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.driver.stream_counters import local_sockaddr_key
+from tests.driver.test_udp_driver import exchange
 from tests.support.ports import free_port
 from tests.support.procs import await_until
 
@@ -147,3 +149,28 @@ def test_an_address_too_long_for_the_key_is_cut_as_aerons():
     """Aeron's C driver keeps the first 103 bytes (a NUL follows them in its key)."""
     address = "h" * 200 + ":1"
     assert local_sockaddr_key(7, address) == struct.pack("<ii", 7, 103) + b"h" * 103
+
+
+async def port_0_scenario(aeron: Aeron, publication_host: str) -> None:
+    """An aeronio client's subscription on port 0 learns its port (`local_socket_addresses`),
+    a publication to it delivers and tells its own socket's address; IPC and a closed
+    subscription have none."""
+    sub = await aeron.add_subscription("aeron:udp?endpoint=127.0.0.1:0", 1)
+    (address,) = sub.local_socket_addresses
+    assert re.fullmatch(r"127\.0\.0\.1:[1-9]\d*", address)
+    pub = await aeron.add_publication(f"aeron:udp?endpoint={address}", 1)
+    (publication_address,) = pub.local_socket_addresses
+    assert re.fullmatch(rf"{re.escape(publication_host)}:[1-9]\d*", publication_address)
+    assert await exchange(pub, sub, [b"to the bound port"], 20) == [b"to the bound port"]
+    ipc = await aeron.add_subscription("aeron:ipc", 1)
+    assert ipc.local_socket_addresses == []
+    await sub.close()
+    await pub.close()
+    assert sub.local_socket_addresses == pub.local_socket_addresses == []
+    await ipc.close()
+
+
+async def test_an_aeronio_subscription_on_port_0_tells_its_port(driver):
+    """On aeronio's driver (its publication's socket is not connected: 0.0.0.0)."""
+    async with connect(driver.dir) as aeron:
+        await port_0_scenario(aeron, "0.0.0.0")
