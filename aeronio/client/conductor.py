@@ -292,10 +292,34 @@ class ClientConductor:
                     tracked[1].unavailable(response.correlation_id)
             case p.UnavailableCounter():
                 pass  # a counter went (this client's own are freed by their close)
+            case p.PublicationError():
+                self._on_publication_error(response)
             case _:
                 future = self._pending.get(response.correlation_id)
                 if future is not None and not future.done():
                     future.set_result(response)
+
+    def _on_publication_error(self, error: p.PublicationError) -> None:
+        """An error of one of this client's publications (a receiver's error frame, an image
+        rejected): logged. Other clients' publications' errors are theirs."""
+        if not any(
+            publication.registration_id == error.registration_id
+            for publication, _ in self._publications.values()
+        ):
+            return
+        log.warning(
+            "aeronio client %d: publication %d (session %d, stream %d) got error %d from "
+            "receiver %d at %s:%d: %s",
+            self.client_id,
+            error.registration_id,
+            error.session_id,
+            error.stream_id,
+            error.error_code,
+            error.receiver_id,
+            error.source_address,
+            error.source_port,
+            error.error_message,
+        )
 
     def _abandon(self, command: Request, future: asyncio.Future[Reply | p.ErrorResponse]) -> None:
         """The caller gave up on `command`: what the driver makes for it is released when the

@@ -117,6 +117,34 @@ class ClientProxy:
             ),
         )
 
+    def publication_error(
+        self,
+        publication: DriverPublication,
+        error_code: int,
+        message: str,
+        *,
+        source: tuple[str, int] = ("", 0),
+        receiver_id: int = p.NULL_VALUE,
+        destination_registration_id: int = p.NULL_VALUE,
+        group_tag: int = p.NULL_VALUE,
+    ) -> None:
+        """Tell every client that `publication` got an error (a receiver's error frame from
+        `source`, host and port, or its IPC image rejected); each tells its own users of it."""
+        self.transmit(
+            p.PublicationError(
+                registration_id=publication.registration_id,
+                destination_registration_id=destination_registration_id,
+                session_id=publication.session_id,
+                stream_id=publication.stream_id,
+                receiver_id=receiver_id,
+                group_tag=group_tag,
+                source_address=source[0],
+                source_port=source[1],
+                error_code=error_code,
+                error_message=cut(message, MAX_ERROR_LENGTH),
+            )
+        )
+
     def client_timeout(self, client: ClientSession) -> None:
         client.send(p.ClientTimeout(client.client_id))
 

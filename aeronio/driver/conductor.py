@@ -26,6 +26,7 @@ from aeronio.concurrent.error_log import DistinctErrorLog
 from aeronio.counters import (
     CLIENT_DOORBELL_TYPE_ID,
     MAX_KEY_LENGTH,
+    CountersFullError,
     CountersManager,
     SystemCounters,
     allocate_system_counters,
@@ -192,7 +193,7 @@ class DriverConductor:
                     self.proxy.next_available_session_id(reply, command.correlation_id, session_id)
                     return
                 case p.RejectImage():
-                    self._reject_image(command)
+                    self._reject_image(command, reply, now_ns)
                     return
                 case p.TerminateDriver():
                     self._terminate_driver(command)
@@ -553,24 +554,50 @@ class DriverConductor:
                 endpoint.remove_destination_by_id(command.destination_registration_id)
         self.proxy.operation_success(client.send, command.correlation_id)
 
-    def _reject_image(self, command: p.RejectImage) -> None:
-        """Aeron's driver sends the image's publisher an error frame; aeronio's has no error
-        frames: an image it has is refused with NOT_SUPPORTED, after Aeron's own checks."""
+    def _reject_image(self, command: p.RejectImage, reply: Reply, now_ns: int) -> None:
+        """As Aeron's driver: the image of an IPC publication (named by its ON_AVAILABLE_IMAGE
+        correlation id, the publication's registration id) rejected tells its publishers and
+        unlinks its subscribers for the image liveness timeout (`IpcPublication.reject`).
+        aeronio's driver sends no error frames: a network image's is refused, NOT_SUPPORTED."""
         if len(command.reason.encode()) > MAX_REJECT_REASON_LENGTH:
             raise AeronError(
                 f"Invalidation reason_text must be {MAX_REJECT_REASON_LENGTH} bytes or less"
             )
         image_id = command.image_correlation_id
-        images = self.resources.images + [
-            pub for pub in self.publications if isinstance(pub, IpcPublication)
-        ]
-        if not any(image.registration_id == image_id for image in images):
-            raise AeronError(f"Unable to resolve image for correlationId={image_id}")
-        raise DriverError(
-            f"rejecting an image (correlationId={image_id}) is not supported by aeronio's "
-            "driver: it sends no error frames",
-            p.NOT_SUPPORTED,
+        publication = next(
+            (
+                pub
+                for pub in self.publications
+                if isinstance(pub, IpcPublication) and pub.registration_id == image_id
+            ),
+            None,
         )
+        if publication is None:
+            if not any(image.registration_id == image_id for image in self.resources.images):
+                raise AeronError(f"Unable to resolve image for correlationId={image_id}")
+            raise DriverError(
+                f"rejecting a network image (correlationId={image_id}) is not supported by "
+                "aeronio's driver: it sends no error frames",
+                p.NOT_SUPPORTED,
+            )
+        publication.reject(command.reason, now_ns, self.ctx.image_liveness_timeout_ns)
+        self.proxy.operation_success(reply, command.correlation_id)
+
+    def _relink_rejected(self, now_ns: int) -> None:
+        """The IPC publications whose rejection cool-down is over link their subscriptions
+        again (Aeron's linkIpcSubscriptions): each gets a new image, at the producer position
+        (the counters full, the next tick tries again)."""
+        for publication in self.publications:
+            if not (isinstance(publication, IpcPublication) and publication.cool_down_over(now_ns)):
+                continue
+            readers = [link for link in self.resources.subscriptions if _reads(link, publication)]
+            try:
+                positions = self._subscriber_positions([(publication, link) for link in readers])
+            except CountersFullError as e:
+                self.record_error(e)
+                continue
+            publication.cool_down_until_ns = None
+            self._add_subscribers(positions)
 
     # -- subscriptions ------------------------------------------------------------------
 
@@ -614,7 +641,7 @@ class DriverConductor:
                 [
                     (publication, link)
                     for publication in self.publications
-                    if publication.state is State.ACTIVE and _reads(link, publication)
+                    if publication.accepts_subscribers() and _reads(link, publication)
                 ]
             )
         else:
@@ -874,6 +901,7 @@ class DriverConductor:
         its heartbeat (cnc.dat's to-driver consumer heartbeat, as Aeron's)."""
         self.udp.on_timer(now_ns)
         self.resources.on_time_event(now_ns)
+        self._relink_rejected(now_ns)
         if self.to_driver.check_blocked(now_ns):
             self.system[SystemCounters.UNBLOCKED_COMMANDS].increment()
         self.cnc.to_driver.set_consumer_heartbeat_time(time.time_ns() // 1_000_000)

@@ -49,6 +49,10 @@ class DriverContext(msgspec.Struct, kw_only=True):
     publication_unblock_timeout_ns: int = 15_000_000_000
     publication_linger_ns: int = 5_000_000_000
     client_liveness_timeout_ns: int = 10_000_000_000
+    # Aeron's aeron.image.liveness.timeout as an IPC publication whose image a subscriber
+    # rejected uses it: how long none of its subscriptions is linked again (network images'
+    # liveness is receiver_state.IMAGE_LIVENESS_TIMEOUT_NS, this default).
+    image_liveness_timeout_ns: int = 10_000_000_000
     # The conductor's housekeeping interval (Aeron's aeron.timer.interval): client and image
     # liveness, lingering, its heartbeat. Idle, it parks until woken or the next deadline.
     timer_interval_ns: int = 1_000_000_000
@@ -104,6 +108,7 @@ class DriverContext(msgspec.Struct, kw_only=True):
             "publication_unblock_timeout_ns",
             "publication_linger_ns",
             "client_liveness_timeout_ns",
+            "image_liveness_timeout_ns",
         ):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must not be negative")

@@ -122,6 +122,10 @@ class DriverPublication:
 
     # -- subscribers ------------------------------------------------------------------
 
+    def accepts_subscribers(self) -> bool:
+        """A subscription that reads its log is linked to it now."""
+        return self.state is State.ACTIVE
+
     def add_subscriber(self, subscriber: SubscriberPosition, source: str) -> None:
         self.subscribers.append(subscriber)
         self._subscribers_changed()

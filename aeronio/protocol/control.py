@@ -13,6 +13,7 @@ buffer (aeronio/cnc.py), whoever the client and driver are: aeronio's or Aeron's
 
 from __future__ import annotations
 
+import ipaddress
 import struct
 from collections.abc import Callable
 from typing import Annotated, TypeVar
@@ -23,6 +24,7 @@ import msgspec
 I32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 U64 = Annotated[int, msgspec.Meta(ge=0, le=2**64 - 1)]
+U16 = Annotated[int, msgspec.Meta(ge=0, le=2**16 - 1)]
 NULL_VALUE = -1  # Aeron's "none" for an id
 CHANNEL_STATUS_INDICATOR_NOT_ALLOCATED = -1
 REMOVE_PUBLICATION_FLAG_REVOKE = 0x1
@@ -57,7 +59,7 @@ ON_COUNTER_READY = 0x0F08
 ON_UNAVAILABLE_COUNTER = 0x0F09
 ON_CLIENT_TIMEOUT = 0x0F0A
 ON_STATIC_COUNTER = 0x0F0B
-ON_PUBLICATION_ERROR = 0x0F0C  # an error frame's news to the publishers: not decoded here
+ON_PUBLICATION_ERROR = 0x0F0C
 ON_NEXT_AVAILABLE_SESSION_ID = 0x0F0D
 
 # Aeron's error codes (ErrorCode.java, aeron_client_error.h).
@@ -307,6 +309,24 @@ class ErrorResponse(msgspec.Struct, tag=True, frozen=True):
     message: str
 
 
+class PublicationError(msgspec.Struct, tag=True, frozen=True):
+    """ON_PUBLICATION_ERROR: a receiver's error frame for the publication of `registration_id`
+    (IMAGE_REJECTED when a subscriber rejected its image), told to every client; each tells the
+    users of its own publications. `source_address` is the receiver's host (IPv4 or IPv6 text,
+    "" when the driver knew none), `source_port` its port."""
+
+    registration_id: I64
+    destination_registration_id: I64  # a manual multi-destination-cast destination's, or none
+    session_id: I32
+    stream_id: I32
+    receiver_id: I64
+    group_tag: I64
+    source_address: str
+    source_port: U16
+    error_code: I32
+    error_message: str
+
+
 class ClientTimeout(msgspec.Struct, tag=True, frozen=True):
     """The driver timed this client out: its resources are gone, its commands are refused."""
 
@@ -344,6 +364,7 @@ Response = (
     | ErrorResponse
     | StaticCounter
     | NextAvailableSessionId
+    | PublicationError
 )
 
 # -- Aeron's binary codec ------------------------------------------------------------------
@@ -418,6 +439,14 @@ def encode(message: Command | Response) -> tuple[int, bytes]:
         case NextAvailableSessionId():
             fields = (m.correlation_id, m.next_session_id)
             return ON_NEXT_AVAILABLE_SESSION_ID, struct.pack("<qi", *fields)
+        case PublicationError():
+            fields = (m.registration_id, m.destination_registration_id, m.session_id, m.stream_id)
+            fields += (m.receiver_id, m.group_tag)
+            address_type, address = _source_address(m.source_address)
+            body = struct.pack("<qqiiqqhH", *fields, address_type, m.source_port) + address
+            return ON_PUBLICATION_ERROR, body + struct.pack("<i", m.error_code) + _var(
+                m.error_message
+            )
     raise TypeError(f"{type(message).__name__} is no message of Aeron's command protocol")
 
 
@@ -478,6 +507,14 @@ class _Reader:
         values = struct.unpack_from(fmt, self._view, self._at)
         self._at += size
         return values
+
+    def raw(self, size: int) -> bytes:
+        if self._at + size > len(self._view):
+            raise MalformedMessageError(
+                f"{self._what} too short: {size} bytes at offset {self._at}"
+            )
+        self._at += size
+        return bytes(self._view[self._at - size : self._at])
 
     def var(self, *, align: bool = False) -> bytes:
         at = self._at
@@ -661,6 +698,42 @@ def _error(r: _Reader) -> ErrorResponse:
     return ErrorResponse(correlation_id, code, r.text())
 
 
+# A publication error's source address type (aeronc.h's AERON_RESPONSE_ADDRESS_TYPE_*): its
+# address field is 16 bytes, an IPv4 address in the first 4 (the rest zero).
+ADDRESS_TYPE_IPV4 = 1
+ADDRESS_TYPE_IPV6 = 2
+
+
+def _source_address(host: str) -> tuple[int, bytes]:
+    """A publication error's address type and 16 address bytes for `host` ("": none, 0)."""
+    if not host:
+        return 0, bytes(16)
+    address = ipaddress.ip_address(host)
+    kind = ADDRESS_TYPE_IPV4 if address.version == 4 else ADDRESS_TYPE_IPV6
+    return kind, address.packed.ljust(16, b"\0")
+
+
+def _publication_error(r: _Reader) -> PublicationError:
+    """As Aeron's clients: an address of an unknown type is none; the message, ASCII from
+    Aeron's drivers, is any receiver's text: bytes that are no UTF-8 are replaced, not refused."""
+    registration_id, destination_id, session_id, stream_id, receiver_id, group_tag = r.ints(
+        "<qqiiqq"
+    )
+    address_type, port = r.ints("<hH")
+    address = r.raw(16)
+    (error_code,) = r.ints("<i")
+    if address_type == ADDRESS_TYPE_IPV4:
+        host = str(ipaddress.IPv4Address(address[:4]))
+    elif address_type == ADDRESS_TYPE_IPV6:
+        host = str(ipaddress.IPv6Address(address))
+    else:
+        host, port = "", 0
+    return PublicationError(
+        registration_id, destination_id, session_id, stream_id, receiver_id, group_tag, host,
+        port, error_code, r.var().decode(errors="replace"),
+    )  # fmt: skip
+
+
 _RESPONSE_DECODERS: dict[int, Callable[[_Reader], Response]] = {
     ON_ERROR: _error,
     ON_AVAILABLE_IMAGE: _image_ready,
@@ -674,4 +747,5 @@ _RESPONSE_DECODERS: dict[int, Callable[[_Reader], Response]] = {
     ON_CLIENT_TIMEOUT: lambda r: ClientTimeout(*r.ints("<q")),
     ON_STATIC_COUNTER: lambda r: StaticCounter(*r.ints("<qi")),
     ON_NEXT_AVAILABLE_SESSION_ID: lambda r: NextAvailableSessionId(*r.ints("<qi")),
+    ON_PUBLICATION_ERROR: _publication_error,
 }

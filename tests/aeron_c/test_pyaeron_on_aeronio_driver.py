@@ -225,6 +225,33 @@ def test_a_revoked_ipc_publication_ends_at_once_for_its_subscribers(aeron_c):
     assert client.expect_json("revoked", 60) == {"image_gone": True, "image_revoked": True}
 
 
+def test_an_ipc_image_rejected_by_aerons_client_is_unlinked_then_linked_again(aeron_c):
+    """aeron_image_reject (REJECT_IMAGE, fire and forget) of an IPC image: as Aeron's driver,
+    aeronio's tells the publication's client its error in Aeron's layout (its publication
+    error frame handler gets IMAGE_REJECTED, the reason, loopback port 0), takes the image
+    from the subscriber (the publication is not connected) and, after the cool-down (the
+    image liveness timeout), gives it back. The driver used to refuse it, NOT_SUPPORTED, which
+    the C client cannot show: the image stayed, holding its publisher."""
+    dir = _aeronio_driver(aeron_c, "standalone", "--image-liveness-timeout-ns", "500000000")
+    client = aeron_c.pyaeron("reject_ipc_image", dir=dir, stream_id=8, reason="no room for it")
+    rejected = client.expect_json("rejected", 60)
+    (frame,) = rejected["frames"]
+    assert frame == {
+        "registration_id": rejected["registration_id"],
+        "destination_registration_id": -1,
+        "session_id": frame["session_id"],
+        "stream_id": 8,
+        "receiver_id": -1,
+        "group_tag": -1,
+        "address_type": 1,
+        "source_port": 0,
+        "source_address": "7f000001" + "00" * 12,
+        "error_code": 13,  # IMAGE_REJECTED
+        "error_message": "no room for it",
+    }
+    assert rejected["connected"] is False
+
+
 def test_an_invalid_channel_is_refused_with_aerons_code(aeron_c):
     dir = _aeronio_driver(aeron_c, "standalone")
     failing = aeron_c.pyaeron("add_publication_error", dir=dir, channel="aeron:udp?endpoint=nope")

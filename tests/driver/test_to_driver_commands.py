@@ -439,23 +439,94 @@ async def test_the_session_ids_pass_over_aerons_reserved_range_and_wrap(driver, 
     assert publication.session_id == -(2**31)
 
 
-async def test_rejecting_an_image_is_refused_with_aerons_codes(client):
-    """aeronio's driver sends no error frames: an image it has (here an IPC publication's, by
-    its ON_AVAILABLE_IMAGE correlation id) is NOT_SUPPORTED; as Aeron's driver, an unknown image
-    or a reason over 1023 bytes is GENERIC_ERROR."""
-    await client.answer(_add_publication(client).correlation_id)
-    subscribe = p.AddSubscription(client.next_id(), client.client_id, "aeron:ipc", 7)
-    client.send(subscribe)
+@pytest.mark.parametrize("driver", [{"image_liveness_timeout_ns": 60_000_000_000}], indirect=True)
+async def test_rejecting_an_ipc_image_tells_its_publishers_and_unlinks_it_for_a_cool_down(
+    driver, client
+):
+    """As Aeron's driver: REJECT_IMAGE of an IPC image (by its ON_AVAILABLE_IMAGE correlation
+    id) is answered with success, tells every client the publication's error (IMAGE_REJECTED,
+    the reason, from loopback port 0) and its subscribers that the image went: the publication
+    is not connected, its publisher held where it is. No subscription links during the
+    cool-down (the image liveness timeout, from the last rejection), then all link again, at
+    the producer position. The driver used to refuse it, NOT_SUPPORTED: the image held its
+    publisher."""
+    ready = await client.answer(_add_publication(client, SMALL_IPC).correlation_id)
+    (publication,) = [
+        pub for pub in driver.conductor.publications if pub.registration_id == ready.registration_id
+    ]
+    first = p.AddSubscription(client.next_id(), client.client_id, SMALL_IPC, 7)
+    client.send(first)
     image = await client.expect(lambda r: isinstance(r, p.ImageReady), "the image")
+    assert publication.log.mapped.is_connected()
+    reject = p.RejectImage(client.next_id(), client.client_id, image.correlation_id, 0, "bad data")
+    before_ns = time.monotonic_ns()
+    client.send(reject)
+    assert await client.answer(reject.correlation_id) == p.OperationSuccess(reject.correlation_id)
+    error = p.PublicationError(
+        registration_id=ready.registration_id,
+        destination_registration_id=p.NULL_VALUE,
+        session_id=ready.session_id,
+        stream_id=7,
+        receiver_id=p.NULL_VALUE,
+        group_tag=p.NULL_VALUE,
+        source_address="127.0.0.1",
+        source_port=0,
+        error_code=p.IMAGE_REJECTED,
+        error_message="bad data",
+    )
+    assert error in client.poll()
+    assert p.ImageUnavailable(image.correlation_id, first.correlation_id, 7, SMALL_IPC) in (
+        client.poll()
+    )
+    assert not publication.log.mapped.is_connected() and publication.subscribers == []
+    assert publication.publisher_limit.get() == publication.producer_position
+    assert publication.cool_down_until_ns >= before_ns + 60_000_000_000
+    second = p.AddSubscription(client.next_id(), client.client_id, SMALL_IPC, 7)
+    client.send(second)
+    await client.answer(second.correlation_id)
+    again = p.RejectImage(client.next_id(), client.client_id, image.correlation_id, 0, "again")
+    client.send(again)
+    await client.answer(again.correlation_id)
+    images = [r for r in client.poll() if isinstance(r, p.ImageReady)]
+    assert images == [image]  # none during the cool-down
+    assert [r.error_message for r in client.poll() if isinstance(r, p.PublicationError)] == [
+        "bad data",
+        "again",
+    ]
+    publication.cool_down_until_ns = time.monotonic_ns()  # its end, for the next timer tick
+    relinked = await client.expect(
+        lambda r: (
+            isinstance(r, p.ImageReady) and r.subscription_registration_id == second.correlation_id
+        ),
+        "the image again",
+    )
+    assert relinked.correlation_id == image.correlation_id
+    assert [
+        r.subscription_registration_id
+        for r in client.poll()
+        if isinstance(r, p.ImageReady) and r is not image
+    ] == [first.correlation_id, second.correlation_id]
+    assert publication.log.mapped.is_connected() and publication.cool_down_until_ns is None
+
+
+async def test_rejecting_an_unknown_or_network_image_is_refused_with_aerons_codes(client):
+    """As Aeron's driver, an unknown image or a reason over 1023 bytes is GENERIC_ERROR; a
+    network image's is NOT_SUPPORTED (aeronio's driver sends no error frames); the client goes
+    on."""
+    port = free_port()
+    channel = f"aeron:udp?endpoint=127.0.0.1:{port}"
+    client.send(p.AddSubscription(client.next_id(), client.client_id, channel, 7))
+    await client.answer(_add_publication(client, channel).correlation_id)
+    image = await client.expect(lambda r: isinstance(r, p.ImageReady), "the network image")
 
     def reject(image_id: int, reason: str = "bad data") -> p.RejectImage:
         command = p.RejectImage(client.next_id(), client.client_id, image_id, 0, reason)
         client.send(command)
         return command
 
-    known = await client.answer(reject(image.correlation_id).correlation_id)
-    assert known.code == p.NOT_SUPPORTED
-    assert f"rejecting an image (correlationId={image.correlation_id})" in known.message
+    network = await client.answer(reject(image.correlation_id).correlation_id)
+    assert network.code == p.NOT_SUPPORTED
+    assert f"rejecting a network image (correlationId={image.correlation_id})" in network.message
     unknown = await client.answer(reject(image.correlation_id + 1000).correlation_id)
     assert unknown == p.ErrorResponse(
         unknown.correlation_id,

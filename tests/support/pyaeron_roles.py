@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import sys
 import threading
 import time
@@ -190,7 +191,9 @@ class CClient:
     """Aeron's C client through ctypes, for what pyaeron has no API for: started on `dir`;
     `call` raises Aeron's error message for a negative result, `until` polls a condition."""
 
-    def __init__(self, pyaeron, dir: str) -> None:
+    def __init__(self, pyaeron, dir: str, error_frames: list | None = None) -> None:
+        """`error_frames`: where the client's publication error frame handler puts each frame
+        (`_error_frame`)."""
         import ctypes
 
         self.c = c = ctypes.CDLL(pyaeron._pyaeron.__file__)
@@ -198,6 +201,13 @@ class CClient:
         context, self.aeron = ctypes.c_void_p(), ctypes.c_void_p()
         self.call("aeron_context_init", ctypes.byref(context))
         self.call("aeron_context_set_dir", context, dir.encode())
+        if error_frames is not None:
+            handler = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+            self._on_error_frame = handler(
+                lambda _, frame: error_frames.append(_error_frame(frame))
+            )
+            self.call("aeron_context_set_publication_error_frame_handler", context,
+                      self._on_error_frame, None)  # fmt: skip
         self.call("aeron_init", ctypes.byref(self.aeron), context)
         self.call("aeron_start", self.aeron)
 
@@ -216,6 +226,29 @@ class CClient:
 
     def close(self) -> None:
         self.call("aeron_close", self.aeron)
+
+
+def _error_frame(address: int) -> dict:
+    """The fields of an aeron_publication_error_values_t (packed on 4 bytes; its message at 68)."""
+    import ctypes
+
+    fields = ctypes.string_at(address, 68)
+    (registration_id, destination_registration_id, session_id, stream_id, receiver_id, group_tag,
+     address_type, source_port, source_address, error_code, length) = struct.unpack(
+        "<qqiiqqhH16sii", fields)  # fmt: skip
+    return {
+        "registration_id": registration_id,
+        "destination_registration_id": destination_registration_id,
+        "session_id": session_id,
+        "stream_id": stream_id,
+        "receiver_id": receiver_id,
+        "group_tag": group_tag,
+        "address_type": address_type,
+        "source_port": source_port,
+        "source_address": source_address.hex(),
+        "error_code": error_code,
+        "error_message": ctypes.string_at(address + 68, length).decode(),
+    }
 
 
 def commands_1_53(pyaeron, dir: str, static_type_id: int, registration_id: int) -> None:
@@ -364,6 +397,43 @@ def channel_status(pyaeron, dir: str, channel: str, stream_id: int) -> None:
         ),
         "received": received[0].decode(),
     })  # fmt: skip
+
+
+def reject_ipc_image(pyaeron, dir: str, stream_id: int, reason: str) -> None:
+    """Subscribe to IPC `stream_id` and add an exclusive publication of it, the publication
+    error frame handler set; reject the image (aeron_image_reject); say the frames the handler
+    got once the image went, whether the publication was connected then, and the publication's
+    registration id, once the image came back (the driver's cool-down over)."""
+    import ctypes
+
+    frames: list[dict] = []
+    client = CClient(pyaeron, dir, frames)
+    c, call, until, aeron = client.c, client.call, client.until, client.aeron
+    c.aeron_subscription_image_at_index.restype = ctypes.c_void_p
+    c.aeron_exclusive_publication_is_connected.restype = ctypes.c_bool
+    p = ctypes.c_void_p
+    pending, subscription = p(), p()
+    call("aeron_async_add_subscription", ctypes.byref(pending), aeron, b"aeron:ipc", stream_id,
+         None, None, None, None)  # fmt: skip
+    until(lambda: call("aeron_async_add_subscription_poll", ctypes.byref(subscription), pending),
+          "the subscription")  # fmt: skip
+    pending, publication = p(), p()
+    call("aeron_async_add_exclusive_publication", ctypes.byref(pending), aeron, b"aeron:ipc",
+         stream_id)  # fmt: skip
+    until(lambda: call("aeron_async_add_exclusive_publication_poll", ctypes.byref(publication),
+                       pending), "the publication")  # fmt: skip
+    constants = (ctypes.c_int64 * 16)()  # aeron_publication_constants_t: registration id @8
+    call("aeron_exclusive_publication_constants", publication, constants)
+    until(lambda: call("aeron_subscription_image_count", subscription) == 1, "the image")
+    image = ctypes.c_void_p(c.aeron_subscription_image_at_index(subscription, 0))
+    call("aeron_subscription_image_retain", subscription, image)
+    call("aeron_image_reject", image, reason.encode())
+    until(lambda: call("aeron_subscription_image_count", subscription) == 0, "the image to go")
+    until(lambda: frames, "the error frame")
+    connected = c.aeron_exclusive_publication_is_connected(publication)
+    call("aeron_subscription_image_release", subscription, image)
+    until(lambda: call("aeron_subscription_image_count", subscription) == 1, "the image again")
+    say("rejected", {"frames": frames, "connected": connected, "registration_id": constants[1]})
     stdin_closed().wait()
     client.close()
 
@@ -453,6 +523,7 @@ ROLES = {
     "request_termination": request_termination,
     "revoke_ipc": revoke_ipc,
     "channel_status": channel_status,
+    "reject_ipc_image": reject_ipc_image,
 }
 
 

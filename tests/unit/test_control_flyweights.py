@@ -128,9 +128,40 @@ RESPONSES = [
     (p.ClientTimeout(CLIENT), 0x0F0A, i64(CLIENT)),
     (p.StaticCounter(5, 9), 0x0F0B, i64(5) + i32(9)),
     (p.NextAvailableSessionId(5, -7), 0x0F0D, i64(5) + i32(-7)),
+    (
+        # aeron_publication_error_t: the address type (i16), port (u16), 16 address bytes (an
+        # IPv4 one in the first 4), the error code, then the message at offset 64.
+        p.PublicationError(5, -1, -7, 10, 99, -1, "127.0.0.1", 40123, p.IMAGE_REJECTED, "bad"),
+        0x0F0C,
+        i64(5)
+        + i64(-1)
+        + i32(-7)
+        + i32(10)
+        + i64(99)
+        + i64(-1)
+        + struct.pack("<hH", 1, 40123)
+        + bytes([127, 0, 0, 1])
+        + bytes(12)
+        + i32(13)
+        + text(b"bad"),
+    ),  # fmt: skip
+    (
+        p.PublicationError(5, 8, -7, 10, 99, 3, "::1", 1, p.GENERIC_ERROR, ""),
+        0x0F0C,
+        i64(5)
+        + i64(8)
+        + i32(-7)
+        + i32(10)
+        + i64(99)
+        + i64(3)
+        + struct.pack("<hH", 2, 1)
+        + bytes(15)
+        + b"\x01"
+        + i32(11)
+        + text(b""),
+    ),  # fmt: skip
 ]
-# ON_PUBLICATION_ERROR (0x0F0C), the news of an error frame, is no response aeronio decodes.
-RESPONSE_TYPE_IDS = set(range(0x0F01, 0x0F0E)) - {p.ON_PUBLICATION_ERROR}
+RESPONSE_TYPE_IDS = set(range(0x0F01, 0x0F0E))
 
 
 @pytest.mark.parametrize(("message", "type_id", "data"), COMMANDS, ids=lambda v: repr(v)[:30])
@@ -176,6 +207,21 @@ def test_what_follows_a_reject_images_reason_is_ignored_as_aerons_drivers_do():
     for cut in range(len(fixed)):
         with pytest.raises(p.MalformedMessageError):
             p.decode_command(p.REJECT_IMAGE, fixed[:cut])
+
+
+def test_a_publication_errors_odd_address_or_text_is_kept_as_aerons_clients_keep_them():
+    """Aeron's C driver leaves the address type 0 for a source it cannot say (no address then);
+    the message is any receiver's text: bytes that are no UTF-8 are replaced, not refused. The
+    message's length is at Aeron's offset 64; a cut is refused."""
+    fields = i64(5) + i64(-1) + i32(-7) + i32(10) + i64(99) + i64(-1)
+    odd = fields + struct.pack("<hH", 0, 9) + bytes(16) + i32(13) + text(b"bad \xff")
+    assert p.decode_response(p.ON_PUBLICATION_ERROR, odd) == p.PublicationError(
+        5, -1, -7, 10, 99, -1, "", 0, p.IMAGE_REJECTED, "bad \ufffd"
+    )
+    assert odd[64:68] == i32(5)
+    for cut in range(68):
+        with pytest.raises(p.MalformedMessageError):
+            p.decode_response(p.ON_PUBLICATION_ERROR, odd[:cut])
 
 
 def test_a_length_field_past_the_end_or_negative_is_refused_naming_it():
@@ -244,7 +290,8 @@ def test_the_captures_hold_every_message_but_the_keepalive():
     """The C client sends no CLIENT_KEEPALIVE: it keeps its heartbeat counter instead."""
     commands = {type_id for type_id, _ in C_COMMANDS}
     assert commands == set(range(0x01, 0x13)) - {p.CLIENT_KEEPALIVE}
-    assert {type_id for type_id, _ in C_RESPONSES} == RESPONSE_TYPE_IDS
+    # ON_PUBLICATION_ERROR needs an error frame or a rejected image: not captured.
+    assert {type_id for type_id, _ in C_RESPONSES} == RESPONSE_TYPE_IDS - {p.ON_PUBLICATION_ERROR}
 
 
 def test_the_c_messages_carry_what_the_capture_did():
