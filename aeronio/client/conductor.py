@@ -42,6 +42,7 @@ from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol import control as p
 
 KEEPALIVE_INTERVAL_S = 0.5  # Aeron's: how often the heartbeat counter is stored
+MAX_REJECT_REASON_LENGTH = 1023  # bytes: Aeron's drivers refuse a REJECT_IMAGE's longer reason
 log = logging.getLogger("aeronio.client")
 Reply = (
     p.PublicationReady
@@ -94,6 +95,7 @@ class ClientConductor:
         self._counters: dict[int, ClientCounter] = {}  # by registration id
         self._images: dict[int, _core.ImageReader] = {}  # by id(image)
         self._logs: dict[str, tuple[LogBuffers, int]] = {}
+        self._rejects: dict[int, int] = {}  # image correlation ids, by their REJECT_IMAGE's
         self._keepalive: asyncio.Task[None] | None = None
         self.transport = CncTransport(dir, cnc, self._on_response, self._fail, driver_timeout_s)
         self.client_id = self.transport.client_id
@@ -281,6 +283,19 @@ class ClientConductor:
         ):
             self._release_abandoned(response)
             return
+        if isinstance(response, p.OperationSuccess | p.ErrorResponse) and (
+            response.correlation_id in self._rejects
+        ):
+            image_id = self._rejects.pop(response.correlation_id)
+            if isinstance(response, p.ErrorResponse):
+                log.warning(
+                    "aeronio client %d: the driver did not reject image %d, which holds its "
+                    "publisher: %s",
+                    self.client_id,
+                    image_id,
+                    response.message,
+                )
+            return
         match response:
             case p.ClientTimeout():
                 self._fail(ClientTimeoutError(f"the driver timed out client {self.client_id}"))
@@ -378,8 +393,14 @@ class ClientConductor:
         position = self.counters.get_counter_value(ready.subscriber_position_id)
         try:
             log, log_signals = self._map_log(ready.log_file)
-        except (OSError, ValueError) as e:  # the driver's image goes on, unread here
+        except (OSError, ValueError) as e:  # never read here: rejected, not to hold its publisher
             events.refused(ready.session_id, ready.log_file, position, e)
+            self._reject_image(
+                ready.correlation_id,
+                position,
+                f"aeronio client {self.client_id} could not map the image's log "
+                f"{ready.log_file}: {e}",
+            )
             return
         reader = _core.ImageReader(
             log.mapped,
@@ -400,6 +421,17 @@ class ClientConductor:
         )
         self._images[id(image)] = reader
         events.available(image)
+
+    def _reject_image(self, image_id: int, position: int, reason: str) -> None:
+        """Ask the driver to reject the image of correlation id `image_id` (Aeron's
+        REJECT_IMAGE; `reason` cut to Aeron's limit), so that its publisher is held by it no
+        more and told why; a refusal is logged."""
+        reason = reason.encode()[:MAX_REJECT_REASON_LENGTH].decode(errors="ignore")
+        command = p.RejectImage(
+            self.next_correlation_id(), self.client_id, image_id, position, reason
+        )
+        self._rejects[command.correlation_id] = image_id
+        self.transport.submit(command)
 
     def release_image(self, image: Image) -> None:
         """Make `image` inert (polls return 0, its position counter is left alone) and let go

@@ -19,7 +19,9 @@ these errors for an iterator, and none once closed).
 
 An image whose log the client refuses as it comes (not a log buffer, unreadable) is never
 read: the next poll of any kind or iterator step raises ImageUnavailableError naming its
-session, its log and why, once; the subscription goes on with its other images.
+session, its log and why, once; the subscription goes on with its other images. The client
+rejects that image (Aeron's REJECT_IMAGE), so that it does not hold its publisher: the driver
+tells the publisher, and links the subscription to it again after a cool-down.
 """
 
 from __future__ import annotations

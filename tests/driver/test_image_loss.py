@@ -13,10 +13,13 @@ from aeronio._core import FRAME_ALIGNMENT, HEADER_LENGTH
 from aeronio.client.subscription import MAX_LOST_IMAGES
 from aeronio.driver import publication_image, receiver_state
 from aeronio.logbuffer import descriptor
+from aeronio.protocol import control as p
 from aeronio.protocol.frames import BEGIN_FRAG_FLAG, DataHeader
 from tests.support.forged_sender import INITIAL_TERM_ID, SESSION, STREAM, data, forge_image
 from tests.support.ports import free_port
 from tests.support.procs import await_until
+from tests.support.refused_logs import refuse_the_next_log
+from tests.support.ring_client import RingClient
 
 
 class LostImage:
@@ -225,3 +228,44 @@ async def test_an_image_whose_log_is_refused_is_raised_once_then_the_others_go_o
         await other.offer(b"after", timeout=10)
         then = {"receive": "poll", "async for": "receive", "poll": "async for"}[form]
         assert await asyncio.wait_for(step(then), 10) == b"after"
+
+
+async def test_an_image_whose_log_is_refused_is_rejected_and_holds_its_publisher_no_more(
+    monkeypatch,
+):
+    """The client rejects an image whose log it refused (REJECT_IMAGE, the reason naming the
+    log): the driver tells the publisher so and unlinks the image, which holds the publisher no
+    more. When the image comes again after the driver's cool-down, its log maps: the
+    publisher's offers reach the subscription. The subscription's other image delivers all
+    along. The client used to tell the driver nothing: the publisher stayed connected to an
+    image nobody read, held at its window for ever."""
+    channel = "aeron:ipc?term-length=64k"
+    async with aeronio.connect(image_liveness_timeout_ns=500_000_000) as aeron:
+        refused_logs = refuse_the_next_log(monkeypatch, aeron)
+        watcher = RingClient(aeron.driver_dir)
+        try:
+            subscription = await aeron.add_subscription(channel, 12)
+            other = await aeron.add_exclusive_publication(channel, 12)
+            await other.offer(b"other", timeout=10)
+            assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"other"
+            refused_logs.append(None)  # armed
+            refused = await aeron.add_exclusive_publication(channel, 12)
+            with pytest.raises(aeronio.ImageUnavailableError):
+                await asyncio.wait_for(subscription.receive(), 10)
+            await await_until(lambda: not refused.is_connected, 10, "the image rejected")
+            error = await watcher.expect(
+                lambda r: isinstance(r, p.PublicationError), "the publication's error"
+            )
+            assert (error.registration_id, error.error_code, error.error_message) == (
+                refused.registration_id,
+                p.IMAGE_REJECTED,
+                f"aeronio client {aeron.client_id} could not map the image's log "
+                f"{refused.log_file}: {refused.log_file} is refused here",
+            )
+            await other.offer(b"other again", timeout=10)
+            assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"other again"
+            await refused.offer(b"after", timeout=10)
+            assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"after"
+            assert refused_logs == [refused.log_file]  # refused once
+        finally:
+            watcher.close()
