@@ -10,6 +10,7 @@ from collections.abc import Generator
 from typing import Any
 
 from aeronio.client.aeron import DEFAULT_DRIVER_TIMEOUT_S, Aeron
+from aeronio.client.conductor import PublicationErrorHandler
 from aeronio.driver.context import env_var_name
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.idle import DEFAULT_IDLE_STRATEGY, IdleStrategy
@@ -57,10 +58,12 @@ def connect(
     *,
     idle_strategy: IdleStrategy = DEFAULT_IDLE_STRATEGY,
     driver_timeout_s: float = DEFAULT_DRIVER_TIMEOUT_S,
+    publication_error_handler: PublicationErrorHandler | None = None,
     **driver_options: Any,
 ) -> Connection:
     """Connect to the driver on `dir`, or launch an embedded one on the running loop
-    (`driver_options`: DriverContext fields for a new driver).
+    (`driver_options`: DriverContext fields for a new driver). `publication_error_handler`:
+    see `Aeron`.
 
     An embedded driver makes sparse logs, suited to a service: a stream takes memory as its
     writers may reach it (a publication's window, an image's term past its consumers), not all
@@ -71,5 +74,9 @@ def connect(
     return Connection(
         None if dir is None else str(dir),
         driver_options,
-        dict(idle_strategy=idle_strategy, driver_timeout_s=driver_timeout_s),
+        dict(
+            idle_strategy=idle_strategy,
+            driver_timeout_s=driver_timeout_s,
+            publication_error_handler=publication_error_handler,
+        ),
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from aeronio.client.conductor import ClientConductor
+from aeronio.client.conductor import ClientConductor, PublicationErrorHandler
 from aeronio.client.counter import ClientCounter
 from aeronio.client.publication import ExclusivePublication, Publication
 from aeronio.client.subscription import ImageHandler, Subscription
@@ -33,8 +33,16 @@ class Aeron:
         *,
         idle_strategy: IdleStrategy = DEFAULT_IDLE_STRATEGY,
         driver_timeout_s: float = DEFAULT_DRIVER_TIMEOUT_S,
+        publication_error_handler: PublicationErrorHandler | None = None,
     ):
+        """`publication_error_handler(error)`, if given, is told each error of this client's
+        publications (a `protocol.control.PublicationError`: IMAGE_REJECTED when a subscriber
+        rejected its image), as Aeron's publicationErrorFrameHandler; each is logged too."""
         check_seconds(driver_timeout_s, "driver_timeout_s")
+        if publication_error_handler is not None and not callable(publication_error_handler):
+            raise ConfigurationError(
+                f"publication_error_handler {publication_error_handler!r} is not callable"
+            )
         if not callable(getattr(idle_strategy, "idle", None)):
             raise ConfigurationError(
                 f"idle_strategy {idle_strategy!r} has no idle(attempt, park) method"
@@ -42,6 +50,7 @@ class Aeron:
         self.driver_dir = os.path.abspath(dir)
         self.idle_strategy = idle_strategy
         self.driver_timeout_s = driver_timeout_s
+        self.publication_error_handler = publication_error_handler
         self.client_id = -1  # from the driver's ring buffer, on attach
         self.counters: CountersReader | None = None  # the driver's, on attach
         self.is_closed = False
@@ -53,7 +62,10 @@ class Aeron:
         client, which closes it); register this process's doorbell with it.
         `aeronio.connect` calls this."""
         conductor = await ClientConductor.connect(
-            self.driver_dir, self.idle_strategy, self.driver_timeout_s
+            self.driver_dir,
+            self.idle_strategy,
+            self.driver_timeout_s,
+            self.publication_error_handler,
         )
         self._conductor = conductor
         self.client_id = conductor.client_id

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import TypeVar, cast
 
 from aeronio import _core
@@ -71,6 +72,9 @@ Request = (
 DestinationCommand = (
     p.AddDestination | p.RemoveDestination | p.AddRcvDestination | p.RemoveRcvDestination
 )
+# What a user gives to be told of its publications' errors (Aeron's
+# publicationErrorFrameHandler): called on the client's loop, with each error's fields.
+PublicationErrorHandler = Callable[[p.PublicationError], object]
 R = TypeVar("R", bound=Reply)
 P = TypeVar("P", bound=Publication)
 
@@ -80,9 +84,15 @@ class ClientConductor:
     `connect` (Aeron's ClientConductor). `Aeron` is its public face."""
 
     def __init__(
-        self, dir: str, cnc: CncFile, idle_strategy: IdleStrategy, driver_timeout_s: float
+        self,
+        dir: str,
+        cnc: CncFile,
+        idle_strategy: IdleStrategy,
+        driver_timeout_s: float,
+        publication_error_handler: PublicationErrorHandler | None = None,
     ):
         self.driver_dir = dir
+        self.publication_error_handler = publication_error_handler
         self.idle_strategy = idle_strategy
         self.driver_timeout_s = driver_timeout_s
         self.lost: AeronError | None = None  # why the driver is gone, or dropped this client
@@ -103,13 +113,17 @@ class ClientConductor:
 
     @classmethod
     async def connect(
-        cls, dir: str, idle_strategy: IdleStrategy, driver_timeout_s: float
+        cls,
+        dir: str,
+        idle_strategy: IdleStrategy,
+        driver_timeout_s: float,
+        publication_error_handler: PublicationErrorHandler | None = None,
     ) -> ClientConductor:
         """Reach the driver of `dir` through its cnc.dat (waiting for it up to
         `driver_timeout_s`) and take a client id; `start` then."""
         cnc = await map_cnc(dir, driver_timeout_s)
         try:
-            return cls(dir, cnc, idle_strategy, driver_timeout_s)
+            return cls(dir, cnc, idle_strategy, driver_timeout_s, publication_error_handler)
         except BaseException:
             cnc.close()
             raise
@@ -316,7 +330,8 @@ class ClientConductor:
 
     def _on_publication_error(self, error: p.PublicationError) -> None:
         """An error of one of this client's publications (a receiver's error frame, an image
-        rejected): logged. Other clients' publications' errors are theirs."""
+        rejected): logged, and handed to the user's `publication_error_handler` (what it raises
+        is logged). Other clients' publications' errors are theirs."""
         if not any(
             publication.registration_id == error.registration_id
             for publication, _ in self._publications.values()
@@ -335,6 +350,15 @@ class ClientConductor:
             error.source_port,
             error.error_message,
         )
+        if self.publication_error_handler is not None:
+            try:
+                self.publication_error_handler(error)
+            except Exception:
+                log.exception(
+                    "publication error handler %r raised for %r",
+                    self.publication_error_handler,
+                    error,
+                )
 
     def _abandon(self, command: Request, future: asyncio.Future[Reply | p.ErrorResponse]) -> None:
         """The caller gave up on `command`: what the driver makes for it is released when the

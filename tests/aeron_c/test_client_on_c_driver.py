@@ -11,11 +11,16 @@ import pytest
 import aeronio
 from aeronio.counters import CountersReader
 from aeronio.errors import DriverNotFoundError, DriverTimeoutError
+from aeronio.protocol import control as p
 from tests.aeron_c.streams import COUNT, SIZES, expected, receive, send_to_pyaeron
 from tests.driver.test_channel_status import port_0_scenario
 from tests.support.procs import await_until
+from tests.support.refused_logs import refuse_the_next_log
 
 IPC = "aeron:ipc"
+# Where Aeron's C driver says an IPC image's rejection came from: INADDR_LOOPBACK stored
+# without htonl (aeron_ipc_publication_reject), so its bytes read 1.0.0.127 (Java's: 127.0.0.1).
+C_DRIVER_IPC_SOURCE = "1.0.0.127"
 
 
 async def test_the_readme_example_runs_on_a_c_drivers_directory(aeron_c):
@@ -253,3 +258,40 @@ async def test_an_aeronio_subscription_on_port_0_tells_its_port_on_a_c_driver(ae
     await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
     async with aeronio.connect(dir) as aeron:
         await port_0_scenario(aeron, "127.0.0.1")
+
+
+async def test_a_refused_image_is_rejected_and_the_publications_error_told_on_a_c_driver(
+    aeron_c, monkeypatch
+):
+    """aeronio's client rejects an image whose log it refused (REJECT_IMAGE): Aeron's C driver
+    takes the image from the subscription (the publication is not connected) and tells the
+    publication's clients in its own layout (ON_PUBLICATION_ERROR), which aeronio's client
+    decodes and hands to its publication_error_handler. The client used to reject nothing, and
+    to drop the C driver's message as one it did not decode."""
+    dir = aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
+    errors: list[p.PublicationError] = []
+    async with aeronio.connect(dir, publication_error_handler=errors.append) as aeron:
+        refused_logs = refuse_the_next_log(monkeypatch, aeron)
+        refused_logs.append(None)  # armed
+        subscription = await aeron.add_subscription(IPC, 13)
+        publication = await aeron.add_exclusive_publication(IPC, 13)
+        with pytest.raises(aeronio.ImageUnavailableError):
+            await asyncio.wait_for(subscription.receive(), 30)
+        await await_until(lambda: errors, 30, "the publication's error")
+        await await_until(lambda: not publication.is_connected, 30, "the image rejected")
+    assert errors == [
+        p.PublicationError(
+            registration_id=publication.registration_id,
+            destination_registration_id=-1,
+            session_id=publication.session_id,
+            stream_id=13,
+            receiver_id=-1,
+            group_tag=-1,
+            source_address=C_DRIVER_IPC_SOURCE,
+            source_port=0,
+            error_code=p.IMAGE_REJECTED,
+            error_message=f"aeronio client {aeron.client_id} could not map the image's log "
+            f"{publication.log_file}: {publication.log_file} is refused here",
+        )
+    ]
