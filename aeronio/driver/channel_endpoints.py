@@ -25,9 +25,11 @@ from aeronio.driver.sender_state import Position, SenderStateMachine
 from aeronio.errors import AeronError, ChannelUriError
 from aeronio.protocol.channel import ChannelUri, split_address
 from aeronio.protocol.frames import (
+    HDR_TYPE_ERR,
     HDR_TYPE_NAK,
     HDR_TYPE_RTTM,
     HDR_TYPE_SM,
+    ErrorFrame,
     FrameRef,
     MalformedFrameError,
     NakFrame,
@@ -355,6 +357,11 @@ class SendChannelEndpoint(_Endpoint):
             publication = self.publications.get((nak.session_id, nak.stream_id))
             if publication is not None:
                 publication.on_nak(nak, now_ns)
+        elif ref.type == HDR_TYPE_ERR:
+            error = ErrorFrame.decode(datagram, ref.offset)
+            publication = self.publications.get((error.session_id, error.stream_id))
+            if publication is not None:
+                publication.on_error(error, source, now_ns)
         elif ref.type == HDR_TYPE_RTTM:
             rttm = RttmFrame.decode(datagram, ref.offset)
             publication = self.publications.get((rttm.session_id, rttm.stream_id))

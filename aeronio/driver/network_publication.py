@@ -24,6 +24,7 @@ from aeronio.driver.channel_endpoints import SendChannelEndpoint
 from aeronio.driver.driver_publication import DriverPublication, PublicationParts, State
 from aeronio.driver.resources import slowest
 from aeronio.driver.sender_state import SenderStateMachine
+from aeronio.protocol.frames import ErrorFrame
 
 
 class NetworkPublication(DriverPublication):
@@ -44,11 +45,24 @@ class NetworkPublication(DriverPublication):
         self._release_endpoint = release_endpoint
         self.spies_simulate_connection = spies_simulate_connection
         endpoint.publications[(self.session_id, self.stream_id)] = sender
+        sender.on_receiver_error = self._on_receiver_error
         self.signals.data.add_callback(self._wake)
 
     @property
     def channel_status_id(self) -> int:
         return self.endpoint.status.id
+
+    def _on_receiver_error(self, error: ErrorFrame, source: tuple[str, int]) -> None:
+        """A receiver refused its image (Aeron's NetworkPublication.onError): every client is
+        told (ON_PUBLICATION_ERROR), as Aeron's driver tells them."""
+        self._proxy.publication_error(
+            self,
+            error.error_code,
+            error.error_message.decode(errors="replace"),
+            source=source,
+            receiver_id=error.receiver_id,
+            group_tag=error.group_tag,
+        )
 
     def consumer_position(self) -> int | None:
         spies = slowest(self.subscribers)

@@ -20,7 +20,7 @@ publication has delivered its stream (`has_delivered`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from aeronio._core import AtomicBuffer, PublicationSender, scan_datagrams
@@ -35,6 +35,7 @@ from aeronio.driver.retransmit_handler import RetransmitHandler
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.frames import (
+    ErrorFrame,
     NakFrame,
     RttmFrame,
     StatusMessage,
@@ -124,6 +125,8 @@ class SenderStateMachine:
         self._connected = False
         self._log_connected = False
         self.spies_connected = False  # spies there that simulate a connection
+        # Who is told of a receiver's error (its ERR frame, and where it came from).
+        self.on_receiver_error: Callable[[ErrorFrame, tuple[str, int]], None] = lambda e, s: None
 
     # -- control frames in ------------------------------------------------------------
 
@@ -169,6 +172,17 @@ class SenderStateMachine:
             most = RETRANSMIT_RECEIVER_WINDOW_MULTIPLE * receiver_window(self.term_length)
             self.retransmit.on_nak(nak.term_id, nak.term_offset, min(nak.length, most), now_ns)
             self._allow_new_data()
+
+    def on_error(self, error: ErrorFrame, source: tuple[str, int], now_ns: int) -> None:
+        """A receiver's ERR frame (its image refused, Aeron 1.53): a receiver heard lately paces
+        the stream no more (what it acknowledged stays counted) and is told to `on_receiver_error`
+        (the publication's clients), once: its next ERR frames find it gone, as Aeron's."""
+        if self._receivers_acked.pop(error.receiver_id, None) is None:
+            return
+        limit = self.flow_control.on_receiver_left(error.receiver_id, self.sender_limit.get())
+        self.sender_limit.set(limit)
+        self._update_receivers()
+        self.on_receiver_error(error, source)
 
     def on_rttm(self, rttm: RttmFrame, now_ns: int) -> bytes | None:
         """The reply to an RTT measurement request (None for anything else)."""

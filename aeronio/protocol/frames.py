@@ -125,6 +125,17 @@ RTTM_FIELDS = (
     ("reception_delta", "q", 0),
     ("receiver_id", "q", REQUIRED),
 )
+ERR_FIELDS = (  # the error message follows, `error_length` bytes (Aeron 1.53's ErrorFlyweight)
+    *_COMMON,
+    ("type", "H", HDR_TYPE_ERR),
+    *_IDS,
+    ("receiver_id", "q", REQUIRED),
+    ("group_tag", "q", 0),
+    ("error_code", "i", REQUIRED),
+    ("error_length", "i", 0),
+)
+# The longest error message of an ERR frame (Aeron's ErrorFlyweight.MAX_ERROR_MESSAGE_LENGTH).
+MAX_ERROR_MESSAGE_LENGTH = 1023
 
 _FRAME_HEADER = struct.Struct("<iBBH")  # the common header, read before the type is known
 FRAME_HEADER_LENGTH = _FRAME_HEADER.size
@@ -275,13 +286,32 @@ class RttmFrame(_codec("RttmFrame", RTTM_FIELDS)):  # type: ignore[misc]
         return bool(self.flags & RTTM_REPLY_FLAG)
 
 
+class ErrorFrame(_codec("ErrorFrame", ERR_FIELDS, ("error_message",))):  # type: ignore[misc]
+    """An ERR frame (Aeron 1.53): receiver -> sender, its image of the stream refused (an
+    IMAGE_REJECTED error code); 40 bytes, then `error_length` bytes of message."""
+
+    __slots__ = ()
+
+    def encode(self) -> bytes:
+        return self.STRUCT.pack(*self[:-1]) + bytes(self.error_message)
+
+    @classmethod
+    def decode(cls, buffer: bytes | bytearray | memoryview, offset: int = 0) -> ErrorFrame:
+        """The frame at `offset`, which `iter_frames` checked (its message within it)."""
+        _require(buffer, offset, cls.LENGTH, "ERR")
+        header = cls.STRUCT.unpack_from(buffer, offset)
+        start = offset + cls.LENGTH
+        return cls(*header, bytes(buffer[start : start + max(header[-1], 0)]))
+
+
 data_header = DataHeader.build
 setup_frame = SetupFrame.build
 status_message = StatusMessage.build
 nak_frame = NakFrame.build
 rttm_frame = RttmFrame.build
+error_frame = ErrorFrame.build
 
-Frame = DataHeader | SetupFrame | StatusMessage | NakFrame | RttmFrame
+Frame = DataHeader | SetupFrame | StatusMessage | NakFrame | RttmFrame | ErrorFrame
 
 _CODECS: dict[int, type[Frame]] = {
     HDR_TYPE_PAD: DataHeader,
@@ -290,6 +320,7 @@ _CODECS: dict[int, type[Frame]] = {
     HDR_TYPE_SM: StatusMessage,
     HDR_TYPE_SETUP: SetupFrame,
     HDR_TYPE_RTTM: RttmFrame,
+    HDR_TYPE_ERR: ErrorFrame,
 }
 _HEADER_LENGTHS = {frame_type: codec.LENGTH for frame_type, codec in _CODECS.items()}
 DATA_HEADER_LENGTH = DataHeader.LENGTH
@@ -297,6 +328,7 @@ SETUP_HEADER_LENGTH = SetupFrame.LENGTH
 SM_HEADER_LENGTH = StatusMessage.LENGTH
 NAK_HEADER_LENGTH = NakFrame.LENGTH
 RTTM_HEADER_LENGTH = RttmFrame.LENGTH
+ERR_HEADER_LENGTH = ErrorFrame.LENGTH
 
 
 def decode_frame(buffer: bytes | bytearray | memoryview, offset: int = 0) -> Frame:
@@ -367,14 +399,15 @@ def iter_frames(datagram: bytes | bytearray | memoryview) -> Iterator[FrameRef]:
     nothing else is raised, and at most one frame is yielded per 32 bytes of datagram.
 
     Checked: zero-length datagram; fewer than 8 bytes for a frame header; version != 0; unknown
-    type (ERR and EXT included, the reference never sends them); fewer bytes left than the
+    type (EXT included, the reference never sends it); fewer bytes left than the
     type's header; DATA frame_length other than 0 (heartbeat) below 32 or beyond the datagram;
     DATA/PAD term_offset not a non-negative multiple of 32; PAD frame_length not a multiple of
     32 of at least 32; SETUP frame_length < 40 or beyond the datagram, term_length not a power
     of two in 64 KiB..1 GiB, mtu not a multiple of 32 in 64..65504, term_offset not a multiple
     of 32 in 0..term_length; SM frame_length < 36 or beyond the datagram; NAK frame_length
     != 28, length <= 0 or term_offset not a non-negative multiple of 32; RTTM frame_length < 40
-    or beyond the datagram.
+    or beyond the datagram; ERR frame_length < 40 or beyond the datagram, its error message's
+    length not in 0..1023 within the frame.
     """
     with memoryview(datagram) as raw, raw.cast("B") as view:
         end = len(view)
@@ -466,6 +499,13 @@ def _check_frame(view: memoryview, offset: int) -> tuple[int, int, int]:
             )
         if frame_type == HDR_TYPE_SETUP:
             _check_setup(view, offset)
+        elif frame_type == HDR_TYPE_ERR:
+            error_length = ErrorFrame.STRUCT.unpack_from(view, offset)[-1]
+            if not 0 <= error_length <= min(MAX_ERROR_MESSAGE_LENGTH, frame_length - header_length):
+                raise malformed(
+                    f"ERR error_length {error_length} is not in 0..{MAX_ERROR_MESSAGE_LENGTH} "
+                    f"within its frame_length {frame_length}"
+                )
     return frame_type, frame_length, _aligned(frame_length)
 
 

@@ -295,3 +295,40 @@ async def test_a_refused_image_is_rejected_and_the_publications_error_told_on_a_
             f"{publication.log_file}: {publication.log_file} is refused here",
         )
     ]
+
+
+async def test_an_aeronio_publication_is_told_when_aerons_receiver_rejects_its_image(
+    aeron_c, free_port
+):
+    """Aeron's C client rejects the image of a publication of aeronio's driver (UDP on
+    loopback): Aeron's C driver answers with ERR frames, and aeronio's driver tells the
+    publication's client (ON_PUBLICATION_ERROR: IMAGE_REJECTED, the reason, the receiver's id
+    and address). aeronio's driver counted the ERR frames as invalid packets: the publisher was
+    never told."""
+    dir = aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port}"
+    rejecter = aeron_c.pyaeron(
+        "reject_image", dir=dir, channel=channel, stream_id=14, reason="not this one"
+    )
+    await rejecter.aexpect("subscribed", 30)
+    told: list[p.PublicationError] = []
+    async with aeronio.connect(publication_error_handler=told.append) as aeron:  # its own driver
+        publication = await aeron.add_exclusive_publication(channel, 14)
+        rejected = await rejecter.aexpect_json("rejected", 60)
+        assert rejected["session_id"] == publication.session_id
+        await await_until(lambda: told, 30, "the receiver's error")
+    (error,) = told
+    assert error.receiver_id != p.NULL_VALUE and error.source_port > 0
+    assert error == p.PublicationError(
+        registration_id=publication.registration_id,
+        destination_registration_id=p.NULL_VALUE,
+        session_id=publication.session_id,
+        stream_id=14,
+        receiver_id=error.receiver_id,
+        group_tag=error.group_tag,
+        source_address="127.0.0.1",
+        source_port=error.source_port,
+        error_code=p.IMAGE_REJECTED,
+        error_message="not this one",
+    )

@@ -3,14 +3,17 @@ forged on a real UDP socket: counted and dropped, never a failed duty cycle, and
 make sense still answered."""
 
 import socket
+import struct
 
 import aeronio
 from aeronio.counters import SystemCounters
+from aeronio.protocol import control as p
 from aeronio.protocol.frames import (
     HDR_TYPE_DATA,
     HDR_TYPE_SETUP,
     DataHeader,
     SetupFrame,
+    error_frame,
     iter_frames,
     nak_frame,
     status_message,
@@ -119,5 +122,61 @@ async def test_naks_not_at_a_frame_boundary_are_invalid_and_a_good_one_is_still_
             assert [(h.term_offset, frame) for h, frame in receiver.frames] == [(160, sent[160])]
             assert counter(aeron, SystemCounters.INVALID_PACKETS) == invalid + 3
             assert counter(aeron, SystemCounters.ERRORS) == errors
+    finally:
+        receiver.close()
+
+
+async def test_a_receivers_err_frame_is_told_to_the_publications_clients_once():
+    """A receiver's ERR frame (Aeron 1.53's, its image rejected): the publication's clients are
+    told (ON_PUBLICATION_ERROR: the receiver's id, address, error code and message), once; an
+    ERR frame of a receiver not heard tells nobody, and malformed ones (the message past the
+    frame, or over 1023 bytes) are counted invalid and dropped. Every ERR frame used to be an
+    invalid packet: the publisher was never told."""
+    receiver = ForgedReceiver()
+    channel = f"aeron:udp?endpoint=127.0.0.1:{receiver.port}|term-length=64k"
+    told: list[p.PublicationError] = []
+    try:
+        async with aeronio.connect(publication_error_handler=told.append) as aeron:
+            publication = await aeron.add_publication(channel, STREAM)
+            setup = await receiver.connect()  # receiver id 1
+            await publication.wait_connected(timeout=10)
+            invalid = counter(aeron, SystemCounters.INVALID_PACKETS)
+
+            def err(receiver_id: int, message: bytes) -> bytes:
+                return error_frame(
+                    session_id=setup.session_id, stream_id=STREAM, receiver_id=receiver_id,
+                    group_tag=3, error_code=p.IMAGE_REJECTED, error_length=len(message),
+                    error_message=message,
+                ).encode()  # fmt: skip
+
+            past_its_frame = bytearray(err(1, b"bad"))
+            struct.pack_into("<i", past_its_frame, 36, 4)
+            over_1023 = bytearray(err(1, bytes(1024)))
+            receiver.send(err(2, b"not heard"))
+            receiver.send(bytes(past_its_frame))
+            receiver.send(bytes(over_1023))
+            receiver.send(err(1, b"image rejected"))
+            receiver.send(err(1, b"again"))
+            receiver.send(bytes(past_its_frame))  # the last: all before it were read then
+            await await_until(
+                lambda: counter(aeron, SystemCounters.INVALID_PACKETS) == invalid + 3,
+                10,
+                "the malformed ERR frames counted",
+            )
+            assert told == [
+                p.PublicationError(
+                    registration_id=publication.registration_id,
+                    destination_registration_id=p.NULL_VALUE,
+                    session_id=setup.session_id,
+                    stream_id=STREAM,
+                    receiver_id=1,
+                    group_tag=3,
+                    source_address="127.0.0.1",
+                    source_port=receiver.port,
+                    error_code=p.IMAGE_REJECTED,
+                    error_message="image rejected",
+                )
+            ]
+            assert counter(aeron, SystemCounters.ERRORS) == 0
     finally:
         receiver.close()

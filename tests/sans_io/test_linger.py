@@ -24,8 +24,10 @@ from aeronio.protocol.frames import (
     EOS_FLAG,
     SM_EOS_FLAG,
     DataHeader,
+    ErrorFrame,
     SetupFrame,
     StatusMessage,
+    error_frame,
     iter_frames,
     setup_frame,
     status_message,
@@ -54,9 +56,12 @@ def status(consumed: int, receiver_id: int = 5, flags: int = 0):
 def stubs(publisher: Publisher, reports: list[str]) -> PublicationParts:
     """A publication's parts around `publisher`'s log, the driver's stubbed (its proxy keeps the
     subscription ids told their image went in `told`)."""
-    proxy = SimpleNamespace(image_ready=lambda *args: None, told=[])
+    proxy = SimpleNamespace(image_ready=lambda *args: None, told=[], errors=[])
     proxy.image_unavailable = lambda publication, subscriber: proxy.told.append(
         subscriber.subscription_id
+    )
+    proxy.publication_error = lambda publication, code, message, **where: proxy.errors.append(
+        (code, message, where)
     )
     return PublicationParts(
         registration_id=1,
@@ -591,6 +596,32 @@ def test_a_farewell_acknowledges_but_keeps_no_receiver_alive(tmp_path):
     assert sender.flow_control.receiver_count == 0
     sender.check_receiver_liveness(MS + RECEIVER_TIMEOUT_NS + 1)  # from the SM at 1 ms
     assert not sender.is_connected
+
+
+def test_a_receivers_err_frame_takes_it_out_of_flow_control_and_is_told_once(tmp_path):
+    """A receiver that refused its image (its ERR frame, Aeron 1.53's) paces the stream no more:
+    min flow control's limit follows the other receiver. The publication's clients are told
+    once (its next ERR frame finds it gone); an ERR frame of a receiver not heard tells nobody."""
+    publication, publisher, _ = network(tmp_path, flow_control=MinFlowControl())
+    sender = publisher.sender
+    sender.on_status_message(status(4096, receiver_id=6), 2 * MS)
+    window = TERM_LENGTH // 2
+    assert sender.sender_limit.get() == window  # receiver 5, at 0, the slowest
+
+    def err(receiver_id: int) -> ErrorFrame:
+        frame = error_frame(
+            session_id=77, stream_id=10, receiver_id=receiver_id, group_tag=2, error_code=13,
+            error_length=8, error_message=b"rejected",
+        )  # fmt: skip
+        return ErrorFrame.decode(frame.encode())
+
+    for receiver_id in (7, 5, 5):
+        sender.on_error(err(receiver_id), ("127.0.0.1", 4000 + receiver_id), 3 * MS)
+    assert sender.sender_limit.get() == 4096 + window
+    assert sender.flow_control.receiver_count == 1
+    assert publication._proxy.errors == [
+        (13, "rejected", {"source": ("127.0.0.1", 4005), "receiver_id": 5, "group_tag": 2})
+    ]
 
 
 def test_a_linger_waits_for_a_receiver_that_said_farewell_before_its_subscribers_read_all(

@@ -438,6 +438,32 @@ def reject_ipc_image(pyaeron, dir: str, stream_id: int, reason: str) -> None:
     client.close()
 
 
+def reject_image(pyaeron, dir: str, channel: str, stream_id: int, reason: str) -> None:
+    """Subscribe to `channel` and `stream_id`; reject the first image (aeron_image_reject) and
+    say its session id; then stay until stdin ends."""
+    import ctypes
+
+    client = CClient(pyaeron, dir)
+    c, call, until, aeron = client.c, client.call, client.until, client.aeron
+    c.aeron_subscription_image_at_index.restype = ctypes.c_void_p
+    pending, subscription = ctypes.c_void_p(), ctypes.c_void_p()
+    call("aeron_async_add_subscription", ctypes.byref(pending), aeron, channel.encode(),
+         stream_id, None, None, None, None)  # fmt: skip
+    until(lambda: call("aeron_async_add_subscription_poll", ctypes.byref(subscription), pending),
+          "the subscription")  # fmt: skip
+    say("subscribed")
+    until(lambda: call("aeron_subscription_image_count", subscription) >= 1, "an image")
+    image = ctypes.c_void_p(c.aeron_subscription_image_at_index(subscription, 0))
+    call("aeron_subscription_image_retain", subscription, image)
+    constants = (ctypes.c_int64 * 9)()  # aeron_image_constants_t: session id @56
+    call("aeron_image_constants", image, constants)
+    call("aeron_image_reject", image, reason.encode())
+    say("rejected", {"session_id": ctypes.c_int32.from_buffer(constants, 56).value})
+    call("aeron_subscription_image_release", subscription, image)
+    stdin_closed().wait()
+    client.close()
+
+
 def request_termination(pyaeron, dir: str, token: str) -> None:
     """Ask the driver of `dir` to terminate as Aeron's tools do (aeron_context_request_driver_
     termination: a TERMINATE_DRIVER naming a client id of its own, through ctypes: pyaeron has
@@ -524,6 +550,7 @@ ROLES = {
     "revoke_ipc": revoke_ipc,
     "channel_status": channel_status,
     "reject_ipc_image": reject_ipc_image,
+    "reject_image": reject_image,
 }
 
 

@@ -32,6 +32,7 @@ from aeronio.protocol.frames import (
     RTTM_REPLY_FLAG,
     SM_SETUP_FLAG,
     DataHeader,
+    ErrorFrame,
     FrameRef,
     MalformedFrameError,
     NakFrame,
@@ -40,6 +41,7 @@ from aeronio.protocol.frames import (
     StatusMessage,
     data_header,
     decode_frame,
+    error_frame,
     iter_frames,
     nak_frame,
     parse_datagram,
@@ -226,12 +228,26 @@ def test_decode_of_a_short_buffer_raises_malformed(codec):
         codec.decode(bytes(64), -1)
 
 
+def test_an_err_frame_is_aerons_bytes_and_back():
+    """Aeron 1.53's ErrorFlyweight: session, stream, receiver id, group tag, error code, the
+    message's length at 36, the message from 40 (the frame length counts it)."""
+    frame = ErrorFrame.build(
+        session_id=-7, stream_id=10, receiver_id=99, group_tag=5, error_code=13, error_length=3,
+        error_message=b"bad",
+    )  # fmt: skip
+    data = struct.pack("<iBBHiiqqii", 43, 0, 0, HDR_TYPE_ERR, -7, 10, 99, 5, 13, 3) + b"bad"
+    assert frame.encode() == data
+    assert ErrorFrame.decode(data) == frame
+    assert list(iter_frames(data)) == [FrameRef(0, HDR_TYPE_ERR, 43)]
+
+
 def test_decode_frame_dispatches_on_type():
     assert type(decode_frame(vector("data-1.bin"))) is DataHeader
     assert type(decode_frame(vector("pad-1.bin"))) is DataHeader
-    err = struct.pack("<iBBH", 8, 0, 0, HDR_TYPE_ERR)
+    assert type(decode_frame(ERR)) is ErrorFrame
+    ext = struct.pack("<iBBH", 8, 0, 0, HDR_TYPE_EXT)
     with pytest.raises(MalformedFrameError, match="no codec"):
-        decode_frame(err)
+        decode_frame(ext)
     with pytest.raises(MalformedFrameError):
         decode_frame(b"")
 
@@ -336,12 +352,23 @@ NAK = vector("nak-1.bin")
 RTTM = vector("rttm-1.bin")
 DATA = vector("data-1.bin")
 PAD = vector("pad-1.bin")
+ERR = error_frame(
+    session_id=-7, stream_id=10, receiver_id=99, error_code=13, error_length=3, error_message=b"bad"
+).encode()
 
 MALFORMED = {
     "short datagram": (SM[:7], "datagram of 7 bytes is shorter than the 8-byte frame header"),
     "one byte": (b"\x00", "datagram of 1 bytes"),
     "unknown type": (_with(SM, "<H", 6, 0x0042), "unknown frame type 0x0042"),
-    "ERR type": (_with(SM, "<H", 6, HDR_TYPE_ERR), "unknown frame type ERR"),
+    "err truncated": (ERR[:39], "ERR header needs 40 bytes, only 39 left"),
+    "err frame_length 39": (_with(ERR, "<i", 0, 39), "ERR frame_length 39 is shorter"),
+    "err beyond datagram": (_with(ERR, "<i", 0, 44), "ERR frame_length 44 is longer than"),
+    "err message past its frame": (_with(ERR, "<i", 36, 4), "ERR error_length 4 is not in"),
+    "err message negative": (_with(ERR, "<i", 36, -1), "ERR error_length -1 is not in"),
+    "err message over 1023": (
+        _with(_with(ERR + bytes(1021), "<i", 0, 1064), "<i", 36, 1024),
+        "ERR error_length 1024 is not in 0..1023",
+    ),
     "EXT type": (_with(SM, "<H", 6, HDR_TYPE_EXT), "unknown frame type EXT"),
     "version 1": (_with(SM, "<B", 4, 1), "version 1, expected 0"),
     "data version": (_with(DATA, "<B", 4, 255), "version 255"),
