@@ -555,15 +555,18 @@ class DriverConductor:
         self.proxy.operation_success(client.send, command.correlation_id)
 
     def _reject_image(self, command: p.RejectImage, reply: Reply, now_ns: int) -> None:
-        """As Aeron's driver: the image of an IPC publication (named by its ON_AVAILABLE_IMAGE
-        correlation id, the publication's registration id) rejected tells its publishers and
-        unlinks its subscribers for the image liveness timeout (`IpcPublication.reject`).
-        aeronio's driver sends no error frames: a network image's is refused, NOT_SUPPORTED."""
+        """As Aeron's driver: the image (named by its ON_AVAILABLE_IMAGE correlation id) of an
+        IPC publication (its registration id) rejected tells its publishers and unlinks its
+        subscribers for the image liveness timeout (`IpcPublication.reject`); a network image
+        rejected ends, its senders told with ERR frames (`PublicationImage.reject`)."""
         if len(command.reason.encode()) > MAX_REJECT_REASON_LENGTH:
             raise AeronError(
                 f"Invalidation reason_text must be {MAX_REJECT_REASON_LENGTH} bytes or less"
             )
         image_id = command.image_correlation_id
+        image = next(
+            (image for image in self.resources.images if image.registration_id == image_id), None
+        )
         publication = next(
             (
                 pub
@@ -572,15 +575,13 @@ class DriverConductor:
             ),
             None,
         )
-        if publication is None:
-            if not any(image.registration_id == image_id for image in self.resources.images):
-                raise AeronError(f"Unable to resolve image for correlationId={image_id}")
-            raise DriverError(
-                f"rejecting a network image (correlationId={image_id}) is not supported by "
-                "aeronio's driver: it sends no error frames",
-                p.NOT_SUPPORTED,
-            )
-        publication.reject(command.reason, now_ns, self.ctx.image_liveness_timeout_ns)
+        if image is not None:
+            image.reject(command.reason, now_ns)
+            self.resources.end(image)
+        elif publication is not None:
+            publication.reject(command.reason, now_ns, self.ctx.image_liveness_timeout_ns)
+        else:
+            raise AeronError(f"Unable to resolve image for correlationId={image_id}")
         self.proxy.operation_success(reply, command.correlation_id)
 
     def _relink_rejected(self, now_ns: int) -> None:

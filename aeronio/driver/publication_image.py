@@ -19,6 +19,8 @@ from aeronio.driver.resources import SubscriberPosition, slowest
 from aeronio.driver.stream_counters import StreamCounters
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer import signals
+from aeronio.protocol import control as p
+from aeronio.protocol.frames import error_frame
 
 # How long the session of an image that ended is ignored: longer than a publication's default
 # linger, during which it still sends heartbeats and answers with SETUPs.
@@ -112,6 +114,22 @@ class PublicationImage:
         (unless its stream is subscribed anew first)."""
         if not self._ended:
             self._end(now_ns, self._say_farewell())
+
+    def reject(self, reason: str, now_ns: int) -> None:
+        """A subscriber rejected it (Aeron's REJECT_IMAGE): it ends now, taking no more data
+        (its subscribers are told it went), and its senders get an ERR frame (IMAGE_REJECTED,
+        `reason`), now and in answer to what they send during its cool-down: their publishers
+        are told, and their flow control lets this receiver go."""
+        frame = error_frame(
+            session_id=self.session_id,
+            stream_id=self.stream_id,
+            receiver_id=self.receiver.receiver_id,
+            error_code=p.IMAGE_REJECTED,
+            error_length=len(reason.encode()),
+            error_message=reason.encode(),
+        ).encode()
+        self.send_control(frame)
+        self._end(now_ns, frame)
 
     def _end(self, now_ns: int, farewell: bytes | None) -> None:
         self.endpoint.dispatcher.cool_down(

@@ -269,3 +269,44 @@ async def test_an_image_whose_log_is_refused_is_rejected_and_holds_its_publisher
             assert refused_logs == [refused.log_file]  # refused once
         finally:
             watcher.close()
+
+
+async def test_a_network_image_whose_log_is_refused_is_rejected_and_its_publisher_told(
+    monkeypatch,
+):
+    """On UDP too: the image whose log the client refused is rejected; the driver ends it and
+    answers its sender with ERR frames, and the publisher's client is told (IMAGE_REJECTED, the
+    reason naming the log). After the image's cool-down the session comes again as a new
+    image, whose log maps: the publisher's offers reach the subscription. The other image
+    delivers all along. The client used to tell the driver nothing: the sender went on
+    sending into an image nobody read, its publisher held at the window it left."""
+    monkeypatch.setattr(publication_image, "IMAGE_COOL_DOWN_NS", 500_000_000)
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    told: list[p.PublicationError] = []
+    async with aeronio.connect(publication_error_handler=told.append) as aeron:
+        refused_logs = refuse_the_next_log(monkeypatch, aeron)
+        subscription = await aeron.add_subscription(channel, 12)
+        other = await aeron.add_exclusive_publication(channel, 12)
+        await other.offer(b"other", timeout=10)
+        assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"other"
+        refused_logs.append(None)  # armed
+        refused = await aeron.add_exclusive_publication(channel, 12)
+        with pytest.raises(aeronio.ImageUnavailableError):
+            await asyncio.wait_for(subscription.receive(), 10)
+        await await_until(lambda: told, 10, "the publisher told")
+        (log_file,) = refused_logs
+        assert [(e.registration_id, e.error_code, e.error_message) for e in told] == [
+            (
+                refused.registration_id,
+                p.IMAGE_REJECTED,
+                f"aeronio client {aeron.client_id} could not map the image's log {log_file}: "
+                f"{log_file} is refused here",
+            )
+        ]
+        await other.offer(b"other again", timeout=10)
+        assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"other again"
+        await await_until(
+            lambda: subscription.image_by_session_id(refused.session_id), 30, "the image again"
+        )
+        await refused.offer(b"after", timeout=10)
+        assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"after"

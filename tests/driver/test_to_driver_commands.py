@@ -509,14 +509,17 @@ async def test_rejecting_an_ipc_image_tells_its_publishers_and_unlinks_it_for_a_
     assert publication.log.mapped.is_connected() and publication.cool_down_until_ns is None
 
 
-async def test_rejecting_an_unknown_or_network_image_is_refused_with_aerons_codes(client):
-    """As Aeron's driver, an unknown image or a reason over 1023 bytes is GENERIC_ERROR; a
-    network image's is NOT_SUPPORTED (aeronio's driver sends no error frames); the client goes
-    on."""
+async def test_rejecting_a_network_image_ends_it_and_its_publisher_is_told(client):
+    """A network image rejected ends (its subscriber told it went) and its senders get an ERR
+    frame: here the driver's own publication, whose clients are told (ON_PUBLICATION_ERROR:
+    IMAGE_REJECTED, the reason, the receiver's id and address). As Aeron's driver, an unknown
+    image or a reason over 1023 bytes is GENERIC_ERROR. The driver used to answer NOT_SUPPORTED:
+    the image went on holding its publisher."""
     port = free_port()
     channel = f"aeron:udp?endpoint=127.0.0.1:{port}"
-    client.send(p.AddSubscription(client.next_id(), client.client_id, channel, 7))
-    await client.answer(_add_publication(client, channel).correlation_id)
+    subscribe = p.AddSubscription(client.next_id(), client.client_id, channel, 7)
+    client.send(subscribe)
+    ready = await client.answer(_add_publication(client, channel).correlation_id)
     image = await client.expect(lambda r: isinstance(r, p.ImageReady), "the network image")
 
     def reject(image_id: int, reason: str = "bad data") -> p.RejectImage:
@@ -524,9 +527,6 @@ async def test_rejecting_an_unknown_or_network_image_is_refused_with_aerons_code
         client.send(command)
         return command
 
-    network = await client.answer(reject(image.correlation_id).correlation_id)
-    assert network.code == p.NOT_SUPPORTED
-    assert f"rejecting a network image (correlationId={image.correlation_id})" in network.message
     unknown = await client.answer(reject(image.correlation_id + 1000).correlation_id)
     assert unknown == p.ErrorResponse(
         unknown.correlation_id,
@@ -536,9 +536,28 @@ async def test_rejecting_an_unknown_or_network_image_is_refused_with_aerons_code
     too_long = await client.answer(reject(image.correlation_id, "x" * 1024).correlation_id)
     assert too_long.code == p.GENERIC_ERROR
     assert too_long.message == "Invalidation reason_text must be 1023 bytes or less"
-    assert isinstance(
-        await client.answer(_add_publication(client).correlation_id), p.PublicationReady
+    rejected = reject(image.correlation_id)
+    assert await client.answer(rejected.correlation_id) == p.OperationSuccess(
+        rejected.correlation_id
     )
+    gone = [r for r in client.poll() if isinstance(r, p.ImageUnavailable)]
+    assert [(r.correlation_id, r.subscription_registration_id) for r in gone] == [
+        (image.correlation_id, subscribe.correlation_id)
+    ]
+    error = await client.expect(lambda r: isinstance(r, p.PublicationError), "the error")
+    assert error == p.PublicationError(
+        registration_id=ready.registration_id,
+        destination_registration_id=p.NULL_VALUE,
+        session_id=ready.session_id,
+        stream_id=7,
+        receiver_id=error.receiver_id,
+        group_tag=0,
+        source_address="127.0.0.1",
+        source_port=port,
+        error_code=p.IMAGE_REJECTED,
+        error_message="bad data",
+    )
+    assert error.receiver_id not in (0, p.NULL_VALUE)
 
 
 async def test_a_command_that_is_no_add_makes_no_client(client):
