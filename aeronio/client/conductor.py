@@ -68,6 +68,7 @@ Request = (
     | p.RemoveCounter
     | p.AddStaticCounter
     | p.GetNextAvailableSessionId
+    | p.RejectImage
 )
 DestinationCommand = (
     p.AddDestination | p.RemoveDestination | p.AddRcvDestination | p.RemoveRcvDestination
@@ -442,9 +443,23 @@ class ClientConductor:
             reader,
             log_signals,
             log.metadata,
+            self.reject_image,
         )
         self._images[id(image)] = reader
         events.available(image)
+
+    async def reject_image(self, image: Image, reason: str) -> None:
+        """Reject `image` at its position (Aeron's REJECT_IMAGE, answered: DriverError if the
+        driver refuses); `reason` checked against Aeron's limit."""
+        if len(reason.encode()) > MAX_REJECT_REASON_LENGTH:
+            raise ConfigurationError(
+                f"reason of {len(reason.encode())} bytes is over the "
+                f"{MAX_REJECT_REASON_LENGTH} bytes an image's rejection may give"
+            )
+        command = p.RejectImage(
+            self.next_correlation_id(), self.client_id, image.correlation_id, image.position, reason
+        )
+        await self.request(command, p.OperationSuccess)
 
     def _reject_image(self, image_id: int, position: int, reason: str) -> None:
         """Ask the driver to reject the image of correlation id `image_id` (Aeron's

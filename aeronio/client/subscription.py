@@ -73,6 +73,7 @@ class Image:
         reader: _core.ImageReader,
         log_signals: signals.LogSignals,
         metadata: _core.AtomicBuffer,
+        reject: Callable[[Image, str], Awaitable[None]],
     ):
         self.subscription = subscription
         self.correlation_id = correlation_id
@@ -82,6 +83,7 @@ class Image:
         self.join_position = join_position
         self.source_identity = source_identity
         self._reader = reader
+        self._reject = reject
         self.signals = log_signals
         self.metadata = metadata
         self.poll = reader.poll
@@ -117,6 +119,13 @@ class Image:
             self._reader, fd, file_position, file_end, block_length_limit, max_length,
             position.buffer, position.offset, sync_level,
         )  # fmt: skip
+
+    async def reject(self, reason: str) -> None:
+        """Refuse this image (Aeron's Image.reject): the driver tells its publisher `reason` (at
+        most 1023 bytes: else ConfigurationError) and takes the image from the subscription (an
+        IPC publication's image from all its subscribers, for a cool-down; a network image ends).
+        DriverError if the driver refuses."""
+        await self._reject(self, reason)
 
     @property
     def term_length(self) -> int:

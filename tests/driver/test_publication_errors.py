@@ -92,3 +92,23 @@ async def test_a_handler_that_raises_is_logged_and_the_client_goes_on(caplog):
 def test_a_handler_that_is_not_callable_is_refused_naming_it(tmp_path):
     with pytest.raises(aeronio.ConfigurationError, match="publication_error_handler 'no'"):
         aeronio.Aeron(str(tmp_path), publication_error_handler="no")
+
+
+async def test_an_image_its_subscriber_rejects_goes_and_its_publisher_is_told():
+    """Image.reject (Aeron's): the publisher's client is told the reason, the image goes from
+    the subscription, the publication is not connected; a reason over Aeron's 1023 bytes is
+    refused naming it, before anything is sent."""
+    told: list[p.PublicationError] = []
+    async with aeronio.connect(publication_error_handler=told.append) as aeron:
+        subscription = await aeron.add_subscription(CHANNEL, 5)
+        publication = await aeron.add_exclusive_publication(CHANNEL, 5)
+        await subscription.wait_connected(timeout=10)
+        (image,) = subscription.images
+        with pytest.raises(aeronio.ConfigurationError, match="reason of 1024 bytes"):
+            await image.reject("x" * 1024)
+        await image.reject("not wanted")
+        await await_until(lambda: told and not subscription.images, 10, "the image rejected")
+        assert [(e.registration_id, e.error_code, e.error_message) for e in told] == [
+            (publication.registration_id, p.IMAGE_REJECTED, "not wanted")
+        ]
+        assert not publication.is_connected
