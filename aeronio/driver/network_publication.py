@@ -23,7 +23,7 @@ from aeronio.counters import Counter
 from aeronio.driver.channel_endpoints import SendChannelEndpoint
 from aeronio.driver.driver_publication import DriverPublication, PublicationParts, State
 from aeronio.driver.resources import slowest
-from aeronio.driver.sender_state import SenderStateMachine
+from aeronio.driver.sender_state import SenderStateMachine, nobody_told
 from aeronio.protocol.frames import ErrorFrame
 
 
@@ -147,6 +147,8 @@ class NetworkPublication(DriverPublication):
 
     def close(self) -> None:
         self.signals.data.remove_callback(self._wake)
+        # It and its sender refer to each other until here: its log goes without the collector.
+        self.sender.on_receiver_error = nobody_told
         self.endpoint.publications.pop((self.session_id, self.stream_id), None)
         self._counters.free(*self.sender_counters)
         self._release_endpoint(self.endpoint)

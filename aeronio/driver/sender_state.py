@@ -51,6 +51,10 @@ MAX_DATAGRAMS_PER_SEND = 64
 RETRANSMIT_RECEIVER_WINDOW_MULTIPLE = 16
 
 
+def nobody_told(error: ErrorFrame, source: tuple[str, int]) -> None:
+    """A sender's `on_receiver_error` while no publication listens (none yet, or it closed)."""
+
+
 class Position(Protocol):
     """A counter: read and moved here, and by the core in place (at `offset` of `buffer`)."""
 
@@ -126,7 +130,7 @@ class SenderStateMachine:
         self._log_connected = False
         self.spies_connected = False  # spies there that simulate a connection
         # Who is told of a receiver's error (its ERR frame, and where it came from).
-        self.on_receiver_error: Callable[[ErrorFrame, tuple[str, int]], None] = lambda e, s: None
+        self.on_receiver_error: Callable[[ErrorFrame, tuple[str, int]], None] = nobody_told
 
     # -- control frames in ------------------------------------------------------------
 
