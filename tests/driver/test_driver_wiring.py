@@ -160,6 +160,8 @@ async def test_an_image_failing_at_any_step_leaves_nothing_behind(tmp_path, monk
                     "snd-pos",
                     "snd-lmt",
                     "snd-bpe",
+                    "snd-channel",  # its endpoint's
+                    "snd-local-sockaddr",
                 ]
                 assert logs(driver, "images") == []
                 assert driver.conductor.resources.images == []

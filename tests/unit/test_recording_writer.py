@@ -29,6 +29,10 @@ SESSION, STREAM, INITIAL_TERM_ID = 7, 8, 100
 MESSAGE = 1024
 
 
+async def _never_rejected(image: Image, reason: str) -> None:
+    raise AssertionError(f"the recording rejected its image: {reason}")
+
+
 class Recording:
     """A log, its exclusive appender, and a recording session of its image into `directory`."""
 
@@ -46,7 +50,9 @@ class Recording:
         self.appender = _core.LogAppender(self.log.mapped, self.limit, 0, exclusive=True)
         self.reader = _core.ImageReader(self.log.mapped, np.zeros(8, dtype=np.uint8), 0)
         subscription = SimpleNamespace(stream_id=STREAM)
-        self.image = Image(subscription, 1, SESSION, "log", 0, "test", self.reader, None, None)
+        self.image = Image(
+            subscription, 1, SESSION, "log", 0, "test", self.reader, None, None, _never_rejected
+        )
         buffer = _core.AtomicBuffer(np.zeros(8, dtype=np.uint8))
         self.rec_pos = Counter(SimpleNamespace(buffer=buffer, value_offset=lambda i: 0), 0)
         self.events: list[object] = []
