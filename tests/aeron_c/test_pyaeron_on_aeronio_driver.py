@@ -48,6 +48,15 @@ def _aeronio_driver(aeron_c, kind: str, *options: str) -> str:
     return dir
 
 
+def _driver_dir(aeron_c, driver: str) -> str:
+    """The directory of a standalone driver: Aeron's C driver ("aeron-c") or aeronio's."""
+    if driver == "aeron-c":
+        dir = aeron_c.new_dir()
+        aeron_c.pyaeron("driver", dir=dir).expect_json("ready", 30)
+        return dir
+    return _aeronio_driver(aeron_c, "standalone")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["standalone", "embedded"])
 @pytest.mark.parametrize("medium", ["ipc", "udp"])
@@ -88,11 +97,7 @@ def test_stream_counters_keys_are_as_aerons_stream_stat_reads_them(aeron_c, free
     reads the keys as Aeron writes them) and on aeronio's, whose sender, receiver and network
     subscriber counters had empty keys (StreamStat put them in one stream of session 0 and
     stream 0) and whose other keys held no channel."""
-    if driver == "aeron-c":
-        dir = aeron_c.new_dir()
-        aeron_c.pyaeron("driver", dir=dir).expect_json("ready", 30)
-    else:
-        dir = _aeronio_driver(aeron_c, "standalone")
+    dir = _driver_dir(aeron_c, driver)
     channel = UDP.format(port=free_port)
     subscriber = aeron_c.pyaeron("subscribe", dir=dir, channel=channel, stream_id=9, count=1)
     subscriber.expect("subscribed", 30)
@@ -123,11 +128,7 @@ def test_channel_status_counters_are_aerons_and_read_active(aeron_c, free_port, 
     bound address) that Aeron's C client reads ACTIVE, freed with the endpoints; on Aeron's C
     driver (which shows the test reads them as Aeron writes them) and on aeronio's, which made
     none (its READY responses said NOT_ALLOCATED, which that client reads as -1, ERRORED)."""
-    if driver == "aeron-c":
-        dir = aeron_c.new_dir()
-        aeron_c.pyaeron("driver", dir=dir).expect_json("ready", 30)
-    else:
-        dir = _aeronio_driver(aeron_c, "standalone")
+    dir = _driver_dir(aeron_c, driver)
     channel = UDP.format(port=free_port)
     client = aeron_c.pyaeron("channel_status", dir=dir, channel=channel, stream_id=9)
     active = ChannelStatus.ACTIVE
@@ -161,11 +162,7 @@ def test_a_subscription_on_port_0_finds_its_port_in_its_local_addresses(aeron_c,
     status), and a publication to that port delivers; the publication finds its own socket's
     address. On Aeron's C driver (the test's reference) and on aeronio's, where it found none
     (no such counters)."""
-    if driver == "aeron-c":
-        dir = aeron_c.new_dir()
-        aeron_c.pyaeron("driver", dir=dir).expect_json("ready", 30)
-    else:
-        dir = _aeronio_driver(aeron_c, "standalone")
+    dir = _driver_dir(aeron_c, driver)
     channel = "aeron:udp?endpoint=127.0.0.1:0"
     client = aeron_c.pyaeron("channel_status", dir=dir, channel=channel, stream_id=9)
     status = client.expect_json("status", 30)

@@ -230,6 +230,33 @@ async def test_an_image_whose_log_is_refused_is_raised_once_then_the_others_go_o
         assert await asyncio.wait_for(step(then), 10) == b"after"
 
 
+async def _refused_beside_another(aeron, refused_logs: list, channel: str):
+    """A subscription of `channel` stream 12 whose first image delivers, and a second
+    publication whose image's log the client refuses (`refused_logs` armed), raised once:
+    (subscription, the first publication, the refused one)."""
+    subscription = await aeron.add_subscription(channel, 12)
+    other = await aeron.add_exclusive_publication(channel, 12)
+    await other.offer(b"other", timeout=10)
+    assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"other"
+    refused_logs.append(None)  # armed
+    refused = await aeron.add_exclusive_publication(channel, 12)
+    with pytest.raises(aeronio.ImageUnavailableError):
+        await asyncio.wait_for(subscription.receive(), 10)
+    return subscription, other, refused
+
+
+async def _both_deliver(subscription, other, refused) -> None:
+    """The first image delivers still; the refused one, once it came again after the driver's
+    cool-down (its log maps now), delivers too."""
+    await other.offer(b"other again", timeout=10)
+    assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"other again"
+    await await_until(
+        lambda: subscription.image_by_session_id(refused.session_id), 30, "the image again"
+    )
+    await refused.offer(b"after", timeout=10)
+    assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"after"
+
+
 async def test_an_image_whose_log_is_refused_is_rejected_and_holds_its_publisher_no_more(
     monkeypatch,
 ):
@@ -244,14 +271,9 @@ async def test_an_image_whose_log_is_refused_is_rejected_and_holds_its_publisher
         refused_logs = refuse_the_next_log(monkeypatch, aeron)
         watcher = RingClient(aeron.driver_dir)
         try:
-            subscription = await aeron.add_subscription(channel, 12)
-            other = await aeron.add_exclusive_publication(channel, 12)
-            await other.offer(b"other", timeout=10)
-            assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"other"
-            refused_logs.append(None)  # armed
-            refused = await aeron.add_exclusive_publication(channel, 12)
-            with pytest.raises(aeronio.ImageUnavailableError):
-                await asyncio.wait_for(subscription.receive(), 10)
+            subscription, other, refused = await _refused_beside_another(
+                aeron, refused_logs, channel
+            )
             await await_until(lambda: not refused.is_connected, 10, "the image rejected")
             error = await watcher.expect(
                 lambda r: isinstance(r, p.PublicationError), "the publication's error"
@@ -262,10 +284,7 @@ async def test_an_image_whose_log_is_refused_is_rejected_and_holds_its_publisher
                 f"aeronio client {aeron.client_id} could not map the image's log "
                 f"{refused.log_file}: {refused.log_file} is refused here",
             )
-            await other.offer(b"other again", timeout=10)
-            assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"other again"
-            await refused.offer(b"after", timeout=10)
-            assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"after"
+            await _both_deliver(subscription, other, refused)
             assert refused_logs == [refused.log_file]  # refused once
         finally:
             watcher.close()
@@ -285,14 +304,7 @@ async def test_a_network_image_whose_log_is_refused_is_rejected_and_its_publishe
     told: list[p.PublicationError] = []
     async with aeronio.connect(publication_error_handler=told.append) as aeron:
         refused_logs = refuse_the_next_log(monkeypatch, aeron)
-        subscription = await aeron.add_subscription(channel, 12)
-        other = await aeron.add_exclusive_publication(channel, 12)
-        await other.offer(b"other", timeout=10)
-        assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"other"
-        refused_logs.append(None)  # armed
-        refused = await aeron.add_exclusive_publication(channel, 12)
-        with pytest.raises(aeronio.ImageUnavailableError):
-            await asyncio.wait_for(subscription.receive(), 10)
+        subscription, other, refused = await _refused_beside_another(aeron, refused_logs, channel)
         await await_until(lambda: told, 10, "the publisher told")
         (log_file,) = refused_logs
         assert [(e.registration_id, e.error_code, e.error_message) for e in told] == [
@@ -303,10 +315,4 @@ async def test_a_network_image_whose_log_is_refused_is_rejected_and_its_publishe
                 f"{log_file} is refused here",
             )
         ]
-        await other.offer(b"other again", timeout=10)
-        assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"other again"
-        await await_until(
-            lambda: subscription.image_by_session_id(refused.session_id), 30, "the image again"
-        )
-        await refused.offer(b"after", timeout=10)
-        assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"after"
+        await _both_deliver(subscription, other, refused)

@@ -224,6 +224,29 @@ class CClient:
                 raise TimeoutError(what)
             time.sleep(POLL_PAUSE_S)
 
+    def ipc_pair(self, stream_id: int):
+        """An IPC subscription of `stream_id` and an exclusive publication of it, once the
+        subscription has the publication's image: (subscription, publication, image), the image
+        retained."""
+        import ctypes
+
+        call, until, p = self.call, self.until, ctypes.c_void_p
+        self.c.aeron_subscription_image_at_index.restype = ctypes.c_void_p
+        pending, subscription = p(), p()
+        call("aeron_async_add_subscription", ctypes.byref(pending), self.aeron, b"aeron:ipc",
+             stream_id, None, None, None, None)  # fmt: skip
+        until(lambda: call("aeron_async_add_subscription_poll", ctypes.byref(subscription),
+                           pending), "the subscription")  # fmt: skip
+        pending, publication = p(), p()
+        call("aeron_async_add_exclusive_publication", ctypes.byref(pending), self.aeron,
+             b"aeron:ipc", stream_id)  # fmt: skip
+        until(lambda: call("aeron_async_add_exclusive_publication_poll", ctypes.byref(publication),
+                           pending), "the publication")  # fmt: skip
+        until(lambda: call("aeron_subscription_image_count", subscription) == 1, "the image")
+        image = p(self.c.aeron_subscription_image_at_index(subscription, 0))
+        call("aeron_subscription_image_retain", subscription, image)
+        return subscription, publication, image
+
     def close(self) -> None:
         self.call("aeron_close", self.aeron)
 
@@ -302,24 +325,10 @@ def revoke_ipc(pyaeron, dir: str, stream_id: int, count: int, timeout_s: float) 
     import ctypes
 
     client = CClient(pyaeron, dir)
-    c, call, until, aeron = client.c, client.call, client.until, client.aeron
-    c.aeron_subscription_image_at_index.restype = ctypes.c_void_p
+    c, call, until = client.c, client.call, client.until
     c.aeron_image_is_publication_revoked.restype = ctypes.c_bool
     c.aeron_exclusive_publication_offer.restype = ctypes.c_int64
-    p = ctypes.c_void_p
-    pending, subscription = p(), p()
-    call("aeron_async_add_subscription", ctypes.byref(pending), aeron, b"aeron:ipc", stream_id,
-         None, None, None, None)  # fmt: skip
-    until(lambda: call("aeron_async_add_subscription_poll", ctypes.byref(subscription), pending),
-          "the subscription")  # fmt: skip
-    pending, publication = p(), p()
-    call("aeron_async_add_exclusive_publication", ctypes.byref(pending), aeron, b"aeron:ipc",
-         stream_id)  # fmt: skip
-    until(lambda: call("aeron_async_add_exclusive_publication_poll", ctypes.byref(publication),
-                       pending), "the publication")  # fmt: skip
-    until(lambda: call("aeron_subscription_image_count", subscription) == 1, "the image")
-    image = ctypes.c_void_p(c.aeron_subscription_image_at_index(subscription, 0))
-    call("aeron_subscription_image_retain", subscription, image)
+    subscription, publication, image = client.ipc_pair(stream_id)
     message = b"x" * 100
     for _ in range(count):
         until(lambda: c.aeron_exclusive_publication_offer(publication, message, len(message),
@@ -408,25 +417,11 @@ def reject_ipc_image(pyaeron, dir: str, stream_id: int, reason: str) -> None:
 
     frames: list[dict] = []
     client = CClient(pyaeron, dir, frames)
-    c, call, until, aeron = client.c, client.call, client.until, client.aeron
-    c.aeron_subscription_image_at_index.restype = ctypes.c_void_p
+    c, call, until = client.c, client.call, client.until
     c.aeron_exclusive_publication_is_connected.restype = ctypes.c_bool
-    p = ctypes.c_void_p
-    pending, subscription = p(), p()
-    call("aeron_async_add_subscription", ctypes.byref(pending), aeron, b"aeron:ipc", stream_id,
-         None, None, None, None)  # fmt: skip
-    until(lambda: call("aeron_async_add_subscription_poll", ctypes.byref(subscription), pending),
-          "the subscription")  # fmt: skip
-    pending, publication = p(), p()
-    call("aeron_async_add_exclusive_publication", ctypes.byref(pending), aeron, b"aeron:ipc",
-         stream_id)  # fmt: skip
-    until(lambda: call("aeron_async_add_exclusive_publication_poll", ctypes.byref(publication),
-                       pending), "the publication")  # fmt: skip
+    subscription, publication, image = client.ipc_pair(stream_id)
     constants = (ctypes.c_int64 * 16)()  # aeron_publication_constants_t: registration id @8
     call("aeron_exclusive_publication_constants", publication, constants)
-    until(lambda: call("aeron_subscription_image_count", subscription) == 1, "the image")
-    image = ctypes.c_void_p(c.aeron_subscription_image_at_index(subscription, 0))
-    call("aeron_subscription_image_retain", subscription, image)
     call("aeron_image_reject", image, reason.encode())
     until(lambda: call("aeron_subscription_image_count", subscription) == 0, "the image to go")
     until(lambda: frames, "the error frame")
