@@ -41,9 +41,9 @@ from aeronio.idle import IdleStrategy
 from aeronio.logbuffer import signals, waker
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol import control as p
+from aeronio.protocol import limits
 
 KEEPALIVE_INTERVAL_S = 0.5  # Aeron's: how often the heartbeat counter is stored
-MAX_REJECT_REASON_LENGTH = 1023  # bytes: Aeron's drivers refuse a REJECT_IMAGE's longer reason
 log = logging.getLogger("aeronio.client")
 Reply = (
     p.PublicationReady
@@ -451,10 +451,10 @@ class ClientConductor:
     async def reject_image(self, image: Image, reason: str) -> None:
         """Reject `image` at its position (Aeron's REJECT_IMAGE, answered: DriverError if the
         driver refuses); `reason` checked against Aeron's limit."""
-        if len(reason.encode()) > MAX_REJECT_REASON_LENGTH:
+        if len(reason.encode()) > limits.MAX_ERROR_MESSAGE_LENGTH:
             raise ConfigurationError(
                 f"reason of {len(reason.encode())} bytes is over the "
-                f"{MAX_REJECT_REASON_LENGTH} bytes an image's rejection may give"
+                f"{limits.MAX_ERROR_MESSAGE_LENGTH} bytes an image's rejection may give"
             )
         command = p.RejectImage(
             self.next_correlation_id(), self.client_id, image.correlation_id, image.position, reason
@@ -465,7 +465,7 @@ class ClientConductor:
         """Ask the driver to reject the image of correlation id `image_id` (Aeron's
         REJECT_IMAGE; `reason` cut to Aeron's limit), so that its publisher is held by it no
         more and told why; a refusal is logged."""
-        reason = reason.encode()[:MAX_REJECT_REASON_LENGTH].decode(errors="ignore")
+        reason = reason.encode()[: limits.MAX_ERROR_MESSAGE_LENGTH].decode(errors="ignore")
         command = p.RejectImage(
             self.next_correlation_id(), self.client_id, image_id, position, reason
         )

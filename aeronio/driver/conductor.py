@@ -67,7 +67,6 @@ COUNTER_REUSE_TIMEOUT_MS = 1000
 # The session ids a driver never gives a publication itself (Aeron's default range: kept for
 # the session-id= of channels).
 PUBLICATION_RESERVED_SESSION_IDS = range(-1, 1001)
-MAX_REJECT_REASON_LENGTH = 1023  # Aeron's AERON_ERROR_MAX_TEXT_LENGTH
 # The timed-out clients whose commands are refused naming the timeout: the latest ones.
 TIMED_OUT_KEPT = 4096
 
@@ -559,9 +558,9 @@ class DriverConductor:
         IPC publication (its registration id) rejected tells its publishers and unlinks its
         subscribers for the image liveness timeout (`IpcPublication.reject`); a network image
         rejected ends, its senders told with ERR frames (`PublicationImage.reject`)."""
-        if len(command.reason.encode()) > MAX_REJECT_REASON_LENGTH:
+        if len(command.reason.encode()) > limits.MAX_ERROR_MESSAGE_LENGTH:
             raise AeronError(
-                f"Invalidation reason_text must be {MAX_REJECT_REASON_LENGTH} bytes or less"
+                f"Invalidation reason_text must be {limits.MAX_ERROR_MESSAGE_LENGTH} bytes or less"
             )
         image_id = command.image_correlation_id
         image = next(

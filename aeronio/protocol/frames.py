@@ -134,8 +134,6 @@ ERR_FIELDS = (  # the error message follows, `error_length` bytes (Aeron 1.53's 
     ("error_code", "i", REQUIRED),
     ("error_length", "i", 0),
 )
-# The longest error message of an ERR frame (Aeron's ErrorFlyweight.MAX_ERROR_MESSAGE_LENGTH).
-MAX_ERROR_MESSAGE_LENGTH = 1023
 
 _FRAME_HEADER = struct.Struct("<iBBH")  # the common header, read before the type is known
 FRAME_HEADER_LENGTH = _FRAME_HEADER.size
@@ -501,9 +499,10 @@ def _check_frame(view: memoryview, offset: int) -> tuple[int, int, int]:
             _check_setup(view, offset)
         elif frame_type == HDR_TYPE_ERR:
             error_length = ErrorFrame.STRUCT.unpack_from(view, offset)[-1]
-            if not 0 <= error_length <= min(MAX_ERROR_MESSAGE_LENGTH, frame_length - header_length):
+            longest = limits.MAX_ERROR_MESSAGE_LENGTH
+            if not 0 <= error_length <= min(longest, frame_length - header_length):
                 raise malformed(
-                    f"ERR error_length {error_length} is not in 0..{MAX_ERROR_MESSAGE_LENGTH} "
+                    f"ERR error_length {error_length} is not in 0..{longest} "
                     f"within its frame_length {frame_length}"
                 )
     return frame_type, frame_length, _aligned(frame_length)

@@ -27,6 +27,9 @@ MTU_MIN_LENGTH = 2 * HEADER_LENGTH
 MTU_MAX_LENGTH = 65504  # the largest multiple of 32 that a UDP datagram carries (65507)
 SEGMENT_MAX_LENGTH = TERM_MAX_LENGTH  # a segment file holds at least one whole term
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+# The longest error text in bytes: an ERR frame's message, and the reason a REJECT_IMAGE gives
+# for it (Aeron's ErrorFlyweight.MAX_ERROR_MESSAGE_LENGTH, AERON_ERROR_MAX_TEXT_LENGTH).
+MAX_ERROR_MESSAGE_LENGTH = 1023
 
 Error = Callable[[str], Exception]
 
