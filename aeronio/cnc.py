@@ -38,6 +38,7 @@ from aeronio.errors import AeronError
 __all__ = [
     "CNC_FILE",
     "CNC_VERSION",
+    "CONTROL_PROTOCOL_VERSION",
     "CncFile",
     "CncFileError",
     "CncNotReadyError",
@@ -80,6 +81,10 @@ def version_text(version: int) -> str:
 
 
 CNC_VERSION = semantic_version(0, 2, 0)
+# The version of Aeron's client protocol the driver speaks (aeron_control_protocol.h, Aeron
+# 1.53): 1.0.0 has GET_NEXT_AVAILABLE_SESSION_ID. A driver shows it in its "Control protocol
+# version" system counter; a client sends that command only to a driver at 1.0.0 or later.
+CONTROL_PROTOCOL_VERSION = semantic_version(1, 0, 0)
 
 
 class CncFileError(AeronError, ValueError):

@@ -150,7 +150,9 @@ class Aeron:
 
     async def next_session_id(self, stream_id: int) -> int:
         """A session id the driver gives no publication on `stream_id` now, for a channel's
-        `session-id=` (Aeron's nextSessionId); the driver will not give it itself soon."""
+        `session-id=` (Aeron's nextSessionId); the driver will not give it itself soon. A
+        driver too old to be asked (control protocol before 1.0.0) gives none: the id is then
+        random, as with Aeron's clients."""
         limits.check_int32(stream_id, "stream_id")
         return await self._attached().next_session_id(stream_id)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import TypeVar, cast
@@ -26,8 +27,8 @@ from aeronio.client.counter import ClientCounter
 from aeronio.client.publication import Publication
 from aeronio.client.subscription import Image, ImageEvents, ImageHandler, Subscription
 from aeronio.client.transport import CncTransport, map_cnc, wake_key
-from aeronio.cnc import CncFile
-from aeronio.counters import CLIENT_DOORBELL_TYPE_ID, Counter
+from aeronio.cnc import CONTROL_PROTOCOL_VERSION, CncFile
+from aeronio.counters import CLIENT_DOORBELL_TYPE_ID, Counter, control_protocol_version
 from aeronio.errors import (
     AeronError,
     ChannelUriError,
@@ -111,6 +112,7 @@ class ClientConductor:
         self.transport = CncTransport(dir, cnc, self._on_response, self._fail, driver_timeout_s)
         self.client_id = self.transport.client_id
         self.counters = self.transport.counters
+        self.control_protocol_version = control_protocol_version(self.counters)
 
     @classmethod
     async def connect(
@@ -598,6 +600,10 @@ class ClientConductor:
         return self.counters.counter(ready.counter_id)
 
     async def next_session_id(self, stream_id: int) -> int:
+        """The driver's next session id; a random one from a driver that has no such command
+        (control protocol before 1.0.0), as Aeron's clients do."""
+        if self.control_protocol_version < CONTROL_PROTOCOL_VERSION:
+            return int.from_bytes(os.urandom(4), "little", signed=True)
         command = p.GetNextAvailableSessionId(self.next_correlation_id(), self.client_id, stream_id)
         return (await self.request(command, p.NextAvailableSessionId)).next_session_id
 

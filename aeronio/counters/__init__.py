@@ -1,6 +1,7 @@
 """The counters the media driver shares with its clients in cnc.dat (positions, system counters)."""
 
 from aeronio.counters.counters_file import (
+    AERONIO_SYSTEM_COUNTER_TYPE_ID,
     CLIENT_DOORBELL_TYPE_ID,
     CLIENT_HEARTBEAT_TYPE_ID,
     DRIVER_DOORBELL_TYPE_ID,
@@ -34,10 +35,12 @@ from aeronio.counters.counters_file import (
     CountersReader,
     SystemCounters,
     allocate_system_counters,
+    control_protocol_version,
     local_socket_addresses,
 )
 
 __all__ = [
+    "AERONIO_SYSTEM_COUNTER_TYPE_ID",
     "CLIENT_DOORBELL_TYPE_ID",
     "CLIENT_HEARTBEAT_TYPE_ID",
     "DRIVER_DOORBELL_TYPE_ID",
@@ -71,5 +74,6 @@ __all__ = [
     "CountersReader",
     "SystemCounters",
     "allocate_system_counters",
+    "control_protocol_version",
     "local_socket_addresses",
 ]

@@ -39,11 +39,13 @@ from collections.abc import Callable, Iterator
 from enum import IntEnum
 from typing import Any, NamedTuple, Self
 
+from aeronio import __version__
 from aeronio._core import AtomicBuffer
-from aeronio.cnc import CncFile
+from aeronio.cnc import CONTROL_PROTOCOL_VERSION, CncFile, semantic_version
 from aeronio.errors import AeronError
 
 __all__ = [
+    "AERONIO_SYSTEM_COUNTER_TYPE_ID",
     "CLIENT_DOORBELL_TYPE_ID",
     "CLIENT_HEARTBEAT_TYPE_ID",
     "DRIVER_DOORBELL_TYPE_ID",
@@ -73,6 +75,7 @@ __all__ = [
     "SYSTEM_COUNTER_TYPE_ID",
     "SystemCounters",
     "allocate_system_counters",
+    "control_protocol_version",
     "local_socket_addresses",
 ]
 
@@ -99,6 +102,7 @@ MDC_DESTINATIONS_TYPE_ID = 18  # mdc-num-dests: a multi-destination-cast channel
 # it after transmitting to clients. Aeron's clients and drivers ignore them.
 DRIVER_DOORBELL_TYPE_ID = 0x41494F01  # "AIO" 1
 CLIENT_DOORBELL_TYPE_ID = 0x41494F02  # "AIO" 2
+AERONIO_SYSTEM_COUNTER_TYPE_ID = 0x41494F03  # "AIO" 3: aeronio's own system counters
 
 METADATA_LENGTH = 512
 STATE_OFFSET = 0
@@ -469,14 +473,27 @@ class CountersManager(CountersReader):
 
 
 class SystemCounters(IntEnum):
-    """Aeron's system counters (SystemCounterDescriptor); `label` is Aeron's label."""
+    """The driver's system counters, allocated in this order so that on a fresh cnc.dat each
+    one's counter id is its value: first Aeron's (SystemCounterDescriptor as of Aeron 1.53:
+    type 0, key and registration id the id, Aeron's labels; Aeron's clients find "Control
+    protocol version" at id 43 by that registration id), then aeronio's own, under a type id of
+    their own so that no Aeron tool takes them for one of Aeron's later counters. `label` is the
+    counter's label, `type_id` its type.
+
+    Aeron's that aeronio's driver has nothing to count for stay 0: name resolution (25, 32, 33),
+    the agents' cycle times (26-31), the mapped bytes (35), the retransmit pool (37), a network
+    image revoked (41) and the native resource agent (45)."""
 
     label: str
+    type_id: int
 
-    def __new__(cls, value: int, label: str) -> SystemCounters:
+    def __new__(
+        cls, value: int, label: str, type_id: int = SYSTEM_COUNTER_TYPE_ID
+    ) -> SystemCounters:
         member = int.__new__(cls, value)
         member._value_ = value
         member.label = label
+        member.type_id = type_id
         return member
 
     BYTES_SENT = 0, "Bytes sent"
@@ -497,29 +514,87 @@ class SystemCounters(IntEnum):
     ERRORS = 15, "Errors"
     SHORT_SENDS = 16, "Short sends"
     FREE_FAILS = 17, "Failed attempts to free log buffers"
-    SENDER_FLOW_CONTROL_LIMITS = 18, "Sender flow control limits applied"
+    SENDER_FLOW_CONTROL_LIMITS = 18, "Sender flow control limits, i.e. back-pressure events"
     UNBLOCKED_PUBLICATIONS = 19, "Unblocked Publications"
     UNBLOCKED_COMMANDS = 20, "Unblocked Control Commands"
     POSSIBLE_TTL_ASYMMETRY = 21, "Possible TTL Asymmetry"
     CONTROLLABLE_IDLE_STRATEGY = 22, "ControllableIdleStrategy status"
     LOSS_GAP_FILLS = 23, "Loss gap fills"
     CLIENT_TIMEOUTS = 24, "Client liveness timeouts"
-    NAKS_SUPPRESSED = 25, "NAKs suppressed (another receiver NAKed the same gap)"
-    LOW_STORAGE_WARNINGS = 26, "Logs made with storage below the low-storage threshold"
+    RESOLUTION_CHANGES = 25, "Resolution changes"
+    CONDUCTOR_MAX_CYCLE_TIME = 26, "Conductor max cycle time doing its work in ns"
+    CONDUCTOR_CYCLE_TIME_THRESHOLD_EXCEEDED = 27, "Conductor work cycle exceeded threshold count"
+    SENDER_MAX_CYCLE_TIME = 28, "Sender max cycle time doing its work in ns"
+    SENDER_CYCLE_TIME_THRESHOLD_EXCEEDED = 29, "Sender work cycle exceeded threshold count"
+    RECEIVER_MAX_CYCLE_TIME = 30, "Receiver max cycle time doing its work in ns"
+    RECEIVER_CYCLE_TIME_THRESHOLD_EXCEEDED = 31, "Receiver work cycle exceeded threshold count"
+    NAME_RESOLVER_MAX_TIME = 32, "NameResolver max time in ns"
+    NAME_RESOLVER_TIME_THRESHOLD_EXCEEDED = 33, "NameResolver exceeded threshold count"
+    AERON_VERSION = 34, "Aeron software"  # `allocate_system_counters` adds aeronio's version
+    BYTES_CURRENTLY_MAPPED = 35, "Bytes currently mapped"
+    RETRANSMITTED_BYTES = 36, "Retransmitted bytes"
+    RETRANSMIT_OVERFLOW = 37, "Retransmit Pool Overflow count"
+    ERROR_FRAMES_RECEIVED = 38, "Error Frames received"
+    ERROR_FRAMES_SENT = 39, "Error Frames sent"
+    PUBLICATIONS_REVOKED = 40, "Publications Revoked"
+    PUBLICATION_IMAGES_REVOKED = 41, "Publication Images Revoked"
+    IMAGES_REJECTED = 42, "Images rejected"
+    CONTROL_PROTOCOL_VERSION = 43, "Control protocol version"
+    STATUS_MESSAGES_REJECTED = 44, "Status Messages rejected"
+    NATIVE_RESOURCE_AGENT_PROXY_FAILS = 45, "Failed offers to NativeResourceAgentProxy"
+    # aeronio's own
+    NAKS_SUPPRESSED = (
+        46,
+        "NAKs suppressed (another receiver NAKed the same gap)",
+        AERONIO_SYSTEM_COUNTER_TYPE_ID,
+    )
+    LOW_STORAGE_WARNINGS = (
+        47,
+        "Logs made with storage below the low-storage threshold",
+        AERONIO_SYSTEM_COUNTER_TYPE_ID,
+    )
 
 
 def allocate_system_counters(manager: CountersManager) -> dict[SystemCounters, Counter]:
-    """Allocate every system counter (type 0, key = descriptor id as i32), in enum order.
-
-    On a fresh file each counter's id equals its enum value.
-    """
+    """Allocate every system counter (key = its value as i32, registration id its value), in
+    enum order: on a fresh file each counter's id equals its value. "Aeron software" reads
+    aeronio's version, and "Control protocol version" the version of Aeron's client protocol
+    that the driver speaks (`CONTROL_PROTOCOL_VERSION`), as Aeron's driver sets them."""
     counters: dict[SystemCounters, Counter] = {}
     for descriptor in SystemCounters:
+        label = descriptor.label
+        if descriptor is SystemCounters.AERON_VERSION:
+            label = f"{label}: aeronio version={__version__}"
         counter_id = manager.allocate(
-            descriptor.label, SYSTEM_COUNTER_TYPE_ID, key=struct.pack("=i", descriptor)
+            label,
+            descriptor.type_id,
+            key=struct.pack("=i", descriptor),
+            registration_id=int(descriptor),
         )
         counters[descriptor] = manager.counter(counter_id)
+    counters[SystemCounters.AERON_VERSION].set(_semantic_version(__version__))
+    counters[SystemCounters.CONTROL_PROTOCOL_VERSION].set(CONTROL_PROTOCOL_VERSION)
     return counters
+
+
+def _semantic_version(version: str) -> int:
+    """A version's text ("1.2.3", "1.2.3.dev4+g5") as Aeron's semantic version; 0 if it has no
+    major.minor.patch (a source tree never installed)."""
+    parts = version.split("+")[0].split(".")
+    if len(parts) < 3 or not all(part.isdigit() for part in parts[:3]):
+        return 0
+    major, minor, patch = (int(part) & 0xFF for part in parts[:3])
+    return semantic_version(major, minor, patch)
+
+
+def control_protocol_version(reader: CountersReader) -> int:
+    """The version of Aeron's client protocol the driver speaks, as Aeron's clients read it: its
+    "Control protocol version" system counter, at id 43 with registration id 43; 0 for a driver
+    that has none (aeronio's before 2026-12, Aeron's before control protocol 1.0.0)."""
+    descriptor = SystemCounters.CONTROL_PROTOCOL_VERSION
+    if reader.find_by_type_id_and_registration_id(SYSTEM_COUNTER_TYPE_ID, descriptor) != descriptor:
+        return 0
+    return reader.get_counter_value(descriptor)
 
 
 def local_socket_addresses(reader: CountersReader, channel_status_id: int) -> list[str]:

@@ -358,6 +358,7 @@ class SendChannelEndpoint(_Endpoint):
             if publication is not None:
                 publication.on_nak(nak, now_ns)
         elif ref.type == HDR_TYPE_ERR:
+            self.system[SystemCounters.ERROR_FRAMES_RECEIVED].increment()
             error = ErrorFrame.decode(datagram, ref.offset)
             publication = self.publications.get((error.session_id, error.stream_id))
             if publication is not None:

@@ -478,6 +478,7 @@ class DriverConductor:
             return
         if isinstance(publication, IpcPublication):
             publication.revoke(now_ns)
+            self.system[SystemCounters.PUBLICATIONS_REVOKED].increment()
         else:
             self.record_error(
                 f"publication {registration_id} on {publication.channel} released, not "
@@ -581,6 +582,7 @@ class DriverConductor:
             publication.reject(command.reason, now_ns, self.ctx.image_liveness_timeout_ns)
         else:
             raise AeronError(f"Unable to resolve image for correlationId={image_id}")
+        self.system[SystemCounters.IMAGES_REJECTED].increment()
         self.proxy.operation_success(reply, command.correlation_id)
 
     def _relink_rejected(self, now_ns: int) -> None:

@@ -130,8 +130,8 @@ class DriverContext(msgspec.Struct, kw_only=True):
             raise ConfigurationError("data_path_linger_ns must not be negative")
         if self.low_storage_warning_threshold < 0:
             raise ConfigurationError("low_storage_warning_threshold must not be negative")
-        if self.max_counters < 32:
-            raise ConfigurationError(f"max_counters {self.max_counters} must be at least 32")
+        if self.max_counters < 64:  # the driver's system counters take 48 of them
+            raise ConfigurationError(f"max_counters {self.max_counters} must be at least 64")
 
     @classmethod
     def from_options(cls, **options: object) -> DriverContext:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
-from aeronio._core import DatagramReceiver, ImageRouter
+from aeronio._core import TYPE_FIELD_OFFSET, DatagramReceiver, ImageRouter
 from aeronio.counters import SystemCounters
 from aeronio.driver.receiver_state import ReceiverStateMachine
 from aeronio.driver.sender_state import Position
@@ -33,6 +33,7 @@ from aeronio.errors import AeronError
 from aeronio.protocol.frames import (
     EOS_FLAG,
     HDR_TYPE_DATA,
+    HDR_TYPE_ERR,
     HDR_TYPE_NAK,
     HDR_TYPE_PAD,
     HDR_TYPE_SETUP,
@@ -263,8 +264,9 @@ class DataDispatcher(Generic[Source]):
         )
 
     def _answer(self, frame: bytes, source: Source, now_ns: int) -> None:
-        """Send `source` the status message `frame`, unless it went there in the last 100 ms
-        (of the answers, the last _ANSWERS_REMEMBERED are remembered)."""
+        """Send `source` the status message or ERR frame `frame` (a rejected image's farewell),
+        unless it went there in the last 100 ms (of the answers, the last _ANSWERS_REMEMBERED
+        are remembered)."""
         answered = self._answered
         key = (source, frame)
         last = answered.get(key)
@@ -274,5 +276,9 @@ class DataDispatcher(Generic[Source]):
         answered[key] = now_ns
         if len(answered) > _ANSWERS_REMEMBERED:
             del answered[next(iter(answered))]
-        self.system[SystemCounters.STATUS_MESSAGES_SENT].increment()
+        frame_type = int.from_bytes(frame[TYPE_FIELD_OFFSET : TYPE_FIELD_OFFSET + 2], "little")
+        if frame_type == HDR_TYPE_ERR:
+            self.system[SystemCounters.ERROR_FRAMES_SENT].increment()
+        else:
+            self.system[SystemCounters.STATUS_MESSAGES_SENT].increment()
         self.send_control(frame, source)

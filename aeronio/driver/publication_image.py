@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from aeronio.counters import Counter
+from aeronio.counters import Counter, SystemCounters
 from aeronio.driver.channel_endpoints import ReceiveChannelEndpoint
 from aeronio.driver.client_proxy import ClientProxy
 from aeronio.driver.raw_log_factory import free_log
@@ -129,6 +129,7 @@ class PublicationImage:
             error_message=reason.encode(),
         ).encode()
         self.send_control(frame)
+        self.receiver.system[SystemCounters.ERROR_FRAMES_SENT].increment()
         self._end(now_ns, frame)
 
     def _end(self, now_ns: int, farewell: bytes | None) -> None:

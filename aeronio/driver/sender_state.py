@@ -341,6 +341,7 @@ class SenderStateMachine:
             if count == 0:
                 break
             self.system[SystemCounters.RETRANSMITS_SENT].increment(count)
+            self.system[SystemCounters.RETRANSMITTED_BYTES].increment(covered)
             term_offset += covered
 
     def _setup(self) -> bytes:

@@ -9,7 +9,8 @@ import numpy
 import pytest
 
 import aeronio
-from aeronio.counters import CountersReader
+from aeronio.cnc import CONTROL_PROTOCOL_VERSION
+from aeronio.counters import CountersReader, control_protocol_version
 from aeronio.errors import DriverNotFoundError, DriverTimeoutError
 from aeronio.protocol import control as p
 from tests.aeron_c.streams import COUNT, SIZES, expected, receive, send_to_pyaeron
@@ -43,6 +44,20 @@ async def test_the_readme_example_runs_on_a_c_drivers_directory(aeron_c):
                 break
         assert aeron.driver_pid == driver_pid
     assert received == [(b"hello", 64), (b"world", 128), (b"claimed!", 192)]
+
+
+async def test_the_next_session_ids_come_from_the_c_drivers_sequence(aeron_c):
+    """Aeron's C driver shows control protocol 1.0.0 (its system counter, id 43): aeronio's
+    client asks it for the next session ids (GET_NEXT_AVAILABLE_SESSION_ID), which come from
+    the driver's sequence, one after the other, and a publication added then takes the next."""
+    dir = aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
+    async with aeronio.connect(dir) as aeron:
+        assert control_protocol_version(aeron.counters) == CONTROL_PROTOCOL_VERSION
+        first = await aeron.next_session_id(7)
+        assert await aeron.next_session_id(7) == first + 1
+        publication = await aeron.add_publication(IPC, 7)
+        assert publication.session_id == first + 2
 
 
 async def test_a_pyaeron_publication_reaches_an_aeronio_subscription_and_its_image_goes(aeron_c):

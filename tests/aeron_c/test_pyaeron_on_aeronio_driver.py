@@ -220,6 +220,7 @@ def test_a_revoked_ipc_publication_ends_at_once_for_its_subscribers(aeron_c):
     dir = _aeronio_driver(aeron_c, "standalone")
     client = aeron_c.pyaeron("revoke_ipc", dir=dir, stream_id=6, count=10, timeout_s=10)
     assert client.expect_json("revoked", 60) == {"image_gone": True, "image_revoked": True}
+    assert system_counters(dir)[SystemCounters.PUBLICATIONS_REVOKED] == 1
 
 
 def test_an_ipc_image_rejected_by_aerons_client_is_unlinked_then_linked_again(aeron_c):
@@ -247,6 +248,9 @@ def test_an_ipc_image_rejected_by_aerons_client_is_unlinked_then_linked_again(ae
         "error_message": "no room for it",
     }
     assert rejected["connected"] is False
+    counted = system_counters(dir)
+    assert counted[SystemCounters.IMAGES_REJECTED] == 1
+    assert counted[SystemCounters.ERROR_FRAMES_SENT] == 0  # an IPC image's: no frame
 
 
 def test_an_invalid_channel_is_refused_with_aerons_code(aeron_c):
@@ -382,11 +386,16 @@ def test_static_counters_and_publications_named_as_aerons_c_client_names_them(ae
     outlives the client); it names a publication by its add's correlation id: its
     REMOVE_DESTINATION_BY_ID is answered (with the publication's id where the destination's
     goes, as that client writes it: nothing removed, as Aeron's driver does) and its
-    REMOVE_PUBLICATION releases the publication while the client lives."""
+    REMOVE_PUBLICATION releases the publication while the client lives. aeronio's driver shows
+    Aeron's "Control protocol version" system counter, so the client asks it for the next
+    session ids (consecutive, from the driver's sequence) rather than making random ones."""
     dir = _aeronio_driver(aeron_c, "standalone")
     client = aeron_c.pyaeron("commands_1_53", dir=dir, static_type_id=1006, registration_id=777)
-    first, second = client.expect_json("answered", 30)["counter_ids"]
+    answered = client.expect_json("answered", 30)
+    first, second = answered["counter_ids"]
     assert first == second
+    session_id, next_session_id = answered["session_ids"]
+    assert next_session_id == session_id + 1
     with CountersReader.open(dir) as reader:
         assert reader.get_counter_registration_id(first) == 777
         assert reader.get_counter_owner_id(first) == -1

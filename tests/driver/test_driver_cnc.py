@@ -9,7 +9,7 @@ from aeronio import connect
 from aeronio.cnc import CNC_FILE, CNC_VERSION, HEADER_LENGTH, CncFile
 from aeronio.concurrent import ring_buffer
 from aeronio.concurrent.error_log import DistinctErrorLog, read_error_log
-from aeronio.counters import SYSTEM_COUNTER_TYPE_ID, CountersReader, SystemCounters
+from aeronio.counters import CountersReader, SystemCounters
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.errors import AeronError
 from tests.support.procs import await_until
@@ -37,8 +37,10 @@ async def test_the_driver_writes_cnc_dat_and_beats_in_its_to_driver_trailer(tmp_
             assert struct.unpack_from("<q", raw, heartbeat_at) == (first,)
             await await_until(lambda: cnc.driver_heartbeat_ms > first, 10, "the next heartbeat")
         with CountersReader.open(dir) as reader:
-            system = [c for c in reader.for_each() if c.type_id == SYSTEM_COUNTER_TYPE_ID]
-            assert [c.label for c in system] == [d.label for d in SystemCounters]
+            system = list(reader.for_each())[: len(SystemCounters)]
+            assert [(c.id, c.type_id) for c in system] == [(d, d.type_id) for d in SystemCounters]
+            labels = zip(system, SystemCounters, strict=True)
+            assert all(c.label.startswith(d.label) for c, d in labels)
             assert reader.driver_pid == os.getpid()
     finally:
         await driver.close()

@@ -11,6 +11,7 @@ import pytest
 import aeronio
 from aeronio._core import FRAME_ALIGNMENT, HEADER_LENGTH
 from aeronio.client.subscription import MAX_LOST_IMAGES
+from aeronio.counters import SystemCounters
 from aeronio.driver import publication_image, receiver_state
 from aeronio.logbuffer import descriptor
 from aeronio.protocol import control as p
@@ -315,4 +316,8 @@ async def test_a_network_image_whose_log_is_refused_is_rejected_and_its_publishe
                 f"{log_file} is refused here",
             )
         ]
+        counted = aeron.counters.get_counter_value
+        assert counted(SystemCounters.IMAGES_REJECTED) == 1
+        assert counted(SystemCounters.ERROR_FRAMES_SENT) >= 1  # the publisher was told by one
+        assert counted(SystemCounters.ERROR_FRAMES_RECEIVED) >= 1
         await _both_deliver(subscription, other, refused)

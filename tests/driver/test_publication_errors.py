@@ -8,6 +8,7 @@ import logging
 import pytest
 
 import aeronio
+from aeronio.counters import SystemCounters
 from aeronio.protocol import control as p
 from tests.support.procs import await_until
 from tests.support.ring_client import RingClient
@@ -112,3 +113,4 @@ async def test_an_image_its_subscriber_rejects_goes_and_its_publisher_is_told():
             (publication.registration_id, p.IMAGE_REJECTED, "not wanted")
         ]
         assert not publication.is_connected
+        assert aeron.counters.get_counter_value(SystemCounters.IMAGES_REJECTED) == 1

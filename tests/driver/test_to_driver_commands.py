@@ -689,7 +689,7 @@ async def test_removes_of_unknown_ids_have_aerons_codes_and_a_removed_counter_is
     ) == p.UnavailableCounter(add.correlation_id, counter_id)
 
 
-@pytest.mark.parametrize("driver", [{"max_counters": 32}], indirect=True)
+@pytest.mark.parametrize("driver", [{"max_counters": 64}], indirect=True)
 async def test_a_subscription_refused_for_want_of_counters_is_answered_once_and_not_kept(
     driver, client
 ):

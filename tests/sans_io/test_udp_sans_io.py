@@ -148,6 +148,8 @@ def test_lossy_duplicating_reordering_network_delivers_everything_once_in_order(
     assert system[SystemCounters.NAK_MESSAGES_SENT].get() > 0
     assert system[SystemCounters.NAK_MESSAGES_RECEIVED].get() > 0
     assert system[SystemCounters.RETRANSMITS_SENT].get() > 0
+    retransmitted = system[SystemCounters.RETRANSMITTED_BYTES].get()
+    assert retransmitted >= system[SystemCounters.RETRANSMITS_SENT].get() * _core.HEADER_LENGTH
     assert system[SystemCounters.STATUS_MESSAGES_SENT].get() > 0  # received: counted on reading
     limits = system[SystemCounters.SENDER_FLOW_CONTROL_LIMITS].get()
     assert session.sender.sender_bpe.get() == limits > 0

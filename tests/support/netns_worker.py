@@ -42,14 +42,11 @@ def message(seq: int) -> bytes:
 
 
 def system_counters(aeron) -> dict[str, int]:
-    """The driver's system counters (type 0), label -> value."""
-    from aeronio.counters import SYSTEM_COUNTER_TYPE_ID
+    """The driver's system counters (Aeron's and aeronio's own), label -> value."""
+    from aeronio.counters import SystemCounters
 
-    return {
-        info.label: info.value
-        for info in aeron.counters.for_each()
-        if info.type_id == SYSTEM_COUNTER_TYPE_ID
-    }
+    types = {descriptor.type_id for descriptor in SystemCounters}
+    return {info.label: info.value for info in aeron.counters.for_each() if info.type_id in types}
 
 
 async def publish_all(publication, count: int, stats: dict[str, int]) -> None:

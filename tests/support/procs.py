@@ -117,12 +117,13 @@ def counters_path(dir: str) -> str:
 
 def system_counters(dir: str) -> dict:
     """SystemCounters -> value, read from the counters in the driver's cnc.dat."""
-    from aeronio.counters import SYSTEM_COUNTER_TYPE_ID, CountersReader, SystemCounters
+    from aeronio.counters import CountersReader, SystemCounters
 
+    types = {descriptor.type_id for descriptor in SystemCounters}
     values = {}
     with CountersReader.open(counters_path(dir)) as reader:
         for info in reader.for_each():
-            if info.type_id == SYSTEM_COUNTER_TYPE_ID:
+            if info.type_id in types:
                 (descriptor,) = struct.unpack_from("=i", info.key)
                 values[SystemCounters(descriptor)] = info.value
     return values

@@ -276,9 +276,10 @@ def _error_frame(address: int) -> dict:
 
 def commands_1_53(pyaeron, dir: str, static_type_id: int, registration_id: int) -> None:
     """Aeron's C client adds the static counter of `static_type_id` and `registration_id` twice,
-    removes a manual multi-destination-cast destination by id and closes that publication; says
-    what it was answered, then stays until stdin ends. (Its GET_NEXT_AVAILABLE_SESSION_ID goes to
-    a driver only if the driver has Aeron's "Control protocol version" system counter, id 43.)"""
+    removes a manual multi-destination-cast destination by id and closes that publication, and
+    asks twice for the next session id of stream 8 (it asks the driver only if the driver's
+    "Control protocol version" system counter, id 43, says 1.0.0 or later; else it makes a
+    random one); says what it was answered, then stays until stdin ends."""
     import ctypes
 
     client = CClient(pyaeron, dir)
@@ -312,7 +313,13 @@ def commands_1_53(pyaeron, dir: str, static_type_id: int, registration_id: int) 
          mdc, ctypes.c_int64(registration_id))  # fmt: skip
     until("aeron_publication_async_destination_poll", destination)
     call("aeron_publication_close", mdc, None, None)
-    say("answered", {"counter_ids": counters})
+    session_ids = []
+    for _ in range(2):
+        pending, session_id = p(), ctypes.c_int32()
+        call("aeron_async_next_session_id", ctypes.byref(pending), aeron, 8)
+        until("aeron_async_next_session_id_poll", ctypes.byref(session_id), pending)
+        session_ids.append(session_id.value)
+    say("answered", {"counter_ids": counters, "session_ids": session_ids})
     stdin_closed().wait()
     client.close()
 

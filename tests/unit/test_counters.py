@@ -10,19 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from aeronio.cnc import CncFile
+import aeronio
+from aeronio.cnc import CONTROL_PROTOCOL_VERSION, CncFile
 from aeronio.counters import (
+    AERONIO_SYSTEM_COUNTER_TYPE_ID,
     PUBLISHER_LIMIT_TYPE_ID,
     RECORD_ALLOCATED,
     RECORD_RECLAIMED,
     RECORD_UNUSED,
     SUBSCRIBER_POSITION_TYPE_ID,
+    SYSTEM_COUNTER_TYPE_ID,
     CountersFileError,
     CountersFullError,
     CountersManager,
     CountersReader,
     SystemCounters,
     allocate_system_counters,
+    control_protocol_version,
 )
 from aeronio.errors import AeronError
 
@@ -184,20 +188,55 @@ def test_short_label_overwrites_longer_on_reuse(manager: CountersManager) -> Non
     assert manager.get_counter_label(cid) == "short"
 
 
-def test_system_counters(cnc: Path) -> None:
+# Aeron 1.53's system counters (aeron_counters.h ids, aeron_system_counters.c labels; "Errors"
+# and "Aeron software" carry Aeron's version there).
+AERON_1_53_SYSTEM_COUNTERS = [
+    "Bytes sent", "Bytes received", "Failed offers to ReceiverProxy",
+    "Failed offers to SenderProxy", "Failed offers to DriverConductorProxy", "NAKs sent",
+    "NAKs received", "Status Messages sent", "Status Messages received", "Heartbeats sent",
+    "Heartbeats received", "Retransmits sent", "Flow control under runs",
+    "Flow control over runs", "Invalid packets", "Errors", "Short sends",
+    "Failed attempts to free log buffers",
+    "Sender flow control limits, i.e. back-pressure events", "Unblocked Publications",
+    "Unblocked Control Commands", "Possible TTL Asymmetry", "ControllableIdleStrategy status",
+    "Loss gap fills", "Client liveness timeouts", "Resolution changes",
+    "Conductor max cycle time doing its work in ns",
+    "Conductor work cycle exceeded threshold count", "Sender max cycle time doing its work in ns",
+    "Sender work cycle exceeded threshold count", "Receiver max cycle time doing its work in ns",
+    "Receiver work cycle exceeded threshold count", "NameResolver max time in ns",
+    "NameResolver exceeded threshold count", "Aeron software", "Bytes currently mapped",
+    "Retransmitted bytes", "Retransmit Pool Overflow count", "Error Frames received",
+    "Error Frames sent", "Publications Revoked", "Publication Images Revoked", "Images rejected",
+    "Control protocol version", "Status Messages rejected",
+    "Failed offers to NativeResourceAgentProxy",
+]  # fmt: skip
+
+
+def test_system_counters_are_aerons_at_aerons_ids_then_aeronios(cnc: Path) -> None:
     manager = create(cnc, max_counters=64)
+    assert control_protocol_version(manager) == 0  # no system counters: an old driver's file
     counters = allocate_system_counters(manager)
-    assert len(SystemCounters) == 27
+    aerons = [d for d in SystemCounters if d.type_id == SYSTEM_COUNTER_TYPE_ID]
+    assert [d.label for d in aerons] == AERON_1_53_SYSTEM_COUNTERS
+    assert [int(d) for d in aerons] == list(range(46))
+    assert SystemCounters.CONTROL_PROTOCOL_VERSION == 43
+    assert [(int(d), d.type_id) for d in SystemCounters if d not in aerons] == [
+        (SystemCounters.NAKS_SUPPRESSED, AERONIO_SYSTEM_COUNTER_TYPE_ID),
+        (SystemCounters.LOW_STORAGE_WARNINGS, AERONIO_SYSTEM_COUNTER_TYPE_ID),
+    ]
     for descriptor, counter in counters.items():
         assert counter.id == descriptor
-        assert counter.label == descriptor.label
-        assert manager.get_counter_type_id(counter.id) == 0
+        assert manager.get_counter_type_id(counter.id) == descriptor.type_id
+        assert manager.get_counter_registration_id(counter.id) == descriptor
         assert manager.get_counter_key(counter.id)[:4] == struct.pack("=i", descriptor)
-    assert SystemCounters.BYTES_SENT.label == "Bytes sent"
-    assert SystemCounters.CLIENT_TIMEOUTS == 24
-    assert SystemCounters.CLIENT_TIMEOUTS.label == "Client liveness timeouts"
-    assert SystemCounters.NAKS_SUPPRESSED == 25
-    assert SystemCounters.LOW_STORAGE_WARNINGS == 26
+        if descriptor is not SystemCounters.AERON_VERSION:
+            assert counter.label == descriptor.label
+    version = counters[SystemCounters.AERON_VERSION]
+    assert version.label == f"Aeron software: aeronio version={aeronio.__version__}"
+    major, minor, patch = (int(part) for part in aeronio.__version__.split(".")[:3])
+    assert version.get() == (major << 16) | (minor << 8) | patch
+    assert counters[SystemCounters.CONTROL_PROTOCOL_VERSION].get() == 1 << 16  # 1.0.0
+    assert control_protocol_version(manager) == CONTROL_PROTOCOL_VERSION == 1 << 16
     counters[SystemCounters.ERRORS].increment()
     assert manager.get_counter_value(SystemCounters.ERRORS) == 1
     manager.close()
