@@ -135,13 +135,25 @@ class SenderStateMachine:
     # -- control frames in ------------------------------------------------------------
 
     def on_status_message(self, sm: StatusMessage, now_ns: int) -> None:
-        """A receiver's status message, heard at `now_ns` (counted where it is read)."""
+        """A receiver's status message, heard at `now_ns` (counted where it is read).
+
+        Out of reach: one (but a SETUP-eliciting one) whose consumption position is more than
+        half a term past the sender position, or more than a term behind it, is rejected and
+        counted (Status Messages rejected). Past: no receiver consumed what was not sent, and
+        flow control keeps the sender within a window (at most half a term) of its receivers
+        (Aeron 1.53's sender rejects these). Behind: Aeron's rejects more than half a term
+        behind, aeronio's only past the term that NAKs can still repair, so that a receiver
+        behind by up to a term still counts among those the end of the stream waits for."""
         if sm.is_setup_eliciting:
             if self.sender_position.get() >= self.log.end_of_stream_position:
                 return  # the stream ended and was sent: no new receiver to set up (as Aeron)
             self._setup_due = self._setup_elicited = True
             self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
             self._allow_new_data()
+            return
+        ahead = self._consumed(sm) - self.sender_position.get()
+        if not -self.term_length <= ahead <= self.term_length >> 1:
+            self.system[SystemCounters.STATUS_MESSAGES_REJECTED].increment()
             return
         if sm.is_end_of_stream:  # its farewell: what it read counts, it paces no more
             self._acknowledge(sm, now_ns)
@@ -220,14 +232,18 @@ class SenderStateMachine:
         self._update_acknowledged()
         self._update_receivers()
 
-    def _acknowledge(self, sm: StatusMessage, now_ns: int) -> None:
-        """A receiver's status message acknowledges what it consumed."""
-        position = d.compute_position(
+    def _consumed(self, sm: StatusMessage) -> int:
+        """The position a status message says its receiver consumed up to."""
+        return d.compute_position(
             sm.consumption_term_id,
             sm.consumption_term_offset,
             self.term_length,
             self.initial_term_id,
         )
+
+    def _acknowledge(self, sm: StatusMessage, now_ns: int) -> None:
+        """A receiver's status message acknowledges what it consumed."""
+        position = self._consumed(sm)
         previous = self._receivers_acked.get(sm.receiver_id)
         if previous is not None:
             position, now_ns = max(position, previous[0]), max(now_ns, previous[1])

@@ -405,23 +405,45 @@ def test_a_late_packet_reaching_past_the_receiver_position_leaves_nothing_behind
     assert bytes(log.term(0)[96:128]) == bytes([0xB1]) * 32
 
 
-def test_a_status_message_far_ahead_does_not_stop_the_sender(tmp_path):
-    """A garbage or forged status message may put the sender limit gigabytes ahead: the sender
-    still sends what the log has, a term at a time, and never raises."""
+def status_message_at(session: Session, consumed: int) -> StatusMessage:
+    """Receiver 99's status message of session 77, stream 10, saying it consumed up to
+    `consumed`, its window 1 MiB."""
+    term_id, term_offset = divmod(consumed, TERM_LENGTH)
+    return status_message(
+        session_id=77,
+        stream_id=10,
+        consumption_term_id=session.log.initial_term_id + term_id,
+        consumption_term_offset=term_offset,
+        receiver_window=1 << 20,
+        receiver_id=99,
+    )
+
+
+def test_a_status_message_out_of_reach_is_rejected_and_counted(tmp_path):
+    """A status message whose consumption position is more than half a term past the sender
+    position (garbage, or forged gigabytes ahead: as Aeron 1.53's sender) or more than a term
+    behind it (past repair) is rejected and counted, and moves nothing; one at either edge is
+    taken; the stream goes on. The sender used to take them all: one far ahead put its limit
+    gigabytes past its position."""
     session = Session(tmp_path, 8, loss=0, duplicate=0, reorder=0)
     while len(session.received) < 5:
         session.step(5)
     sender = session.sender
-    far = status_message(
-        session_id=77,
-        stream_id=10,
-        consumption_term_id=session.log.initial_term_id + 100_000,
-        consumption_term_offset=0,
-        receiver_window=1 << 20,
-        receiver_id=99,
-    )
-    sender.on_status_message(StatusMessage.decode(far.encode()), session.now)
-    assert sender.sender_limit.get() - sender.sender_position.get() > 2**32
+    rejected = session.system[SystemCounters.STATUS_MESSAGES_REJECTED]
+    position, limit = sender.sender_position.get(), sender.sender_limit.get()
+    half = TERM_LENGTH // 2
+    for consumed in (position + 100_000 * TERM_LENGTH, position + half + 32, position - 2**40):
+        sm = status_message_at(session, consumed)
+        sender.on_status_message(StatusMessage.decode(sm.encode()), session.now)
+    sm = status_message_at(session, position - TERM_LENGTH - 32)
+    sender.on_status_message(StatusMessage.decode(sm.encode()), session.now)
+    assert rejected.get() == 4
+    assert sender.sender_limit.get() == limit
+    for consumed in (position - TERM_LENGTH, position + half):
+        sm = status_message_at(session, consumed)
+        sender.on_status_message(StatusMessage.decode(sm.encode()), session.now)
+    assert rejected.get() == 4
+    assert sender.sender_limit.get() > limit
     while len(session.received) < 50:
         session.step(50)
     assert [m.data for m in session.received] == [message(i) for i in range(50)]
