@@ -105,6 +105,7 @@ class CncFile:
 
     def __init__(self, path: str, mapped: mmap.mmap):
         self.path = path
+        self.length = len(mapped)  # bytes mapped
         self._mmap: mmap.mmap | None = mapped
         view = memoryview(mapped)
         self._view: memoryview | None = view

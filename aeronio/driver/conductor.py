@@ -900,13 +900,22 @@ class DriverConductor:
         """What the conductor checks once per timer interval (`timer_interval_ns`, Aeron's
         `aeron.timer.interval`), apart from the data path: receiver liveness, the resources'
         lifecycle (client liveness, blocked publishers, lingering publications, dead images),
-        its heartbeat (cnc.dat's to-driver consumer heartbeat, as Aeron's)."""
+        its heartbeat (cnc.dat's to-driver consumer heartbeat, as Aeron's), the bytes mapped."""
         self.udp.on_timer(now_ns)
         self.resources.on_time_event(now_ns)
         self._relink_rejected(now_ns)
         if self.to_driver.check_blocked(now_ns):
             self.system[SystemCounters.UNBLOCKED_COMMANDS].increment()
         self.cnc.to_driver.set_consumer_heartbeat_time(time.time_ns() // 1_000_000)
+        self._sample_bytes_mapped()
+
+    def _sample_bytes_mapped(self) -> None:
+        """Aeron's "Bytes currently mapped", sampled: cnc.dat, the loss report and the logs of
+        the publications (lingering ones too) and images the driver holds."""
+        logs = [pub.log for pub in self.publications]
+        logs += [image.receiver.log for image in self.resources.images]
+        mapped = self.cnc.length + self.loss_report.length + sum(log.array.nbytes for log in logs)
+        self.system[SystemCounters.BYTES_CURRENTLY_MAPPED].set(mapped)
 
     def on_idle(self, idle: bool) -> None:
         """While the conductor parks, an append to a network publication wakes it to send."""

@@ -88,6 +88,7 @@ class LossReport:
 
     def __init__(self, mapped: np.ndarray):
         self._map: np.ndarray | None = mapped
+        self.length = len(mapped)  # bytes mapped
         self._buffer = AtomicBuffer(mapped)
         self._next_offset = 0
 

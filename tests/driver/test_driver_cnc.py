@@ -12,6 +12,8 @@ from aeronio.concurrent.error_log import DistinctErrorLog, read_error_log
 from aeronio.counters import CountersReader, SystemCounters
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.errors import AeronError
+from aeronio.protocol.layout import LOSS_REPORT_FILE
+from tests.support.ports import free_port
 from tests.support.procs import await_until
 
 
@@ -77,5 +79,39 @@ async def test_an_error_the_full_log_cannot_take_is_counted_and_logged(tmp_path,
         assert record.getMessage() == (
             "error log in cnc.dat full, unrecordable error: the second does not"
         )
+    finally:
+        await driver.close()
+
+
+async def test_the_bytes_mapped_are_cnc_dat_the_loss_report_and_the_logs(tmp_path):
+    """Aeron's "Bytes currently mapped", sampled each timer interval: cnc.dat, the loss report
+    and each log the driver maps (an IPC publication's; a UDP publication's and its image's),
+    each until it is freed."""
+    dir = str(tmp_path / "driver")
+    driver = await MediaDriver.launch(
+        dir=dir, timer_interval_ns=10_000_000, publication_linger_ns=0
+    ).start()
+    try:
+        files = (CNC_FILE, LOSS_REPORT_FILE)
+        base = sum(os.path.getsize(os.path.join(dir, name)) for name in files)
+        async with connect(dir) as aeron:
+            mapped = aeron.counters.counter(SystemCounters.BYTES_CURRENTLY_MAPPED)
+            await await_until(lambda: mapped.get() == base, 10, "cnc.dat and the loss report")
+            publication = await aeron.add_publication("aeron:ipc?term-length=64k", 5)
+            (log_file,) = [pub.log_file for pub in driver.conductor.publications]
+            log_length = os.path.getsize(log_file)
+            assert log_length > 3 * 64 * 1024
+            await await_until(lambda: mapped.get() == base + log_length, 10, "the log too")
+            await publication.close()
+            await await_until(lambda: mapped.get() == base, 10, "the log freed")
+            channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+            subscription = await aeron.add_subscription(channel, 6)
+            publication = await aeron.add_publication(channel, 6)
+            await subscription.wait_connected(timeout=10)
+            logs = [pub.log_file for pub in driver.conductor.publications]
+            logs += [image.log_file for image in driver.conductor.resources.images]
+            assert len(logs) == 2
+            both = base + sum(map(os.path.getsize, logs))
+            await await_until(lambda: mapped.get() == both, 10, "a UDP stream's two logs")
     finally:
         await driver.close()
