@@ -481,8 +481,8 @@ class SystemCounters(IntEnum):
     counter's label, `type_id` its type.
 
     Aeron's that aeronio's driver has nothing to count for stay 0: name resolution (25, 32, 33),
-    the agents' cycle times (26-31), the retransmit pool (37), a network image revoked (41) and
-    the native resource agent (45)."""
+    the sender's and receiver's cycle times (28-31: the data path in C is not timed), the
+    retransmit pool (37), a network image revoked (41) and the native resource agent (45)."""
 
     label: str
     type_id: int

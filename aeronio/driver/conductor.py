@@ -816,6 +816,7 @@ class DriverConductor:
             work, run = 0, True
         if not run:  # pending bookkeeping keeps an agent that spins running
             return work or int(schedule.pending and schedule.spins)
+        started_ns = time.monotonic_ns()
         reshaped = spins = False  # publications, images or subscribers may come or go
         timer = busy = schedule.timer_due(now_ns)
         traffic = int(data_path.moved > 0)
@@ -850,7 +851,16 @@ class DriverConductor:
                     deadlines_ns=[*self.udp.deadlines_ns(), *self._publication_deadlines()],
                     data_path_deadline_ns=self._data_path.deadline_ns(),
                 )
+                self._track_cycle(time.monotonic_ns() - started_ns)
         return traffic if spins else work
+
+    def _track_cycle(self, cycle_ns: int) -> None:
+        """The Python part of a duty cycle took `cycle_ns`: the longest is kept, and one over
+        `conductor_cycle_threshold_ns` counted (Aeron's conductor duty cycle tracker; the
+        sender's and receiver's, the data path in C, are not tracked)."""
+        self.system[SystemCounters.CONDUCTOR_MAX_CYCLE_TIME].propose_max(cycle_ns)
+        if cycle_ns > self.ctx.conductor_cycle_threshold_ns:
+            self.system[SystemCounters.CONDUCTOR_CYCLE_TIME_THRESHOLD_EXCEEDED].increment()
 
     def _publication_deadlines(self) -> list[int]:
         """Lingers' ends, and when the publications held short of pages look again."""

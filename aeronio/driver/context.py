@@ -56,6 +56,11 @@ class DriverContext(msgspec.Struct, kw_only=True):
     # The conductor's housekeeping interval (Aeron's aeron.timer.interval): client and image
     # liveness, lingering, its heartbeat. Idle, it parks until woken or the next deadline.
     timer_interval_ns: int = 1_000_000_000
+    # A duty cycle whose Python part (commands, control frames, bookkeeping, the timer) takes
+    # longer is counted ("Conductor work cycle exceeded threshold count"; the longest is
+    # "Conductor max cycle time"), as Aeron's aeron.driver.conductor.cycle.threshold: it held
+    # the event loop's thread that long.
+    conductor_cycle_threshold_ns: int = 100_000_000
     # Idle duty cycles that only yield to the loop, after work, before the driver parks.
     conductor_idle_spins: int = 100
     # Spin only while an IPC publication has subscribers: the one traffic that wakes the driver
@@ -116,6 +121,7 @@ class DriverContext(msgspec.Struct, kw_only=True):
             "client_keepalive_interval_ns",
             "timer_interval_ns",
             "command_watch_interval_ns",
+            "conductor_cycle_threshold_ns",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"{name} {getattr(self, name)} must be positive")

@@ -115,3 +115,33 @@ async def test_the_bytes_mapped_are_cnc_dat_the_loss_report_and_the_logs(tmp_pat
             await await_until(lambda: mapped.get() == both, 10, "a UDP stream's two logs")
     finally:
         await driver.close()
+
+
+async def test_a_duty_cycle_over_the_threshold_is_counted_and_the_longest_kept(
+    tmp_path, monkeypatch
+):
+    """Aeron's conductor cycle counters: the Python part of each duty cycle is timed, the
+    longest kept ("Conductor max cycle time"), one over `conductor_cycle_threshold_ns` counted
+    (here a timer tick that holds the loop for 50 ms, the threshold 20 ms)."""
+    dir = str(tmp_path / "driver")
+    driver = await MediaDriver.launch(
+        dir=dir, timer_interval_ns=10_000_000, conductor_cycle_threshold_ns=20_000_000
+    ).start()
+    try:
+        conductor = driver.conductor
+        on_timer, held = conductor._on_timer, []
+
+        def holding_timer(now_ns: int) -> None:
+            on_timer(now_ns)
+            if not held:
+                held.append(now_ns)
+                time.sleep(0.05)  # the event loop held, as a stuck duty cycle holds it
+
+        monkeypatch.setattr(conductor, "_on_timer", holding_timer)
+        with CountersReader.open(dir) as reader:
+            counted = reader.get_counter_value
+            exceeded = SystemCounters.CONDUCTOR_CYCLE_TIME_THRESHOLD_EXCEEDED
+            await await_until(lambda: counted(exceeded) >= 1, 10, "the long duty cycle counted")
+            assert counted(SystemCounters.CONDUCTOR_MAX_CYCLE_TIME) >= 50_000_000
+    finally:
+        await driver.close()
