@@ -403,7 +403,7 @@ def test_min_flow_control_slow_and_dead_receiver(bridge: NetnsBridge, procs: Pro
         f"{held['snd_pos'] - paused_at}); resumed, the publisher moved after {resume_delay:.2f} s;"
         f" SIGKILLed, after {kill_delay:.2f} s; the other receiver got {result['received']} in "
         f"{result['seconds']:.1f} s; publisher flow control limits applied "
-        f"{pub_counters['Sender flow control limits applied']}"
+        f"{pub_counters[SystemCounters.SENDER_FLOW_CONTROL_LIMITS.label]}"
     )
     assert RECEIVER_TIMEOUT_S - 0.5 < kill_delay < RECEIVER_TIMEOUT_S + 3, released
     assert released["fc_receivers"] == 1, released
