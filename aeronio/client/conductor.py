@@ -331,14 +331,25 @@ class ClientConductor:
                 if future is not None and not future.done():
                     future.set_result(response)
 
+    def _holds_publication(self, registration_id: int) -> bool:
+        """A publication of this client's, or one whose add the driver has answered (the
+        answer read with what came after it, before the add's coroutine takes it up)."""
+        if any(pub.registration_id == registration_id for pub, _ in self._publications.values()):
+            return True
+        return any(
+            future.done()
+            and not future.cancelled()
+            and future.exception() is None
+            and isinstance(ready := future.result(), p.PublicationReady)
+            and ready.registration_id == registration_id
+            for future in self._pending.values()
+        )
+
     def _on_publication_error(self, error: p.PublicationError) -> None:
         """An error of one of this client's publications (a receiver's error frame, an image
         rejected): logged, and handed to the user's `publication_error_handler` (what it raises
         is logged). Other clients' publications' errors are theirs."""
-        if not any(
-            publication.registration_id == error.registration_id
-            for publication, _ in self._publications.values()
-        ):
+        if not self._holds_publication(error.registration_id):
             return
         log.warning(
             "aeronio client %d: publication %d (session %d, stream %d) got error %d from "

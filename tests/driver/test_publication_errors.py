@@ -59,6 +59,40 @@ async def test_a_publications_error_reaches_its_clients_handler_and_no_other_cli
         assert others == []
 
 
+async def test_an_error_read_with_its_publications_ready_reaches_the_handler():
+    """The driver may answer an add and report the new publication's error (its image rejected
+    at once) in one read of the to-clients buffer, before the add's coroutine takes the answer
+    up: the error is the client's all the same. It used to be dropped, as another client's."""
+    errors: list[p.PublicationError] = []
+    async with aeronio.connect(publication_error_handler=errors.append) as aeron:
+        conductor = aeron._conductor
+        dispatch = conductor._dispatch
+
+        def dispatch_with_an_error(response: p.Response) -> None:
+            dispatch(response)
+            if isinstance(response, p.PublicationReady):  # the add not yet resumed
+                dispatch(_rejected(response.registration_id, response.session_id))
+
+        conductor._dispatch = dispatch_with_an_error
+        publication = await aeron.add_exclusive_publication(CHANNEL, 5)
+    assert errors == [_rejected(publication.registration_id, publication.session_id)]
+
+
+def _rejected(registration_id: int, session_id: int) -> p.PublicationError:
+    return p.PublicationError(
+        registration_id=registration_id,
+        destination_registration_id=-1,
+        session_id=session_id,
+        stream_id=5,
+        receiver_id=-1,
+        group_tag=-1,
+        source_address="127.0.0.1",
+        source_port=0,
+        error_code=p.IMAGE_REJECTED,
+        error_message="rejected at once",
+    )
+
+
 async def test_a_handler_that_raises_is_logged_and_the_client_goes_on(caplog):
     def bad(error: p.PublicationError) -> None:
         raise RuntimeError("bad handler")
