@@ -22,6 +22,7 @@ cpdef enum:
     END_FRAG_FLAG = 0x40
     UNFRAGMENTED = 0xC0
     EOS_FLAG = 0x20
+    REVOKED_FLAG = 0x10  # with EOS on a heartbeat: its publication was revoked (Aeron 1.53)
 
     PARTITION_COUNT = 3
     # The limits of a term and of a message in it (LogBufferDescriptor, FrameDescriptor);

@@ -25,8 +25,9 @@ cdef class PublicationSender:
     last sent (a heartbeat is due `heartbeat_timeout_ns` after both), are this sender's.
 
     Heartbeat: a DATA header of length 0 at snd-pos, EOS-flagged once snd-pos reached the log's
-    end of stream. Sent by the DataPath while new data is allowed (`send_heartbeat`), else by the
-    state machine after what goes first (`heartbeat`)."""
+    end of stream, EOS- and REVOKED-flagged once the log says its publication was revoked. Sent
+    by the DataPath while new data is allowed (`send_heartbeat`), else by the state machine
+    after what goes first (`heartbeat`)."""
 
     cdef readonly MappedLog log
     cdef list _terms
@@ -189,7 +190,9 @@ cdef class PublicationSender:
         if now_ns < self.heartbeat_deadline():
             return False
         position = aio_load_i64(self.position)
-        if position >= aio_load_i64(self.log.meta + LOG_END_OF_STREAM_POSITION_OFFSET):
+        if aio_load_i32(self.log.meta + LOG_IS_PUBLICATION_REVOKED_OFFSET) & 0xFF:
+            flags |= EOS_FLAG | REVOKED_FLAG  # the stream ends here, revoked (Aeron 1.53)
+        elif position >= aio_load_i64(self.log.meta + LOG_END_OF_STREAM_POSITION_OFFSET):
             flags |= EOS_FLAG
         memset(frame, 0, HEADER_LENGTH)
         frame[FLAGS_FIELD_OFFSET] = <char> flags

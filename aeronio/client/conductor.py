@@ -529,11 +529,13 @@ class ClientConductor:
         self._publications[id(publication)] = (publication, appender)
         return publication
 
-    async def release_publication(self, publication: Publication) -> None:
-        """`publication` closed (its appender first): let go of its log, remove it."""
+    async def release_publication(self, publication: Publication, revoke: bool) -> None:
+        """`publication` closed (its appender first): let go of its log, remove it (revoked:
+        REMOVE_PUBLICATION's REVOKE flag)."""
         self._publications.pop(id(publication), None)
         self._unmap_log(publication.log_file)
-        await self._remove(p.RemovePublication, publication.registration_id)
+        flags = p.REMOVE_PUBLICATION_FLAG_REVOKE if revoke else 0
+        await self._remove(p.RemovePublication, publication.registration_id, flags)
 
     async def add_subscription(
         self,
@@ -594,11 +596,12 @@ class ClientConductor:
         self,
         kind: type[p.RemovePublication | p.RemoveSubscription | p.RemoveCounter],
         registration_id: int,
+        *flags: int,
     ) -> None:
         """Ask the driver to remove what `registration_id` made (unless it is gone, or this
         client is closed: then the driver removes it with the client)."""
         if not self.is_closed and not self.lost:
-            command = kind(self.next_correlation_id(), self.client_id, registration_id)
+            command = kind(self.next_correlation_id(), self.client_id, registration_id, *flags)
             await self.request(command, p.OperationSuccess)
 
     async def add_static_counter(

@@ -341,12 +341,22 @@ class Publication(_core.PublicationBase):
 
     async def close(self) -> None:
         """Stop offering (further offers return CLOSED) and release the publication."""
+        await self._release(revoke=False)
+
+    async def revoke(self) -> None:
+        """Close it revoked (Aeron's revoke): its stream ends where it stopped, at once, not
+        drained. Its subscribers' images go at once with what they had not read (their
+        `is_publication_revoked` says why), a network publication's receivers' too. The
+        driver revokes the publication whoever else holds it."""
+        await self._release(revoke=True)
+
+    async def _release(self, revoke: bool) -> None:
         if self._released:
             return
         self._released = True
         self._appender.close()
         self._signals.limit.ring()  # an offer parked on this publication sees CLOSED at once
-        await self._conductor.release_publication(self)
+        await self._conductor.release_publication(self, revoke)
 
     async def __aenter__(self) -> Publication:
         return self

@@ -150,6 +150,13 @@ class Image:
         return self._reader.is_end_of_stream
 
     @property
+    def is_publication_revoked(self) -> bool:
+        """Its publication was revoked (Aeron's Image.isPublicationRevoked): its stream ended
+        where its publisher stopped, and the image goes at once, with what was not read."""
+        revoked = self.metadata.get_int32_volatile(descriptor.LOG_IS_PUBLICATION_REVOKED_OFFSET)
+        return bool(revoked & 0xFF)
+
+    @property
     def is_closed(self) -> bool:
         """The image went: its polls return 0 (the client conductor closed its reader)."""
         return self._reader.is_closed
@@ -248,10 +255,11 @@ class Subscription(_core.SubscriptionBase):
         self._set_images([i for i in self._images if i is not image])
         if not image.is_end_of_stream and len(self._lost) < MAX_LOST_IMAGES:
             position = image.taken_position
+            why = " (its publication was revoked)" if image.is_publication_revoked else ""
             self._lost.append(
                 ImageUnavailableError(
                     f"the image of session {image.session_id} on {self.channel} stream "
-                    f"{self.stream_id} went away at position {position}, before its end",
+                    f"{self.stream_id} went away at position {position}, before its end{why}",
                     session_id=image.session_id,
                     stream_id=self.stream_id,
                     position=position,

@@ -482,7 +482,7 @@ class SystemCounters(IntEnum):
 
     Aeron's that aeronio's driver has nothing to count for stay 0: name resolution (25, 32, 33),
     the sender's and receiver's cycle times (28-31: the data path in C is not timed), the
-    retransmit pool (37), a network image revoked (41) and the native resource agent (45)."""
+    retransmit pool (37) and the native resource agent (45)."""
 
     label: str
     type_id: int

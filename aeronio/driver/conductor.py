@@ -468,22 +468,15 @@ class DriverConductor:
         self.proxy.operation_success(client.send, command.correlation_id)
 
     def _revoke_publication(self, registration_id: int, now_ns: int) -> None:
-        """An IPC publication revoked ends at once (`DriverPublication.revoke`); a network one
-        is released as if not revoked (its receivers get all of it: aeronio's sender sends no
-        revoked flag), the refusal recorded."""
+        """A publication revoked ends at once, not drained (`DriverPublication.revoke`; a
+        network one's heartbeats then say so to its receivers)."""
         publication = next(
             (pub for pub in self.publications if pub.registration_id == registration_id), None
         )
         if publication is None or publication.state is not State.ACTIVE:
             return
-        if isinstance(publication, IpcPublication):
-            publication.revoke(now_ns)
-            self.system[SystemCounters.PUBLICATIONS_REVOKED].increment()
-        else:
-            self.record_error(
-                f"publication {registration_id} on {publication.channel} released, not "
-                "revoked: aeronio's driver revokes IPC publications only"
-            )
+        publication.revoke(now_ns)
+        self.system[SystemCounters.PUBLICATIONS_REVOKED].increment()
 
     def _release_publication(self, registration_id: int, now_ns: int) -> None:
         for publication in self.publications:

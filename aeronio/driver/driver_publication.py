@@ -89,6 +89,7 @@ class DriverPublication:
         self._report = parts.report  # where what a publication lost is said (the error log)
         self.ref_count = 1
         self.state = State.ACTIVE
+        self.revoked = False
         self.subscribers: list[SubscriberPosition] = []
         self.time_of_state_change_ns = 0
         self.released_ns = 0  # when the last client let go
@@ -250,6 +251,7 @@ class DriverPublication:
         self.publisher_limit.set(end)
         self.log.mapped.set_end_of_stream_position(end)
         self.log.set_publication_revoked()
+        self.revoked = True
         self._release_subscribers()
         self._subscribers_changed()
         self.state = State.LINGER

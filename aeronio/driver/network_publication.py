@@ -13,6 +13,10 @@ is lost when the driver goes (Aeron lingers for the whole linger timeout, or unt
 receiver says it closed). The linger timeout bounds it, and it ends when no receiver is left
 (none heard for RECEIVER_TIMEOUT_NS) once its spies have read it all; ended with data not
 acknowledged or read, it is reported (`report_loss`).
+
+Revoked, it ends at once where its publishers stopped (`DriverPublication.revoke`): its sender
+sends what was appended as flow control allows, then heartbeats flagged EOS and REVOKED, which
+end its receivers' images at once, for its whole linger (as Aeron 1.53's).
 """
 
 from __future__ import annotations
@@ -94,8 +98,9 @@ class NetworkPublication(DriverPublication):
 
     @property
     def awaiting_delivery(self) -> bool:
-        """Released and not yet delivered: draining, then lingering until acknowledged."""
-        return self.state is State.DRAINING or self.state is State.LINGER
+        """Released and not yet delivered: draining, then lingering until acknowledged (not
+        revoked: the rest is not delivered)."""
+        return not self.revoked and (self.state is State.DRAINING or self.state is State.LINGER)
 
     def _spies_read_all(self) -> bool:
         spies = slowest(self.subscribers)
@@ -108,7 +113,13 @@ class NetworkPublication(DriverPublication):
     def _linger_ended(self, now_ns: int) -> bool:
         """Delivered; or no receiver heard lately left to deliver to (nor a spy that simulates
         a connection), once its spies have read it all (Aeron's draining waits for them); or
-        the linger timed out."""
+        the linger timed out. Revoked, it lingers its whole linger, as Aeron's, and at least
+        until a heartbeat told its receivers (their images end at once), if it has any;
+        nothing it had is reported lost."""
+        if self.revoked:
+            sender = self.sender
+            told = sender.heartbeat_sent_since(self.released_ns) or not sender.receivers_heard
+            return told and now_ns >= self.linger_deadline_ns()
         if self._delivered():
             return True
         if not (self.sender.receivers_heard or self.sender.spies_connected):
@@ -130,7 +141,7 @@ class NetworkPublication(DriverPublication):
         return deadline
 
     def undelivered(self) -> str | None:
-        if self.state is State.ACTIVE:
+        if self.state is State.ACTIVE or self.revoked:
             return None
         end = self.log.end_of_stream_position
         acknowledged = self.sender.acknowledged_position

@@ -97,10 +97,14 @@ class PublicationImage:
 
     def on_time_event(self, now_ns: int) -> None:
         """End once not alive: silent, or its stream ended and consumed to its end (telling its
-        subscribers before would make them drop what they had not read yet). The senders of a
+        subscribers before would make them drop what they had not read yet); at once once its
+        publication was revoked (what they had not read is not theirs). The senders of a
         stream that ended get the image's farewell, then again in answer to what they send
         during the cool-down; those of a silent image are not heard, and get none."""
         receiver = self.receiver
+        if receiver.revoked and not self._ended:  # gone at once, not drained (as Aeron's)
+            self._end(now_ns, self._say_farewell())
+            return
         consumed = self.consumption()
         drained = consumed is None or consumed >= receiver.rebuild_position.get()
         silent = now_ns - receiver.time_of_last_packet_ns > IMAGE_LIVENESS_TIMEOUT_NS

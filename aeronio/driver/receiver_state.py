@@ -30,6 +30,7 @@ from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol.frames import (
     EOS_FLAG,
     HDR_TYPE_PAD,
+    REVOKED_FLAG,
     SM_EOS_FLAG,
     data_header,
     nak_frame,
@@ -113,6 +114,7 @@ class ReceiverStateMachine:
         self._last_consumption: int | None = None
         self._set_limit(join_position)
         self.end_of_stream_position: int | None = None
+        self.revoked = False  # its publication said it was revoked
 
     def _position(self, term_id: int, term_offset: int) -> int:
         return d.compute_position(term_id, term_offset, self.term_length, self.initial_term_id)
@@ -147,11 +149,17 @@ class ReceiverStateMachine:
 
     def on_heartbeat(self, term_id: int, term_offset: int, flags: int, now_ns: int) -> None:
         """A heartbeat tells where the stream's end is, which reveals a lost tail (the router
-        takes those without EOS of known images in C: ImageRebuilder.on_heartbeat)."""
+        takes those without EOS of known images in C: ImageRebuilder.on_heartbeat). One also
+        flagged REVOKED says its publication was revoked (Aeron 1.53): the log says so too,
+        for the image's clients, and it is counted; the image then ends at once."""
         if self.rebuilder.heartbeat(term_id, term_offset, now_ns) and flags & EOS_FLAG:
             position = self._position(term_id, term_offset)
             self.end_of_stream_position = position
             self.log.mapped.set_end_of_stream_position(position)
+            if flags & REVOKED_FLAG and not self.revoked:
+                self.revoked = True
+                self.log.set_publication_revoked()
+                self.system[SystemCounters.PUBLICATION_IMAGES_REVOKED].increment()
 
     def status_message_due(self, now_ns: int) -> None:
         """Send a status message at the next duty cycle (a sender newly heard waits for one)."""

@@ -272,10 +272,13 @@ class SenderStateMachine:
         return acknowledged and self.end_of_stream_sent(end, ended_ns)
 
     def end_of_stream_sent(self, end: int, ended_ns: int) -> bool:
+        return self.sender_position.get() >= end and self.heartbeat_sent_since(ended_ns)
+
+    def heartbeat_sent_since(self, since_ns: int) -> bool:
+        """A heartbeat went out after `since_ns` and after the last data (flagged as the log
+        said then: end of stream, revoked)."""
         sender = self.data_sender
-        return self.sender_position.get() >= end and sender.time_of_last_heartbeat_ns > max(
-            sender.time_of_last_data_ns, ended_ns
-        )
+        return sender.time_of_last_heartbeat_ns > max(sender.time_of_last_data_ns, since_ns)
 
     def _update_receivers(self) -> None:
         if self.receivers is not None:

@@ -40,6 +40,7 @@ from aeronio._core import (  # the DATA/PAD layout, defined once in cython_core/
     FRAME_ALIGNMENT,
     HDR_TYPE_DATA,
     HDR_TYPE_PAD,
+    REVOKED_FLAG,
     UNFRAGMENTED,
 )
 from aeronio.errors import AeronError
@@ -62,7 +63,8 @@ FRAME_TYPE_NAMES = {
     HDR_TYPE_RTTM: "RTTM",
     HDR_TYPE_EXT: "EXT",
 }
-__all__ = ["BEGIN_FRAG_FLAG", "END_FRAG_FLAG", "EOS_FLAG", "UNFRAGMENTED"]  # DATA/PAD flags
+# DATA/PAD flags (REVOKED_FLAG: with EOS on a heartbeat, the publication was revoked)
+__all__ = ["BEGIN_FRAG_FLAG", "END_FRAG_FLAG", "EOS_FLAG", "REVOKED_FLAG", "UNFRAGMENTED"]
 
 # Status Message flags: the receiver asks the sender for a SETUP (setup-eliciting SM); the
 # receiver's image of the stream ended, this is where it left it (Aeron 1.53's EOS-flagged SM).

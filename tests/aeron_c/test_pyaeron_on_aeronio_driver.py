@@ -223,6 +223,36 @@ def test_a_revoked_ipc_publication_ends_at_once_for_its_subscribers(aeron_c):
     assert system_counters(dir)[SystemCounters.PUBLICATIONS_REVOKED] == 1
 
 
+@pytest.mark.parametrize(
+    ("publisher", "subscriber"),
+    [("aeron-c", "aeronio"), ("aeronio", "aeron-c"), ("aeronio", "aeronio")],
+)
+def test_a_revoked_udp_publication_ends_its_receivers_images_at_once(
+    aeron_c, free_port, publisher, subscriber
+):
+    """Aeron's C client revokes an exclusive UDP publication on one driver; the image of Aeron's
+    C client on the other driver goes at once, unread, and says its publication was revoked:
+    Aeron 1.53's sender heartbeats flagged EOS and REVOKED, understood both ways. aeronio's
+    driver counts both ends ("Publications Revoked", "Publication Images Revoked"). Its sender
+    used to release a revoked publication as if closed (its receivers drained it all), and its
+    receiver took a revoked heartbeat for an end of stream."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port}|term-length=64k"
+    receiving, sending = _driver_dir(aeron_c, subscriber), _driver_dir(aeron_c, publisher)
+    watcher = aeron_c.pyaeron("watch_image", dir=receiving, channel=channel, stream_id=9,
+                              timeout_s=30)  # fmt: skip
+    revoker = aeron_c.pyaeron("revoke_publication", dir=sending, channel=channel, stream_id=9,
+                              count=10)  # fmt: skip
+    session_id = revoker.expect_json("offered", 30)["session_id"]
+    assert watcher.expect_json("image", 30) == {"session_id": session_id}
+    revoker.send("revoke")
+    revoker.expect("revoked", 30)
+    assert watcher.expect_json("watched", 60) == {"image_gone": True, "image_revoked": True}
+    if publisher == "aeronio":
+        assert system_counters(sending)[SystemCounters.PUBLICATIONS_REVOKED] == 1
+    if subscriber == "aeronio":
+        assert system_counters(receiving)[SystemCounters.PUBLICATION_IMAGES_REVOKED] == 1
+
+
 def test_an_ipc_image_rejected_by_aerons_client_is_unlinked_then_linked_again(aeron_c):
     """aeron_image_reject (REJECT_IMAGE, fire and forget) of an IPC image: as Aeron's driver,
     aeronio's tells the publication's client its error in Aeron's layout (its publication

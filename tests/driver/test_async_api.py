@@ -1006,10 +1006,10 @@ async def test_requests_meeting_their_clients_close(aeron, monkeypatch):
     conductor = client._conductor
     release, gate = conductor.release_publication, asyncio.Event()
 
-    async def release_when_let(publication):
+    async def release_when_let(publication, revoke):
         if publication is not late:
             await gate.wait()
-        await release(publication)
+        await release(publication, revoke)
 
     send = conductor.transport.send
 

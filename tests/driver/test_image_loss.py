@@ -28,6 +28,7 @@ class LostImage:
 
     _reader = None
     is_end_of_stream = False
+    is_publication_revoked = False
     session_id = 7
     taken_position = 4096
 

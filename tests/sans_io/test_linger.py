@@ -285,6 +285,7 @@ def image_whose_stream_ended(
         rebuild_position=Slot(1024),
         time_of_last_packet_ns=0,
         is_alive=lambda now_ns: False,  # ended and rebuilt to its end
+        revoked=False,
         farewell=lambda left_at: b"farewell" if left_at is None else b"farewell at %d" % left_at,
         log=SimpleNamespace(
             metadata=AtomicBuffer(np.zeros(LOG_META_DATA_LENGTH, np.uint8)),

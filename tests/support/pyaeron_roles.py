@@ -352,6 +352,71 @@ def revoke_ipc(pyaeron, dir: str, stream_id: int, count: int, timeout_s: float) 
     client.close()
 
 
+def revoke_publication(pyaeron, dir: str, channel: str, stream_id: int, count: int) -> None:
+    """Add an exclusive publication of `channel` and `stream_id`; once connected, offer `count`
+    messages, say its session id, and revoke it when told "revoke" on stdin (then say so); stay
+    until stdin ends."""
+    import ctypes
+
+    client = CClient(pyaeron, dir)
+    c, call, until, aeron = client.c, client.call, client.until, client.aeron
+    c.aeron_exclusive_publication_offer.restype = ctypes.c_int64
+    c.aeron_exclusive_publication_is_connected.restype = ctypes.c_bool
+    pending, publication = ctypes.c_void_p(), ctypes.c_void_p()
+    call("aeron_async_add_exclusive_publication", ctypes.byref(pending), aeron, channel.encode(),
+         stream_id)  # fmt: skip
+    until(lambda: call("aeron_async_add_exclusive_publication_poll", ctypes.byref(publication),
+                       pending), "the publication")  # fmt: skip
+    until(lambda: c.aeron_exclusive_publication_is_connected(publication), "a subscriber")
+    message = b"x" * 100
+    for _ in range(count):
+        until(lambda: c.aeron_exclusive_publication_offer(publication, message, len(message),
+                                                          None, None) > 0, "an offer")  # fmt: skip
+    constants = (ctypes.c_int64 * 12)()  # aeron_publication_constants_t: session id @68
+    call("aeron_exclusive_publication_constants", publication, constants)
+    say("offered", {"session_id": ctypes.c_int32.from_buffer(constants, 68).value})
+    for line in sys.stdin:
+        if line.strip() == "revoke":
+            break
+    call("aeron_exclusive_publication_revoke", publication, None, None)
+    say("revoked")
+    stdin_closed().wait()
+    client.close()
+
+
+def watch_image(pyaeron, dir: str, channel: str, stream_id: int, timeout_s: float) -> None:
+    """Subscribe to `channel` and `stream_id` and read nothing; once an image came, say its
+    session id, then wait up to `timeout_s` for it to go; say whether it went and whether it
+    says its publication was revoked (aeron_image_is_publication_revoked)."""
+    import ctypes
+
+    client = CClient(pyaeron, dir)
+    c, call, until, aeron = client.c, client.call, client.until, client.aeron
+    c.aeron_subscription_image_at_index.restype = ctypes.c_void_p
+    c.aeron_image_is_publication_revoked.restype = ctypes.c_bool
+    pending, subscription = ctypes.c_void_p(), ctypes.c_void_p()
+    call("aeron_async_add_subscription", ctypes.byref(pending), aeron, channel.encode(),
+         stream_id, None, None, None, None)  # fmt: skip
+    until(lambda: call("aeron_async_add_subscription_poll", ctypes.byref(subscription), pending),
+          "the subscription")  # fmt: skip
+    until(lambda: call("aeron_subscription_image_count", subscription) >= 1, "an image")
+    image = ctypes.c_void_p(c.aeron_subscription_image_at_index(subscription, 0))
+    call("aeron_subscription_image_retain", subscription, image)
+    constants = (ctypes.c_int64 * 9)()  # aeron_image_constants_t: session id @56
+    call("aeron_image_constants", image, constants)
+    say("image", {"session_id": ctypes.c_int32.from_buffer(constants, 56).value})
+    deadline = time.monotonic() + timeout_s
+    while call("aeron_subscription_image_count", subscription) and time.monotonic() < deadline:
+        time.sleep(POLL_PAUSE_S)
+    say("watched", {
+        "image_gone": call("aeron_subscription_image_count", subscription) == 0,
+        "image_revoked": bool(c.aeron_image_is_publication_revoked(image)),
+    })  # fmt: skip
+    call("aeron_subscription_image_release", subscription, image)
+    stdin_closed().wait()
+    client.close()
+
+
 def _local_sockaddrs(client: CClient, function: str, handle) -> list[str]:
     """What `function` (aeron_subscription_local_sockaddrs, aeron_publication_local_sockaddrs)
     finds for `handle`: up to 4 addresses."""
@@ -550,6 +615,8 @@ ROLES = {
     "commands_1_53": commands_1_53,
     "request_termination": request_termination,
     "revoke_ipc": revoke_ipc,
+    "revoke_publication": revoke_publication,
+    "watch_image": watch_image,
     "channel_status": channel_status,
     "reject_ipc_image": reject_ipc_image,
     "reject_image": reject_image,
