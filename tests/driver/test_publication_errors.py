@@ -36,20 +36,7 @@ async def test_a_publications_error_reaches_its_clients_handler_and_no_other_cli
                 await await_until(lambda: errors, 10, "the publication's error")
         finally:
             rejecter.close()
-        assert errors == [
-            p.PublicationError(
-                registration_id=publication.registration_id,
-                destination_registration_id=-1,
-                session_id=publication.session_id,
-                stream_id=5,
-                receiver_id=-1,
-                group_tag=-1,
-                source_address="127.0.0.1",
-                source_port=0,
-                error_code=p.IMAGE_REJECTED,
-                error_message="not wanted",
-            )
-        ]
+        assert errors == [_rejected(publication, "not wanted")]
         assert (
             f"aeronio client {aeron.client_id}: publication {publication.registration_id} "
             f"(session {publication.session_id}, stream 5) got error 13 from receiver -1 at "
@@ -71,25 +58,28 @@ async def test_an_error_read_with_its_publications_ready_reaches_the_handler():
         def dispatch_with_an_error(response: p.Response) -> None:
             dispatch(response)
             if isinstance(response, p.PublicationReady):  # the add not yet resumed
-                dispatch(_rejected(response.registration_id, response.session_id))
+                dispatch(_rejected(response, "rejected at once"))
 
         conductor._dispatch = dispatch_with_an_error
         publication = await aeron.add_exclusive_publication(CHANNEL, 5)
-    assert errors == [_rejected(publication.registration_id, publication.session_id)]
+    assert errors == [_rejected(publication, "rejected at once")]
 
 
-def _rejected(registration_id: int, session_id: int) -> p.PublicationError:
+def _rejected(
+    publication: aeronio.Publication | p.PublicationReady, why: str
+) -> p.PublicationError:
+    """What aeronio's driver tells of an IPC publication on stream 5 whose image was rejected."""
     return p.PublicationError(
-        registration_id=registration_id,
+        registration_id=publication.registration_id,
         destination_registration_id=-1,
-        session_id=session_id,
+        session_id=publication.session_id,
         stream_id=5,
         receiver_id=-1,
         group_tag=-1,
         source_address="127.0.0.1",
         source_port=0,
         error_code=p.IMAGE_REJECTED,
-        error_message="rejected at once",
+        error_message=why,
     )
 
 

@@ -224,27 +224,60 @@ class CClient:
                 raise TimeoutError(what)
             time.sleep(POLL_PAUSE_S)
 
+    def subscribe(self, channel: str, stream_id: int):
+        """A subscription of `channel` and `stream_id`, once the driver made it."""
+        import ctypes
+
+        pending, subscription = ctypes.c_void_p(), ctypes.c_void_p()
+        self.call("aeron_async_add_subscription", ctypes.byref(pending), self.aeron,
+                  channel.encode(), stream_id, None, None, None, None)  # fmt: skip
+        self.until(lambda: self.call("aeron_async_add_subscription_poll",
+                                     ctypes.byref(subscription), pending),
+                   "the subscription")  # fmt: skip
+        return subscription
+
+    def first_image(self, subscription) -> tuple:
+        """The subscription's first image, once it has one, retained: (image, session id)."""
+        import ctypes
+
+        self.c.aeron_subscription_image_at_index.restype = ctypes.c_void_p
+        self.until(lambda: self.call("aeron_subscription_image_count", subscription) >= 1,
+                   "an image")  # fmt: skip
+        image = ctypes.c_void_p(self.c.aeron_subscription_image_at_index(subscription, 0))
+        self.call("aeron_subscription_image_retain", subscription, image)
+        constants = (ctypes.c_int64 * 9)()  # aeron_image_constants_t: session id @56
+        self.call("aeron_image_constants", image, constants)
+        return image, ctypes.c_int32.from_buffer(constants, 56).value
+
+    def watch_gone(self, subscription, image, timeout_s: float) -> dict:
+        """Wait up to `timeout_s` for the subscription's images to go: whether they went, and
+        whether `image` says its publication was revoked."""
+        import ctypes
+
+        self.c.aeron_image_is_publication_revoked.restype = ctypes.c_bool
+        deadline = time.monotonic() + timeout_s
+        count = lambda: self.call("aeron_subscription_image_count", subscription)  # noqa: E731
+        while count() and time.monotonic() < deadline:
+            time.sleep(POLL_PAUSE_S)
+        return {
+            "image_gone": count() == 0,
+            "image_revoked": bool(self.c.aeron_image_is_publication_revoked(image)),
+        }
+
     def ipc_pair(self, stream_id: int):
         """An IPC subscription of `stream_id` and an exclusive publication of it, once the
         subscription has the publication's image: (subscription, publication, image), the image
         retained."""
         import ctypes
 
-        call, until, p = self.call, self.until, ctypes.c_void_p
-        self.c.aeron_subscription_image_at_index.restype = ctypes.c_void_p
-        pending, subscription = p(), p()
-        call("aeron_async_add_subscription", ctypes.byref(pending), self.aeron, b"aeron:ipc",
-             stream_id, None, None, None, None)  # fmt: skip
-        until(lambda: call("aeron_async_add_subscription_poll", ctypes.byref(subscription),
-                           pending), "the subscription")  # fmt: skip
-        pending, publication = p(), p()
-        call("aeron_async_add_exclusive_publication", ctypes.byref(pending), self.aeron,
-             b"aeron:ipc", stream_id)  # fmt: skip
-        until(lambda: call("aeron_async_add_exclusive_publication_poll", ctypes.byref(publication),
-                           pending), "the publication")  # fmt: skip
-        until(lambda: call("aeron_subscription_image_count", subscription) == 1, "the image")
-        image = p(self.c.aeron_subscription_image_at_index(subscription, 0))
-        call("aeron_subscription_image_retain", subscription, image)
+        subscription = self.subscribe("aeron:ipc", stream_id)
+        pending, publication = ctypes.c_void_p(), ctypes.c_void_p()
+        self.call("aeron_async_add_exclusive_publication", ctypes.byref(pending), self.aeron,
+                  b"aeron:ipc", stream_id)  # fmt: skip
+        self.until(lambda: self.call("aeron_async_add_exclusive_publication_poll",
+                                     ctypes.byref(publication), pending),
+                   "the publication")  # fmt: skip
+        image, _ = self.first_image(subscription)
         return subscription, publication, image
 
     def close(self) -> None:
@@ -333,7 +366,6 @@ def revoke_ipc(pyaeron, dir: str, stream_id: int, count: int, timeout_s: float) 
 
     client = CClient(pyaeron, dir)
     c, call, until = client.c, client.call, client.until
-    c.aeron_image_is_publication_revoked.restype = ctypes.c_bool
     c.aeron_exclusive_publication_offer.restype = ctypes.c_int64
     subscription, publication, image = client.ipc_pair(stream_id)
     message = b"x" * 100
@@ -341,13 +373,7 @@ def revoke_ipc(pyaeron, dir: str, stream_id: int, count: int, timeout_s: float) 
         until(lambda: c.aeron_exclusive_publication_offer(publication, message, len(message),
                                                           None, None) > 0, "an offer")  # fmt: skip
     call("aeron_exclusive_publication_revoke", publication, None, None)
-    deadline = time.monotonic() + timeout_s
-    while call("aeron_subscription_image_count", subscription) and time.monotonic() < deadline:
-        time.sleep(POLL_PAUSE_S)
-    say("revoked", {
-        "image_gone": call("aeron_subscription_image_count", subscription) == 0,
-        "image_revoked": bool(c.aeron_image_is_publication_revoked(image)),
-    })  # fmt: skip
+    say("revoked", client.watch_gone(subscription, image, timeout_s))
     stdin_closed().wait()
     client.close()
 
@@ -388,31 +414,12 @@ def watch_image(pyaeron, dir: str, channel: str, stream_id: int, timeout_s: floa
     """Subscribe to `channel` and `stream_id` and read nothing; once an image came, say its
     session id, then wait up to `timeout_s` for it to go; say whether it went and whether it
     says its publication was revoked (aeron_image_is_publication_revoked)."""
-    import ctypes
-
     client = CClient(pyaeron, dir)
-    c, call, until, aeron = client.c, client.call, client.until, client.aeron
-    c.aeron_subscription_image_at_index.restype = ctypes.c_void_p
-    c.aeron_image_is_publication_revoked.restype = ctypes.c_bool
-    pending, subscription = ctypes.c_void_p(), ctypes.c_void_p()
-    call("aeron_async_add_subscription", ctypes.byref(pending), aeron, channel.encode(),
-         stream_id, None, None, None, None)  # fmt: skip
-    until(lambda: call("aeron_async_add_subscription_poll", ctypes.byref(subscription), pending),
-          "the subscription")  # fmt: skip
-    until(lambda: call("aeron_subscription_image_count", subscription) >= 1, "an image")
-    image = ctypes.c_void_p(c.aeron_subscription_image_at_index(subscription, 0))
-    call("aeron_subscription_image_retain", subscription, image)
-    constants = (ctypes.c_int64 * 9)()  # aeron_image_constants_t: session id @56
-    call("aeron_image_constants", image, constants)
-    say("image", {"session_id": ctypes.c_int32.from_buffer(constants, 56).value})
-    deadline = time.monotonic() + timeout_s
-    while call("aeron_subscription_image_count", subscription) and time.monotonic() < deadline:
-        time.sleep(POLL_PAUSE_S)
-    say("watched", {
-        "image_gone": call("aeron_subscription_image_count", subscription) == 0,
-        "image_revoked": bool(c.aeron_image_is_publication_revoked(image)),
-    })  # fmt: skip
-    call("aeron_subscription_image_release", subscription, image)
+    subscription = client.subscribe(channel, stream_id)
+    image, session_id = client.first_image(subscription)
+    say("image", {"session_id": session_id})
+    say("watched", client.watch_gone(subscription, image, timeout_s))
+    client.call("aeron_subscription_image_release", subscription, image)
     stdin_closed().wait()
     client.close()
 
@@ -445,11 +452,7 @@ def channel_status(pyaeron, dir: str, channel: str, stream_id: int) -> None:
     c.aeron_publication_channel_status.restype = ctypes.c_int64
     c.aeron_publication_offer.restype = ctypes.c_int64
     p = ctypes.c_void_p
-    pending, subscription = p(), p()
-    call("aeron_async_add_subscription", ctypes.byref(pending), aeron, channel.encode(),
-         stream_id, None, None, None, None)  # fmt: skip
-    until(lambda: call("aeron_async_add_subscription_poll", ctypes.byref(subscription), pending),
-          "the subscription")  # fmt: skip
+    subscription = client.subscribe(channel, stream_id)
     subscription_addresses = _local_sockaddrs(
         client, "aeron_subscription_local_sockaddrs", subscription
     )
@@ -508,25 +511,13 @@ def reject_ipc_image(pyaeron, dir: str, stream_id: int, reason: str) -> None:
 def reject_image(pyaeron, dir: str, channel: str, stream_id: int, reason: str) -> None:
     """Subscribe to `channel` and `stream_id`; reject the first image (aeron_image_reject) and
     say its session id; then stay until stdin ends."""
-    import ctypes
-
     client = CClient(pyaeron, dir)
-    c, call, until, aeron = client.c, client.call, client.until, client.aeron
-    c.aeron_subscription_image_at_index.restype = ctypes.c_void_p
-    pending, subscription = ctypes.c_void_p(), ctypes.c_void_p()
-    call("aeron_async_add_subscription", ctypes.byref(pending), aeron, channel.encode(),
-         stream_id, None, None, None, None)  # fmt: skip
-    until(lambda: call("aeron_async_add_subscription_poll", ctypes.byref(subscription), pending),
-          "the subscription")  # fmt: skip
+    subscription = client.subscribe(channel, stream_id)
     say("subscribed")
-    until(lambda: call("aeron_subscription_image_count", subscription) >= 1, "an image")
-    image = ctypes.c_void_p(c.aeron_subscription_image_at_index(subscription, 0))
-    call("aeron_subscription_image_retain", subscription, image)
-    constants = (ctypes.c_int64 * 9)()  # aeron_image_constants_t: session id @56
-    call("aeron_image_constants", image, constants)
-    call("aeron_image_reject", image, reason.encode())
-    say("rejected", {"session_id": ctypes.c_int32.from_buffer(constants, 56).value})
-    call("aeron_subscription_image_release", subscription, image)
+    image, session_id = client.first_image(subscription)
+    client.call("aeron_image_reject", image, reason.encode())
+    say("rejected", {"session_id": session_id})
+    client.call("aeron_subscription_image_release", subscription, image)
     stdin_closed().wait()
     client.close()
 
