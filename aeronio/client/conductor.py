@@ -28,6 +28,7 @@ from aeronio.client.publication import Publication
 from aeronio.client.subscription import Image, ImageEvents, ImageHandler, Subscription
 from aeronio.client.transport import CncTransport, map_cnc, wake_key
 from aeronio.cnc import CONTROL_PROTOCOL_VERSION, CncFile
+from aeronio.concurrent.heartbeat import HeartbeatWatch
 from aeronio.counters import CLIENT_DOORBELL_TYPE_ID, Counter, control_protocol_version
 from aeronio.errors import (
     AeronError,
@@ -151,27 +152,32 @@ class ClientConductor:
     # -- liveness -----------------------------------------------------------------------
 
     async def _keep_alive(self, interval: float) -> None:
+        """Every `interval`: this client's heartbeat, and a look at the driver's. The driver is
+        lost once its heartbeat stood still for `driver_timeout_s` of this loop's time
+        (HeartbeatWatch: a wall clock that steps ends nothing)."""
         liveness_s = self.transport.client_liveness_timeout_ns / 1e9
-        last = time.monotonic()  # connect made the first keepalive
+        cnc = self.transport.cnc
+        last = time.monotonic_ns()  # connect made the first keepalive
+        driver = HeartbeatWatch(cnc.driver_heartbeat_ms, last, period_ns=int(interval * 1e9))
         while not self.lost:
             await asyncio.sleep(interval)
-            now = time.monotonic()
-            if now - last > liveness_s:
+            now = time.monotonic_ns()
+            if (quiet_s := (now - last) / 1e9) > liveness_s:
                 # This loop was blocked for longer than the driver waits: it has timed us out.
                 self._fail(
                     ClientTimeoutError(
-                        f"client {self.client_id} sent no keepalive for {now - last:.1f} s "
+                        f"client {self.client_id} sent no keepalive for {quiet_s:.1f} s "
                         f"(driver liveness timeout {liveness_s:.1f} s)"
                     )
                 )
                 return
             last = now
-            if self.transport.cnc.driver_closed:
+            if cnc.driver_closed:
                 self._on_driver_lost("it closed")
                 return
-            age_ms = self.transport.driver_heartbeat_age_ms
-            if age_ms > self.driver_timeout_s * 1000:
-                self._on_driver_lost(f"no driver heartbeat for {age_ms:.0f} ms")
+            silent_ms = driver.look(cnc.driver_heartbeat_ms, now) / 1e6
+            if silent_ms > self.driver_timeout_s * 1000:
+                self._on_driver_lost(f"no driver heartbeat for {silent_ms:.0f} ms")
                 return
             self.transport.keepalive()
             self.transport.poll()  # a doorbell or a watcher look lost is made up for here

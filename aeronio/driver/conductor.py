@@ -258,6 +258,7 @@ class DriverConductor:
                 self.stream_counters.client_heartbeat(client_id),
                 self.ctx.client_liveness_timeout_ns,
                 self._release_client,
+                self.ctx.timer_interval_ns,
             )
             self.resources.add(client)
             self.proxy.counter_ready(reply, client_id, client.heartbeat.id)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
+from aeronio.concurrent.heartbeat import HeartbeatWatch
 from aeronio.counters import Counter
 from aeronio.protocol import control as p
 from aeronio.protocol.channel import ChannelUri
@@ -53,9 +54,10 @@ def slowest(subscribers: list[SubscriberPosition]) -> int | None:
 @dataclass(eq=False)
 class ClientSession:
     """A client of the driver (Aeron's AeronClient): alive while its heartbeat counter (epoch
-    ms, written by the client itself or by the driver on a keepalive command) is younger than
-    the client liveness timeout; at the end of its life (closed, or timed out) `release` gives
-    up everything it held."""
+    ms, written by the client itself or by the driver on a keepalive command) moves; timed out
+    once it stood still for the client liveness timeout on the driver's monotonic clock
+    (HeartbeatWatch, a look each timer tick). At the end of its life (closed, or timed out)
+    `release` gives up everything it held."""
 
     KIND: ClassVar[str] = "clients"
 
@@ -64,6 +66,7 @@ class ClientSession:
     heartbeat: Counter
     liveness_timeout_ns: int
     release: Callable[[ClientSession], None]
+    timer_interval_ns: int
     # One entry per add: the publication's registration id, by the add's correlation id (Aeron's
     # clients name a publication by the latter, aeronio's by the former).
     publications: dict[int, int] = field(default_factory=dict)
@@ -72,13 +75,18 @@ class ClientSession:
     doorbells: dict[int, int] = field(default_factory=dict)  # wake ids, by registration id
     closed: bool = False
     timed_out: bool = False
+    _liveness: HeartbeatWatch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._liveness = HeartbeatWatch(
+            self.heartbeat.get(), time.monotonic_ns(), self.timer_interval_ns
+        )
 
     def on_keepalive(self) -> None:
         self.heartbeat.set(time.time_ns() // 1_000_000)
 
     def on_time_event(self, now_ns: int) -> None:
-        timeout_ms = max(1, self.liveness_timeout_ns // 1_000_000)
-        if time.time_ns() // 1_000_000 > self.heartbeat.get() + timeout_ms:
+        if self._liveness.look(self.heartbeat.get(), now_ns) > self.liveness_timeout_ns:
             self.timed_out = True
 
     def has_reached_end_of_life(self) -> bool:
