@@ -182,6 +182,17 @@ class DriverPublication:
             work += 1
         return work
 
+    def say_connected(self, connected: bool) -> None:
+        """Set the log's connected flag, which publishers read. Going down, the publisher limit
+        first comes back to the producer position (as the next `update_publisher_limit` would):
+        a publisher that reads the flag down finds no room past where it is, and its offer says
+        NOT_CONNECTED instead of appending to a stream nobody reads."""
+        if not connected:
+            producer = self.producer_position
+            if self.publisher_limit.get() > producer:
+                self.publisher_limit.set(producer)
+        self.log.mapped.set_connected(connected)
+
     def pages_deadline_ns(self) -> int | None:
         """When a limit held short of the log's pages looks for them again (None: not held)."""
         return self._pages.retry_ns if self._held_short else None

@@ -16,7 +16,7 @@ class IpcPublication(DriverPublication):
 
     def _subscribers_changed(self) -> None:
         """An IPC publication is connected while it has subscribers."""
-        self.log.mapped.set_connected(bool(self.subscribers))
+        self.say_connected(bool(self.subscribers))
 
     def accepts_subscribers(self) -> bool:
         return super().accepts_subscribers() and self.cool_down_until_ns is None

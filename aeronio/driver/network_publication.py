@@ -50,6 +50,7 @@ class NetworkPublication(DriverPublication):
         self.spies_simulate_connection = spies_simulate_connection
         endpoint.publications[(self.session_id, self.stream_id)] = sender
         sender.on_receiver_error = self._on_receiver_error
+        sender.say_connected = self.say_connected
         self.signals.data.add_callback(self._wake)
 
     @property
@@ -160,6 +161,7 @@ class NetworkPublication(DriverPublication):
         self.signals.data.remove_callback(self._wake)
         # It and its sender refer to each other until here: its log goes without the collector.
         self.sender.on_receiver_error = nobody_told
+        self.sender.say_connected = self.log.mapped.set_connected
         self.endpoint.publications.pop((self.session_id, self.stream_id), None)
         self._counters.free(*self.sender_counters)
         self._release_endpoint(self.endpoint)

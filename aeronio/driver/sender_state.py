@@ -131,6 +131,9 @@ class SenderStateMachine:
         self.spies_connected = False  # spies there that simulate a connection
         # Who is told of a receiver's error (its ERR frame, and where it came from).
         self.on_receiver_error: Callable[[ErrorFrame, tuple[str, int]], None] = nobody_told
+        # What sets the log's connected flag (its publication's `say_connected`, which takes
+        # the publisher limit back first as the flag goes down).
+        self.say_connected: Callable[[bool], None] = log.mapped.set_connected
 
     # -- control frames in ------------------------------------------------------------
 
@@ -295,7 +298,7 @@ class SenderStateMachine:
         flag = self._connected or self.spies_connected
         if flag != self._log_connected:
             self._log_connected = flag
-            self.log.mapped.set_connected(flag)
+            self.say_connected(flag)
 
     def skip_to(self, position: int) -> None:
         """With no receiver, count what spies read as sent (nothing is left to send, or to

@@ -695,6 +695,37 @@ async def test_an_idle_driver_watches_what_came_while_it_idled():
         await second.close()
 
 
+@pytest.mark.parametrize("transport", ["ipc", "udp"])
+async def test_a_publication_says_not_connected_only_once_it_takes_no_more(transport):
+    """The log's connected flag goes down only after the publisher limit came back to the
+    producer position: a publisher that reads it down cannot append (its offer says
+    NOT_CONNECTED) to a stream nobody reads. A task looks at every turn of the loop the driver
+    runs on; over UDP the flag goes down at the timer that finds the receiver gone, which used
+    to move the limit only at the next duty cycle."""
+    channel = (
+        "aeron:ipc?term-length=64k"
+        if transport == "ipc"
+        else f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    )
+    async with aeronio.connect() as a, aeronio.connect() as b:
+        subscription = await (a if transport == "ipc" else b).add_subscription(channel, 31)
+        publication = await a.add_publication(channel, 31)
+        await connected(publication, subscription)
+        assert await exchange(publication, subscription, [b"before"], 10) == [b"before"]
+
+        async def first_look_unconnected() -> tuple[int, int]:
+            while publication.is_connected:
+                await asyncio.sleep(0)
+            return publication.position_limit, publication.position
+
+        look = asyncio.create_task(first_look_unconnected())
+        await subscription.close()
+        async with asyncio.timeout(10):
+            limit, position = await look
+        assert limit <= position
+        assert publication.try_offer(b"nobody") == aeronio.NOT_CONNECTED
+
+
 async def test_a_stream_whose_last_subscription_closed_leaves_its_endpoint_at_once():
     """Two streams on one endpoint; the subscription of one closes: its image goes at once
     with its farewell (Aeron's image drains once it has no subscriber), so that stream's
