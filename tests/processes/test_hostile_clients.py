@@ -40,7 +40,7 @@ async def test_bad_arguments_are_refused_and_the_client_goes_on(procs, driver):
             procs.driver(dir)
         else:
             await stack.enter_async_context(MediaDriver.launch(dir))
-        aeron = await stack.enter_async_context(aeronio.connect(dir, driver_timeout_s=5))
+        aeron = await stack.enter_async_context(aeronio.connect(dir))
         calls = {
             "type_id": lambda: aeron.add_counter(2**40, "x"),
             "label must be a str": lambda: aeron.add_counter(1001, None),
@@ -65,7 +65,7 @@ async def test_a_subscriber_stopped_past_its_liveness_timeout_is_told(procs, how
     raise ClientTimeoutError."""
     dir = procs.new_dir()
     procs.driver(dir, "--client-liveness-timeout-ns", "1000000000")
-    async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
+    async with aeronio.connect(dir) as aeron:
         publication = await aeron.add_publication(IPC, 9)
         subscriber = procs.role("polling_subscriber", dir=dir, stream=9, how=how)
         await subscriber.aexpect("ready", timeout=30)
@@ -96,7 +96,7 @@ async def test_an_error_echoing_a_long_argument_is_cut_to_fit_the_protocol(procs
     broadcast buffer (whose messages are at most an eighth of its capacity)."""
     dir = procs.new_dir()
     procs.driver(dir)
-    async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
+    async with aeronio.connect(dir) as aeron:
         publication = await aeron.add_publication(IPC, 3)
         longest = aeron._conductor.transport.max_command_length
         channel = "aeron:ipc?alias=" + "x" * (longest - 200)
