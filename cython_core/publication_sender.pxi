@@ -88,16 +88,22 @@ cdef class PublicationSender:
         """A status message without flags (its length checked by the caller): if this sender
         follows them and it is of this stream, snd-lmt moves to its consumption position plus
         its window when that is further (Aeron's UnicastFlowControl.onStatusMessage); True if
-        it moved."""
-        cdef int64_t limit
+        it moved. One out of reach (the SenderStateMachine's rule: consumed more than half a
+        term past snd-pos, or more than a term behind it) moves nothing here: Python rejects
+        and counts it when it takes the message."""
+        cdef int64_t consumed, ahead, limit
+        cdef int32_t term_length = self.log.term_length
         if not self.follows_status_messages \
                 or aio_get_i32(frame + SM_SESSION_ID_OFFSET) != self.session_id \
                 or aio_get_i32(frame + SM_STREAM_ID_OFFSET) != self.stream_id:
             return False
-        limit = compute_position(aio_get_i32(frame + SM_CONSUMPTION_TERM_ID_OFFSET),
-                                 aio_get_i32(frame + SM_CONSUMPTION_TERM_OFFSET_OFFSET),
-                                 self.log.position_bits_to_shift, self.log.initial_term_id) \
-            + aio_get_i32(frame + SM_RECEIVER_WINDOW_OFFSET)
+        consumed = compute_position(aio_get_i32(frame + SM_CONSUMPTION_TERM_ID_OFFSET),
+                                    aio_get_i32(frame + SM_CONSUMPTION_TERM_OFFSET_OFFSET),
+                                    self.log.position_bits_to_shift, self.log.initial_term_id)
+        ahead = consumed - aio_load_i64(self.position)
+        if ahead < -term_length or ahead > (term_length >> 1):
+            return False
+        limit = consumed + aio_get_i32(frame + SM_RECEIVER_WINDOW_OFFSET)
         if limit <= aio_load_i64(self.limit):
             return False
         aio_store_i64(self.limit, limit)

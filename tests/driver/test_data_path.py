@@ -719,6 +719,48 @@ def test_a_status_message_opens_a_unicast_window_in_the_same_do_work(tmp_path, u
     batch.assert_nothing_more(receiver)
 
 
+def test_a_status_message_out_of_reach_moves_no_unicast_window(tmp_path, udp):
+    """The status messages the DataPath follows in C keep the SenderStateMachine's rule: one
+    consumed more than half a term past snd-pos (forged, or garbage: a thousand terms ahead)
+    or more than a term behind it moves nothing, and Python still takes it (to reject and count
+    it); one at either edge moves snd-lmt. The C path used to take them all: a forged one
+    moved snd-lmt gigabytes ahead, past any flow control."""
+    receiver, sock = udp(), udp()
+    pub = Publication(tmp_path / "pub.log", sock, [receiver])
+    control = (sock.fileno(), DatagramReceiver(32, 2048), control_receiver())
+    path = settled(controls=[control], senders=[pub.pair])
+    pub.sender.follow_status_messages(True)
+    limit = pub.counters.limit
+
+    def consumed_at(term_id: int, term_offset: int, window: int) -> bytes:
+        return status_message(
+            session_id=SESSION,
+            stream_id=STREAM,
+            receiver_id=9,
+            consumption_term_id=INITIAL_TERM_ID + term_id,
+            consumption_term_offset=term_offset,
+            receiver_window=window,
+        ).encode()
+
+    def answer(frame: bytes, now_ns: int) -> int:
+        receiver.sendto(frame, sock.getsockname())
+        assert select.select([sock], [], [], 10)[0]
+        path.do_work(now_ns)
+        assert [bytes(view) for view, _ in path.slow_datagrams(control[1])] == [frame]
+        path.bookkept()
+        return limit.get()
+
+    out_of_reach = (
+        consumed_at(1000, 0, 0x7FFFFFFF),  # a thousand terms ahead
+        consumed_at(0, TERM // 2 + 32, 1408),  # a frame past half a term ahead
+        consumed_at(-2, TERM - 32, 3 * TERM),  # a frame more than a term behind
+    )
+    for now_ns, frame in enumerate(out_of_reach, 1):
+        assert answer(frame, now_ns) == 0
+    assert answer(consumed_at(0, TERM // 2, 1408), 4) == TERM // 2 + 1408  # the edge ahead
+    assert answer(consumed_at(-1, 0, 3 * TERM), 5) == 2 * TERM  # the edge behind
+
+
 @pytest.mark.parametrize("refuser", [0, 1], ids=["refuser first", "refuser last"])
 def test_a_destination_that_refuses_outright_holds_back_no_other(tmp_path, udp, refuser):
     """With two destinations, one the kernel refuses outright (EACCES: broadcast from a socket
