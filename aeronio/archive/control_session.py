@@ -13,7 +13,9 @@ A client that does not read its answers ends its session too, as the reference's
 (`ControlSession`: "failed to send response for more than connectTimeoutMs"): responses that
 wait with none sent for the message timeout, or more than `max_pending_bytes` of them waiting,
 abort it (DONE, the backlog dropped, `abort_reason` says why). Its memory stays bounded
-whatever it sends.
+whatever it sends. A response that cannot fit in one message of its response channel (a
+descriptor of a long channel, to a client with a small term length) aborts it too; an error's
+text is cut to fit instead (`ControlResponseProxy.encode`).
 
 Listings (`list_recordings*`) are answered a batch of descriptors per duty cycle, as the
 reference does, so a long listing never stalls the archive.
@@ -95,6 +97,8 @@ class ControlSession:
                     break
                 self.send(message)
                 work += 1
+                if self.abort_reason is not None:  # aborted: its listings are dropped
+                    break
         return work
 
     @property
@@ -108,7 +112,14 @@ class ControlSession:
         """Send `message` now or after what waits; past `max_pending_bytes` waiting, abort."""
         if self.state is State.DONE:
             return
-        if self.proxy.send(message):
+        data = self.proxy.encode(message)
+        if data is None:
+            self.abort(
+                f"a {type(message).__name__} of {len(message.encode())} bytes does not fit the "
+                f"response channel's max message length {self.proxy.publication.max_message_length}"
+            )
+            return
+        if self.proxy.send(data):
             self._send_deadline_ns = None  # progress
         if self.proxy.pending_bytes > self.max_pending_bytes:
             self.abort(

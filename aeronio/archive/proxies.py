@@ -2,16 +2,23 @@
 
 A control response the publication cannot take now waits in order
 (`ControlResponseProxy.pending`, `pending_bytes` long) and goes on a later duty cycle; its
-control session bounds that backlog (`control_session.py`). Recording events are
-best effort, as the reference's: an event no subscriber can take now is dropped (counted).
+control session bounds that backlog (`control_session.py`). A response must fit in one
+message of the publication (`max_message_length`, an eighth of the client's term length): an
+error's text, which may quote a client's input at any length, is cut to fit; anything else too
+long is refused (`encode` gives None). Recording events are best effort, as the reference's: an
+event no subscriber can take now is dropped (counted).
 """
 
 from __future__ import annotations
 
 from collections import deque
 
+import msgspec
+
 from aeronio.archive import codecs
 from aeronio.client.publication import Publication
+
+CUT = "..."  # ends an error's text cut to fit
 
 
 class ControlResponseProxy:
@@ -22,9 +29,20 @@ class ControlResponseProxy:
         self.pending: deque[bytes] = deque()
         self.pending_bytes = 0
 
-    def send(self, message: codecs.Message) -> int:
-        """Queue `message` behind what waits and offer; returns how many went."""
+    def encode(self, message: codecs.Message) -> bytes | None:
+        """`message` as one message of the publication, an error's text cut (ending in "...")
+        to fit; None if it cannot fit."""
         data = message.encode()
+        over = len(data) - self.publication.max_message_length
+        if over > 0 and isinstance(message, codecs.ControlResponse):
+            keep = len(message.error_message) - over - len(CUT)  # ASCII: a byte a character
+            if keep >= 0:
+                cut = message.error_message[:keep] + CUT
+                data = msgspec.structs.replace(message, error_message=cut).encode()
+        return data if len(data) <= self.publication.max_message_length else None
+
+    def send(self, data: bytes) -> int:
+        """Queue `data` (from `encode`) behind what waits and offer; returns how many went."""
         self.pending.append(data)
         self.pending_bytes += len(data)
         return self.flush()

@@ -113,6 +113,23 @@ async def test_a_response_or_replay_to_the_archive_own_stream_is_refused(aeron, 
     assert e.value.error_code == ErrorCode.GENERIC
 
 
+async def test_an_error_quoting_a_long_request_is_cut_to_fit_its_response_channel(aeron, arch):
+    """An ERROR quotes the client's channel; with a 64 KiB term (8 KiB messages) a 9000-byte
+    channel made it too long to send: the archive raised in every duty cycle from then on, and
+    no client could connect. It is cut to fit, and the archive serves on."""
+    small = {**archive.LOCAL, "response_channel": "aeron:ipc?term-length=65536"}
+    channel = "aeron:udp?endpoint=localhost:1|bogus=" + "x" * 9000
+    async with archive.connect(aeron, **small) as client:
+        with pytest.raises(archive.ArchiveError) as e:
+            await client.start_recording(channel, STREAM)
+        text = str(e.value)
+        assert text.endswith("x...") and "bogus" in text
+        assert len(codecs.ControlResponse(0, 0, 0, 0, text).encode()) == 8192
+        assert await client.list_recordings() == []  # the same session goes on
+    async with archive.connect(aeron, **archive.LOCAL) as other:
+        assert await other.list_recordings() == []
+
+
 async def test_a_control_response_on_the_control_stream_is_dropped_unanswered(aeron, arch, client):
     watcher = Watcher(await aeron.add_subscription("aeron:ipc", 21))  # the client's responses
     control = await control_publication(aeron, "aeron:ipc", 11)

@@ -12,9 +12,10 @@ TIMEOUT_NS = 5_000_000_000
 class StandInPublication:
     """Connected; takes `room` more messages, then is back-pressured."""
 
-    def __init__(self, room: int):
+    def __init__(self, room: int, max_message_length: int = 1 << 20):
         self.is_connected = True
         self.room = room
+        self.max_message_length = max_message_length
         self.sent: list[bytes] = []
 
     def try_offer(self, data: bytes) -> int:
@@ -25,8 +26,10 @@ class StandInPublication:
         return len(self.sent) * 64
 
 
-def active_session(room: int, max_pending_bytes: int) -> tuple[ControlSession, StandInPublication]:
-    publication = StandInPublication(room)
+def active_session(
+    room: int, max_pending_bytes: int, max_message_length: int = 1 << 20
+) -> tuple[ControlSession, StandInPublication]:
+    publication = StandInPublication(room, max_message_length)
     session = ControlSession(
         7, 1, ControlResponseProxy(publication), TIMEOUT_NS, TIMEOUT_NS, max_pending_bytes, 0
     )
@@ -86,3 +89,37 @@ def test_a_session_whose_answers_go_is_never_aborted():
         unknown_recording(session, i)
         session.do_work(i * TIMEOUT_NS)
     assert session.state is State.ACTIVE and len(publication.sent) == 1001
+
+
+def descriptor(correlation_id: int, channel: str) -> codecs.RecordingDescriptor:
+    return codecs.RecordingDescriptor(7, correlation_id, *[0] * 11, channel, channel, "source")
+
+
+def test_an_error_too_long_for_one_message_is_cut_to_fit():
+    session, publication = active_session(room=10, max_pending_bytes=1 << 20, max_message_length=96)
+    session.error(2, codecs.ErrorCode.GENERIC, "bad channel aeron:udp?endpoint=" + "é" * 100)
+    sent = codecs.decode(publication.sent[-1])
+    assert len(publication.sent[-1]) == 96 and session.state is State.ACTIVE
+    assert sent == codecs.ControlResponse(
+        7, 2, codecs.ErrorCode.GENERIC, codecs.ControlResponseCode.ERROR,
+        "bad channel aeron:udp?endpoint=" + "?" * 22 + "...",  # sent as ASCII
+    )  # fmt: skip
+    session.error(3, codecs.ErrorCode.GENERIC, "short")  # one that fits goes whole
+    assert codecs.decode(publication.sent[-1]).error_message == "short"
+
+
+def test_a_response_that_cannot_fit_aborts_the_session_and_its_listing():
+    """A descriptor longer than a message of the response channel cannot be cut: the session
+    is aborted (its listing with it), not left raising in every duty cycle."""
+    session, publication = active_session(
+        room=10, max_pending_bytes=1 << 20, max_message_length=512
+    )
+    short, long = descriptor(2, "aeron:ipc"), descriptor(2, "aeron:ipc?alias=" + "a" * 300)
+    session.list(lambda: iter([short, long, short]))
+    assert session.do_work(1) == 2
+    assert [codecs.decode(data) for data in publication.sent[1:]] == [short]
+    assert session.state is State.DONE and not session.busy
+    assert session.abort_reason == (
+        f"a RecordingDescriptor of {len(long.encode())} bytes does not fit the response "
+        "channel's max message length 512"
+    )
