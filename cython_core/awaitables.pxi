@@ -116,11 +116,13 @@ cdef class Completed:
     def __iter__(self):
         return self
 
-    def __next__(self):  # replaced by aio_completed_next (no traceback entry)
+    def __next__(self):  # the slot is aio_completed_next (no traceback entry); the method,
+        self._untaken = False  # `send` and asyncio's pure-Python Task (nest_asyncio's) end here
         raise StopIteration(self.value)
 
     def send(self, object value):
-        return self.__next__()
+        self._untaken = False
+        raise StopIteration(self.value)
 
     def throw(self, object typ, object val=None, object tb=None):
         """Raise what is thrown in, the message taken put back first (see the rules)."""

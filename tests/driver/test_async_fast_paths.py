@@ -597,6 +597,33 @@ async def test_a_step_closed_or_let_go_unawaited_puts_its_message_back(aeron, fo
 
 
 @pytest.mark.parametrize("form", ["receive", "copy", "views", "batches"])
+async def test_a_step_driven_by_send_or_next_is_taken_once(aeron, form):
+    """A step run by its Python methods (`send`, `__next__`) and not by `await`'s slots, as
+    asyncio's pure-Python Task runs its coroutine (nest_asyncio installs it as asyncio.Task):
+    its message counts as taken, and comes once. It counted as untaken and came again, out of
+    order, at the next step."""
+    pub, sub, _ = await connected_pair(aeron, 57, TERM_1M)
+    for i in range(5):
+        assert pub.try_offer(numbered(i)) > 0
+    step, numbers, _ = stepper(sub, form)
+
+    def value_of(run) -> object:
+        with pytest.raises(StopIteration) as stopped:
+            run()
+        return stopped.value.value
+
+    got = numbers(await step())
+    got += numbers(value_of(lambda: step().send(None)))
+    got += numbers(value_of(lambda: step().__next__()))
+    got += numbers(await asyncio.tasks._PyTask(step()))
+    async with asyncio.timeout(10):
+        while len(got) < 5:
+            got += numbers(await step())
+    assert got == [0, 1, 2, 3, 4]
+    assert sub.poll(lambda *_: None, 10) == 0  # nothing more: none came twice
+
+
+@pytest.mark.parametrize("form", ["receive", "copy", "views", "batches"])
 async def test_a_step_let_go_unawaited_and_freed_puts_its_message_back(aeron, form):
     """A step still held at the next one (which takes another Completed) and then freed without
     an await: its message comes again, before the later ones of its image."""
