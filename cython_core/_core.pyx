@@ -8,7 +8,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MAX
 from libc.string cimport memcpy, memset
-from cpython.object cimport PyObject, PyTypeObject
+from cpython.object cimport PyCallable_Check, PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from atomics cimport *
 from posix.time cimport timespec

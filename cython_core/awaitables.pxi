@@ -348,6 +348,7 @@ cdef class SubscriptionBase:
         cdef list readers = self._readers
         cdef Py_ssize_t count = len(readers), i, start
         cdef int fragments = 0
+        _check_handler(handler)
         if aio_list_size(<PyObject*> self._refused):
             self._raise_refused()
         if self._next < aio_list_size(<PyObject*> self._pending):
@@ -387,21 +388,21 @@ cdef class SubscriptionBase:
         cdef int fragments = 0, action
         cdef Message message
         cdef object result
+        _check_handler(handler)
         self._busy += 1
         try:
             while fragments < fragment_limit and self._next < len(self._pending):
                 message = <Message> self._take()
                 result = handler(memoryview(message.data), as_unfragmented(message))
-                action = ACTION_CONTINUE if result is None or not controlled else int(result)
-                if action == ACTION_ABORT:
+                action = _action_of(result) if controlled else ACTION_CONTINUE
+                if action == ACTION_ABORT or action == ACTION_INVALID:
                     self._next -= 1
+                    if action == ACTION_INVALID:
+                        raise _invalid_action(result)
                     break
                 fragments += 1
                 if action == ACTION_BREAK:
                     break
-                if action != ACTION_COMMIT and action != ACTION_CONTINUE:
-                    raise ValueError(
-                        f"controlled_poll handler returned {result!r}, not a ControlledPollAction")
         finally:
             self._end_busy()
         return fragments

@@ -1,7 +1,8 @@
 # ImageReader: consumes one image (one publication session's log) and advances its subscriber
 # position (Aeron's Image with TermReader). Handlers get memoryviews into the term that are valid
 # only during the call (the reader points the same view at the next fragment when the handler
-# kept no reference to it: see aeronio_cpython.h). A message poll_messages began and could not
+# kept no reference to it: see aeronio_cpython.h). A handler that is not callable, or a
+# controlled handler's result that is not an action, consumes nothing: TypeError or ValueError. A message poll_messages began and could not
 # finish (its first fragments consumed into the reader's assembly, as flow control needs) is the
 # first thing every read of the image hands out, whole ("The assembly" below). An exception
 # from a handler propagates after the position has moved past the fragment that raised it. A
@@ -17,6 +18,30 @@ cdef enum:
     ACTION_BREAK = 2
     ACTION_COMMIT = 3
     ACTION_CONTINUE = 4
+    ACTION_INVALID = -1  # what _action_of makes of anything but None or one of the four
+
+
+cdef inline int _check_handler(object handler) except -1:
+    """A handler that cannot be called is refused before a read consumes anything."""
+    if not PyCallable_Check(handler):
+        raise TypeError(f"handler must be callable, not {type(handler).__name__}")
+    return 0
+
+
+cdef inline int _action_of(object result) noexcept:
+    """A controlled handler's result as its action (None: CONTINUE), ACTION_INVALID if it is not
+    one (a bool too: True is 1, ABORT, and would hold the reader at that fragment forever)."""
+    if result is None:
+        return ACTION_CONTINUE
+    if type(result) is bool or not isinstance(result, int) \
+            or not ACTION_ABORT <= result <= ACTION_CONTINUE:
+        return ACTION_INVALID
+    return <int> result
+
+
+cdef inline object _invalid_action(object result):
+    return ValueError(f"controlled_poll handler returned {result!r}, not a ControlledPollAction: "
+                      "its fragment is left unconsumed")
 
 
 cdef class FragmentBatch:
@@ -174,6 +199,7 @@ cdef class ImageReader:
     @cython.binding(False)
     def poll(self, object handler, int fragment_limit) -> int:
         """Deliver up to fragment_limit fragments as handler(buffer, header); returns the count."""
+        _check_handler(handler)
         return self._poll(handler, fragment_limit)
 
     cdef int _poll(self, object handler, int fragment_limit) except -1:
@@ -221,6 +247,7 @@ cdef class ImageReader:
 
     def controlled_poll(self, object handler, int fragment_limit) -> int:
         """Like poll, with the handler returning CONTINUE, BREAK, ABORT or COMMIT (None = CONTINUE)."""
+        _check_handler(handler)
         self._settle()
         if self._closed:
             return 0
@@ -238,15 +265,15 @@ cdef class ImageReader:
             return 0 if self._assembling else self._controlled_poll(handler, fragment_limit)
         try:
             result = handler(memoryview(message.data), as_unfragmented(message))
-            action = ACTION_CONTINUE if result is None else int(result)
         except BaseException:
             self._consume_assembled()
             raise
+        action = _action_of(result)
+        if action == ACTION_INVALID:
+            raise _invalid_action(result)
         if action == ACTION_ABORT:
             return 0
         self._consume_assembled()
-        if action != ACTION_BREAK and action != ACTION_COMMIT and action != ACTION_CONTINUE:
-            raise ValueError(f"controlled_poll handler returned {result!r}, not a ControlledPollAction")
         if action == ACTION_BREAK or fragment_limit <= 1:
             return 1
         return 1 + self._controlled_poll(handler, fragment_limit - 1)
@@ -277,9 +304,11 @@ cdef class ImageReader:
                 result = handler(self._fragment_view(term + frame_offset + HEADER_LENGTH,
                                                      base + frame_offset + HEADER_LENGTH,
                                                      frame_length - HEADER_LENGTH), header)
-                action = ACTION_CONTINUE if result is None else int(result)
-                if action == ACTION_ABORT:
+                action = _action_of(result)
+                if action == ACTION_ABORT or action == ACTION_INVALID:
                     offset -= aligned
+                    if action == ACTION_INVALID:
+                        raise _invalid_action(result)
                     break
                 fragments += 1
                 if action == ACTION_BREAK:
@@ -288,8 +317,6 @@ cdef class ImageReader:
                     position += offset - term_offset
                     term_offset = offset
                     self._advance(position)
-                elif action != ACTION_CONTINUE:
-                    raise ValueError(f"controlled_poll handler returned {result!r}, not a ControlledPollAction")
         finally:
             if offset > term_offset:
                 self._advance(position + (offset - term_offset))
@@ -298,6 +325,7 @@ cdef class ImageReader:
     def block_poll(self, object handler, int block_length_limit) -> int:
         """Deliver whole frames (up to block_length_limit bytes, one term at most) as
         handler(block, session_id, term_id); returns the bytes consumed."""
+        _check_handler(handler)
         self._settle()
         if self._closed:
             return 0
@@ -324,6 +352,7 @@ cdef class ImageReader:
     def batch_poll(self, object handler, int fragment_limit) -> int:
         """Deliver up to fragment_limit fragments of one term as one FragmentBatch to handler(batch);
         returns the count."""
+        _check_handler(handler)
         self._settle()
         if not self._closed:
             self._check_not_assembling("batch_poll")

@@ -389,7 +389,11 @@ async def test_an_unknown_action_on_an_untaken_message_is_an_error(aeron):
     pub, sub = await polled_past(aeron, 35, [b"m0", b"m1", b"m2"])
     with pytest.raises(ValueError, match="not a ControlledPollAction"):
         sub.controlled_poll(lambda buffer, header: 7, 10)
-    assert (await sub.receive()).data == b"m2"  # m1 was taken, as an image's poll takes it
+    assert (await sub.receive()).data == b"m1"  # left untaken, as an image's poll leaves it
+    for poll in (sub.poll, sub.controlled_poll):
+        with pytest.raises(TypeError, match="handler must be callable, not str"):
+            poll("handler", 10)
+    assert (await sub.receive()).data == b"m2"
 
 
 async def test_batch_and_block_polls_refuse_while_messages_are_untaken(aeron):

@@ -611,11 +611,42 @@ def test_controlled_poll_commit_moves_the_position_at_once(five):
 
 
 def test_controlled_poll_fragment_limit_and_bad_action(five):
+    """A result that is not an action (an unknown number, a string, a bool: True is 1, ABORT,
+    and held the reader at that fragment forever) is a ValueError naming it, and its fragment
+    stays unconsumed, as ABORT leaves it: it used to be consumed, or a TypeError."""
     reader = reader_for(five)
     assert reader.controlled_poll(lambda b, h: ControlledPollAction.CONTINUE, 2) == 2
     assert reader.position == 128
-    with pytest.raises(ValueError, match="99"):
-        reader.controlled_poll(lambda b, h: 99, 10)
+    seen = []
+
+    def returning(result):
+        def handler(buffer, header):
+            seen.append(buffer[0])
+            return result
+
+        return handler
+
+    for bad in (99, 0, "x", True, 4.0):
+        with pytest.raises(ValueError, match=f"returned {bad!r}, not a ControlledPollAction"):
+            reader.controlled_poll(returning(bad), 10)
+        assert reader.position == 128
+    assert seen == [2] * 5
+    seen.clear()
+    assert reader.controlled_poll(returning(ControlledPollAction.COMMIT), 1) == 1
+    assert (seen, reader.position) == ([2], 192)
+
+
+def test_a_handler_that_cannot_be_called_consumes_nothing(five):
+    """Every poll refuses a handler that is not callable, naming it, before it reads: the first
+    fragment was consumed and lost."""
+    reader = reader_for(five)
+    for poll in (reader.poll, reader.controlled_poll, reader.batch_poll, reader.block_poll):
+        with pytest.raises(TypeError, match="handler must be callable, not NoneType"):
+            poll(None, 10)
+    assert reader.position == 0
+    seen = []
+    assert reader.poll(lambda buffer, header: seen.append(buffer[0]), 10) == 5
+    assert seen == [0, 1, 2, 3, 4]
 
 
 RECORD = np.dtype(
