@@ -123,7 +123,8 @@ class ArchiveClient:
     def poll_for_error_response(self) -> ArchiveError | None:
         """The oldest ERROR the archive sent for a request it had already answered (a replay
         that met damaged or missing recorded bytes: its message names the recording, position
-        and file, and the replay's image ends; a recording whose image was refused: an
+        and file, and the replay's image ends; a replay that ended before it was complete,
+        its subscriber gone or never there; a recording whose image was refused: an
         extension that does not continue it, a full catalog), or None (current Aeron's
         `pollForErrorResponse`). Reads the responses that came, unless a request is waiting
         for its answer (it keeps those it skips)."""

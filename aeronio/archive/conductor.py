@@ -702,7 +702,9 @@ class ArchiveConductor:
             MESSAGE_TIMEOUT_NS,
             self.ctx.replay_linger_timeout_ns,
             time.monotonic_ns(),
-            lambda message: self._replay_failed(session, request.correlation_id, message),
+            lambda message, failed: self._replay_ended(
+                session, request.correlation_id, message, failed
+            ),
         )
         return replay_session_id
 
@@ -718,11 +720,14 @@ class ArchiveConductor:
             if replay.state is ReplayState.DONE:
                 await self._close_replay(replay)
 
-    def _replay_failed(self, session: ControlSession, correlation_id: int, message: str) -> None:
-        """A replay ended by damaged recorded bytes: an ERROR for its request (the reference's
-        ReplaySession does the same) and a count."""
-        self.count_error()
-        log.warning("replay failed: %s", message)
+    def _replay_ended(
+        self, session: ControlSession, correlation_id: int, message: str, failed: bool
+    ) -> None:
+        """A replay ended incomplete: an ERROR for its request (the reference's ReplaySession
+        does the same); `failed` (damaged recorded bytes), counted and logged too."""
+        if failed:
+            self.count_error()
+            log.warning("replay failed: %s", message)
         if session.state is not ControlState.DONE:
             session.error(correlation_id, ErrorCode.GENERIC, message)
 

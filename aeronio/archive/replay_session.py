@@ -4,14 +4,16 @@ so replayed positions equal recorded positions.
 
 States
 ------
-- CONNECTING: until the replay publication has a subscriber (or the connect timeout: DONE).
+- CONNECTING: until the replay publication has a subscriber (or the connect timeout: DONE,
+  "no connection established for replay").
 - REPLAYING: each duty cycle offers a run of blocks (whole frames of one term, no longer than
   the publication's window) from the mapped segment, the GIL released
   (`try_offer_recorded`, at most `MAX_RUN_LENGTH` bytes); where the run stops short it reads
   the next block from the segments and offers it whole (`try_offer_block`), which maps the
   next segment, reports damage and asks for the window to move. The limit is the replay's
   end, or, for a recording still being written, its `rec-pos` (a replay with length -1
-  follows a live recording until it stops). The subscriber going away ends it. Damaged or
+  follows a live recording until it stops). The subscriber going away ends it ("stream closed
+  before replay is complete"). Damaged or
   missing recorded bytes (SegmentError from the reader) end it too, with the reader's message
   (recording, position, file) as its `failure`.
 - LINGER: all is sent; the publication stays until its subscriber has it (or the linger
@@ -23,7 +25,8 @@ CONNECTING is polled by the archive's conductor; from REPLAYING on, by the repla
 (`replayer.py`), under the session's lock, until DONE; the conductor takes the lock to stop
 it. The conductor then closes it on the loop: `close` hands a `failure` to `on_error`, which
 the archive sends as an ERROR for the replay request, and the replay's publication closes, so
-its image ends.
+its image ends. A replay that ends before it is complete for want of a subscriber (its
+`early_end`, the reference's texts) gets its ERROR too, not counted as the archive's error.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ class ReplaySession:
         connect_timeout_ns: int,
         linger_timeout_ns: int,
         now_ns: int,
-        on_error: Callable[[str], None] = lambda message: None,
+        on_error: Callable[[str, bool], None] = lambda message, failed: None,
     ):
         self.replay_session_id = replay_session_id
         self.recording_id = recording_id
@@ -79,6 +82,7 @@ class ReplaySession:
         self._deadline_ns = now_ns + connect_timeout_ns
         self.reason = ""
         self.failure: str | None = None  # what damaged recorded bytes ended it with
+        self.early_end: str | None = None  # why it ended incomplete, its subscriber gone
         self.on_error = on_error
         self.lock = threading.Lock()  # held by whoever polls it (see the module's Threads)
         self._flowing = True  # the last duty cycle offered: a run may wait for the window
@@ -90,7 +94,7 @@ class ReplaySession:
                     self.state = State.REPLAYING
                     return 1
                 if now_ns > self._deadline_ns:
-                    self._done("no subscriber connected to the replay")
+                    self._end_early("no connection established for replay")
                 return 0
             case State.REPLAYING:
                 return self._replay(now_ns)
@@ -103,7 +107,7 @@ class ReplaySession:
 
     def _replay(self, now_ns: int) -> int:
         if not self.publication.is_connected:
-            self._done("the replay's subscriber went away")
+            self._end_early("stream closed before replay is complete")
             return 0
         recorded, active = self.recorded()
         limit = min(self.end_position, recorded)
@@ -157,6 +161,10 @@ class ReplaySession:
         self.state = State.DONE
         self.reason = reason
 
+    def _end_early(self, reason: str) -> None:
+        self.early_end = reason
+        self._done(reason)
+
     def fail(self, failure: str) -> None:
         """End with `failure` (damage, or a bug in a duty cycle): an ERROR for the request."""
         self.failure = failure  # before DONE: the conductor closes it once it sees DONE
@@ -167,7 +175,10 @@ class ReplaySession:
             self._done(reason)
 
     def close(self) -> None:
-        """Unmap what was read; a failure goes to `on_error` (on the conductor's loop)."""
+        """Unmap what was read; a failure or an early end goes to `on_error` (on the
+        conductor's loop), saying which."""
         self.reader.close()
         if self.failure is not None:
-            self.on_error(self.failure)
+            self.on_error(self.failure, True)
+        elif self.early_end is not None:
+            self.on_error(self.early_end, False)

@@ -414,6 +414,8 @@ async def test_stop_replay_and_a_replay_whose_subscriber_goes(aeron, arch, clien
     async with asyncio.timeout(5):
         while arch.conductor.replays:
             await asyncio.sleep(0.005)
+    assert client.poll_for_error_response() is None  # stopped as asked: no ERROR
+    errors = arch.conductor.errors.get()
     subscription = await client.replay(0, 0, archive.NULL_LENGTH, "aeron:ipc", 2003)
     async with asyncio.timeout(5):
         await subscription.receive()
@@ -421,6 +423,11 @@ async def test_stop_replay_and_a_replay_whose_subscriber_goes(aeron, arch, clien
     async with asyncio.timeout(10):
         while arch.conductor.replays:
             await asyncio.sleep(0.01)
+    # the reference's ERROR for a replay whose subscriber went before it was complete (it
+    # followed the recording): the client's, not counted among the archive's errors
+    error = await await_until(client.poll_for_error_response, 10, "the replay's ERROR")
+    assert str(error) == "stream closed before replay is complete"
+    assert arch.conductor.errors.get() == errors
     with pytest.raises(archive.ArchiveError, match=f"replay session not known for {replay_id}"):
         await client.stop_replay(replay_id)
 

@@ -8,6 +8,8 @@ import threading
 import time
 from types import SimpleNamespace
 
+import pytest
+
 import aeronio
 from aeronio.archive.replay_session import WINDOW_WAIT_NS, ReplaySession, State
 from aeronio.archive.replayer import Replayer
@@ -138,6 +140,9 @@ class Reader:
     def peek(self, limit: int, stop: int) -> Block:
         return Block(self.position, memoryview(bytes(64)))
 
+    def close(self) -> None:
+        pass
+
 
 def test_a_run_waits_for_the_window_only_after_a_duty_cycle_that_offered():
     """A replay held back by a slow subscriber is left to the replayer's idle strategy (its
@@ -154,3 +159,29 @@ def test_a_run_waits_for_the_window_only_after_a_duty_cycle_that_offered():
     assert works == [1, 1, 0, 0, 0, 1, 1]
     wait = WINDOW_WAIT_NS
     assert publication.waits == [wait, wait, wait, 0, 0, 0, wait]
+
+
+@pytest.mark.parametrize("connected", [False, True], ids=["never connected", "subscriber went"])
+def test_a_replay_that_ends_incomplete_says_why_as_the_reference(connected):
+    """No subscriber within the connect timeout, or the subscriber gone before the replay is
+    complete: an ERROR for the request with the reference's texts (once, at close), not a
+    failure of the archive's. It used to end without a word."""
+    publication = HeldBackPublication()
+    publication.is_connected = connected
+    ended = []
+    session = ReplaySession(
+        1, 0, publication, Reader(), 1 << 40, lambda: (1 << 40, True), 10, 10, 0,
+        lambda message, failed: ended.append((message, failed)),
+    )  # fmt: skip
+    if connected:
+        session.do_work(0)  # REPLAYING
+        publication.is_connected = False
+    session.do_work(5)
+    assert session.state is (State.DONE if connected else State.CONNECTING)
+    session.do_work(11)
+    assert session.state is State.DONE
+    session.close()
+    if connected:
+        assert ended == [("stream closed before replay is complete", False)]
+    else:
+        assert ended == [("no connection established for replay", False)]
