@@ -518,25 +518,34 @@ class ArchiveConductor:
             # an image this archive cannot record: its request, answered OK, gets an ERROR (as
             # the reference's validateImageForExtendRecording sends), and the subscription
             # goes, so that its publication is not held back by a subscriber that never reads
-            self.count_error()
             log.warning("not recording %r: %s", image, e)
-            requester = self.control_sessions.get(recording.control_session_id)
-            if requester is not None and requester.state is not ControlState.DONE:
-                code = e.error_code if isinstance(e, ArchiveError) else ErrorCode.GENERIC
-                requester.error(recording.correlation_id, code, str(e))
-            await self._stop_recording(recording)
+            code = e.error_code if isinstance(e, ArchiveError) else ErrorCode.GENERIC
+            await self._recording_failed(recording, code, str(e))
             return
-        counter = await RecordingPos.allocate(
-            self.aeron,
-            recording_id,
-            image.session_id,
-            image.stream_id,
-            stripped,
-            image.source_identity,
-        )
-        writer = RecordingWriter(
-            ctx.archive_dir, layout, start, ctx.file_sync_level, self.recorder_counters
-        )
+        counter: ClientCounter | None = None
+        try:
+            counter = await RecordingPos.allocate(
+                self.aeron,
+                recording_id,
+                image.session_id,
+                image.stream_id,
+                stripped,
+                image.source_identity,
+            )
+            writer = RecordingWriter(
+                ctx.archive_dir, layout, start, ctx.file_sync_level, self.recorder_counters
+            )
+        except (AeronError, OSError) as e:
+            # no rec-pos counter (the driver's are full) or no file: the entry, added or
+            # extended, is stopped where it starts, and the request gets an ERROR
+            log.warning("not recording %r: %s", image, e)
+            self.catalog.recording_stopped(recording_id, start, _now_ms())
+            if counter is not None:
+                with contextlib.suppress(AeronError):
+                    await counter.close()
+            text = f"recording {recording_id} not started: {type(e).__name__}: {e}"
+            await self._recording_failed(recording, ErrorCode.GENERIC, text)
+            return
         session = RecordingSession(
             recording_id, image, writer, counter, self.events, lambda e: self.count_error()
         )
@@ -571,6 +580,20 @@ class ArchiveConductor:
             )
         return stop
 
+    async def _recording_failed(
+        self, recording: RecordingSubscription, code: int, text: str, counted: bool = False
+    ) -> None:
+        """A recording that cannot start or go on: counted (unless it was), its request
+        (answered OK) gets an ERROR (as the reference's validateImageForExtendRecording sends),
+        and its subscription goes, so that its publication is not held back by a subscriber
+        that never reads."""
+        if not counted:
+            self.count_error()
+        requester = self.control_sessions.get(recording.control_session_id)
+        if requester is not None and requester.state is not ControlState.DONE:
+            requester.error(recording.correlation_id, code, text)
+        await self._stop_recording(recording)
+
     async def _stop_recording(self, recording: RecordingSubscription) -> None:
         """Record what the images hold now, then close the subscription."""
         self._drain(recording)
@@ -592,11 +615,14 @@ class ArchiveConductor:
         for recording in list(self.recording_subscriptions.values()):
             if session in recording.sessions:
                 recording.sessions.remove(session)
-                if session.error is not None:
-                    # a failed write (a full disk) or a corrupt frame ended it: the
-                    # subscription goes too, so that an image no one reads does not hold
-                    # its publication back
-                    await self._stop_recording(recording)
+                if session.error is not None:  # a failed write (a full disk), a corrupt frame
+                    error = session.error
+                    text = (
+                        f"recording {session.recording_id} stopped at {stop}: "
+                        f"{type(error).__name__}: {error}"
+                    )
+                    log.warning("%s", text)  # counted by the session when it failed
+                    await self._recording_failed(recording, ErrorCode.GENERIC, text, True)
         with contextlib.suppress(AeronError):
             await session.position.close()
         self.events.send(

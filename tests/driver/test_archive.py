@@ -3,6 +3,7 @@ errors, with real files and real publications (IPC, and UDP on loopback)."""
 
 import asyncio
 import contextlib
+import errno
 import os
 import random
 from pathlib import Path
@@ -14,8 +15,10 @@ import aeronio
 from aeronio import archive
 from aeronio.archive import codecs, segments
 from aeronio.archive.codecs import ErrorCode
-from aeronio.archive.recording_pos import RECORDING_POSITION_TYPE_ID
+from aeronio.archive.recording_pos import RECORDING_POSITION_TYPE_ID, RecordingPos
+from aeronio.archive.recording_writer import RecordingWriter
 from aeronio.counters import MDC_DESTINATIONS_TYPE_ID
+from aeronio.errors import AeronError
 from tests.support.cancelling import cancel_at_each_step
 from tests.support.ports import free_port
 from tests.support.procs import await_until, wait_recorded
@@ -548,6 +551,55 @@ async def test_a_recording_refused_after_its_ok_is_an_error_to_its_requester(
         assert not arch.conductor.recording_subscriptions and not arch.conductor.recordings
         await await_until(lambda: not second.is_connected, 10, "the subscription to go")
         assert len(await client.list_recordings()) == (refusal == "catalog full")
+
+
+@pytest.mark.parametrize("failure", ["no rec-pos counter", "a full disk"])
+async def test_a_recording_that_cannot_start_or_go_on_is_an_error_to_its_requester(
+    aeron, arch, client, monkeypatch, failure
+):
+    """The driver refusing the recording's counter (its counters full) and a write that fails
+    (a full disk) stop the recording where it got to, counted once, with an ERROR for its
+    request; its subscription goes and the archive serves on. The first left the image
+    unread (its publisher held back for good), the entry active and the requester unanswered;
+    the second ended the recording without a word."""
+    errors = arch.conductor.errors.get()
+    subscription_id = await client.start_recording(IPC, STREAM)
+    requested = arch.conductor.recording_subscriptions[subscription_id].correlation_id
+    if failure == "no rec-pos counter":
+
+        async def refused(cls, aeron, *args):
+            raise AeronError("no more counters")
+
+        monkeypatch.setattr(RecordingPos, "allocate", classmethod(refused))
+        publication = await aeron.add_exclusive_publication(IPC, STREAM)  # its image: refused
+        stop = 0
+        expected = "recording 0 not started: AeronError: no more counters"
+    else:
+        publication = await aeron.add_exclusive_publication(IPC, STREAM)
+        stop = await publish(publication, messages(5))
+        await wait_recorded(client, 0, stop)
+
+        def full(self, image, position, max_length):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(RecordingWriter, "record", full)
+        await publish(publication, messages(5))  # within the window: no wait for a reader
+        expected = f"recording 0 stopped at {stop}: OSError: [Errno 28] No space left on device"
+    error = await await_until(client.poll_for_error_response, 10, "the recording's ERROR")
+    assert (str(error), error.error_code, error.correlation_id) == (
+        expected, ErrorCode.GENERIC, requested
+    )  # fmt: skip
+    (listed,) = await client.list_recordings()
+    assert (listed.start_position, listed.stop_position) == (0, stop)
+    assert arch.conductor.errors.get() == errors + 1
+    assert not arch.conductor.recording_subscriptions and not arch.conductor.recordings
+    await await_until(lambda: not publication.is_connected, 10, "the subscription to go")
+    assert client.poll_for_error_response() is None
+    monkeypatch.undo()
+    await client.start_recording(IPC, STREAM + 1)  # the archive goes on
+    again = await aeron.add_exclusive_publication(IPC, STREAM + 1)
+    await publish(again, messages(3))
+    await wait_recorded(client, 1, again.position)
 
 
 # -- errors ---------------------------------------------------------------------------------
