@@ -147,12 +147,12 @@ def test_a_poll_of_no_fragments_takes_nothing_assembled(tmp_path, read):
     assert getattr(reader, read)(lambda *args: None, 0) == 0 and reader.position == 64
 
 
-def test_a_bad_action_for_the_assembled_message_consumes_it_as_for_any_fragment(tmp_path):
+def test_a_bad_action_for_the_assembled_message_leaves_it_as_for_any_fragment(tmp_path):
     reader = a_then_c(tmp_path)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="returned 'x', not a ControlledPollAction"):
         reader.controlled_poll(lambda buffer, header: "x", 10)
-    assert reader.position == 192
-    assert [data for data, *_ in take_with(reader, "poll")] == [b"C"]
+    assert reader.position == 128  # as ABORT leaves it: its END still in the log
+    assert [data for data, *_ in take_with(reader, "poll")] == [A, b"C"]
 
 
 @pytest.mark.parametrize("read", ["batch_poll", "block_poll"])
