@@ -560,8 +560,9 @@ class ClientConductor:
                 p.AddSubscription(correlation_id, self.client_id, channel, stream_id),
                 p.SubscriptionReady,
             )
-        except BaseException:
-            self._subscriptions.pop(correlation_id, None)
+        except BaseException:  # given up: the driver's side is removed (_abandon), and the
+            self._subscriptions.pop(correlation_id, None)  # images that came meanwhile go here
+            subscription.let_go()
             raise
         subscription.channel_status_id = ready.channel_status_indicator_id
         return subscription

@@ -449,6 +449,12 @@ class Subscription(_core.SubscriptionBase):
         """Remove the subscription from the driver; its images go (idempotent)."""
         if self.is_closed:
             return
+        self.let_go()
+        await self._conductor.release_subscription(self)
+
+    def let_go(self) -> None:
+        """Closed on this side: its images go (their logs unmapped); the driver's side is
+        removed by whoever calls this (`close`, or the conductor for an add given up)."""
         self.is_closed = True
         self._lost.clear()
         self._refused.clear()
@@ -456,7 +462,6 @@ class Subscription(_core.SubscriptionBase):
         for image in self._images:
             self._conductor.release_image(image)
         self._set_images([])
-        await self._conductor.release_subscription(self)
 
     async def __aenter__(self) -> Subscription:
         return self

@@ -964,6 +964,47 @@ async def test_a_command_cancelled_as_the_driver_answers_is_cancelled(aeron):
     await publication.close()
 
 
+async def test_an_add_cancelled_after_its_image_came_lets_go_of_the_image(aeron, monkeypatch):
+    """The driver's answer and the image of a subscription can come in one read: the image is
+    mapped and handed to available_image before the add's task resumes. Cancelled then, the
+    add raises, and the image goes with the subscription: its log was left mapped (and its
+    signals held) for the life of the client, as nothing tracked it any more."""
+    publication = await aeron.add_publication(TERM_64K, 79)
+    conductor = aeron._conductor
+    on_image_ready = conductor._on_image_ready
+    seen = []
+    adding: asyncio.Task | None = None
+
+    def cancel_after(ready):
+        on_image_ready(ready)
+        assert adding is not None
+        adding.cancel()
+
+    monkeypatch.setattr(conductor, "_on_image_ready", cancel_after)
+    adding = asyncio.create_task(
+        aeron.add_subscription("aeron:ipc", 79, available_image=seen.append)
+    )
+    with pytest.raises(asyncio.CancelledError):
+        await adding
+    monkeypatch.undo()
+    (image,) = seen  # it came, and was handed out
+    assert image.is_closed and not conductor._images
+    assert (
+        publication.log_file not in conductor._logs or conductor._logs[publication.log_file][1] == 1
+    )
+    await await_until(
+        lambda: (
+            not any(
+                info.type_id == SUBSCRIBER_POSITION_TYPE_ID for info in aeron.counters.for_each()
+            )
+        ),
+        5,
+        "the subscription removed from the driver",
+    )
+    await publication.close()
+    assert publication.log_file not in conductor._logs
+
+
 async def test_an_add_its_client_closes_under_is_refused_or_closed_with_it(aeron):
     """An add still waiting when its client closes raises (its answer may never come); one
     answered just before is closed with the client: none hands out a live publication, and
