@@ -144,16 +144,11 @@ class Catalog:
         if size < 2 * RECORD_LENGTH:
             raise CatalogError(f"{self.path}: {size} bytes is too short for a catalog")
         self._lock_fd = _lock(self.path) if lock else -1
-        # "c": never written, so it sees the writer's changes
-        mode: Literal["c", "r+"] = "c" if readonly else "r+"
-        self._map = np.memmap(self.path, dtype=np.uint8, mode=mode)
-        self.buffer = AtomicBuffer(self._map)
-        header, _ = CatalogHeader.decode_block(self._map.data)
-        if header.version != CATALOG_VERSION or header.entry_length != RECORD_LENGTH:
-            raise CatalogError(
-                f"{self.path}: version {header.version}, entry length {header.entry_length} "
-                f"(this archive reads version {CATALOG_VERSION}, entries of {RECORD_LENGTH})"
-            )
+        try:
+            self._map_checked(readonly)
+        except BaseException:  # not opened: the lock and the mapping go now, not with a GC
+            self.close()
+            raise
         records, cut = divmod(len(self._map), RECORD_LENGTH)
         self.max_entries = records - 1
         # A file cut short inside a record: that recording is reported, never read nor written
@@ -165,6 +160,18 @@ class Catalog:
                 f"short at {cut} bytes"
             )
         self.next_recording_id = self._count()
+
+    def _map_checked(self, readonly: bool) -> None:
+        # "c": never written, so it sees the writer's changes
+        mode: Literal["c", "r+"] = "c" if readonly else "r+"
+        self._map = np.memmap(self.path, dtype=np.uint8, mode=mode)
+        self.buffer = AtomicBuffer(self._map)
+        header, _ = CatalogHeader.decode_block(self._map.data)
+        if header.version != CATALOG_VERSION or header.entry_length != RECORD_LENGTH:
+            raise CatalogError(
+                f"{self.path}: version {header.version}, entry length {header.entry_length} "
+                f"(this archive reads version {CATALOG_VERSION}, entries of {RECORD_LENGTH})"
+            )
 
     def _create(self, max_entries: int) -> None:
         with open(self.path, "wb") as f:
@@ -394,7 +401,8 @@ class Catalog:
         if "_map" in vars(self):  # not closed yet
             if not self.readonly:
                 self._map.flush()
-            del self.buffer, self._map  # the mapping goes with its last reference
+            vars(self).pop("buffer", None)
+            del self._map  # the mapping goes with its last reference
 
     def __enter__(self) -> Catalog:
         return self

@@ -94,7 +94,11 @@ class ArchiveConductor:
         if self.catalog.damage is not None:  # its cut record is kept for someone to look at
             self.catalog.close()
             raise CatalogError(f"{self.catalog.damage}: no archive starts on it")
-        self.recovered = self.catalog.recover(_now_ms())
+        try:
+            self.recovered = self.catalog.recover(_now_ms())
+        except BaseException:  # the archive does not start: its lock goes now
+            self.catalog.close()
+            raise
         self.control_sessions: dict[int, ControlSession] = {}
         self.recording_subscriptions: dict[int, RecordingSubscription] = {}
         self.recordings: dict[int, RecordingSession] = {}

@@ -99,6 +99,10 @@ class SegmentError(AeronError, ValueError):
     """A segment file or position that does not fit its recording."""
 
 
+class SegmentAbsentError(SegmentError):
+    """A segment file missing or empty: nothing was written there (or it was removed)."""
+
+
 def segment_file_name(recording_id: int, segment_index: int) -> str:
     return f"{recording_id}-{segment_index}{SEGMENT_SUFFIX}"
 
@@ -250,7 +254,7 @@ def written_end(
     first = max(base, layout.start_position)
     try:
         mapped = map_segment(Path(archive_dir, layout.file_name(segment_index)))
-    except SegmentError:
+    except SegmentAbsentError:
         return first  # not yet made (or removed), or empty: nothing beyond its base
     with mapped:
         size = min(len(mapped), layout.segment_length)
@@ -483,15 +487,18 @@ def truncate(archive_dir: str | os.PathLike[str], layout: RecordingLayout, posit
 
 def map_segment(path: str | os.PathLike[str]) -> MappedSegment:
     """A segment file mapped read-only, the GIL held throughout (the replayer's thread maps
-    segments beside a busy event loop: `MappedSegment` in C); SegmentError naming it when it is
-    missing or empty."""
+    segments beside a busy event loop: `MappedSegment` in C); SegmentAbsentError naming it
+    when it is missing or empty, SegmentError when it cannot be mapped (not a file, no
+    permission: never taken for an absent one)."""
     try:
         mapped = map_segment_file(path)
     except FileNotFoundError:
-        raise SegmentError(f"segment file {path} is missing") from None
+        raise SegmentAbsentError(f"segment file {path} is missing") from None
+    except OSError as e:
+        raise SegmentError(f"segment file {path} cannot be mapped: {e}") from None
     if len(mapped) == 0:
         mapped.close()
-        raise SegmentError(f"segment file {path} is empty (0 bytes)")
+        raise SegmentAbsentError(f"segment file {path} is empty (0 bytes)")
     return mapped
 
 

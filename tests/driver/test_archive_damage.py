@@ -15,6 +15,8 @@ import pytest
 
 from aeronio import archive
 from aeronio.archive.catalog import Catalog, CatalogError
+from aeronio.archive.codecs import CatalogHeader
+from aeronio.archive.segments import SegmentError
 from tests.driver import test_archive
 from tests.driver.test_archive import (
     IPC,
@@ -351,3 +353,49 @@ async def test_no_archive_starts_on_a_catalog_cut_inside_a_record(aeron, tmp_pat
     assert path.read_bytes() == before
     with Catalog(archive_dir, lock=True):  # and the lock is released
         pass
+
+
+def catalog_of_one(archive_dir: Path, stop: int) -> Path:
+    """An archive's catalog with recording 0 stopped at `stop` (NULL_POSITION: left active)."""
+    with Catalog(archive_dir, max_entries=4) as catalog:
+        catalog.add_recording(
+            start_position=0, start_timestamp=1, initial_term_id=7,
+            segment_file_length=SEGMENT, term_buffer_length=64 * 1024, mtu_length=1408,
+            session_id=42, stream_id=STREAM, stripped_channel="aeron:ipc",
+            original_channel="aeron:ipc", source_identity="ipc",
+        )  # fmt: skip
+        if stop != archive.NULL_POSITION:
+            catalog.recording_stopped(0, stop, 2)
+    return archive_dir / "archive.catalog"
+
+
+async def test_a_catalog_of_another_version_leaves_no_lock_behind(aeron, tmp_path):
+    """Refused for its version, the catalog was left locked (and mapped) until a garbage
+    collection: fixed, it still could not be opened ("in use by a running archive")."""
+    path = catalog_of_one(tmp_path / "a", 0)
+    header = path.read_bytes()[:16]
+    with open(path, "r+b") as f:
+        f.write(CatalogHeader(7, RECORD).encode_block())
+    with pytest.raises(CatalogError, match="version 7"):
+        archive.Archive.launch(aeron, archive_dir=tmp_path / "a", **archive.LOCAL_ARCHIVE)
+    with open(path, "r+b") as f:
+        f.write(header)
+    with Catalog(tmp_path / "a", lock=True) as catalog:
+        assert catalog.stop_position(0) == 0
+
+
+async def test_a_segment_that_cannot_be_mapped_is_named_and_not_taken_for_none(aeron, tmp_path):
+    """A recording left active whose segment cannot be mapped (here a directory of its name)
+    stops the archive's start, naming the file: recovery took it for a missing segment and
+    stored the recording stopped at its start, losing what the file held; the error (a bare
+    OSError) left the catalog locked."""
+    path = catalog_of_one(tmp_path / "a", archive.NULL_POSITION)
+    (tmp_path / "a" / "0-0.rec").mkdir()
+    with pytest.raises(SegmentError) as caught:
+        archive.Archive.launch(aeron, archive_dir=tmp_path / "a", **archive.LOCAL_ARCHIVE)
+    assert str(caught.value).startswith(
+        f"segment file {tmp_path / 'a' / '0-0.rec'} cannot be mapped"
+    )
+    with Catalog(tmp_path / "a", lock=True) as catalog:  # unlocked, and still active
+        assert catalog.stop_position(0) == archive.NULL_POSITION
+    assert path.exists()
