@@ -33,6 +33,8 @@
 import collections.abc as _abc
 from weakref import ref as _weakref
 
+from aeronio.idle import deadline as _deadline
+
 cdef enum:
     LOOP_TURN_CALLS = 256  # the most fast-path calls between looks at the clock
     _LOOP_TURN_NS = 50000000  # about the longest a stream that keeps up holds the loop
@@ -243,7 +245,10 @@ cdef class PublicationBase:
         next to keep their order); only a refused one waits. (So a task made of it and cancelled
         before it ran may have appended it.) Raises PublicationClosedError,
         MessageTooLargeError, MaxPositionExceededError or TimeoutError (after `timeout`
-        seconds)."""
+        seconds; ConfigurationError for a timeout that is no number, even when no wait needs
+        it)."""
+        if timeout is not None:
+            _deadline(timeout)
         if _loop_turn_due(&self._turn):
             return self._offer_after_turn(buffer, offset, length, timeout)
         cdef int64_t result = self._appender.try_offer(buffer, offset, length)

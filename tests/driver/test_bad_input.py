@@ -424,6 +424,13 @@ async def test_a_wait_with_a_timeout_that_is_no_number_is_refused(aeron, timeout
     for wait in waits:
         with pytest.raises(aeronio.ConfigurationError, match=named):
             await asyncio.wait_for(wait(), 10)
+    # refused too where no wait needs it (an offer with room took any timeout)
+    pub, reader = await connected(aeron, 20, "aeron:ipc")  # what the offers above now use
+    for wait in waits[:3]:
+        with pytest.raises(aeronio.ConfigurationError, match=named):
+            await asyncio.wait_for(wait(), 10)
+    assert pub.position == 0
+    await reader.close()
 
 
 # -- drivers ------------------------------------------------------------------------------------
