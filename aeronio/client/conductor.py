@@ -248,8 +248,10 @@ class ClientConductor:
         self._pending[command.correlation_id] = future
         try:
             await self.transport.send(command)
-        except BaseException:
+        except BaseException as e:
             self._pending.pop(command.correlation_id, None)
+            if isinstance(e, asyncio.CancelledError) and isinstance(command, _RELEASES):
+                self.transport.submit(command)  # what is closed here goes from the driver too
             raise
         try:
             # Not wait_for (on 3.11 it loses a cancel that meets the answer); shielded, so that
@@ -682,6 +684,9 @@ _REMOVES = (
     p.RemoveDestinationById,
     p.RemoveRcvDestination,
 )
+# The removes of what a close lets go of: sent even when the close is cancelled while the
+# to-driver ring buffer is full (the publication, subscription or counter is closed here).
+_RELEASES = (p.RemovePublication, p.RemoveSubscription, p.RemoveCounter)
 
 
 def _check_open(owner: Publication | Subscription) -> None:

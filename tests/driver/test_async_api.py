@@ -16,7 +16,7 @@ import aeronio
 from aeronio import ControlledPollAction
 from aeronio.client import conductor as client_conductor
 from aeronio.counters import SystemCounters
-from aeronio.counters.counters_file import SUBSCRIBER_POSITION_TYPE_ID
+from aeronio.counters.counters_file import PUBLISHER_LIMIT_TYPE_ID, SUBSCRIBER_POSITION_TYPE_ID
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.protocol.control import RemovePublication
 from tests.support.cancelling import cancel_at_each_step
@@ -1035,6 +1035,50 @@ async def test_an_add_its_client_closes_under_is_refused_or_closed_with_it(aeron
         30,
         "the publications of the closed clients released",
     )
+
+
+@pytest.mark.parametrize("kind", ["publication", "subscription", "counter"])
+async def test_a_close_cancelled_while_the_ring_is_full_still_removes(aeron, monkeypatch, kind):
+    """A close waits to write its remove while the to-driver ring buffer is full; cancelled
+    there, what it closed (marked closed at once, so never closed again) stayed in the driver
+    until the client closed. Its remove is now written once the ring has room."""
+    stream = {"publication": 81, "subscription": 82, "counter": 83}[kind]
+    other = await aeron.add_publication(TERM_64K, stream)  # the subscription's image
+    if kind == "publication":
+        made = await aeron.add_exclusive_publication(TERM_64K, stream)  # not `other`'s
+        type_id = PUBLISHER_LIMIT_TYPE_ID
+    elif kind == "subscription":
+        made = await aeron.add_subscription("aeron:ipc", stream)
+        type_id = SUBSCRIBER_POSITION_TYPE_ID
+        await image_of(made)
+    else:
+        made = await aeron.add_counter(1001, f"closed under a full ring {stream}")
+        type_id = 1001
+
+    def held() -> bool:  # its counter in the driver (a system counter's id may be its id)
+        return any(
+            (info.type_id, info.registration_id) == (type_id, made.registration_id)
+            for info in aeron.counters.for_each()
+        )
+
+    assert held()
+    transport = aeron._conductor.transport
+    write = transport._write
+    full = asyncio.Event()
+
+    def refused(command) -> bool:
+        full.set()
+        return False
+
+    monkeypatch.setattr(transport, "_write", refused)  # the ring buffer full
+    closing = asyncio.create_task(made.close())
+    await full.wait()
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    monkeypatch.setattr(transport, "_write", write)  # room again
+    await await_until(lambda: not held(), 10, f"the {kind} removed from the driver")
+    await other.close()
 
 
 async def test_requests_meeting_their_clients_close(aeron, monkeypatch):
