@@ -17,11 +17,14 @@ The rules
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from aeronio.archive.recording_session import RecordingSession, State
 from aeronio.archive.session_worker import MAX_PARK_S, MIN_PARK_S, SessionWorker
 from aeronio.logbuffer import waker
+
+log = logging.getLogger("aeronio.archive")
 
 IDLE_CYCLES = 200  # idle cycles (at MAX_PARK_S: 0.2 s) before the longer park
 IDLE_PARK_S = 0.1
@@ -56,7 +59,11 @@ class Recorder(SessionWorker[RecordingSession]):
         for session in self._sessions:
             with session.lock:
                 was_done = session.state is State.DONE
-                work += session.do_work()
+                try:
+                    work += session.do_work()
+                except Exception as e:  # a bug: the recording ends, the thread goes on
+                    log.exception("recording %d failed", session.recording_id)
+                    session.fail(e)
                 if session.state is State.DONE and not was_done:
                     self._on_done()
         return work

@@ -67,14 +67,18 @@ class RecordingSession:
         except (OSError, AeronError) as e:  # a full disk or a corrupt frame: what was
             # written stays, the recording stops
             self._progress(before)
-            self.error = e
-            self.on_error(e)
-            self.state = State.DONE
+            self.fail(e)
             return 1
         self._progress(before)
         if work == 0 and (self.image.is_closed or self.image.is_end_of_stream):
             self.state = State.DONE
         return work
+
+    def fail(self, error: BaseException) -> None:
+        """End the recording where it got to, with `error` (counted by `on_error`)."""
+        self.error = error
+        self.on_error(error)
+        self.state = State.DONE
 
     def _progress(self, before: int) -> None:
         position = self.writer.position

@@ -553,15 +553,16 @@ async def test_a_recording_refused_after_its_ok_is_an_error_to_its_requester(
         assert len(await client.list_recordings()) == (refusal == "catalog full")
 
 
-@pytest.mark.parametrize("failure", ["no rec-pos counter", "a full disk"])
+@pytest.mark.parametrize("failure", ["no rec-pos counter", "a full disk", "a bug"])
 async def test_a_recording_that_cannot_start_or_go_on_is_an_error_to_its_requester(
     aeron, arch, client, monkeypatch, failure
 ):
-    """The driver refusing the recording's counter (its counters full) and a write that fails
-    (a full disk) stop the recording where it got to, counted once, with an ERROR for its
-    request; its subscription goes and the archive serves on. The first left the image
-    unread (its publisher held back for good), the entry active and the requester unanswered;
-    the second ended the recording without a word."""
+    """The driver refusing the recording's counter (its counters full), a write that fails
+    (a full disk) and a bug in the recorder's duty cycle stop the recording where it got to,
+    counted once, with an ERROR for its request; its subscription goes and the archive serves
+    on. The first left the image unread (its publisher held back for good), the entry active
+    and the requester unanswered; the second ended the recording without a word; the third
+    ended the recorder's thread, and with it every recording."""
     errors = arch.conductor.errors.get()
     subscription_id = await client.start_recording(IPC, STREAM)
     requested = arch.conductor.recording_subscriptions[subscription_id].correlation_id
@@ -582,9 +583,16 @@ async def test_a_recording_that_cannot_start_or_go_on_is_an_error_to_its_request
         def full(self, image, position, max_length):
             raise OSError(errno.ENOSPC, "No space left on device")
 
-        monkeypatch.setattr(RecordingWriter, "record", full)
+        def bug(self, image, position, max_length):
+            raise ZeroDivisionError("a bug")
+
+        monkeypatch.setattr(RecordingWriter, "record", full if failure == "a full disk" else bug)
         await publish(publication, messages(5))  # within the window: no wait for a reader
-        expected = f"recording 0 stopped at {stop}: OSError: [Errno 28] No space left on device"
+        expected = f"recording 0 stopped at {stop}: " + (
+            "OSError: [Errno 28] No space left on device"
+            if failure == "a full disk"
+            else "ZeroDivisionError: a bug"
+        )
     error = await await_until(client.poll_for_error_response, 10, "the recording's ERROR")
     assert (str(error), error.error_code, error.correlation_id) == (
         expected, ErrorCode.GENERIC, requested
