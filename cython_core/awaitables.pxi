@@ -33,8 +33,6 @@
 import collections.abc as _abc
 from weakref import ref as _weakref
 
-from aeronio.idle import deadline as _deadline
-
 cdef enum:
     LOOP_TURN_CALLS = 256  # the most fast-path calls between looks at the clock
     _LOOP_TURN_NS = 50000000  # about the longest a stream that keeps up holds the loop
@@ -188,6 +186,20 @@ cdef inline Completed _completed_of(object owner):
     return done
 
 
+cdef object _deadline = None  # aeronio.idle.deadline, imported at first use (the package
+# loads only the core and the errors when imported)
+
+
+cdef int _check_timeout(object timeout) except -1:
+    """ConfigurationError for a timeout that is no number (idle.deadline's rule)."""
+    global _deadline
+    if _deadline is None:
+        from aeronio.idle import deadline
+        _deadline = deadline
+    _deadline(timeout)
+    return 0
+
+
 cdef class PublicationBase:
     """The per-message methods of Publication (aeronio.client.publication), in C."""
 
@@ -248,7 +260,7 @@ cdef class PublicationBase:
         seconds; ConfigurationError for a timeout that is no number, even when no wait needs
         it)."""
         if timeout is not None:
-            _deadline(timeout)
+            _check_timeout(timeout)
         if _loop_turn_due(&self._turn):
             return self._offer_after_turn(buffer, offset, length, timeout)
         cdef int64_t result = self._appender.try_offer(buffer, offset, length)
