@@ -192,10 +192,21 @@ class UdpMedia:
             self.receive_endpoints[link.media_key] = endpoint
             for destination in endpoint.destinations.values():
                 self.services.watch(destination.fd)
+        images = [
+            image
+            for image in self.resources.images
+            if image.endpoint is endpoint and image.stream_id == link.stream_id
+        ]
+        positions: list[tuple[PublicationImage, SubscriberPosition]] = []
+        try:  # its positions first, all or none: counters may be full
+            for image in images:
+                positions.append((image, self._position(image, link)))
+        except BaseException:
+            self.services.counters.free(*(subscriber.counter for _, subscriber in positions))
+            raise
         endpoint.dispatcher.add_subscription(link.stream_id)
-        for image in self.resources.images:
-            if image.endpoint is endpoint and image.stream_id == link.stream_id:
-                self._link(image, link)
+        for image, subscriber in positions:
+            image.add_subscriber(subscriber)
         return endpoint.status.id
 
     def remove_subscription(self, link: SubscriptionLink, now_ns: int) -> None:
@@ -388,14 +399,17 @@ class UdpMedia:
         return receiver
 
     def _link(self, image: PublicationImage, link: SubscriptionLink) -> None:
+        image.add_subscriber(self._position(image, link))
+
+    def _position(self, image: PublicationImage, link: SubscriptionLink) -> SubscriberPosition:
+        """The subscription's position on the image, at its rebuild position (CountersFullError
+        when none is left)."""
         join = image.receiver.rebuild_position.get()
         counter = self.services.counters.subscriber_position(
             link.registration_id, image.session_id, image.stream_id, link.channel, join,
             link.client_id,
         )  # fmt: skip
-        image.add_subscriber(
-            SubscriberPosition(link.registration_id, link.client_id, str(link.channel), counter)
-        )
+        return SubscriberPosition(link.registration_id, link.client_id, str(link.channel), counter)
 
     def watch_activity(self, idle: bool) -> None:
         """While idle, be woken by appends to network publications (to send them) and by

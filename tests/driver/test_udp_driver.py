@@ -11,6 +11,7 @@ import pytest
 
 import aeronio
 from aeronio.counters import SystemCounters
+from aeronio.counters.counters_file import RECORD_RECLAIMED, CountersFullError
 from tests.support.driver_internals import conductor, udp_media
 from tests.support.ports import free_port
 from tests.support.procs import await_until
@@ -749,3 +750,41 @@ async def test_a_stream_whose_last_subscription_closed_leaves_its_endpoint_at_on
         again = await b.add_subscription(channel, 21)
         await connected(pubs[0], again)
         assert await exchange(pubs[0], again, [b"back"], 10) == [b"back"]
+
+
+async def test_a_udp_subscription_refused_for_want_of_counters_leaves_nothing(monkeypatch):
+    """A subscription of a UDP stream with two images whose second position finds the counters
+    full is refused, and nothing of it stays: the first image's position for it stayed (an
+    orphan no remove could reach, holding that image's consumption back for every other
+    subscriber) and its stream on the endpoint's dispatcher (the endpoint never closed)."""
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
+    async with aeronio.connect() as aeron:
+        first = await aeron.add_subscription(channel, 9)
+        publications = [await aeron.add_exclusive_publication(channel, 9) for _ in range(2)]
+        await await_until(lambda: len(first.images) == 2, 10, "both images")
+        media = udp_media(aeron)
+        counters = media.services.counters
+        position = counters.subscriber_position
+        made = []
+
+        def one_left(*args, **kwargs):
+            if made:
+                raise CountersFullError("counters are full (a test's)")
+            made.append(position(*args, **kwargs))
+            return made[-1]
+
+        monkeypatch.setattr(counters, "subscriber_position", one_left)
+        with pytest.raises(aeronio.DriverError, match="counters are full"):
+            await aeron.add_subscription(channel, 9)
+        monkeypatch.undo()
+        images = [i for i in media.resources.images if i.stream_id == 9]
+        assert [[s.subscription_id for s in i.subscribers] for i in images] == [
+            [first.registration_id]
+        ] * 2
+        assert aeron.counters.get_counter_state(made[0].id) == RECORD_RECLAIMED  # freed
+        (endpoint,) = media.receive_endpoints.values()
+        assert endpoint.dispatcher.streams == {9: 1}
+        await first.close()
+        for publication in publications:
+            await publication.close()
+        await await_until(lambda: not media.receive_endpoints, 10, "the endpoint closed")
