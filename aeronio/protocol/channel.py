@@ -24,6 +24,9 @@ SPY_PREFIX = "aeron-spy"
 IPC_MEDIA = "ipc"
 UDP_MEDIA = "udp"
 CONTROL_MODES = ("manual", "dynamic")
+# The longest channel URI, as Aeron's C driver (AERON_URI_MAX_LENGTH, 4096 with its NUL): every
+# message that echoes one (an ImageReady, a counter's label) stays within its buffer.
+MAX_URI_LENGTH = 4095
 
 _T = TypeVar("_T")
 _Value = str | int | bool | None
@@ -326,6 +329,11 @@ class ChannelUri:
     def __init__(self, media: str, params: Mapping[str, str] | None = None, prefix: str = ""):
         params = dict(params or {})
         text = _uri_text(prefix, media, params)
+        if len(text) > MAX_URI_LENGTH:
+            raise ChannelUriError(
+                f"channel URI of {len(text)} characters is longer than {MAX_URI_LENGTH} "
+                f"(Aeron's limit): {text[:80]}..."
+            )
         try:
             values = _validate(prefix, media, params)
         except ChannelUriError as e:

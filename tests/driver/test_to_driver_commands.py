@@ -23,6 +23,7 @@ from aeronio.driver.driver_publication import State
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.logbuffer import waker
 from aeronio.protocol import control as p
+from aeronio.protocol.channel import MAX_URI_LENGTH
 from tests.support.ports import free_port
 from tests.support.procs import await_until
 from tests.support.ring_client import TIMEOUT_S, RingClient
@@ -712,3 +713,31 @@ async def test_a_subscription_refused_for_want_of_counters_is_answered_once_and_
     assert driver.conductor.resources.subscriptions == []
     (publication,) = driver.conductor.publications
     assert publication.subscribers == []
+
+
+async def test_a_channel_longer_than_aerons_limit_is_refused_and_nothing_kept(driver, client):
+    """A channel of Aeron's greatest length (4095 characters) is taken, and its spy's image
+    told (the ImageReady echoes it); one character more is INVALID_CHANNEL. Before, a channel
+    as long as the ring buffer allowed made the spy's ImageReady too long to broadcast after
+    the publication was made: the client got an error, and the publication stayed for good."""
+    port = free_port()
+    base = f"aeron:udp?endpoint=127.0.0.1:{port}|term-length=64k|alias="
+    spy = p.AddSubscription(client.next_id(), client.client_id, f"aeron-spy:{base}a", 5)
+    client.send(spy)
+    assert isinstance(await client.answer(spy.correlation_id), p.SubscriptionReady)
+    longest = base + "a" * (MAX_URI_LENGTH - len(base))
+    for channel in (longest + "a", base + "a" * 100_000):
+        refused = await client.answer(_add_publication(client, channel, 5).correlation_id)
+        assert isinstance(refused, p.ErrorResponse)
+        assert refused.code == p.INVALID_CHANNEL
+        assert f"channel URI of {len(channel)} characters is longer than 4095" in refused.message
+    assert not driver.conductor.publications
+    taken = _add_publication(client, longest, 5)
+    assert isinstance(await client.answer(taken.correlation_id), p.PublicationReady)
+    image = await client.expect(
+        lambda r: (
+            isinstance(r, p.ImageReady) and r.subscription_registration_id == spy.correlation_id
+        ),
+        "the spy's image",
+    )
+    assert image.source_identity == f"aeron-spy:{longest}"
