@@ -24,6 +24,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 import aeronio
+from aeronio.errors import OfferBatchTimeoutError
 from aeronio.spark.options import WriteOptions
 from aeronio.spark.recordings import SourceError
 
@@ -115,9 +116,16 @@ async def _publish(
                         )
                     ) from None
                 for at in range(0, len(messages), OFFER_CHUNK):
-                    end = await publication.offer_batch(
-                        messages[at : at + OFFER_CHUNK], timeout=options.timeout
-                    )
+                    try:
+                        end = await publication.offer_batch(
+                            messages[at : at + OFFER_CHUNK], timeout=options.timeout
+                        )
+                    except OfferBatchTimeoutError as e:  # the rows before stay offered
+                        offered = count + at + e.appended
+                        raise SourceError(
+                            f"{e}; the task offered {offered} row(s) in all (session "
+                            f"{publication.session_id})"
+                        ) from None
                 count += len(messages)
                 total += size
             if embedded and count:  # an error for Spark to retry, not a loss the driver logs

@@ -165,6 +165,37 @@ def test_bad_writes(spark, host):
         write(df.repartition(1), channel=nobody, stream_id=307, timeout=1)
 
 
+def test_a_task_held_back_past_its_timeout_says_how_many_rows_it_offered(spark, host):
+    """Back-pressured past the timeout in its third chunk of rows, the task said only how many
+    of that chunk went ("offer_batch: K of 1024"), not how many rows it had published in all,
+    nor in which session."""
+    import re
+
+    channel = "aeron:ipc?term-length=256k"
+    reader = host.run(host.aeron.add_subscription(channel, 309))  # never polled: a 128 KiB window
+    try:
+        data = [i.to_bytes(4, "little") * 4 for i in range(3000)]  # 64-byte frames: 2048 fit
+        df = spark.createDataFrame([(d,) for d in data], "data binary").coalesce(1)
+        with pytest.raises(Exception) as e:
+            write(df, channel=channel, stream_id=309, driver_dir=host.driver_dir, timeout=1)
+        found = re.search(
+            r"offer_batch: 0 of 952 messages appended; offer timed out \(back-pressured\) at "
+            r"position 131072, limit 131072; "
+            r"the task offered 2048 row\(s\) in all \(session (-?\d+)\)",
+            str(e.value),
+        )
+        assert found, str(e.value)
+
+        async def drained() -> tuple[int, list[bytes]]:  # on the host's loop, as it polls
+            got: list[bytes] = []
+            reader.poll(lambda buffer, header: got.append(bytes(buffer)), 4096)
+            return reader.images[0].session_id, got
+
+        assert host.run(drained()) == (int(found[1]), data[:2048])
+    finally:
+        host.run(reader.close())
+
+
 def test_a_row_that_cannot_be_written_names_it_and_what_the_task_offered(spark, host):
     """A null or too long a value fails the task naming its row, and how many rows the task
     offered before it (they stay published: what is recorded is exactly those)."""
