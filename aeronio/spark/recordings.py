@@ -140,6 +140,18 @@ def recordings(catalog: Catalog) -> list[Recording]:
     return out
 
 
+def check_named(catalog: Catalog, named: frozenset[int] | None) -> None:
+    """SourceError naming the first id of option recording_ids that is no sound recording of
+    the catalog (a batch read cannot wait for it: it would read nothing of it, silently; why an
+    entry is corrupt is logged where `recordings` skips it)."""
+    sound = {r.recording_id for r in recordings(catalog)}
+    for rid in sorted((named or frozenset()) - sound):
+        raise SourceError(
+            f"option recording_ids: recording {rid} is not a sound recording of the archive's "
+            "catalog (not there, invalidated, or its entry corrupt: logged)"
+        )
+
+
 class Selection(NamedTuple):
     """Which recordings a query reads (the options recording_ids, channel, stream_id)."""
 
@@ -262,13 +274,15 @@ def last_boundary(archive_dir: Path, r: Recording, low: int, target: int) -> int
 
 
 def first_boundary_after(archive_dir: Path, r: Recording, low: int, limit: int) -> int:
-    """The first message boundary after `low` (a frame boundary) up to `limit` (the end of the
-    first whole message or PAD from there), or `low` when none ends before `limit`."""
+    """The first message boundary after `low` up to `limit` (the end of the first whole message
+    or PAD from there), or `low` when none ends before `limit`. `low` may be inside a message
+    (a stream's starting position): the frames are then walked from the term's start."""
     end = min(limit, r.term_end(low))
     if end <= low:
         return low
-    _, frames = scan_range(archive_dir, r, low, end)
-    found = fr.boundaries(frames, 0) + low
+    start = low if is_message_start(archive_dir, r, low) else r.known_boundary(low)
+    _, frames = scan_range(archive_dir, r, start, end)
+    found = fr.boundaries(frames, 0) + start
     found = found[found > low]
     return int(found[0]) if len(found) else low
 

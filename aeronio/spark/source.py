@@ -130,6 +130,8 @@ class BatchReader(_Reading, DataSourceReader):
 
     def partitions(self) -> list[AeronioPartition]:
         try:
+            if self.options.remote is None:
+                recs.check_named(self.catalog, self.options.selection.recording_ids)
             parts = rd.plan_batch(
                 self.archive_dir,
                 self.recordings(),
@@ -206,7 +208,8 @@ class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def latestOffset(self, start: dict, limit: ReadLimit | None = None) -> dict:
         current = rd.from_offset(start)
-        found = {r.recording_id: r for r in self.recordings()}
+        sound = {r.recording_id: r for r in recs.recordings(self.catalog)}
+        found = {rid: r for rid, r in sound.items() if self.options.selection(r)}
         positions = self.rec_positions()
         target = self._target
         reading: dict[int, tuple[Recording, int, int]] = {}  # rid -> (r, from, readable end)
@@ -214,10 +217,13 @@ class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow
         for rid, position in current.items():
             r = found.get(rid)
             if r is None:
-                if self.catalog.is_valid(rid):
+                if rid in sound:
                     out[rid] = position  # left out by the options now: no longer read
                     continue
-                self._lost(f"recording {rid} is no longer in the archive's catalog")
+                self._lost(
+                    f"recording {rid} is no longer a sound recording of the archive's catalog "
+                    "(deleted, invalidated, or its entry corrupt)"
+                )
                 continue
             if position < r.start_position:
                 self._lost(
@@ -265,7 +271,12 @@ class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow
         parts = []
         for rid, stop in finish.items():
             r = found.get(rid)
-            if r is None:
+            if r is None:  # gone since the offset was taken (or a restart replans it)
+                if stop > begin.get(rid, stop):
+                    self._lost(
+                        f"recording {rid} is no longer a sound recording of the archive's "
+                        f"catalog: positions {begin[rid]} to {stop} are not read"
+                    )
                 continue
             low = begin.get(rid, r.start_position)
             parts += rd.split(r, low, stop, stop, self.options.max_partition_bytes, trusted=True)

@@ -209,12 +209,21 @@ def test_starting_positions(spark, host, tmp_path, source):
     available_now(df, sink, tmp_path / "latest")  # the same checkpoint: what came since
     expected = rows_of(a._replace(rows=a.rows + more))
     assert sink.sorted() == expected[200:]
-    # from a message's position, or from inside one (then from the next message)
-    for position, first in ((a.rows[120][0], 120), (a.rows[120][0] + 32, 121)):
+    # from a message's position, or from inside one (then from the next message); inside one
+    # longer than a trigger's byte budget too (its first trigger found no boundary from there
+    # and stayed put: the query ended with nothing read)
+    long = max(i for i, row in enumerate(expected) if len(row[-1]) >= 3000)  # few after it
+    for position, first, budget in (
+        (a.rows[120][0], 120, None),
+        (a.rows[120][0] + 32, 121, None),
+        (expected[long][4] + 32, long + 1, "1k"),
+    ):
         sink = Collected()
+        limit = {} if budget is None else {"max_bytes_per_trigger": budget}
         df = stream(
-            spark, host, source, stream_id=stream_id, starting_positions=json.dumps({rid: position})
-        )
+            spark, host, source, stream_id=stream_id,
+            starting_positions=json.dumps({rid: position}), **limit,
+        )  # fmt: skip
         available_now(df, sink, tmp_path / f"json{position}")
         assert sink.sorted() == expected[first:]
 

@@ -3,9 +3,11 @@ package io.aeronio.spark;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.EnumSet;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeSet;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
@@ -310,7 +312,19 @@ public final class AeronioSource implements TableProvider, DataSourceRegister {
       long high = Math.min(options.endPosition, bounds[1]);
       var positions = options.driverDir == null ? null : Archive.recordingPositions(Path.of(options.driverDir));
       List<Part> parts = new ArrayList<>();
-      for (Archive.Recording r : Archive.recordings(archive)) {
+      List<Archive.Recording> sound = Archive.recordings(archive);
+      if (options.recordingIds != null) { // a batch cannot wait for one: it would read none of it
+        Set<Long> known = new HashSet<>();
+        sound.forEach(r -> known.add(r.recordingId()));
+        for (long rid : new TreeSet<>(options.recordingIds)) {
+          if (!known.contains(rid)) {
+            throw Archive.error(
+                "option recording_ids: recording " + rid + " is not a sound recording of the"
+                    + " archive's catalog (not there, invalidated, or its entry corrupt: logged)");
+          }
+        }
+      }
+      for (Archive.Recording r : sound) {
         boolean selected =
             (options.recordingIds == null || options.recordingIds.contains(r.recordingId()))
                 && (options.channel == null || r.channel().contains(options.channel))

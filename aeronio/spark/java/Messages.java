@@ -171,16 +171,18 @@ final class Messages {
   }
 
   /**
-   * The first message boundary after `low` (a frame boundary) up to `limit`, or `low` when no
-   * message or PAD ends before `limit`.
+   * The first message boundary after `low` up to `limit`, or `low` when no message or PAD ends
+   * before `limit`. `low` may be inside a message (a stream's starting position): the frames are
+   * then walked from the term's start.
    */
   static long firstBoundaryAfter(Path archive, Archive.Recording r, long low, long limit) {
     long end = Math.min(limit, r.termEnd(low));
     if (end <= low) {
       return low;
     }
+    long start = isMessageStart(archive, r, low) ? low : known(r, low); // low inside a message
     long[] first = {low};
-    walk(archive, r, low, end, b -> {
+    walk(archive, r, start, end, b -> {
       if (b > low) {
         first[0] = b;
         return false;

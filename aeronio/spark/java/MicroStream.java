@@ -161,7 +161,9 @@ final class MicroStream implements MicroBatchStream, SupportsTriggerAvailableNow
         if (valid.containsKey(rid)) {
           out.put(rid, position); // left out by the options now: no longer read
         } else {
-          lost("recording " + rid + " is no longer in the archive's catalog");
+          lost(
+              "recording " + rid + " is no longer a sound recording of the archive's catalog"
+                  + " (deleted, invalidated, or its entry corrupt)");
         }
         continue;
       }
@@ -243,7 +245,13 @@ final class MicroStream implements MicroBatchStream, SupportsTriggerAvailableNow
     List<Part> parts = new ArrayList<>();
     for (Map.Entry<Long, Long> e : StreamOffset.of(end).positions.entrySet()) {
       Archive.Recording r = found.get(e.getKey());
-      if (r == null) {
+      if (r == null) { // gone since the offset was taken (or a restart replans it)
+        Long from = begin.get(e.getKey());
+        if (from != null && e.getValue() > from) {
+          lost(
+              "recording " + e.getKey() + " is no longer a sound recording of the archive's"
+                  + " catalog: positions " + from + " to " + e.getValue() + " are not read");
+        }
         continue;
       }
       long stop = e.getValue(), low = begin.getOrDefault(r.recordingId(), r.startPosition());
