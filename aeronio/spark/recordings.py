@@ -129,27 +129,40 @@ def from_descriptor(d: RecordingDescriptor, where: str) -> Recording:
 def recordings(catalog: Catalog) -> list[Recording]:
     """Every valid recording, in id order; a corrupt catalog entry is logged and skipped, so
     that it hides no other."""
-    out = []
-    for _, entry in catalog.entries():
+    return listing(catalog)[0]
+
+
+def listing(catalog: Catalog) -> tuple[list[Recording], set[int]]:
+    """`recordings`, and the ids of the corrupt entries it skips."""
+    out, corrupt = [], set()
+    for rid, entry in catalog.entries():
         try:
             if isinstance(entry, CatalogError):
                 raise SourceError(str(entry))
             out.append(from_descriptor(entry, str(catalog.path)))
         except SourceError as e:
             log.warning("skipping a recording: %s", e)
-    return out
+            corrupt.add(rid)
+    return out, corrupt
 
 
-def check_named(catalog: Catalog, named: frozenset[int] | None) -> None:
+def check_named(catalog: Catalog, named: frozenset[int] | None, streaming: bool = False) -> None:
     """SourceError naming the first id of option recording_ids that is no sound recording of
-    the catalog (a batch read cannot wait for it: it would read nothing of it, silently; why an
-    entry is corrupt is logged where `recordings` skips it)."""
-    sound = {r.recording_id for r in recordings(catalog)}
+    the catalog: a batch read cannot wait for it (it would read nothing of it, silently); a
+    stream can, for one not there yet, not for a corrupt entry (why it is corrupt is logged
+    where `listing` skips it)."""
+    found, corrupt = listing(catalog)
+    sound = {r.recording_id for r in found}
     for rid in sorted((named or frozenset()) - sound):
-        raise SourceError(
-            f"option recording_ids: recording {rid} is not a sound recording of the archive's "
-            "catalog (not there, invalidated, or its entry corrupt: logged)"
-        )
+        if not streaming:
+            raise SourceError(
+                f"option recording_ids: recording {rid} is not a sound recording of the "
+                "archive's catalog (not there, invalidated, or its entry corrupt: logged)"
+            )
+        if rid in corrupt:
+            raise SourceError(
+                f"option recording_ids: recording {rid} has a corrupt catalog entry (logged)"
+            )
 
 
 class Selection(NamedTuple):

@@ -165,6 +165,7 @@ class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def initialOffset(self) -> dict:
         start = self.options.starting_positions
+        recs.check_named(self.catalog, self.options.selection.recording_ids, streaming=True)
         found = {r.recording_id: r for r in self.recordings()}
         positions = self.rec_positions()
         out = {}

@@ -537,7 +537,8 @@ def test_a_stream_planned_over_a_missing_or_cut_segment(spark, host, recorded, t
 
 def test_recording_ids_naming_no_sound_recording(spark, source, host, recorded, tmp_path):
     """A batch read whose recording_ids names an id the catalog has not, or whose entry is
-    corrupt, fails naming it: it read nothing of it, silently (an empty result)."""
+    corrupt, fails naming it, and a stream whose recording_ids names a corrupt entry: they read
+    nothing of it, silently (an empty result, a stream that never reads it)."""
     from aeronio.spark import SourceError
 
     copy = tmp_path / "copy"
@@ -557,6 +558,19 @@ def test_recording_ids_naming_no_sound_recording(spark, source, host, recorded, 
             "catalog (not there, invalidated, or its entry corrupt: logged)",
         )
     assert loading(spark, source, copy, recording_ids=recorded.big.recording_id)().count() == 120
+    # a stream may wait for a recording not there yet, not for a corrupt entry
+    available_now(tmp_path / "ck999")(
+        loading(spark, source, copy, stream=True, recording_ids=999)()
+    )
+    assert_raises(
+        failure(
+            loading(spark, source, copy, stream=True, recording_ids=rid),
+            available_now(tmp_path / "ck"),
+        ),
+        "action",
+        SourceError,
+        f"option recording_ids: recording {rid} has a corrupt catalog entry (logged)",
+    )
 
 
 def test_a_micro_batch_planned_after_its_recording_went(host, recorded, tmp_path, caplog):

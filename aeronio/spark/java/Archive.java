@@ -14,8 +14,10 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -148,6 +150,11 @@ final class Archive {
 
   /** Every valid recording of the catalog, in id order; a corrupt entry is logged, skipped. */
   static List<Recording> recordings(Path archive) {
+    return recordings(archive, new HashSet<>());
+  }
+
+  /** As recordings(archive), adding the ids of the corrupt entries skipped to `corrupt`. */
+  static List<Recording> recordings(Path archive, Set<Long> corrupt) {
     if (!Files.isDirectory(archive)) {
       throw error("archive directory " + repr(archive) + " does not exist");
     }
@@ -181,6 +188,7 @@ final class Archive {
         out.add(descriptor(catalog, path, id, at, length));
       } catch (IllegalArgumentException e) {
         LOG.warn("skipping a recording: {}", e.getMessage());
+        corrupt.add((long) id);
       }
     }
     return out;

@@ -4,10 +4,13 @@ import java.math.BigInteger;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
@@ -75,6 +78,16 @@ final class MicroStream implements MicroBatchStream, SupportsTriggerAvailableNow
 
   @Override
   public Offset initialOffset() {
+    Set<Long> corrupt = new HashSet<>();
+    Archive.recordings(archive, corrupt);
+    if (options.read.recordingIds != null) { // one not there yet may come: a corrupt one never
+      for (long rid : new TreeSet<>(options.read.recordingIds)) {
+        if (corrupt.contains(rid)) {
+          throw Archive.error(
+              "option recording_ids: recording " + rid + " has a corrupt catalog entry (logged)");
+        }
+      }
+    }
     Map<Long, Archive.Recording> found = recordings();
     Map<Long, Long> positions = recPositions();
     Map<Long, Long> wanted = options.startingPositions;
