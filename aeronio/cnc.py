@@ -169,6 +169,11 @@ class CncFile:
         ):
             if value < 8 or value & (value - 1):
                 raise ValueError(f"{name} must be a power of two of at least 8, got {value}")
+        if to_clients_capacity < broadcast.MIN_CAPACITY:
+            raise ValueError(
+                f"to_clients_capacity must be at least {broadcast.MIN_CAPACITY}, "
+                f"got {to_clients_capacity}"
+            )
         if max_counters <= 0:
             raise ValueError(f"max_counters must be positive, got {max_counters}")
         if error_log_length <= 0 or error_log_length % 8:
@@ -209,16 +214,16 @@ class CncFile:
     def map(cls, dir: str | os.PathLike[str]) -> Self:
         """Map the cnc.dat of a driver directory (or the file itself) read-write: a client's
         or a tool's side. Raises FileNotFoundError without one, CncNotReadyError while the
-        driver writes it, CncFileError for another version, a short file or buffer lengths no
-        driver writes."""
+        driver writes it (shorter than its header: not yet sized), CncFileError for another
+        version, a file shorter than its buffers or buffer lengths no driver writes."""
         path = os.fspath(dir)
         if os.path.isdir(path):
             path = os.path.join(path, CNC_FILE)
         fd = os.open(path, os.O_RDWR)
         try:
             size = os.fstat(fd).st_size
-            if size < HEADER_LENGTH:
-                raise CncFileError(f"{path!r} is {size} bytes, shorter than its header")
+            if size < HEADER_LENGTH:  # a driver made it and sizes it next (Aeron's clients wait)
+                raise CncNotReadyError(f"{path!r} is {size} bytes, shorter than its header")
             mapped = mmap.mmap(fd, size)
         finally:
             os.close(fd)

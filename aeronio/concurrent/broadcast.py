@@ -47,15 +47,17 @@ TAIL_INTENT_COUNTER_OFFSET = 0
 TAIL_COUNTER_OFFSET = 8
 LATEST_COUNTER_OFFSET = 16
 TRAILER_LENGTH = 128
+MIN_CAPACITY = 16  # the smallest record: its 8-byte header and a payload aligned to 8
 
 
 def capacity_of(length: int) -> int:
-    """The capacity of a broadcast buffer of `length` bytes; ValueError if no buffer has it."""
+    """The capacity of a broadcast buffer of `length` bytes; ValueError if no buffer has it (a
+    power of two, at least MIN_CAPACITY: a record's header and one aligned payload byte)."""
     capacity = length - TRAILER_LENGTH
-    if capacity <= 0 or capacity & (capacity - 1):
+    if capacity < MIN_CAPACITY or capacity & (capacity - 1):
         raise ValueError(
-            f"broadcast buffer capacity must be a power of two (buffer length - "
-            f"{TRAILER_LENGTH} trailer), got {capacity}"
+            f"broadcast buffer capacity must be a power of two of at least {MIN_CAPACITY} "
+            f"(buffer length - {TRAILER_LENGTH} trailer), got {capacity}"
         )
     return capacity
 

@@ -23,7 +23,7 @@ def small(dir: Path, **kwargs) -> CncFile:
     return CncFile.create(
         dir,
         to_driver_capacity=kwargs.pop("to_driver_capacity", 1024),
-        to_clients_capacity=2048,
+        to_clients_capacity=kwargs.pop("to_clients_capacity", 2048),
         max_counters=4,
         error_log_length=256,
         client_liveness_timeout_ns=5_000_000_000,
@@ -113,9 +113,10 @@ def test_map_errors_name_the_problem(tmp_path):
     with pytest.raises(FileNotFoundError):
         CncFile.map(tmp_path)
     path = tmp_path / CNC_FILE
-    path.write_bytes(bytes(64))
-    with pytest.raises(CncFileError, match="64 bytes, shorter than its header"):
-        CncFile.map(tmp_path)
+    for size in (0, 64):  # made, not yet sized: a client waits (it raised CncFileError at once)
+        path.write_bytes(bytes(size))
+        with pytest.raises(CncNotReadyError, match=f"{size} bytes, shorter than its header"):
+            CncFile.map(tmp_path)
     small(tmp_path).close()
     raw = bytearray(path.read_bytes())
     path.write_bytes(bytes(4) + raw[4:])
@@ -134,10 +135,12 @@ def test_map_errors_name_the_problem(tmp_path):
     [
         (4, 1000, "ring buffer capacity must be a power of two of at least 8 bytes (buffer "
          "length - 768 trailer), got 232"),
-        (8, 1000, "broadcast buffer capacity must be a power of two (buffer length - 128 "
-         "trailer), got 872"),
-        (8, 0, "broadcast buffer capacity must be a power of two (buffer length - 128 "
-         "trailer), got -128"),
+        (8, 1000, "broadcast buffer capacity must be a power of two of at least 16 (buffer "
+         "length - 128 trailer), got 872"),
+        (8, 0, "broadcast buffer capacity must be a power of two of at least 16 (buffer "
+         "length - 128 trailer), got -128"),
+        (8, 136, "broadcast buffer capacity must be a power of two of at least 16 (buffer "
+         "length - 128 trailer), got 8"),  # its one record would write over the trailer
     ],
 )  # fmt: skip
 def test_buffer_lengths_no_driver_writes_are_refused_naming_the_file(
@@ -159,4 +162,6 @@ def test_buffer_lengths_no_driver_writes_are_refused_naming_the_file(
 def test_create_refuses_bad_lengths(tmp_path):
     with pytest.raises(ValueError, match="to_driver_capacity must be a power of two"):
         small(tmp_path, to_driver_capacity=1000)
+    with pytest.raises(ValueError, match="to_clients_capacity must be at least 16, got 8"):
+        small(tmp_path, to_clients_capacity=8)  # a record of one byte wrote over the trailer
     assert not (tmp_path / CNC_FILE).exists()
