@@ -31,5 +31,9 @@ static inline void aio_put_i64(char *p, int64_t v) { __builtin_memcpy(p, &v, 8);
 static inline void aio_put_i32(char *p, int32_t v) { __builtin_memcpy(p, &v, 4); }
 
 static inline void aio_fence_full(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+/* Release: no earlier access moves past a later store; acquire: no later access moves before
+ * an earlier load (Aeron's aeron_release() / aeron_acquire()). */
+static inline void aio_fence_release(void) { __atomic_thread_fence(__ATOMIC_RELEASE); }
+static inline void aio_fence_acquire(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
 
 #endif

@@ -39,6 +39,14 @@ cdef class AtomicBuffer:
     def get_int32_volatile(self, Py_ssize_t offset) -> int:
         return aio_load_i32(self._at(offset, 4))
 
+    def fence_release(self) -> None:
+        """No access before it is seen after a store that follows it (Aeron's release())."""
+        aio_fence_release()
+
+    def fence_acquire(self) -> None:
+        """No access after it is made before a load that precedes it (Aeron's acquire())."""
+        aio_fence_acquire()
+
     def put_int64_ordered(self, Py_ssize_t offset, int64_t value) -> None:
         aio_store_i64(self._at(offset, 8), value)
 

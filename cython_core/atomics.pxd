@@ -15,3 +15,5 @@ cdef extern from "aeronio_atomics.h" nogil:
     void aio_put_i64(char *p, int64_t v)
     void aio_put_i32(char *p, int32_t v)
     void aio_fence_full()
+    void aio_fence_release()
+    void aio_fence_acquire()

@@ -96,14 +96,18 @@ class BroadcastTransmitter(_Broadcast):
         aligned = align(record_length)
         new_tail = tail + aligned
         to_end = self.capacity - offset
+        # The tail intent is seen before any byte of the records it overwrites (a release
+        # store orders only what comes before it: the fence, what comes after).
         if to_end < aligned:
             atomic.put_int64_ordered(self._tail_intent_at, new_tail + to_end)
+            atomic.fence_release()
             atomic.put_int32(offset + 4, PADDING_MSG_TYPE_ID)
             atomic.put_int32(offset, to_end)
             tail += to_end
             offset = 0
         else:
             atomic.put_int64_ordered(self._tail_intent_at, new_tail)
+            atomic.fence_release()
         atomic.put_int32(offset, record_length)
         atomic.put_int32(offset + 4, msg_type_id)
         self._view[offset + HEADER_LENGTH : offset + record_length] = payload
@@ -165,6 +169,7 @@ class BroadcastReceiver(_Broadcast):
             start, offset = next_record, 0
             length, msg_type_id = atomic.get_int32(0), atomic.get_int32(4)
             next_record += align(length)
+        atomic.fence_acquire()  # the header above read before the intent that vouches for it
         intent = atomic.get_int64_volatile(self._tail_intent_at)
         bad = self._bad_field(offset, length, msg_type_id)
         if not bad and next_record > intent:
@@ -200,6 +205,7 @@ class BroadcastReceiver(_Broadcast):
         return self._validate_at(self._cursor)
 
     def _validate_at(self, cursor: int) -> bool:
+        self._atomic.fence_acquire()  # what was read of the record, before the intent
         return cursor + self.capacity > self._atomic.get_int64_volatile(self._tail_intent_at)
 
 
