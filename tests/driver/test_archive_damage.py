@@ -330,18 +330,25 @@ async def test_a_corrupt_catalog_entry_is_answered_and_hides_no_other(
             await subscription.close()
 
 
-async def test_no_archive_starts_on_a_catalog_cut_inside_a_record(aeron, tmp_path):
-    archive_dir = tmp_path / "a"
+def catalog_of(archive_dir: Path, stops: list[int]) -> Path:
+    """An archive's catalog with a recording stopped at each of `stops` (NULL_POSITION: left
+    active)."""
     with Catalog(archive_dir, max_entries=4) as catalog:
-        for recording_id in range(2):
+        for recording_id, stop in enumerate(stops):
             catalog.add_recording(
                 start_position=0, start_timestamp=1, initial_term_id=7,
                 segment_file_length=SEGMENT, term_buffer_length=64 * 1024, mtu_length=1408,
                 session_id=42, stream_id=STREAM, stripped_channel="aeron:ipc",
                 original_channel="aeron:ipc", source_identity="ipc",
             )  # fmt: skip
-            catalog.recording_stopped(recording_id, 0, 2)
-    path = archive_dir / "archive.catalog"
+            if stop != archive.NULL_POSITION:
+                catalog.recording_stopped(recording_id, stop, 2)
+    return archive_dir / "archive.catalog"
+
+
+async def test_no_archive_starts_on_a_catalog_cut_inside_a_record(aeron, tmp_path):
+    archive_dir = tmp_path / "a"
+    path = catalog_of(archive_dir, [0, 0])
     os.truncate(path, 2 * RECORD + 500)  # 500 bytes into recording 1's record
     before = path.read_bytes()
     with pytest.raises(CatalogError) as caught:
@@ -355,24 +362,10 @@ async def test_no_archive_starts_on_a_catalog_cut_inside_a_record(aeron, tmp_pat
         pass
 
 
-def catalog_of_one(archive_dir: Path, stop: int) -> Path:
-    """An archive's catalog with recording 0 stopped at `stop` (NULL_POSITION: left active)."""
-    with Catalog(archive_dir, max_entries=4) as catalog:
-        catalog.add_recording(
-            start_position=0, start_timestamp=1, initial_term_id=7,
-            segment_file_length=SEGMENT, term_buffer_length=64 * 1024, mtu_length=1408,
-            session_id=42, stream_id=STREAM, stripped_channel="aeron:ipc",
-            original_channel="aeron:ipc", source_identity="ipc",
-        )  # fmt: skip
-        if stop != archive.NULL_POSITION:
-            catalog.recording_stopped(0, stop, 2)
-    return archive_dir / "archive.catalog"
-
-
 async def test_a_catalog_of_another_version_leaves_no_lock_behind(aeron, tmp_path):
     """Refused for its version, the catalog was left locked (and mapped) until a garbage
     collection: fixed, it still could not be opened ("in use by a running archive")."""
-    path = catalog_of_one(tmp_path / "a", 0)
+    path = catalog_of(tmp_path / "a", [0])
     header = path.read_bytes()[:16]
     with open(path, "r+b") as f:
         f.write(CatalogHeader(7, RECORD).encode_block())
@@ -389,7 +382,7 @@ async def test_a_segment_that_cannot_be_mapped_is_named_and_not_taken_for_none(a
     stops the archive's start, naming the file: recovery took it for a missing segment and
     stored the recording stopped at its start, losing what the file held; the error (a bare
     OSError) left the catalog locked."""
-    path = catalog_of_one(tmp_path / "a", archive.NULL_POSITION)
+    path = catalog_of(tmp_path / "a", [archive.NULL_POSITION])
     (tmp_path / "a" / "0-0.rec").mkdir()
     with pytest.raises(SegmentError) as caught:
         archive.Archive.launch(aeron, archive_dir=tmp_path / "a", **archive.LOCAL_ARCHIVE)
