@@ -2,29 +2,46 @@
 # bounds-checked access for Python code: counters, log metadata, tests.
 
 
+# Pins
+# An address kept past the call that took it must be pinned: the typed memoryview that gave it
+# is kept with it, holding the buffer's export, so the owner cannot free or move the memory
+# under it (an mmap's close, a bytearray's resize or a memoryview's release raise BufferError
+# until the pin goes with its holder).
+
+
+cdef char* pinned_address(unsigned char[::1] pin) except NULL:
+    """The address of a pinned buffer's first byte (ValueError for an empty one)."""
+    if pin.shape[0] == 0:
+        raise ValueError("buffer is empty")
+    return <char*> &pin[0]
+
+
 cdef char* buffer_address(object buffer, Py_ssize_t* length) except NULL:
-    """The address and length of a writable, C-contiguous buffer."""
+    """The address and length of a writable, C-contiguous buffer, for the call that asks alone
+    (not pinned: a holder keeps a pin instead)."""
     cdef unsigned char[::1] view = buffer
     length[0] = view.shape[0]
-    if view.shape[0] == 0:
-        raise ValueError("buffer is empty")
-    return <char*> &view[0]
+    return pinned_address(view)
 
 
 cdef class AtomicBuffer:
     """Atomic views on a writable byte buffer shared between threads or processes.
 
     Loads are acquire, stores are release, CAS and get_and_add are sequentially consistent.
-    Offsets must be naturally aligned for the width accessed.
+    Offsets must be naturally aligned for the width accessed. The buffer stays pinned while
+    this lives (its export held: closing or resizing it raises BufferError).
     """
 
     cdef readonly object owner
+    cdef unsigned char[::1] _pin
     cdef char* address
     cdef readonly Py_ssize_t capacity
 
     def __cinit__(self, object buffer):
         self.owner = buffer
-        self.address = buffer_address(buffer, &self.capacity)
+        self._pin = buffer
+        self.capacity = self._pin.shape[0]
+        self.address = pinned_address(self._pin)
 
     cdef inline char* _at(self, Py_ssize_t offset, Py_ssize_t width) except NULL:
         if offset < 0 or offset + width > self.capacity:

@@ -93,7 +93,7 @@ cdef class ImageReader:
     cdef readonly MappedLog log
     cdef readonly int32_t session_id
     cdef readonly int32_t stream_id
-    cdef object _position_owner
+    cdef unsigned char[::1] _position_pin
     cdef char* _position
     cdef readonly Header header
     cdef object _view
@@ -115,8 +115,9 @@ cdef class ImageReader:
                   Doorbell consumed_doorbell=None):
         cdef Py_ssize_t length
         self.log = log
-        self._position_owner = position_buffer
-        self._position = buffer_address(position_buffer, &length)
+        self._position_pin = position_buffer
+        length = self._position_pin.shape[0]
+        self._position = pinned_address(self._position_pin)
         if position_offset < 0 or position_offset + 8 > length or position_offset % 8:
             raise ValueError(f"position_offset {position_offset} is not an aligned int64 in the buffer")
         self._position += position_offset

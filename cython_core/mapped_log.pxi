@@ -60,6 +60,7 @@ cdef class MappedLog:
     """
 
     cdef readonly object owner
+    cdef unsigned char[::1] _pin
     cdef char* base
     cdef char* meta
     cdef readonly int32_t term_length
@@ -77,7 +78,9 @@ cdef class MappedLog:
         cdef int32_t page_size
         cdef int64_t expected
         self.owner = buffer
-        self.base = buffer_address(buffer, &length)
+        self._pin = buffer
+        length = self._pin.shape[0]
+        self.base = pinned_address(self._pin)
         self.length = length
         if length < LOG_META_DATA_LENGTH + PARTITION_COUNT * TERM_MIN_LENGTH:
             raise ValueError(f"log buffer of {length} bytes is too short")
