@@ -630,6 +630,30 @@ async def test_an_offer_batch_cancelled_part_way_leaves_position_where_its_part_
     assert drain(sub) == batch[:appended]  # the first ones, in order, and nothing else
 
 
+async def test_an_offer_batch_cancelled_part_way_says_how_many_went_on_a_shared_log(aeron):
+    """A concurrent publication's position is no count (others may write the log): the
+    CancelledError carries it, and an outer timeout's TimeoutError has that as its cause."""
+    sub = await aeron.add_subscription("aeron:ipc", 39)
+    pub = await aeron.add_publication(TERM_64K, 39)
+    await image_of(sub)
+    batch = [i.to_bytes(4, "little") * 250 for i in range(200)]  # 200 KB: over the window
+    task = asyncio.create_task(pub.offer_batch(batch))
+    await await_until(lambda: pub.position + 1056 > pub.position_limit, 10, "a wait")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError) as cancelled:
+        await task
+    appended = cancelled.value.appended
+    assert 0 < appended < len(batch)
+    assert f"offer_batch: {appended} of 200 messages appended" in cancelled.value.__notes__
+    assert drain(sub) == batch[:appended]  # exactly those, in order
+    with pytest.raises(TimeoutError) as timed_out:  # the rest, under a timeout of the caller's
+        async with asyncio.timeout(0.05):
+            await pub.offer_batch(batch[appended:])
+    went = timed_out.value.__cause__.appended
+    assert 0 < went < len(batch) - appended
+    assert drain(sub) == batch[appended : appended + went]
+
+
 async def test_an_offer_batch_waiting_on_a_lost_driver_raises_the_drivers_error(aeron, monkeypatch):
     sub = await aeron.add_subscription("aeron:ipc", 34)
     pub = await aeron.add_publication(TERM_64K, 34)
