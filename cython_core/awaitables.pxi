@@ -676,9 +676,15 @@ cdef class MessageViews:
         cdef list readers = self._subscription._readers
         cdef Py_ssize_t count = len(readers), i
         cdef ImageReader reader
+        cdef bint found
         for i in range(count):
             reader = <ImageReader> readers[(self._image + i) % count]
-            if reader._view_message(self._message):
+            try:
+                found = reader._view_message(self._message)
+            except BaseException:  # a corrupt image: raised, and the next read starts past it
+                self._image = (self._image + i + 1) % count
+                raise
+            if found:
                 self._image = (self._image + i) % count
                 self._ready = True
                 return True

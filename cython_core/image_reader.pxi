@@ -181,7 +181,8 @@ cdef class ImageReader:
     cdef inline object _fragment_view(self, char* payload, Py_ssize_t start, Py_ssize_t length):
         """A view of `length` bytes at `payload` (offset `start` in the log): the last one handed
         out, re-pointed, unless someone else holds it."""
-        if self._fragment is None or not aio_rewrap_view(<PyObject*> self._fragment, payload, length):
+        if self._fragment is None or not aio_rewrap_view(<PyObject*> self._fragment, <PyObject*> self._view,
+                                                         payload, length):
             self._fragment = self._view[start:start + length]
         return self._fragment
 
@@ -532,7 +533,8 @@ cdef class ImageReader:
                 continue
             if flags & END_FRAG_FLAG:
                 if out.data is None or type(out.data) is not memoryview or not aio_rewrap_view(
-                        <PyObject*> out.data, term + begin + HEADER_LENGTH, frame_length - HEADER_LENGTH):
+                        <PyObject*> out.data, <PyObject*> self._view, term + begin + HEADER_LENGTH,
+                        frame_length - HEADER_LENGTH):
                     out.data = self._view[base + begin + HEADER_LENGTH:base + begin + frame_length]
                 last = begin
                 break

@@ -221,7 +221,7 @@ def offer_recorded(LogAppender appender, object segment, int64_t segment_base, i
     cdef const char* source
     cdef MappedLog log = appender.log
     cdef int32_t term_length = log.term_length
-    cdef int64_t start, position, length, aligned, end, after, term_left
+    cdef int64_t start, position, length, aligned, end, after, term_left, bound
     cdef Py_ssize_t offset
     cdef int32_t resulting
     if not appender.exclusive:
@@ -252,8 +252,9 @@ def offer_recorded(LogAppender appender, object segment, int64_t segment_base, i
                         source, view.len, offset, position, term_length, stop):
                     break
                 end = offset  # whole frames (lengths only, as scan_whole_frames) within length
-                while end + HEADER_LENGTH <= offset + length:
-                    aligned = frame_extent(aio_get_i32(source + end), end, offset + length)
+                bound = min(offset + length, view.len)  # and the segment: it may end short
+                while end + HEADER_LENGTH <= bound:
+                    aligned = frame_extent(aio_get_i32(source + end), end, bound)
                     if aligned <= 0:
                         break
                     end += aligned

@@ -20,9 +20,12 @@ cdef bint _zeroed_between(const char* term, int32_t from_offset, int32_t to_offs
 
 cdef int unblock_term(char* term, const char* default_header, int32_t blocked_offset,
                       int32_t tail_offset, int32_t term_id, int32_t term_length) noexcept nogil:
-    cdef int32_t frame_length = aio_load_i32(term + blocked_offset)
+    cdef int32_t frame_length
     cdef int32_t offset
     cdef char* frame = term + blocked_offset
+    if blocked_offset & (FRAME_ALIGNMENT - 1):
+        return UNBLOCK_NO_ACTION  # no frame starts there: a position no reader keeps (shared
+    frame_length = aio_load_i32(frame)  # memory another process wrote), never a PAD
     if frame_length < 0 and frame_extent(<int32_t> -(<int64_t> frame_length), blocked_offset,
                                          term_length) <= 0:
         return UNBLOCK_NO_ACTION  # no writer reserved that: a corrupt length stays, never a PAD

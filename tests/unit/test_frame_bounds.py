@@ -339,3 +339,81 @@ def test_overlapping_packets_never_move_the_receiver_position_past_the_term(tmp_
     assert image.hwm.get() == 96
     assert image.rebuilder.advance() == (TERM_ID, 64, 32)
     assert image.rebuild.get() == 64
+
+
+# -- views lent across images, a corrupt image among others ------------------------------------
+
+
+def view_after_its_image_went() -> str:
+    """messages(copy=False) over two images: a message of B, then one of A, whose image then
+    goes (its log unmapped). The message's view must still be readable: it keeps A's mapping
+    alive (before, B's view re-pointed into A kept only B's: a segfault)."""
+    import gc
+
+    with tempfile.TemporaryDirectory() as a_dir, tempfile.TemporaryDirectory() as b_dir:
+        log_a, log_b = new_log(a_dir), new_log(b_dir)
+        put_frame(log_b.term(0), 0, 64, body=b"from-B".ljust(32, b"."))
+        reader_a = _core.ImageReader(log_a.mapped, counter(), 0)
+        reader_b = _core.ImageReader(log_b.mapped, counter(), 0)
+        subscription = _core.SubscriptionBase()
+        subscription._set_images(
+            [SimpleNamespace(_reader=reader_b), SimpleNamespace(_reader=reader_a)]
+        )
+        views = subscription.messages(copy=False)
+        assert views.ready()
+        message = views.take()
+        assert bytes(message.data) == b"from-B".ljust(32, b".")
+        put_frame(log_a.term(0), 0, 64, body=b"from-A".ljust(32, b"."))
+        assert views.ready()
+        message = views.take()
+        subscription._set_images([SimpleNamespace(_reader=reader_b)])
+        del reader_a
+        log_a.close()
+        del log_a
+        gc.collect()
+        got = bytes(message.data).decode()
+        del message, views, subscription, reader_b
+        log_b.close()
+        return got
+
+
+def test_a_view_lent_from_an_image_that_went_stays_readable():
+    assert call_isolated("view_after_its_image_went") == "from-A".ljust(32, ".")
+
+
+def test_a_corrupt_image_holds_no_other_back_from_views(log, tmp_path):
+    """messages(copy=False) over a corrupt image and a sound one: the corrupt one raises at its
+    turn, and the sound one's message comes at the next read (before, every read started at the
+    corrupt image again: its error for ever, the other never read)."""
+    put_frame(log.term(0), 0, 0x7FFFFFF0)
+    (tmp_path / "sound").mkdir()
+    sound = new_log(tmp_path / "sound")
+    try:
+        put_frame(sound.term(0), 0, 64, body=b"sound".ljust(32, b"."))
+        subscription = _core.SubscriptionBase()
+        readers = [_core.ImageReader(each.mapped, counter(), 0) for each in (log, sound)]
+        subscription._set_images([SimpleNamespace(_reader=reader) for reader in readers])
+        views = subscription.messages(copy=False)
+        with pytest.raises(AeronError, match="corrupt frame length 2147483632 at term offset 0"):
+            views.ready()
+        assert views.ready()
+        assert bytes(views.take().data) == b"sound".ljust(32, b".")
+        del views, subscription, readers
+    finally:
+        sound.close()
+
+
+# -- the unblocker at a position off a frame boundary -------------------------------------------
+
+
+@pytest.mark.parametrize("blocked", [40, 2 * TERM + TERM - 4], ids=["in a message", "term end"])
+def test_unblock_at_a_position_off_a_frame_boundary_writes_nothing(log, blocked):
+    """The consumers' position is shared memory: off a frame boundary no frame starts there.
+    Before: a PAD header inside a committed message's payload, or 28 bytes of one past the last
+    term, over the log's metadata (the tail counters)."""
+    appender = _core.LogAppender(log.mapped, counter(1 << 20), 0, False)
+    assert appender.try_offer(bytes(96)) == 128  # zeros where an unblocker looks for a frame
+    assert appender.try_offer(b"x" * 32) == 192
+    before = bytes(log.array)
+    assert _core.unblock_log(log.mapped, blocked) is False
+    assert bytes(log.array) == before

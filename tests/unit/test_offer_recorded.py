@@ -189,6 +189,27 @@ def test_a_run_ends_before_damage_which_the_reader_reports(recording, tmp_path):
         log.close()
 
 
+def test_a_run_ends_where_a_segment_cut_short_ends(recording, tmp_path):
+    """A segment file shorter than the recording's stop (cut off by a crash) ends the run at its
+    end, mid-block. Before: the block's frames were walked past it, bytes beyond the segment
+    offered (a segfault where the next page was not mapped)."""
+    segment, _ = recording
+    cut = 0
+    while cut < BLOCK // 2:  # a frame boundary inside the first block
+        cut += (struct.unpack_from("<i", segment, cut)[0] + 31) & ~31
+    stop = cut + ((struct.unpack_from("<i", segment, cut)[0] + 31) & ~31)  # a frame past it
+    log = new_log(tmp_path / "log", 9)
+    try:
+        appender = appender_of(log, counter(OPEN))
+        short = memoryview(segment)[:cut]  # the bytes after it are there, outside the view
+        position = _core.offer_recorded(appender, short, 0, stop, stop, BLOCK, 1 << 30, 0)
+        assert position <= cut  # the rest is the per-block path's, which stops at the end
+        assert bytes(log.term(0)[:position]) == segment[:position]
+        assert not log.term(0)[position:].any()
+    finally:
+        log.close()
+
+
 @pytest.mark.parametrize("how", ["closed", "not connected"])
 def test_nothing_is_offered_to_a_closed_or_unconnected_publication(recording, tmp_path, how):
     segment, end = recording
