@@ -207,6 +207,10 @@ class DriverPublication:
         self.log.mapped.wake_space_waiters()
 
     def _clean_to(self, position: int) -> int:
+        """Zero the log up to `position`, never past what was written: the consumers'
+        positions are shared memory a client can set anywhere (2**60 would be a loop of 2**44
+        terms)."""
+        position = min(position, self.producer_position)
         work = 0
         while self.clean_position < position:
             cleaned = self.log.mapped.clean(self.clean_position, position)

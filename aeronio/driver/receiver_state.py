@@ -266,6 +266,9 @@ class ReceiverStateMachine:
         ).encode()
 
     def _clean_to(self, position: int) -> None:
+        """Zero the image up to `position`, never past what was rebuilt: the subscribers'
+        positions are shared memory a client can set anywhere."""
+        position = min(position, self.rebuild_position.get())
         while self._clean_position < position:
             self._clean_position += self.log.mapped.clean(self._clean_position, position)
 

@@ -9,10 +9,11 @@ import signal
 import pytest
 
 import aeronio
-from aeronio.counters import SystemCounters
+from aeronio.counters import SUBSCRIBER_POSITION_TYPE_ID, SystemCounters
 from aeronio.driver.media_driver import MediaDriver
 from aeronio.errors import ConfigurationError
 from aeronio.protocol import control as p
+from tests.support.ports import free_port
 from tests.support.procs import IPC, await_until, procs_fixture, system_counters
 
 procs = pytest.fixture(procs_fixture, name="procs")
@@ -114,3 +115,24 @@ async def test_a_destination_as_long_as_a_command_carries_is_refused_naming_its_
 
 def _add_destination(aeron, channel: str) -> bytes:
     return p.encode(p.AddDestination(2**62, aeron.client_id, 2**62, channel))[1]
+
+
+@pytest.mark.parametrize("transport", ["ipc", "udp"])
+async def test_a_subscriber_position_set_far_ahead_does_not_hold_the_driver(procs, transport):
+    """A subscriber's position is shared memory its client can set anywhere: set to 2**60, the
+    driver still serves every client (it cleaned the log up to it, a term at a time, before)."""
+    dir = procs.new_dir()
+    procs.driver(dir)
+    channel = IPC if transport == "ipc" else f"aeron:udp?endpoint=127.0.0.1:{free_port()}"
+    async with aeronio.connect(dir) as aeron:
+        subscription = await aeron.add_subscription(channel, 11)
+        publication = await aeron.add_publication(channel, 11)
+        await publication.offer(b"before", timeout=10)
+        assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"before"
+        position_id = aeron.counters.find_by_type_id_and_registration_id(
+            SUBSCRIBER_POSITION_TYPE_ID, subscription.registration_id
+        )
+        aeron.counters.counter(position_id).set(2**60)
+        await still_served(aeron, 12)
+        await publication.close()
+        await subscription.close()
