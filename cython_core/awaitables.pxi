@@ -15,10 +15,11 @@
 #   step: `wait_for(subscription.receive(), 0)`). The message it took goes back among the
 #   untaken, before the later ones of its image, and the exception is raised: a cancellation is
 #   never swallowed. Closed, or let go, before an await took it, its message (or batch) goes
-#   back too (let go: at the iterator's next step, which reuses it, or when it is freed). An
-#   offer stays appended; a view goes back as a copy while its iterator is still there. (The
-#   iterator's next step reuses its Message: a step let go goes back as a copy first; a step
-#   still held is given a copy of its own, which its await takes or its close puts back.)
+#   back too (let go: at the iterator's next step, whichever path it takes, or when it is
+#   freed). An offer stays appended; a view goes back as a copy. (The iterator's next step
+#   reuses its Message: a step let go goes back as a copy first; a step still held is given a
+#   copy of its own, which its await takes or its close puts back. An iterator freed first
+#   does the same, the step's owner then the subscription.)
 # - The loop gets a turn: a task that finds space or data every time would never suspend, and
 #   the event loop's other tasks (the client's keepalive among them: the driver times a silent
 #   client out) would wait for as long as the stream keeps up. So the fast paths look at the
@@ -538,6 +539,10 @@ cdef class MessageIterator:
         the subscription's slow path, which ends iteration once it is closed or, `receiving`
         (`receive()`), raises SubscriptionClosedError."""
         cdef SubscriptionBase subscription = self._subscription
+        if self._done is not None and self._done._untaken \
+                and aio_refcount(<PyObject*> self._done) == 1:  # let go unawaited: its
+            self._done._untaken = False  # message comes again, first, whichever path is next
+            subscription._put_back(self._done)
         if _loop_turn_due(&subscription._turn):
             return subscription._after_turn(
                 subscription._receive_slowly if receiving else subscription._next_slowly
@@ -545,8 +550,6 @@ cdef class MessageIterator:
         if subscription._ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
                 self._done = _completed_of(subscription)
-            elif self._done._untaken:  # let go unawaited: its message comes again, first
-                subscription._put_back(self._done)
             self._done.value = subscription._take()
             self._done._untaken = True
             return self._done
@@ -569,13 +572,15 @@ cdef class MessageBatches:
         return self
 
     def __anext__(self):
+        if self._done is not None and self._done._untaken \
+                and aio_refcount(<PyObject*> self._done) == 1:  # let go unawaited: its
+            self._done._untaken = False  # messages come again, first, whichever path is next
+            self._subscription._put_back(self._done)
         if _loop_turn_due(&self._subscription._turn):
             return self._subscription._after_turn(self._subscription._batch_slowly, self)
         if self.ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
                 self._done = _completed_of(self._subscription)
-            elif self._done._untaken:  # let go unawaited: its messages come again, first
-                self._subscription._put_back(self._done)
             self._done.value = self._subscription._take_batch(self._fragment_limit)
             self._done._untaken = True
             return self._done
@@ -626,6 +631,15 @@ cdef class MessageViews:
         self._ready = False
         self._handed = NULL
         return self._message
+
+    def __del__(self):
+        """Freed with a step handed out that no await took (a temporary iterator: `anext(
+        subscription.messages(copy=False))` cancelled or let go): as at a next step, the step
+        gets a copy of its own, which its await takes, or its close or free puts back, now
+        through the subscription; let go too, the copy goes back at once."""
+        if self._handed != NULL and self._done._untaken:
+            self._done._owner = _weakref(self._subscription)
+            self._keep_untaken()
 
     def _put_back(self, Completed done) -> None:
         """The message `done` handed out among the untaken: a copy of the message in hand if no

@@ -394,7 +394,7 @@ class Subscription(_core.SubscriptionBase):
     async def _wait(self, ready: Callable[[], bool]) -> None:
         """Idle through the client's idle strategy until `ready()`; StopAsyncIteration once the
         subscription is closed, ImageUnavailableError for an image lost."""
-        attempt = 0
+        attempt, read = 0, self._read_to()
         while not ready():
             if self._lost:
                 error = self._lost.pop(0)
@@ -404,11 +404,22 @@ class Subscription(_core.SubscriptionBase):
             if self.is_closed:
                 raise StopAsyncIteration
             self._conductor.check_alive()
+            if (now := self._read_to()) != read:  # part of a long message came: the rest
+                attempt, read = 0, now  # may be there, so no park yet
             await self._conductor.idle_strategy.idle(attempt, lambda t: self._park(t, ready))
             attempt += 1
 
     async def _park(self, timeout: float, ready: Callable[[], bool]) -> None:
-        await park_for_data([self], timeout, lambda: not ready())
+        def still_idle() -> bool:
+            read = self._read_to()
+            return not ready() and self._read_to() == read
+
+        await park_for_data([self], timeout, still_idle)
+
+    def _read_to(self) -> int:
+        """How far the images were read, all told: it moves while a wait's reads take the
+        fragments of a message not yet whole (a long message comes a term window at a time)."""
+        return sum(image.position for image in self._images)
 
     async def wait_connected(self, timeout: float | None = None) -> None:
         """Wait until the subscription has an image (a publication is connected to it).

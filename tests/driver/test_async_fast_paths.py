@@ -657,6 +657,67 @@ async def test_a_step_held_over_the_next_then_awaited_gives_its_own_message(aero
     assert got == [1, 0, 2]
 
 
+@pytest.mark.parametrize("form", ["receive", "copy", "views", "batches"])
+async def test_a_step_let_go_comes_first_when_the_next_step_waits(aeron, form):
+    """A step let go unawaited, then a step that finds nothing and waits: the let-go message
+    comes to it. Before, only a next step that found data put it back: the waiting one got the
+    next message first, and on a stream that always waits the let-go one never came."""
+    pub, sub, _ = await connected_pair(aeron, 62, TERM_1M)
+    for i in range(2):
+        assert pub.try_offer(numbered(i)) > 0
+    step, numbers, _ = stepper(sub, form)
+    got = numbers(await step())
+    dropped = step()
+    del dropped
+    waiting = asyncio.get_running_loop().create_task(step())
+    await asyncio.sleep(0)
+    assert pub.try_offer(numbered(2)) > 0
+    async with asyncio.timeout(10):
+        got += numbers(await waiting)
+        while len(got) < 3:
+            got += numbers(await step())
+    assert got == [0, 1, 2]
+
+
+@pytest.mark.parametrize("let_go", ["cancelled", "freed"])
+async def test_a_view_step_outliving_its_iterator_puts_its_message_back(aeron, let_go):
+    """`anext(subscription.messages(copy=False))` makes an iterator nobody keeps: cancelled
+    before it ran (`wait_for(..., 0)`), or let go, its message comes next. Before, the step
+    found no iterator to put it back through, and the image consumed it at its next read."""
+    pub, sub, _ = await connected_pair(aeron, 63, TERM_1M)
+    for i in range(3):
+        assert pub.try_offer(numbered(i)) > 0
+    if let_go == "cancelled":
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(anext(sub.messages(copy=False)), 0)
+    else:
+        step = anext(sub.messages(copy=False))
+        del step
+        gc.collect()
+    async with asyncio.timeout(10):  # a message lost: the third never comes
+        got = [struct.unpack("<I", (await sub.receive()).data)[0] for _ in range(3)]
+    assert got == [0, 1, 2]
+
+
+async def test_a_wait_that_reads_part_of_a_long_message_does_not_park(aeron):
+    """A waiting step whose reads take fragments of a message not yet whole goes on reading:
+    the rest is there. Before, it parked after each few fragments, for the idle strategy's
+    fallback each time (the publisher rang once): a 100-fragment message read 4 fragments a
+    step took minutes with a 5 s fallback."""
+    async with aeronio.connect(
+        aeron.driver_dir, idle_strategy=aeronio.NotifyingIdleStrategy(0, fallback_s=5)
+    ) as client:
+        pub, sub, _ = await connected_pair(client, 64, TERM_1M)
+        batches = sub.batches(4)
+        waiting = asyncio.get_running_loop().create_task(anext(batches))
+        await asyncio.sleep(0)
+        message = bytes(range(256)) * 512  # 128 KiB: about a hundred fragments
+        assert pub.try_offer(message) > 0
+        async with asyncio.timeout(3):
+            (got,) = await waiting
+        assert got.data == message
+
+
 async def test_a_batch_freed_with_its_iterator_unawaited_comes_again(aeron):
     pub, sub, _ = await connected_pair(aeron, 58, TERM_1M)
     for i in range(3):
