@@ -218,8 +218,12 @@ class Publication(_core.PublicationBase):
         else:
             claim.commit()
 
-    async def _wait(self, result: int, deadline: float | None, attempt: int) -> None:
-        """Handle a failed append: raise for a terminal code, else idle until space may exist."""
+    async def _wait(
+        self, result: int, deadline: float | None, attempt: int, needed: int = 1
+    ) -> None:
+        """Handle a failed append: raise for a terminal code, else idle until there may be room
+        for `needed` bytes (an offer or a claim needs its start below the limit, as Aeron's; a
+        block needs all of it)."""
         if result == CLOSED:
             self._conductor.check_alive()
             raise self._closed_error()
@@ -236,7 +240,7 @@ class Publication(_core.PublicationBase):
                 f"offer timed out ({state}) at position {self.position}, "
                 f"limit {self.position_limit}"
             )
-        await self._idle(attempt, deadline, self._no_space)
+        await self._idle(attempt, deadline, lambda: self._no_space(needed))
 
     def _closed_error(self) -> PublicationClosedError:
         return PublicationClosedError(
@@ -268,8 +272,8 @@ class Publication(_core.PublicationBase):
             registration.cancel()
             consumed.remove_waiter()
 
-    def _no_space(self) -> bool:
-        return self.position_limit <= self.position and not self._appender.is_closed
+    def _no_space(self, needed: int) -> bool:
+        return self.position + needed > self.position_limit and not self._appender.is_closed
 
     def _not_connected(self) -> bool:
         return not self.is_connected and not self._appender.is_closed
@@ -425,6 +429,6 @@ class ExclusivePublication(Publication):
         deadline = idle.deadline(timeout)
         attempt = 0
         while (result := self._appender.try_offer_block(block)) <= 0:
-            await self._wait(result, deadline, attempt)
+            await self._wait(result, deadline, attempt, memoryview(block).nbytes)
             attempt += 1
         return result

@@ -654,6 +654,41 @@ async def test_an_offer_batch_cancelled_part_way_says_how_many_went_on_a_shared_
     assert drain(sub) == batch[appended : appended + went]
 
 
+async def test_an_offer_block_past_the_limit_parks_and_lets_the_loop_run(aeron):
+    """A block that starts below the limit but ends past it waits for room for all of it:
+    parked, the loop runs other tasks meanwhile. Before, the park saw room (the position below
+    the limit) and returned at once: the wait spun without yielding (one turn in seconds)."""
+    sub = await aeron.add_subscription("aeron:ipc", 41)
+    pub = await aeron.add_exclusive_publication(TERM_64K, 41)
+    await image_of(sub)
+    await await_until(lambda: pub.position_limit == WINDOW_64K, 10, "the window")
+    for _ in range(31):
+        assert pub.try_offer(bytes(1024 - 32)) > 0
+    assert pub.try_offer(bytes(960 - 32)) > 0
+    assert pub.position_limit - pub.position == 64
+    block = bytearray(1024)
+    struct.pack_into("<iBBHi", block, 0, 1024, 0, 0xC0, 1, pub.position)
+    loop = asyncio.get_running_loop()
+    ticks = [loop.time()]
+
+    async def tick():
+        while True:
+            await asyncio.sleep(0.005)
+            ticks.append(loop.time())
+
+    ticker = asyncio.create_task(tick())
+    try:
+        with pytest.raises(TimeoutError, match="back-pressured"):
+            await pub.offer_block(block, timeout=1.0)
+    finally:
+        ticker.cancel()
+    ticks.append(loop.time())
+    longest = max(b - a for a, b in zip(ticks, ticks[1:], strict=False))
+    assert longest < 0.5, f"the loop ran nothing else for {longest:.3f} s"
+    assert len(drain(sub)) == 32  # the block went nowhere
+    assert await pub.offer_block(block, timeout=10) == WINDOW_64K + 1024 - 64
+
+
 async def test_an_offer_batch_waiting_on_a_lost_driver_raises_the_drivers_error(aeron, monkeypatch):
     sub = await aeron.add_subscription("aeron:ipc", 34)
     pub = await aeron.add_publication(TERM_64K, 34)
