@@ -122,6 +122,12 @@ class Aeron:
         """A subscription; images of matching publications arrive as the driver links them."""
         uri = ChannelUri.parse(channel)
         limits.check_int32(stream_id, "stream_id")
+        for name, handler in (
+            ("available_image", available_image),
+            ("unavailable_image", unavailable_image),
+        ):
+            if handler is not None and not callable(handler):
+                raise ConfigurationError(f"{name} {handler!r} is not callable")
         return await self._attached().add_subscription(
             str(uri), stream_id, available_image, unavailable_image
         )

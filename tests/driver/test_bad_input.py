@@ -311,6 +311,15 @@ async def test_channel_must_be_a_string(aeron):
         await aeron.add_publication(b"aeron:ipc", 1)
 
 
+@pytest.mark.parametrize("name", ["available_image", "unavailable_image"])
+async def test_an_image_handler_that_is_not_callable_is_refused_naming_it(aeron, name):
+    """Before: the subscription was made, and each image's event logged a TypeError while the
+    handler never ran."""
+    with pytest.raises(aeronio.ConfigurationError, match=f"{name} 'x' is not callable"):
+        await aeron.add_subscription("aeron:ipc", 1, **{name: "x"})
+    assert not aeron._conductor._subscriptions
+
+
 # -- driver options -----------------------------------------------------------------------------
 
 
