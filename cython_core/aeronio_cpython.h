@@ -73,13 +73,14 @@
 /* Point `view` (a 1-D byte memoryview) at [buf, buf + len) of the log that `family` (a view of
  * the whole log) views, if only its owner holds it and it was cut from `family`: a view keeps
  * alive only the mapping it was cut from, so one cut from another image's log is never
- * re-pointed here. Returns 1 if it did, 0 if the caller must make a new view. */
+ * re-pointed here (`family` NULL: the caller only ever cuts `view` from that log). Returns 1
+ * if it did, 0 if the caller must make a new view. */
 static inline int aio_rewrap_view(PyObject *view, PyObject *family, char *buf, Py_ssize_t len) {
 #if AIO_CAN_REWRAP_VIEWS
     PyMemoryViewObject *mv = (PyMemoryViewObject *)view;
     if (Py_REFCNT(view) != 1 || mv->exports != 0 || mv->weakreflist != NULL
         || (mv->flags & _Py_MEMORYVIEW_RELEASED) || mv->view.ndim != 1
-        || mv->mbuf != ((PyMemoryViewObject *)family)->mbuf) {
+        || (family != NULL && mv->mbuf != ((PyMemoryViewObject *)family)->mbuf)) {
         return 0;
     }
     mv->view.buf = buf;

@@ -3,25 +3,27 @@
 
 
 # Pins
-# An address kept past the call that took it must be pinned: the typed memoryview that gave it
-# is kept with it, holding the buffer's export, so the owner cannot free or move the memory
-# under it (an mmap's close, a bytearray's resize or a memoryview's release raise BufferError
-# until the pin goes with its holder).
+# An address kept past the call that took it must be pinned: its holder keeps a memoryview of
+# the buffer (last in its struct, away from the hot fields), which holds the buffer's export,
+# so the owner cannot free or move the memory under it: an mmap's close or a bytearray's
+# resize raise BufferError until the holder goes (a memoryview the holder was given may be
+# released by its user: the pin's own view of the same buffer keeps the memory).
 
 
-cdef char* pinned_address(unsigned char[::1] pin) except NULL:
-    """The address of a pinned buffer's first byte (ValueError for an empty one)."""
-    if pin.shape[0] == 0:
+cdef char* pinned_address(object pin, Py_ssize_t* length) except NULL:
+    """The address and length of a pinned buffer (a memoryview): writable, C-contiguous bytes
+    (ValueError for an empty one)."""
+    cdef unsigned char[::1] view = pin
+    length[0] = view.shape[0]
+    if view.shape[0] == 0:
         raise ValueError("buffer is empty")
-    return <char*> &pin[0]
+    return <char*> &view[0]
 
 
 cdef char* buffer_address(object buffer, Py_ssize_t* length) except NULL:
     """The address and length of a writable, C-contiguous buffer, for the call that asks alone
     (not pinned: a holder keeps a pin instead)."""
-    cdef unsigned char[::1] view = buffer
-    length[0] = view.shape[0]
-    return pinned_address(view)
+    return pinned_address(buffer, length)
 
 
 cdef class AtomicBuffer:
@@ -33,15 +35,14 @@ cdef class AtomicBuffer:
     """
 
     cdef readonly object owner
-    cdef unsigned char[::1] _pin
     cdef char* address
     cdef readonly Py_ssize_t capacity
+    cdef object _pin
 
     def __cinit__(self, object buffer):
         self.owner = buffer
-        self._pin = buffer
-        self.capacity = self._pin.shape[0]
-        self.address = pinned_address(self._pin)
+        self._pin = memoryview(buffer)
+        self.address = pinned_address(self._pin, &self.capacity)
 
     cdef inline char* _at(self, Py_ssize_t offset, Py_ssize_t width) except NULL:
         if offset < 0 or offset + width > self.capacity:

@@ -93,7 +93,7 @@ cdef class ImageReader:
     cdef readonly MappedLog log
     cdef readonly int32_t session_id
     cdef readonly int32_t stream_id
-    cdef unsigned char[::1] _position_pin
+    cdef object _position_pin  # the buffer _position is in, pinned
     cdef char* _position
     cdef readonly Header header
     cdef object _view
@@ -115,9 +115,8 @@ cdef class ImageReader:
                   Doorbell consumed_doorbell=None):
         cdef Py_ssize_t length
         self.log = log
-        self._position_pin = position_buffer
-        length = self._position_pin.shape[0]
-        self._position = pinned_address(self._position_pin)
+        self._position_pin = memoryview(position_buffer)
+        self._position = pinned_address(self._position_pin, &length)
         if position_offset < 0 or position_offset + 8 > length or position_offset % 8:
             raise ValueError(f"position_offset {position_offset} is not an aligned int64 in the buffer")
         self._position += position_offset
@@ -181,8 +180,7 @@ cdef class ImageReader:
     cdef inline object _fragment_view(self, char* payload, Py_ssize_t start, Py_ssize_t length):
         """A view of `length` bytes at `payload` (offset `start` in the log): the last one handed
         out, re-pointed, unless someone else holds it."""
-        if self._fragment is None or not aio_rewrap_view(<PyObject*> self._fragment, <PyObject*> self._view,
-                                                         payload, length):
+        if self._fragment is None or not aio_rewrap_view(<PyObject*> self._fragment, NULL, payload, length):
             self._fragment = self._view[start:start + length]
         return self._fragment
 

@@ -35,7 +35,7 @@ cdef class LogAppender:
     cdef readonly int32_t session_id
     cdef readonly int32_t stream_id
     cdef char default_header[HEADER_LENGTH]
-    cdef unsigned char[::1] _limit_pin
+    cdef object _limit_pin  # the buffer _limit is in, pinned
     cdef char* _limit
     cdef readonly Doorbell data_doorbell
     cdef readonly Doorbell consumed_doorbell
@@ -63,9 +63,8 @@ cdef class LogAppender:
         self.max_payload_length = log.mtu_length - HEADER_LENGTH
         self.max_message_length = min(log.term_length // 8, MAX_MESSAGE_LENGTH)
         self.max_possible_position = (<int64_t> log.term_length) << 31
-        self._limit_pin = limit_buffer
-        limit_length = self._limit_pin.shape[0]
-        self._limit = pinned_address(self._limit_pin)
+        self._limit_pin = memoryview(limit_buffer)
+        self._limit = pinned_address(self._limit_pin, &limit_length)
         if limit_offset < 0 or limit_offset + 8 > limit_length or limit_offset % 8:
             raise ValueError(f"limit_offset {limit_offset} is not an aligned int64 in the buffer")
         self._limit += limit_offset

@@ -56,11 +56,11 @@ cdef inline bint _parked_elsewhere(char* meta, bint space) noexcept nogil:
 cdef class MappedLog:
     """Pointers into a mapped log buffer, read from its metadata.
 
-    Holds a reference to the buffer so the mapping outlives every reader and appender of it.
+    Holds a reference to the buffer so the mapping outlives every reader and appender of it,
+    and pins it (its export held: the owner cannot close or resize it meanwhile).
     """
 
     cdef readonly object owner
-    cdef unsigned char[::1] _pin
     cdef char* base
     cdef char* meta
     cdef readonly int32_t term_length
@@ -68,6 +68,7 @@ cdef class MappedLog:
     cdef readonly int32_t mtu_length
     cdef readonly int position_bits_to_shift
     cdef readonly Py_ssize_t length
+    cdef object _pin
 
     def __cinit__(self, object buffer):
         """Raises ValueError, saying what is wrong, for a log whose metadata no driver wrote: a
@@ -78,9 +79,8 @@ cdef class MappedLog:
         cdef int32_t page_size
         cdef int64_t expected
         self.owner = buffer
-        self._pin = buffer
-        length = self._pin.shape[0]
-        self.base = pinned_address(self._pin)
+        self._pin = memoryview(buffer)
+        self.base = pinned_address(self._pin, &length)
         self.length = length
         if length < LOG_META_DATA_LENGTH + PARTITION_COUNT * TERM_MIN_LENGTH:
             raise ValueError(f"log buffer of {length} bytes is too short")
