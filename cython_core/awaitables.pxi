@@ -517,6 +517,20 @@ cdef class SubscriptionBase:
         return len(self._pending)
 
 
+cdef int _put_back_let_go(PyObject* done, SubscriptionBase subscription) except -1:
+    """Before a step that does not take at once (it waits, or gives the loop its turn first):
+    the last step `done` (borrowed from its iterator), let go unawaited (only the iterator
+    holds it), puts its message (or batch) back among the untaken, to come first. (A step that
+    takes at once does so as it reuses the Completed.)"""
+    if done == <PyObject*> None or aio_refcount(done) != 1:  # counted before any reference
+        return 0
+    cdef Completed step = <Completed> done
+    if step._untaken:
+        step._untaken = False
+        subscription._put_back(step)
+    return 0
+
+
 @cython.final
 cdef class MessageIterator:
     """`async for message in subscription` (a C type of its own: the iterator's slots are called
@@ -539,20 +553,20 @@ cdef class MessageIterator:
         the subscription's slow path, which ends iteration once it is closed or, `receiving`
         (`receive()`), raises SubscriptionClosedError."""
         cdef SubscriptionBase subscription = self._subscription
-        if self._done is not None and self._done._untaken \
-                and aio_refcount(<PyObject*> self._done) == 1:  # let go unawaited: its
-            self._done._untaken = False  # message comes again, first, whichever path is next
-            subscription._put_back(self._done)
         if _loop_turn_due(&subscription._turn):
+            _put_back_let_go(<PyObject*> self._done, subscription)
             return subscription._after_turn(
                 subscription._receive_slowly if receiving else subscription._next_slowly
             )
         if subscription._ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
                 self._done = _completed_of(subscription)
+            elif self._done._untaken:  # let go unawaited: its message comes again, first
+                subscription._put_back(self._done)
             self._done.value = subscription._take()
             self._done._untaken = True
             return self._done
+        _put_back_let_go(<PyObject*> self._done, subscription)
         return subscription._receive_slowly() if receiving else subscription._next_slowly()
 
 
@@ -572,18 +586,18 @@ cdef class MessageBatches:
         return self
 
     def __anext__(self):
-        if self._done is not None and self._done._untaken \
-                and aio_refcount(<PyObject*> self._done) == 1:  # let go unawaited: its
-            self._done._untaken = False  # messages come again, first, whichever path is next
-            self._subscription._put_back(self._done)
         if _loop_turn_due(&self._subscription._turn):
+            _put_back_let_go(<PyObject*> self._done, self._subscription)
             return self._subscription._after_turn(self._subscription._batch_slowly, self)
         if self.ready():
             if self._done is None or aio_refcount(<PyObject*> self._done) != 1:
                 self._done = _completed_of(self._subscription)
+            elif self._done._untaken:  # let go unawaited: its messages come again, first
+                self._subscription._put_back(self._done)
             self._done.value = self._subscription._take_batch(self._fragment_limit)
             self._done._untaken = True
             return self._done
+        _put_back_let_go(<PyObject*> self._done, self._subscription)
         return self._subscription._batch_slowly(self)
 
     cpdef bint ready(self) except -1:
