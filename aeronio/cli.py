@@ -13,12 +13,13 @@ import asyncio
 import csv
 import os
 import re
+import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from typing import TextIO
+from typing import Any, TextIO
 
 import aeronio
 from aeronio import samples
@@ -162,6 +163,20 @@ def check_stream_ids(args: argparse.Namespace, *flags: str) -> None:
             raise CommandError(f"{flag} {value} must be a signed 32-bit integer", 2)
 
 
+def run_until_stopped(main: Coroutine[Any, Any, object], *, endless: bool) -> None:
+    """Run a command's coroutine under `aeronio.run`: SIGINT and SIGTERM unwind it, so its
+    embedded driver removes its directory. Stopped so, a command that runs until stopped
+    (`endless`) ends well; any other was cut short: "interrupted" (130) or "terminated" (143)."""
+    try:
+        aeronio.run(main)
+    except KeyboardInterrupt:
+        if not endless:
+            raise CommandError("interrupted", 130) from None
+    except SystemExit:  # aeronio.run's answer to SIGTERM
+        if not endless:
+            raise CommandError("terminated", 128 + signal.SIGTERM) from None
+
+
 def run_sample(args: argparse.Namespace) -> int:
     check_stream_ids(args, "--ping-stream", "--pong-stream")
     if args.command == "ping" and not args.timeout > 0:
@@ -173,15 +188,16 @@ def run_sample(args: argparse.Namespace) -> int:
     streams = (args.ping_channel, args.ping_stream, args.pong_channel, args.pong_stream)
     try:
         if args.command == "ping":
-            asyncio.run(
+            run_until_stopped(
                 samples.ping(
                     args.dir, *streams, args.count, args.size, args.warmup, timeout=args.timeout
-                )
+                ),
+                endless=False,
             )
         elif args.command == "pong":
-            asyncio.run(samples.pong(args.dir, *streams, args.count))
-    except KeyboardInterrupt:
-        pass
+            run_until_stopped(
+                samples.pong(args.dir, *streams, args.count), endless=args.count is None
+            )
     except (TimeoutError, ValueError, AeronError) as e:
         raise CommandError(f"{type(e).__name__}: {e}") from None
     return 0
@@ -194,9 +210,10 @@ def run_rate(args: argparse.Namespace) -> int:
     if args.reports is not None and args.reports < 1:  # None: for ever
         raise CommandError("--reports must be at least 1", 2)
     try:
-        asyncio.run(samples.rate(args.dir, args.channel, args.stream, args.interval, args.reports))
-    except KeyboardInterrupt:
-        pass
+        run_until_stopped(
+            samples.rate(args.dir, args.channel, args.stream, args.interval, args.reports),
+            endless=args.reports is None,
+        )
     except AeronError as e:
         raise CommandError(str(e)) from None
     return 0
@@ -382,6 +399,8 @@ def run_loss(dir: str, out: TextIO | None = None) -> int:
 def run_clean(base: str | None, out: TextIO | None = None) -> int:
     """Remove the directories dead drivers left (aeronio.driver.directories) and say so."""
     out = out or sys.stdout
+    if base is not None and not os.path.isdir(base):
+        raise CommandError(f"--base {base} is not a directory", 2)
     found = remove_dead_driver_dirs(base)
     for path, size in found.removed:
         print(f"removed {path} ({size / 1e6:.1f} MB): its driver is gone", file=out)
@@ -432,6 +451,13 @@ def run_driver(args: argparse.Namespace) -> int:
         pass
     except AeronError as e:
         raise CommandError(str(e), 1) from None
+    except OSError as e:  # the directory named cannot be made or used
+        if not ctx.dir or e.filename is None or not os.fspath(e.filename).startswith(ctx.dir):
+            raise
+        where = os.fspath(e.filename)
+        said = "not a directory" if isinstance(e, FileExistsError) else e.strerror
+        inside = f" ({where})" if where != ctx.dir else ""
+        raise CommandError(f"--dir {ctx.dir}: {said}{inside}", 1) from None
     return 0
 
 
@@ -542,10 +568,7 @@ def _run_command(
             parser.error("--size must be at least 8 and --count at least 1")
         check_stream_ids(args, "--stream-id")
         channel = f"aeron:udp?endpoint=127.0.0.1:{_free_udp_port()}" if args.udp else "aeron:ipc"
-        try:
-            asyncio.run(run_demo(args.count, args.size, args.stream_id, channel))
-        except KeyboardInterrupt:
-            raise CommandError("interrupted", 130) from None
+        run_until_stopped(run_demo(args.count, args.size, args.stream_id, channel), endless=False)
     elif args.command == "logdump":
         return run_logdump(args.file, args.max_frames, args.data)
     return 0

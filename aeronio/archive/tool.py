@@ -193,6 +193,11 @@ def _serve(args: argparse.Namespace, connect: Callable) -> int:
         pass
     except (AeronError, CatalogError) as e:
         raise ToolError(str(e)) from None
+    except OSError as e:  # the archive directory cannot be made or used
+        if e.filename is None or not os.fspath(e.filename).startswith(args.dir):
+            raise
+        where = f" ({e.filename})" if os.fspath(e.filename) != args.dir else ""
+        raise ToolError(f"--dir {args.dir}: {e.strerror}{where}") from None
     return 0
 
 

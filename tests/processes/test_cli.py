@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from aeronio import _core
+from aeronio.driver.directories import default_base
 from aeronio.logbuffer.descriptor import LOG_TYPE_EXCLUSIVE_PUBLICATION, LogParams
 from aeronio.logbuffer.log_buffers import LogBuffers
 from tests.support.ports import free_port
@@ -83,6 +84,82 @@ def test_demo_interrupted_says_so_and_removes_its_driver():
         if demo.poll() is None:
             demo.kill()
         demo.wait(10)
+
+
+def driver_dirs_of(pid: int) -> list[str]:
+    """The embedded driver directories process `pid` made (aeronio-<pid>-* under /dev/shm)."""
+    base = default_base()
+    return [os.path.join(base, n) for n in os.listdir(base) if n.startswith(f"aeronio-{pid}-")]
+
+
+@pytest.mark.parametrize(
+    ("command", "sig", "status", "said"),
+    [
+        (["pong"], signal.SIGTERM, 0, ""),  # runs until stopped: stopped, it ends well
+        (["rate"], signal.SIGTERM, 0, ""),
+        (["pong", "--count", "5"], signal.SIGTERM, 143, "aeronio pong: terminated\n"),
+        (["ping", "--timeout", "60"], signal.SIGTERM, 143, "aeronio ping: terminated\n"),
+        (["ping", "--timeout", "60"], signal.SIGINT, 130, "aeronio ping: interrupted\n"),
+        (["demo", "--count", "1000000000"], signal.SIGTERM, 143, "aeronio demo: terminated\n"),
+    ],
+    ids=["pong", "rate", "pong-count", "ping-term", "ping-int", "demo"],
+)
+def test_a_sample_stopped_by_a_signal_removes_its_driver_and_says_how_it_ended(
+    command, sig, status, said
+):
+    """Before: SIGTERM ended them at once (status 143, no word), their embedded driver's
+    directory left in /dev/shm; ping interrupted said nothing and exited 0."""
+    channels = ["--ping-channel", _udp_channel(), "--pong-channel", _udp_channel()]
+    if command[0] == "rate":
+        channels = ["--channel", _udp_channel()]
+    if command[0] == "demo":
+        channels = []
+    child = subprocess.Popen(
+        [sys.executable, "-m", "aeronio.cli", *command, *channels],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline(), child.stderr.read()  # running: its first line
+        assert driver_dirs_of(child.pid), "an embedded driver's directory"
+        child.send_signal(sig)
+        assert child.wait(60) == status
+        assert child.stderr.read() == said
+        assert driver_dirs_of(child.pid) == []
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait(10)
+
+
+@pytest.mark.parametrize(
+    ("dir", "said"),
+    [("/proc/aeronio-x", "No such file or directory"), ("/etc/hostname", "not a directory")],
+)
+def test_a_driver_dir_that_cannot_be_made_is_named(dir, said):
+    """Before: the OSError's type and text and "(--debug shows where)", naming no option."""
+    result = fails("driver", "--dir", dir)
+    assert (result.returncode, result.stderr) == (1, f"aeronio driver: --dir {dir}: {said}\n")
+
+
+def test_an_archive_dir_that_cannot_be_made_is_named():
+    """Before: the OSError's text alone, naming no option."""
+    result = fails("archive", "serve", "--dir", "/proc/aeronio-x")
+    assert result.stderr == (
+        "aeronio archive serve: --dir /proc/aeronio-x: No such file or directory\n"
+    )
+
+
+def test_clean_of_a_base_that_is_no_directory_fails(tmp_path):
+    """Before: a warning, "nothing to remove", and status 0."""
+    result = subprocess.run(
+        [sys.executable, "-m", "aeronio.cli", "clean", "--base", str(tmp_path / "absent")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (result.returncode, result.stderr) == (
+        2, f"aeronio clean: --base {tmp_path / 'absent'} is not a directory\n"
+    )  # fmt: skip
 
 
 def test_logdump_prints_metadata_and_frames(tmp_path):
