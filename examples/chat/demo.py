@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.servers < 1:
         parser.error("--servers: at least 1")
+    if args.seconds is not None and not args.seconds > 0:  # 0 waited for Ctrl-C; -1 crashed
+        parser.error("--seconds: must be above 0")
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM ends it as Ctrl-C does
     servers: list[Server] = []
     try:

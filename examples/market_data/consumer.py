@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from book import Book
 from options import multicast
-from status import Meter, report, say
+from status import Meter, report, run_script, say
 from ticks import IPC_TICKS, TICKS_STREAM, multicast_ticks, receive
 
 import aeronio
@@ -92,4 +92,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    aeronio.run(main(parse_args()))
+    run_script(main(parse_args()))

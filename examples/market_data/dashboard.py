@@ -25,7 +25,7 @@ import numpy as np
 from aiohttp import WSCloseCode, WSMsgType, web
 from book import Book
 from options import number
-from status import Meter, report, say
+from status import Meter, report, run_script, say
 from ticks import BARS, BARS_STREAM, IPC_TICKS, TICKS_STREAM, last_of_each, receive, symbol_names
 
 import aeronio
@@ -226,4 +226,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    aeronio.run(main(parse_args()))
+    run_script(main(parse_args()))

@@ -20,7 +20,7 @@ import zlib
 import numpy as np
 from market import Market
 from options import add_market_options, multicast
-from status import Meter, report, say
+from status import Meter, report, run_script, say
 from ticks import IPC_TICKS, MINUTE_NS, TICK, TICKS_STREAM, multicast_ticks
 
 import aeronio
@@ -113,4 +113,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    aeronio.run(main(parse_args()))
+    run_script(main(parse_args()))

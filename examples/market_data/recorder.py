@@ -14,7 +14,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from status import Meter, say
+from status import Meter, run_script, say
 from ticks import BARS, BARS_STREAM, IPC_TICKS, TICK, TICKS_STREAM
 
 import aeronio
@@ -66,4 +66,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    aeronio.run(main(parse_args()))
+    run_script(main(parse_args()))

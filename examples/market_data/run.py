@@ -343,6 +343,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f'missing {", ".join(missing)}: pip install ".[examples]"')
     if args.spark and shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         parser.error("Spark needs Java 17 (apt-get install openjdk-17-jdk-headless), or --no-spark")
+    if args.work is not None:
+        try:
+            args.work.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            parser.error(f"--work {args.work}: {e.strerror}")
     return args
 
 

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import aeronio
 
 
 def say(tag: str, payload: object = None) -> None:
@@ -38,3 +43,12 @@ async def report(status: Callable[[], dict], interval: float = 1.0) -> None:
     while True:
         await asyncio.sleep(interval)
         say("status", status())
+
+
+def run_script(main: Coroutine[Any, Any, object]) -> None:
+    """Run a script's main under aeronio.run (SIGINT and SIGTERM unwind it); what aeronio
+    refuses (no driver on --dir, a channel in use) is one line on stderr and status 1."""
+    try:
+        aeronio.run(main)
+    except aeronio.AeronError as e:
+        sys.exit(f"{Path(sys.argv[0]).name}: {e}")

@@ -280,6 +280,25 @@ def test_demo_rooms_two_browsers_and_a_late_server_shows_the_history(browser, ar
         demo.stop()
 
 
+def test_a_line_typed_while_the_page_is_disconnected_stays_and_says_so(browser):
+    """The server gone, the page rejoins after a pause with its form still up: a line sent then
+    is refused in the page, kept in its box. Before, the closed socket threw it away and the
+    box was cleared, with no word."""
+    home, url, _ = server("--home", "--name", "one")
+    try:
+        page = browser.new_page()
+        page.goto(f"{url}?user=alice")
+        page.wait_for_selector("#status[data-state=joined]")
+        home.stop()
+        page.wait_for_selector("#status:has-text('joining again')")
+        page.fill("#text", "said while away")
+        page.press("#text", "Enter")
+        assert page.input_value("#text") == "said while away"
+        assert page.inner_text("#error").startswith("not sent: not connected")
+    finally:
+        home.stop()
+
+
 def texts(page) -> list[str]:
     """The entries shown: `user: text via server` (the time left out)."""
     return page.eval_on_selector_all(

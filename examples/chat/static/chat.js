@@ -78,6 +78,11 @@ who.addEventListener("submit", (event) => {
 
 say.addEventListener("submit", (event) => {
   event.preventDefault();
+  if (socket === null || socket.readyState !== WebSocket.OPEN) {
+    // A closed socket throws what it is given away: the line stays in the box to send again.
+    error.textContent = "not sent: not connected (joining again); send it once joined";
+    return;
+  }
   error.textContent = "";
   socket.send(JSON.stringify({ text: textInput.value }));
   textInput.value = "";
