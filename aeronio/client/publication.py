@@ -160,38 +160,39 @@ class Publication(_core.PublicationBase):
         as `offer` does; returns the position after the last one (this publication's own, even
         when other writers share the log). The messages go in as far as the window allows, part
         by part: OfferBatchTimeoutError (a TimeoutError) says how many were appended when
-        `timeout` passed; cancelled in a wait, those before it stay appended too, and the
-        CancelledError says how many in its `appended` (and a note; an outer timeout's
-        TimeoutError has it as `__cause__`). Where no other publication writes to the log (an
-        ExclusivePublication) `position` is exactly where the last of them ends: each message
-        takes a 32-byte header and its length (per fragment of max_payload_length), aligned to
-        32 bytes."""
+        `timeout` passed; cancelled (in a wait, or in the loop's turn between parts), those
+        before it stay appended too, and the CancelledError says how many in its `appended`
+        (and a note; an outer timeout's TimeoutError has it as `__cause__`). Where no other
+        publication writes to the log (an ExclusivePublication) `position` is exactly where the
+        last of them ends: each message takes a 32-byte header and its length (per fragment of
+        max_payload_length), aligned to 32 bytes."""
         deadline = idle.deadline(timeout)
         start, count, attempt = 0, len(messages), 0
         if not count:
             return self.position  # nothing appended: where the next message goes
-        while start < count:
-            if self._turn_due():  # before the first part and between parts
-                await asyncio.sleep(0)
-            result = self.try_offer_batch(messages, start)
-            if result > 0:
-                start += result
-                attempt = 0
-                continue
-            try:
-                await self._wait(result, deadline, attempt)
-            except AeronError:  # DriverTimeoutError is a TimeoutError too: not this one
-                raise
-            except TimeoutError as timed_out:
-                raise OfferBatchTimeoutError(
-                    f"offer_batch: {start} of {count} messages appended; {timed_out}",
-                    appended=start,
-                ) from None
-            except asyncio.CancelledError as cancelled:  # the caller's to re-offer the rest
-                cancelled.appended = start  # type: ignore[attr-defined]
-                cancelled.add_note(f"offer_batch: {start} of {count} messages appended")
-                raise
-            attempt += 1
+        try:
+            while start < count:
+                if self._turn_due():  # before the first part and between parts
+                    await asyncio.sleep(0)
+                result = self.try_offer_batch(messages, start)
+                if result > 0:
+                    start += result
+                    attempt = 0
+                    continue
+                try:
+                    await self._wait(result, deadline, attempt)
+                except AeronError:  # DriverTimeoutError is a TimeoutError too: not this one
+                    raise
+                except TimeoutError as timed_out:
+                    raise OfferBatchTimeoutError(
+                        f"offer_batch: {start} of {count} messages appended; {timed_out}",
+                        appended=start,
+                    ) from None
+                attempt += 1
+        except asyncio.CancelledError as cancelled:  # in a wait or a turn: the caller's to
+            cancelled.appended = start  # type: ignore[attr-defined]  # re-offer the rest
+            cancelled.add_note(f"offer_batch: {start} of {count} messages appended")
+            raise
         return self._appender.last_batch_position
 
     @contextlib.asynccontextmanager

@@ -654,6 +654,28 @@ async def test_an_offer_batch_cancelled_part_way_says_how_many_went_on_a_shared_
     assert drain(sub) == batch[appended : appended + went]
 
 
+async def test_an_offer_batch_cancelled_in_the_loops_turn_says_how_many_went(aeron):
+    """Between parts offer_batch gives the loop its turn (here at every part): cancelled there,
+    after a part went in, the CancelledError says how many too (before: only a wait's did)."""
+    sub = await aeron.add_subscription("aeron:ipc", 42)
+    pub = await aeron.add_publication(TERM_64K, 42)
+    await image_of(sub)
+    batch = [i.to_bytes(4, "little") * 250 for i in range(200)]  # 200 KB: over the window
+    before = aeronio._core._set_loop_turn_ns(0)  # a turn due at every look
+    try:
+        task = asyncio.create_task(pub.offer_batch(batch))
+        while pub.position == 0:  # the first part went in; the task is in its next turn
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError) as cancelled:
+            await task
+    finally:
+        aeronio._core._set_loop_turn_ns(before)
+    appended = cancelled.value.appended
+    assert 0 < appended < len(batch)
+    assert drain(sub) == batch[:appended]
+
+
 async def test_an_offer_block_past_the_limit_parks_and_lets_the_loop_run(aeron):
     """A block that starts below the limit but ends past it waits for room for all of it:
     parked, the loop runs other tasks meanwhile. Before, the park saw room (the position below
