@@ -677,13 +677,15 @@ cdef class MessageViews:
         """Before the message in hand is consumed: if the step that handed it out has not been
         awaited, its message is kept. Let go (only this iterator holds the step), it goes back
         among the untaken, to come next; held, the step gets a copy of its own (an await takes
-        it, a close or a free puts it back)."""
+        it, a close or a free puts it back) and is no longer this iterator's to reuse (its
+        value is no longer the message in hand)."""
         self._handed = NULL
         if aio_refcount(<PyObject*> self._done) == 1:
             self._done._untaken = False
             self._subscription._put_back_messages([self._copy()])
         else:
             self._done.value = self._copy()
+            self._done = None
         return 0
 
     cpdef bint ready(self) except -1:

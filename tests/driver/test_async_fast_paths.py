@@ -718,6 +718,27 @@ async def test_a_wait_that_reads_part_of_a_long_message_does_not_park(aeron):
         assert got.data == message
 
 
+async def test_a_view_step_held_over_a_wait_then_let_go_comes_back_once(aeron):
+    """A view's step held while the next step waits (it is given a copy of its own), then let
+    go unawaited: its message comes next, once, and the later ones after it. Before, the
+    iterator kept that step and reused it for later messages with the copy still in it: the
+    first message came again and again, and the later ones were consumed unseen."""
+    pub, sub, _ = await connected_pair(aeron, 65, TERM_1M)
+    views = sub.messages(copy=False)
+    assert pub.try_offer(numbered(0)) > 0
+    held = anext(views)  # message 0, handed out
+    waiting = anext(views)  # nothing more yet: the slow path, which gave `held` its copy
+    del held
+    gc.collect()
+    for i in range(1, 4):
+        assert pub.try_offer(numbered(i)) > 0
+    async with asyncio.timeout(10):
+        got = [struct.unpack("<I", (await waiting).data)[0]]
+        while len(got) < 4:
+            got.append(struct.unpack("<I", (await anext(views)).data)[0])
+    assert got == [0, 1, 2, 3]
+
+
 async def test_a_batch_freed_with_its_iterator_unawaited_comes_again(aeron):
     pub, sub, _ = await connected_pair(aeron, 58, TERM_1M)
     for i in range(3):
