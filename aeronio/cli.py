@@ -37,7 +37,7 @@ from aeronio.driver.context import (
 )
 from aeronio.driver.directories import YOUNG_S, default_base, is_live, remove_dead_driver_dirs
 from aeronio.driver.loss_report import LossReportError, load_loss_report
-from aeronio.errors import AeronError, ConfigurationError
+from aeronio.errors import AeronError, ConfigurationError, dir_problem
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.logbuffer.logdump import dump_log
 from aeronio.protocol import limits
@@ -451,13 +451,10 @@ def run_driver(args: argparse.Namespace) -> int:
         pass
     except AeronError as e:
         raise CommandError(str(e), 1) from None
-    except OSError as e:  # the directory named cannot be made or used
-        if not ctx.dir or e.filename is None or not os.fspath(e.filename).startswith(ctx.dir):
+    except OSError as e:
+        if (problem := dir_problem(e, ctx.dir)) is None:
             raise
-        where = os.fspath(e.filename)
-        said = "not a directory" if isinstance(e, FileExistsError) else e.strerror
-        inside = f" ({where})" if where != ctx.dir else ""
-        raise CommandError(f"--dir {ctx.dir}: {said}{inside}", 1) from None
+        raise CommandError(f"--dir {ctx.dir}: {problem}", 1) from None
     return 0
 
 

@@ -4,8 +4,11 @@ One type per kind of bad input, whatever the value: an option or argument (a dri
 CLI flag, a `stream_id`) raises ConfigurationError; anything wrong in a channel URI, ChannelUriError
 (a ConfigurationError); a frame off the wire, `protocol.frames.MalformedFrameError`. The limits
 themselves (term length, MTU, page size, segment length, 32-bit ids) have one validator each, in
-`protocol.limits`, which every entry point calls with its own exception type.
+`protocol.limits`, which every entry point calls with its own exception type. A directory an
+option names that cannot be made or used is said in a word by `dir_problem`.
 """
+
+import os
 
 
 class AeronError(Exception):
@@ -87,3 +90,17 @@ class ImageUnavailableError(AeronError):
         self.session_id = session_id
         self.stream_id = stream_id
         self.position = position
+
+
+def dir_problem(error: OSError, dir: str) -> str | None:
+    """`error`'s reason, in a word a user reads, if it is about `dir` or a path under it (that
+    directory cannot be made or used); None for any other error."""
+    if not dir or error.filename is None:
+        return None
+    where = os.fspath(error.filename)
+    if not where.startswith(dir):
+        return None
+    said = (
+        "not a directory" if isinstance(error, FileExistsError) and where == dir else error.strerror
+    )
+    return said if where == dir else f"{said} ({where})"

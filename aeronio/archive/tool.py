@@ -19,7 +19,7 @@ from aeronio.archive import segments
 from aeronio.archive.catalog import CATALOG_FILE_NAME, Catalog, CatalogError
 from aeronio.archive.codecs import RecordingDescriptor
 from aeronio.archive.context import ArchiveContext
-from aeronio.errors import AeronError, ConfigurationError
+from aeronio.errors import AeronError, ConfigurationError, dir_problem
 
 if TYPE_CHECKING:
     from aeronio.client.aeron import Aeron
@@ -193,11 +193,10 @@ def _serve(args: argparse.Namespace, connect: Callable) -> int:
         pass
     except (AeronError, CatalogError) as e:
         raise ToolError(str(e)) from None
-    except OSError as e:  # the archive directory cannot be made or used
-        if e.filename is None or not os.fspath(e.filename).startswith(args.dir):
+    except OSError as e:
+        if (problem := dir_problem(e, args.dir)) is None:
             raise
-        where = f" ({e.filename})" if os.fspath(e.filename) != args.dir else ""
-        raise ToolError(f"--dir {args.dir}: {e.strerror}{where}") from None
+        raise ToolError(f"--dir {args.dir}: {problem}") from None
     return 0
 
 

@@ -143,12 +143,14 @@ def test_a_driver_dir_that_cannot_be_made_is_named(dir, said):
     assert (result.returncode, result.stderr) == (1, f"aeronio driver: --dir {dir}: {said}\n")
 
 
-def test_an_archive_dir_that_cannot_be_made_is_named():
+@pytest.mark.parametrize(
+    ("dir", "said"),
+    [("/proc/aeronio-x", "No such file or directory"), ("/etc/hostname", "not a directory")],
+)
+def test_an_archive_dir_that_cannot_be_made_is_named(dir, said):
     """Before: the OSError's text alone, naming no option."""
-    result = fails("archive", "serve", "--dir", "/proc/aeronio-x")
-    assert result.stderr == (
-        "aeronio archive serve: --dir /proc/aeronio-x: No such file or directory\n"
-    )
+    result = fails("archive", "serve", "--dir", dir)
+    assert result.stderr == f"aeronio archive serve: --dir {dir}: {said}\n"
 
 
 def test_clean_of_a_base_that_is_no_directory_fails(tmp_path):
