@@ -282,8 +282,8 @@ def test_demo_rooms_two_browsers_and_a_late_server_shows_the_history(browser, ar
 
 def test_a_line_typed_while_the_page_is_disconnected_stays_and_says_so(browser):
     """The server gone, the page rejoins after a pause with its form still up: a line sent then
-    is refused in the page, kept in its box. Before, the closed socket threw it away and the
-    box was cleared, with no word."""
+    is refused in the page, kept in its box (before, the closed socket threw it away and the
+    box was cleared, with no word), and the rejoin is tried until it works."""
     home, url, _ = server("--home", "--name", "one")
     try:
         page = browser.new_page()
@@ -294,7 +294,10 @@ def test_a_line_typed_while_the_page_is_disconnected_stays_and_says_so(browser):
         page.fill("#text", "said while away")
         page.press("#text", "Enter")
         assert page.input_value("#text") == "said while away"
-        assert page.inner_text("#error").startswith("not sent: not connected")
+        assert page.inner_text("#error").startswith("not sent: not connected (joining again)")
+        # A rejoin that fails (nothing listens) is tried again, as the page says: before, the
+        # page gave up after one, its form still up, still saying it was joining again.
+        page.wait_for_selector("#status:has-text('(1006): joining again')", timeout=15_000)
     finally:
         home.stop()
 

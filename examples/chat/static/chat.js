@@ -11,6 +11,7 @@ const userInput = document.getElementById("user");
 const textInput = document.getElementById("text");
 let socket = null;
 let retryMs = 1000;
+let rejoining = false; // dropped after joining: joining again until it works
 
 function show(entry) {
   const item = document.createElement("li");
@@ -44,6 +45,7 @@ function join(user) {
       message.entries.forEach(show);
       status.textContent = `${user} on ${message.server}: ${message.entries.length} earlier`;
       status.dataset.state = "joined";
+      rejoining = false;
       who.hidden = true;
       say.hidden = false;
       textInput.focus();
@@ -56,12 +58,13 @@ function join(user) {
   socket.onclose = (event) => {
     const joined = status.dataset.state === "joined";
     status.dataset.state = "closed";
-    if (!joined) {
+    if (!joined && !rejoining) {
       status.textContent = "disconnected";
       return;
     }
     // Dropped (too far behind the room, or the server went away): join again, which brings
     // the history afresh, after a pause that grows while it fails.
+    rejoining = true;
     status.textContent = `disconnected (${event.reason || event.code}): joining again…`;
     setTimeout(() => join(user), retryMs);
     retryMs = Math.min(retryMs * 2, 10000);
@@ -80,7 +83,9 @@ say.addEventListener("submit", (event) => {
   event.preventDefault();
   if (socket === null || socket.readyState !== WebSocket.OPEN) {
     // A closed socket throws what it is given away: the line stays in the box to send again.
-    error.textContent = "not sent: not connected (joining again); send it once joined";
+    error.textContent = rejoining
+      ? "not sent: not connected (joining again); send it once joined"
+      : "not sent: not connected";
     return;
   }
   error.textContent = "";
