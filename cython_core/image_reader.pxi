@@ -110,6 +110,7 @@ cdef class ImageReader:
     cdef object _batch_lengths
     cdef object _batch_flags
     cdef bint _closed
+    cdef int64_t _final_position  # where _position points once closed
 
     def __cinit__(self, MappedLog log, object position_buffer, Py_ssize_t position_offset,
                   Doorbell consumed_doorbell=None):
@@ -134,7 +135,11 @@ cdef class ImageReader:
 
     def close(self) -> None:
         """Stop reading: every poll returns 0 and the position counter is never touched again
-        (the driver may hand it to someone else)."""
+        (the driver may hand it to someone else): the position stays where it was, kept here,
+        as Aeron's Image keeps its final position."""
+        if not self._closed:
+            self._final_position = aio_load_i64(self._position)
+            self._position = <char*> &self._final_position
         self._closed = True
 
     @property

@@ -108,6 +108,25 @@ def reader_for(log: LogBuffers, position: int = 0) -> _core.ImageReader:
     return _core.ImageReader(log.mapped, counter(position), 0)
 
 
+def test_a_closed_reader_keeps_its_position_and_never_touches_the_counter_again(log):
+    """The driver frees an image's position counter once it went, and hands it to the next
+    counter it makes. Before, a closed reader's position (and taken_position, and so
+    is_end_of_stream) read whatever the counter's new owner wrote, and its setter wrote there."""
+    appender, _ = appender_for(log)
+    assert appender.try_offer(b"x" * 100) > 0
+    position = counter(0)
+    reader = _core.ImageReader(log.mapped, position, 0)
+    assert reader.poll(lambda *_: None, 10) == 1
+    reached = reader.position
+    reader.close()
+    reused = _core.AtomicBuffer(position)
+    reused.put_int64_ordered(0, 7_000_000)  # the counter, someone else's now
+    assert (reader.position, reader.taken_position) == (reached, reached)
+    reader.position = 5
+    assert reused.get_int64_volatile(0) == 7_000_000
+    assert reader.position == 5
+
+
 def collect(reader: _core.ImageReader, limit: int = 1000) -> list[tuple[bytes, int]]:
     out: list[tuple[bytes, int]] = []
     reader.poll(lambda buffer, header: out.append((bytes(buffer), header.position)), limit)
