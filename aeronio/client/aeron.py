@@ -9,6 +9,7 @@ dies, every pending and later call raises DriverTimeoutError.
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from aeronio.client.conductor import ClientConductor, PublicationErrorHandler
@@ -54,6 +55,7 @@ class Aeron:
         self.client_id = -1  # from the driver's ring buffer, on attach
         self.counters: CountersReader | None = None  # the driver's, on attach
         self.is_closed = False
+        self._closed = asyncio.Event()  # set once the first close has finished
         self._conductor: ClientConductor | None = None
         self._owned_driver: embedded.EmbeddedDriver | None = None
 
@@ -165,16 +167,21 @@ class Aeron:
     # -- lifecycle ----------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Close every publication and subscription of this client (and its own driver)."""
+        """Close every publication and subscription of this client (and its own driver); a
+        close called while another runs returns once that one has finished."""
         if self.is_closed:
+            await self._closed.wait()
             return
         self.is_closed = True
         try:
             if self._conductor is not None:
                 await self._conductor.close()
         finally:  # cancelled or failed, the client's own driver closes all the same
-            if self._owned_driver is not None:
-                await self._owned_driver.close()
+            try:
+                if self._owned_driver is not None:
+                    await self._owned_driver.close()
+            finally:
+                self._closed.set()
 
     async def __aenter__(self) -> Aeron:
         return self

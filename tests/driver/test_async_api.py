@@ -726,6 +726,20 @@ async def test_an_offer_batch_waiting_on_a_lost_driver_raises_the_drivers_error(
     assert raised.value is lost
 
 
+async def test_a_close_called_while_another_runs_returns_once_that_one_finished():
+    """Before: the second close returned at once, most publications still open and the
+    client's own driver still running."""
+    client = await aeronio.connect().__aenter__()
+    dir = client.driver_dir
+    publications = [await client.add_publication("aeron:ipc", 70 + i) for i in range(20)]
+    first = asyncio.create_task(client.close())
+    await asyncio.sleep(0)  # the first close is under way
+    await client.close()
+    assert all(publication.is_closed for publication in publications)
+    assert not os.path.exists(dir)  # its own driver closed, and removed its directory
+    await first
+
+
 async def test_close_wakes_a_waiting_offer(aeron):
     pub = await aeron.add_publication(TERM_64K, 16)
     task = asyncio.create_task(pub.offer(b"x"))
