@@ -81,7 +81,9 @@ class Aeron:
         return self
 
     def _attached(self) -> ClientConductor:
-        """The client conductor (AeronError before `attach`)."""
+        """The client conductor (AeronError before `attach` and once closed)."""
+        if self.is_closed:
+            raise AeronError("the Aeron client is closed")
         if self._conductor is None:
             raise AeronError(f"the Aeron client of {self.driver_dir} is not attached")
         return self._conductor

@@ -44,6 +44,7 @@ from aeronio.logbuffer import signals, waker
 from aeronio.logbuffer.log_buffers import LogBuffers
 from aeronio.protocol import control as p
 from aeronio.protocol import limits
+from aeronio.protocol.channel import ChannelUri
 
 KEEPALIVE_INTERVAL_S = 0.5  # Aeron's: how often the heartbeat counter is stored
 log = logging.getLogger("aeronio.client")
@@ -221,6 +222,7 @@ class ClientConductor:
         subscription (multi-destination); the command's correlation id (a destination's
         registration id when added to a publication)."""
         _check_open(owner)
+        ChannelUri.parse(channel)  # a channel at all: ChannelUriError naming what is wrong
         correlation_id = self.next_correlation_id()
         command = kind(correlation_id, self.client_id, owner.registration_id, channel)
         await self.request(command, p.OperationSuccess)
@@ -230,6 +232,7 @@ class ClientConductor:
         """Remove the destination of `owner` that `change_destination` added as
         `destination_id`."""
         _check_open(owner)
+        limits.check_int64(destination_id, "registration_id")
         command = p.RemoveDestinationById(
             self.next_correlation_id(), self.client_id, owner.registration_id, destination_id
         )
@@ -472,6 +475,8 @@ class ClientConductor:
     async def reject_image(self, image: Image, reason: str) -> None:
         """Reject `image` at its position (Aeron's REJECT_IMAGE, answered: DriverError if the
         driver refuses); `reason` checked against Aeron's limit."""
+        if not isinstance(reason, str):
+            raise ConfigurationError(f"reason must be a str, not {type(reason).__name__}")
         if len(reason.encode()) > limits.MAX_ERROR_MESSAGE_LENGTH:
             raise ConfigurationError(
                 f"reason of {len(reason.encode())} bytes is over the "

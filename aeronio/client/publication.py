@@ -300,12 +300,15 @@ class Publication(_core.PublicationBase):
         default all offered so far, `self.position`): its `snd-pos` counter reached it. Returns
         the sender position; TimeoutError after `timeout` seconds. An IPC publication has no
         sender (its subscribers read the log itself): returns `position` at once.
+        PublicationClosedError if it is closed, before or meanwhile.
 
         Closing a publication never drops what was offered: the driver drains and lingers it
         until its receivers acknowledged it (bounded by the linger timeout), and an embedded
         driver waits for that before it goes. This is for a publisher that wants to know it
         went out, with its own timeout (an error to act on, rather than a loss reported by
         the driver)."""
+        if self.is_closed:
+            raise self._closed_error()
         position = self.position if position is None else position
         counters = self._conductor.counters
         counter_id = counters.find_by_type_id_and_registration_id(

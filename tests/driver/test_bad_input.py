@@ -13,6 +13,7 @@ import pytest
 
 import aeronio
 from aeronio.driver.context import DriverContext
+from tests.support.ports import free_port
 
 TERM_64K = "aeron:ipc?term-length=64k"
 
@@ -318,6 +319,38 @@ async def test_an_image_handler_that_is_not_callable_is_refused_naming_it(aeron,
     with pytest.raises(aeronio.ConfigurationError, match=f"{name} 'x' is not callable"):
         await aeron.add_subscription("aeron:ipc", 1, **{name: "x"})
     assert not aeron._conductor._subscriptions
+
+
+async def test_bad_destination_and_rejection_arguments_are_refused_naming_them(aeron):
+    """Before: an AttributeError (reason 123), a TypeError (None), a struct.error ("x"), five
+    NUL bytes sent to the driver as a channel (5), a bytes channel accepted."""
+    control = f"127.0.0.1:{free_port()}"
+    pub = await aeron.add_publication(f"aeron:udp?control={control}|control-mode=manual", 1)
+    sub = await aeron.add_subscription("aeron:udp?control-mode=manual", 2)
+    for bad in (5, None, b"aeron:udp?endpoint=127.0.0.1:40123"):
+        for owner in (pub, sub):
+            with pytest.raises(aeronio.ChannelUriError, match="str"):
+                await owner.add_destination(bad)
+    with pytest.raises(aeronio.ConfigurationError, match="registration_id"):
+        await pub.remove_destination_by_id("x")
+    ipc_sub = await aeron.add_subscription("aeron:ipc", 3)
+    await aeron.add_publication("aeron:ipc", 3)
+    await ipc_sub.wait_connected(10)
+    (image,) = ipc_sub.images
+    with pytest.raises(aeronio.ConfigurationError, match="reason must be a str, not int"):
+        await image.reject(123)
+    assert ipc_sub.images == (image,)  # nothing was sent: the image stays
+
+
+async def test_calls_on_a_closed_client_or_publication_say_it_is_closed():
+    """Before: driver_pid an AttributeError (the cnc.dat views gone), wait_sent a ValueError
+    (the counters closed)."""
+    async with aeronio.connect() as client:
+        pub = await client.add_publication("aeron:ipc", 4)
+    with pytest.raises(aeronio.AeronError, match="the Aeron client is closed"):
+        _ = client.driver_pid
+    with pytest.raises(aeronio.PublicationClosedError):
+        await pub.wait_sent()
 
 
 # -- driver options -----------------------------------------------------------------------------
