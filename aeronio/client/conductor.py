@@ -242,6 +242,7 @@ class ClientConductor:
         """Send `command` and await the driver's answer: `reply`, or its ErrorResponse raised
         (ChannelUriError, StorageSpaceError, DriverError); DriverTimeoutError when none comes
         in time."""
+        self.transport.check_home()
         self.check_alive()
         makes = reply in _MAKES
         if makes and self._closing:

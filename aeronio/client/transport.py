@@ -103,6 +103,7 @@ class CncTransport:
         self._on_response = on_response
         self._on_fail = on_fail
         self._loop = asyncio.get_running_loop()
+        self._pid = os.getpid()
         self._ring = cnc.to_driver
         self.max_command_length = self._ring.max_msg_length
         self._receiver = CopyBroadcastReceiver(cnc.to_clients_buffer)
@@ -153,9 +154,27 @@ class CncTransport:
                 return int.from_bytes(info.key[:8], sys.byteorder)
         return None
 
+    def check_home(self) -> None:
+        """AeronError unless called in the process and on the event loop this client was made
+        in: a forked child (or a later asyncio.run) that used it would speak for the original
+        client to the driver (its removes and ClientClose would end that client's streams),
+        and wait for answers only the original's loop reads."""
+        if os.getpid() != self._pid:
+            raise AeronError(
+                f"this Aeron client was made in process {self._pid}: a forked child connects "
+                "a client of its own"
+            )
+        loop = asyncio._get_running_loop()
+        if loop is not None and loop is not self._loop:
+            raise AeronError(
+                "this Aeron client runs on the event loop it was made on: connect another "
+                "on this one"
+            )
+
     def _write(self, command: p.Command) -> bool:
         if self._closed:
             return True
+        self.check_home()
         if not self._ring.write(*p.encode(command)):
             return False
         if self.driver_wake_id is not None:
