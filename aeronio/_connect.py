@@ -63,7 +63,10 @@ def connect(
 ) -> Connection:
     """Connect to the driver on `dir`, or launch an embedded one on the running loop
     (`driver_options`: DriverContext fields for a new driver). `publication_error_handler`:
-    see `Aeron`.
+    see `Aeron`. `driver_timeout_s` bounds the wait for a driver to appear and for each of
+    its answers, and is the age at which its heartbeat says it is lost: a driver heartbeats on
+    its timer (aeronio's each `timer_interval_ns`, 1 s by default), so a timeout below that
+    period takes a live driver for lost.
 
     An embedded driver makes sparse logs, suited to a service: a stream takes memory as its
     writers may reach it (a publication's window, an image's term past its consumers), not all
