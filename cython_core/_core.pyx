@@ -25,7 +25,7 @@ cdef extern from "<poll.h>" nogil:
 cdef extern from "aeronio_cpython.h":
     # See aeronio_cpython.h: reused fragment views, completed awaitables, reused positions,
     # reused messages, member slots.
-    bint aio_rewrap_view(PyObject* view, PyObject* family, char* buf, Py_ssize_t length) noexcept
+    bint aio_rewrap_view(PyObject* view, PyObject* exporter, char* buf, Py_ssize_t length) noexcept
     ctypedef struct aio_positions:
         pass
     object aio_position(aio_positions* kept, int64_t value, PyObject* extra)

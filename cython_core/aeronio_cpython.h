@@ -70,17 +70,19 @@
 #define AIO_CAN_REWRAP_VIEWS 0
 #endif
 
-/* Point `view` (a 1-D byte memoryview) at [buf, buf + len) of the log that `family` (a view of
- * the whole log) views, if only its owner holds it and it was cut from `family`: a view keeps
- * alive only the mapping it was cut from, so one cut from another image's log is never
- * re-pointed here (`family` NULL: the caller only ever cuts `view` from that log). Returns 1
- * if it did, 0 if the caller must make a new view. */
-static inline int aio_rewrap_view(PyObject *view, PyObject *family, char *buf, Py_ssize_t len) {
+/* Point `view` (a 1-D byte memoryview) at [buf, buf + len) of the log that `exporter` (the
+ * object whose buffer the log's views share) exports, if only its owner holds it and it was cut
+ * from that exporter: a view keeps alive only the mapping it was cut from, so one cut from
+ * another image's log is never re-pointed here (`exporter` NULL: the caller only ever cuts
+ * `view` from that log). The view's own `view.obj` is the exporter (memoryobject.c's
+ * mbuf_add_view), so the check reads no other object. Returns 1 if it did, 0 if the caller
+ * must make a new view. */
+static inline int aio_rewrap_view(PyObject *view, PyObject *exporter, char *buf, Py_ssize_t len) {
 #if AIO_CAN_REWRAP_VIEWS
     PyMemoryViewObject *mv = (PyMemoryViewObject *)view;
     if (Py_REFCNT(view) != 1 || mv->exports != 0 || mv->weakreflist != NULL
         || (mv->flags & _Py_MEMORYVIEW_RELEASED) || mv->view.ndim != 1
-        || (family != NULL && mv->mbuf != ((PyMemoryViewObject *)family)->mbuf)) {
+        || (exporter != NULL && mv->view.obj != exporter)) {
         return 0;
     }
     mv->view.buf = buf;
@@ -89,7 +91,7 @@ static inline int aio_rewrap_view(PyObject *view, PyObject *family, char *buf, P
     mv->hash = -1;
     return 1;
 #else
-    (void)view; (void)family; (void)buf; (void)len;
+    (void)view; (void)exporter; (void)buf; (void)len;
     return 0;
 #endif
 }

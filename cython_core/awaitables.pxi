@@ -704,20 +704,17 @@ cdef class MessageViews:
         if self._subscription._lost:
             return False
         cdef list readers = self._subscription._readers
-        cdef Py_ssize_t count = len(readers), i
+        cdef Py_ssize_t count = len(readers), i, at, start = self._image
         cdef ImageReader reader
-        cdef bint found
         for i in range(count):
-            reader = <ImageReader> readers[(self._image + i) % count]
-            try:
-                found = reader._view_message(self._message)
-            except BaseException:  # a corrupt image: raised, and the next read starts past it
-                self._image = (self._image + i + 1) % count
-                raise
-            if found:
-                self._image = (self._image + i) % count
+            at = (start + i) % count
+            reader = <ImageReader> readers[at]
+            self._image = (at + 1) % count  # should it raise (a corrupt image), the next read
+            if reader._view_message(self._message):  # starts past it (no try: a cost on 3.12+)
+                self._image = at
                 self._ready = True
                 return True
+        self._image = start
         return False
 
     cdef void _let_go(self) except *:

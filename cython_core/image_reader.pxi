@@ -536,7 +536,7 @@ cdef class ImageReader:
                 continue
             if flags & END_FRAG_FLAG:
                 if out.data is None or type(out.data) is not memoryview or not aio_rewrap_view(
-                        <PyObject*> out.data, <PyObject*> self._view, term + begin + HEADER_LENGTH,
+                        <PyObject*> out.data, <PyObject*> self._array, term + begin + HEADER_LENGTH,
                         frame_length - HEADER_LENGTH):
                     out.data = self._view[base + begin + HEADER_LENGTH:base + begin + frame_length]
                 last = begin
