@@ -164,8 +164,11 @@ class CncTransport:
                 f"this Aeron client was made in process {self._pid}: a forked child connects "
                 "a client of its own"
             )
-        loop = asyncio._get_running_loop()
-        if loop is not None and loop is not self._loop:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # called outside a loop (a close from a finalizer)
+            return
+        if loop is not self._loop:
             raise AeronError(
                 "this Aeron client runs on the event loop it was made on: connect another "
                 "on this one"
