@@ -46,6 +46,9 @@ def in_forked_child(client: aeronio.Aeron) -> int:
         os._exit(status)
 
 
+# The fork of a process with threads (the embedded driver's) is the scenario: the child only
+# calls the inherited client and exits (os._exit), touching no lock a thread may hold.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 async def test_a_forked_child_cannot_speak_for_its_parents_client():
     async with aeronio.connect() as client:
         subscription = await client.add_subscription(IPC, 30)
