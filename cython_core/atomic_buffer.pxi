@@ -4,26 +4,21 @@
 
 # Pins
 # An address kept past the call that took it must be pinned: its holder keeps a memoryview of
-# the buffer (last in its struct, away from the hot fields), which holds the buffer's export,
-# so the owner cannot free or move the memory under it: an mmap's close or a bytearray's
-# resize raise BufferError until the holder goes (a memoryview the holder was given may be
-# released by its user: the pin's own view of the same buffer keeps the memory).
+# the buffer (where an owner reference was, or last in its struct: never among the hot
+# fields), which holds the buffer's export, so the owner cannot free or move the memory under
+# it: an mmap's close or a bytearray's resize raise BufferError until the holder goes (a
+# memoryview the holder was given may be released by its user: the pin's own view of the same
+# buffer keeps the memory).
 
 
-cdef char* pinned_address(object pin, Py_ssize_t* length) except NULL:
-    """The address and length of a pinned buffer (a memoryview): writable, C-contiguous bytes
-    (ValueError for an empty one)."""
-    cdef unsigned char[::1] view = pin
+cdef char* buffer_address(object buffer, Py_ssize_t* length) except NULL:
+    """The address and length of a writable, C-contiguous byte buffer (ValueError for an empty
+    one): valid for the call, or for as long as a pin of it is kept."""
+    cdef unsigned char[::1] view = buffer
     length[0] = view.shape[0]
     if view.shape[0] == 0:
         raise ValueError("buffer is empty")
     return <char*> &view[0]
-
-
-cdef char* buffer_address(object buffer, Py_ssize_t* length) except NULL:
-    """The address and length of a writable, C-contiguous buffer, for the call that asks alone
-    (not pinned: a holder keeps a pin instead)."""
-    return pinned_address(buffer, length)
 
 
 cdef class AtomicBuffer:
@@ -42,7 +37,7 @@ cdef class AtomicBuffer:
     def __cinit__(self, object buffer):
         self.owner = buffer
         self._pin = memoryview(buffer)
-        self.address = pinned_address(self._pin, &self.capacity)
+        self.address = buffer_address(self._pin, &self.capacity)
 
     cdef inline char* _at(self, Py_ssize_t offset, Py_ssize_t width) except NULL:
         if offset < 0 or offset + width > self.capacity:

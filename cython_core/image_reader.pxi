@@ -117,7 +117,7 @@ cdef class ImageReader:
         cdef Py_ssize_t length
         self.log = log
         self._position_pin = memoryview(position_buffer)
-        self._position = pinned_address(self._position_pin, &length)
+        self._position = buffer_address(self._position_pin, &length)
         if position_offset < 0 or position_offset + 8 > length or position_offset % 8:
             raise ValueError(f"position_offset {position_offset} is not an aligned int64 in the buffer")
         self._position += position_offset

@@ -64,7 +64,7 @@ cdef class LogAppender:
         self.max_message_length = min(log.term_length // 8, MAX_MESSAGE_LENGTH)
         self.max_possible_position = (<int64_t> log.term_length) << 31
         self._limit_pin = memoryview(limit_buffer)
-        self._limit = pinned_address(self._limit_pin, &limit_length)
+        self._limit = buffer_address(self._limit_pin, &limit_length)
         if limit_offset < 0 or limit_offset + 8 > limit_length or limit_offset % 8:
             raise ValueError(f"limit_offset {limit_offset} is not an aligned int64 in the buffer")
         self._limit += limit_offset

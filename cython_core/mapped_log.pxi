@@ -80,7 +80,7 @@ cdef class MappedLog:
         cdef int64_t expected
         self.owner = buffer
         self._pin = memoryview(buffer)
-        self.base = pinned_address(self._pin, &length)
+        self.base = buffer_address(self._pin, &length)
         self.length = length
         if length < LOG_META_DATA_LENGTH + PARTITION_COUNT * TERM_MIN_LENGTH:
             raise ValueError(f"log buffer of {length} bytes is too short")
