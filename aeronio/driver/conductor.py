@@ -132,7 +132,6 @@ class DriverConductor:
             ctx.client_liveness_timeout_ns,
         )
         self.doorbell = self.stream_counters.driver_doorbell(wake_id)
-        self._next_id = random.getrandbits(32)
         self._session_id_sequence = random.randint(-(2**31), 2**31 - 1)
         # The clients timed out, to refuse their commands saying so: the last TIMED_OUT_KEPT.
         self._timed_out_clients: dict[int, None] = {}
@@ -146,7 +145,7 @@ class DriverConductor:
                 logs=self.logs,
                 proxy=self.proxy,
                 system=self.system,
-                next_id=self._next_correlation_id,
+                next_id=self.cnc.to_driver.next_correlation_id,
                 record_error=self.record_error,
                 wake=wake,
                 wake_id=wake_id,
@@ -162,10 +161,6 @@ class DriverConductor:
         return self.resources.publications
 
     # -- commands -----------------------------------------------------------------------
-
-    def _next_correlation_id(self) -> int:
-        self._next_id += 1
-        return self._next_id
 
     def _on_ring_command(self, command: p.Command) -> None:
         """A command of the to-driver ring buffer: answered on the broadcast buffer."""
@@ -368,12 +363,12 @@ class DriverConductor:
             and pub.media_key == media_key
             for pub in self.publications
         ):  # a clash where both would reach the same receivers (an archive's replay to a
-            # late joiner uses the live stream's session id, on another endpoint)
-            raise AeronError(
+            # late joiner uses the live stream's session id, on another endpoint): as Aeron's,
+            raise ChannelUriError(  # INVALID_CHANNEL
                 f"session-id {session_id} is already in use on stream {command.stream_id} "
                 f"of {channel}"
             )
-        registration_id = self._next_correlation_id()
+        registration_id = command.correlation_id  # as Aeron's: the first add's
         if channel.initial_term_id is not None:
             initial_term_id = channel.initial_term_id
             term_id, term_offset = channel.term_id, channel.term_offset
@@ -453,16 +448,12 @@ class DriverConductor:
     def _remove_publication(
         self, command: p.RemovePublication, client: ClientSession, now_ns: int
     ) -> None:
-        adds = client.publications
-        add: int | None = command.registration_id  # an add's correlation id (Aeron's clients)
-        if add not in adds:  # or the registration id (aeronio's clients): one of its adds
-            add = next((k for k, v in adds.items() if v == command.registration_id), None)
-            if add is None:
-                raise DriverError(
-                    f"unknown publication registration id {command.registration_id}",
-                    p.UNKNOWN_PUBLICATION,
-                )
-        registration_id = adds.pop(add)
+        registration_id = client.publications.pop(command.registration_id, None)  # by its add
+        if registration_id is None:
+            raise DriverError(
+                f"unknown publication registration id {command.registration_id}",
+                p.UNKNOWN_PUBLICATION,
+            )
         if command.flags & p.REMOVE_PUBLICATION_FLAG_REVOKE:
             self._revoke_publication(registration_id, now_ns)
         self._release_publication(registration_id, now_ns)
@@ -650,10 +641,10 @@ class DriverConductor:
 
     def _subscriber_positions(
         self, links: list[tuple[DriverPublication, SubscriptionLink]]
-    ) -> list[tuple[DriverPublication, SubscriberPosition, str]]:
-        """A position on each publication's log for its subscription (and the image's source),
-        at the publication's join position: all of them, or none (counters full)."""
-        made: list[tuple[DriverPublication, SubscriberPosition, str]] = []
+    ) -> list[tuple[DriverPublication, SubscriberPosition]]:
+        """A position on each publication's log for its subscription, at the publication's
+        join position: all of them, or none (counters full)."""
+        made: list[tuple[DriverPublication, SubscriberPosition]] = []
         try:
             for publication, link in links:
                 counter = self.stream_counters.subscriber_position(
@@ -667,19 +658,18 @@ class DriverConductor:
                 subscriber = SubscriberPosition(
                     link.registration_id, link.client_id, str(link.channel), counter
                 )
-                source = "aeron:ipc" if link.channel.is_ipc else f"aeron-spy:{publication.channel}"
-                made.append((publication, subscriber, source))
+                made.append((publication, subscriber))
         except BaseException:
-            self.stream_counters.free(*(subscriber.counter for _, subscriber, _ in made))
+            self.stream_counters.free(*(subscriber.counter for _, subscriber in made))
             raise
         return made
 
     @staticmethod
     def _add_subscribers(
-        positions: list[tuple[DriverPublication, SubscriberPosition, str]],
+        positions: list[tuple[DriverPublication, SubscriberPosition]],
     ) -> None:
-        for publication, subscriber, source in positions:
-            publication.add_subscriber(subscriber, source)
+        for publication, subscriber in positions:
+            publication.add_subscriber(subscriber)
 
     def _remove_subscription(self, command: p.RemoveSubscription, client: ClientSession) -> None:
         if command.registration_id not in client.subscriptions:

@@ -31,6 +31,7 @@ from aeronio.errors import StorageSpaceError
 from aeronio.logbuffer import descriptor as d
 from aeronio.logbuffer import signals
 from aeronio.logbuffer.log_buffers import LogBuffers
+from aeronio.protocol.channel import IPC_CHANNEL
 from aeronio.protocol.control import CHANNEL_STATUS_INDICATOR_NOT_ALLOCATED
 
 
@@ -127,11 +128,13 @@ class DriverPublication:
         """A subscription that reads its log is linked to it now."""
         return self.state is State.ACTIVE
 
-    def add_subscriber(self, subscriber: SubscriberPosition, source: str) -> None:
+    def add_subscriber(self, subscriber: SubscriberPosition) -> None:
+        """A subscription reading this log (IPC or a spy: its image's source is "aeron:ipc",
+        as Aeron's)."""
         self.subscribers.append(subscriber)
         self._subscribers_changed()
         self.update_publisher_limit()
-        self._proxy.image_ready(self, subscriber, source)
+        self._proxy.image_ready(self, subscriber, IPC_CHANNEL)
 
     def remove_subscriber(self, subscription_id: int) -> None:
         for sub in self.subscribers:

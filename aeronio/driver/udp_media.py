@@ -70,7 +70,7 @@ class UdpServices:
     logs: RawLogFactory  # the images' logs
     proxy: ClientProxy
     system: Mapping[SystemCounters, Position]
-    next_id: Callable[[], int]  # registration ids
+    next_id: Callable[[], int]  # images' registration ids: the clients' correlation sequence
     record_error: Callable[[BaseException | str], None]
     wake: Callable[[], None]
     wake_id: int

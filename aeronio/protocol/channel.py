@@ -22,6 +22,7 @@ __all__ = ["ChannelUri", "parse_duration_ns", "parse_size", "split_address"]
 SCHEME = "aeron"
 SPY_PREFIX = "aeron-spy"
 IPC_MEDIA = "ipc"
+IPC_CHANNEL = "aeron:ipc"  # also the source identity of every image read from a log
 UDP_MEDIA = "udp"
 CONTROL_MODES = ("manual", "dynamic")
 # The longest channel URI, as Aeron's C driver (AERON_URI_MAX_LENGTH, 4096 with its NUL): every

@@ -294,7 +294,7 @@ def test_a_shared_publication_is_joined_as_aerons_driver_joins_it(aeron_c):
     """As Aeron's driver matches a stream's shared publication: an add with its session-id joins
     it; one asking for another session-id, or for another position to start at (term-id,
     term-offset), is refused saying so, not given a second session or the log at a position it
-    did not ask for; an exclusive one of its session-id clashes."""
+    did not ask for; an exclusive one of its session-id clashes (INVALID_CHANNEL)."""
     dir = _aeronio_driver(aeron_c, "standalone")
     at = "init-term-id=1|term-id=2|term-offset=64|term-length=64k"
     adds = [
@@ -312,7 +312,9 @@ def test_a_shared_publication_is_joined_as_aerons_driver_joins_it(aeron_c):
     assert answers[:2] == [{"session_id": 5, "position": 0}] * 2
     differs = "session-id=6 differs from the existing publication's session-id=5"
     assert differs in answers[2]["error"]
-    assert "session-id 5 is already in use on stream 11" in answers[3]["error"]
+    clash = answers[3]["error"]  # INVALID_CHANNEL, as Aeron's driver says it
+    assert "session-id 5 is already in use on stream 11" in clash
+    assert "INVALID_CHANNEL" in clash.upper().replace(" ", "_")
     assert answers[4]["position"] == answers[5]["position"] == 64 * 1024 + 64
     assert answers[4]["session_id"] == answers[5]["session_id"]
     started = "from where the existing publication started (position 65600: term-id=2 "

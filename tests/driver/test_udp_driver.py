@@ -239,7 +239,7 @@ async def test_a_session_id_clashes_only_where_both_would_reach_the_same_receive
         for channel in (one + same, "aeron:ipc?session-id=7"):
             if channel.startswith("aeron:ipc"):
                 await a.add_exclusive_publication(channel, 3)
-            with pytest.raises(aeronio.DriverError, match="session-id .* already in use"):
+            with pytest.raises(aeronio.ChannelUriError, match="session-id .* already in use"):
                 await a.add_exclusive_publication(channel, 3)
         for pub, sub, data in ((first, subs[0], b"one"), (second, subs[1], b"two")):
             await connected(pub, sub)

@@ -207,7 +207,7 @@ def released_ipc(tmp_path) -> tuple[IpcPublication, Slot, int, list[str]]:
     publication = IpcPublication(stubs(publisher, reports))
     publication._subscribers_changed = lambda: None  # no log flags to set here
     subscriber = SubscriberPosition(2, 3, "aeron:ipc", Slot(0))
-    publication.add_subscriber(subscriber, "aeron:ipc")
+    publication.add_subscriber(subscriber)
     publication.update_publisher_limit()
     assert publisher.offer(0, 3, 3) == 3
     end = publisher.log.producer_position
@@ -473,7 +473,7 @@ def released_with_spy(tmp_path, read: int):
     acknowledged everything at 4 ms (so it drains for its spy)."""
     publication, publisher, reports = network(tmp_path)
     spy = SubscriberPosition(2, 3, "aeron-spy:aeron:udp?endpoint=127.0.0.1:40123", Slot(read))
-    publication.add_subscriber(spy, "aeron-spy")
+    publication.add_subscriber(spy)
     assert publisher.offer(0, 3, 3) == 3
     end = publisher.log.producer_position
     publication.decref(2 * MS)
@@ -544,7 +544,7 @@ def test_a_stream_that_only_spies_consumed_has_nothing_for_receivers_to_acknowle
     delivered once its end was announced, nothing reported."""
     publication, publisher, reports = network(tmp_path, spies_simulate_connection=True)
     spy = SubscriberPosition(2, 3, "aeron-spy:aeron:udp?endpoint=127.0.0.1:40123", Slot(0))
-    publication.add_subscriber(spy, "aeron-spy")
+    publication.add_subscriber(spy)
     assert publisher.offer(0, 3, 3) == 3
     end = publisher.log.producer_position
     spy.counter.set(end)

@@ -48,8 +48,13 @@ class RingClient:
         return await await_until(found, TIMEOUT_S, what)
 
     async def answer(self, correlation_id: int) -> p.Response:
+        """The answer to the command of `correlation_id`: not an image's notice, which carries
+        its image's id (an IPC image's is its publication's, the first add's correlation id)."""
         return await self.expect(
-            lambda r: getattr(r, "correlation_id", None) == correlation_id,
+            lambda r: (
+                getattr(r, "correlation_id", None) == correlation_id
+                and not isinstance(r, p.ImageReady | p.ImageUnavailable)
+            ),
             f"the answer to {correlation_id}",
         )
 
