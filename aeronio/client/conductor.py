@@ -224,7 +224,7 @@ class ClientConductor:
         _check_open(owner)
         ChannelUri.parse(channel)  # a channel at all: ChannelUriError naming what is wrong
         correlation_id = self.next_correlation_id()
-        command = kind(correlation_id, self.client_id, owner.registration_id, channel)
+        command = kind(correlation_id, self.client_id, _destinations_id(owner), channel)
         await self.request(command, p.OperationSuccess)
         return correlation_id
 
@@ -234,7 +234,10 @@ class ClientConductor:
         _check_open(owner)
         limits.check_int64(destination_id, "registration_id")
         command = p.RemoveDestinationById(
-            self.next_correlation_id(), self.client_id, owner.registration_id, destination_id
+            self.next_correlation_id(),
+            self.client_id,
+            _destinations_id(owner),
+            destination_id,
         )
         await self.request(command, p.OperationSuccess)
 
@@ -346,7 +349,8 @@ class ClientConductor:
     def _holds_publication(self, registration_id: int) -> bool:
         """A publication of this client's, or one whose add the driver has answered (the
         answer read with what came after it, before the add's coroutine takes it up)."""
-        if any(pub.registration_id == registration_id for pub, _ in self._publications.values()):
+        publications = self._publications.values()
+        if any(pub.original_registration_id == registration_id for pub, _ in publications):
             return True
         return any(
             future.done()
@@ -402,7 +406,7 @@ class ClientConductor:
         if isinstance(response, p.PublicationReady):
             self.transport.submit(
                 p.RemovePublication(
-                    self.next_correlation_id(), self.client_id, response.registration_id
+                    self.next_correlation_id(), self.client_id, command.correlation_id
                 )
             )
         elif isinstance(response, p.CounterReady):
@@ -513,10 +517,9 @@ class ClientConductor:
         """A publication (`cls`: Publication or ExclusivePublication) of `channel` (canonical)
         and `stream_id` (both checked)."""
         exclusive = cls.is_exclusive
+        correlation_id = self.next_correlation_id()
         ready = await self.request(
-            p.AddPublication(
-                self.next_correlation_id(), self.client_id, channel, stream_id, exclusive
-            ),
+            p.AddPublication(correlation_id, self.client_id, channel, stream_id, exclusive),
             p.PublicationReady,
         )
         log, log_signals = self._map_log(ready.log_file)
@@ -532,6 +535,7 @@ class ClientConductor:
             self,
             channel,
             stream_id,
+            correlation_id,
             ready.registration_id,
             ready.session_id,
             ready.log_file,
@@ -693,6 +697,14 @@ _REMOVES = (
 # The removes of what a close lets go of: sent even when the close is cancelled while the
 # to-driver ring buffer is full (the publication, subscription or counter is closed here).
 _RELEASES = (p.RemovePublication, p.RemoveSubscription, p.RemoveCounter)
+
+
+def _destinations_id(owner: Publication | Subscription) -> int:
+    """The id a destination command names `owner` by: a publication's log's (the first
+    add's, as Aeron's clients), a subscription's own."""
+    if isinstance(owner, Subscription):
+        return owner.registration_id
+    return owner.original_registration_id
 
 
 def _check_open(owner: Publication | Subscription) -> None:

@@ -46,8 +46,9 @@ class Publication(_core.PublicationBase):
     # `publication.try_offer(...)` an unspecialised lookup (about 100 ns more per call, measured
     # in docs/benchmarks.md). With slots the lookup is specialised on every Python.
     __slots__ = (
-        "_conductor", "channel", "stream_id", "registration_id", "session_id", "log_file",
-        "_signals", "_metadata", "_released", "channel_status_id", "__weakref__",
+        "_conductor", "channel", "stream_id", "registration_id", "original_registration_id",
+        "session_id", "log_file", "_signals", "_metadata", "_released", "channel_status_id",
+        "__weakref__",
     )  # fmt: skip
     is_exclusive = False
 
@@ -57,6 +58,7 @@ class Publication(_core.PublicationBase):
         channel: str,
         stream_id: int,
         registration_id: int,
+        original_registration_id: int,
         session_id: int,
         log_file: str,
         appender: _core.LogAppender,
@@ -67,7 +69,10 @@ class Publication(_core.PublicationBase):
         self._conductor = conductor
         self.channel = channel
         self.stream_id = stream_id
+        # As Aeron's: this add's correlation id, which removes it; and the log's, the first
+        # add's (by this or another client), which names its counters and destinations.
         self.registration_id = registration_id
+        self.original_registration_id = original_registration_id
         self.session_id = session_id
         self.log_file = log_file
         self._appender = appender
@@ -94,6 +99,11 @@ class Publication(_core.PublicationBase):
     def signals(self) -> signals.LogSignals:
         """The log's doorbells in this process (data, consumed, limit: logbuffer.signals)."""
         return self._signals
+
+    @property
+    def is_original(self) -> bool:
+        """True when this add made the log (no other add of it was open)."""
+        return self.registration_id == self.original_registration_id
 
     @property
     def max_message_length(self) -> int:
@@ -312,7 +322,7 @@ class Publication(_core.PublicationBase):
         position = self.position if position is None else position
         counters = self._conductor.counters
         counter_id = counters.find_by_type_id_and_registration_id(
-            SENDER_POSITION_TYPE_ID, self.registration_id
+            SENDER_POSITION_TYPE_ID, self.original_registration_id
         )
         if counter_id is None:
             return position

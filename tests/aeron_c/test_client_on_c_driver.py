@@ -15,6 +15,7 @@ from aeronio.errors import DriverNotFoundError, DriverTimeoutError
 from aeronio.protocol import control as p
 from tests.aeron_c.streams import COUNT, SIZES, expected, receive, send_to_pyaeron
 from tests.driver.test_channel_status import port_0_scenario
+from tests.driver.test_publication_session_ids_and_destinations import shared_publication_scenario
 from tests.support.procs import await_until
 from tests.support.refused_logs import refuse_the_next_log
 
@@ -264,6 +265,16 @@ async def test_static_counters_session_ids_and_destinations_by_id_on_a_c_driver(
         # A destination is only sent to: any port will do.
         destination = await mdc.add_destination("aeron:udp?endpoint=127.0.0.1:9")
         await mdc.remove_destination_by_id(destination)  # answered ON_OPERATION_SUCCESS
+
+
+async def test_adds_of_one_publication_are_each_removed_by_their_own_id_on_a_c_driver(
+    aeron_c, free_port
+):
+    """Aeron's driver keeps each add under its own correlation id and names the log by the
+    first's: a later add closed (or a destination added through it) by the log's id is refused."""
+    dir = aeron_c.new_dir()
+    await aeron_c.pyaeron("driver", dir=dir).aexpect_json("ready", 30)
+    await shared_publication_scenario(dir, free_port)
 
 
 async def test_an_aeronio_subscription_on_port_0_tells_its_port_on_a_c_driver(aeron_c):

@@ -1,9 +1,12 @@
 """A client asks the driver for a free session id (Aeron's nextSessionId) and removes a
-manual multi-destination-cast destination by the registration id its add returned."""
+manual multi-destination-cast destination by the registration id its add returned; adds of
+one publication share it, each named by its own add."""
+
+import asyncio
 
 import pytest
 
-from aeronio import connect
+from aeronio import Publication, Subscription, connect
 from aeronio.cnc import CONTROL_PROTOCOL_VERSION
 from aeronio.counters import SystemCounters
 from aeronio.driver.media_driver import MediaDriver
@@ -67,3 +70,47 @@ async def test_a_destination_is_removed_by_its_registration_id(driver):
         await publication.close()
         with pytest.raises(AeronError, match="the publication is closed"):
             await publication.remove_destination_by_id(registration_id)
+
+
+async def shared_publication_scenario(dir: str, control_port: int) -> None:
+    """As Aeron's clients: adds of one publication (by two clients, and by one twice) share its
+    log; the first add's registration id names the log (`original_registration_id`, its
+    destinations), each add is removed by its own (`registration_id`) in any order, and what
+    is offered through those left arrives."""
+    async with connect(dir) as one, connect(dir) as two:
+        sub = await one.add_subscription("aeron:ipc", 9)
+        adds = [
+            await one.add_publication("aeron:ipc", 9),
+            await two.add_publication("aeron:ipc", 9),
+            await one.add_publication("aeron:ipc", 9),
+        ]
+        first, second, third = adds
+        assert [pub.is_original for pub in adds] == [True, False, False]
+        assert {pub.original_registration_id for pub in adds} == {first.registration_id}
+        assert len({pub.registration_id for pub in adds}) == 3
+        assert len({pub.session_id for pub in adds}) == 1
+        await first.close()  # the original first: the others keep the log
+        assert await deliver(third, sub, b"through the third") == b"through the third"
+        await third.close()
+        assert await deliver(second, sub, b"through the second") == b"through the second"
+        await second.close()
+
+        channel = f"aeron:udp?control=127.0.0.1:{control_port}|control-mode=manual"
+        mdc = [await one.add_publication(channel, 8), await two.add_publication(channel, 8)]
+        destination = await mdc[1].add_destination("aeron:udp?endpoint=127.0.0.1:9")
+        await mdc[1].remove_destination_by_id(destination)
+        for pub in reversed(mdc):
+            await pub.close()
+
+
+async def deliver(pub: Publication, sub: Subscription, message: bytes) -> bytes:
+    """`message` offered through `pub`: the next message `sub` reads."""
+    await pub.offer(message, timeout=20)
+    async with asyncio.timeout(20):
+        async for received in sub:
+            return received.data
+    raise AssertionError("the subscription closed")
+
+
+async def test_adds_of_one_publication_are_each_removed_by_their_own_id(driver):
+    await shared_publication_scenario(driver.dir, free_port())
