@@ -359,15 +359,17 @@ cdef class LogAppender:
     cdef int32_t _copy_block(self, const char* source, int32_t length,
                              int32_t first_length) noexcept nogil:
         """Copy `length` bytes of whole frames (checked to tile them and to fit the term, within
-        the limit) to an exclusive writer's term offset: the tail first, then the frames with
-        this publication's session, stream and term ids, the first frame's length (read once,
-        `first_length`) stored last, so readers see the block whole; returns the resulting term
-        offset."""
+        the limit) to an exclusive writer's term offset: the frames with this publication's
+        session, stream and term ids, then the first frame's length (read once, `first_length`),
+        so readers see the block whole, then the tail; returns the resulting term offset.
+
+        The tail last (Aeron's appendBlock stores it first): a writer killed in the copy leaves
+        its bytes past the tail, where the driver neither unblocks nor ends the stream, so no
+        header of a torn block is padded over and no payload read as frames."""
         cdef char* frame = self.log.term(self._index) + self._term_offset
         cdef int32_t offset = 0
         cdef int64_t aligned = align_frame(first_length)
         cdef int32_t resulting = self._term_offset + length
-        aio_store_i64(self.log.tail_address(self._index), pack_tail(self._term_id, resulting))
         memcpy(frame + 4, source + 4, length - 4)
         while True:  # over the copy, bounded again: the source may change under a mapping
             aio_put_i32(frame + offset + SESSION_ID_FIELD_OFFSET, self.session_id)
@@ -380,6 +382,7 @@ cdef class LogAppender:
             if aligned <= 0:
                 break
         aio_store_i32(frame, first_length)
+        aio_store_i64(self.log.tail_address(self._index), pack_tail(self._term_id, resulting))
         return resulting
 
     # -- claim ------------------------------------------------------------------------------

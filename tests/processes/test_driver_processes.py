@@ -117,11 +117,11 @@ def test_publisher_and_subscriber_processes_share_one_log_and_get_every_message(
     sessions = [publisher.expect_json("session", 20) for publisher in publishers]
     shared, exclusive = sessions[:PUBLISHERS], sessions[PUBLISHERS]
     assert len({s["session_id"] for s in shared}) == 1, shared
-    assert len({s["registration_id"] for s in shared}) == 1, shared  # one log
+    assert len({s["original_registration_id"] for s in shared}) == 1, shared  # one log
     assert not any(s["exclusive"] for s in shared)
     assert exclusive["exclusive"]
     assert exclusive["session_id"] != shared[0]["session_id"]
-    assert exclusive["registration_id"] != shared[0]["registration_id"]
+    assert exclusive["original_registration_id"] != shared[0]["original_registration_id"]
     assert shared[0]["max_payload_length"] == IPC_MAX_PAYLOAD
     assert max(payload_size(0, seq) for seq in range(MESSAGES)) > IPC_MAX_PAYLOAD
 
@@ -247,7 +247,10 @@ async def test_publisher_killed_mid_claim_is_unblocked_and_others_go_on(procs):
             )
             steady_session = await steady.aexpect_json("session")
             assert steady_session["session_id"] == claimer_session["session_id"]
-            assert steady_session["registration_id"] == claimer_session["registration_id"]
+            assert (
+                steady_session["original_registration_id"]
+                == claimer_session["original_registration_id"]
+            )
             claimer.kill()  # with its claim open: the frame's length stays negative
 
             await steady.aexpect_json("done", 30)
@@ -270,6 +273,40 @@ async def test_publisher_killed_mid_claim_is_unblocked_and_others_go_on(procs):
 
 
 @pytest.mark.slow
+async def test_a_publisher_killed_inside_a_block_copy_leaves_no_torn_frame(procs, tmp_path):
+    """An exclusive publisher killed while `offer_block` copies (SIGBUS, its source's file cut
+    under the mapping) leaves its log where the last whole append left it: the block's bytes
+    copied so far are past its tail, so nothing is unblocked or read of them, and the stream
+    ends there once the publisher is timed out. Before, the tail moved first: the driver padded
+    over the block's first header and the subscriber read its payload as frames."""
+    dir = procs.new_dir()
+    procs.driver(dir, *TERM_64K, *SHORT_TIMEOUTS)
+    stream, before = 13, 3
+    async with aeronio.connect(dir, driver_timeout_s=5) as aeron:
+        gone = asyncio.get_running_loop().create_future()
+        subscription = await aeron.add_subscription(
+            IPC,
+            stream,
+            unavailable_image=lambda image: gone.set_result(
+                (image.position, image.is_end_of_stream)
+            ),
+        )
+        publisher = procs.role(
+            "block_cut_short", dir=dir, stream=stream, before=before, path=str(tmp_path / "block")
+        )
+        cut_at = (await publisher.aexpect_json("cutting", 20))["position"]
+        assert await publisher.await_exit() == -signal.SIGBUS, publisher.describe()
+        async with asyncio.timeout(20):
+            received = [(await subscription.receive()).data for _ in range(before)]
+            assert received == [b"before-%d" % i for i in range(before)]
+            assert await gone == (cut_at, True)
+        assert subscription.poll(lambda buffer, header: None, 10) == 0  # and nothing raised
+        counters = system_counters(dir)
+        assert counters[SystemCounters.CLIENT_TIMEOUTS] == 1, counters
+        assert counters[SystemCounters.UNBLOCKED_PUBLICATIONS] == 0, counters
+
+
+@pytest.mark.slow
 async def test_killed_publishers_publication_is_released_after_the_liveness_timeout(procs):
     """Its image goes unavailable once drained and lingered, its log file and counters go."""
     dir = procs.new_dir()
@@ -288,7 +325,7 @@ async def test_killed_publishers_publication_is_released_after_the_liveness_time
         async with asyncio.timeout(10):
             received = [(await subscription.receive()).data for _ in range(5)]
         assert received == [b"m-%d" % i for i in range(5)]
-        registration = f"pub-lmt: {session['registration_id']} "
+        registration = f"pub-lmt: {session['original_registration_id']} "
         assert any(x.startswith(registration) for x in counter_labels(dir))
         assert os.path.exists(session["log_file"])
 

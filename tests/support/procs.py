@@ -257,7 +257,7 @@ async def role_publisher(
             {
                 "pub_id": pub_id,
                 "session_id": publication.session_id,
-                "registration_id": publication.registration_id,
+                "original_registration_id": publication.original_registration_id,
                 "exclusive": publication.is_exclusive,
                 "max_payload_length": publication.max_payload_length,
             },
@@ -355,7 +355,10 @@ async def role_claimer(dir: str, stream: int, before: int) -> None:
         publication = await aeron.add_publication(IPC, stream)
         say(
             "session",
-            {"session_id": publication.session_id, "registration_id": publication.registration_id},
+            {
+                "session_id": publication.session_id,
+                "original_registration_id": publication.original_registration_id,
+            },
         )
         for i in range(before):
             await publication.offer(b"before-%d" % i, timeout=10)
@@ -367,6 +370,34 @@ async def role_claimer(dir: str, stream: int, before: int) -> None:
         claim.buffer[:] = b"claimed-but-never-committed".ljust(64, b"!")
         say("claimed", {"position": claim.position})
         await asyncio.sleep(120)  # the test SIGKILLs us
+
+
+async def role_block_cut_short(dir: str, stream: int, before: int, path: str) -> None:
+    """Offer `before` messages on an exclusive publication, then `offer_block` one 16 KiB frame
+    from a mapping of `path` cut to its first page: the copy reads past the file's end, and
+    SIGBUS kills this process in the middle of it (as any kill there would)."""
+    import mmap
+
+    import aeronio
+    from aeronio.protocol.frames import data_header
+
+    async with aeronio.connect(dir) as aeron:
+        publication = await aeron.add_exclusive_publication(IPC, stream)
+        for i in range(before):
+            await publication.offer(b"before-%d" % i, timeout=10)
+        term_offset = publication.position % (64 * 1024)
+        length = 16 * 1024
+        header = data_header(  # its ids are the publication's once copied
+            frame_length=length, term_offset=term_offset, session_id=0, stream_id=0, term_id=0
+        ).encode()
+        with open(path, "w+b") as file:
+            file.write(header + b"\xab" * (length - len(header)))
+            file.flush()
+            block = mmap.mmap(file.fileno(), length)
+            file.truncate(mmap.PAGESIZE)
+        say("cutting", {"position": publication.position})
+        await publication.offer_block(block, timeout=10)
+        say("copied")  # never: the copy faults
 
 
 async def role_text_publisher(
@@ -385,7 +416,7 @@ async def role_text_publisher(
             "session",
             {
                 "session_id": publication.session_id,
-                "registration_id": publication.registration_id,
+                "original_registration_id": publication.original_registration_id,
                 "log_file": publication.log_file,
             },
         )
@@ -599,6 +630,7 @@ ROLES = {
     "publisher": role_publisher,
     "checking_subscriber": role_checking_subscriber,
     "claimer": role_claimer,
+    "block_cut_short": role_block_cut_short,
     "text_publisher": role_text_publisher,
     "stalled_subscriber": role_stalled_subscriber,
     "stalling_publisher": role_stalling_publisher,
