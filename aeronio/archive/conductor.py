@@ -786,9 +786,10 @@ class ArchiveConductor:
             await session.proxy.publication.close()
 
     async def close(self) -> None:
-        """End every recording (stored stopped in the catalog), replay and control session;
-        close the catalog. Cancelled while it closes a stream, it still records what the images
-        hold and stores every stop (the streams left go with the Aeron client)."""
+        """End every recording (stored stopped in the catalog), replay (an ERROR for each one
+        not all sent) and control session; close the catalog. Cancelled while it closes a
+        stream, it still records what the images hold and stores every stop (the streams left
+        go with the Aeron client)."""
         self.recorder.close()
         self.replayer.close()
         try:
@@ -796,7 +797,9 @@ class ArchiveConductor:
                 await self._stop_recording(recording)
             for session in list(self.recordings.values()):
                 await self._stop_recording_session(session)
-            for replay in list(self.replays.values()):
+            for replay in list(self.replays.values()):  # an ERROR for those not all sent, so
+                with replay.lock:  # that a replay cut short never looks whole to its client
+                    replay.cut_short("archive closed before replay is complete")
                 await self._close_replay(replay)
             for control in list(self.control_sessions.values()):
                 await self._close_control_session(control)

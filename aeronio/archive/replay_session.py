@@ -174,6 +174,12 @@ class ReplaySession:
         if self.state is not State.DONE:
             self._done(reason)
 
+    def cut_short(self, reason: str) -> None:
+        """End now, for `reason` (the archive closing): an early end, an ERROR for the request,
+        unless all of it was sent (lingering, or done)."""
+        if self.state in (State.CONNECTING, State.REPLAYING):
+            self._end_early(reason)
+
     def close(self) -> None:
         """Unmap what was read; a failure or an early end goes to `on_error` (on the
         conductor's loop), saying which."""

@@ -435,6 +435,47 @@ async def test_stop_replay_and_a_replay_whose_subscriber_goes(aeron, arch, clien
         await client.stop_replay(replay_id)
 
 
+async def test_a_replay_the_archive_closes_under_gets_an_error(aeron, tmp_path):
+    """The archive closing (as on SIGTERM) while a replay is under way: the replay's client
+    gets an ERROR for it, and its image ends. Before, the image ended and nothing was said, as
+    when a replay is complete."""
+    service = archive.Archive.launch(
+        aeron,
+        archive_dir=tmp_path / "archive",
+        segment_file_length=SEGMENT,
+        **archive.LOCAL_ARCHIVE,
+    )
+    await service.start()
+    closed = False
+    try:
+        async with archive.connect(aeron, **archive.LOCAL) as client:
+            await client.start_recording(IPC, STREAM)
+            publication = await aeron.add_exclusive_publication(IPC, STREAM)
+            sent = messages(100)
+            await publish(publication, sent)
+            await wait_recorded(client, 0, publication.position)
+            # following the live recording: never all sent while it records
+            subscription = await client.replay(0, 0, archive.NULL_LENGTH, "aeron:ipc", 2002)
+            async with asyncio.timeout(10):
+                assert (await subscription.receive()).data == sent[0]
+            closed = True
+            await service.close()
+            error = await await_until(client.poll_for_error_response, 10, "the replay's ERROR")
+            assert str(error) == "archive closed before replay is complete"
+            got = [sent[0]]
+
+            def read_to_its_end() -> bool:
+                taken = subscription.poll(lambda buffer, header: got.append(bytes(buffer)), 100)
+                return not taken and not subscription.images
+
+            await await_until(read_to_its_end, 10, "the replay's image to end")
+            # what was sent, in order (fragments, each message's in turn), then the end
+            assert b"".join(sent).startswith(b"".join(got))
+    finally:
+        if not closed:
+            await service.close()
+
+
 # -- extension and truncation ---------------------------------------------------------------
 
 
