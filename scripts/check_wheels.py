@@ -116,8 +116,23 @@ def check_holds(archive: Path, names: set[str]) -> None:
         raise CheckFailed(f"{archive.name} lacks {sorted(missing)}")
 
 
-def check_python(python: str, work: Path, out: Path | None) -> str:
-    """Build, repair, install and try the wheel for `python`; returns a one-line summary."""
+def source_copy(work: Path) -> Path:
+    """The project's files (tracked and new ones git does not ignore, as they are in the work
+    tree) copied under `work`: builds write there (egg-info, Cython's C), not in the checkout."""
+    files = ["ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+    listed = run(["git", "-C", ROOT, *files])
+    source = work / "source"
+    for name in filter(None, listed.split("\0")):
+        path = ROOT / name
+        if path.is_file():  # not one deleted in the work tree
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, source / name)
+    return source
+
+
+def check_python(python: str, source: Path, work: Path, out: Path | None) -> str:
+    """Build (from `source`), repair, install and try the wheel for `python`; returns a
+    one-line summary."""
     start = time.monotonic()
     tag, suffix = run([python, "-c", TAGS]).split()
     here = work / tag
@@ -129,7 +144,7 @@ def check_python(python: str, work: Path, out: Path | None) -> str:
     run([tools / "bin/python", "-m", "pip", "install", "-q", *release], env=env)
 
     dist = here / "dist"
-    run([tools / "bin/python", "-m", "build", "--outdir", dist, ROOT], env=env)
+    run([tools / "bin/python", "-m", "build", "--outdir", dist, source], env=env)
     (sdist,) = dist.glob("aeronio-*.tar.gz")
     check_holds(sdist, {"cython_core/_core.pyx", "cython_core/atomics.pxd", *TYPES})
     (wheel,) = dist.glob(f"aeronio-*-{tag}-{tag}-linux_*.whl")
@@ -168,9 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="keep the sdist and repaired wheels here")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="aeronio-wheels-"))
+    python = "the source"  # until a Python's check begins
     try:
+        source = source_copy(work)
         for python in args.pythons:
-            print(check_python(python, work, args.out), flush=True)
+            print(check_python(python, source, work, args.out), flush=True)
     except CheckFailed as failure:
         print(f"wheel check failed for {python}: {failure}", file=sys.stderr)
         return 1

@@ -95,16 +95,32 @@ def test_pyproject_names_the_pythons_ci_tests():
     ]
 
 
-def test_the_wheel_check_fails_naming_a_python_that_does_not_run_and_leaves_nothing(
-    tmp_path, capsys, monkeypatch
-):
+def check_wheels_module():
     spec = importlib.util.spec_from_file_location("check_wheels", ROOT / "scripts/check_wheels.py")
     check_wheels = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(check_wheels)
+    return check_wheels
+
+
+def test_the_wheel_check_fails_naming_a_python_that_does_not_run_and_leaves_nothing(
+    tmp_path, capsys, monkeypatch
+):
+    check_wheels = check_wheels_module()
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     assert check_wheels.main(["/bin/false"]) == 1
     assert "wheel check failed for /bin/false: /bin/false -c" in capsys.readouterr().err
     assert os.listdir(tmp_path) == []
+
+
+def test_the_wheel_check_builds_from_a_copy_of_the_project_not_the_checkout(tmp_path):
+    """Its builds write egg-info and Cython's C where they build: in a copy of the files git
+    keeps (as they are in the work tree), never the build outputs git ignores."""
+    source = check_wheels_module().source_copy(tmp_path)
+    for name in ("pyproject.toml", "MANIFEST.in", "cython_core/_core.pyx", "aeronio/cnc.py"):
+        assert (source / name).read_bytes() == (ROOT / name).read_bytes(), name
+    assert list(ROOT.glob("aeronio/_core.*.so"))  # the checkout's build, which is not copied
+    assert not list(source.glob("aeronio/_core.*.so"))
+    assert not (source / ".git").exists() and not (source / ".venv").exists()
 
 
 def test_the_type_check_covers_the_package_and_every_function_is_annotated():

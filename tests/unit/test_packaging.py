@@ -37,3 +37,4 @@ def test_the_sdist_carries_the_types_and_the_cython_source(tmp_path: Path):
     assert not set(TYPES + cython) - names, sorted(set(TYPES + cython) - names)
     assert "build_support/backend.py" in names  # pyproject.toml's build backend
     assert not [name for name in names if name.endswith(".jar")]  # built, never shipped
+    assert not [name for name in names if name.endswith(".c")]  # Cython's output, regenerated
