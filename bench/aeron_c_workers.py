@@ -25,7 +25,9 @@ from collections.abc import Callable, Iterator
 
 import pyaeron
 from children import driver_cpu, proc_cpu_s
-from worker_protocol import SEQ, Pace, Released, emit
+from worker_protocol import PYAERON_ENV, SEQ, Pace, Released, emit
+
+os.environ.update(PYAERON_ENV)  # before any client of this worker is made
 
 CHECK_EVERY = 4096  # idle spins between looks at the clock
 

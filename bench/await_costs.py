@@ -34,16 +34,25 @@ import subprocess
 import sys
 import tempfile
 
+from worker_protocol import PYAERON_ENV
+
 # Both children: N messages per step, INNER times; keep() takes each step's best.
 PRELUDE = r"""
 import json, sys, time
 
 N, INNER = int(sys.argv[1]), int(sys.argv[2])
 best = {}
+NUMBERED = [i.to_bytes(8, "little") + bytes(24) for i in range(N)]
 
 def keep(name, seconds, count):
     ns = seconds / count * 1e9
     best[name] = min(best.get(name, ns), ns)
+
+def check(path, seen):
+    # The untimed pass: every message of the path came, once, in order.
+    if seen != list(range(N)):
+        bad = next((i for i, s in enumerate(seen) if s != i), len(seen))
+        sys.exit(f"{path}: {len(seen)} of {N} messages, the first wrong at {bad}")
 """
 
 AERONIO_CHILD = (
@@ -78,6 +87,26 @@ async def main():
             got = 0
             while got < N:
                 got += poll(noop, 4096)
+
+        # Untimed, first: each path delivers N numbered messages, once each, in order.
+        for path in ("poll", "poll(h, 1)", "async for", "views"):
+            for message in NUMBERED:
+                if path == "async for":
+                    await offer(message)
+                else:
+                    while try_offer(message) <= 0:
+                        await asyncio.sleep(0)
+            seen = []
+            take = lambda buffer, header: seen.append(int.from_bytes(buffer[:8], "little"))
+            while path.startswith("poll") and len(seen) < N:
+                poll(take, 4096 if path == "poll" else 1)
+            if not path.startswith("poll"):
+                messages = sub if path == "async for" else sub.messages(copy=False)
+                async for message in messages:
+                    seen.append(int.from_bytes(message.data[:8], "little"))
+                    if len(seen) == N:
+                        break
+            check(path, seen)
 
         for _ in range(INNER):
             await asyncio.sleep(0.002)
@@ -165,6 +194,17 @@ with tempfile.TemporaryDirectory(dir="/dev/shm") as dir:
             if offer(msg):
                 sent += 1
 
+    # Untimed, first: each path delivers N numbered messages, once each, in order.
+    for path, limit in (("poll", 4096), ("poll(h, 1)", 1)):
+        for message in NUMBERED:
+            while not offer(message):
+                pass
+        seen = []
+        take = lambda buffer, header: seen.append(int.from_bytes(bytes(buffer)[:8], "little"))
+        while len(seen) < N:
+            poll(take, limit)
+        check(path, seen)
+
     for _ in range(INNER):
         time.sleep(0.002)
         t0 = time.perf_counter()
@@ -200,6 +240,8 @@ def run_side(python: str, tree: str | None, n: int, inner: int) -> dict[str, flo
     env = dict(os.environ)
     if tree:
         env["PYTHONPATH"] = tree
+    else:
+        env.update(PYAERON_ENV)
     with tempfile.TemporaryDirectory() as cwd:
         out = subprocess.run(
             [python, "-c", code, str(n), str(inner)],
@@ -232,9 +274,11 @@ def main() -> None:
     for spec in args.side:
         label, _, where = spec.partition("=")
         python, _, tree = where.partition(":")
-        sides[label] = (python, tree or os.getcwd())
+        # The children run in a directory of their own: paths from here made absolute.
+        python = os.path.abspath(python) if os.sep in python else python
+        sides[label] = (python, os.path.abspath(tree or os.getcwd()))
     if args.pyaeron:
-        sides["pyaeron"] = (args.pyaeron, None)
+        sides["pyaeron"] = (os.path.abspath(args.pyaeron), None)
     runs: dict[str, list[dict[str, float]]] = {label: [] for label in sides}
     for r in range(args.rounds):
         for label, (python, tree) in sides.items():

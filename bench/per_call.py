@@ -145,6 +145,9 @@ def run_aeronio(n: int, size: int, repeats: int) -> list[dict]:
 
 def run_pyaeron(n: int, size: int, repeats: int) -> list[dict]:
     import pyaeron
+    from worker_protocol import PYAERON_ENV
+
+    os.environ.update(PYAERON_ENV)
 
     directory = tempfile.mkdtemp(prefix="per-call-aeron-")
     driver = pyaeron.MediaDriver(dir=directory, threading="shared", dir_delete_on_shutdown=True)

@@ -658,7 +658,9 @@ def setup_notes(s: Settings, args: argparse.Namespace) -> list[str]:
         "Aeron's C driver: pyaeron.MediaDriver(dir, threading='shared') alone in its own process "
         "(or, for drivers embedded, in the worker's process, its agent thread beside the "
         "worker's); its defaults otherwise: the shared idle strategy (backoff), IPC term 64 MiB, "
-        "UDP term 16 MiB, MTU 1408, receiver window 128 KiB.",
+        "UDP term 16 MiB, MTU 1408, receiver window 128 KiB. Aeron's C client pre-touches the "
+        "logs it maps (AERON_CLIENT_PRE_TOUCH_MAPPED_MEMORY=true; its default is off), as "
+        "aeronio maps its logs populated: neither side takes page faults in its timed loops.",
         "aeronio's driver: `python -m aeronio.cli driver --dir DIR` (on the aeronio side's "
         f"interpreter) at its defaults: IPC term {d.ipc_term_length // 2**20} MiB, UDP term "
         f"{d.term_length // 2**20} MiB, MTU {d.mtu_length}, conductor idle spins "

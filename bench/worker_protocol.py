@@ -13,6 +13,11 @@ import time
 
 SEQ = struct.Struct("<Q")  # the number every message carries in its first 8 bytes
 
+# Aeron's C client at its best: it touches every page of a log it maps (off by default), as
+# aeronio maps its logs populated (MAP_POPULATE), so neither side takes page faults in its
+# timed loops. Set in the environment of every process that runs pyaeron's client.
+PYAERON_ENV = {"AERON_CLIENT_PRE_TOUCH_MAPPED_MEMORY": "true"}
+
 
 class NotReleased(RuntimeError):
     """The parent did not close the worker's stdin in time."""
