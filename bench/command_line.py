@@ -11,7 +11,7 @@ from typing import Any
 
 from basics import check_counts, per_size_counts, sizes_and_counts
 from children import progress, unwind_on_sigterm
-from reports import RttCell, TputCell, noted_row
+from reports import INCOMPLETE, RttCell, TputCell, noted_row
 from zmq_workers import worker_main
 
 # =========================================================================================
@@ -160,36 +160,41 @@ def throughput_cells(
     opts: RunOptions,
     aeron_noted: bool = False,
 ) -> list[TputCell]:
-    """Each (cell, warmup) of `plan` measured in turn, a progress line first. Aeron Java once:
-    its run gives its per-second rates and a note, and a skipped or failed run is noted in the
-    cell. Every other mode `repeats` times, each run giving its rates: an incomplete run is
-    noted (its rate kept) and ends the cell's repeats, and so does, with `aeron_noted`, a failed
-    aeronio run (any other failed run fails the benchmark)."""
-    cells = []
-    for cell, warmup in plan:
-        kind = runs.kind(cell.mode)
-        run = getattr(runs, kind)
-        cells.append(cell)
-        window = f", window {cell.window}" if cell.window else ""
-        progress(f"{names[cell.mode]}{window}, {cell.size} B, N={cell.count:,} (warmup {warmup:,})")
-        if kind == "java":
-            with noted_row(cell):
-                cell.rates, cell.note = run(cell, warmup, opts)
-                progress(f"    {cell.rate:>14,.0f} msgs/s ({cell.note})")
-            continue
-        noted = aeron_noted and kind == "aeron"
-        for _ in range(repeats):
+    """Each (cell, warmup) of `plan` measured, a progress line first, interleaved: each of the
+    `repeats` rounds runs every cell once, in the plan's order and then in reverse, so no
+    peer always runs first or on a machine the others warmed. Aeron Java once (its first
+    round): its run gives its per-second rates and a note, and a skipped or failed run is
+    noted in the cell. An incomplete run is noted (its rate kept, and left out of the ratios)
+    and ends the cell's repeats, and so does, with `aeron_noted`, a failed aeronio run (any
+    other failed run fails the benchmark)."""
+    planned = list(plan)
+    cells = [cell for cell, _ in planned]
+    for round_ in range(repeats):
+        for cell, warmup in planned if round_ % 2 == 0 else planned[::-1]:
+            kind = runs.kind(cell.mode)
+            if cell.note or (kind == "java" and round_):
+                continue  # noted (incomplete, failed, or Aeron Java's one run): done
+            run = getattr(runs, kind)
+            window = f", window {cell.window}" if cell.window else ""
+            progress(
+                f"round {round_ + 1}/{repeats}: {names[cell.mode]}{window}, {cell.size} B, "
+                f"N={cell.count:,} (warmup {warmup:,})"
+            )
+            if kind == "java":
+                with noted_row(cell):
+                    cell.rates, cell.note = run(cell, warmup, opts)
+                    progress(f"    {cell.rate:>14,.0f} msgs/s ({cell.note})")
+                continue
+            noted = aeron_noted and kind == "aeron"
             with noted_row(cell) if noted else contextlib.nullcontext():
                 rates = run(cell, warmup, opts)
                 if rates["incomplete"]:
-                    cell.note = f"INCOMPLETE: {rates['incomplete']}"
+                    cell.note = f"{INCOMPLETE}: {rates['incomplete']}"
                     if rates["rate"]:
                         cell.rates.append(rates["rate"])
                 else:
                     cell.rates.append(rates["rate"])
                     cell.e2e_rates.append(rates["e2e"])
-            if cell.note:  # an incomplete or failed run: no repeats
-                break
     return cells
 
 
@@ -227,5 +232,5 @@ def latency_cells(
                         f"    median {cell.stats['median']:.2f} us, p99 {cell.stats['p99']:.2f} us"
                     )
             elif cell.stats.get("incomplete"):
-                cell.note = f"INCOMPLETE: {cell.stats['incomplete']}"
+                cell.note = f"{INCOMPLETE}: {cell.stats['incomplete']}"
     return cells

@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from aeron_workers import SEQ, Received, Window, pub_spin, sub_poll  # noqa: E402
+from aeron_workers import SEQ, Received, Window, pub_spin, sub_poll, take_turns  # noqa: E402
 from basics import check  # noqa: E402
 from one_process_workers import counting_handler, offer_poll  # noqa: E402
 from versus_aeron_c import ROWS as VERSUS_ROWS  # noqa: E402
@@ -149,6 +149,7 @@ def main() -> int:
     parser.add_argument("--versus", type=Path, help="a bench/versus_aeron_c.py --json file")
     args = parser.parse_args()
     versus = json.loads(args.versus.read_text()) if args.versus else None
+    take_turns(spec(args.count))  # the loops yield as the versus workers' do
     best = floors(args.count, args.rounds)
     print(f"Python {platform.python_version()}, {args.count:,} messages, best of {args.rounds}")
     print()

@@ -60,24 +60,27 @@ def throughput_chart(report: dict, out: Path) -> Path | None:
     """Bars of msgs/s by path, a panel per (size, window); None without throughput rows."""
     if not report.get("throughput"):
         return None
-    panels: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    panels: dict[str, list[tuple[str, float, bool]]] = defaultdict(list)
     for row in records(report["throughput"]):
         rate = number(row["msgs/s"])
         if rate is None:
             continue
         window = row.get("window", "-")
         panel = f"{row['size B']} B" + ("" if window in ("-", "") else f", window {window}")
-        panels[panel].append((row["path"], rate))
+        incomplete = any("INCOMPLETE" in str(value) for value in row.values())
+        panels[panel].append((row["path"], rate, incomplete))
     if not panels:
         return None
     fig, axes = plt.subplots(
         1, len(panels), figsize=(4.5 * len(panels), 4.8), squeeze=False, sharey=False
     )
     for ax, (panel, bars) in zip(axes[0], panels.items(), strict=True):
-        labels = [path for path, _ in bars]
-        values = [rate / 1e6 for _, rate in bars]
+        paths = [path for path, _, _ in bars]
+        values = [rate / 1e6 for _, rate, _ in bars]
         positions = range(len(bars))
-        ax.bar(positions, values, color=colours(labels))
+        hatches = ["//" if incomplete else "" for _, _, incomplete in bars]  # messages lost
+        ax.bar(positions, values, color=colours(paths), hatch=hatches)
+        labels = [path + " (INCOMPLETE)" * incomplete for path, _, incomplete in bars]
         ax.set_xticks(list(positions), labels, rotation=35, ha="right", fontsize=7)
         ax.set_title(panel, fontsize=10)
         ax.set_ylabel("million messages/s")

@@ -238,6 +238,7 @@ def rtt_table(cells: list[RttCell], names: dict[str, str]) -> Table | None:
 
 
 AERON_TPUT = ("a", "b", "c")  # the aeronio throughput modes (z: pyzmq, j: Aeron Java)
+INCOMPLETE = "INCOMPLETE"  # a cell's note when a run lost messages or stalled
 
 
 def tput_table(
@@ -250,15 +251,16 @@ def tput_table(
     """The throughput table (`names`: each mode's path; with `windows`, a window column after
     it; `note(cell)` under `note_header` last), None when nothing was measured. vs pyzmq: an
     aeronio mode's rate over pyzmq's of the same size; vs Aeron: over Aeron Java's of the same
-    size and window."""
+    size and window. An incomplete run's rate is shown, never in a ratio."""
     if not cells:
         return None
-    zmq_rate = {c.size: c.rate for c in cells if c.mode == "z"}
-    java_rate = {(c.size, c.window): c.rate for c in cells if c.mode == "j"}
+    whole = [c for c in cells if not c.note.startswith(INCOMPLETE)]
+    zmq_rate = {c.size: c.rate for c in whole if c.mode == "z"}
+    java_rate = {(c.size, c.window): c.rate for c in whole if c.mode == "j"}
     rows = []
     for c in cells:
         vs_zmq = vs_java = ""
-        if c.mode in AERON_TPUT and c.rate:
+        if c.mode in AERON_TPUT and c.rate and c in whole:
             if zmq_rate.get(c.size):
                 vs_zmq = fmt_x(c.rate / zmq_rate[c.size])
             if java_rate.get((c.size, c.window)):
