@@ -967,25 +967,40 @@ def live_futures() -> int:
     )
 
 
+class CountingParks(aeronio.NotifyingIdleStrategy):
+    """Every idle a park of at most 1 ms (no yields first), counted."""
+
+    def __init__(self) -> None:
+        super().__init__(0, fallback_s=0.001)
+        self.parks = 0
+
+    async def idle(self, attempt, park) -> None:
+        self.parks += 1
+        await super().idle(attempt, park)
+
+
 async def test_idle_waits_do_not_accumulate_parked_futures(aeron):
-    """A task waiting for data (or for a subscriber) wakes every FALLBACK_WAIT_S; each wake
-    must not leave its future parked on the doorbell, or an idle `async for` grows without
-    bound until the next message arrives."""
-    sub = await aeron.add_subscription("aeron:ipc", 25)
-    pub = await aeron.add_publication(TERM_64K, 25)
-    await image_of(sub)
-    lonely = await aeron.add_publication(TERM_64K, 26)  # nobody subscribes to stream 26
-    before = live_futures()
-    receiver = asyncio.create_task(sub.receive())
-    offer = asyncio.create_task(lonely.offer(b"never connected"))
-    await asyncio.sleep(0.5)  # ~500 fallback wake-ups of each waiter
-    grown = live_futures() - before
-    offer.cancel()
-    await pub.offer(b"done")
-    assert (await asyncio.wait_for(receiver, 5)).data == b"done"
-    with pytest.raises(asyncio.CancelledError):
-        await offer
-    assert grown < 20, f"{grown} futures accumulated while idle"
+    """A task waiting for data (or for a subscriber) wakes at its idle strategy's fallback;
+    each wake must not leave its future parked on the doorbell, or an idle `async for` grows
+    without bound until the next message arrives. Here both waiters park 1 ms at a time,
+    counted: hundreds of wakes, against the 20 futures allowed to grow."""
+    idle = CountingParks()
+    async with aeronio.connect(aeron.driver_dir, idle_strategy=idle) as client:
+        sub = await client.add_subscription("aeron:ipc", 25)
+        pub = await client.add_publication(TERM_64K, 25)
+        await image_of(sub)
+        lonely = await client.add_publication(TERM_64K, 26)  # nobody subscribes to stream 26
+        before = live_futures()
+        receiver = asyncio.create_task(sub.receive())
+        offer = asyncio.create_task(lonely.offer(b"never connected"))
+        await await_until(lambda: idle.parks >= 400, 60, "400 parks of the two waiters")
+        grown = live_futures() - before
+        offer.cancel()
+        await pub.offer(b"done")
+        assert (await asyncio.wait_for(receiver, 5)).data == b"done"
+        with pytest.raises(asyncio.CancelledError):
+            await offer
+        assert grown < 20, f"{grown} futures accumulated over {idle.parks} parks"
 
 
 async def test_closed_image_is_inert(aeron):

@@ -28,10 +28,15 @@ pytestmark = pytest.mark.slow
 
 
 def server(*args: str) -> tuple[Child, str, str]:
-    """A chat server process, its URL and (for a home) its room's spec."""
+    """A chat server process, its URL and (for a home) its room's spec; stopped if it does not
+    say them."""
     child = Child([sys.executable, str(CHAT / "server.py"), *args], "chat server")
-    room = child.expect("room: ", 60) if "--home" in args else ""  # a process start, loaded
-    url = child.expect("chat server ", 60).split()[-1]
+    try:
+        room = child.expect("room: ", 60) if "--home" in args else ""  # a process start, loaded
+        url = child.expect("chat server ", 60).split()[-1]
+    except BaseException:
+        child.stop()
+        raise
     return child, url, room
 
 
@@ -82,10 +87,10 @@ async def test_two_servers_talk_and_a_late_joiner_shows_the_history_first(transp
     history (several terms of the room stream, replayed) and then the live entries, and the
     whole is exactly what Alice saw: no gap, no duplicate at the merge."""
     home, home_url, room = server("--home", "--name", "one", "--transport", transport)
-    two, two_url, _ = server("--join", room, "--name", "two")
-    late = None
+    two = late = None
     sessions = []
     try:
+        two, two_url, _ = server("--join", room, "--name", "two")
         (s1, alice), (s2, bob) = await talk(home_url, "alice"), await talk(two_url, "bob")
         sessions += [s1, s2]
         line = "." * 100  # 600 entries fill more than a term (64 KiB) of the room stream

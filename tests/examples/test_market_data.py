@@ -63,8 +63,12 @@ class MarketRun:
         self.work = work
         argv = [sys.executable, str(EXAMPLE / "run.py"), *map(str, RUN_ARGS), "--work", str(work)]
         self.child = Child(argv, "run.py")
-        self.driver_dir = self.child.expect("driver:", 60)
-        self.url = self.child.expect("dashboard:", 30)
+        try:
+            self.driver_dir = self.child.expect("driver:", 60)
+            self.url = self.child.expect("dashboard:", 30)
+        except BaseException:  # its children and their drivers' directories go with it
+            self.child.stop(signal.SIGINT, timeout=120)
+            raise
         self.status: int | None = None
 
     @property

@@ -405,13 +405,14 @@ async def test_java_streaming_publisher_fragments_reassemble(
 async def test_parked_subscriber_wakes_when_network_data_arrives(java: JavaDriver):
     """With 64 KiB terms the receiver window is 32 KiB: Java sends 32 KiB, then waits for a
     status message, which aeronio sends once its subscriber has consumed. If the subscriber,
-    parked in `async for` (NotifyingIdleStrategy, the default), is not woken when the driver
-    rebuilds data into the image, every window waits for the idle strategy's 100 ms fallback:
-    about 0.9 MB in about 2.8 s instead of well under 0.1 s. rcv-pos (data rebuilt by the
-    driver) and sub-pos (data consumed) are sampled to show where the time goes."""
+    parked in `async for` (NotifyingIdleStrategy), is not woken when the driver rebuilds data
+    into the image, every window waits for the idle strategy's fallback: here 60 s, so a missed
+    wake fails the 30 s the stream is given, however busy the machine. rcv-pos (data rebuilt
+    by the driver) and sub-pos (data consumed) are sampled to show where the time went."""
     endpoint = f"aeron:udp?endpoint=127.0.0.1:{free_port()}"
     count, length = 300, 3000
-    async with aeronio.connect() as aeron:
+    idle = aeronio.NotifyingIdleStrategy(fallback_s=60)
+    async with aeronio.connect(idle_strategy=idle) as aeron:
         subscription = await aeron.add_subscription(endpoint, STREAM_ID)
         java.sample(
             "StreamingPublisher",
@@ -445,23 +446,22 @@ async def test_parked_subscriber_wakes_when_network_data_arrives(java: JavaDrive
                 await asyncio.sleep(0.001)
 
         watcher = asyncio.create_task(watch_positions())
-        arrivals = []
+        received = 0
         try:
             async with asyncio.timeout(30):
                 async for message in subscription:
-                    arrivals.append(time.monotonic())
                     assert len(message.data) == length
-                    if len(arrivals) == count:
+                    received += 1
+                    if received == count:
                         break
+        except TimeoutError:
+            long_stalls = [s for s in stalls if s[0] >= 0.05]
+            raise AssertionError(
+                f"{received} of {count} x {length} B in 30 s; {len(long_stalls)} times the "
+                "driver had rebuilt data (rcv-pos) that the parked subscriber (sub-pos) did not "
+                f"take for >= 50 ms, first (seconds, rcv-pos, sub-pos): "
+                f"{[(round(s[0], 3), s[1], s[2]) for s in long_stalls[:8]]}"
+            ) from None
         finally:
             done.set()
             await watcher
-        span = arrivals[-1] - arrivals[0]
-        long_stalls = [s for s in stalls if s[0] >= 0.05]
-        assert span < 1.0, (
-            f"{count} x {length} B took {span:.2f} s from the first message to the last; "
-            f"{len(long_stalls)} times the driver had rebuilt data (rcv-pos) that the parked "
-            f"subscriber (sub-pos) did not take for >= 50 ms, {sum(s[0] for s in stalls):.2f} s "
-            f"in all; first (seconds, rcv-pos, sub-pos): "
-            f"{[(round(s[0], 3), s[1], s[2]) for s in long_stalls[:8]]}"
-        )

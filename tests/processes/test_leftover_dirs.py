@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -47,18 +49,30 @@ CHILD = textwrap.dedent(
 )
 
 
-def start_child(base, runner: str = "asyncio.run") -> tuple[subprocess.Popen, str]:
-    """A process with an embedded driver (and one IPC publication) under `base`; its dir."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(base), runner],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    line = proc.stdout.readline().strip()
-    assert line, proc.stderr.read()
-    assert os.path.isdir(line)
-    return proc, line
+@pytest.fixture
+def start_child() -> Iterator[Callable[..., tuple[subprocess.Popen, str]]]:
+    """start_child(base, runner="asyncio.run") -> (process, its dir): a process with an
+    embedded driver (and one IPC publication) under `base`, once it printed its dir (within
+    60 s). Every one started is killed when the test ends, however it ends."""
+    started: list[subprocess.Popen] = []
+
+    def start(base, runner: str = "asyncio.run") -> tuple[subprocess.Popen, str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(base), runner],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append(proc)
+        assert select.select([proc.stdout], [], [], 60)[0], "the child printed no dir in 60 s"
+        line = proc.stdout.readline().strip()
+        assert line, proc.stderr.read()
+        assert os.path.isdir(line)
+        return proc, line
+
+    yield start
+    for proc in started:
+        stop(proc)
 
 
 def age(dir: str, seconds: float = 60.0) -> None:
@@ -73,50 +87,40 @@ def stop(proc: subprocess.Popen) -> None:
     proc.wait(10)
 
 
-def test_the_next_driver_removes_a_killed_drivers_dir_and_keeps_a_live_ones(tmp_path):
+def test_the_next_driver_removes_a_killed_drivers_dir_and_keeps_a_live_ones(tmp_path, start_child):
     killed, killed_dir = start_child(tmp_path)
     alive, alive_dir = start_child(tmp_path)
-    try:
-        killed.send_signal(signal.SIGKILL)
-        killed.wait(10)
-        assert os.path.isdir(killed_dir)  # SIGKILL: nothing could clean up
-        assert directories._size(killed_dir) > 1 << 20  # the log's pages are still taken
-        age(killed_dir)
-        age(alive_dir)  # old too: only its lock protects it
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(10)
+    assert os.path.isdir(killed_dir)  # SIGKILL: nothing could clean up
+    assert directories._size(killed_dir) > 1 << 20  # the log's pages are still taken
+    age(killed_dir)
+    age(alive_dir)  # old too: only its lock protects it
 
-        found = directories.remove_dead_driver_dirs(str(tmp_path))
-        assert [path for path, _ in found.removed] == [killed_dir]
-        assert found.live == [(alive_dir, str(alive.pid))]
-        assert not os.path.exists(killed_dir)
-        assert os.path.isdir(alive_dir)
-    finally:
-        stop(killed)
-        stop(alive)
+    found = directories.remove_dead_driver_dirs(str(tmp_path))
+    assert [path for path, _ in found.removed] == [killed_dir]
+    assert found.live == [(alive_dir, str(alive.pid))]
+    assert not os.path.exists(killed_dir)
+    assert os.path.isdir(alive_dir)
 
 
-async def test_a_driver_starting_cleans_the_default_base(tmp_path, monkeypatch):
+async def test_a_driver_starting_cleans_the_default_base(tmp_path, monkeypatch, start_child):
     monkeypatch.setattr(directories, "default_base", lambda: str(tmp_path))
     killed, killed_dir = start_child(tmp_path)
-    try:
-        killed.send_signal(signal.SIGKILL)
-        killed.wait(10)
-        age(killed_dir)
-        async with aeronio.MediaDriver.launch(str(tmp_path / "own")):
-            assert not os.path.exists(killed_dir)
-    finally:
-        stop(killed)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(10)
+    age(killed_dir)
+    async with aeronio.MediaDriver.launch(str(tmp_path / "own")):
+        assert not os.path.exists(killed_dir)
 
 
-def test_a_free_but_young_dir_is_left_alone(tmp_path):
+def test_a_free_but_young_dir_is_left_alone(tmp_path, start_child):
     killed, killed_dir = start_child(tmp_path)
-    try:
-        killed.send_signal(signal.SIGKILL)
-        killed.wait(10)
-        found = directories.remove_dead_driver_dirs(str(tmp_path))
-        assert found.young == [killed_dir] and not found.removed
-        assert os.path.isdir(killed_dir)
-    finally:
-        stop(killed)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(10)
+    found = directories.remove_dead_driver_dirs(str(tmp_path))
+    assert found.young == [killed_dir] and not found.removed
+    assert os.path.isdir(killed_dir)
 
 
 def test_only_driver_dirs_are_looked_at(tmp_path):
@@ -128,64 +132,54 @@ def test_only_driver_dirs_are_looked_at(tmp_path):
     assert (tmp_path / "aeronio-not-a-driver").is_dir() and (tmp_path / "other").is_dir()
 
 
-def test_aeronio_clean_says_what_it_removed_and_kept(tmp_path):
+def test_aeronio_clean_says_what_it_removed_and_kept(tmp_path, start_child):
     killed, killed_dir = start_child(tmp_path)
     alive, alive_dir = start_child(tmp_path)
-    try:
-        killed.send_signal(signal.SIGKILL)
-        killed.wait(10)
-        age(killed_dir)
-        run = subprocess.run(
-            [sys.executable, "-m", "aeronio.cli", "clean", "--base", str(tmp_path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert run.returncode == 0, run.stderr
-        lines = sorted(run.stdout.splitlines())
-        assert len(lines) == 2, run.stdout
-        assert lines[0].startswith(f"kept {alive_dir}: its driver (pid {alive.pid}) is running")
-        assert lines[1].startswith(f"removed {killed_dir} (")
-        assert lines[1].endswith("MB): its driver is gone")
-        again = subprocess.run(
-            [sys.executable, "-m", "aeronio.cli", "clean", "--base", str(tmp_path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert f"nothing to remove under {tmp_path}" in again.stdout
-    finally:
-        stop(killed)
-        stop(alive)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(10)
+    age(killed_dir)
+    run = subprocess.run(
+        [sys.executable, "-m", "aeronio.cli", "clean", "--base", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = sorted(run.stdout.splitlines())
+    assert len(lines) == 2, run.stdout
+    assert lines[0].startswith(f"kept {alive_dir}: its driver (pid {alive.pid}) is running")
+    assert lines[1].startswith(f"removed {killed_dir} (")
+    assert lines[1].endswith("MB): its driver is gone")
+    again = subprocess.run(
+        [sys.executable, "-m", "aeronio.cli", "clean", "--base", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert f"nothing to remove under {tmp_path}" in again.stdout
 
 
 @pytest.mark.parametrize(
     ("signum", "status"), [(signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGINT, None)]
 )
-def test_aeronio_run_unwinds_on_signals_and_removes_the_dir(tmp_path, signum, status):
+def test_aeronio_run_unwinds_on_signals_and_removes_the_dir(tmp_path, signum, status, start_child):
     proc, dir = start_child(tmp_path, runner="aeronio.run")
-    try:
-        proc.send_signal(signum)
-        code = proc.wait(20)
-        stderr = proc.stderr.read()
-        if status is not None:
-            assert code == status, stderr
-        else:
-            assert "KeyboardInterrupt" in stderr and code != 0
-        assert not os.path.exists(dir), stderr  # the driver closed and removed it
-    finally:
-        stop(proc)
+    proc.send_signal(signum)
+    code = proc.wait(20)
+    stderr = proc.stderr.read()
+    if status is not None:
+        assert code == status, stderr
+    else:
+        assert "KeyboardInterrupt" in stderr and code != 0
+    assert not os.path.exists(dir), stderr  # the driver closed and removed it
 
 
-def test_control_plain_asyncio_run_leaves_the_dir_on_sigterm(tmp_path):
+def test_control_plain_asyncio_run_leaves_the_dir_on_sigterm(tmp_path, start_child):
     """Why aeronio.run exists (and proof the check above can fail)."""
     proc, dir = start_child(tmp_path, runner="asyncio.run")
-    try:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == -signal.SIGTERM
-        assert os.path.isdir(dir)
-    finally:
-        stop(proc)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(20) == -signal.SIGTERM
+    assert os.path.isdir(dir)
 
 
 @pytest.mark.loops

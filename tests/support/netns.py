@@ -39,6 +39,7 @@ with them).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -109,6 +110,17 @@ class Namespace:
             self.run(*nft, *drop.split())
 
 
+def _refused_by_the_kernel(error: BaseException) -> bool:
+    """`error` says this machine does not allow or support what was asked (a container without
+    the capability or the module), not that the setup went wrong."""
+    if isinstance(error, OSError) and error.errno in (errno.EPERM, errno.EACCES, errno.EOPNOTSUPP):
+        return True
+    text = str(error)
+    return isinstance(error, RuntimeError) and any(
+        words in text for words in ("Operation not permitted", "Permission denied", "not supported")
+    )
+
+
 def _wait_carrier(namespaces: Iterable[Namespace], timeout: float = 10) -> None:
     """Until every namespace's `veth` reports its carrier (it comes up asynchronously)."""
     namespaces = list(namespaces)
@@ -142,7 +154,9 @@ class _Namespaces:
     @classmethod
     def _create_or_skip(cls, make: Callable[[], Self]) -> Self:
         """`make()` set up, or a skipped test (with the reason printed) when `ip` or `nft` is
-        missing, we are not root, or the kernel refuses namespaces, veths, bridges or nftables."""
+        missing, we are not root, or the kernel refuses namespaces, veths, bridges or nftables
+        (not permitted, not supported). Any other failure to set up (a timeout, a port that
+        never forwards, a rule the helper got wrong) fails the test."""
         reason = None
         missing = [tool for tool in ("ip", "nft") if shutil.which(tool) is None]
         if missing:
@@ -154,8 +168,10 @@ class _Namespaces:
             try:
                 made._setup()
                 return made
-            except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+            except BaseException as e:
                 made.close()
+                if not _refused_by_the_kernel(e):
+                    raise
                 reason = f"{cls._setup_failed}: {e}"
         print(f"{cls._skip_print}: {reason}")
         pytest.skip(f"{cls._skip_reason}: {reason}")
