@@ -70,9 +70,18 @@ class ArchiveClient:
         return self._next_correlation_id
 
     async def _send(self, request: codecs.Message) -> None:
+        """Send `request` (ValueError naming a field that does not fit it); ArchiveError if the
+        archive does not take it in time."""
         if self.is_closed:
             raise ArchiveError("the archive client is closed")
-        await self.publication.offer(request.encode(), timeout=self.message_timeout_s)
+        data = request.encode()
+        try:
+            await self.publication.offer(data, timeout=self.message_timeout_s)
+        except TimeoutError as e:  # the publication's: say whose
+            raise ArchiveError(
+                f"the archive did not take a {type(request).__name__} within "
+                f"{self.message_timeout_s} s ({e})"
+            ) from e
 
     async def _next(self, correlation_id: int, deadline: float) -> codecs.SessionMessage:
         """The next response for this request (a ControlResponse or a RecordingDescriptor)."""
@@ -128,19 +137,27 @@ class ArchiveClient:
         extension that does not continue it, a full catalog), or None (current Aeron's
         `pollForErrorResponse`). Reads the responses that came, unless a request is waiting
         for its answer (it keeps those it skips)."""
+        self._read_late_responses()
+        return self._errors.popleft() if self._errors else None
+
+    def _read_late_responses(self) -> None:
+        """Take the responses that came, unless a request is waiting for its answer."""
         if not self._lock.locked():
             while self.subscription._has_pending():
                 self._decode(self.subscription._take_one())
-        return self._errors.popleft() if self._errors else None
 
     async def _request(self, make: Callable[[int, int], codecs.Message]) -> int:
         """Send a request; its OK response's relevant id (ArchiveError for an ERROR)."""
+        return (await self._exchange(make))[1]
+
+    async def _exchange(self, make: Callable[[int, int], codecs.Message]) -> tuple[int, int]:
+        """Send a request; (its correlation id, its OK response's relevant id)."""
         async with self._lock:
             correlation_id = self._correlation_id()
             await self._send(make(self.control_session_id, correlation_id))
             deadline = asyncio.get_running_loop().time() + self.message_timeout_s
             response = await self._next(correlation_id, deadline)
-        return _relevant_id(response)
+        return correlation_id, _relevant_id(response)
 
     async def _list(self, make: Callable[[int, int], codecs.Message], count: int) -> list:
         """Send a listing request; the descriptors until `count` or RECORDING_UNKNOWN."""
@@ -272,7 +289,13 @@ class ArchiveClient:
         """Replay `length` bytes (NULL_LENGTH: to the end, following a live recording) from
         `position` (NULL_POSITION: the start) to `channel`/`stream_id`; returns the replay
         session id, whose low 32 bits are the replay's session id."""
-        return await self._request(
+        return (await self._start_replay(recording_id, position, length, channel, stream_id))[1]
+
+    async def _start_replay(
+        self, recording_id: int, position: int, length: int, channel: str, stream_id: int
+    ) -> tuple[int, int]:
+        """start_replay's request: (its correlation id, the replay session id)."""
+        return await self._exchange(
             lambda s, c: codecs.ReplayRequest(
                 s, c, recording_id, position, length, stream_id, channel
             )
@@ -335,11 +358,11 @@ class ArchiveClient:
         loop = asyncio.get_running_loop()
         while True:
             subscription = await self.aeron.add_subscription(subscription_channel, stream_id)
-            replay_session_id = None
+            request = replay_session_id = None
             attempt_from = position
             try:
                 await subscription.add_destination(replay_destination)
-                replay_session_id = await self.start_replay(
+                request, replay_session_id = await self._start_replay(
                     recording_id, position, NULL_LENGTH, replay_channel, stream_id
                 )
                 merge = ReplayMerge(descriptor.term_buffer_length)
@@ -356,13 +379,13 @@ class ArchiveClient:
                     if loop.time() >= next_check:
                         next_check = loop.time() + poll_interval_s
                         if not messages and (image is None or image.is_end_of_stream):
-                            self._raise_replay_error()  # once what came before is yielded
+                            self._raise_replay_error(request)  # once what came is yielded
                         await self._merge_step(
                             merge, subscription, image, recording_id, live_destination
                         )
                     if not messages:
                         await asyncio.sleep(0.0005)
-                await self.stop_replay(replay_session_id)
+                await self._stop_replay_if_running(replay_session_id)
                 replay_session_id = None
                 await subscription.remove_destination(replay_destination)
                 while True:  # merged: the live stream, parked between
@@ -378,7 +401,8 @@ class ArchiveClient:
                         if lost.session_id == session_id:
                             raise _lost_at(session_id, stream_id, position) from lost
             except ImageUnavailableError as lost:
-                self._raise_replay_error()
+                if request is not None:
+                    self._raise_replay_error(request)
                 if not remerge or position == attempt_from:
                     raise
                 log.warning("%s: merging again from the recording", lost)
@@ -390,11 +414,22 @@ class ArchiveClient:
                 finally:
                     await subscription.close()
 
-    def _raise_replay_error(self) -> None:
-        """Raise the ERROR the archive sent for a replay it ended (damaged recorded bytes)."""
-        error = self.poll_for_error_response()
-        if error is not None:
-            raise error
+    def _raise_replay_error(self, request: int) -> None:
+        """Raise the ERROR the archive sent for the replay started by `request` (damaged
+        recorded bytes), if it came; other requests' ERRORs stay for poll_for_error_response."""
+        self._read_late_responses()
+        for error in self._errors:
+            if error.correlation_id == request:
+                self._errors.remove(error)
+                raise error
+
+    async def _stop_replay_if_running(self, replay_session_id: int) -> None:
+        """Stop a replay, which may have ended already (UNKNOWN_REPLAY: it has)."""
+        try:
+            await self.stop_replay(replay_session_id)
+        except ArchiveError as e:
+            if e.error_code != codecs.ErrorCode.UNKNOWN_REPLAY:
+                raise
 
     async def _merge_step(
         self,

@@ -78,13 +78,25 @@ class Message(msgspec.Struct, frozen=True):
     BLOCK_LENGTH: ClassVar[int]
     FIXED: ClassVar[struct.Struct]  # the fixed block, with pad bytes for any gap
     FIXED_FIELDS: ClassVar[tuple[str, ...]]
+    FIXED_CODES: ClassVar[tuple[str, ...]]  # each fixed field's struct code
     VAR_FIELDS: ClassVar[tuple[str, ...]]
 
     def encode_block(self) -> bytes:
-        """The fixed block and var data, without a message header."""
-        parts = [self.FIXED.pack(*(getattr(self, name) for name in self.FIXED_FIELDS))]
+        """The fixed block and var data, without a message header; ValueError naming the
+        field whose value does not fit (an integer out of its range, text that is not ASCII)."""
+        values = [getattr(self, name) for name in self.FIXED_FIELDS]
+        for name, code, value in zip(self.FIXED_FIELDS, self.FIXED_CODES, values, strict=True):
+            low, high = _RANGES[code]
+            if type(value) is not int and not isinstance(value, enum.IntEnum):
+                raise ValueError(f"{name} must be an int, not {type(value).__name__}")
+            if not low <= value <= high:
+                raise ValueError(f"{name} {value} is outside {low}..{high}")
+        parts = [self.FIXED.pack(*values)]
         for name in self.VAR_FIELDS:
-            data = getattr(self, name).encode("ascii", "replace")
+            text = getattr(self, name)
+            if not isinstance(text, str) or not text.isascii():
+                raise ValueError(f"{name} must be ASCII text, not {text!r}")
+            data = text.encode("ascii")
             parts.append(VAR_LENGTH.pack(len(data)))
             parts.append(data)
         return b"".join(parts)
@@ -128,6 +140,7 @@ class Message(msgspec.Struct, frozen=True):
 
 
 _CODES = {"q": 8, "i": 4, "B": 1, "b": 1}
+_RANGES = {"q": (-(2**63), 2**63 - 1), "i": (-(2**31), 2**31 - 1), "B": (0, 255), "b": (-128, 127)}
 
 
 _M = TypeVar("_M", bound=Message)
@@ -140,7 +153,7 @@ def _table(
     the end of the one before unless an offset is given) and its var-data fields."""
 
     def apply(cls: type[_M]) -> type[_M]:
-        fmt, names, at = "<", [], 0
+        fmt, names, codes, at = "<", [], [], 0
         for spec in fields:
             name, _, code = spec.partition(":")
             code, _, offset = code.partition("@")
@@ -150,9 +163,11 @@ def _table(
             fmt += code
             at += _CODES[code]
             names.append(name)
+            codes.append(code)
         fmt += "x" * (block_length - at)
         cls.TEMPLATE_ID, cls.BLOCK_LENGTH = template_id, block_length
         cls.FIXED, cls.FIXED_FIELDS, cls.VAR_FIELDS = struct.Struct(fmt), tuple(names), var
+        cls.FIXED_CODES = tuple(codes)
         assert cls.FIXED.size == block_length, cls
         MESSAGES[template_id] = cls
         return cls

@@ -137,6 +137,7 @@ class ControlSession:
         self._response(correlation_id, recording_id, codecs.ControlResponseCode.RECORDING_UNKNOWN)
 
     def _response(self, correlation_id: int, relevant_id: int, code: int, text: str = "") -> None:
+        text = text.encode("ascii", "replace").decode("ascii")  # SBE's text is ASCII: "?" else
         self.send(
             codecs.ControlResponse(self.control_session_id, correlation_id, relevant_id, code, text)
         )

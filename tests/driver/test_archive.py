@@ -476,6 +476,38 @@ async def test_a_replay_the_archive_closes_under_gets_an_error(aeron, tmp_path):
             await service.close()
 
 
+async def test_a_request_names_what_does_not_fit_it_and_a_gone_archive(aeron, tmp_path):
+    """A value a request's field cannot carry is refused naming the field (before, a channel
+    that was not ASCII was sent with "?" for its letters, an int out of range failed inside
+    struct.pack); a request the archive is gone for is an ArchiveError saying so, not the
+    control publication's bare TimeoutError."""
+    service = archive.Archive.launch(
+        aeron,
+        archive_dir=tmp_path / "archive",
+        segment_file_length=SEGMENT,
+        **archive.LOCAL_ARCHIVE,
+    )
+    await service.start()
+    closed = False
+    try:
+        async with archive.connect(aeron, **archive.LOCAL, message_timeout_s=0.5) as client:
+            with pytest.raises(ValueError, match="channel must be ASCII text, not 'aeron:ipc"):
+                await client.start_recording("aeron:ipc?alias=café", STREAM)
+            with pytest.raises(ValueError, match="stream_id 2147483648 is outside"):
+                await client.start_recording(IPC, 2**31)
+            with pytest.raises(ValueError, match="recording_id must be an int, not str"):
+                await client.get_stop_position("7")
+            assert await client.list_recordings() == []  # nothing was started
+            closed = True
+            await service.close()
+            gone = "did not take a StopReplayRequest|no response from the archive"
+            with pytest.raises(archive.ArchiveError, match=gone):
+                await client.stop_replay(1)
+    finally:
+        if not closed:
+            await service.close()
+
+
 # -- extension and truncation ---------------------------------------------------------------
 
 
@@ -891,6 +923,53 @@ async def test_replay_merge_joins_the_live_stream_without_gap_or_duplicate(tmp_p
         await producer
         assert [data for data, _ in got] == payloads
         assert [p for _, p in got] == positions
+
+
+async def test_a_merge_leaves_another_requests_error_to_its_caller(tmp_path):
+    """An ERROR the client holds for an earlier replay (its subscriber left before it was
+    complete) is not the merge's: the merge goes on, and the ERROR stays for
+    poll_for_error_response. Before, the merge raised it at once and it was gone."""
+    host = "127.0.0.1"
+    control, recording_port, replay_port, live_port, early = (free_port() for _ in range(5))
+    live_channel = f"aeron:udp?control={host}:{control}|control-mode=dynamic|term-length={TERM}"
+    payloads = messages(300, seed=22)
+    async with archive_over_udp(tmp_path) as (live_side, arch, client):
+        recording_channel = f"aeron:udp?endpoint={host}:{recording_port}|control={host}:{control}"
+        await client.start_recording(recording_channel, STREAM, archive.SourceLocation.REMOTE)
+        live = await live_side.add_exclusive_publication(live_channel, STREAM)
+        await publish(live, payloads[:200])
+        await wait_recorded(client, 0, live.position)
+        left = await client.replay(
+            0, 0, archive.NULL_LENGTH, f"aeron:udp?endpoint={host}:{early}", 5
+        )
+        async with asyncio.timeout(10):
+            await left.receive()
+        await left.close()  # before it is complete: the archive ends it with an ERROR
+        await await_until(lambda: not arch.conductor.replays, 30, "the early replay to end")
+        await client.get_stop_position(0)  # answered after that ERROR: the client holds it
+
+        async def produce():
+            for payload in payloads[200:]:
+                await live.offer(payload, timeout=20)
+                await asyncio.sleep(0.002)  # the stream goes on while the merge catches up
+
+        producer = asyncio.create_task(produce())
+        merge = client.replay_merge(
+            0, STREAM, f"aeron:udp?endpoint={host}:{replay_port}",
+            f"aeron:udp?endpoint={host}:{live_port}|control={host}:{control}",
+        )  # fmt: skip
+        got = []
+        async with asyncio.timeout(60):
+            async for message in merge:
+                got.append(message.data)
+                if len(got) == len(payloads):
+                    break
+        await merge.aclose()
+        await producer
+        assert got == payloads
+        early_error = client.poll_for_error_response()
+        assert str(early_error) == "stream closed before replay is complete"
+        assert client.poll_for_error_response() is None
 
 
 @pytest.mark.slow
