@@ -40,12 +40,18 @@ cdef class Doorbell:
     def remove_waiter(self) -> None:
         self.waiters -= 1
 
+    # The callbacks' list is replaced, never changed in place: a ring walks the list it read
+    # (with no copy), whatever another thread adds or removes meanwhile (a callback may let go
+    # of the GIL), so none is skipped.
+
     def add_callback(self, object callback) -> None:
-        self._callbacks.append(callback)
+        self._callbacks = [*self._callbacks, callback]
 
     def remove_callback(self, object callback) -> None:
         if callback in self._callbacks:
-            self._callbacks.remove(callback)
+            callbacks = list(self._callbacks)
+            callbacks.remove(callback)
+            self._callbacks = callbacks
 
     def ring(self) -> None:
         cdef object future, loop

@@ -40,7 +40,6 @@ cdef class LogAppender:
     cdef readonly Doorbell data_doorbell
     cdef readonly Doorbell consumed_doorbell
     cdef bint _waiting_for_space
-    cdef readonly int64_t last_batch_position
     # Exclusive writer state (unused by a concurrent appender).
     cdef int32_t _term_offset
     cdef int32_t _term_id
@@ -422,13 +421,24 @@ cdef class LogAppender:
         `messages` is a 2-D C-contiguous uint8 array (one fixed-size record per row, appended by one
         reservation) or a sequence of bytes-like objects; every message is checked before anything
         is appended: its length in bytes (an array('i') of 3000 items is 12000 bytes), and that its
-        bytes are one C-contiguous block. `last_batch_position` is the position after the last
-        message appended.
+        bytes are one C-contiguous block.
         """
+        cdef int64_t last = 0
+        return self._offer_batch(messages, start, &last)
+
+    def offer_batch_positioned(self, object messages, Py_ssize_t start=0) -> tuple:
+        """(offer_batch's result, the position after the last message this call appended: its
+        own, whatever other threads append meanwhile; 0 when none was)."""
+        cdef int64_t last = 0
+        cdef int64_t result = self._offer_batch(messages, start, &last)
+        return result, last
+
+    cdef int64_t _offer_batch(self, object messages, Py_ssize_t start,
+                              int64_t* last) except? -100:
         if self.is_closed:
             return CLOSED_CODE
         if hasattr(messages, "ndim") and messages.ndim == 2:
-            return self._offer_records(messages, start)
+            return self._offer_records(messages, start, last)
         cdef Py_ssize_t count = len(messages)
         cdef Py_ssize_t i, length
         cdef int64_t result
@@ -444,10 +454,11 @@ cdef class LogAppender:
             result = self.try_offer(messages[i])
             if result < 0:
                 return (i - start) if i > start else result
-            self.last_batch_position = result
+            last[0] = result
         return count - start
 
-    cdef int64_t _offer_records(self, object records, Py_ssize_t start) except? -100:
+    cdef int64_t _offer_records(self, object records, Py_ssize_t start,
+                                int64_t* last) except? -100:
         cdef const unsigned char[:, ::1] rows = records
         cdef Py_ssize_t count = rows.shape[0], size = rows.shape[1], n, i
         cdef int32_t term_count, term_id, term_offset, resulting, frame_length, aligned, offset
@@ -490,7 +501,7 @@ cdef class LogAppender:
         result = self._new_position(term_count, term_id, position, raw_offset, resulting)
         if result < 0:
             return result
-        self.last_batch_position = result
+        last[0] = result
         self._wake_readers()
         return n
 

@@ -173,16 +173,12 @@ class Aeron:
         close called while another runs returns once that one has finished. In a process
         forked from the one that made it, or on another event loop, AeronError: nothing is
         touched (a forked child connects a client of its own)."""
+        if self._conductor is not None:  # in a forked child, or on another loop: nothing is
+            self._conductor.transport.check_home()  # touched, the original's to close
         if self.is_closed:
             await self._closed.wait()
             return
         self.is_closed = True
-        if self._conductor is not None:
-            try:  # in a forked child, or on another loop: nothing is touched, the original's
-                self._conductor.transport.check_home()  # to close
-            except AeronError:
-                self._closed.set()
-                raise
         try:
             if self._conductor is not None:
                 await self._conductor.close()

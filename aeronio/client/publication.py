@@ -39,7 +39,9 @@ Buffer = bytes | bytearray | memoryview | Any
 
 
 class Publication(_core.PublicationBase):
-    """A concurrent publication: safe to offer from many threads and processes at once."""
+    """A concurrent publication: `try_offer`, `try_claim` and `try_offer_batch` are safe from
+    many threads and processes at once; the awaitables (`offer`, `offer_batch`, `claim`, the
+    waits) and `close` belong to the client's event loop."""
 
     # No instance dict: a Python subclass of a core type gets a dict that CPython 3.12+ never
     # lays out inline (the core's tp_new is not object's), and with such a dict it leaves every
@@ -180,11 +182,12 @@ class Publication(_core.PublicationBase):
         start, count, attempt = 0, len(messages), 0
         if not count:
             return self.position  # nothing appended: where the next message goes
-        try:
+        offer = self._appender.offer_batch_positioned  # its own position, whatever other
+        try:  # threads append meanwhile
             while start < count:
                 if self._turn_due():  # before the first part and between parts
                     await asyncio.sleep(0)
-                result = self.try_offer_batch(messages, start)
+                result, last = offer(messages, start)
                 if result > 0:
                     start += result
                     attempt = 0
@@ -203,7 +206,7 @@ class Publication(_core.PublicationBase):
             cancelled.appended = start  # type: ignore[attr-defined]  # re-offer the rest
             cancelled.add_note(f"offer_batch: {start} of {count} messages appended")
             raise
-        return self._appender.last_batch_position
+        return last
 
     @contextlib.asynccontextmanager
     async def claim(
@@ -364,7 +367,8 @@ class Publication(_core.PublicationBase):
     # -- lifecycle ----------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Stop offering (further offers return CLOSED) and release the publication."""
+        """Stop offering (further offers return CLOSED) and release the publication. On another
+        event loop or in a forked child, AeronError, and nothing is touched."""
         await self._release(revoke=False)
 
     async def revoke(self) -> None:
@@ -375,6 +379,7 @@ class Publication(_core.PublicationBase):
         await self._release(revoke=True)
 
     async def _release(self, revoke: bool) -> None:
+        self._conductor.transport.check_home()  # elsewhere: nothing touched, still open here
         if self._released:
             return
         self._released = True

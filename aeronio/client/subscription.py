@@ -457,7 +457,9 @@ class Subscription(_core.SubscriptionBase):
     # -- lifecycle ----------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Remove the subscription from the driver; its images go (idempotent)."""
+        """Remove the subscription from the driver; its images go (idempotent). On another
+        event loop or in a forked child, AeronError, and nothing is touched."""
+        self._conductor.transport.check_home()
         if self.is_closed:
             return
         self.let_go()

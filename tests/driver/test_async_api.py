@@ -8,6 +8,7 @@ import gc
 import os
 import pickle
 import struct
+import threading
 
 import numpy as np
 import pytest
@@ -592,6 +593,44 @@ async def test_offer_with_timeout_when_back_pressured_raises_timeout(aeron):
         await asyncio.wait_for(pub.offer(b"x", timeout=0.05), 5)
     assert pub.position == position
     assert len(drain(sub)) == sent
+
+
+async def test_an_offer_batch_returns_its_own_position_while_a_thread_offers_too(aeron):
+    """A concurrent publication's `offer_batch` on the loop returns the position after its own
+    last message while a thread appends batches to the same log. Before, it read the
+    appender's last batch position, which the thread's batch could overwrite in between."""
+    sub = await aeron.add_subscription("aeron:ipc", 43)
+    pub = await aeron.add_publication(TERM_64K, 43)
+    await image_of(sub)
+    by_position: dict[int, bytes] = {}
+    stop = threading.Event()
+
+    def other_writer() -> None:
+        while not stop.is_set():
+            pub.try_offer_batch([b"the thread's"] * 8)
+
+    async def consume() -> None:
+        async for message in sub:
+            by_position[message.position] = message.data
+
+    consumer = asyncio.create_task(consume())
+    thread = threading.Thread(target=other_writer)
+    thread.start()
+    try:
+        returned = {}
+        for r in range(300):
+            returned[r] = await pub.offer_batch(
+                [b"mine %d.%d" % (r, i) for i in range(8)], timeout=10
+            )
+        end = pub.position
+    finally:
+        stop.set()
+        await asyncio.to_thread(thread.join)
+    await await_until(lambda: max(by_position, default=0) >= end, 10, "every message read")
+    consumer.cancel()
+    assert {r: by_position[p] for r, p in returned.items()} == {
+        r: b"mine %d.7" % r for r in range(300)
+    }
 
 
 async def test_an_offer_batch_timed_out_part_way_says_how_many_went_in(aeron):

@@ -81,3 +81,35 @@ def test_a_client_used_on_another_event_loop_says_so(procs):
         assert time.monotonic() - started < 1  # before: 30 s, then DriverTimeoutError
 
     asyncio.run(elsewhere())
+
+
+async def test_a_close_on_another_event_loop_touches_nothing():
+    """A close of the client, a publication or a subscription from another thread's event loop
+    is refused, and each is still open, working and closable on its own loop. Before, each
+    was marked closed first: the client's own close then returned at once (its driver and
+    streams left open), the publication and subscription were released here but never
+    removed from the driver."""
+    async with aeronio.connect() as client:
+        subscription = await client.add_subscription(IPC, 33)
+        publication = await client.add_publication(IPC, 33)
+        await publication.wait_connected(10)
+
+        def close_elsewhere(closable) -> str:
+            async def close() -> None:
+                await closable.close()
+
+            try:
+                asyncio.run(close())
+            except aeronio.AeronError as e:
+                return str(e)
+            return "closed"
+
+        for closable in (publication, subscription, client):
+            said = await asyncio.to_thread(close_elsewhere, closable)
+            assert "runs on the event loop it was made on" in said, said
+        assert not (client.is_closed or publication.is_closed or subscription.is_closed)
+        await publication.offer(b"still open", timeout=10)
+        assert (await asyncio.wait_for(subscription.receive(), 10)).data == b"still open"
+        await publication.close()
+        await subscription.close()
+    assert client.is_closed
