@@ -6,6 +6,8 @@ The project's build (setup.py's `build_jar`, run by every wheel and editable bui
 the package as `aeronio-spark.jar` (`SHIPPED`) where javac and PySpark are at hand, so that a
 JRE is all a user's Spark needs (aeronio.spark.jvm checks it against the running Spark and
 falls back to compiling on first use); `python -m aeronio.spark.build_jar` rebuilds it in place.
+AERONIO_SPARK_JAR=0 in the build's environment leaves it out (and PySpark out of the build's
+requirements: an install offline, or without 457 MB of PySpark, where a JDK is).
 Only the standard library is used here: setup.py loads this file on its own, before the package
 is built.
 """
@@ -30,6 +32,22 @@ NO_JAVAC = (
     "on PATH or in $JAVA_HOME/bin"
 )
 _CORE = re.compile(r"spark-core_[0-9.]+-(.+)\.jar")
+
+
+OPT_OUT = "AERONIO_SPARK_JAR"  # 0: the build leaves the jar out
+
+
+def build_wanted() -> bool:
+    """Whether the package's build compiles the jar (not with AERONIO_SPARK_JAR=0)."""
+    return os.environ.get(OPT_OUT, "").strip() != "0"
+
+
+def pyspark_needed() -> bool:
+    """Whether the package's build needs PySpark for Spark's jars: it builds the jar, javac is
+    at hand and $SPARK_HOME has no jars to compile against."""
+    home = os.environ.get("SPARK_HOME")
+    spark_home_jars = Path(home, "jars").is_dir() if home else False
+    return build_wanted() and javac() is not None and not spark_home_jars
 
 
 class JarError(Exception):
@@ -141,6 +159,8 @@ def build(target: Path, jars: Path, spark_version: str, sources: Path = SOURCES)
 def build_shipped(target: Path = SHIPPED) -> str:
     """Build the package's jar at `target` against the Spark jars found (`spark_jars`); what
     was built."""
+    if not build_wanted():
+        raise JarError(f"{OPT_OUT}=0")
     if javac() is None:  # the first reason, before Spark's jars (fetched only with javac)
         raise JarError(NO_JAVAC)
     jars = spark_jars()

@@ -178,10 +178,28 @@ def build_requires(answer: Path, env: dict[str, str] | None = None) -> dict[str,
 
 @pytest.mark.slow
 def test_the_build_asks_for_pyspark_only_where_javac_is(pyspark_jars, tmp_path):
-    with_javac = build_requires(tmp_path / "with.json")
+    """And only where the jar is wanted (not AERONIO_SPARK_JAR=0) and $SPARK_HOME has no jars
+    to compile it against."""
+    plain = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "AERONIO_SPARK_JAR")}
+    with_javac = build_requires(tmp_path / "with.json", plain)
     assert all("pyspark>=4.3,<5" in requires for requires in with_javac.values()), with_javac
-    without = build_requires(tmp_path / "without.json", without_javac(tmp_path))
-    assert len(without) == 2 and not [r for rs in without.values() for r in rs if "pyspark" in r]
+    for name, env in {
+        "without": without_javac(tmp_path),
+        "opted-out": plain | {"AERONIO_SPARK_JAR": "0"},
+        "spark-home": plain | {"SPARK_HOME": str(pyspark_jars.parent)},
+    }.items():
+        asked = build_requires(tmp_path / f"{name}.json", env)
+        assert len(asked) == 2 and not [r for rs in asked.values() for r in rs if "pyspark" in r]
+
+
+@pytest.mark.slow
+def test_the_build_leaves_the_jar_out_when_told(tmp_path):
+    env = {**os.environ, "AERONIO_SPARK_JAR": "0"}
+    done = setup_py(tmp_path / "lib", env)
+    assert done.returncode == 0, done.stderr
+    assert "aeronio: the Spark jar is not built (AERONIO_SPARK_JAR=0)" in done.stderr
+    assert (tmp_path / "lib" / "aeronio" / "spark" / "jvm.py").exists()
+    assert not list((tmp_path / "lib").rglob("*.jar"))
 
 
 # -- the check at use ------------------------------------------------------------------------
