@@ -105,7 +105,10 @@ class Archive:
             await asyncio.shield(self._task)
 
     async def close(self) -> None:
-        """Stop the duty cycle, end every recording and replay, close the catalog."""
+        """Stop the duty cycle, end every recording and replay, close the catalog (once: a
+        second close returns at once)."""
+        if self._closing:
+            return
         # the flag ends the loop even should a cancellation be swallowed on its way (Python
         # 3.11's wait_for can swallow one that races with its result)
         self._closing = True

@@ -435,77 +435,50 @@ async def test_stop_replay_and_a_replay_whose_subscriber_goes(aeron, arch, clien
         await client.stop_replay(replay_id)
 
 
-async def test_a_replay_the_archive_closes_under_gets_an_error(aeron, tmp_path):
+async def test_a_replay_the_archive_closes_under_gets_an_error(aeron, arch, client):
     """The archive closing (as on SIGTERM) while a replay is under way: the replay's client
     gets an ERROR for it, and its image ends. Before, the image ended and nothing was said, as
     when a replay is complete."""
-    service = archive.Archive.launch(
-        aeron,
-        archive_dir=tmp_path / "archive",
-        segment_file_length=SEGMENT,
-        **archive.LOCAL_ARCHIVE,
-    )
-    await service.start()
-    closed = False
-    try:
-        async with archive.connect(aeron, **archive.LOCAL) as client:
-            await client.start_recording(IPC, STREAM)
-            publication = await aeron.add_exclusive_publication(IPC, STREAM)
-            sent = messages(100)
-            await publish(publication, sent)
-            await wait_recorded(client, 0, publication.position)
-            # following the live recording: never all sent while it records
-            subscription = await client.replay(0, 0, archive.NULL_LENGTH, "aeron:ipc", 2002)
-            async with asyncio.timeout(10):
-                assert (await subscription.receive()).data == sent[0]
-            closed = True
-            await service.close()
-            error = await await_until(client.poll_for_error_response, 10, "the replay's ERROR")
-            assert str(error) == "archive closed before replay is complete"
-            got = [sent[0]]
+    await client.start_recording(IPC, STREAM)
+    publication = await aeron.add_exclusive_publication(IPC, STREAM)
+    sent = messages(100)
+    await publish(publication, sent)
+    await wait_recorded(client, 0, publication.position)
+    # following the live recording: never all sent while it records
+    subscription = await client.replay(0, 0, archive.NULL_LENGTH, "aeron:ipc", 2002)
+    async with asyncio.timeout(10):
+        assert (await subscription.receive()).data == sent[0]
+    await arch.close()  # closed again, at once, by the fixture
+    error = await await_until(client.poll_for_error_response, 10, "the replay's ERROR")
+    assert str(error) == "archive closed before replay is complete"
+    got = [sent[0]]
 
-            def read_to_its_end() -> bool:
-                taken = subscription.poll(lambda buffer, header: got.append(bytes(buffer)), 100)
-                return not taken and not subscription.images
+    def read_to_its_end() -> bool:
+        taken = subscription.poll(lambda buffer, header: got.append(bytes(buffer)), 100)
+        return not taken and not subscription.images
 
-            await await_until(read_to_its_end, 10, "the replay's image to end")
-            # what was sent, in order (fragments, each message's in turn), then the end
-            assert b"".join(sent).startswith(b"".join(got))
-    finally:
-        if not closed:
-            await service.close()
+    await await_until(read_to_its_end, 10, "the replay's image to end")
+    # what was sent, in order (fragments, each message's in turn), then the end
+    assert b"".join(sent).startswith(b"".join(got))
 
 
-async def test_a_request_names_what_does_not_fit_it_and_a_gone_archive(aeron, tmp_path):
+async def test_a_request_names_what_does_not_fit_it_and_a_gone_archive(aeron, arch):
     """A value a request's field cannot carry is refused naming the field (before, a channel
     that was not ASCII was sent with "?" for its letters, an int out of range failed inside
     struct.pack); a request the archive is gone for is an ArchiveError saying so, not the
     control publication's bare TimeoutError."""
-    service = archive.Archive.launch(
-        aeron,
-        archive_dir=tmp_path / "archive",
-        segment_file_length=SEGMENT,
-        **archive.LOCAL_ARCHIVE,
-    )
-    await service.start()
-    closed = False
-    try:
-        async with archive.connect(aeron, **archive.LOCAL, message_timeout_s=0.5) as client:
-            with pytest.raises(ValueError, match="channel must be ASCII text, not 'aeron:ipc"):
-                await client.start_recording("aeron:ipc?alias=café", STREAM)
-            with pytest.raises(ValueError, match="stream_id 2147483648 is outside"):
-                await client.start_recording(IPC, 2**31)
-            with pytest.raises(ValueError, match="recording_id must be an int, not str"):
-                await client.get_stop_position("7")
-            assert await client.list_recordings() == []  # nothing was started
-            closed = True
-            await service.close()
-            gone = "did not take a StopReplayRequest|no response from the archive"
-            with pytest.raises(archive.ArchiveError, match=gone):
-                await client.stop_replay(1)
-    finally:
-        if not closed:
-            await service.close()
+    async with archive.connect(aeron, **archive.LOCAL, message_timeout_s=0.5) as client:
+        with pytest.raises(ValueError, match="channel must be ASCII text, not 'aeron:ipc"):
+            await client.start_recording("aeron:ipc?alias=café", STREAM)
+        with pytest.raises(ValueError, match="stream_id 2147483648 is outside"):
+            await client.start_recording(IPC, 2**31)
+        with pytest.raises(ValueError, match="recording_id must be an int, not str"):
+            await client.get_stop_position("7")
+        assert await client.list_recordings() == []  # nothing was started
+        await arch.close()  # closed again, at once, by the fixture
+        gone = "did not take a StopReplayRequest|no response from the archive"
+        with pytest.raises(archive.ArchiveError, match=gone):
+            await client.stop_replay(1)
 
 
 # -- extension and truncation ---------------------------------------------------------------
