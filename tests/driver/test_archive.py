@@ -845,18 +845,31 @@ async def archive_over_udp(tmp_path):
                 yield live_side, arch, client
 
 
-async def test_replay_merge_joins_the_live_stream_without_gap_or_duplicate(tmp_path):
-    """A live stream (dynamic multi-destination-cast) recorded by an archive on another driver;
-    a late joiner on a third driver replays it from the start and merges into the live stream
-    while it goes on: every message once, in order, at the live positions, on one image."""
+@contextlib.asynccontextmanager
+async def recorded_live_stream(tmp_path):
+    """archive_over_udp with a live stream (dynamic multi-destination-cast) the archive records
+    from the start: (live side, archive, client, the live publication, a merge's arguments:
+    its replay destination and its live destination)."""
     host = "127.0.0.1"
     control, recording_port, replay_port, live_port = (free_port() for _ in range(4))
     live_channel = f"aeron:udp?control={host}:{control}|control-mode=dynamic|term-length={TERM}"
-    payloads = messages(3000, seed=21)
     async with archive_over_udp(tmp_path) as (live_side, arch, client):
         recording_channel = f"aeron:udp?endpoint={host}:{recording_port}|control={host}:{control}"
         await client.start_recording(recording_channel, STREAM, archive.SourceLocation.REMOTE)
         live = await live_side.add_exclusive_publication(live_channel, STREAM)
+        destinations = (
+            f"aeron:udp?endpoint={host}:{replay_port}",
+            f"aeron:udp?endpoint={host}:{live_port}|control={host}:{control}",
+        )
+        yield live_side, arch, client, live, destinations
+
+
+async def test_replay_merge_joins_the_live_stream_without_gap_or_duplicate(tmp_path):
+    """A live stream (dynamic multi-destination-cast) recorded by an archive on another driver;
+    a late joiner on a third driver replays it from the start and merges into the live stream
+    while it goes on: every message once, in order, at the live positions, on one image."""
+    payloads = messages(3000, seed=21)
+    async with recorded_live_stream(tmp_path) as (live_side, arch, client, live, destinations):
         positions = []
 
         async def produce():
@@ -870,10 +883,7 @@ async def test_replay_merge_joins_the_live_stream_without_gap_or_duplicate(tmp_p
             while len(positions) < 1000:
                 await asyncio.sleep(0.01)
         got = []
-        merge = client.replay_merge(
-            0, STREAM, f"aeron:udp?endpoint={host}:{replay_port}",
-            f"aeron:udp?endpoint={host}:{live_port}|control={host}:{control}",
-        )  # fmt: skip
+        merge = client.replay_merge(0, STREAM, *destinations)
         async with asyncio.timeout(60):
             async for message in merge:
                 got.append((message.data, message.position))
@@ -902,19 +912,12 @@ async def test_a_merge_leaves_another_requests_error_to_its_caller(tmp_path):
     """An ERROR the client holds for an earlier replay (its subscriber left before it was
     complete) is not the merge's: the merge goes on, and the ERROR stays for
     poll_for_error_response. Before, the merge raised it at once and it was gone."""
-    host = "127.0.0.1"
-    control, recording_port, replay_port, live_port, early = (free_port() for _ in range(5))
-    live_channel = f"aeron:udp?control={host}:{control}|control-mode=dynamic|term-length={TERM}"
     payloads = messages(300, seed=22)
-    async with archive_over_udp(tmp_path) as (live_side, arch, client):
-        recording_channel = f"aeron:udp?endpoint={host}:{recording_port}|control={host}:{control}"
-        await client.start_recording(recording_channel, STREAM, archive.SourceLocation.REMOTE)
-        live = await live_side.add_exclusive_publication(live_channel, STREAM)
+    async with recorded_live_stream(tmp_path) as (_, arch, client, live, destinations):
         await publish(live, payloads[:200])
         await wait_recorded(client, 0, live.position)
-        left = await client.replay(
-            0, 0, archive.NULL_LENGTH, f"aeron:udp?endpoint={host}:{early}", 5
-        )
+        early = f"aeron:udp?endpoint=127.0.0.1:{free_port()}"
+        left = await client.replay(0, 0, archive.NULL_LENGTH, early, 5)
         async with asyncio.timeout(10):
             await left.receive()
         await left.close()  # before it is complete: the archive ends it with an ERROR
@@ -927,16 +930,9 @@ async def test_a_merge_leaves_another_requests_error_to_its_caller(tmp_path):
                 await asyncio.sleep(0.002)  # the stream goes on while the merge catches up
 
         producer = asyncio.create_task(produce())
-        merge = client.replay_merge(
-            0, STREAM, f"aeron:udp?endpoint={host}:{replay_port}",
-            f"aeron:udp?endpoint={host}:{live_port}|control={host}:{control}",
-        )  # fmt: skip
-        got = []
+        merge = client.replay_merge(0, STREAM, *destinations)
         async with asyncio.timeout(60):
-            async for message in merge:
-                got.append(message.data)
-                if len(got) == len(payloads):
-                    break
+            got = [(await anext(merge)).data for _ in payloads]
         await merge.aclose()
         await producer
         assert got == payloads
