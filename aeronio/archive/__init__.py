@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         SourceLocation,
     )
     from aeronio.archive.context import ArchiveContext
-    from aeronio.archive.errors import ArchiveError
+    from aeronio.archive.errors import ArchiveError, ArchiveTimeoutError
     from aeronio.archive.recording_pos import RecordingPos
     from aeronio.archive.segments import RecordingLayout, RecordingReader
 
@@ -56,6 +56,7 @@ __all__ = [
     "ArchiveClient",
     "ArchiveContext",
     "ArchiveError",
+    "ArchiveTimeoutError",
     "Catalog",
     "CatalogError",
     "ControlResponseCode",
@@ -88,7 +89,7 @@ if not TYPE_CHECKING:  # a type checker sees the imports above, not a catch-all 
                 "SourceLocation",
             ),
             "aeronio.archive.context": ("ArchiveContext",),
-            "aeronio.archive.errors": ("ArchiveError",),
+            "aeronio.archive.errors": ("ArchiveError", "ArchiveTimeoutError"),
             "aeronio.archive.recording_pos": ("RecordingPos",),
             "aeronio.archive.segments": ("RecordingLayout", "RecordingReader"),
         },

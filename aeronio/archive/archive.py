@@ -49,6 +49,7 @@ class Archive:
         self._task: asyncio.Task | None = None
         self._idle = BackoffIdleStrategy()
         self._closing = False
+        self._closed = asyncio.Event()
 
     @classmethod
     def launch(cls, aeron: Aeron, **options: Any) -> Archive:
@@ -106,18 +107,22 @@ class Archive:
 
     async def close(self) -> None:
         """Stop the duty cycle, end every recording and replay, close the catalog (once: a
-        second close returns at once)."""
+        close called while one runs, or after, returns once that one has finished)."""
         if self._closing:
+            await self._closed.wait()
             return
         # the flag ends the loop even should a cancellation be swallowed on its way (Python
         # 3.11's wait_for can swallow one that races with its result)
         self._closing = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, AeronError):  # the latter logged
-                await self._task
-            self._task = None
-        await self.conductor.close()
+        try:
+            if self._task is not None:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, AeronError):  # AeronError logged
+                    await self._task
+                self._task = None
+            await self.conductor.close()
+        finally:
+            self._closed.set()
 
     async def __aenter__(self) -> Archive:
         return await self.start()

@@ -23,7 +23,7 @@ from typing import Any
 from aeronio._core import Message
 from aeronio.archive import codecs, context
 from aeronio.archive.codecs import ControlResponseCode, SourceLocation
-from aeronio.archive.errors import ArchiveError
+from aeronio.archive.errors import ArchiveError, ArchiveTimeoutError
 from aeronio.archive.replay_merge import Action as MergeAction
 from aeronio.archive.replay_merge import ReplayMerge
 from aeronio.archive.replay_merge import State as MergeState
@@ -70,15 +70,17 @@ class ArchiveClient:
         return self._next_correlation_id
 
     async def _send(self, request: codecs.Message) -> None:
-        """Send `request` (ValueError naming a field that does not fit it); ArchiveError if the
-        archive does not take it in time."""
+        """Send `request` (ValueError naming a field that does not fit it); ArchiveTimeoutError
+        if the archive does not take it in time (a lost driver's error as it is)."""
         if self.is_closed:
             raise ArchiveError("the archive client is closed")
         data = request.encode()
         try:
             await self.publication.offer(data, timeout=self.message_timeout_s)
+        except AeronError:  # DriverTimeoutError is a TimeoutError too: not the archive's
+            raise
         except TimeoutError as e:  # the publication's: say whose
-            raise ArchiveError(
+            raise ArchiveTimeoutError(
                 f"the archive did not take a {type(request).__name__} within "
                 f"{self.message_timeout_s} s ({e})"
             ) from e

@@ -1,4 +1,5 @@
-"""ArchiveError: what the archive answered with an ERROR (or what its client could not do)."""
+"""ArchiveError: what the archive answered with an ERROR (or what its client could not do);
+ArchiveTimeoutError: a request the archive did not take in time."""
 
 from __future__ import annotations
 
@@ -14,3 +15,8 @@ class ArchiveError(AeronError):
         super().__init__(message)
         self.error_code = error_code
         self.correlation_id = correlation_id
+
+
+class ArchiveTimeoutError(ArchiveError, TimeoutError):
+    """The archive did not take a request in time (none there, or it went): an ArchiveError
+    and a TimeoutError."""
