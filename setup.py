@@ -32,6 +32,8 @@ class build_jar(Command):  # noqa: N801 (a command's name, as setuptools' own)
         base = root if self.editable_mode else Path(self.build_lib)
         target = base / "aeronio" / "spark" / jar["SHIPPED"].name
         try:
+            if not jar["build_wanted"]():
+                raise jar["JarError"](f"{jar['OPT_OUT']}=0")
             note = jar["build_shipped"](target)
             self._outputs = [str(target)]
         except jar["JarError"] as e:

@@ -125,7 +125,7 @@ async def wait_receivers(client, pub, n: int, timeout: float = 10.0) -> None:
     while True:
         if counter_id is None:
             counter_id = counters.find_by_type_id_and_registration_id(
-                FLOW_CONTROL_RECEIVERS_TYPE_ID, pub.registration_id
+                FLOW_CONTROL_RECEIVERS_TYPE_ID, pub.original_registration_id
             )
         seen = 0 if counter_id is None else counters.get_counter_value(counter_id)
         if seen >= n:

@@ -34,11 +34,12 @@ NO_JAVAC = (
 _CORE = re.compile(r"spark-core_[0-9.]+-(.+)\.jar")
 
 
-OPT_OUT = "AERONIO_SPARK_JAR"  # 0: the build leaves the jar out
+OPT_OUT = "AERONIO_SPARK_JAR"  # 0: the package's build leaves the jar out
 
 
 def build_wanted() -> bool:
-    """Whether the package's build compiles the jar (not with AERONIO_SPARK_JAR=0)."""
+    """Whether the package's build (setup.py) compiles the jar: not with AERONIO_SPARK_JAR=0
+    (`python -m aeronio.spark.build_jar` builds it regardless)."""
     return os.environ.get(OPT_OUT, "").strip() != "0"
 
 
@@ -159,8 +160,6 @@ def build(target: Path, jars: Path, spark_version: str, sources: Path = SOURCES)
 def build_shipped(target: Path = SHIPPED) -> str:
     """Build the package's jar at `target` against the Spark jars found (`spark_jars`); what
     was built."""
-    if not build_wanted():
-        raise JarError(f"{OPT_OUT}=0")
     if javac() is None:  # the first reason, before Spark's jars (fetched only with javac)
         raise JarError(NO_JAVAC)
     jars = spark_jars()
