@@ -36,6 +36,9 @@ from aeronio.protocol.channel import ChannelUri
 NULL_POSITION = -1
 NULL_LENGTH = -1
 log = logging.getLogger("aeronio.archive")
+# What undoes a request's result: (control session id, correlation id, its relevant id) -> the
+# request that undoes it (StopRecordingSubscriptionRequest, StopReplayRequest).
+Undo = Callable[[int, int, int], codecs.Message]
 
 
 class ArchiveClient:
@@ -61,6 +64,9 @@ class ArchiveClient:
         self._next_correlation_id = random.getrandbits(48)
         self._lock = asyncio.Lock()
         self._errors: collections.deque[ArchiveError] = collections.deque()
+        # Requests sent whose caller gave up (cancelled, or no answer in time): what undoes
+        # what each made, sent when its late OK is read (None: its answer is only dropped).
+        self._abandoned: dict[int, Undo | None] = {}
         self.is_closed = False
 
     # -- the exchange ---------------------------------------------------------------------
@@ -121,6 +127,9 @@ class ArchiveClient:
             return None
         if response.correlation_id == awaited:
             return response
+        if response.correlation_id in self._abandoned:
+            self._undo(response, self._abandoned.pop(response.correlation_id))
+            return None
         if (
             self.control_session_id != -1
             and isinstance(response, codecs.ControlResponse)
@@ -148,18 +157,49 @@ class ArchiveClient:
             while self.subscription._has_pending():
                 self._decode(self.subscription._take_one())
 
-    async def _request(self, make: Callable[[int, int], codecs.Message]) -> int:
-        """Send a request; its OK response's relevant id (ArchiveError for an ERROR)."""
-        return (await self._exchange(make))[1]
+    async def _request(
+        self, make: Callable[[int, int], codecs.Message], undo: Undo | None = None
+    ) -> int:
+        """Send a request; its OK response's relevant id (ArchiveError for an ERROR). Given up
+        once sent (cancelled, or no answer in time), what it made is undone by `undo` when its
+        late OK is read."""
+        return (await self._exchange(make, undo))[1]
 
-    async def _exchange(self, make: Callable[[int, int], codecs.Message]) -> tuple[int, int]:
+    async def _exchange(
+        self, make: Callable[[int, int], codecs.Message], undo: Undo | None = None
+    ) -> tuple[int, int]:
         """Send a request; (its correlation id, its OK response's relevant id)."""
         async with self._lock:
             correlation_id = self._correlation_id()
             await self._send(make(self.control_session_id, correlation_id))
             deadline = asyncio.get_running_loop().time() + self.message_timeout_s
-            response = await self._next(correlation_id, deadline)
+            try:
+                response = await self._next(correlation_id, deadline)
+            except BaseException:  # given up: its answer, should it come, is not the caller's
+                self._abandoned[correlation_id] = undo
+                raise
         return correlation_id, _relevant_id(response)
+
+    def _undo(self, response: codecs.SessionMessage, undo: Undo | None) -> None:
+        """The late answer to an abandoned request: what its OK made is undone (the undo's
+        answer dropped in turn); an ERROR, or nothing to undo, is dropped."""
+        if (
+            undo is None
+            or not isinstance(response, codecs.ControlResponse)
+            or response.code != ControlResponseCode.OK
+        ):
+            return
+        correlation_id = self._correlation_id()
+        request = undo(self.control_session_id, correlation_id, response.relevant_id)
+        if self.publication.try_offer(request.encode()) > 0:
+            self._abandoned[correlation_id] = None
+        else:
+            log.warning(
+                "archive client: could not send %s for request %d given up: %d",
+                type(request).__name__,
+                response.correlation_id,
+                response.relevant_id,
+            )
 
     async def _list(self, make: Callable[[int, int], codecs.Message], count: int) -> list:
         """Send a listing request; the descriptors until `count` or RECORDING_UNKNOWN."""
@@ -198,7 +238,8 @@ class ArchiveClient:
     ) -> int:
         """Record every image of `channel`/`stream_id`; returns the archive's subscription id."""
         return await self._request(
-            lambda s, c: codecs.StartRecordingRequest(s, c, stream_id, source_location, channel)
+            lambda s, c: codecs.StartRecordingRequest(s, c, stream_id, source_location, channel),
+            codecs.StopRecordingSubscriptionRequest,
         )
 
     async def extend_recording(
@@ -213,7 +254,8 @@ class ArchiveClient:
         return await self._request(
             lambda s, c: codecs.ExtendRecordingRequest(
                 s, c, recording_id, stream_id, source_location, channel
-            )
+            ),
+            codecs.StopRecordingSubscriptionRequest,
         )
 
     async def stop_recording(self, channel: str, stream_id: int) -> None:
@@ -300,7 +342,8 @@ class ArchiveClient:
         return await self._exchange(
             lambda s, c: codecs.ReplayRequest(
                 s, c, recording_id, position, length, stream_id, channel
-            )
+            ),
+            codecs.StopReplayRequest,
         )
 
     async def stop_replay(self, replay_session_id: int) -> None:

@@ -481,6 +481,24 @@ async def test_a_request_names_what_does_not_fit_it_and_an_absent_archive(aeron,
             pass
 
 
+async def test_a_start_given_up_once_sent_is_undone_when_its_answer_comes(aeron, arch, client):
+    """A start_recording (or start_replay) cancelled after it was sent is carried out by the
+    archive all the same: its late OK, read with the client's next exchange, is undone (the
+    recording's subscription stopped). Before, the recording went on, its id never told."""
+    sent_before = client.publication.position
+    starting = asyncio.create_task(client.start_recording(IPC, STREAM))
+    while client.publication.position == sent_before:  # until the request is out: the client
+        await asyncio.sleep(0)  # then waits for the answer, which its next step would read
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    await await_until(lambda: arch.conductor.recording_subscriptions, 10, "the recording")
+    assert await client.list_recordings() == []  # reads the late OK: the undo goes out
+    await await_until(lambda: not arch.conductor.recording_subscriptions, 10, "its stop")
+    assert client.poll_for_error_response() is None  # the undo's answer is dropped too
+    assert await client.start_recording(IPC, STREAM) >= 0  # the client goes on
+
+
 # -- extension and truncation ---------------------------------------------------------------
 
 
