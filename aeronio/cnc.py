@@ -116,6 +116,9 @@ class CncFile:
         version = atomic.get_int32_volatile(CNC_VERSION_OFFSET)
         if version == 0:
             raise CncNotReadyError(f"{path!r} is not ready: its driver is still writing it")
+        # Aeron's clients compare the major version only; the whole version is compared here,
+        # as Aeron 1.15.1 wrote a plain 15 (0.0.15 read as a semantic version) over another
+        # layout.
         if version != CNC_VERSION:
             raise CncFileError(
                 f"{path!r} has CnC version {version_text(version)}, this client needs "

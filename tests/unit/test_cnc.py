@@ -125,6 +125,9 @@ def test_map_errors_name_the_problem(tmp_path):
     path.write_bytes(struct.pack("<i", semantic_version(0, 1, 3)) + raw[4:])
     with pytest.raises(CncFileError, match="CnC version 0.1.3, this client needs 0.2.0"):
         CncFile.map(path)
+    path.write_bytes(struct.pack("<i", 15) + raw[4:])  # Aeron 1.15.1's: major 0, another layout
+    with pytest.raises(CncFileError, match="CnC version 0.0.15, this client needs 0.2.0"):
+        CncFile.map(path)
     path.write_bytes(raw[:4096])
     with pytest.raises(CncFileError, match="4096 bytes, shorter than the 6912 its header gives"):
         CncFile.map(path)
