@@ -22,7 +22,7 @@ from typing import Any
 
 from aeronio._core import Message
 from aeronio.archive import codecs, context
-from aeronio.archive.codecs import ControlResponseCode, SourceLocation
+from aeronio.archive.codecs import NULL_POSITION, ControlResponseCode, SourceLocation
 from aeronio.archive.errors import ArchiveError, ArchiveTimeoutError
 from aeronio.archive.replay_merge import Action as MergeAction
 from aeronio.archive.replay_merge import ReplayMerge
@@ -33,7 +33,6 @@ from aeronio.client.subscription import Image, Subscription
 from aeronio.errors import AeronError, ImageUnavailableError
 from aeronio.protocol.channel import ChannelUri
 
-NULL_POSITION = -1
 NULL_LENGTH = -1
 log = logging.getLogger("aeronio.archive")
 # What undoes a request's result: (control session id, correlation id, its relevant id) -> the

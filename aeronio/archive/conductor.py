@@ -34,7 +34,7 @@ import msgspec
 from aeronio._core import Doorbell
 from aeronio.archive import codecs, segments
 from aeronio.archive.catalog import Catalog, CatalogError
-from aeronio.archive.codecs import ErrorCode, SourceLocation
+from aeronio.archive.codecs import NULL_POSITION, ErrorCode, SourceLocation
 from aeronio.archive.context import MESSAGE_TIMEOUT_NS, ArchiveContext
 from aeronio.archive.control_session import ControlSession
 from aeronio.archive.control_session import State as ControlState
@@ -496,9 +496,6 @@ class ArchiveConductor:
             if recording.extend_id is not None:
                 recording_id = recording.extend_id
                 start = self._check_extension(recording_id, image)
-                self.catalog.extend_recording(
-                    recording_id, recording.control_session_id, recording.correlation_id
-                )
                 layout = self.catalog.layout(recording_id)
             else:
                 start = image.position
@@ -540,10 +537,12 @@ class ArchiveConductor:
                 ctx.archive_dir, layout, start, ctx.file_sync_level, self.recorder_counters
             )
         except (AeronError, OSError) as e:
-            # no rec-pos counter (the driver's are full) or no file: the entry, added or
-            # extended, is stopped where it starts, and the request gets an ERROR
+            # no rec-pos counter (the driver's are full) or no file: an entry added is
+            # stopped where it starts (one to extend is still stopped), the request gets an
+            # ERROR
             log.warning("not recording %r: %s", image, e)
-            self.catalog.recording_stopped(recording_id, start, _now_ms())
+            if recording.extend_id is None:
+                self.catalog.recording_stopped(recording_id, start, _now_ms())
             if counter is not None:
                 with contextlib.suppress(AeronError):
                     await counter.close()
@@ -555,6 +554,12 @@ class ArchiveConductor:
         )
         recording.sessions.append(session)
         self.recordings[recording_id] = session
+        if recording.extend_id is not None:
+            # Active in the catalog only once its session is there to say how far it is: a
+            # replayer reading in between takes a stop unset for "recorded to -1, ended"
+            self.catalog.extend_recording(
+                recording_id, recording.control_session_id, recording.correlation_id
+            )
         self.recorder.add(session)
         self.events.send(
             codecs.RecordingStarted(
@@ -717,9 +722,17 @@ class ArchiveConductor:
         reader = RecordingReader(self.ctx.archive_dir, layout, position, max(stop, position))
 
         def recorded() -> tuple[int, bool]:
+            # On the replayer's thread. A recording's session is registered before its entry
+            # is made active and stopped before it goes: an unset stop here means its session
+            # was registered since the first look, or has yet to be (a new one: nothing yet)
             recording = self.recordings.get(recording_id)
             if recording is None:
-                return self.catalog.stop_position(recording_id), False
+                stop = self.catalog.stop_position(recording_id)
+                if stop != NULL_POSITION:
+                    return stop, False
+                recording = self.recordings.get(recording_id)
+                if recording is None:
+                    return NULL_POSITION, True
             return recording.recorded_position, True
 
         self.replays[replay_session_id] = ReplaySession(

@@ -538,6 +538,59 @@ async def test_extend_then_truncate(aeron, arch, client):
     )
 
 
+async def test_a_replay_goes_to_its_end_while_its_recording_is_extended(
+    aeron, arch, client, monkeypatch
+):
+    """An extension starting (its rec-pos counter asked of the driver) while a replay of the
+    stopped recording is under way: the replay goes on to the stop it was asked for. Before, the
+    entry was made active before the extension's session was there, and a replayer looking in
+    between took the stop unset for a recording ended at -1: the replay ended where it was, with
+    no word."""
+    await client.start_recording(IPC, STREAM)
+    first = await aeron.add_exclusive_publication(IPC, STREAM)
+    payloads = messages(300, seed=12)  # about 5 terms: more than the replay's window
+    stop = await publish(first, payloads[:200])
+    await wait_recorded(client, 0, stop)
+    await client.stop_recording(IPC, STREAM)
+    await first.close()
+    replay = await client.replay(0, 0, archive.NULL_LENGTH, "aeron:ipc", 2002)
+    got = []
+    async with asyncio.timeout(10):
+        async for message in replay:
+            got.append(message.data)
+            break  # the replayer fills the window and waits for this reader
+    allocating, allocated = asyncio.Event(), asyncio.Event()
+    allocate = RecordingPos.allocate
+
+    async def held(cls, *args):
+        allocating.set()
+        await allocated.wait()
+        return await allocate(*args)
+
+    monkeypatch.setattr(RecordingPos, "allocate", classmethod(held))
+    d = arch.catalog.descriptor(0)
+    channel = (
+        f"{IPC}|init-term-id={d.initial_term_id}|term-id={d.initial_term_id + stop // TERM}"
+        f"|term-offset={stop % TERM}|mtu={d.mtu_length}"
+    )
+    await client.extend_recording(0, channel, STREAM)
+    second = await aeron.add_exclusive_publication(channel, STREAM)
+    await asyncio.wait_for(allocating.wait(), 10)  # the extension is starting
+    async with asyncio.timeout(10):  # the replayer goes on meanwhile: to the replay's end
+        async for message in replay:
+            got.append(message.data)
+            if len(got) == 200:
+                break
+    assert got == payloads[:200]
+    allocated.set()
+    await await_until(lambda: not arch.conductor.replays, 10, "the replay to end")
+    assert client.poll_for_error_response() is None
+    end = await publish(second, payloads[200:])
+    await wait_recorded(client, 0, end)
+    await replay.close()
+    assert [data for data, _ in await replay_all(client, 0, 0, -1, 300, 2003)] == payloads
+
+
 async def test_a_truncation_inside_a_frame_is_refused_and_changes_nothing(aeron, arch, client):
     await client.start_recording(IPC, STREAM)
     publication = await aeron.add_exclusive_publication(IPC, STREAM)
