@@ -37,6 +37,7 @@ from tests.support.procs import (
     procs_fixture,
     wait_recorded,
 )
+from tests.support.tmpfs import mounted
 
 TERM = 64 * 1024
 SEGMENT = 128 * 1024
@@ -503,33 +504,11 @@ async def test_an_archive_killed_mid_recording_is_recovered_and_the_recording_ex
 FULL_DISK_SEGMENT = 256 * 1024
 
 
-@contextlib.contextmanager
-def small_tmpfs(path: Path, size: str = "1m"):
-    """A tmpfs of `size` mounted on `path` (root needed), unmounted at the end."""
-    path.mkdir(parents=True, exist_ok=True)
-    mount = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-        capture_output=True,
-        text=True,
-    )
-    if mount.returncode != 0:
-        pytest.fail(
-            f"this test needs to mount a tmpfs (as root): `{' '.join(mount.args)}` failed with "
-            f"{mount.returncode}: {mount.stderr.strip()}",
-            pytrace=False,
-        )
-    try:
-        yield path
-    finally:
-        umount = subprocess.run(["umount", "-l", str(path)], capture_output=True, text=True)
-        assert umount.returncode == 0, umount.stderr
-
-
 @pytest.mark.slow
 async def test_a_full_disk_stops_the_recording_and_the_archive_goes_on(procs, tmp_path):
     driver_dir = procs.new_dir()
     procs.driver(driver_dir, *DRIVER_OPTIONS)
-    with small_tmpfs(tmp_path / "disk") as archive_dir:
+    with mounted(tmp_path / "disk", "1m") as archive_dir:
         async with aeronio.connect(driver_dir, driver_timeout_s=5) as aeron:
             service = await start_archive(
                 procs, driver_dir, archive_dir, "--segment-file-length", str(FULL_DISK_SEGMENT)

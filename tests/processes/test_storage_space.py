@@ -8,14 +8,11 @@ never a SIGBUS, and they go on, nothing lost, once there is room again."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import os
-import pathlib
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 
@@ -25,30 +22,16 @@ from aeronio.logbuffer.descriptor import compute_log_length
 from tests.support.child import child_env
 from tests.support.ports import free_port
 from tests.support.procs import procs_fixture
+from tests.support.tmpfs import mounted
 
 procs = pytest.fixture(procs_fixture, name="procs")
 MIB = 1024 * 1024
 LOG_16M = compute_log_length(16 * MIB, 4096)  # 48 MiB and a page
 
 
-@contextlib.contextmanager
-def mounted(tmp_path, size: str) -> Iterator[pathlib.Path]:
-    """A tmpfs of `size` mounted for the test (root only), unmounted after."""
-    point = tmp_path / "tmpfs"
-    point.mkdir()
-    mount = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)], capture_output=True
-    )
-    assert mount.returncode == 0, f"mounting a tmpfs needs root: {mount.stderr!r}"
-    try:
-        yield point
-    finally:
-        subprocess.run(["umount", "-l", str(point)], check=True)
-
-
 @pytest.fixture
 def tmpfs(tmp_path):
-    with mounted(tmp_path, "64m") as point:
+    with mounted(tmp_path / "tmpfs", "64m") as point:
         yield point
 
 
@@ -207,7 +190,7 @@ def test_a_sparse_log_whose_pages_others_took_holds_its_writers(
     sparse) are held where its pages end, the error log says so, and once the file goes every
     message arrives, in order. Before: the process died of SIGBUS."""
     port = free_port()
-    with mounted(tmp_path, "16m") as point:
+    with mounted(tmp_path / "tmpfs", "16m") as point:
         dir = str(point / "driver")
         lines = run_child(
             FILL + HELD, dir, str(point / "filler"), pub_channel.format(port=port),
@@ -257,7 +240,7 @@ def test_without_the_checks_a_log_with_no_room_is_refused_not_a_sigbus(tmp_path)
     is allocated first) is refused with StorageSpaceError, code STORAGE_SPACE, naming it, and
     nothing is left of it; the driver serves the next one once there is room. Before: the
     sparse one's metadata, written, was a SIGBUS."""
-    with mounted(tmp_path, "16m") as point:
+    with mounted(tmp_path / "tmpfs", "16m") as point:
         dir = str(point / "driver")
         lines = run_child(FILL + UNCHECKED, dir, str(point / "filler"))
     assert lines[0] == "filled: No space left on device"
@@ -275,7 +258,7 @@ def test_a_driver_with_no_room_for_its_files_does_not_start(tmp_path):
     with zeros): a tmpfs too small is ENOSPC at the start. Before: the driver started on
     sparse files (to die of SIGBUS writing to them later), or a failed start said
     `list.remove(x): x not in list`."""
-    with mounted(tmp_path, "1m") as point:
+    with mounted(tmp_path / "tmpfs", "1m") as point:
         with pytest.raises(OSError) as refused:
             asyncio.run(aeronio.MediaDriver.launch(dir=str(point / "driver")).start())
         assert refused.value.errno == errno.ENOSPC
