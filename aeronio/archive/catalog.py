@@ -7,7 +7,9 @@ The file
   valid flag), then the `RecordingDescriptor` body (no message header). Ids are dense from 0;
   the catalog ends after its last record with a non-zero length (a record zeroed by damage
   before it is a hole, not the end).
-- The file is sized for `max_entries` records when created (the reference's default 8192).
+- The file is sized for `max_entries` records when created (the reference's default 8192),
+  sparse: a record's extent is allocated (fallocate) before it is first written through the
+  mapping, so that a full disk refuses the recording (CatalogError) instead of a SIGBUS.
 
 Damage
 ------
@@ -325,6 +327,7 @@ class Catalog:
             stream_id, *strings,
         ).encode_block()  # fmt: skip
         at = self._offset(recording_id)
+        self._allocate(at, RECORD_LENGTH)
         self._map[at + _BODY : at + _BODY + len(body)] = np.frombuffer(body, np.uint8)
         self._map[at + 4] = VALID
         self.buffer.put_int32_ordered(at, len(body))  # publishes it
@@ -374,6 +377,15 @@ class Catalog:
                 self.recording_stopped(recording_id, stop, now_ms)
                 fixed.append(recording_id)
         return fixed
+
+    def _allocate(self, offset: int, length: int) -> None:
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, offset, length)
+        except OSError as e:
+            raise CatalogError(f"{self.path}: no room for a new entry: {e}") from None
+        finally:
+            os.close(fd)
 
     def _check_writable(self) -> None:
         if self.readonly:

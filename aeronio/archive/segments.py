@@ -38,6 +38,8 @@ format has no checksums: a payload byte flipped on disk reads back as recorded, 
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import struct
 from collections.abc import Iterator
@@ -481,8 +483,23 @@ def truncate(archive_dir: str | os.PathLike[str], layout: RecordingLayout, posit
             with open(path, "r+b") as f:
                 size = os.fstat(f.fileno()).st_size
                 if size > offset:
-                    f.seek(offset)
-                    f.write(bytes(size - offset))
+                    _zero(f.fileno(), offset, size - offset)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+_PUNCH_HOLE = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+
+
+def _zero(fd: int, offset: int, length: int) -> None:
+    """Zero a file's bytes [offset, offset + length): punched out, which allocates nothing (a
+    cut on a full disk must not fail half done), or written where the file system cannot."""
+    if _libc.fallocate(fd, _PUNCH_HOLE, offset, length) == 0:
+        return
+    error = ctypes.get_errno()
+    if error not in (errno.EOPNOTSUPP, errno.ENOSYS):
+        raise OSError(error, os.strerror(error))
+    os.pwrite(fd, bytes(length), offset)
 
 
 def map_segment(path: str | os.PathLike[str]) -> MappedSegment:
