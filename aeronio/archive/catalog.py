@@ -203,8 +203,12 @@ class Catalog:
         return 0 <= recording_id < self.max_entries and self._length(recording_id) > 0
 
     def is_valid(self, recording_id: int) -> bool:
-        """Whether the recording's entry is valid (not invalidated by a failed recording)."""
-        return self.has_recording(recording_id) and self._map[self._offset(recording_id) + 4] == 1
+        """Whether the recording's entry is not invalidated (by a failed recording): its valid
+        flag is not INVALID. A flag neither VALID nor INVALID is damage `descriptor` names."""
+        return (
+            self.has_recording(recording_id)
+            and self._map[self._offset(recording_id) + 4] != INVALID
+        )
 
     def descriptor(self, recording_id: int) -> RecordingDescriptor:
         """The recording's descriptor (stop position and timestamp as of now)."""
@@ -217,6 +221,8 @@ class Catalog:
         corrupt = f"{self.path}: recording {recording_id} has a corrupt catalog entry:"
         if not RecordingDescriptor.BLOCK_LENGTH <= length <= RECORD_LENGTH - _BODY:
             raise CatalogError(f"{corrupt} descriptor length {length}")
+        if (flag := self._map[at + 4]) not in (VALID, INVALID):
+            raise CatalogError(f"{corrupt} valid flag {flag}")
         body = bytes(self._map[at + _BODY : at + _BODY + length])
         try:
             descriptor, _ = RecordingDescriptor.decode_block(body)
@@ -227,6 +233,8 @@ class Catalog:
             stop_timestamp=self.buffer.get_int64_volatile(at + _STOP_TIMESTAMP),
             stop_position=self.buffer.get_int64_volatile(at + _STOP_POSITION),
         )
+        if descriptor.recording_id != recording_id:
+            raise CatalogError(f"{corrupt} its descriptor is recording {descriptor.recording_id}'s")
         problem = descriptor_problem(descriptor)
         if problem is not None:
             raise CatalogError(f"{corrupt} {problem}")
@@ -235,7 +243,7 @@ class Catalog:
     def entries(self) -> Iterator[tuple[int, RecordingDescriptor | CatalogError]]:
         """(recording id, its descriptor, or the CatalogError of a corrupt entry) of every entry
         but the invalidated ones, in id order: a zeroed record before the last is corrupt, and
-        so is a record the file ends inside (`damage`)."""
+        so is a record the file ends inside (`damage`) or one `descriptor` refuses."""
         for recording_id in range(len(self)):
             if not self.has_recording(recording_id):
                 yield (

@@ -282,6 +282,14 @@ CORRUPTIONS = {
     "zeroed": (0, bytes(RECORD)),
     "huge length": (0, struct.pack("<i", 1 << 30)),
     "term length 0": (TERM_LENGTH_FIELD, struct.pack("<i", 0)),
+    "valid flag 7": (4, bytes([7])),  # before: taken for invalidated, hidden without a word
+    "another id": (32 + 16, struct.pack("<q", 1)),  # before: listed as a second recording 1
+}
+PROBLEMS = {
+    "huge length": "descriptor length 1073741824",
+    "term length 0": "term length 0",
+    "valid flag 7": "valid flag 7",
+    "another id": "its descriptor is recording 1's",
 }
 
 
@@ -316,10 +324,7 @@ async def test_a_corrupt_catalog_entry_is_answered_and_hides_no_other(
                 with pytest.raises(archive.ArchiveError, match="unknown recording id 0"):
                     await client.start_replay(0, 0, -1, "aeron:ipc", 2002)
             else:
-                problem = (
-                    "descriptor length 1073741824" if kind == "huge length" else "term length 0"
-                )
-                named = f"recording 0 has a corrupt catalog entry: {problem}"
+                named = f"recording 0 has a corrupt catalog entry: {PROBLEMS[kind]}"
                 with pytest.raises(archive.ArchiveError, match=named):
                     await client.list_recording(0)
                 with pytest.raises(archive.ArchiveError, match=named):

@@ -573,6 +573,37 @@ def test_recording_ids_naming_no_sound_recording(spark, source, host, recorded, 
     )
 
 
+def test_an_entry_with_a_bad_valid_flag_or_another_id_is_corrupt(
+    spark, source, host, recorded, tmp_path
+):
+    """A valid flag neither 0 nor 1, and a descriptor whose recording id is not its entry's, are
+    corrupt entries (logged, a stream naming one fails), as the archive says. Before, the first
+    was taken for invalidated, without a word, and in the JVM the second was read as another
+    recording of that id."""
+    from aeronio.spark import SourceError
+
+    copy = tmp_path / "copy"
+    shutil.copytree(host.archive_dir, copy)
+    small, maps = recorded.small.recording_id, recorded.json.recording_id
+    with open(copy / "archive.catalog", "r+b") as f:
+        f.seek((small + 1) * 1024 + 32 + 16)  # its descriptor's recording id: json's
+        f.write(maps.to_bytes(8, "little"))
+        f.seek((maps + 1) * 1024 + 4)
+        f.write(bytes([7]))
+    ids = [r.recording_id for r in loading(spark, source, copy)().select("recording_id").collect()]
+    assert ids == [recorded.big.recording_id] * 120
+    for rid in (small, maps):
+        assert_raises(
+            failure(
+                loading(spark, source, copy, stream=True, recording_ids=rid),
+                available_now(tmp_path / f"ck{rid}"),
+            ),
+            "action",
+            SourceError,
+            f"option recording_ids: recording {rid} has a corrupt catalog entry (logged)",
+        )
+
+
 def test_a_micro_batch_planned_after_its_recording_went(host, recorded, tmp_path, caplog):
     """A micro-batch planned (or replanned by a restart) after its recording went since its
     offset was taken: its range was skipped without a word. It is data loss, raised or (option

@@ -181,8 +181,8 @@ final class Archive {
     for (int id = 0; id < count; id++) {
       int at = (id + 1) * RECORD_LENGTH;
       int length = intAcquire(catalog, at);
-      if (length != 0 && catalog.get(at + 4) != 1) {
-        continue; // invalidated
+      if (length != 0 && catalog.get(at + 4) == 0) {
+        continue; // invalidated (a flag neither 0 nor 1 is damage descriptor() names)
       }
       try {
         out.add(descriptor(catalog, path, id, at, length));
@@ -202,7 +202,13 @@ final class Archive {
     if (length < DESCRIPTOR_BLOCK_LENGTH || length > RECORD_LENGTH - BODY) {
       throw error(corrupt + " descriptor length " + length);
     }
+    if (c.get(at + 4) != 1) {
+      throw error(corrupt + " valid flag " + c.get(at + 4));
+    }
     int b = at + BODY;
+    if (c.getLong(b + 16) != id) {
+      throw error(corrupt + " its descriptor is recording " + c.getLong(b + 16) + "'s");
+    }
     long start = c.getLong(b + 40);
     long stop = longAcquire(c, b + 48);
     int term = c.getInt(b + 64), segment = c.getInt(b + 60);
