@@ -6,7 +6,8 @@ The file
 - Recording `n` is record `n + 1`: a 32-byte `RecordingDescriptorHeader` (descriptor length,
   valid flag), then the `RecordingDescriptor` body (no message header). Ids are dense from 0;
   the catalog ends after its last record with a non-zero length (a record zeroed by damage
-  before it is a hole, not the end).
+  before it is a hole, not the end). An archive's next id is past any recording's segment
+  files too (`orphans`: their entry lost), so that a new recording never adopts them.
 - The file is sized for `max_entries` records when created (the reference's default 8192),
   sparse: a record's extent is allocated (fallocate) before it is first written through the
   mapping, so that a full disk refuses the recording (CatalogError) instead of a SIGBUS.
@@ -162,6 +163,15 @@ class Catalog:
                 f"short at {cut} bytes"
             )
         self.next_recording_id = self._count()
+        # Segment files of ids from there have lost their entry (a page of the catalog never
+        # written back, damage): a new recording must not adopt them, so ids go on after them
+        self.orphans: list[int] = []
+        if not readonly:
+            self.orphans = sorted(
+                r for r in segments.recording_ids(archive_dir) if r >= self.next_recording_id
+            )
+            if self.orphans:
+                self.next_recording_id = self.orphans[-1] + 1
 
     def _map_checked(self, readonly: bool) -> None:
         # "c": never written, so it sees the writer's changes
@@ -244,7 +254,7 @@ class Catalog:
         """(recording id, its descriptor, or the CatalogError of a corrupt entry) of every entry
         but the invalidated ones, in id order: a zeroed record before the last is corrupt, and
         so is a record the file ends inside (`damage`) or one `descriptor` refuses."""
-        for recording_id in range(len(self)):
+        for recording_id in range(self._count()):  # not the ids of `orphans` after the last
             if not self.has_recording(recording_id):
                 yield (
                     recording_id,

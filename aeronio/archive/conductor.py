@@ -156,6 +156,13 @@ class ArchiveConductor:
             if isinstance(entry, CatalogError):  # said once; each request for it is refused
                 self.count_error()
                 log.warning("%s", entry)
+        for recording_id in self.catalog.orphans:
+            self.count_error()
+            log.warning(
+                "%s: recording %d has segment files and no catalog entry (lost): they are kept, "
+                "and new recordings take ids after it",
+                ctx.archive_dir, recording_id,
+            )  # fmt: skip
 
     # -- duty cycle -----------------------------------------------------------------------
 

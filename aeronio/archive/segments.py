@@ -212,17 +212,24 @@ def frame_boundary_problem(
         return f"it is inside the frame at [{at}, {at + align_frame(length)})"
 
 
-def segment_indices(archive_dir: str | os.PathLike[str], recording_id: int) -> list[int]:
-    """The indices of the recording's segment files present in the directory, in order."""
-    prefix = f"{recording_id}-"
-    found = []
+def _segment_files(archive_dir: str | os.PathLike[str]) -> Iterator[tuple[int, int]]:
+    """(recording id, index) of each segment file (`<id>-<index>.rec`) in the directory."""
     for entry in os.scandir(archive_dir):
         name = entry.name
-        if name.startswith(prefix) and name.endswith(SEGMENT_SUFFIX):
-            index = name[len(prefix) : -len(SEGMENT_SUFFIX)]
-            if index.isdigit():
-                found.append(int(index))
-    return sorted(found)
+        if name.endswith(SEGMENT_SUFFIX):
+            recording_id, _, index = name[: -len(SEGMENT_SUFFIX)].partition("-")
+            if all(n.isascii() and n.isdigit() for n in (recording_id, index)):
+                yield int(recording_id), int(index)
+
+
+def segment_indices(archive_dir: str | os.PathLike[str], recording_id: int) -> list[int]:
+    """The indices of the recording's segment files present in the directory, in order."""
+    return sorted(i for r, i in _segment_files(archive_dir) if r == recording_id)
+
+
+def recording_ids(archive_dir: str | os.PathLike[str]) -> set[int]:
+    """The ids of the recordings that have segment files in the directory."""
+    return {r for r, _ in _segment_files(archive_dir)}
 
 
 def scan_frames(segment: MappedSegment | memoryview, start: int = 0, end: int | None = None) -> int:

@@ -335,6 +335,45 @@ async def test_a_corrupt_catalog_entry_is_answered_and_hides_no_other(
             await subscription.close()
 
 
+async def test_segment_files_whose_entry_was_lost_are_never_a_new_recordings(
+    aeron, tmp_path, caplog_archive
+):
+    """The last entry lost (zeroed: a page of the catalog the OS never wrote back) with its
+    segment files still there: the archive says so, counted, and its next recording takes the
+    id after them. Before, the new recording took that id, wrote into those files and, were it
+    recovered, a replay of it went on into the lost recording's stream."""
+    options = dict(archive_dir=tmp_path / "a", segment_file_length=SEGMENT, **archive.LOCAL_ARCHIVE)
+    first, second = messages(60, seed=5), messages(20, seed=6)
+    async with archive.Archive.launch(aeron, **options):
+        async with archive.connect(aeron, **archive.LOCAL) as client:
+            await client.start_recording(IPC, STREAM)
+            publication = await aeron.add_exclusive_publication(IPC, STREAM)
+            await publish(publication, first)
+            await wait_recorded(client, 0, publication.position)
+            await client.stop_recording(IPC, STREAM)
+            await publication.close()
+    corrupt(tmp_path / "a", 0, *CORRUPTIONS["zeroed"])
+    async with archive.Archive.launch(aeron, **options) as arch:
+        (said,) = [r.getMessage() for r in caplog_archive.records]
+        assert said == (
+            f"{tmp_path / 'a'}: recording 0 has segment files and no catalog entry (lost): they "
+            "are kept, and new recordings take ids after it"
+        )
+        assert arch.conductor.errors.get() == 1
+        async with archive.connect(aeron, **archive.LOCAL) as client:
+            await client.start_recording(IPC, STREAM)
+            publication = await aeron.add_exclusive_publication(IPC, STREAM)
+            await publish(publication, second)
+            await wait_recorded(client, 1, publication.position)
+            await client.stop_recording(IPC, STREAM)
+            await publication.close()
+            assert [d.recording_id for d in await client.list_recordings()] == [1]
+            got = await test_archive.replay_all(client, 1, 0, -1, len(second))
+            assert [data for data, _ in got] == second
+            assert await client.get_stop_position(1) == got[-1][1]
+    assert sorted(os.listdir(tmp_path / "a"))[:2] == ["0-0.rec", "1-0.rec"]
+
+
 def catalog_of(archive_dir: Path, stops: list[int]) -> Path:
     """An archive's catalog with a recording stopped at each of `stops` (NULL_POSITION: left
     active)."""
