@@ -192,6 +192,8 @@ cdef class LogAppender:
             self._waiting_for_space = True
             self.consumed_doorbell.waiters += 1
         self.log.want_limit()
+        if aio_load_i32(self.log.meta + LOG_IS_PUBLICATION_REVOKED_OFFSET) & 0xFF:
+            return CLOSED_CODE  # another holder revoked it: its stream ended for good
         if aio_load_i32(self.log.meta + LOG_IS_CONNECTED_OFFSET) == 1:
             return BACK_PRESSURED_CODE
         return NOT_CONNECTED_CODE

@@ -218,6 +218,9 @@ cdef class MappedLog:
     def set_connected(self, bint connected) -> None:
         aio_store_i32(self.meta + LOG_IS_CONNECTED_OFFSET, 1 if connected else 0)
 
+    def is_publication_revoked(self) -> bool:
+        return (aio_load_i32(self.meta + LOG_IS_PUBLICATION_REVOKED_OFFSET) & 0xFF) != 0
+
     def clean(self, int64_t from_position, int64_t to_position) -> int:
         """Zero the bytes in [from_position, to_position), never crossing a term; returns bytes zeroed.
 

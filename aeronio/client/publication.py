@@ -257,6 +257,11 @@ class Publication(_core.PublicationBase):
         await self._idle(attempt, deadline, lambda: self._no_space(needed))
 
     def _closed_error(self) -> PublicationClosedError:
+        if not self._appender.is_closed and self._appender.log.is_publication_revoked():
+            return PublicationClosedError(
+                f"publication {self.registration_id} on {self.channel} was revoked (by a holder "
+                f"of it): its stream ended at {self._appender.log.end_of_stream_position()}"
+            )
         return PublicationClosedError(
             f"publication {self.registration_id} on {self.channel} is closed"
         )
@@ -375,7 +380,9 @@ class Publication(_core.PublicationBase):
         """Close it revoked (Aeron's revoke): its stream ends where it stopped, at once, not
         drained. Its subscribers' images go at once with what they had not read (their
         `is_publication_revoked` says why), a network publication's receivers' too. The
-        driver revokes the publication whoever else holds it."""
+        driver revokes the publication whoever else holds it: their offers return CLOSED from
+        then (an awaited one raises PublicationClosedError saying it was revoked), and its log
+        is kept until they close it too."""
         await self._release(revoke=True)
 
     async def _release(self, revoke: bool) -> None:

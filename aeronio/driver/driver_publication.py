@@ -294,8 +294,8 @@ class DriverPublication:
                 self.time_of_state_change_ns = now_ns
                 if drained:
                     self._on_drained()
-        elif self.state is State.LINGER and self._linger_ended(now_ns):
-            self.state = State.DONE
+        elif self.state is State.LINGER and self.ref_count <= 0 and self._linger_ended(now_ns):
+            self.state = State.DONE  # (revoked, it lingers while others hold it, as Aeron's)
 
     def _on_drained(self) -> None:
         """Its consumers have all of it, and it starts to linger."""
