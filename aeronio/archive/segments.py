@@ -348,15 +348,25 @@ class RecordingReader:
         return self.archive_dir / self.layout.file_name(self.layout.segment_index(self.position))
 
     def _segment(self, index: int) -> memoryview:
+        """The segment mapped (kept from the last call while it is the same). A file cut
+        short since it was mapped is damage: its pages past the new end would be a SIGBUS.
+        (Looked at before each read, not during one: a cut in the middle of a read still is.)"""
         mapped = self._map
+        path = self.archive_dir / self.layout.file_name(index)
         if index != self._index or mapped is None:
             self.close()
-            path = self.archive_dir / self.layout.file_name(index)
             try:
                 mapped = map_segment(path)
             except SegmentError as e:
                 raise self._damage(str(e)) from None
             self._map, self._index = mapped, index
+        else:
+            try:
+                size = os.stat(path).st_size
+            except FileNotFoundError:  # unlinked: the pages mapped stay readable
+                size = len(mapped)
+            if size < len(mapped):
+                raise self._damage(f"cut to {size} bytes under the read ({len(mapped)} mapped)")
         return memoryview(mapped)
 
     def mapped_segment(self) -> tuple[memoryview, int]:

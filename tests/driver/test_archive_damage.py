@@ -173,6 +173,48 @@ async def test_a_replay_over_damage_ends_with_an_error(aeron, arch, client, capl
     assert not [r for r in caplog_archive.records if "duty cycle failed" in r.getMessage()]
 
 
+async def test_a_segment_cut_under_a_replay_ends_it_with_an_error(
+    aeron, arch, client, caplog_archive
+):
+    """A segment file cut short (by something else) while a replay has it mapped: the replay
+    ends with the damage named at its next read. Before, reading the pages past the file's new
+    end was a SIGBUS: the archive's process, its driver and clients gone. (A cut in the middle
+    of a read still is one; the test cuts between reads, under the replay's lock.)"""
+    recorded = await record(aeron, arch, client)
+    subscription = await client.replay(0, 0, archive.NULL_LENGTH, "aeron:ipc", 2002)
+    got, error = [], None
+    try:
+        async with asyncio.timeout(30):
+            while not got:  # one message read: the replayer fills the window, then waits
+                messages = []
+                for image in subscription.images:
+                    image.poll_messages(messages, 1)
+                got += [(m.data, m.position) for m in messages]
+                await asyncio.sleep(0.001)
+            (replay,) = arch.conductor.replays.values()
+            assert replay.lock.acquire(timeout=10)  # no duty cycle of it under way
+            try:
+                position = replay.reader.position
+                os.truncate(recorded.path(position), 0)
+            finally:
+                replay.lock.release()
+            while error is None or subscription.images:
+                messages = []
+                for image in subscription.images:
+                    image.poll_messages(messages, 256)
+                got += [(m.data, m.position) for m in messages]
+                if error is None:
+                    error = client.poll_for_error_response()
+                if not messages:
+                    await asyncio.sleep(0.001)
+    finally:
+        await subscription.close()
+    assert damage_of(error, recorded) == (position, recorded.path(position), position)
+    assert f"cut to 0 bytes under the read ({SEGMENT} mapped)" in str(error)
+    assert got == recorded.delivered(position)
+    assert not [r for r in caplog_archive.records if "duty cycle failed" in r.getMessage()]
+
+
 @pytest.mark.slow  # about 11 s each, the merge's live image waited for
 @pytest.mark.parametrize("remerge", [False, True])
 async def test_a_replay_merge_over_damage_raises_the_archive_error(aeron, arch, client, remerge):
