@@ -85,21 +85,29 @@ async def replay_to_its_end(client, stream_id: int = 2002):
     """Replay recording 0 from its start; the messages received until its image ends, and the
     error the archive sent for it."""
     subscription = await client.replay(0, 0, archive.NULL_LENGTH, "aeron:ipc", stream_id)
-    got, error = [], None
+    got: list[tuple[bytes, int]] = []
     try:
-        async with asyncio.timeout(30):
-            while error is None or subscription.images:
-                messages = []
-                for image in subscription.images:
-                    image.poll_messages(messages, 256)
-                got += [(m.data, m.position) for m in messages]
-                if error is None:
-                    error = client.poll_for_error_response()
-                if not messages:
-                    await asyncio.sleep(0.001)
+        error = await read_until_ended(client, subscription, got)
     finally:
         await subscription.close()
     return got, error
+
+
+async def read_until_ended(client, subscription, got: list) -> archive.ArchiveError | None:
+    """(data, position) of the replay's messages into `got` until its image ended and the
+    archive's error for it came (within 30 s); that error."""
+    error = None
+    async with asyncio.timeout(30):
+        while error is None or subscription.images:
+            messages = []
+            for image in subscription.images:
+                image.poll_messages(messages, 256)
+            got += [(m.data, m.position) for m in messages]
+            if error is None:
+                error = client.poll_for_error_response()
+            if not messages:
+                await asyncio.sleep(0.001)
+    return error
 
 
 def damage_of(error: archive.ArchiveError, recorded: Recorded) -> tuple[int, Path, int]:
@@ -182,7 +190,7 @@ async def test_a_segment_cut_under_a_replay_ends_it_with_an_error(
     of a read still is one; the test cuts between reads, under the replay's lock.)"""
     recorded = await record(aeron, arch, client)
     subscription = await client.replay(0, 0, archive.NULL_LENGTH, "aeron:ipc", 2002)
-    got, error = [], None
+    got = []
     try:
         async with asyncio.timeout(30):
             while not got:  # one message read: the replayer fills the window, then waits
@@ -198,15 +206,7 @@ async def test_a_segment_cut_under_a_replay_ends_it_with_an_error(
                 os.truncate(recorded.path(position), 0)
             finally:
                 replay.lock.release()
-            while error is None or subscription.images:
-                messages = []
-                for image in subscription.images:
-                    image.poll_messages(messages, 256)
-                got += [(m.data, m.position) for m in messages]
-                if error is None:
-                    error = client.poll_for_error_response()
-                if not messages:
-                    await asyncio.sleep(0.001)
+        error = await read_until_ended(client, subscription, got)
     finally:
         await subscription.close()
     assert damage_of(error, recorded) == (position, recorded.path(position), position)
@@ -377,6 +377,16 @@ async def test_a_corrupt_catalog_entry_is_answered_and_hides_no_other(
             await subscription.close()
 
 
+async def record_stopped(aeron, client, recording_id: int, payloads: list[bytes]) -> None:
+    """`payloads` recorded from IPC stream STREAM as `recording_id`, then stopped."""
+    await client.start_recording(IPC, STREAM)
+    publication = await aeron.add_exclusive_publication(IPC, STREAM)
+    await publish(publication, payloads)
+    await wait_recorded(client, recording_id, publication.position)
+    await client.stop_recording(IPC, STREAM)
+    await publication.close()
+
+
 async def test_segment_files_whose_entry_was_lost_are_never_a_new_recordings(
     aeron, tmp_path, caplog_archive
 ):
@@ -388,12 +398,7 @@ async def test_segment_files_whose_entry_was_lost_are_never_a_new_recordings(
     first, second = messages(60, seed=5), messages(20, seed=6)
     async with archive.Archive.launch(aeron, **options):
         async with archive.connect(aeron, **archive.LOCAL) as client:
-            await client.start_recording(IPC, STREAM)
-            publication = await aeron.add_exclusive_publication(IPC, STREAM)
-            await publish(publication, first)
-            await wait_recorded(client, 0, publication.position)
-            await client.stop_recording(IPC, STREAM)
-            await publication.close()
+            await record_stopped(aeron, client, 0, first)
     corrupt(tmp_path / "a", 0, *CORRUPTIONS["zeroed"])
     async with archive.Archive.launch(aeron, **options) as arch:
         (said,) = [r.getMessage() for r in caplog_archive.records]
@@ -403,12 +408,7 @@ async def test_segment_files_whose_entry_was_lost_are_never_a_new_recordings(
         )
         assert arch.conductor.errors.get() == 1
         async with archive.connect(aeron, **archive.LOCAL) as client:
-            await client.start_recording(IPC, STREAM)
-            publication = await aeron.add_exclusive_publication(IPC, STREAM)
-            await publish(publication, second)
-            await wait_recorded(client, 1, publication.position)
-            await client.stop_recording(IPC, STREAM)
-            await publication.close()
+            await record_stopped(aeron, client, 1, second)
             assert [d.recording_id for d in await client.list_recordings()] == [1]
             got = await test_archive.replay_all(client, 1, 0, -1, len(second))
             assert [data for data, _ in got] == second

@@ -23,11 +23,7 @@ from tests.support.procs import await_until
 async def test_a_revoked_publications_images_go_at_once_their_unread_messages_raised(
     tmp_path, medium
 ):
-    channel = (
-        "aeron:ipc?term-length=64k"
-        if medium == "ipc"
-        else f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
-    )
+    channel = channel_of(medium)
     dir = str(tmp_path / "driver")
     driver = await MediaDriver.launch(dir=dir, publication_linger_ns=100_000_000).start()
     try:
@@ -67,11 +63,7 @@ async def test_the_other_holders_of_a_revoked_publication_are_told_and_keep_its_
     counters until that holder lets go too (as Aeron's). Before, its offers said NOT_CONNECTED
     for ever, and once the linger was over its log was deleted and its limit counter freed
     for the next resource while it still read it."""
-    channel = (
-        "aeron:ipc?term-length=64k"
-        if medium == "ipc"
-        else f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
-    )
+    channel = channel_of(medium)
     dir = str(tmp_path / "driver")
     driver = await MediaDriver.launch(dir=dir, publication_linger_ns=10_000_000).start()
     try:
@@ -103,6 +95,12 @@ async def test_the_other_holders_of_a_revoked_publication_are_told_and_keep_its_
             assert not os.path.exists(log)
     finally:
         await driver.close()
+
+
+def channel_of(medium: str) -> str:
+    if medium == "ipc":
+        return "aeron:ipc?term-length=64k"
+    return f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
 
 
 def _received(driver: MediaDriver, end: int) -> bool:
