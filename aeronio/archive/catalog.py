@@ -165,10 +165,13 @@ class Catalog:
         self.next_recording_id = self._count()
         # Segment files of ids from there have lost their entry (a page of the catalog never
         # written back, damage): a new recording must not adopt them, so ids go on after them
+        # (ids past the catalog's end are none a recording could take)
         self.orphans: list[int] = []
         if not readonly:
             self.orphans = sorted(
-                r for r in segments.recording_ids(archive_dir) if r >= self.next_recording_id
+                r
+                for r in segments.recording_ids(archive_dir)
+                if self.next_recording_id <= r < self.max_entries
             )
             if self.orphans:
                 self.next_recording_id = self.orphans[-1] + 1
