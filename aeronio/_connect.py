@@ -54,7 +54,7 @@ class Connection:
 
 
 def connect(
-    dir: str | os.PathLike | None = None,
+    dir: str | os.PathLike[str] | None = None,
     *,
     idle_strategy: IdleStrategy = DEFAULT_IDLE_STRATEGY,
     driver_timeout_s: float = DEFAULT_DRIVER_TIMEOUT_S,

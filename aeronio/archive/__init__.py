@@ -12,7 +12,7 @@ Reading what was recorded needs no archive process: `Catalog`, `RecordingReader`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from aeronio import _lazy
 
@@ -39,7 +39,19 @@ if TYPE_CHECKING:
 # An archive and its clients on one driver, over IPC only (no UDP port taken): the archive's
 # options (`Archive.launch(aeron, **LOCAL_ARCHIVE, ...)`) and its clients' (`connect`).
 LOCAL_ARCHIVE = {"control_channel": "aeron:ipc", "recording_events_channel": "aeron:ipc"}
-LOCAL = {
+
+
+class _LocalClient(TypedDict):
+    """`LOCAL`'s keys, typed as `connect` takes them."""
+
+    control_channel: str
+    control_stream_id: int
+    response_channel: str
+    response_stream_id: int
+    recording_events_channel: str
+
+
+LOCAL: _LocalClient = {
     "control_channel": "aeron:ipc",
     "control_stream_id": 11,
     "response_channel": "aeron:ipc",

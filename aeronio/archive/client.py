@@ -17,7 +17,7 @@ import collections
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Callable, Generator
+from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
 from aeronio._core import Message
@@ -373,7 +373,7 @@ class ArchiveClient:
         remerge: bool = False,
         subscription_channel: str = "aeron:udp?control-mode=manual",
         poll_interval_s: float = 0.005,
-    ) -> AsyncIterator[Message]:
+    ) -> AsyncGenerator[Message, None]:
         """Every message of a live stream from `position` (NULL_POSITION: the recording's
         start), first from its recording, then from the live stream: replayed to
         `replay_destination` (`aeron:udp?endpoint=host:port`), joined on `live_destination`
@@ -500,7 +500,7 @@ class ArchiveClient:
 
     # -- events ---------------------------------------------------------------------------
 
-    async def recording_events(self) -> AsyncIterator[codecs.Message]:
+    async def recording_events(self) -> AsyncGenerator[codecs.Message, None]:
         """RecordingStarted, RecordingProgress and RecordingStopped events, as they come."""
         subscription = await self.aeron.add_subscription(
             self.recording_events_channel, self.recording_events_stream_id

@@ -49,7 +49,11 @@ class MediaDriver:
 
     @classmethod
     def launch(
-        cls, dir: str | None = None, *, config_file: str | None = None, **options: object
+        cls,
+        dir: str | os.PathLike[str] | None = None,
+        *,
+        config_file: str | None = None,
+        **options: object,
     ) -> MediaDriver:
         """A driver to start with `async with` (or `await driver.start()`). Options come from
         keywords, then `AERONIO_*` environment variables, then `config_file`, then defaults."""

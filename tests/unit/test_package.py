@@ -109,6 +109,8 @@ def declared(
             names = ast.literal_eval(node.value)
         elif isinstance(node, ast.Assign) and not ast.unparse(node.targets[0]).startswith("_"):
             own.add(ast.unparse(node.targets[0]))
+        elif isinstance(node, ast.AnnAssign) and not ast.unparse(node.target).startswith("_"):
+            own.add(ast.unparse(node.target))
     return imports, table, names, own
 
 
