@@ -44,6 +44,7 @@ cdef extern from "aeronio_cpython.h":
     PyObject* aio_list_item "PyList_GET_ITEM" (PyObject* list, Py_ssize_t index) noexcept
 
 from asyncio import _get_running_loop
+from types import GenericAlias as _GenericAlias
 
 from aeronio.errors import AeronError, ClaimError, MessageTooLargeError
 

@@ -111,6 +111,9 @@ cdef class Completed:
     cdef object _owner  # a weak reference to what puts the value back (_put_back); None: offers
     cdef bint _untaken  # a message (or batch) in `value` that no await took yet
 
+    def __class_getitem__(cls, item):  # generic, as the stub types it, at run time too
+        return _GenericAlias(cls, item)
+
     def __await__(self):
         return self
 

@@ -98,6 +98,9 @@ cdef class Message(Header):
 
     cdef readonly object data
 
+    def __class_getitem__(cls, item):  # Message[bytes], as the stub types it, at run time too
+        return _GenericAlias(cls, item)
+
     def __init__(self, object data, Header header):
         self.data = data
         self._wrap(header._bytes)

@@ -723,6 +723,9 @@ cdef class FragmentAssembler:
     cdef object _handler
     cdef dict _builders
 
+    def __class_getitem__(cls, item):  # generic, as the stub types it, at run time too
+        return _GenericAlias(cls, item)
+
     def __init__(self, handler):
         self._handler = handler
         self._builders = {}

@@ -1,15 +1,20 @@
 """A user's program written as the docs show the API type-checks under `mypy --strict`: the
 archive's LOCAL options into `connect`, closing the async generators `recording_events` and
-`replay_merge` (as the docs say to stop them), a driver directory given as a Path."""
+`replay_merge` (as the docs say to stop them), a driver directory given as a Path; and the
+classes the stub makes generic can be subscripted at run time."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
+
+from aeronio import _core
 
 ROOT = Path(__file__).parents[2]
 
@@ -54,3 +59,20 @@ def test_a_program_as_the_docs_write_it_type_checks_strictly(tmp_path: Path):
         env=os.environ | {"MYPYPATH": str(ROOT)},  # the package as a checkout has it
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_stubs_generic_classes_are_subscriptable_at_run_time():
+    """`Message[bytes]` in an annotation Python evaluates (no `from __future__ import
+    annotations`, pydantic, typing.get_type_hints): the stub makes them generic, the module
+    gives them __class_getitem__. Before: TypeError, not subscriptable."""
+    stub = ast.parse((ROOT / "aeronio" / "_core.pyi").read_text())
+    generic = [
+        node.name
+        for node in stub.body
+        if isinstance(node, ast.ClassDef) and any(isinstance(b, ast.Subscript) for b in node.bases)
+    ]
+    assert generic == ["Message", "FragmentAssembler", "Completed"]
+    for name in generic:
+        cls = getattr(_core, name)
+        alias = cls[int]
+        assert (typing.get_origin(alias), typing.get_args(alias)) == (cls, (int,))
