@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aeronio import _core, counters, idle
 from aeronio.counters import SENDER_POSITION_TYPE_ID
@@ -27,6 +27,10 @@ from aeronio.logbuffer import signals, waker
 from aeronio.protocol import control as p
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from aeronio._core import _Bytes as Buffer  # a bytes-like object, an ndarray included
     from aeronio.client.conductor import ClientConductor
 
 NOT_CONNECTED: int = _core.NOT_CONNECTED
@@ -34,8 +38,6 @@ BACK_PRESSURED: int = _core.BACK_PRESSURED
 ADMIN_ACTION: int = _core.ADMIN_ACTION
 CLOSED: int = _core.CLOSED
 MAX_POSITION_EXCEEDED: int = _core.MAX_POSITION_EXCEEDED
-
-Buffer = bytes | bytearray | memoryview | Any
 
 
 class Publication(_core.PublicationBase):
@@ -166,7 +168,7 @@ class Publication(_core.PublicationBase):
                 return result
 
     async def offer_batch(
-        self, messages: Sequence[Buffer] | Any, *, timeout: float | None = None
+        self, messages: Sequence[Buffer] | NDArray[np.uint8], *, timeout: float | None = None
     ) -> int:
         """Append every message (a sequence of buffers or a 2-D uint8 array of records), waiting
         as `offer` does; returns the position after the last one (this publication's own, even
@@ -455,6 +457,8 @@ class ExclusivePublication(Publication):
         deadline = idle.deadline(timeout)
         attempt = 0
         while (result := self._appender.try_offer_block(block)) <= 0:
-            await self._wait(result, deadline, attempt, memoryview(block).nbytes)
+            # (numpy's stubs make an ndarray a Buffer from Python 3.12 on)
+            needed = memoryview(block).nbytes  # type: ignore[arg-type]
+            await self._wait(result, deadline, attempt, needed)
             attempt += 1
         return result

@@ -48,17 +48,34 @@ async def main(home: Path) -> None:
 """
 
 
+MISTAKES = """
+import aeronio
+
+
+async def main(publication: aeronio.ExclusivePublication) -> None:
+    await publication.offer_batch(42)
+    publication.try_offer_block("text")
+    await publication.offer_block(3.5)
+"""
+
+
 @pytest.mark.slow  # about 12 s: mypy reads the package
-def test_a_program_as_the_docs_write_it_type_checks_strictly(tmp_path: Path):
-    program = tmp_path / "user_program.py"
-    program.write_text(PROGRAM)
+def test_a_program_as_the_docs_write_it_type_checks_strictly_and_mistakes_do_not(tmp_path: Path):
+    """The mistakes (each a TypeError at run time) were accepted: the publication's buffer
+    type was a union with Any."""
+    (tmp_path / "user_program.py").write_text(PROGRAM)
+    (tmp_path / "mistakes.py").write_text(MISTAKES)
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
-         "--cache-dir", str(tmp_path / "cache"), str(program)],
+         "--cache-dir", str(tmp_path / "cache"), "user_program.py", "mistakes.py"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
         env=os.environ | {"MYPYPATH": str(ROOT)},  # the package as a checkout has it
     )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
+    errors = [line for line in result.stdout.splitlines() if ": error: " in line]
+    assert [e.split(": error: ")[0] for e in errors] == [
+        "mistakes.py:6", "mistakes.py:7", "mistakes.py:8"
+    ], result.stdout + result.stderr  # fmt: skip
+    assert all(e.endswith("[arg-type]") for e in errors), errors
 
 
 def test_the_stubs_generic_classes_are_subscriptable_at_run_time():
