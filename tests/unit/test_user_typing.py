@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from aeronio import _core
+from tests.support.python_source import parse
 
 ROOT = Path(__file__).parents[2]
 
@@ -82,7 +83,7 @@ def test_the_stubs_generic_classes_are_subscriptable_at_run_time():
     """`Message[bytes]` in an annotation Python evaluates (no `from __future__ import
     annotations`, pydantic, typing.get_type_hints): the stub makes them generic, the module
     gives them __class_getitem__. Before: TypeError, not subscriptable."""
-    stub = ast.parse((ROOT / "aeronio" / "_core.pyi").read_text())
+    stub = parse(ROOT / "aeronio" / "_core.pyi")
     generic = [
         node.name
         for node in stub.body
