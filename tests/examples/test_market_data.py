@@ -39,7 +39,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "market_data"
 SYMBOLS = 6
-RUN_ARGS = ["--symbols", SYMBOLS, "--rate", 2000, "--speed", 60, "--seconds", 150, "--port", 0]
+# The feed runs until the tests' Ctrl-C, which comes once Spark's live bars show. Spark's first
+# bars take ~80 s here from the run's start with the run's processes busy on both cores (the
+# session starts in ~40 s, its first micro-batches with the sink take the rest); machines
+# 2-3 times slower must still pass, hence the long deadline (only a failure waits it out).
+RUN_ARGS = ["--symbols", SYMBOLS, "--rate", 2000, "--speed", 60, "--seconds", 900, "--port", 0]
+SPARK_BARS_S = 480
 ROW = re.compile(r"^\s*\d+ \|")
 DATA, FRAME_HEADER, UNFRAGMENTED = 1, 32, 0xC0
 
@@ -70,25 +75,38 @@ class MarketRun:
             self.child.stop(signal.SIGINT, timeout=120)
             raise
         self.status: int | None = None
+        self.deadline = time.monotonic() + SPARK_BARS_S
 
     @property
     def running(self) -> bool:
         return self.status is None
 
+    def wait_for_spark_bars(self) -> None:
+        """Until the table shows Spark's live bars; fails at the run's deadline for them, or if
+        run.py ends first, with what it and Spark printed."""
+        while not any(spark_bars(row) for row in table(self.child.stdout_seen)):
+            try:
+                if self.child.next_line(self.deadline - time.monotonic()) is None:
+                    pytest.fail(f"run.py ended before Spark's bars: {self.describe()}")
+            except queue.Empty:
+                pytest.fail(f"no Spark bars in {SPARK_BARS_S} s: {self.describe()}")
+
     def finish(self) -> list[str]:
         """Ctrl-C once the table shows Spark's live bars (at once if already done); every line
         run.py printed, once it has exited."""
         if self.status is None:
-            deadline = time.monotonic() + 150
-            while not any(spark_bars(row) for row in table(self.child.stdout_seen)):
-                try:
-                    if self.child.next_line(deadline - time.monotonic()) is None:
-                        break  # it ended by itself (--seconds)
-                except queue.Empty:
-                    pytest.fail(f"no Spark bars in the table: {self.child.describe()}")
-            self.child.send_signal(signal.SIGINT)
-            self.status = self.child.wait(180)
+            try:
+                self.wait_for_spark_bars()
+            finally:
+                self.child.send_signal(signal.SIGINT)
+                self.status = self.child.wait(300)
         return self.child.lines()
+
+    def describe(self) -> str:
+        """run.py's state and last lines, and the end of Spark's log."""
+        log = self.work / "spark.log"
+        spark = log.read_text(errors="replace")[-3000:] if log.exists() else "(none)"
+        return f"{self.child.describe()}\nspark.log ends:\n{spark}"
 
 
 def table(lines: list[str]) -> list[list[str]]:
@@ -212,7 +230,8 @@ def test_the_dashboard_shows_live_prices_the_book_and_spark_bars(market, browser
             assert number(row[1]) < number(row[2]), f"bid below ask: {row}"
             assert number(row[5]) > 0 and number(row[6]) > 0
 
-        page.wait_for_selector("#bars tbody tr", timeout=150_000)  # Spark's first live bars
+        market.wait_for_spark_bars()
+        page.wait_for_selector("#bars tbody tr", timeout=60_000)  # over the bars stream
         page.wait_for_function("Number(document.getElementById('chart').dataset.candles) > 0")
         shown = page.eval_on_selector_all(
             "#bars tbody tr",
@@ -253,7 +272,7 @@ def test_the_run_shows_rates_and_ends_cleanly_on_ctrl_c(market):
     ends the run with every end figure checked (status 0), the driver's directory removed and
     none of the run's processes left."""
     lines = market.finish()
-    assert market.status == 0, market.child.describe()
+    assert market.status == 0, market.describe()
     rows = table(lines)
     flowing = [r for r in rows if all((number(c.split()[0]) or 0) > 0 for c in r[1:6])]
     assert len(flowing) >= 5, rows
