@@ -6,7 +6,7 @@
 # decides which receivers went silent. Everything else goes to Python (SendChannelEndpoint). A
 # status message with flags (a setup request, or a receiver's farewell) makes every receiver's
 # next status message of its session (of every session, for session 0 and stream 0) Python's
-# again: after a setup request, that SM is what ends the SETUP the request asked for.
+# again: a receiver back after its farewell, or set up anew, is news at once, not at the timer.
 
 from libc.string cimport memcmp
 

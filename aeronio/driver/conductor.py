@@ -36,7 +36,11 @@ from aeronio.driver.client_proxy import ClientProxy, Reply
 from aeronio.driver.context import DriverContext
 from aeronio.driver.driver_publication import DriverPublication, PublicationParts, State
 from aeronio.driver.ipc_publication import IpcPublication
-from aeronio.driver.log_params import publication_log_params
+from aeronio.driver.log_params import (
+    RECEIVER_INITIAL_WINDOW_LENGTH,
+    os_default_socket_buffer_lengths,
+    publication_log_params,
+)
 from aeronio.driver.loss_report import LossReport
 from aeronio.driver.network_publication import NetworkPublication
 from aeronio.driver.raw_log_factory import RawLogFactory, free_log
@@ -1013,6 +1017,22 @@ def _check_subscription_channel(channel: ChannelUri) -> None:
         raise ChannelUriError(f"{channel}: a multicast subscription takes no control address")
     if channel.is_udp and channel.control is not None and channel.address("control")[1] == 0:
         raise ChannelUriError(f"{channel}: control port 0 names no publication to answer")
+    if receives:
+        _check_window_for_rcvbuf(channel)
+
+
+def _check_window_for_rcvbuf(channel: ChannelUri) -> None:
+    """A receiver's window (rcv-wnd, else Aeron's initial one) fits its socket's receive buffer
+    (so-rcvbuf, else the OS default): a sender let past what the socket holds has its data
+    dropped there. Aeron's driver refuses it too ("Initial window greater than SO_RCVBUF")."""
+    window = channel.rcv_wnd or RECEIVER_INITIAL_WINDOW_LENGTH
+    rcvbuf = channel.so_rcvbuf or os_default_socket_buffer_lengths()[1]
+    if window > rcvbuf:
+        whose = "so-rcvbuf" if channel.so_rcvbuf else "the OS default SO_RCVBUF"
+        raise ChannelUriError(
+            f"{channel}: rcv-wnd={window} is greater than {whose} ({rcvbuf}): the window must "
+            "fit the socket's receive buffer (raise so-rcvbuf, or lower rcv-wnd)"
+        )
 
 
 def _destination_channel(text: str) -> ChannelUri:

@@ -3,19 +3,23 @@
 
 Fed the clock and the control frames that arrive (status messages, NAKs, RTT measurements), it
 keeps the sender limit and says which datagrams to send besides new data: SETUP until a receiver
-answers (and whenever one asks), retransmits of NAKed ranges within the term behind the sender
-position (what was sent of them, at most RETRANSMIT_RECEIVER_WINDOW_MULTIPLE receiver windows),
+answers (and whenever one asks, new data going on meanwhile as Aeron's), retransmits of NAKed
+ranges within the term behind the sender position (what was sent of them, at most
+RETRANSMIT_RECEIVER_WINDOW_MULTIPLE receiver windows; `retransmit_handler` says which and when),
 and a heartbeat (EOS-flagged once the publication ended and everything was sent) after 100 ms
-without data. New data (the log's frames from the sender position up to min(sender limit,
-MTU, term end), several frames per datagram, a PAD as its header only) is sent by the C
+without data. New data (the log's frames from the sender position up to min(sender limit, MTU,
+term end), several frames per datagram, a PAD as its header only) is sent by the C
 PublicationSender alone (`data_sender`: in the driver, by its DataPath), whenever this machine
-allows it: while no SETUP is due and no retransmit is scheduled, which go first. The heartbeat
-is the PublicationSender's too: the DataPath sends it while new data is allowed (an idle stream
-needs no Python), `send` after a SETUP and retransmits otherwise.
+allows it: once a receiver answered a SETUP, while no retransmit is scheduled (they go first).
+The heartbeat is the PublicationSender's too: the DataPath sends it while new data is allowed
+(an idle stream needs no Python), `send` before the first answer and while retransmits wait.
 
-It keeps what each receiver acknowledged (the consumption position of its status messages):
-`acknowledged_position`, what every receiver heard lately has, says when a released
-publication has delivered its stream (`has_delivered`).
+It keeps which receivers are live (Aeron's receiver liveness: heard within RECEIVER_TIMEOUT_NS,
+and neither said farewell nor refused the stream with an ERR frame): the publication is
+connected while one is, and flow control has the receivers it requires. And what each receiver
+acknowledged (the consumption position of its status messages): `acknowledged_position`, what
+every receiver heard lately has, says when a released publication has delivered its stream
+(`has_delivered`).
 """
 
 from __future__ import annotations
@@ -100,8 +104,8 @@ class SenderStateMachine:
         start = log.producer_position
         sender_position.set(start)
         sender_limit.set(start)
-        self._setup_due = True
-        self._setup_elicited = False  # a receiver asked for a SETUP not sent yet
+        self._has_initial_connection = False  # a receiver answered a SETUP
+        self._setup_elicited = False  # a receiver asked for a SETUP (until one went with one live)
         self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
         self.data_sender = PublicationSender(
             log.mapped,
@@ -121,7 +125,11 @@ class SenderStateMachine:
         # Unicast: the DataPath moves the limit on a status message as `on_status_message` does
         # (to the same limit), and sends the window it opens at once.
         self.data_sender.follow_status_messages(type(self.flow_control) is UnicastFlowControl)
-        self._time_of_last_sm_ns: int | None = None
+        # Receiver liveness: receiver id -> when its last status message came. A farewell or an
+        # ERR frame takes the receiver out at once; `_departed` (receiver id -> when) keeps a
+        # status message heard before that (a repeat taken late) from bringing it back.
+        self._live: dict[int, int] = {}
+        self._departed: dict[int, int] = {}
         # receiver id -> (the consumption position it acknowledged, when last heard)
         self._receivers_acked: dict[int, tuple[int, int]] = {}
         self.acknowledged_position = start  # what every receiver heard lately has
@@ -150,23 +158,22 @@ class SenderStateMachine:
         if sm.is_setup_eliciting:
             if self.sender_position.get() >= self.log.end_of_stream_position:
                 return  # the stream ended and was sent: no new receiver to set up (as Aeron)
-            self._setup_due = self._setup_elicited = True
+            self._setup_elicited = True
             self._time_of_last_setup_ns = now_ns - SETUP_TIMEOUT_NS
-            self._allow_new_data()
             return
         ahead = self._consumed(sm) - self.sender_position.get()
         if not -self.term_length <= ahead <= self.term_length >> 1:
             self.system[SystemCounters.STATUS_MESSAGES_REJECTED].increment()
             return
+        if now_ns <= self._departed.get(sm.receiver_id, now_ns - 1):
+            return  # heard before its farewell or ERR frame: it stays gone
         if sm.is_end_of_stream:  # its farewell: what it read counts, it paces no more
             self._acknowledge(sm, now_ns)
-            limit = self.flow_control.on_receiver_left(sm.receiver_id, self.sender_limit.get())
-            self.sender_limit.set(limit)
-            self._update_receivers()
+            self._depart(sm.receiver_id, now_ns)
             return
-        self._time_of_last_sm_ns = max(now_ns, self._time_of_last_sm_ns or now_ns)
-        if not self._setup_elicited:  # a receiver that asked for a SETUP still gets it
-            self._setup_due = False
+        self._departed.pop(sm.receiver_id, None)
+        self._live[sm.receiver_id] = max(now_ns, self._live.get(sm.receiver_id, now_ns))
+        self._has_initial_connection = True
         limit = self.flow_control.on_status_message(
             sm, self.sender_limit.get(), self.initial_term_id, self.term_length, now_ns
         )
@@ -198,10 +205,16 @@ class SenderStateMachine:
         (the publication's clients), once: its next ERR frames find it gone, as Aeron's."""
         if self._receivers_acked.pop(error.receiver_id, None) is None:
             return
-        limit = self.flow_control.on_receiver_left(error.receiver_id, self.sender_limit.get())
+        self._depart(error.receiver_id, now_ns)
+        self.on_receiver_error(error, source)
+
+    def _depart(self, receiver_id: int, now_ns: int) -> None:
+        """A receiver left (its farewell, its ERR frame): not live, out of flow control."""
+        self._live.pop(receiver_id, None)
+        self._departed[receiver_id] = now_ns
+        limit = self.flow_control.on_receiver_left(receiver_id, self.sender_limit.get())
         self.sender_limit.set(limit)
         self._update_receivers()
-        self.on_receiver_error(error, source)
 
     def on_rttm(self, rttm: RttmFrame, now_ns: int) -> bytes | None:
         """The reply to an RTT measurement request (None for anything else)."""
@@ -216,18 +229,16 @@ class SenderStateMachine:
 
     @property
     def is_connected(self) -> bool:
-        """A receiver answered lately, and flow control has the receivers it requires."""
+        """A receiver is live, and flow control has the receivers it requires."""
         return self._connected
 
     def check_receiver_liveness(self, now_ns: int) -> None:
-        """Receivers silent too long stop counting (for flow control too); none at all for
-        RECEIVER_TIMEOUT_NS: the publication is not connected."""
+        """Receivers silent for RECEIVER_TIMEOUT_NS stop counting (for flow control too); with
+        none live, the publication is not connected."""
         self.sender_limit.set(self.flow_control.on_idle(now_ns, self.sender_limit.get()))
-        if (
-            self._time_of_last_sm_ns is not None
-            and now_ns - self._time_of_last_sm_ns > RECEIVER_TIMEOUT_NS
-        ):
-            self._time_of_last_sm_ns = None
+        for heard in (self._live, self._departed):
+            for receiver_id in [r for r, t in heard.items() if now_ns - t > RECEIVER_TIMEOUT_NS]:
+                del heard[receiver_id]
         acked = self._receivers_acked
         for receiver_id, (_, heard_ns) in list(acked.items()):
             if now_ns - heard_ns > RECEIVER_TIMEOUT_NS:
@@ -286,10 +297,7 @@ class SenderStateMachine:
     def _update_receivers(self) -> None:
         if self.receivers is not None:
             self.receivers.set(self.flow_control.receiver_count)
-        connected = (
-            self._time_of_last_sm_ns is not None and self.flow_control.has_required_receivers()
-        )
-        self._connected = connected
+        self._connected = bool(self._live) and self.flow_control.has_required_receivers()
         self.refresh_connected()
 
     def refresh_connected(self) -> None:
@@ -308,9 +316,16 @@ class SenderStateMachine:
 
     # -- datagrams out ----------------------------------------------------------------
 
+    @property
+    def _setup_due(self) -> bool:
+        """SETUPs go until a receiver answers one, and when one asks (Aeron's setup check)."""
+        return self._setup_elicited or not self._has_initial_connection
+
     def _allow_new_data(self) -> None:
-        """New data may go while no SETUP is due and no retransmit is scheduled."""
-        self.data_sender.allow_new_data(not self._setup_due and not self.retransmit.scheduled)
+        """New data may go once a receiver answered a SETUP, while no retransmit is scheduled."""
+        self.data_sender.allow_new_data(
+            self._has_initial_connection and not self.retransmit.scheduled
+        )
 
     def send(self, now_ns: int) -> list:
         """The datagrams to send now besides new data, in order: a due SETUP, due retransmits, a
@@ -322,7 +337,7 @@ class SenderStateMachine:
         if self._setup_due and now_ns - self._time_of_last_setup_ns >= SETUP_TIMEOUT_NS:
             out.append(self._setup())
             self._time_of_last_setup_ns = now_ns
-            self._setup_elicited = False
+            self._setup_elicited = self._setup_elicited and not self._live
         if self.retransmit.pending:
             for term_id, term_offset, length in self.retransmit.due(now_ns):
                 self._resend(term_id, term_offset, length, out)
@@ -355,16 +370,17 @@ class SenderStateMachine:
         if position < sender_position - self.term_length:
             return  # cleaned away by now
         term = self._terms[d.index_by_position(position, self.term_length)]
-        end = term_offset + min(length, sender_position - position)
+        start, end = term_offset, term_offset + min(length, sender_position - position)
         while term_offset < end:
             covered, count = scan_datagrams(
                 term, term_offset, end - term_offset, self.mtu, MAX_DATAGRAMS_PER_SEND, out
             )
             if count == 0:
                 break
-            self.system[SystemCounters.RETRANSMITS_SENT].increment(count)
-            self.system[SystemCounters.RETRANSMITTED_BYTES].increment(covered)
             term_offset += covered
+        if term_offset > start:  # one retransmit per range, as Aeron counts them
+            self.system[SystemCounters.RETRANSMITS_SENT].increment()
+            self.system[SystemCounters.RETRANSMITTED_BYTES].increment(term_offset - start)
 
     def _setup(self) -> bytes:
         position = self.sender_position.get()

@@ -49,6 +49,7 @@ from aeronio.driver.resources import (
     SubscriptionLink,
     slowest,
 )
+from aeronio.driver.retransmit_handler import RetransmitHandler
 from aeronio.driver.sender_state import Position, SenderStateMachine
 from aeronio.driver.stream_counters import StreamCounters
 from aeronio.errors import StorageSpaceError
@@ -118,6 +119,10 @@ class UdpMedia:
                 now_ns=now_ns,
                 ttl=uri.ttl or 0,
                 flow_control=flow_control_for(uri.fc, one_to_many),
+                retransmit=RetransmitHandler(
+                    group=one_to_many,
+                    on_overflow=self.services.system[SystemCounters.RETRANSMIT_OVERFLOW].increment,
+                ),
                 receivers=counters[3] if one_to_many else None,
             )
             publication = NetworkPublication(

@@ -18,8 +18,17 @@ from aeronio._core import BOOKKEEPING_IDLE_CYCLES as IDLE_CYCLES
 from aeronio.concurrent.error_log import read_error_log
 from aeronio.counters import SystemCounters
 from aeronio.driver import conductor as conductor_module
-from aeronio.driver.flow_control import MaxFlowControl, MinFlowControl, UnicastFlowControl
-from aeronio.driver.retransmit_handler import RetransmitHandler
+from aeronio.driver.flow_control import (
+    RECEIVER_TIMEOUT_NS,
+    MaxFlowControl,
+    MinFlowControl,
+    UnicastFlowControl,
+)
+from aeronio.driver.retransmit_handler import (
+    DEFAULT_LINGER_NS,
+    MAX_RESEND,
+    RetransmitHandler,
+)
 from aeronio.driver.sender_state import (
     HEARTBEAT_TIMEOUT_NS,
     RETRANSMIT_RECEIVER_WINDOW_MULTIPLE,
@@ -94,9 +103,10 @@ def append(pub: Publisher, count: int) -> int:
 
 
 def test_new_data_goes_by_the_c_sender_alone_once_a_receiver_answered(tmp_path):
-    """After the first status message (no SETUP due) new data is allowed: send() never gives it,
-    the C sender does (what the DataPath sends; `collect` here), moving snd-pos and counting the
-    bytes; while it is not allowed, the C sender gives nothing either."""
+    """After the first status message new data is allowed: send() never gives it, the C sender
+    does (what the DataPath sends; `collect` here), moving snd-pos and counting the bytes. A late
+    joiner's setup request holds none of it back (Aeron's: the SETUP goes besides); it used to
+    stop new data until the next ordinary status message."""
     pub = answered(tmp_path)
     sender, data = pub.sender, pub.sender.data_sender
     bytes_sent = sender.system[SystemCounters.BYTES_SENT]
@@ -110,8 +120,9 @@ def test_new_data_goes_by_the_c_sender_alone_once_a_receiver_answered(tmp_path):
     assert sender.sender_position.get() == end and data.time_of_last_data_ns == 2 * MS
     assert bytes_sent.get() - before == 3 * FRAME
     sender.on_status_message(setup_eliciting_status_message(), 3 * MS)
-    append(pub, 1)
-    assert data.collect(out, 3 * MS) == 0 and sender.sender_position.get() == end
+    end = append(pub, 1)
+    assert data.collect(out, 3 * MS) == 1 and sender.sender_position.get() == end
+    assert frames(sender.send(3 * MS)) == [("SETUP", end)]
 
 
 @pytest.mark.parametrize(
@@ -147,25 +158,33 @@ def test_heartbeats_after_the_timeout_without_data(tmp_path):
     assert data.new_data_allowed and heartbeats.get() == 3
 
 
-def test_a_setup_asked_for_holds_new_data_until_sent_and_answered(tmp_path):
-    """A setup-eliciting status message holds new data back (the SETUP goes first), also after
-    an ordinary one that comes before the SETUP went; send() gives the SETUP, still holding new
-    data until the next ordinary status message, and no SETUP after it."""
+def test_a_setup_asked_for_goes_beside_new_data_until_one_went_with_a_receiver_live(tmp_path):
+    """Aeron 1.53's setup check: a setup-eliciting status message holds no new data back; the
+    SETUP goes at the next send() (an ordinary status message does not cancel it), once while a
+    receiver is live. With none live, it goes every SETUP_TIMEOUT_NS until one is."""
     pub = answered(tmp_path)
     sender, data = pub.sender, pub.sender.data_sender
-    assert data.new_data_allowed
+
+    def setups(datagrams) -> list[tuple[str, int]]:
+        return [frame for frame in frames(datagrams) if frame[0] == "SETUP"]
+
     sender.on_status_message(setup_eliciting_status_message(), 2 * MS)
-    assert not data.new_data_allowed
     sender.on_status_message(status(), 3 * MS)
-    assert not data.new_data_allowed
-    end = append(pub, 3)
-    assert frames(sender.send(4 * MS)) == [("SETUP", 0)]
-    assert sender.sender_position.get() == 0 and not data.new_data_allowed
-    sender.on_status_message(status(), 5 * MS)
     assert data.new_data_allowed
-    out: list = []
-    assert data.collect(out, 5 * MS) == 1 and sender.sender_position.get() == end
-    assert frames(sender.send(4 * MS + SETUP_TIMEOUT_NS)) == []
+    end = append(pub, 3)
+    assert data.collect([], 4 * MS) == 1 and sender.sender_position.get() == end
+    assert setups(sender.send(4 * MS)) == [("SETUP", end)]
+    assert setups(sender.send(4 * MS + SETUP_TIMEOUT_NS)) == []
+
+    silent = 3 * MS + RECEIVER_TIMEOUT_NS + 1
+    sender.check_receiver_liveness(silent)
+    assert not sender.is_connected
+    sender.on_status_message(setup_eliciting_status_message(), silent)
+    assert setups(sender.send(silent)) == [("SETUP", end)]
+    assert setups(sender.send(silent + SETUP_TIMEOUT_NS)) == [("SETUP", end)]
+    sender.on_status_message(status(), silent + SETUP_TIMEOUT_NS + MS)
+    assert setups(sender.send(silent + 2 * SETUP_TIMEOUT_NS)) == [("SETUP", end)]
+    assert setups(sender.send(silent + 3 * SETUP_TIMEOUT_NS)) == []
 
 
 def test_a_nak_holds_new_data_until_its_range_is_resent(tmp_path):
@@ -255,6 +274,9 @@ def test_a_nak_of_more_than_16_receiver_windows_gets_16(tmp_path):
     resent = [position for _, position in frames(sender.send(4 * MS))]
     assert resent == [k * frame for k in range((2 << 20) // frame)]
     assert RETRANSMIT_RECEIVER_WINDOW_MULTIPLE * 128 * 1024 == 2 << 20
+    # One retransmit of 2 MiB, as Aeron counts them (it was counted once per datagram).
+    assert system[SystemCounters.RETRANSMITS_SENT].get() == 1
+    assert system[SystemCounters.RETRANSMITTED_BYTES].get() == 2 << 20
 
 
 def test_retransmit_scheduled_until_resent_pending_until_its_linger_ends():
@@ -267,11 +289,42 @@ def test_retransmit_scheduled_until_resent_pending_until_its_linger_ends():
     assert handler.due(10) == [(1, 0, 64)]
     assert (handler.scheduled, handler.pending) == (False, True)
     assert not handler.on_nak(1, 0, 64, 50) and not handler.scheduled
-    assert handler.on_nak(1, 64, 64, 50) and handler.scheduled
+    assert handler.on_nak(1, 64, 64, 50) and handler.scheduled  # unicast: replaces the first
     assert handler.due(60) == [(1, 64, 64)]
     assert (handler.scheduled, handler.pending) == (False, True)
-    assert handler.due(110) == [] and handler.pending  # the first dropped, the second lingers
+    assert handler.due(110) == [] and handler.pending  # it lingers until 160
     assert handler.due(160) == [] and not handler.pending
+
+
+def test_a_nak_inside_a_range_in_hand_is_ignored_and_unicast_keeps_one_range():
+    """Aeron 1.53's rules: a NAK whose offset lies in a range waiting or lingering (of its term)
+    was sent before that resend arrived: ignored. Unicast keeps one range in hand, which a NAK
+    outside it replaces. Resent at once, a range lingers 10 ms. A NAK inside a lingering range
+    used to be resent again, and the linger was 60 ms."""
+    handler = RetransmitHandler()
+    assert handler.on_nak(1, 1024, 4096, 0)
+    assert not handler.on_nak(1, 2048, 64, 0)  # inside, waiting
+    assert handler.due(0) == [(1, 1024, 4096)]
+    assert not handler.on_nak(1, 1024 + 4064, 32, MS)  # inside, lingering
+    assert handler.deadline_ns() == DEFAULT_LINGER_NS == 10 * MS
+    assert handler.on_nak(2, 2048, 64, MS)  # another term: outside
+    assert handler.due(MS) == [(2, 2048, 64)]  # the first was replaced
+    assert handler.on_nak(1, 2048, 64, 2 * MS)
+
+
+def test_a_group_keeps_max_resend_ranges_and_counts_an_overflow():
+    """Multicast and MDC keep up to MAX_RESEND (16) ranges in hand; a NAK outside them all while
+    they are is dropped and said to `on_overflow` (Retransmit Pool Overflow, never counted
+    before); one inside a range is only ignored."""
+    overflows: list[int] = []
+    handler = RetransmitHandler(group=True, on_overflow=lambda: overflows.append(1))
+    for k in range(MAX_RESEND):
+        assert handler.on_nak(1, k * 64, 64, 0)
+    assert not handler.on_nak(1, 5 * 64 + 32, 16, 0) and overflows == []
+    assert not handler.on_nak(1, MAX_RESEND * 64, 64, 0) and overflows == [1]
+    assert handler.due(0) == [(1, k * 64, 64) for k in range(MAX_RESEND)]
+    assert handler.due(DEFAULT_LINGER_NS) == [] and not handler.pending
+    assert handler.on_nak(1, MAX_RESEND * 64, 64, DEFAULT_LINGER_NS)
 
 
 # -- the conductor and its DataPath, in an embedded driver -----------------------------------
@@ -466,7 +519,7 @@ async def test_the_backlog_follows_the_smallest_window_the_streams_keep_open(tmp
     makes a DataPath: a UDP stream's (its publication's term window, half its 16 MiB term; its
     image's receiver window, `rcv-wnd=2m`), then an IPC publication's with a 64 KiB term (half
     of it) as long as it lasts; bookkeeping is due at a quarter of the smallest."""
-    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=16m|rcv-wnd=2m"
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=16m|rcv-wnd=2m|so-rcvbuf=2m"
     async with aeronio.MediaDriver.launch(str(tmp_path / "driver")) as driver:
         schedule = driver.conductor.schedule
         async with aeronio.connect(driver.dir) as client:

@@ -12,6 +12,7 @@ import pytest
 import aeronio
 from aeronio.counters import SystemCounters
 from aeronio.counters.counters_file import RECORD_RECLAIMED, CountersFullError
+from aeronio.driver import log_params, sender_state
 from tests.support.driver_internals import conductor, udp_media
 from tests.support.ports import free_port
 from tests.support.procs import await_until
@@ -312,12 +313,39 @@ async def test_subscription_rcv_wnd_sets_the_window_the_sender_gets(rcv_wnd, win
     subscribers still read)."""
     channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
     async with aeronio.connect() as a, aeronio.connect() as b:
-        sub = await b.add_subscription(f"{channel}|rcv-wnd={rcv_wnd}", 12)
+        sub = await b.add_subscription(f"{channel}|rcv-wnd={rcv_wnd}|so-rcvbuf=1m", 12)
         pub = await a.add_publication(channel, 12)
         await connected(pub, sub)
         counters = {c.label.split(":")[0]: c.value for c in a.counters.for_each()}
         assert counters["snd-lmt"] - counters["snd-pos"] == window
         assert counters["snd-bpe"] == 0  # the sender's back-pressure events, per publication
+
+
+async def test_a_receiver_window_larger_than_the_socket_buffer_is_refused():
+    """rcv-wnd past so-rcvbuf (or past the OS default SO_RCVBUF without it; Aeron's initial
+    window, 128 KiB, without rcv-wnd) is refused with a ChannelUriError naming both, as Aeron's
+    driver refuses it: a sender let past what the socket holds has its data dropped there. At
+    the buffer's size it is taken; nothing of a refused subscription stays."""
+    os_default = log_params.os_default_socket_buffer_lengths()[1]
+    channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}"
+    async with aeronio.connect() as a:
+        refusals = {
+            f"{channel}|rcv-wnd=64k|so-rcvbuf=32k": "rcv-wnd=65536 is greater than so-rcvbuf "
+            "(32768)",
+            f"{channel}|so-rcvbuf=64k": "rcv-wnd=131072 is greater than so-rcvbuf (65536)",
+            f"{channel}|rcv-wnd={os_default + 32}": f"rcv-wnd={os_default + 32} is greater than "
+            f"the OS default SO_RCVBUF ({os_default})",
+        }
+        for refused, reason in refusals.items():
+            with pytest.raises(aeronio.ChannelUriError) as error:
+                await a.add_subscription(refused, 1)
+            assert str(error.value) == (
+                f"{refused}: {reason}: the window must fit the socket's receive buffer (raise "
+                "so-rcvbuf, or lower rcv-wnd)"
+            )
+        assert udp_media(a).receive_endpoints == {}
+        await a.add_subscription(f"{channel}|rcv-wnd=64k|so-rcvbuf=64k", 1)
+        assert len(udp_media(a).receive_endpoints) == 1
 
 
 @pytest.mark.parametrize("read", ["async for", "views", "batches"])
@@ -556,7 +584,7 @@ async def test_a_sender_with_more_than_a_batch_keeps_sending_without_new_appends
     that stopped at its batch of datagrams sends the rest at once, not at the next timer tick."""
     port = free_port()
     pub_channel = f"aeron:udp?endpoint=127.0.0.1:{port}|term-length=1m"
-    sub_channel = f"{pub_channel}|rcv-wnd=512k"
+    sub_channel = f"{pub_channel}|rcv-wnd=512k|so-rcvbuf=512k"
     async with aeronio.MediaDriver.launch(str(tmp_path / "driver")) as driver:
         async with aeronio.connect(driver.dir) as client:
             sub = await client.add_subscription(sub_channel, 9)
@@ -727,12 +755,15 @@ async def test_a_publication_says_not_connected_only_once_it_takes_no_more(trans
         assert publication.try_offer(b"nobody") == aeronio.NOT_CONNECTED
 
 
-async def test_a_stream_whose_last_subscription_closed_leaves_its_endpoint_at_once():
+async def test_a_stream_whose_last_subscription_closed_leaves_its_endpoint_at_once(monkeypatch):
     """Two streams on one endpoint; the subscription of one closes: its image goes at once
     with its farewell (Aeron's image drains once it has no subscriber), so that stream's
     publisher stops counting the receiver and goes unconnected rather than sending into an
     image nobody reads, while the other stream flows on. Subscribed again, it gets a new image
-    at once (no cool-down for a stream subscribed anew)."""
+    at once (no cool-down for a stream subscribed anew). The receiver timeout is made a minute
+    here: the farewell alone disconnects (it used to take the timeout, 2 s of offers taken for
+    nobody)."""
+    monkeypatch.setattr(sender_state, "RECEIVER_TIMEOUT_NS", 60 * 10**9)
     channel = f"aeron:udp?endpoint=127.0.0.1:{free_port()}|term-length=64k"
     async with aeronio.connect() as a, aeronio.connect() as b:
         leaving = await b.add_subscription(channel, 21)

@@ -599,6 +599,35 @@ def test_a_farewell_acknowledges_but_keeps_no_receiver_alive(tmp_path):
     assert not sender.is_connected
 
 
+def test_the_only_receivers_farewell_disconnects_the_publication_at_once(tmp_path):
+    """Aeron 1.53's receiver liveness is per receiver: the farewell of the only one leaves
+    none, and the log says not connected at once (offers are refused, not sent to nobody). A
+    status message it sent before (a repeat taken at the timer) does not bring it back; one it
+    sends later does. It used to stay connected for the receiver timeout (2 s)."""
+    _, publisher, _ = network(tmp_path)
+    sender = publisher.sender
+    sender.on_status_message(status(0, receiver_id=6), 2 * MS)
+    sender.on_status_message(status(0, flags=SM_EOS_FLAG), 3 * MS)
+    assert sender.is_connected  # receiver 6 is still there
+    sender.on_status_message(status(0, receiver_id=6, flags=SM_EOS_FLAG), 4 * MS)
+    assert not sender.is_connected and not publisher.log.mapped.is_connected()
+    sender.on_status_message(status(0, receiver_id=6), 4 * MS)  # heard before it left
+    assert not sender.is_connected
+    sender.on_status_message(status(0, receiver_id=6), 5 * MS)
+    assert sender.is_connected and publisher.log.mapped.is_connected()
+
+
+def test_the_only_receivers_err_frame_disconnects_the_publication_at_once(tmp_path):
+    """A receiver that refused the stream (its ERR frame) is not live any more either."""
+    _, publisher, _ = network(tmp_path)
+    frame = error_frame(
+        session_id=77, stream_id=10, receiver_id=5, group_tag=0, error_code=13,
+        error_length=8, error_message=b"rejected",
+    )  # fmt: skip
+    publisher.sender.on_error(ErrorFrame.decode(frame.encode()), ("127.0.0.1", 4005), 2 * MS)
+    assert not publisher.sender.is_connected and not publisher.log.mapped.is_connected()
+
+
 def test_a_receivers_err_frame_takes_it_out_of_flow_control_and_is_told_once(tmp_path):
     """A receiver that refused its image (its ERR frame, Aeron 1.53's) paces the stream no more:
     min flow control's limit follows the other receiver. The publication's clients are told

@@ -491,6 +491,28 @@ def test_a_setup_asked_for_is_sent_though_another_receivers_status_message_came_
     assert HDR_TYPE_SETUP in kinds
 
 
+def test_new_data_goes_on_while_a_setup_asked_for_is_sent(tmp_path):
+    """A late joiner's setup request: the SETUP goes at once, once while a receiver is live, and
+    new data goes on meanwhile with no status message waited for (Aeron 1.53's sender). It used
+    to hold new data back until an ordinary status message came: up to 200 ms from an idle
+    receiver, each time a receiver asked."""
+    session = Session(tmp_path, 10, loss=0, duplicate=0, reorder=0)
+    while len(session.received) < 10:
+        session.step(10)
+    sender, publisher = session.sender, session.publisher
+    sender.on_status_message(setup_eliciting_status_message(), session.now)
+    session.sent = publisher.offer(session.sent, 15, 5)
+    datagrams = [bytes(dg) for dg in publisher.datagrams(session.now)]
+    frames = [ref.type for dg in datagrams for ref in iter_frames(dg)]
+    assert frames.count(HDR_TYPE_SETUP) == 1 and HDR_TYPE_DATA in frames
+    for datagram in datagrams:  # no status message goes back to the sender
+        session._on_datagram(datagram)
+    session.reader.poll_messages(session.received, 1000)
+    assert [m.data for m in session.received] == [message(i) for i in range(15)]
+    later = [ref.type for dg in sender.send(session.now + 300 * MS) for ref in iter_frames(dg)]
+    assert HDR_TYPE_SETUP not in later
+
+
 def test_a_session_that_ended_its_stream_is_not_asked_for_a_setup():
     """A heartbeat of an unknown session of a subscribed stream asks for a SETUP, one flagged
     end-of-stream does not (its publication sends none: asking would only repeat)."""
