@@ -147,8 +147,10 @@ class MinFlowControl:
     (Aeron's rule, which for equal windows is the same on position plus window): one back
     from far behind (a driver paused past its timeout) cannot catch up from the term the
     sender keeps, and taken in it would hold every receiver until its image timed out. The
-    limit may go down when a slower receiver joins; with no receiver tracked it stays put. The
-    publication needs at least `min_group_size` tracked receivers to count as connected.
+    limit may go down when a slower receiver joins. Fewer than `min_group_size` tracked: it
+    stays put, and the publication does not count as connected. None tracked while none are
+    required (`min_group_size` 0): any receiver's SM moves it on, as max flow control (Aeron's;
+    with tagged flow control, the receivers outside the group then pace it).
     """
 
     def __init__(self, timeout_ns: int = RECEIVER_TIMEOUT_NS, min_group_size: int = 0) -> None:
@@ -162,7 +164,7 @@ class MinFlowControl:
         return True
 
     def _limit(self, sender_limit: int) -> int:
-        if not self._receivers:
+        if not self._receivers or len(self._receivers) < self.min_group_size:
             return sender_limit
         return min(limit for _, limit, _ in self._receivers.values())
 
@@ -174,9 +176,13 @@ class MinFlowControl:
         term_length: int,
         now_ns: int,
     ) -> int:
-        if sm.is_setup_eliciting or not self._is_member(sm):
+        if sm.is_setup_eliciting:
             return sender_limit
         position = _position_of(sm, initial_term_id, term_length)
+        if not self._is_member(sm):
+            if self._receivers or self.min_group_size:
+                return sender_limit
+            return max(sender_limit, position + sm.receiver_window)  # none in the group yet
         if sm.receiver_id not in self._receivers and self._receivers:
             slowest = min(tracked for tracked, _, _ in self._receivers.values())
             if position < slowest - sm.receiver_window:
@@ -202,16 +208,17 @@ class MinFlowControl:
         return len(self._receivers)
 
     def has_required_receivers(self) -> bool:
-        """At least one receiver paces the sender (with none the limit would never move),
-        and the group minimum is there."""
-        return len(self._receivers) >= max(1, self.min_group_size)
+        """The group minimum is tracked (with none required, receivers outside the group are
+        enough: the publication is connected while one is live)."""
+        return len(self._receivers) >= self.min_group_size
 
 
 class TaggedFlowControl(MinFlowControl):
     """Like :class:`MinFlowControl`, over the receivers whose SMs carry `group_tag` only.
 
     The tag is the SM feedback: exactly 8 bytes, a little-endian int64 (see
-    :func:`group_tag_feedback`). Other receivers neither pace the sender nor count.
+    :func:`group_tag_feedback`). Other receivers are not tracked; they pace the sender only
+    while no group member is and none is required (`g:<tag>` without `/<size>`).
     """
 
     def __init__(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import socket
 import time
 
 import pytest
@@ -30,6 +31,14 @@ from aeronio.counters import (
 from aeronio.driver.channel_endpoints import DESTINATION_TIMEOUT_NS
 from aeronio.driver.flow_control import RECEIVER_TIMEOUT_NS
 from aeronio.driver.receiver_state import IMAGE_LIVENESS_TIMEOUT_NS
+from aeronio.protocol.frames import (
+    HDR_TYPE_DATA,
+    HDR_TYPE_SETUP,
+    Frame,
+    iter_frames,
+    nak_frame,
+    status_message,
+)
 from tests.support.ports import free_port
 from tests.support.procs import await_until, procs_fixture
 
@@ -659,6 +668,32 @@ async def test_tagged_flow_control_needs_its_group_of_tagged_receivers():
             assert message.data == b"tagged" and message.position == position
 
 
+async def test_tagged_flow_control_without_a_group_size_takes_untagged_receivers_meanwhile():
+    """fc=tagged,g:7 (no group size: none required), as Aeron 1.53's: an untagged receiver alone
+    connects the publication and paces it (not counted in fc-receivers); a tagged one, once
+    heard, is the one counted. It used to stay unconnected until a tagged receiver came."""
+    port = free_port()
+    channel = multicast("224.20.30.9", port, "|fc=tagged,g:7")
+    async with contextlib.AsyncExitStack() as stack:
+        a = await stack.enter_async_context(aeronio.connect())
+        b = [await stack.enter_async_context(aeronio.connect()) for _ in range(2)]
+        pub = await a.add_publication(channel, 16)
+        receivers = lambda: counter(a, FLOW_CONTROL_RECEIVERS_TYPE_ID, pub.registration_id)  # noqa: E731
+        untagged = await b[0].add_subscription(multicast("224.20.30.9", port), 16)
+        await await_until(lambda: pub.is_connected, 10, "the untagged receiver to connect")
+        assert receivers() == 0
+        sent = [payload(i, 3000) for i in range(200)]  # 600 KB: past any one window
+        reader = Receiver(untagged, "the untagged receiver").start()
+        for data in sent:
+            assert await pub.offer(data, timeout=10) > 0
+        await reader.wait_for(len(sent), 20)
+        await reader.stop()
+        assert reader.received == sent and reader.lost == []
+        tagged = await b[1].add_subscription(multicast("224.20.30.9", port, "|gtag=7"), 16)
+        await image_of(tagged)
+        await await_until(lambda: receivers() == 1, 10, "the tagged receiver to be counted")
+
+
 # -- 5. spy ---------------------------------------------------------------------------------
 
 
@@ -686,3 +721,57 @@ async def test_spy_of_a_multicast_publication_gets_what_it_sends():
             await receiver.stop()
             assert receiver.received == expected, receiver.name
             assert receiver.positions == producer.positions, receiver.name
+
+
+async def test_a_group_keeps_16_resends_in_hand_and_counts_the_overflow():
+    """A multi-destination-cast publication has group semantics (Aeron's max-resend, 16 ranges
+    in hand): of 17 NAKs of distinct ranges at once, 16 are resent, each counted once in
+    Retransmits Sent, and the 17th is dropped and counted in Retransmit Pool Overflow (never
+    counted before). A raw socket plays the receiver: it answers the SETUP, reads the data and
+    NAKs (one NAK per datagram, as Aeron's receivers send them)."""
+    control = free_port()
+    channel = f"aeron:udp?control={HOST}:{control}|control-mode=manual|term-length=64k"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as receiver:
+        receiver.bind((HOST, 0))
+        receiver.settimeout(10)
+        async with aeronio.connect() as a:
+            pub = await a.add_publication(channel, 7)
+            await pub.add_destination(f"aeron:udp?endpoint={HOST}:{receiver.getsockname()[1]}")
+
+            def frames_until(kind: int, end: int = 0) -> Frame:
+                """The datagrams' frames until one of `kind` (DATA: one reaching `end`)."""
+                while True:
+                    datagram = receiver.recv(65536)
+                    for ref in iter_frames(datagram):
+                        frame = ref.decode(datagram)
+                        if ref.type == kind and (
+                            kind != HDR_TYPE_DATA or frame.term_offset + ref.frame_length >= end
+                        ):
+                            return frame
+
+            setup = await asyncio.to_thread(frames_until, HDR_TYPE_SETUP)
+            where = dict(session_id=pub.session_id, stream_id=7, term_id=setup.active_term_id)
+            sm = status_message(
+                session_id=pub.session_id, stream_id=7,
+                consumption_term_id=setup.active_term_id, consumption_term_offset=0,
+                receiver_window=32 * 1024, receiver_id=1234,
+            )  # fmt: skip
+            receiver.sendto(sm.encode(), (HOST, control))
+            await await_until(lambda: pub.is_connected, 10, "the SM to connect the publication")
+            for _ in range(17):
+                assert await pub.offer(bytes(32)) > 0  # a 64-byte frame each
+            await asyncio.to_thread(frames_until, HDR_TYPE_DATA, 17 * 64)
+            sent = system_counter(a, SystemCounters.RETRANSMITS_SENT)
+            for k in range(17):  # all queued before the driver, on this loop, reads them at once
+                nak = nak_frame(**where, term_offset=k * 64, length=64)
+                receiver.sendto(nak.encode(), (HOST, control))
+            await await_until(
+                lambda: system_counter(a, SystemCounters.RETRANSMIT_OVERFLOW) == 1,
+                10,
+                "the 17th NAK counted as an overflow",
+            )
+            await await_until(
+                lambda: system_counter(a, SystemCounters.RETRANSMITS_SENT) == sent + 16,
+                10,
+                "16 retransmits",
+            )

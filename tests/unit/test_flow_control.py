@@ -210,19 +210,25 @@ def test_min_receiver_that_said_farewell_stops_holding_the_sender_back_at_once()
         assert fc.on_receiver_left(1, limit) == pos(1, 0) + WINDOW
         assert fc.receiver_count == 1 and fc.has_required_receivers()
         assert fc.on_receiver_left(2, 12345) == 12345  # the last: the limit stays
-        assert fc.receiver_count == 0 and not fc.has_required_receivers()
+        assert fc.receiver_count == 0 and fc.has_required_receivers()  # none required
         assert fc.on_receiver_left(1, 12345) == 12345  # gone already
 
 
-def test_min_and_tagged_need_a_receiver_that_paces_the_sender():
-    """With no receiver tracked the limit never moves: not connected, even without g:/n."""
+def test_min_and_tagged_without_a_group_size_take_any_receiver_while_none_is_tracked():
+    """Aeron 1.53's: with no group size (none required) the receivers' liveness alone says
+    connected, and while no member is tracked a receiver outside the group (untagged, for
+    tagged flow control) moves the limit on as max flow control would; once a member is, only
+    members pace it. A tagged publication used to wait, never connected, for a tagged receiver."""
     for fc in (MinFlowControl(), TaggedFlowControl(7)):
-        assert not fc.has_required_receivers()
-        feed(fc, 0, sm(1, 0, 0), 0)  # untagged: paces a min sender, not a tagged one
-        assert fc.has_required_receivers() == (type(fc) is MinFlowControl)
+        assert fc.has_required_receivers()
+        assert feed(fc, 0, sm(1, 0, 0), 0) == WINDOW  # untagged: tracked by min only
+        assert fc.receiver_count == (type(fc) is MinFlowControl)
     tagged = TaggedFlowControl(7)
-    feed(tagged, 0, sm(2, 0, 0, feedback=group_tag_feedback(7)), 0)
-    assert tagged.has_required_receivers()
+    limit = feed(tagged, 0, sm(1, 1, 0), 0)
+    assert limit == pos(1, 0) + WINDOW
+    limit = feed(tagged, limit, sm(2, 1, 0, feedback=group_tag_feedback(7)), 1)
+    assert limit == pos(1, 0) + WINDOW and tagged.receiver_count == 1
+    assert feed(tagged, limit, sm(1, 2, 0), 2) == limit  # a member paces it now
 
 
 def test_min_group_size_for_required_receivers():
@@ -261,8 +267,8 @@ def test_tagged_counts_only_its_group():
     other = sm(2, 0, 0, feedback=group_tag_feedback(TAG + 1))
     truncated = sm(3, 0, 0, feedback=tagged[:4])
     padded = sm(4, 0, 0, feedback=tagged + b"\0")
-    for message in (untagged, other, truncated, padded):
-        assert feed(fc, 777, message, 0) == 777  # ignored: no tagged receiver yet
+    for message in (untagged, other, truncated, padded):  # not tracked: none is required
+        assert feed(fc, 777, message, 0) == WINDOW  # and no member yet: they pace it
     assert fc.receiver_count == 0
     limit = feed(fc, 0, sm(5, 2, 64, feedback=tagged), 1)
     assert limit == pos(2, 64) + WINDOW
@@ -280,9 +286,12 @@ def test_tagged_group_minimum_and_timeout():
     assert not fc.has_required_receivers()
     limit = feed(fc, limit, sm(3, 1, 0, feedback=tagged), 500)
     assert fc.has_required_receivers() and limit == WINDOW
-    limit = fc.on_idle(1_001, limit)  # receiver 1 timed out
-    assert limit == pos(1, 0) + WINDOW
+    limit = fc.on_idle(1_001, limit)  # receiver 1 timed out: below the group size, it stays
+    assert limit == WINDOW
     assert fc.receiver_count == 1 and not fc.has_required_receivers()
+    assert feed(fc, limit, sm(3, 1, 512, feedback=tagged), 1_002) == WINDOW
+    limit = feed(fc, limit, sm(1, 1, 0, feedback=tagged), 1_003)  # back: two again
+    assert limit == pos(1, 0) + WINDOW and fc.has_required_receivers()
 
 
 def test_tagged_ignores_setup_eliciting_sms():
