@@ -76,9 +76,9 @@ async def ping(
         for i in range(-warmup, count):
             _SEQ.pack_into(message, 0, i)
             start = clock()
-            await pings.offer(message)
             try:
-                async with asyncio.timeout(timeout):
+                async with asyncio.timeout(timeout):  # a pong gone leaves nobody to offer to
+                    await pings.offer(message)
                     reply = await replies.receive()
             except TimeoutError:
                 raise TimeoutError(
